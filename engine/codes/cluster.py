@@ -1,0 +1,3 @@
+"""HP3xx: cluster and device."""
+
+ROWS: list[tuple[str, str, str]] = []

@@ -1,0 +1,3 @@
+"""HP2xx: model facts and catalog resolution."""
+
+ROWS: list[tuple[str, str, str]] = []

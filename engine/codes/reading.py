@@ -1,0 +1,13 @@
+"""HP0xx: reading the file (YAML syntax, structure, hostile input)."""
+
+ROWS: list[tuple[str, str, str]] = [
+    ("HP001", "error", "YAML syntax error"),
+    ("HP002", "error", "top level is not a mapping"),
+    ("HP003", "error", "duplicate key"),
+    ("HP004", "error", "file cannot be read (missing, binary, not UTF-8)"),
+    ("HP005", "error", "file too large or too deeply nested to analyse"),
+    ("HP006", "error", "alias expansion too large (possible alias bomb)"),
+    ("HP007", "error", "unsupported YAML tag (never executed)"),
+    ("HP008", "information", "not a HyperParallel config (left alone)"),
+    ("HP009", "error", "referenced train_yaml not found or unreadable"),
+]

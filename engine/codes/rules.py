@@ -1,0 +1,3 @@
+"""HP4xx: cross-field rules on degrees, batch and memory."""
+
+ROWS: list[tuple[str, str, str]] = []

@@ -1,0 +1,3 @@
+"""HP6xx: search refusals and advice."""
+
+ROWS: list[tuple[str, str, str]] = []

@@ -1,0 +1,3 @@
+"""HP1xx: types and unknown keys."""
+
+ROWS: list[tuple[str, str, str]] = []

@@ -1,0 +1,118 @@
+"""The one resolved configuration every later stage consumes, with where each value came from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from engine.diagnostics import Diagnostic
+from engine.positions import Range
+from engine.specs import ClusterSpec, ModelSpec, PipelineSchedule, RecomputePlan, RunOptions, Strategy
+
+ConfigKind = Literal["train", "search"]
+DimState = Literal["fixed", "list", "auto", "absent"]
+DimOrigin = Literal["declared", "train.yaml", "default", "derived"]
+RecomputeRequest = Literal["none", "selective", "full", "auto", "per_layer"]
+
+# The searchable dimensions, in the order summaries print them (FORMATS.md §2 `parallelism`).
+DIMENSIONS: tuple[str, ...] = (
+    "dp", "fsdp", "tp", "pp", "cp", "ep", "etp", "vpp",
+    "micro_batch_size", "micro_batch_num", "sequence_parallel",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a value was written: which file, the key's range and the value's range."""
+
+    file: str | None
+    key: Range
+    value: Range
+
+
+@dataclass(frozen=True, slots=True)
+class Dimension:
+    """How one parallel dimension was declared. `values` is `(v,)` when fixed, the candidates for a list,
+    and `()` when searched over its own bounds. sequence_parallel uses 0/1."""
+
+    name: str
+    state: DimState
+    values: tuple[int, ...] = ()
+    origin: DimOrigin = "default"
+    location: Location | None = None
+
+    @property
+    def searched(self) -> bool:
+        return self.state in ("auto", "absent") or (self.state == "list" and len(self.values) > 1)
+
+    def summary(self) -> str:
+        """One line as HyperParallel prints it: `tp: searched over [1, 2, 4, 8]`, `pp: fixed 4 (train.yaml)`."""
+        if self.state == "fixed":
+            return f"{self.name}: fixed {self.values[0]} ({self.origin})"
+        if self.state == "list":
+            return f"{self.name}: searched over {list(self.values)}"
+        if self.state == "auto":
+            return f"{self.name}: searched (auto)"
+        return f"{self.name}: searched (not declared)"
+
+
+def _frozen_map(d: Mapping[str, object] | None = None) -> Mapping:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A train.yaml or search config, resolved: model, cluster, dimensions, constraint and the stated run.
+
+    `model` / `cluster` are None when the files do not determine them (diagnostics say why). `stated` is
+    the strategy a train.yaml states when every degree is known (the one `hp-plan estimate` prices).
+    `locations` maps a dotted path (`accelerator.tp_size`, `parallelism.tp`, `model.hidden_size`) to where
+    it was written, so search refusals and hovers land on the right token.
+    """
+
+    kind: ConfigKind
+    path: str | None
+    model: ModelSpec | None
+    cluster: ClusterSpec | None
+    run: RunOptions = field(default_factory=RunOptions)
+    dimensions: Mapping[str, Dimension] = field(default_factory=_frozen_map)
+    global_batch_size: int | None = None
+    memory_limit_gb: float | None = None
+    recompute: RecomputeRequest = "none"
+    stated_recompute: RecomputePlan = field(default_factory=RecomputePlan)
+    pipeline_schedule: PipelineSchedule = "1F1B"
+    stated: Strategy | None = None
+    train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
+    locations: Mapping[str, Location] = field(default_factory=_frozen_map)
+
+    @property
+    def budget_gib(self) -> float | None:
+        """min(memory_limit_gb, device memory) over the positive ones (FORMATS.md §2)."""
+        vals = [v for v in (self.memory_limit_gb, self.cluster.memory_gib if self.cluster else None) if v and v > 0]
+        return min(vals) if vals else None
+
+    def summary_lines(self) -> list[str]:
+        return [self.dimensions[d].summary() for d in DIMENSIONS if d in self.dimensions]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterOverrides:
+    """Cluster facts from CLI flags or editor settings; they fill what the files leave unsaid."""
+
+    devices: int | None = None
+    num_nodes: int | None = None
+    cards_per_node: int | None = None
+    device_type: str | None = None
+    memory_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The result of reading a file: the config (None when unreadable) and every diagnostic found so far.
+    `files` lists every file read (the search config and its train_yaml), for the server's dependency map."""
+
+    config: Config | None
+    diagnostics: tuple[Diagnostic, ...]
+    files: tuple[str, ...] = ()

@@ -1,0 +1,79 @@
+"""Priced results: what `hp-plan estimate` and `hp-plan search` print and the server shows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.diagnostics import Diagnostic
+from engine.specs import Strategy
+
+MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
+TIME_TERMS: tuple[str, ...] = (
+    "compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_bubble", "pp_p2p", "optimizer",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """One priced strategy (FORMATS.md §3 `estimate`). Memory in GiB; times in seconds; mfu in 0..1.
+    `memory_breakdown_gib` is the breakdown of the peak (worst) stage."""
+
+    strategy: Strategy
+    fits: bool
+    budget_gib: float
+    peak_memory_gib: float
+    stage_memory_gib: tuple[float, ...]
+    memory_breakdown_gib: Mapping[str, float]
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_device: float
+    mfu: float
+    time_breakdown_s: Mapping[str, float]
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy.to_json(),
+            "fits": self.fits,
+            "budget_gib": self.budget_gib,
+            "peak_memory_gib": self.peak_memory_gib,
+            "stage_memory_gib": list(self.stage_memory_gib),
+            "memory_breakdown_gib": {k: self.memory_breakdown_gib[k] for k in MEMORY_TERMS},
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_device": self.tokens_per_s_per_device,
+            "mfu": self.mfu,
+            "time_breakdown_s": {k: self.time_breakdown_s[k] for k in TIME_TERMS},
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The outcome of a search (FORMATS.md §3 `search`). `best` is None when nothing fits; `refused` counts
+    candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value."""
+
+    best: Estimate | None
+    top: tuple[Estimate, ...]
+    evaluated: int
+    feasible: int
+    elapsed_s: float
+    dimensions: Mapping[str, str]
+    refused: Mapping[str, int] = field(default_factory=dict)
+    over_budget: int = 0
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "best": self.best.to_json() if self.best else None,
+            "top": [e.to_json() for e in self.top],
+            "evaluated": self.evaluated,
+            "feasible": self.feasible,
+            "elapsed_s": self.elapsed_s,
+            "dimensions": dict(self.dimensions),
+            "refused": dict(self.refused),
+            "over_budget": self.over_budget,
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+        }

@@ -1,0 +1,227 @@
+"""The typed, immutable facts every stage exchanges: model, device, cluster, run options, strategy.
+
+These are the contract between the reader (engine.config), the cost model (engine.cost), the search
+(engine.search), the editors of files (engine.edit) and both front ends. They are frozen so a value handed
+to one search can never leak into the next (HyperParallel needed guards for exactly that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RecomputeMode = Literal["off", "selective", "full"]
+RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("off", "selective", "full")
+PipelineSchedule = Literal["1F1B", "interleaved"]
+SelectivePolicy = Literal["hyperparallel", "attention"]
+CpAlgo = Literal["ring", "ulysses", "hybrid"]
+
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Architecture facts of a decoder-only transformer (Hugging Face config.json names in comments).
+
+    Zero means "absent" for the optional families: `num_experts == 0` is a dense model, `kv_lora_rank == 0`
+    is not MLA. `seq_len` is the trained sequence length (FORMATS.md: max_position_embeddings in a search
+    config, dataset.data_transform.max_seq_len in a train.yaml), never the model's positional limit.
+    """
+
+    name: str
+    num_layers: int  # num_hidden_layers
+    hidden: int  # hidden_size
+    heads: int  # num_attention_heads
+    vocab: int  # vocab_size
+    ffn: int = 0  # intermediate_size (dense MLP width; 0 -> 4*hidden for GeLU, 8/3*hidden rounded for SwiGLU)
+    kv_heads: int = 0  # num_key_value_heads (0 -> heads)
+    head_dim: int = 0  # head_dim (0 -> hidden // heads)
+    seq_len: int = 4096  # trained sequence length
+    tie_embeddings: bool = False  # tie_word_embeddings
+    gated_mlp: bool = True  # hidden_act silu/swiglu -> True (3 matrices); gelu/relu -> False (2 matrices)
+    learned_positions: bool = False  # GPT-style absolute position embeddings (s x h parameters)
+    linear_bias: bool = False  # GPT-style biases on every linear layer
+    use_flash_attention: bool = True  # no a*s*s score tensor kept for backward
+    # MoE
+    num_experts: int = 0  # num_experts / n_routed_experts / num_local_experts
+    experts_per_tok: int = 0  # num_experts_per_tok
+    num_shared_experts: int = 0  # num_shared_experts / n_shared_experts
+    moe_ffn: int = 0  # moe_intermediate_size (Mixtral: intermediate_size)
+    shared_ffn: int = 0  # shared_expert_intermediate_size (0 -> moe_ffn)
+    first_k_dense: int = 0  # first_k_dense_replace
+    capacity_factor: float = 1.0
+    # MLA (DeepSeek-V2/V3)
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    # Multi-token prediction
+    mtp_depth: int = 0  # num_nextn_predict_layers / mtp_num_hidden_layers
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def kv_heads_eff(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def head_dim_eff(self) -> int:
+        return self.head_dim or self.hidden // max(self.heads, 1)
+
+    @property
+    def ffn_eff(self) -> int:
+        if self.ffn:
+            return self.ffn
+        return 4 * self.hidden if not self.gated_mlp else int(8 * self.hidden / 3)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return max(self.num_layers - self.first_k_dense, 0) if self.is_moe else 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSpec:
+    """One accelerator of the catalog (../shared/reference/HARDWARE.md). Bandwidths are GB/s (1e9 B/s) per
+    device, one direction; memory is GiB usable for the budget."""
+
+    name: str
+    peak_tflops: float  # dense BF16/FP16 tensor TFLOP/s
+    memory_gib: float
+    hbm_tb_s: float
+    intra_node_gb_s: float
+    inter_node_gb_s: float
+    cards_per_node: int = 8
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    device: DeviceSpec
+    num_nodes: int
+    cards_per_node: int
+    memory_gib: float  # device memory (catalog value unless overridden)
+    intra_node_gb_s: float
+    inter_node_gb_s: float
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.cards_per_node
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How the run trains, beyond the parallel degrees: precision, optimizer, FSDP and recompute policy."""
+
+    param_bytes: int = 2  # bf16/fp16 weights
+    grad_bytes: int = 4  # fp32 main gradients (Megatron default); 2 when accumulating in bf16
+    master_weights: bool = True  # fp32 master copy kept by the optimizer
+    optimizer_states: int = 2  # Adam: m and v (fp32 each); SGD with momentum: 1
+    optimizer_state_bytes: int = 4
+    reshard_after_forward: bool = True  # FSDP ZeRO-3 when True, ZeRO-2-like when False
+    selective_policy: SelectivePolicy = "hyperparallel"
+    cp_algo: CpAlgo = "ring"
+    fp8: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputePlan:
+    """A recompute mode for every layer, with optional per-layer overrides as inclusive ranges.
+
+    `layers` maps "first-last" (or "n") to a mode, as FORMATS.md writes it: {"0-9": "full"}.
+    """
+
+    mode: RecomputeMode = "off"
+    layers: tuple[tuple[int, int, RecomputeMode], ...] = ()
+
+    def mode_of(self, layer: int) -> RecomputeMode:
+        for first, last, mode in self.layers:
+            if first <= layer <= last:
+                return mode
+        return self.mode
+
+    def to_json(self) -> str | dict[str, Any]:
+        if not self.layers:
+            return self.mode
+        return {
+            "mode": self.mode,
+            "layers": {(f"{a}" if a == b else f"{a}-{b}"): m for a, b, m in self.layers},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """One parallel strategy (FORMATS.md §3 STRATEGY). dp = world / (tp*pp*cp); dp_shard divides dp*cp;
+    dp_replicate = dp*cp / dp_shard. Batch rule: global_batch_size = dp * micro_batch_size * micro_batch_num."""
+
+    dp: int = 1
+    dp_shard: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    vpp: int = 1
+    micro_batch_size: int = 1
+    micro_batch_num: int = 1
+    sequence_parallel: bool = False
+    recompute: RecomputePlan = field(default_factory=RecomputePlan)
+    pipeline_schedule: PipelineSchedule = "1F1B"
+    optimizer_shard: int = 1
+
+    @property
+    def dp_replicate(self) -> int:
+        return max(self.dp * self.cp // max(self.dp_shard, 1), 1)
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.dp * self.micro_batch_size * self.micro_batch_num
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dp": self.dp,
+            "dp_shard": self.dp_shard,
+            "dp_replicate": self.dp_replicate,
+            "tp": self.tp,
+            "pp": self.pp,
+            "cp": self.cp,
+            "ep": self.ep,
+            "etp": self.etp,
+            "vpp": self.vpp,
+            "micro_batch_size": self.micro_batch_size,
+            "micro_batch_num": self.micro_batch_num,
+            "global_batch_size": self.global_batch_size,
+            "sequence_parallel": self.sequence_parallel,
+            "recompute": self.recompute.to_json(),
+            "pipeline_schedule": self.pipeline_schedule,
+            "optimizer_shard": self.optimizer_shard,
+        }
+
+    def short(self) -> str:
+        """`tp 8 · pp 4 · dp 32 · mbs 1 · recompute selective`: what a code lens or a table row shows."""
+        parts = [f"dp {self.dp}", f"tp {self.tp}", f"pp {self.pp}"]
+        if self.vpp > 1:
+            parts.append(f"vpp {self.vpp}")
+        if self.cp > 1:
+            parts.append(f"cp {self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep {self.ep}")
+        if self.dp_shard > 1:
+            parts.append(f"fsdp {self.dp_shard}")
+        parts.append(f"mbs {self.micro_batch_size}")
+        if self.sequence_parallel:
+            parts.append("sp")
+        rc = self.recompute.to_json()
+        parts.append(f"rc {rc if isinstance(rc, str) else rc['mode'] + '+'}")
+        return " · ".join(parts)
