@@ -1,0 +1,142 @@
+"""Typed editor settings (section `hpLsp`, FORMATS.md §4) merged from every source the client uses.
+
+Sources, later wins key by key: `initializationOptions`, `workspace/configuration` (only where the client
+advertises it; Neovim 0.7 does not), `workspace/didChangeConfiguration`. Invalid values fall back to the
+default and are reported once, so a typo in settings never stops the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.config.types import ClusterOverrides
+
+SECTION = "hpLsp"
+DEFAULT_MAX_FILE_SIZE_KB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    num_nodes: int | None = None
+    cards_per_node: int | None = None
+    device_type: str | None = None
+    device_memory_gb: float | None = None
+    memory_limit_gb: float | None = None
+    search_on_save: bool = True
+    max_file_size_kb: int = DEFAULT_MAX_FILE_SIZE_KB
+    trace_server: str = "off"
+
+    def overrides(self) -> ClusterOverrides | None:
+        """The cluster facts these settings state, for files that leave the cluster unsaid.
+
+        The budget is min(memory limit, device memory) over the positive ones (FORMATS.md §2), so a memory
+        limit alone narrows the device memory the engine prices against.
+        """
+        mem = [v for v in (self.device_memory_gb, self.memory_limit_gb) if v]
+        if not any((self.num_nodes, self.cards_per_node, self.device_type, mem)):
+            return None
+        devices = self.num_nodes * self.cards_per_node if self.num_nodes and self.cards_per_node else None
+        return ClusterOverrides(
+            devices=devices,
+            num_nodes=self.num_nodes,
+            cards_per_node=self.cards_per_node,
+            device_type=self.device_type,
+            memory_gb=min(mem) if mem else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    settings: Settings
+    errors: tuple[str, ...] = ()
+
+
+# dotted setting name -> (Settings field, expected kind)
+_FIELDS: dict[str, tuple[str, str]] = {
+    "cluster.numNodes": ("num_nodes", "posint"),
+    "cluster.cardsPerNode": ("cards_per_node", "posint"),
+    "cluster.deviceType": ("device_type", "str"),
+    "cluster.deviceMemoryGb": ("device_memory_gb", "posfloat"),
+    "memoryLimitGb": ("memory_limit_gb", "posfloat"),
+    "searchOnSave": ("search_on_save", "bool"),
+    "maxFileSizeKb": ("max_file_size_kb", "posint"),
+    "trace.server": ("trace_server", "trace"),
+}
+
+
+def section_of(payload: Any) -> dict[str, Any]:
+    """The `hpLsp` section of a payload, flattened to dotted keys.
+
+    Accepts `{"hpLsp": {...}}` (initializationOptions, didChangeConfiguration) as well as the bare section
+    (what workspace/configuration returns), nested (`{"cluster": {"numNodes": 8}}`) or dotted
+    (`{"cluster.numNodes": 8}`). Anything else yields an empty dict.
+    """
+    if not isinstance(payload, Mapping):
+        return {}
+    if SECTION in payload:
+        inner = payload[SECTION]
+        return _flatten(inner) if isinstance(inner, Mapping) else {}
+    return _flatten(payload)
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and key not in _FIELDS:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _coerce(kind: str, value: Any) -> tuple[bool, Any]:
+    if value is None:
+        return True, None
+    if kind == "bool":
+        return (True, value) if isinstance(value, bool) else (False, None)
+    if kind == "str":
+        return (True, value.strip() or None) if isinstance(value, str) else (False, None)
+    if kind == "trace":
+        return (True, value) if value in ("off", "messages", "verbose") else (False, None)
+    if isinstance(value, bool):
+        return False, None
+    if kind == "posint":
+        if isinstance(value, int) and value > 0:
+            return True, value
+        if isinstance(value, float) and value.is_integer() and value > 0:
+            return True, int(value)
+        return False, None
+    if kind == "posfloat":
+        return (True, float(value)) if isinstance(value, int | float) and value > 0 else (False, None)
+    raise ValueError(kind)
+
+
+def parse(flat: Mapping[str, Any]) -> Parsed:
+    """Typed settings from a flat dict; unknown names are ignored (the client may send its own)."""
+    values: dict[str, Any] = {}
+    errors: list[str] = []
+    for name, (attr, kind) in _FIELDS.items():
+        if name not in flat:
+            continue
+        ok, val = _coerce(kind, flat[name])
+        if ok:
+            if val is not None:
+                values[attr] = val
+        else:
+            errors.append(f"{SECTION}.{name}: invalid value {flat[name]!r}, using the default")
+    return Parsed(Settings(**values), tuple(errors))
+
+
+@dataclass(slots=True)
+class SettingsSources:
+    """The raw section from each source, kept apart so a later source replaces only its own layer."""
+
+    initialization: dict[str, Any] = field(default_factory=dict)
+    configuration: dict[str, Any] = field(default_factory=dict)
+    did_change: dict[str, Any] = field(default_factory=dict)
+
+    def merged(self) -> Parsed:
+        return parse({**self.initialization, **self.configuration, **self.did_change})
