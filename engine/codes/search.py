@@ -1,3 +1,16 @@
-"""HP6xx: search refusals and advice."""
+"""HP6xx: search refusals and advice.
 
-ROWS: list[tuple[str, str, str]] = []
+The refusals keep the meaning of HyperParallel's three runner refusals (HYPERPARALLEL.md §5.11: nothing
+fits the lists, nothing fits the budget, no candidate makes the global batch) and add what its messages
+lack: where the offending value was written and, in numbers, what would work instead.
+"""
+
+ROWS: list[tuple[str, str, str]] = [
+    ("HP600", "error", "no strategy can make the global batch size"),
+    ("HP601", "error", "no strategy that fits is in the candidate lists"),
+    ("HP602", "error", "no strategy fits the memory budget"),
+    ("HP603", "error", "every candidate strategy breaks a validity rule"),
+    ("HP604", "error", "the search cannot run: the model, the cluster or the global batch is unknown"),
+    ("HP610", "warning", "the stated strategy does not fit the memory budget"),
+    ("HP611", "hint", "a faster strategy exists"),
+]
