@@ -1,0 +1,108 @@
+"""The change pipeline every edit goes through: apply one change at a time to the text (re-composing in
+between, so each change sees exact marks), then turn the final text into minimal edits against the
+original by a line diff refined to tokens. The result says what changed, or why nothing could be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.edit.text import apply_splices, diff_splices, to_text_edits
+from engine.edit.yamltext import Doc, EditError, Order, Path, remove_path, set_path
+from engine.positions import TextEdit
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
+
+
+@dataclass(frozen=True, slots=True)
+class EditResult:
+    """Edits (code-point ranges, non-overlapping, against the original text), the text they produce and the
+    dotted paths changed; or `error`, the reason nothing may be written (then `edits` is empty and
+    `new_text` is the original). Iterating yields the edits."""
+
+    edits: tuple[TextEdit, ...]
+    new_text: str
+    changed: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def __iter__(self) -> Iterator[TextEdit]:
+        return iter(self.edits)
+
+    @staticmethod
+    def refused(text: str, reason: str) -> EditResult:
+        return EditResult((), text, (), reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Make `path` hold `value` (or remove it when `remove`). `satisfied(current)` says whether the value
+    already there (MISSING when absent) is good as it is, so equal values are never rewritten."""
+
+    path: Path
+    value: Any = None
+    remove: bool = False
+    satisfied: Callable[[Any], bool] | None = field(default=None)
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
+
+
+def value_at(data: Any, path: Sequence[str]) -> Any:
+    for k in path:
+        if not isinstance(data, dict) or k not in data:
+            return MISSING
+        data = data[k]
+    return data
+
+
+def run_changes(text: str, changes: Iterable[Change], order: Order | None = None) -> tuple[str, list[str]]:
+    """Apply the changes in order; returns the new text and the dotted paths actually changed.
+    Raises EditError when one cannot be made."""
+    current = text
+    changed: list[str] = []
+    doc = Doc.parse(current)
+    for ch in changes:
+        now = value_at(doc.data, ch.path)
+        if ch.remove:
+            if now is MISSING:
+                continue
+            splices = remove_path(doc, ch.path)
+        else:
+            if ch.satisfied is not None and ch.satisfied(now):
+                continue
+            if ch.satisfied is None and now is not MISSING and _same(now, ch.value):
+                continue
+            splices = set_path(doc, ch.path, ch.value, order)
+        if not splices:
+            continue
+        current = apply_splices(current, splices)
+        doc = Doc.parse(current)
+        changed.append(ch.dotted)
+    return current, changed
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def finish(text: str, new_text: str, changed: Sequence[str]) -> EditResult:
+    """Minimal edits from `text` to `new_text`, checked to reproduce it exactly."""
+    splices = diff_splices(text, new_text)
+    if apply_splices(text, splices) != new_text:  # a bug in the diff, never the user's fault
+        return EditResult.refused(text, "internal error: the computed edits do not reproduce the new text")
+    return EditResult(tuple(to_text_edits(text, splices)), new_text, tuple(changed))
+
+
+def edit(text: str, changes: Iterable[Change], order: Order | None = None) -> EditResult:
+    """Run `changes` on `text`; never raises."""
+    try:
+        new_text, changed = run_changes(text, changes, order)
+    except EditError as e:
+        return EditResult.refused(text, str(e))
+    return finish(text, new_text, changed)

@@ -1,0 +1,344 @@
+"""Write a Strategy into a trainer train.yaml, as HyperParallel's `write_resolved_yaml` does
+(HYPERPARALLEL.md §4.3) but round-trip and going further: we also write what HyperParallel never writes and
+we search (pp_interleave_num, pipeline_scheduler, sequence_parallel, micro_batch_size, per-layer recompute).
+
+Keys (FORMATS.md §1). AutoModels: accelerator.{tp_size, pp_size, cp_size, ep_size,
+expert_tensor_parallel_degree, sequence_parallel, pp_interleave_num, pipeline_scheduler,
+optimizer_weight_shard_size}, fsdp_config.dp_shard_size, training.{global_batch_size, micro_batch_size},
+activation_checkpoint.{mode, layers}. Legacy (HYPERPARALLEL.md §2.6, §4.3): train.{global_batch_size,
+micro_batch_size, micro_batch_num}, train.accelerator.{dp_shard, dp_replicate, tp_degree,
+pipeline_parallel_degree, context_parallel_degree, expert_parallel_degree, expert_tensor_parallel_degree},
+train.gradient_checkpointing.activation_checkpoint.
+
+A key that is absent and whose value would be the reader's default is not added (a 1-way cp, sequence
+parallelism off): the smallest diff that reads back as the strategy. Degrees the trainer always needs
+(tp, pp, the FSDP shard, the global batch) are always written, as HyperParallel does. micro_batch_num is
+not written for AutoModels: the trainer derives it as gbs / (mbs * dp) (§4.3), which the check enforces.
+
+Before returning, the new text is read back with PyYAML (safe) and every field compared to the strategy,
+and the batch rule global_batch_size = dp * micro_batch_size * micro_batch_num checked (§4.4); any
+mismatch refuses the whole edit.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from engine.edit.core import MISSING, Change, EditResult, finish, run_changes, value_at
+from engine.edit.yamltext import Doc, EditError, FlowMap, Order
+from engine.specs import RecomputeMode, RecomputePlan, Strategy
+
+Schema = Literal["automodels", "legacy"]
+
+AUTOMODELS_ORDER: Order = {
+    (): ("model", "training", "accelerator", "fsdp_config", "mixed_precision", "activation_checkpoint",
+         "dataset", "context"),
+    ("training",): ("train_iters", "global_batch_size", "micro_batch_size"),
+    ("accelerator",): ("tp_size", "pp_size", "cp_size", "ep_size", "expert_tensor_parallel_degree",
+                       "sequence_parallel", "pp_interleave_num", "pipeline_scheduler", "context_parallel_algo",
+                       "optimizer_weight_shard_size"),
+    ("fsdp_config",): ("dp_shard_size", "edp_shard_size", "reshard_after_forward"),
+    ("activation_checkpoint",): ("mode", "selective_policy", "layers"),
+}
+LEGACY_ORDER: Order = {
+    (): ("model", "train", "data"),
+    ("train",): ("global_batch_size", "micro_batch_size", "micro_batch_num", "mixed_precision", "accelerator",
+                 "gradient_checkpointing"),
+    ("train", "accelerator"): ("dp_shard", "dp_replicate", "tp_degree", "pipeline_parallel_degree",
+                               "context_parallel_degree", "expert_parallel_degree",
+                               "expert_tensor_parallel_degree"),
+    ("train", "gradient_checkpointing"): ("activation_checkpoint",),
+}
+
+SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b"}
+
+
+def detect_schema(data: Any) -> Schema:
+    """HYPERPARALLEL.md §2.5: AutoModels when model.pretrained_model_name_or_path is set or a root section
+    training / accelerator / fsdp_config exists; otherwise legacy."""
+    if not isinstance(data, dict):
+        return "automodels"
+    model = data.get("model")
+    if isinstance(model, dict) and model.get("pretrained_model_name_or_path"):
+        return "automodels"
+    if any(k in data for k in ("training", "accelerator", "fsdp_config")):
+        return "automodels"
+    if "train" in data:
+        return "legacy"
+    return "automodels"
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def as_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and re.fullmatch(r"\s*[0-9]+\s*", v):
+        return int(v)
+    return None
+
+
+def as_bool(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
+        return v.strip().lower() in ("true", "yes", "on")
+    return None
+
+
+def as_mode(v: Any) -> RecomputeMode | None:
+    """activation_checkpoint.mode as the trainer reads it: off/none (and YAML 1.1's `off` = false, null) ->
+    off; selective; full (HYPERPARALLEL.md §2.5)."""
+    if v is None or v is False or v is MISSING:
+        return "off"
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in ("off", "none", "false", ""):
+            return "off"
+        if s in ("selective", "full"):
+            return s  # type: ignore[return-value]
+    return None
+
+
+def as_layers(v: Any) -> tuple[tuple[int, int, RecomputeMode], ...] | None:
+    """`{"0-9": full, "12": selective}` -> ((0, 9, "full"), (12, 12, "selective")), sorted."""
+    if v is None or v is MISSING:
+        return ()
+    if not isinstance(v, dict):
+        return None
+    out: list[tuple[int, int, RecomputeMode]] = []
+    for k, m in v.items():
+        mt = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(k))
+        mode = as_mode(m)
+        if not mt or mode is None:
+            return None
+        a = int(mt.group(1))
+        out.append((a, int(mt.group(2)) if mt.group(2) else a, mode))
+    return tuple(sorted(out))
+
+
+def _int_or(data: Any, path: tuple[str, ...], default: int) -> int | None:
+    v = value_at(data, path)
+    return default if v is MISSING or v is None else as_int(v)
+
+
+def read_back(data: Any, schema: Schema) -> dict[str, Any]:
+    """The strategy fields a train.yaml states, read as the trainer would (defaults for absent keys)."""
+    if schema == "legacy":
+        acc = ("train", "accelerator")
+        return {
+            "dp_shard": _int_or(data, (*acc, "dp_shard"), 1),
+            "dp_replicate": _int_or(data, (*acc, "dp_replicate"), 1),
+            "tp": _int_or(data, (*acc, "tp_degree"), 1),
+            "pp": _int_or(data, (*acc, "pipeline_parallel_degree"), 1),
+            "cp": _int_or(data, (*acc, "context_parallel_degree"), 1),
+            "ep": _int_or(data, (*acc, "expert_parallel_degree"), 1),
+            "etp": _int_or(data, (*acc, "expert_tensor_parallel_degree"), 1),
+            "micro_batch_size": _int_or(data, ("train", "micro_batch_size"), 1),
+            "micro_batch_num": _int_or(data, ("train", "micro_batch_num"), 1),
+            "global_batch_size": _int_or(data, ("train", "global_batch_size"), 0),
+            "recompute": RecomputePlan(
+                mode=as_mode(value_at(data, ("train", "gradient_checkpointing", "activation_checkpoint")))
+                or "off"
+            ),
+        }
+    sched = value_at(data, ("accelerator", "pipeline_scheduler"))
+    mode = as_mode(value_at(data, ("activation_checkpoint", "mode")))
+    layers = as_layers(value_at(data, ("activation_checkpoint", "layers")))
+    return {
+        "tp": _int_or(data, ("accelerator", "tp_size"), 1),
+        "pp": _int_or(data, ("accelerator", "pp_size"), 1),
+        "cp": _int_or(data, ("accelerator", "cp_size"), 1),
+        "ep": _int_or(data, ("accelerator", "ep_size"), 1),
+        "etp": _int_or(data, ("accelerator", "expert_tensor_parallel_degree"), 1),
+        "vpp": _int_or(data, ("accelerator", "pp_interleave_num"), 1),
+        "sequence_parallel": as_bool(value_at(data, ("accelerator", "sequence_parallel")))
+        if value_at(data, ("accelerator", "sequence_parallel")) is not MISSING
+        else False,
+        "pipeline_schedule": "1F1B"
+        if sched is MISSING or str(sched).lower() == "1f1b"
+        else "interleaved"
+        if str(sched).lower() in ("interleaved_1f1b", "interleaved")
+        else None,
+        "optimizer_shard": _int_or(data, ("accelerator", "optimizer_weight_shard_size"), 1),
+        "dp_shard": _int_or(data, ("fsdp_config", "dp_shard_size"), 0),
+        "micro_batch_size": _int_or(data, ("training", "micro_batch_size"), 1),
+        "global_batch_size": _int_or(data, ("training", "global_batch_size"), 0),
+        "recompute": RecomputePlan(mode, layers) if mode is not None and layers is not None else None,
+    }
+
+
+def expected(strategy: Strategy, schema: Schema) -> dict[str, Any]:
+    s = strategy
+    if schema == "legacy":
+        return {
+            "dp_shard": s.dp_shard, "dp_replicate": s.dp_replicate, "tp": s.tp, "pp": s.pp, "cp": s.cp,
+            "ep": s.ep, "etp": s.etp, "micro_batch_size": s.micro_batch_size,
+            "micro_batch_num": s.micro_batch_num, "global_batch_size": s.global_batch_size,
+            "recompute": RecomputePlan(s.recompute.mode),
+        }
+    return {
+        "tp": s.tp, "pp": s.pp, "cp": s.cp, "ep": s.ep, "etp": s.etp, "vpp": s.vpp,
+        "sequence_parallel": s.sequence_parallel, "pipeline_schedule": s.pipeline_schedule,
+        "optimizer_shard": s.optimizer_shard, "dp_shard": s.dp_shard,
+        "micro_batch_size": s.micro_batch_size, "global_batch_size": s.global_batch_size,
+        "recompute": RecomputePlan(s.recompute.mode, tuple(sorted(s.recompute.layers))),
+    }
+
+
+def verify(text: str, strategy: Strategy, schema: Schema) -> str | None:
+    """None when `text` states `strategy` exactly and keeps the batch rule; else the first mismatch."""
+    try:
+        data = Doc.parse(text).data
+    except EditError as e:
+        return f"the edited file does not read back: {e}"
+    got, want = read_back(data, schema), expected(strategy, schema)
+    for k, v in want.items():
+        if got.get(k) != v:
+            return f"the edited file reads back {k} = {got.get(k)!r}, not {v!r}"
+    # HYPERPARALLEL.md §4.4: global_batch_size = micro_batch_num * micro_batch_size * dp (dp = world/(tp*pp*cp))
+    gbs, mbs = got["global_batch_size"], got["micro_batch_size"]
+    if gbs != strategy.dp * mbs * strategy.micro_batch_num:
+        return (
+            "the strategy is inconsistent with the trainer batch derivation: "
+            f"global_batch_size={gbs} != micro_batch_num={strategy.micro_batch_num} * "
+            f"micro_batch_size={mbs} * dp={strategy.dp}"
+        )
+    device_num = as_int(value_at(data, ("context", "device_num")))
+    if device_num is not None and device_num != strategy.world_size:
+        return f"context.device_num is {device_num}, the strategy uses {strategy.world_size} devices"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def _int_change(path: tuple[str, ...], value: int, always: bool = True, default: int = 1) -> Change:
+    def ok(now: Any) -> bool:
+        if now is MISSING:
+            return not always and value == default
+        return as_int(now) == value
+
+    return Change(path, value, satisfied=ok)
+
+
+def _bool_change(path: tuple[str, ...], value: bool) -> Change:
+    return Change(path, value, satisfied=lambda now: (not value) if now is MISSING else as_bool(now) == value)
+
+
+def _sanity(s: Strategy) -> str | None:
+    for name in ("dp", "dp_shard", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size",
+                 "micro_batch_num", "optimizer_shard"):
+        v = getattr(s, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            return f"the strategy's {name} is {v!r}, not a positive integer"
+    if (s.dp * s.cp) % s.dp_shard:
+        return f"the FSDP shard {s.dp_shard} does not divide dp*cp = {s.dp * s.cp}"
+    if s.pipeline_schedule not in SCHEDULER_NAMES:
+        return f"unknown pipeline schedule {s.pipeline_schedule!r}"
+    return None
+
+
+def _changes_automodels(s: Strategy) -> list[Change]:
+    acc, rc = ("accelerator",), s.recompute
+    sched = SCHEDULER_NAMES[s.pipeline_schedule]
+    changes = [
+        _int_change((*acc, "tp_size"), s.tp),
+        _int_change((*acc, "pp_size"), s.pp),
+        _int_change((*acc, "cp_size"), s.cp, always=False),
+        _int_change((*acc, "ep_size"), s.ep, always=False),
+        _int_change((*acc, "expert_tensor_parallel_degree"), s.etp, always=False),
+        _bool_change((*acc, "sequence_parallel"), s.sequence_parallel),
+        _int_change((*acc, "pp_interleave_num"), s.vpp, always=False),
+        Change(
+            (*acc, "pipeline_scheduler"), sched,
+            satisfied=lambda now: sched == "1f1b" if now is MISSING else str(now).strip().lower() == sched,
+        ),
+        _int_change((*acc, "optimizer_weight_shard_size"), s.optimizer_shard, always=False),
+        _int_change(("fsdp_config", "dp_shard_size"), s.dp_shard),
+        _int_change(("training", "global_batch_size"), s.global_batch_size),
+        _int_change(("training", "micro_batch_size"), s.micro_batch_size, always=False),
+        Change(
+            ("activation_checkpoint", "mode"), rc.mode,
+            satisfied=lambda now: (rc.mode == "off") if now is MISSING else as_mode(now) == rc.mode,
+        ),
+    ]
+    if rc.layers:
+        layers = FlowMap({(f"{a}" if a == b else f"{a}-{b}"): m for a, b, m in sorted(rc.layers)})
+        changes.append(
+            Change(("activation_checkpoint", "layers"), layers,
+                   satisfied=lambda now: as_layers(now) == tuple(sorted(rc.layers)))
+        )
+    else:
+        changes.append(Change(("activation_checkpoint", "layers"), remove=True))
+    return changes
+
+
+def _changes_legacy(s: Strategy) -> list[Change]:
+    unsupported = [
+        (s.vpp != 1, f"pipeline interleaving (vpp {s.vpp})"),
+        (s.pipeline_schedule != "1F1B", f"the {s.pipeline_schedule} schedule"),
+        (s.sequence_parallel, "sequence parallelism"),
+        (bool(s.recompute.layers), "per-layer recompute"),
+        (s.optimizer_shard != 1, f"optimizer sharding ({s.optimizer_shard})"),
+    ]
+    missing = [what for cond, what in unsupported if cond]
+    if missing:
+        raise EditError(
+            "the legacy train.yaml schema (train.accelerator) has no key for " + ", ".join(missing)
+            + ": move the file to the AutoModels schema (training/accelerator/fsdp_config) or search without it"
+        )
+    acc = ("train", "accelerator")
+    mode = s.recompute.mode
+    return [
+        _int_change(("train", "global_batch_size"), s.global_batch_size),
+        _int_change(("train", "micro_batch_size"), s.micro_batch_size, always=False),
+        _int_change(("train", "micro_batch_num"), s.micro_batch_num),
+        _int_change((*acc, "dp_shard"), s.dp_shard),
+        _int_change((*acc, "dp_replicate"), s.dp_replicate),
+        _int_change((*acc, "tp_degree"), s.tp),
+        _int_change((*acc, "pipeline_parallel_degree"), s.pp),
+        _int_change((*acc, "context_parallel_degree"), s.cp, always=False),
+        _int_change((*acc, "expert_parallel_degree"), s.ep, always=False),
+        _int_change((*acc, "expert_tensor_parallel_degree"), s.etp, always=False),
+        Change(
+            ("train", "gradient_checkpointing", "activation_checkpoint"), mode,
+            satisfied=lambda now: (mode == "off") if now is MISSING else as_mode(now) == mode,
+        ),
+    ]
+
+
+def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None) -> EditResult:
+    """Minimal round-trip edits writing `strategy` into the train.yaml `text`; never raises.
+
+    Returns an EditResult: its `edits` (empty when the file already states the strategy), `new_text`, the
+    dotted keys changed, or `error` with the reason nothing may be written (invalid YAML, a section that is
+    not a mapping, an alias in the way, a strategy the legacy schema cannot express, or a read-back that
+    differs from the strategy). `path` only names the file in messages.
+    """
+    where = f"{path}: " if path else ""
+    bad = _sanity(strategy)
+    if bad:
+        return EditResult.refused(text, where + bad)
+    try:
+        doc = Doc.parse(text)
+        if doc.root is not None and not isinstance(doc.data, dict):
+            raise EditError("the file's top level is not a mapping")
+        schema = detect_schema(doc.data)
+        changes = _changes_legacy(strategy) if schema == "legacy" else _changes_automodels(strategy)
+        order = LEGACY_ORDER if schema == "legacy" else AUTOMODELS_ORDER
+        if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):
+            changes.append(_int_change(("context", "device_num"), strategy.world_size))
+        new_text, changed = run_changes(text, changes, order)
+    except EditError as e:
+        return EditResult.refused(text, where + str(e))
+    problem = verify(new_text, strategy, schema)
+    if problem:
+        return EditResult.refused(text, where + problem)
+    return finish(text, new_text, changed)

@@ -1,0 +1,166 @@
+"""Plain-text plumbing for edits: line splitting as LSP counts lines, offsets <-> positions, applying edits
+and turning two versions of a text into the smallest set of non-overlapping edits.
+
+Everything is in code points (Python `str` indices), like every engine range; the language server converts
+to UTF-16 at its edge. Lines end at `\\r\\n`, `\\n` or `\\r` only (the LSP rule): `str.splitlines` also
+splits at `\\x0b`, `\\x85`, `\\u2028`, ... and would misnumber lines of a YAML file holding them in a string.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from engine.positions import Position, Range, TextEdit
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\n|\r)|[^\r\n]+$")
+_EOL = re.compile(r"\r\n|\n|\r")
+# Tokens for the second pass of the diff: a word, a run of blanks, a line break or one other character, so a
+# changed value is replaced as a whole token (`16` -> `8`, never `1` deleted and `6` -> `8`).
+_TOKEN = re.compile(r"[\w.+-]+|[ \t]+|\r\n|\n|\r|.", re.UNICODE | re.DOTALL)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text`, each with its own line break; the last one may have none."""
+    return _LINE.findall(text)
+
+
+def line_break(text: str) -> str:
+    """The file's line-break style (its first break), `\\n` when it has none: inserted lines use it."""
+    m = _EOL.search(text)
+    return m.group(0) if m else "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class LineIndex:
+    """Offsets of line starts, to convert between code-point offsets and (line, character) positions."""
+
+    text: str
+    starts: tuple[int, ...]
+
+    @staticmethod
+    def of(text: str) -> LineIndex:
+        starts = [0]
+        for m in _EOL.finditer(text):
+            starts.append(m.end())
+        return LineIndex(text, tuple(starts))
+
+    def position(self, offset: int) -> Position:
+        offset = max(0, min(offset, len(self.text)))
+        line = bisect.bisect_right(self.starts, offset) - 1
+        return Position(line, offset - self.starts[line])
+
+    def offset(self, pos: Position) -> int:
+        if pos.line >= len(self.starts):
+            return len(self.text)
+        start = self.starts[pos.line]
+        end = self.starts[pos.line + 1] if pos.line + 1 < len(self.starts) else len(self.text)
+        return min(start + pos.character, end)
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, max(0, min(offset, len(self.text)))) - 1
+
+    def line_start(self, line: int) -> int:
+        return self.starts[line]
+
+    def line_content_end(self, line: int) -> int:
+        """Offset of the end of `line` without its line break."""
+        end = self.starts[line + 1] if line + 1 < len(self.starts) else len(self.text)
+        while end > self.starts[line] and self.text[end - 1] in "\r\n":
+            end -= 1
+        return end
+
+    @property
+    def line_count(self) -> int:
+        return len(self.starts)
+
+
+@dataclass(frozen=True, slots=True)
+class Splice:
+    """An edit in offset space: replace text[start:end] with `new`."""
+
+    start: int
+    end: int
+    new: str
+
+
+def apply_splices(text: str, splices: Iterable[Splice]) -> str:
+    """Apply non-overlapping splices that all refer to `text`; raises ValueError if two overlap."""
+    ordered = sorted(splices, key=lambda s: (s.start, s.end))
+    out: list[str] = []
+    pos = 0
+    for s in ordered:
+        if s.start < pos or s.end < s.start:
+            raise ValueError(f"overlapping edits at offset {s.start}")
+        out.append(text[pos : s.start])
+        out.append(s.new)
+        pos = s.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def apply_edits(text: str, edits: Iterable[TextEdit]) -> str:
+    """Apply TextEdits (code-point positions, all against `text`), as an editor would."""
+    idx = LineIndex.of(text)
+    return apply_splices(
+        text, (Splice(idx.offset(e.range.start), idx.offset(e.range.end), e.new_text) for e in edits)
+    )
+
+
+def to_text_edits(text: str, splices: Sequence[Splice]) -> list[TextEdit]:
+    idx = LineIndex.of(text)
+    return [
+        TextEdit(Range(idx.position(s.start), idx.position(s.end)), s.new)
+        for s in sorted(splices, key=lambda s: (s.start, s.end))
+    ]
+
+
+def diff_splices(old: str, new: str) -> list[Splice]:
+    """The edits turning `old` into `new`: a line diff (difflib, no junk heuristic), then inside each changed
+    block of lines a token diff, so one changed value is one splice of that token and added lines are one
+    insertion at a line start. Splices never overlap and refer to `old`."""
+    if old == new:
+        return []
+    a, b = split_lines(old), split_lines(new)
+    starts = [0]
+    for line in a:
+        starts.append(starts[-1] + len(line))
+    out: list[Splice] = []
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        old_block, new_block = "".join(a[i1:i2]), "".join(b[j1:j2])
+        if tag != "replace":
+            out.append(Splice(starts[i1], starts[i2], new_block))
+            continue
+        out.extend(_token_diff(old_block, new_block, starts[i1]))
+    return _merge_touching(out)
+
+
+def _token_diff(old: str, new: str, base: int) -> list[Splice]:
+    ta, tb = _TOKEN.findall(old), _TOKEN.findall(new)
+    offs = [0]
+    for t in ta:
+        offs.append(offs[-1] + len(t))
+    out: list[Splice] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=ta, b=tb, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out.append(Splice(base + offs[i1], base + offs[i2], "".join(tb[j1:j2])))
+    return out
+
+
+def _merge_touching(splices: list[Splice]) -> list[Splice]:
+    """Join splices that touch (one ends where the next starts): two edits at one point would be ambiguous
+    in order for a client."""
+    merged: list[Splice] = []
+    for s in sorted(splices, key=lambda s: (s.start, s.end)):
+        if merged and merged[-1].end >= s.start:
+            last = merged.pop()
+            merged.append(Splice(last.start, max(last.end, s.end), last.new + s.new))
+        else:
+            merged.append(s)
+    return merged

@@ -1,0 +1,439 @@
+"""Surgical and structural changes to YAML text, computed from composed nodes' marks (PyYAML, safe).
+
+Why not a round-trip dump (ruamel): a dump re-indents mixed-indent files, moves or drops comments around
+deleted keys, forgets `---`, rewrites floats and, without care, quotes. Here every change is a splice of
+the original text: a scalar's token is replaced in place keeping its quote and boolean style; a missing key
+becomes one new line at the natural place in its mapping, with the indentation of its siblings (or the
+parent's step, guessed from the file) and the file's own line breaks; a mapping written in flow style gets
+the key in flow style. Nothing else moves, so untouched bytes stay byte-identical by construction.
+
+Each operation works on the current text and returns splices against it; callers apply one change at a
+time and re-compose (see engine.edit.core), which keeps every operation simple and exact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from engine.edit.text import LineIndex, Splice, line_break
+
+Path = tuple[str, ...]
+Order = Mapping[Path, Sequence[str]]
+
+
+class FlowMap(dict):
+    """A mapping value that is always written in flow style (`layers: {"0-9": full}`), never as a nested
+    block, unlike the sections created on the way to a key."""
+
+
+class EditError(Exception):
+    """A change that cannot be made faithfully; its message is the refusal reason shown to the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """A composed document: the text, its root node (None when empty), the constructed data and lines."""
+
+    text: str
+    root: yaml.Node | None
+    data: Any
+    lines: LineIndex
+    eol: str
+
+    @staticmethod
+    def parse(text: str) -> Doc:
+        loader = yaml.SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+            data = loader.construct_document(root) if root is not None else None
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark or e.context_mark
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            raise EditError(f"the file is not valid YAML{where}: {e.problem or e.context}") from None
+        except yaml.YAMLError as e:
+            raise EditError(f"the file is not valid YAML: {e}") from None
+        finally:
+            loader.dispose()
+        return Doc(text, root, data, LineIndex.of(text), line_break(text))
+
+
+# ---------------------------------------------------------------------------------------------- lookups
+
+
+def find_pair(mapping: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """The last pair whose key is the plain string `key` (PyYAML keeps the last of duplicate keys)."""
+    found = None
+    for k, v in mapping.value:
+        if isinstance(k, yaml.ScalarNode) and k.tag == "tag:yaml.org,2002:str" and k.value == key:
+            found = (k, v)
+    return found
+
+
+def is_alias_value(key: yaml.Node, value: yaml.Node) -> bool:
+    """An alias (`*x`) composes to the anchored node, whose marks lie before its key: editing there would
+    change every user of the anchor."""
+    return value.start_mark.index < key.end_mark.index
+
+
+def lookup(doc: Doc, path: Path) -> tuple[yaml.Node, yaml.Node] | None:
+    node = doc.root
+    pair = None
+    for k in path:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        pair = find_pair(node, k)
+        if pair is None:
+            return None
+        node = pair[1]
+    return pair
+
+
+def content_end(doc: Doc, node: yaml.Node) -> int:
+    """Offset just past the node's last meaningful character: trailing blank lines and comments that the
+    marks of block nodes run over are left out."""
+    if isinstance(node, yaml.ScalarNode):
+        end = node.end_mark.index
+        if node.style in ("|", ">"):
+            while end > node.start_mark.index and doc.text[end - 1] in " \t\r\n":
+                end -= 1
+        return end
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        if node.flow_style or not node.value:
+            return node.end_mark.index
+        last = node.value[-1]
+        return content_end(doc, last[1] if isinstance(last, tuple) else last)
+    return node.end_mark.index
+
+
+def last_line(doc: Doc, key: yaml.Node, value: yaml.Node) -> int:
+    """The last line a mapping entry occupies."""
+    end = content_end(doc, value)
+    if end <= key.end_mark.index:  # an empty value, or an alias pointing back
+        return doc.lines.line_of(key.end_mark.index)
+    return doc.lines.line_of(end - 1)
+
+
+def is_null(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def indent_unit(doc: Doc) -> int:
+    """The file's usual indentation step: the most common child-minus-parent column of nested block
+    mappings (2 when the file nests nothing)."""
+    steps: Counter[int] = Counter()
+
+    def walk(node: yaml.Node, col: int | None) -> None:
+        if isinstance(node, yaml.MappingNode) and not node.flow_style:
+            here = node.start_mark.column
+            if col is not None and here > col:
+                steps[here - col] += 1
+            for k, v in node.value:
+                walk(v, k.start_mark.column)
+        elif isinstance(node, yaml.SequenceNode) and not node.flow_style:
+            for item in node.value:
+                walk(item, None)
+
+    if doc.root is not None:
+        walk(doc.root, None)
+    return steps.most_common(1)[0][0] if steps else 2
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+
+_PLAIN_SAFE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_./ -]*(?<![ ])$")
+_BOOL_WORDS = {
+    "true": ("true", "false"),
+    "false": ("true", "false"),
+    "yes": ("yes", "no"),
+    "no": ("yes", "no"),
+    "on": ("on", "off"),
+    "off": ("on", "off"),
+}
+
+
+def _resolves_as_str(token: str) -> bool:
+    try:
+        return yaml.safe_load(f"k: {token}\n") == {"k": token}
+    except yaml.YAMLError:
+        return False
+
+
+def render_str(value: str, style: str | None = None) -> str:
+    """A string token: in the old token's quote style, plain when PyYAML reads it back as the same string,
+    else double-quoted (so `off` stays the string "off" and `10` the string "10")."""
+    if style == "'" and "\n" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    if style == '"' or not (_PLAIN_SAFE.match(value) and _resolves_as_str(value)):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def render_float(value: float) -> str:
+    if math.isnan(value):
+        return ".nan"
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    token = repr(value)
+    if "e" in token and "." not in token.split("e")[0]:
+        mant, exp = token.split("e")
+        token = f"{mant}.0e{exp}"  # PyYAML (YAML 1.1) reads `1e-05` as a string, `1.0e-05` as a float
+    return token
+
+
+def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
+    """The token for a new scalar value, keeping the old token's style where it has one: its quotes, the
+    spelling family and case of a boolean (`yes`/`no`, `True`/`False`), `~` for null."""
+    style = old.style if isinstance(old, yaml.ScalarNode) and old.style in ("'", '"') else None
+    old_text = old.value if isinstance(old, yaml.ScalarNode) else ""
+    if value is None:
+        return "~" if old_text == "~" else "null"
+    if isinstance(value, bool):
+        if style:
+            return render_str("true" if value else "false", style)
+        word = old_text.lower() if isinstance(old, yaml.ScalarNode) and old.tag.endswith(":bool") else "true"
+        pair = _BOOL_WORDS.get(word, ("true", "false"))
+        token = pair[0] if value else pair[1]
+        if old_text.isupper() and len(old_text) > 1:
+            return token.upper()
+        if old_text[:1].isupper():
+            return token.capitalize()
+        return token
+    if isinstance(value, int):
+        return render_str(str(value), style) if style else str(value)
+    if isinstance(value, float):
+        return render_str(render_float(value), style) if style else render_float(value)
+    if isinstance(value, str):
+        return render_str(value, style)
+    if isinstance(value, Mapping):
+        return render_flow(value)
+    if isinstance(value, list | tuple):
+        return render_flow(value)
+    raise EditError(f"cannot write a value of type {type(value).__name__}")
+
+
+def render_key(key: str) -> str:
+    """A mapping key; keys starting with a digit (layer ranges `"0-9"`, `"10"`) are always quoted."""
+    return json.dumps(key, ensure_ascii=False) if key[:1].isdigit() else render_str(key)
+
+
+def render_flow(value: Any) -> str:
+    """A flow-style rendering: `{"0-9": full}`, `[1, 2, 4]`; keys that PyYAML would not read back as the
+    same string, and layer ranges (`"0-9"`, `"10"`), are double-quoted."""
+    if isinstance(value, Mapping):
+        items = []
+        for k, v in value.items():
+            items.append(f"{render_key(str(k))}: {render_flow(v)}")
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(render_flow(v) for v in value) + "]"
+    return render_scalar(value)
+
+
+def render_block_entry(key: str, value: Any, indent: str, unit: int, eol: str, flow_children: bool) -> list[str]:
+    """Lines (without breaks) of a block mapping entry; nested mappings in block style unless the file
+    writes its sections in flow style."""
+    if isinstance(value, Mapping) and value and not flow_children and not isinstance(value, FlowMap):
+        lines = [f"{indent}{render_key(key)}:"]
+        for k, v in value.items():
+            lines.extend(render_block_entry(k, v, indent + " " * unit, unit, eol, flow_children))
+        return lines
+    return [f"{indent}{render_key(key)}: {render_scalar(value)}"]
+
+
+def nest(path: Path, value: Any) -> Any:
+    for k in reversed(path):
+        value = {k: value}
+    return value
+
+
+# ---------------------------------------------------------------------------------------------- changes
+
+
+def _entry_order(order: Order, parent: Path, key: str) -> tuple[Sequence[str], int]:
+    names = order.get(parent, ())
+    return names, (list(names).index(key) if key in names else -1)
+
+
+def _flow_children(doc: Doc, mapping: yaml.MappingNode | None) -> bool:
+    """Whether this mapping's existing sub-mappings are mostly flow (`accelerator: {tp_size: 1}` recipes):
+    a new section is then written the same way."""
+    if mapping is None:
+        return False
+    subs = [v for _, v in mapping.value if isinstance(v, yaml.MappingNode)]
+    return bool(subs) and sum(1 for v in subs if v.flow_style) * 2 > len(subs)
+
+
+def insert_entry(
+    doc: Doc, mapping: yaml.MappingNode | None, parent: Path, key: str, value: Any, order: Order
+) -> list[Splice]:
+    """Add `key: value` to `mapping` (None = an empty document): after the nearest existing key that comes
+    before it in `order[parent]`, else before the nearest that comes after it, else at the end."""
+    text, lines, eol = doc.text, doc.lines, doc.eol
+    unit = indent_unit(doc)
+    if mapping is None:
+        body = eol.join(render_block_entry(key, value, "", unit, eol, False))
+        if text and not text.endswith(("\n", "\r")):
+            return [Splice(len(text), len(text), eol + body + eol)]
+        return [Splice(len(text), len(text), body + eol)]
+    if mapping.flow_style:
+        entry = f"{render_key(key)}: {render_scalar(value)}"
+        if not mapping.value:
+            close = mapping.end_mark.index - 1
+            return [Splice(close, close, entry)]
+        pos = content_end(doc, mapping.value[-1][1])
+        return [Splice(pos, pos, ", " + entry)]
+    if not mapping.value:
+        raise EditError("cannot add a key to an empty block mapping")
+    col = mapping.value[0][0].start_mark.column
+    first_line_start = lines.line_start(lines.line_of(mapping.value[0][0].start_mark.index))
+    indent_text = text[first_line_start : first_line_start + col]
+    if indent_text.strip():
+        # `- key: v` or `--- key: v`: the first key shares its line with an indicator; use plain spaces.
+        indent_text = " " * col
+    body_lines = render_block_entry(key, value, indent_text, unit, eol, _flow_children(doc, mapping))
+    names, rank = _entry_order(order, parent, key)
+    before = after = None
+    if rank >= 0:
+        for k, v in mapping.value:
+            if not isinstance(k, yaml.ScalarNode) or k.value not in names:
+                continue
+            r = list(names).index(k.value)
+            if r < rank:
+                before = (k, v)
+            elif r > rank and after is None:
+                after = (k, v)
+    if before is None and after is not None:
+        line = lines.line_of(after[0].start_mark.index)
+        if text[lines.line_start(line) : after[0].start_mark.index].strip():
+            raise EditError(f"cannot insert `{key}` before a key that shares its line")
+        # keep the comment block right above the following key attached to it
+        while line > 0:
+            prev = text[lines.line_start(line - 1) : lines.line_content_end(line - 1)]
+            if not prev.lstrip().startswith("#") or len(prev) - len(prev.lstrip()) < col:
+                break
+            line -= 1
+        pos = lines.line_start(line)
+        return [Splice(pos, pos, "".join(b + eol for b in body_lines))]
+    anchor = before or mapping.value[-1]
+    end_line = last_line(doc, anchor[0], anchor[1])
+    pos = lines.line_content_end(end_line)
+    prefix = eol
+    if col == 0 and _blank_after(doc, end_line):
+        prefix = eol + eol  # top-level sections separated by blank lines: keep the rhythm
+    return [Splice(pos, pos, prefix + eol.join(body_lines))]
+
+
+def _blank_after(doc: Doc, line: int) -> bool:
+    lines = doc.lines
+    if line + 1 >= lines.line_count:
+        return False
+    nxt = doc.text[lines.line_start(line + 1) : lines.line_content_end(line + 1)]
+    return not nxt.strip() and lines.line_content_end(line + 1) < len(doc.text)
+
+
+def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list[Splice]:
+    """Write `value` in place of the value `node` of the entry whose key is `key`."""
+    if is_alias_value(key, node):
+        raise EditError(f"`{key.value}` is an alias (*anchor): change the anchored value instead")
+    text = doc.text
+    start, end = node.start_mark.index, content_end(doc, node)
+    if isinstance(value, Mapping) and value and isinstance(node, yaml.MappingNode) and not node.flow_style:
+        # keep a block mapping in block style: first entry where the old one started, the rest below it
+        col = node.start_mark.column
+        ls = doc.lines.line_start(doc.lines.line_of(start))
+        indent = text[ls:start] if not text[ls:start].strip() else " " * col
+        body: list[str] = []
+        for k, v in value.items():
+            body.extend(render_block_entry(k, v, indent, indent_unit(doc), doc.eol, True))
+        return [Splice(start, end, doc.eol.join(body)[len(indent) :])]
+    if isinstance(node, yaml.ScalarNode):
+        if node.style in ("|", ">"):
+            return [Splice(start, end, render_scalar(value))]
+        token = render_scalar(value, node)
+        if start == end:  # `key:` with nothing after it
+            return [Splice(start, end, " " + token)]
+        return [Splice(start, end, token)]
+    if getattr(node, "flow_style", False):
+        return [Splice(start, end, render_scalar(value))]
+    # a block collection replaced by a scalar or flow value: it goes right after the colon
+    colon = text.index(":", key.end_mark.index)
+    return [Splice(colon + 1, end, " " + render_scalar(value))]
+
+
+def fill_null(doc: Doc, key: yaml.Node, node: yaml.Node, path: Path, value: Any) -> list[Splice]:
+    """`section:` (or `section: ~`) gains its first nested entry, in block style under the key."""
+    lines = doc.lines
+    line = lines.line_of(key.start_mark.index)
+    col = key.start_mark.column
+    indent = " " * (col + indent_unit(doc))
+    body = render_block_entry(path[0], nest(path[1:], value), indent, indent_unit(doc), doc.eol, False)
+    splices = []
+    if node.end_mark.index > node.start_mark.index:  # an explicit `~` / `null`
+        cut = node.start_mark.index
+        while cut > key.end_mark.index and doc.text[cut - 1] in " \t":
+            cut -= 1
+        cut = max(cut, doc.text.index(":", key.end_mark.index) + 1)
+        splices.append(Splice(cut, node.end_mark.index, ""))
+    pos = lines.line_content_end(line)
+    splices.append(Splice(pos, pos, doc.eol + doc.eol.join(body)))
+    return splices
+
+
+def set_path(doc: Doc, path: Path, value: Any, order: Order | None = None) -> list[Splice]:
+    """Splices that make `path` hold `value`, creating missing mappings on the way."""
+    order = order or {}
+    node = doc.root
+    if node is None:
+        return insert_entry(doc, None, (), path[0], nest(path[1:], value), order)
+    for i, k in enumerate(path):
+        if not isinstance(node, yaml.MappingNode):
+            where = ".".join(path[:i]) or "the document"
+            raise EditError(f"{where} is not a mapping, so `{'.'.join(path)}` cannot be written")
+        pair = find_pair(node, k)
+        if pair is None:
+            return insert_entry(doc, node, path[:i], k, nest(path[i + 1 :], value), order)
+        key, val = pair
+        if i == len(path) - 1:
+            return replace_value(doc, key, val, value)
+        if is_alias_value(key, val):
+            raise EditError(f"`{'.'.join(path[: i + 1])}` is an alias (*anchor): edit the anchored mapping")
+        if is_null(val):
+            return fill_null(doc, key, val, path[i + 1 :], value)
+        node = val
+    raise AssertionError("unreachable")
+
+
+def remove_path(doc: Doc, path: Path) -> list[Splice]:
+    """Splices deleting the entry at `path` (its key, value and the comments on those lines)."""
+    parent_node = doc.root if len(path) == 1 else (lookup(doc, path[:-1]) or (None, None))[1]
+    if not isinstance(parent_node, yaml.MappingNode):
+        return []
+    pair = find_pair(parent_node, path[-1])
+    if pair is None:
+        return []
+    key, val = pair
+    text, lines = doc.text, doc.lines
+    if parent_node.flow_style:
+        pairs = parent_node.value
+        i = next(j for j, p in enumerate(pairs) if p[0] is key)
+        if i + 1 < len(pairs):
+            return [Splice(key.start_mark.index, pairs[i + 1][0].start_mark.index, "")]
+        if i > 0:
+            return [Splice(content_end(doc, pairs[i - 1][1]), content_end(doc, val), "")]
+        return [Splice(key.start_mark.index, content_end(doc, val), "")]
+    first = lines.line_of(key.start_mark.index)
+    if text[lines.line_start(first) : key.start_mark.index].strip():
+        raise EditError(f"cannot remove `{'.'.join(path)}`: its key shares a line with other content")
+    last = last_line(doc, key, val)
+    if last + 1 < lines.line_count:
+        return [Splice(lines.line_start(first), lines.line_start(last + 1), "")]
+    start = lines.line_content_end(first - 1) if first > 0 else 0
+    return [Splice(start, lines.line_content_end(last), "")]
