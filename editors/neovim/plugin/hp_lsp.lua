@@ -1,0 +1,17 @@
+-- User commands for hp_lsp. Nothing starts until require('hp_lsp').setup{...} is called (see README.md).
+if vim.g.loaded_hp_lsp then
+  return
+end
+vim.g.loaded_hp_lsp = true
+
+vim.api.nvim_create_user_command('HpApplyOptimalStrategy', function()
+  require('hp_lsp').apply_optimal_strategy(0)
+end, { desc = 'HyperParallel: apply the optimal strategy to this file' })
+
+vim.api.nvim_create_user_command('HpRestart', function()
+  require('hp_lsp').restart()
+end, { desc = 'HyperParallel: restart the language server' })
+
+vim.api.nvim_create_user_command('HpShowSearchOutput', function()
+  require('hp_lsp').show_log()
+end, { desc = "HyperParallel: show the server's log (each search it ran)" })

@@ -1,0 +1,74 @@
+"""Headless Neovim tests of the editors/neovim plugin: its own logic, and end to end against hp_lsp.
+
+Each test runs `nvim --headless` with tests/nvim/init.lua (the plugin on the runtimepath, nothing else) and
+a Lua script that exits 0 when every check passed. The Lua side logs each check to a file printed on
+failure. Neovim is a test dependency (Debian's `neovim`, installed by .ci/run): under CI=true a missing nvim
+fails the run instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def _nvim() -> str:
+    found = shutil.which("nvim")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("nvim is required in CI (apt-get install neovim)")
+        pytest.skip("nvim not installed")
+    return found
+
+
+def run_nvim(script: str, tmp_path: Path, *, timeout: float = 90, **env: str) -> None:
+    """Run tests/nvim/<script> headless; fail with the Lua log and Neovim's output when it exits non-zero."""
+    nvim = _nvim()
+    log = tmp_path / "nvim-test.log"
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    environ = {
+        **os.environ,
+        "HP_REPO": str(REPO),
+        "HP_LSP_PYTHON": sys.executable,
+        "HP_NVIM_LOG": str(log),
+        "HP_NVIM_WORK": str(tmp_path),
+        # Keep the user's Neovim config, plugins, shada and LSP log out of the test.
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        **env,
+    }
+    cmd = [nvim, "--headless", "-n", "-i", "NONE", "-u", str(HERE / "init.lua"), "-c", f"luafile {HERE / script}"]
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"nvim did not exit within {timeout} s\n{_report(log, home, exc.stdout, exc.stderr)}")
+    if proc.returncode != 0:
+        pytest.fail(f"{script} failed (exit {proc.returncode})\n{_report(log, home, proc.stdout, proc.stderr)}")
+
+
+def _report(log: Path, home: Path, stdout: object, stderr: object) -> str:
+    def text(value: object) -> str:
+        return value.decode(errors="replace") if isinstance(value, bytes) else str(value or "")
+
+    parts = ["--- Lua log ---", log.read_text() if log.exists() else "(none)"]
+    for lsp_log in sorted(home.rglob("lsp.log")):
+        parts += [f"--- {lsp_log.name} ---", lsp_log.read_text()[-6000:]]
+    parts += ["--- nvim stdout ---", text(stdout)[-3000:], "--- nvim stderr ---", text(stderr)[-3000:]]
+    return "\n".join(parts)
+
+
+def test_plugin_logic(tmp_path: Path) -> None:
+    """File matching, settings, roots, client config and setup(), without a server."""
+    run_nvim("unit.lua", tmp_path)
