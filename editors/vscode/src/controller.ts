@@ -264,7 +264,10 @@ export class Controller implements vscode.Disposable {
       });
       const message = describeApplyResult(result);
       if (message) {
-        void vscode.window.showInformationMessage(`HyperParallel: ${message}`);
+        const applied = (result as { applied?: unknown }).applied !== false;
+        void (applied ? vscode.window.showInformationMessage : vscode.window.showWarningMessage)(
+          `HyperParallel: ${message}`,
+        );
       }
       return result;
     } catch (err) {
@@ -288,16 +291,21 @@ export class Controller implements vscode.Disposable {
   }
 }
 
-/** A one-line message for what `hpLsp.applyOptimalStrategy` returned, or undefined when there is nothing to say. */
+/**
+ * A one-line message for what `hpLsp.applyOptimalStrategy` returned (`{"applied": bool, "strategy"?: str,
+ * "reason"?: str}`), or undefined when there is nothing to say.
+ */
 export function describeApplyResult(result: unknown): string | undefined {
-  if (result && typeof result === 'object') {
-    const r = result as { applied?: unknown; message?: unknown; reason?: unknown };
-    if (typeof r.message === 'string' && r.message) {
-      return r.message;
-    }
-    if (r.applied === false) {
-      return typeof r.reason === 'string' && r.reason ? r.reason : 'the optimal strategy was not applied.';
-    }
+  if (!result || typeof result !== 'object') {
+    return undefined;
   }
-  return undefined;
+  const r = result as { applied?: unknown; strategy?: unknown; reason?: unknown; message?: unknown };
+  const text = (v: unknown) => (typeof v === 'string' && v ? v : undefined);
+  if (r.applied === false) {
+    return `not applied: ${text(r.reason) ?? 'the server gave no reason'}`;
+  }
+  if (r.applied === true) {
+    return text(r.strategy) ? `applied ${text(r.strategy)}` : undefined;
+  }
+  return text(r.message);
 }

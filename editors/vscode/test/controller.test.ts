@@ -185,7 +185,7 @@ test('settings changes are pushed with didChangeConfiguration; an interpreter ch
 });
 
 test('Apply optimal strategy runs the server command for the active document', async () => {
-  const f = factory({ reply: { applied: true } });
+  const f = factory({ reply: { applied: false, reason: 'no search result yet (save the file to search)' } });
   const controller = new Controller(f.make, 'linux');
   await controller.applyOptimalStrategy();
   assert.equal(f.made.length, 0);
@@ -199,6 +199,10 @@ test('Apply optimal strategy runs the server command for the active document', a
       params: { command: SERVER_COMMANDS.applyOptimalStrategy, arguments: ['file:///w/my%20configs/train.yaml'] },
     },
   ]);
+  assert.deepEqual(s.messages.at(-1), {
+    level: 'warning',
+    text: 'HyperParallel: not applied: no search result yet (save the file to search)',
+  });
   controller.dispose();
 });
 
@@ -232,7 +236,9 @@ test('Restart server and Show search output', async () => {
 
 test('apply results become one short message', () => {
   assert.equal(describeApplyResult({ applied: true }), undefined);
-  assert.equal(describeApplyResult({ applied: false, reason: 'no strategy fits' }), 'no strategy fits');
+  assert.equal(describeApplyResult({ applied: true, strategy: 'tp 8 · pp 4' }), 'applied tp 8 · pp 4');
+  assert.equal(describeApplyResult({ applied: false, reason: 'no strategy fits the budget' }), 'not applied: no strategy fits the budget');
+  assert.equal(describeApplyResult({ applied: false }), 'not applied: the server gave no reason');
   assert.equal(describeApplyResult({ message: 'tp 4 -> 8' }), 'tp 4 -> 8');
   assert.equal(describeApplyResult(null), undefined);
 });

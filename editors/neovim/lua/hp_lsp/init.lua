@@ -362,8 +362,10 @@ function M.apply_optimal_strategy(bufnr, on_done)
   call(client, 'request', 'workspace/executeCommand', params, function(err, result)
     if err then
       vim.notify('hp_lsp: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-    elseif type(result) == 'table' and (result.message or result.reason) then
-      vim.notify('hp_lsp: ' .. (result.message or result.reason), vim.log.levels.INFO)
+    elseif type(result) == 'table' and result.applied == false then
+      vim.notify('hp_lsp: not applied: ' .. tostring(result.reason or 'no reason given'), vim.log.levels.WARN)
+    elseif type(result) == 'table' and result.strategy then
+      vim.notify('hp_lsp: applied ' .. tostring(result.strategy), vim.log.levels.INFO)
     end
     if on_done then
       on_done(err, result)
