@@ -1,0 +1,88 @@
+"""Every constant of the cost model, in one place, each with its source or the calibration case that set it.
+
+Nothing else in engine/cost holds a magic number: formulas take their coefficients from here, so a reader
+can audit what is physics (byte widths, formula coefficients from papers), what is measured hardware
+(MAMF, collective efficiency) and what was fitted to ../shared/reference/CALIBRATION.md (marked FITTED,
+with the cases that set it; docs/cost-model.md tells how).
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------------------------------------- units
+GIB = float(1 << 30)
+GB = 1e9
+TERA = 1e12
+
+# ------------------------------------------------------------------------------------- byte widths
+# KOR22 §4: activations are 16-bit (2 bytes), dropout masks 1 byte; logits kept in fp32 (4 bytes, KOR22 §4.3).
+ACT_BYTES = 2.0
+MASK_BYTES = 1.0
+LOGIT_BYTES = 4.0
+# Flash attention keeps one fp32 log-sum-exp per query and head (Dao et al. 2022, Alg. 2).
+FLASH_LSE_BYTES = 4.0
+
+# ------------------------------------------------------------------------------------- compute
+# Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency
+# (HARDWARE.md §3.1, MLE-ACC), the catalog's single source of that fact.
+# FITTED (N1, K5, M families): the fraction of best-shape MAMF that a training run's large GEMMs achieve
+# end to end (cuBLAS on real shapes, launch gaps, clocks under power limits).
+GEMM_FRACTION_OF_MAMF = 0.80
+# Shape penalty: a GEMM whose smallest dimension is x runs at x / (x + GEMM_HALF_DIM) of the large-shape
+# efficiency (tile quantisation and poor occupancy on thin shards; cf. Calculon's size-bucketed table,
+# HARDWARE.md §3.3). 128 = one tensor-core CTA tile edge: a dimension of 128 reaches half efficiency.
+GEMM_HALF_DIM = 128.0
+# Flash attention (causal) kernels as a fraction of peak; FA2 reaches ~50-70 % of A100/H100 peak forward
+# and less backward (Dao 2023, §4.1). Applied to the executed attention FLOPs.
+FLASH_ATTN_FRACTION = 0.50
+# Memory-bound element-wise work (norms, activations, dropout, softmax without flash, residual adds):
+# bytes of HBM traffic per byte of activation the layer keeps, forward; backward moves twice that.
+# FITTED (K4 rows: the forward of a 22B layer is 7.7 ms, of which ~60 % is GEMM at MAMF).
+ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE = 3.0
+HBM_EFFICIENCY = 0.80  # achievable fraction of HBM bandwidth for streaming kernels (HARDWARE.md §3.3, Calculon ≥ 10 MB: 0.75-0.90)
+# Backward over forward FLOPs: 2 for GEMMs (dgrad + wgrad); flash attention's backward re-runs QK^T: 2.5.
+BWD_GEMM_RATIO = 2.0
+BWD_FLASH_RATIO = 2.5
+BWD_ELEMENTWISE_RATIO = 2.0
+
+# ------------------------------------------------------------------------------------- communication
+# Fraction of the one-direction link rate a ring collective achieves: NVLink 78-82 % (HARDWARE.md §3.2,
+# MLE-NET 8×A100 / 8×H200); scale-out FITTED on N2 ZeRO-3 and K5-530B-DP8 (published 73-74 % at > 1 GiB
+# payloads on EFA; lower with all 8 rails busy and 2021-era NCCL).
+COLL_EFF_INTRA = 0.78
+COLL_EFF_INTER = 0.70
+# Latency per ring step (s): NVLink ~ a few µs, IB ~ 5-10 µs (Calculon 10 / 20 µs per transfer).
+LAT_INTRA_S = 3e-6
+LAT_INTER_S = 8e-6
+# Point-to-point (pipeline) efficiency of one link (nvbandwidth pairwise copy 88 %, HARDWARE.md §3.2).
+P2P_EFF = 0.85
+
+# ------------------------------------------------------------------------------------- overlap
+# FITTED (K4 rows + K5): share of tensor-parallel collective time hidden under GEMMs (Megatron overlaps the
+# backward all-reduce with the weight-gradient GEMM; KOR22 §6.2 note).
+TP_OVERLAP = 0.30
+# FSDP / ZeRO-3 parameter gathers and gradient reduce-scatters are prefetched layer by layer: this share of
+# the compute time can hide them (N2-01/N2-04: step ≈ max(compute, communication)). FITTED on N2.
+FSDP_OVERLAP = 0.95
+# Data-parallel gradient reduction at the end of the step overlaps with the last micro-batch's backward
+# by this share (Megatron bucketed overlap). K5-530B-DP8 states no overlap; MLM-README runs overlap.
+DP_OVERLAP = 0.5
+# Ring context parallelism overlaps its KV exchange with the attention of the previous block.
+CP_OVERLAP = 0.8
+# Pipeline send/receive is partly asynchronous (Megatron batched isend/irecv).
+P2P_OVERLAP = 0.0
+
+# ------------------------------------------------------------------------------------- optimizer step
+# Adam step streams, per parameter held by the rank: fp32 master r/w (8), m r/w (8), v r/w (8), fp32 grad
+# read (4), 16-bit weight write (2) = 30 bytes (memory bound).
+OPTIMIZER_BYTES_PER_PARAM = 30.0
+
+# ------------------------------------------------------------------------------------- memory reserve
+# Framework reserve per device: CUDA context, cuBLAS/cuDNN workspaces, NCCL channels and allocator
+# fragmentation. HyperParallel adds a fixed 1 GiB safety margin (HYPERPARALLEL.md §6.12); PyTorch's CUDA
+# context alone is ~0.5 GiB on Hopper. Kept fixed so the per-layer recompute choice stays additive.
+RESERVED_GIB = 1.5
+
+# ------------------------------------------------------------------------------------- MoE
+# Dropless routing with capacity factor 1 still lands unevenly: the busiest expert rank receives this
+# factor more tokens than the mean (used for all-to-all volume and expert compute); 1.0 = balanced.
+MOE_IMBALANCE = 1.1

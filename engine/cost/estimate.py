@@ -1,0 +1,37 @@
+"""One strategy priced: a one-row price_table turned into an Estimate (identical numbers by construction)."""
+
+from __future__ import annotations
+
+from engine.cost.price import price_table
+from engine.cost.table import CandidateTable, PricedTable
+from engine.diagnostics import Diagnostic
+from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
+from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
+
+
+def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
+                 diagnostics: tuple[Diagnostic, ...] = ()) -> Estimate:
+    """Row i of a priced table as an Estimate (the search uses this for its top rows)."""
+    pp = strategy.pp
+    stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
+    return Estimate(
+        strategy=strategy,
+        fits=bool(priced.fits[i]),
+        budget_gib=priced.budget_gib,
+        peak_memory_gib=float(priced.peak_gib[i]),
+        stage_memory_gib=stages,
+        memory_breakdown_gib={k: float(priced.memory_terms[k][i]) for k in MEMORY_TERMS},
+        step_time_s=float(priced.step_time_s[i]),
+        tokens_per_s=float(priced.tokens_per_s[i]),
+        tokens_per_s_per_device=float(priced.tokens_per_s_per_device[i]),
+        mfu=float(priced.mfu[i]),
+        time_breakdown_s={k: float(priced.time_terms[k][i]) for k in TIME_TERMS},
+        diagnostics=diagnostics,
+    )
+
+
+def estimate(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, strategy: Strategy,
+             budget_gib: float) -> Estimate:
+    """Price one strategy (no validation: see estimate_config for the checked path)."""
+    table = CandidateTable.from_strategies([strategy], num_layers=model.num_layers + model.mtp_depth)
+    return estimate_row(price_table(model, cluster, run, table, budget_gib), 0, strategy)
