@@ -1,3 +1,14 @@
 """HP2xx: model facts and catalog resolution."""
 
-ROWS: list[tuple[str, str, str]] = []
+ROWS: list[tuple[str, str, str]] = [
+    ("HP201", "error", "required model field missing or not positive"),
+    ("HP202", "error", "attention heads not a multiple of key/value heads"),
+    ("HP203", "error", "no feed-forward width resolves for the routed experts"),
+    ("HP204", "error", "no width resolves for the shared experts"),
+    ("HP205", "error", "model name cannot be resolved offline"),
+    ("HP206", "error", "no model stated"),
+    ("HP207", "warning", "trained sequence length not stated"),
+    ("HP208", "warning", "unknown activation (hidden_act)"),
+    ("HP210", "error", "experts per token inconsistent with the expert count"),
+    ("HP211", "error", "first_k_dense_replace exceeds the layer count"),
+]

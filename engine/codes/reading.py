@@ -10,4 +10,5 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP007", "error", "unsupported YAML tag (never executed)"),
     ("HP008", "information", "not a HyperParallel config (left alone)"),
     ("HP009", "error", "referenced train_yaml not found or unreadable"),
+    ("HP010", "information", "empty file"),
 ]

@@ -1,3 +1,15 @@
 """HP1xx: types and unknown keys."""
 
-ROWS: list[tuple[str, str, str]] = []
+ROWS: list[tuple[str, str, str]] = [
+    ("HP101", "error", "unknown key (did you mean ...?)"),
+    ("HP102", "warning", "unknown key, ignored"),
+    ("HP103", "error", "an integer is expected"),
+    ("HP104", "error", "true or false is expected"),
+    ("HP105", "error", "a number is expected"),
+    ("HP106", "error", "a string, or one of the allowed values, is expected"),
+    ("HP107", "error", "a mapping is expected"),
+    ("HP108", "error", "a degree must be an integer, a list of integers or auto"),
+    ("HP109", "error", "value must be positive"),
+    ("HP110", "error", "value out of range"),
+    ("HP111", "error", "empty candidate list"),
+]

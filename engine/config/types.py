@@ -106,6 +106,9 @@ class ClusterOverrides:
     cards_per_node: int | None = None
     device_type: str | None = None
     memory_gb: float | None = None
+    # True for flags typed on the command line: each given field then wins over the files (a user who types
+    # `--devices 512` means it); False for editor settings, which only fill what the files leave unsaid.
+    explicit: bool = False
 
 
 @dataclass(frozen=True, slots=True)

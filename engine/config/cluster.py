@@ -1,0 +1,172 @@
+"""The cluster: a search config's `cluster`, else a train.yaml's `context.device_num`, else overrides.
+
+Resolution order (HYPERPARALLEL.md §2.3: a cluster comes from the search config; FORMATS.md §1: a train.yaml
+may state `context.device_num`; §4: editor settings fill "the cluster when no search config or context
+states it"). Overrides with `explicit=True` (flags typed on the hp-plan command line) win over the files
+field by field; editor settings (`explicit=False`) only fill gaps. Device type defaults to A2, as
+HyperParallel's Machine does (HYPERPARALLEL.md §5.12), with an information diagnostic saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.catalog.devices import device_names, find_device
+from engine.config.reader import Source, Val, did_you_mean
+from engine.config.types import ClusterOverrides, Location
+from engine.document import Map
+from engine.positions import DOCUMENT_START
+from engine.specs import ClusterSpec, DeviceSpec
+
+DEFAULT_DEVICE = "A2"
+
+
+@dataclass
+class ClusterFacts:
+    """A search config's `cluster` section as read (typed values with locations)."""
+
+    anchor: Val | None = None  # the `cluster` key
+    values: dict[str, Val] = field(default_factory=dict)
+
+
+def read_cluster_section(src: Source, root: Map) -> ClusterFacts | None:
+    if "cluster" not in root:
+        return None
+    facts = ClusterFacts()
+    kn = root.key_node("cluster")
+    if kn is not None:
+        facts.anchor = Val(None, "cluster", src.location(kn, root.get("cluster")))
+    sec = src.section(root, "cluster", "cluster")
+    for key in ("num_nodes", "cards_per_node"):
+        v = src.int_(sec, key, f"cluster.{key}")
+        if v is not None:
+            facts.values[key] = v
+    for key in ("device_memory_gb", "intra_node_bandwidth_gb_s", "inter_node_bandwidth_gb_s"):
+        v = src.number(sec, key, f"cluster.{key}", minimum=0.0, strict=True)
+        if v is not None:
+            facts.values[key] = v
+    dt = src.str_(sec, "device_type", "cluster.device_type")
+    if dt is not None:
+        facts.values["device_type"] = dt
+    return facts
+
+
+def unknown_device_message(name: Any) -> tuple[str, dict[str, Any]]:
+    known = device_names()
+    near = did_you_mean(str(name).lower(), [n.lower() for n in known], 0.6)
+    near_names = [n for n in known if n.lower() in near]
+    data: dict[str, Any] = {"valid": known}
+    if near_names:
+        data["replace_value"] = near_names[0]
+    hint = f" (did you mean {near_names[0]}?)" if near_names else ""
+    return f"unknown device type '{name}'{hint}; known devices: {', '.join(known)}", data
+
+
+def build_cluster(
+    report: Source,
+    section: ClusterFacts | None,
+    device_num: Val | None,
+    overrides: ClusterOverrides | None,
+) -> tuple[ClusterSpec | None, dict[str, Location]]:
+    ov = overrides or ClusterOverrides()
+    vals = section.values if section is not None else {}
+    locs: dict[str, Location] = {f"cluster.{k}": v.loc for k, v in vals.items()}
+    if section is not None and section.anchor is not None:
+        locs["cluster"] = section.anchor.loc
+    if device_num is not None:
+        locs["context.device_num"] = device_num.loc
+
+    def emit(code: str, msg: str, v: Val | None, path: str, data: dict[str, Any] | None = None) -> None:
+        if v is not None:
+            sink = report if v.loc.file == report.path else Source(report.doc, v.loc.file, primary=False)
+            sink.diag(code, msg, v.loc.value, v.path, data=data)
+            if sink is not report:
+                report.diags.extend(sink.diags)
+        else:
+            anchor = section.anchor.loc.key if section is not None and section.anchor is not None else DOCUMENT_START
+            report.diag(code, msg, anchor, path, data=data)
+
+    def pick(file_val: Val | None, ov_value: Any) -> tuple[Any, Val | None]:
+        if ov.explicit and ov_value is not None:
+            return ov_value, None
+        if file_val is not None:
+            return file_val.value, file_val
+        return ov_value, None
+
+    # -- device ---------------------------------------------------------------------------------------------
+    dt_name, dt_val = pick(vals.get("device_type"), ov.device_type)
+    device: DeviceSpec | None = None
+    device_ok = True
+    if dt_name is not None:
+        device = find_device(str(dt_name))
+        if device is None:
+            msg, data = unknown_device_message(dt_name)
+            if dt_val is None:
+                msg = msg.replace("unknown device type", "unknown device type (from --device-type / settings)", 1)
+            emit("HP301", msg, dt_val, "cluster.device_type", data)
+            device_ok = False
+
+    # -- size -----------------------------------------------------------------------------------------------
+    nodes_v, cards_v = vals.get("num_nodes"), vals.get("cards_per_node")
+    world: int | None = None
+    nodes: int | None = None
+    cards: int | None = None
+    if ov.explicit and ov.devices:
+        world = ov.devices
+    elif ov.explicit and ov.num_nodes:
+        nodes = ov.num_nodes
+    elif section is not None:
+        nodes = int(nodes_v.value) if nodes_v is not None else (ov.num_nodes or 1)
+    elif device_num is not None:
+        world = int(device_num.value)
+    elif ov.num_nodes:
+        nodes = ov.num_nodes
+    elif ov.devices:
+        world = ov.devices
+    if world is None and nodes is None:
+        report.diag(
+            "HP302",
+            "no cluster stated, so the strategy cannot be priced: create a search config with a cluster section "
+            "(train_yaml: this file), set context.device_num, or pass --devices / --device-type "
+            "(editor: hpLsp.cluster.*)",
+            DOCUMENT_START, "cluster",
+        )
+        return None, locs
+    if not device_ok:
+        return None, locs
+    if device is None:
+        device = find_device(DEFAULT_DEVICE)
+        assert device is not None
+        rng = section.anchor.loc.key if section is not None and section.anchor is not None else (
+            device_num.loc.key if device_num is not None and device_num.loc.file == report.path else DOCUMENT_START)
+        path = "cluster.device_type"
+        report.diag("HP303", f"device type not stated: assuming {DEFAULT_DEVICE} (HyperParallel's default, "
+                    f"{device.memory_gib:g} GB); set cluster.device_type or --device-type", rng, path,
+                    data={"assumed": DEFAULT_DEVICE, "valid": device_names()})
+    cards_pick, _ = pick(cards_v, ov.cards_per_node)
+    cards = int(cards_pick) if cards_pick else (cards or device.cards_per_node)
+    if world is not None:
+        if world % cards == 0:
+            nodes = world // cards
+        elif world < cards:
+            nodes, cards = 1, world
+        else:
+            src_v = device_num if device_num is not None and not ov.explicit else None
+            emit("HP304", f"{world} devices are not a whole number of {cards}-device nodes; pricing one node of "
+                 f"{world} devices. State cluster.num_nodes and cluster.cards_per_node instead", src_v,
+                 "context.device_num")
+            nodes, cards = 1, world
+    assert nodes is not None
+    mem, _ = pick(vals.get("device_memory_gb"), ov.memory_gb)
+    intra = vals.get("intra_node_bandwidth_gb_s")
+    inter = vals.get("inter_node_bandwidth_gb_s")
+    spec = ClusterSpec(
+        device=device,
+        num_nodes=nodes,
+        cards_per_node=cards,
+        memory_gib=float(mem) if mem else device.memory_gib,
+        intra_node_gb_s=float(intra.value) if intra is not None else device.intra_node_gb_s,
+        inter_node_gb_s=float(inter.value) if inter is not None else device.inter_node_gb_s,
+    )
+    return spec, locs

@@ -1,0 +1,205 @@
+"""Model facts: catalog / local config.json, then the user's keys, merged key by key into a ModelSpec.
+
+Priority, lowest first (HYPERPARALLEL.md §2.3 and §2.5: explicit overrides always win): what
+`pretrained_model_name_or_path` resolves to, the train.yaml's `model.config_overrides`, the search config's
+`model`. Each fact keeps the Location where it was written; facts from the catalog point at the name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engine.catalog.models import ALIASES, MODEL_FIELDS
+from engine.config.reader import Source, Val
+from engine.config.types import Location
+from engine.document import Map
+from engine.positions import DOCUMENT_START
+from engine.specs import ModelSpec
+
+REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_positions", "linear_bias"})
+FLOAT_FIELDS = frozenset({"capacity_factor"})
+STR_FIELDS = frozenset({"hidden_act"})
+INT_FIELDS = frozenset(MODEL_FIELDS) - BOOL_FIELDS - FLOAT_FIELDS - STR_FIELDS
+
+# Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, FORMATS.md §2 `hidden_act`.
+GATED_ACTS = frozenset({"silu", "swiglu", "swish", "geglu", "reglu"})
+PLAIN_ACTS = frozenset({"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "gelu_10"})
+
+_ALIAS_TO_CANON = {alias: canon for canon, aliases in ALIASES.items() for alias in aliases}
+
+
+def canonical(key: str) -> str | None:
+    if key in MODEL_FIELDS:
+        return key
+    return _ALIAS_TO_CANON.get(key)
+
+
+def read_model_fields(src: Source, section: Map | None, prefix: str, *, skip: frozenset[str] = frozenset()
+                      ) -> dict[str, Val]:
+    """The model facts written in one mapping (config_overrides or a search config's model), typed; HF
+    aliases (n_routed_experts, num_local_experts, n_layer, ...) are read under their canonical names."""
+    out: dict[str, Val] = {}
+    if section is None:
+        return out
+    for key, _kn, _vn in section.items():
+        canon = canonical(key)
+        if canon is None or key in skip:
+            continue
+        if canon in out and key != canon:
+            continue  # the canonical spelling wins over an alias in the same mapping
+        dotted = f"{prefix}.{key}"
+        v: Val | None
+        if canon in BOOL_FIELDS:
+            v = src.bool_(section, key, dotted)
+        elif canon in FLOAT_FIELDS:
+            v = src.number(section, key, dotted, minimum=0.0, strict=True)
+        elif canon in STR_FIELDS:
+            v = src.str_(section, key, dotted)
+        else:
+            v = src.int_(section, key, dotted, minimum=0)
+        if v is not None:
+            out[canon] = v
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResult:
+    spec: ModelSpec | None
+    locations: Mapping[str, Location]
+
+
+def build_model(
+    layers: list[dict[str, Val]],
+    *,
+    name: str,
+    seq_len: int,
+    report: Source,
+    anchor: Location | None,
+    anchor_path: str,
+) -> ModelResult:
+    """Merge field layers (lowest priority first) and build the ModelSpec, reporting what is missing or
+    inconsistent (HP201-HP211) through `report` at the fact's own location, or at `anchor` (the model
+    section or the name that failed to resolve) when the fact is absent."""
+    merged: dict[str, Val] = {}
+    for layer in layers:
+        merged.update(layer)
+    locations = {f"model.{k}": v.loc for k, v in merged.items()}
+
+    def emit(code: str, msg: str, v: Val | None, *, data: dict | None = None) -> None:
+        if v is not None:
+            sink = report if v.loc.file == report.path else _foreign(report, v)
+            sink.diag(code, msg, v.loc.value, v.path, data=data)
+            if sink is not report:
+                report.diags.extend(sink.diags)
+        else:
+            rng = anchor.key if anchor else DOCUMENT_START
+            report.diag(code, msg, rng, anchor_path, data=data)
+
+    ok = True
+    for f in REQUIRED:
+        v = merged.get(f)
+        if v is None:
+            emit("HP201", f"{f} is required and was not supplied. Supply it in model.config_overrides (train.yaml) "
+                 "or the search config's model, or name a catalog model in pretrained_model_name_or_path", None,
+                 data={"missing": f})
+            ok = False
+        elif int(v.value) <= 0:
+            emit("HP201", f"{f} must be > 0, got {v.value}. Supply the model's real value", v)
+            ok = False
+
+    def iv(key: str) -> int:
+        v = merged.get(key)
+        return int(v.value) if v is not None and not isinstance(v.value, bool) else 0
+
+    def bv(key: str, default: bool) -> bool:
+        v = merged.get(key)
+        return bool(v.value) if v is not None else default
+
+    heads, kv = iv("num_attention_heads"), iv("num_key_value_heads")
+    if heads > 0 and kv > 0 and heads % kv:
+        near = max((d for d in range(1, heads + 1) if heads % d == 0 and d <= kv), default=1)
+        emit("HP202", f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv}); "
+             f"{near} would divide it", merged.get("num_key_value_heads"),
+             data={"nearest_valid": near, "valid": [d for d in range(1, heads + 1) if heads % d == 0]})
+        ok = False
+    if kv > heads > 0:
+        emit("HP202", f"num_key_value_heads ({kv}) exceeds num_attention_heads ({heads})",
+             merged.get("num_key_value_heads"))
+        ok = False
+
+    experts = iv("num_experts")
+    moe_w = iv("moe_intermediate_size") or (iv("intermediate_size") if experts > 1 else 0)
+    if experts > 1 and moe_w <= 0:
+        emit("HP203", f"no feed-forward width resolves for {experts} routed experts; declare moe_intermediate_size, "
+             "or intermediate_size if the experts run at the dense width", merged.get("num_experts"))
+        ok = False
+    shared = iv("num_shared_experts")
+    if shared > 0 and experts > 1 and iv("shared_expert_intermediate_size") <= 0 and moe_w <= 0:
+        emit("HP204", "num_shared_experts is set but no width resolves for it; declare "
+             "shared_expert_intermediate_size or moe_intermediate_size", merged.get("num_shared_experts"))
+        ok = False
+    topk = iv("num_experts_per_tok")
+    if experts > 1 and topk > experts:
+        emit("HP210", f"num_experts_per_tok ({topk}) exceeds num_experts ({experts})",
+             merged.get("num_experts_per_tok"))
+        ok = False
+    if experts > 1 and topk == 0:
+        emit("HP210", f"num_experts_per_tok is not set for a model with {experts} experts; pricing top-1 routing",
+             merged.get("num_experts"), data={"missing": "num_experts_per_tok"})
+    n_layers = iv("num_hidden_layers")
+    fkd = iv("first_k_dense_replace")
+    if n_layers > 0 and fkd > n_layers:
+        emit("HP211", f"first_k_dense_replace ({fkd}) exceeds num_hidden_layers ({n_layers})",
+             merged.get("first_k_dense_replace"))
+        ok = False
+
+    gated = True
+    act_v = merged.get("hidden_act")
+    if act_v is not None:
+        act = str(act_v.value).strip().lower()
+        if act in PLAIN_ACTS:
+            gated = False
+        elif act not in GATED_ACTS:
+            emit("HP208", f"hidden_act '{act_v.value}' is not one this planner knows; pricing a gated (SwiGLU) MLP. "
+                 f"Known: {', '.join(sorted(GATED_ACTS | PLAIN_ACTS))}", act_v)
+
+    if not ok:
+        return ModelResult(None, locations)
+    cap_v = merged.get("capacity_factor")
+    spec = ModelSpec(
+        name=name,
+        num_layers=n_layers,
+        hidden=iv("hidden_size"),
+        heads=heads,
+        vocab=iv("vocab_size"),
+        ffn=iv("intermediate_size"),
+        kv_heads=kv,
+        head_dim=iv("head_dim"),
+        seq_len=seq_len,
+        tie_embeddings=bv("tie_word_embeddings", False),
+        gated_mlp=gated,
+        learned_positions=bv("learned_positions", False),
+        linear_bias=bv("linear_bias", False),
+        use_flash_attention=bv("use_flash_attention", True),
+        num_experts=experts if experts > 1 else 0,
+        experts_per_tok=(topk or 1) if experts > 1 else 0,
+        num_shared_experts=shared if experts > 1 else 0,
+        moe_ffn=moe_w if experts > 1 else 0,
+        shared_ffn=iv("shared_expert_intermediate_size") if experts > 1 else 0,
+        first_k_dense=fkd if experts > 1 else 0,
+        capacity_factor=float(cap_v.value) if cap_v is not None else 1.0,
+        kv_lora_rank=iv("kv_lora_rank"),
+        q_lora_rank=iv("q_lora_rank"),
+        qk_rope_head_dim=iv("qk_rope_head_dim"),
+        qk_nope_head_dim=iv("qk_nope_head_dim"),
+        v_head_dim=iv("v_head_dim"),
+        mtp_depth=iv("mtp_depth"),
+    )
+    return ModelResult(spec, locations)
+
+
+def _foreign(report: Source, v: Val) -> Source:
+    """A throwaway Source that stamps diagnostics with the fact's own file (a train.yaml under a search config)."""
+    return Source(report.doc, v.loc.file, primary=False)

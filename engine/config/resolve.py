@@ -1,0 +1,486 @@
+"""Assemble one frozen `Config` from a train.yaml, or from a search config laid over its train.yaml.
+
+Semantics (FORMATS.md §1-§2, HYPERPARALLEL.md §2.2-§2.3):
+* A bare train.yaml: every dimension is searched (state "absent"); `stated` is the strategy the file states,
+  with dp = world / (tp·pp·cp) where the world size is known (context.device_num, or the cluster flags and
+  settings); None when it cannot be derived.
+* A search config: its keys override the train.yaml's key by key; a parallelism int is fixed, a list holds
+  candidates, `auto` is searched, an absent dimension is inherited as fixed from what the train.yaml writes
+  (origin "train.yaml") or else searched. etp is never searched (fixed 1 by default). `stated` exists when
+  tp, pp, cp (and ep for a MoE model) are fixed; dp and micro_batch_num may be derived from the world size
+  and the batch rule.
+* FSDP shard when a file does not say: an AutoModels train.yaml (an FSDP trainer) shards over the whole
+  data-parallel domain dp·cp, like `dp_shard_size: -1`; a legacy train.yaml or a search config uses 1.
+
+`Config.locations` holds, for every value read, its literal dotted path in its file (`accelerator.tp_size`,
+`model.config_overrides.hidden_size`) and canonical paths that do not depend on the file kind:
+`model.<field>` (for catalog facts: where the model is named), `model.max_position_embeddings` (the trained
+sequence length, wherever it was written), `parallelism.<dim>`, `constraint.global_batch_size`,
+`constraint.memory_limit_gb`, `cluster.<key>`, `recompute`, `train_yaml`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from engine.config.cluster import build_cluster
+from engine.config.model import REQUIRED, ModelResult, build_model
+from engine.config.reader import Source, Val
+from engine.config.search import Decl, SearchFacts, is_search_config, read_search
+from engine.config.train import TrainFacts, base_dir_of, detect_schema, read_train
+from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
+from engine.diagnostics import Diagnostic, Severity
+from engine.document import DEFAULT_MAX_BYTES, Document, Map, parse, read_text
+from engine.positions import DOCUMENT_START, Range
+from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
+
+DEFAULT_SEQ_LEN = 4096  # HYPERPARALLEL.md §2.1: max_position_embeddings defaults to 4096
+
+
+@dataclass
+class Resolved:
+    """Everything the reader learnt: the Config plus the parsed sources and facts the validators need."""
+
+    config: Config | None
+    diagnostics: list[Diagnostic]
+    files: list[str]
+    sources: list[Source] = field(default_factory=list)
+    train: TrainFacts | None = None
+    search: SearchFacts | None = None
+    kind: str | None = None
+
+    def loaded(self) -> Loaded:
+        return Loaded(self.config, tuple(self.diagnostics), tuple(self.files))
+
+
+def _open(path: str, text: str | None, max_bytes: int) -> tuple[Document | None, list[Diagnostic]]:
+    if text is None:
+        text, diags = read_text(path, max_bytes=max_bytes)
+        if text is None:
+            return None, list(diags)
+    doc = parse(text, path=path, max_bytes=max_bytes)
+    return doc, list(doc.diagnostics)
+
+
+def _only_comments(text: str) -> bool:
+    return all(not ln.strip() or ln.lstrip().startswith("#") or ln.strip() in ("---", "...")
+               for ln in text.splitlines())
+
+
+def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
+            max_bytes: int = DEFAULT_MAX_BYTES) -> Resolved:
+    doc, diags = _open(path, text, max_bytes)
+    out = Resolved(None, diags, [path])
+    if doc is None:
+        return out
+    if doc.root is None:
+        if not diags and _only_comments(doc.text):
+            out.diagnostics.append(Diagnostic("HP010", "empty file: nothing to check", DOCUMENT_START))
+        return out
+    if not isinstance(doc.root, Map):
+        rng = doc.root.range
+        out.diagnostics.append(Diagnostic(
+            "HP002", "a config must hold a YAML mapping (key: value) at the top level, got a "
+            f"{'list' if type(doc.root).__name__ == 'Seq' else 'scalar'}", Range(rng.start, rng.start)))
+        return out
+    src = Source(doc, path, primary=True)
+    out.sources.append(src)
+    root = doc.root
+    if is_search_config(root):
+        out.kind = "search"
+        _resolve_search(out, src, overrides, max_bytes)
+    elif detect_schema(root) is not None:
+        out.kind = "train"
+        _resolve_train(out, src, overrides)
+    else:
+        out.diagnostics.append(Diagnostic(
+            "HP008", "not a HyperParallel train.yaml or search config (no model, training, accelerator, "
+            "parallelism or cluster section): left alone", DOCUMENT_START))
+        return out
+    for s in out.sources:
+        out.diagnostics.extend(s.diags)
+        s.diags.clear()
+    return out
+
+
+def load(path: str, text: str | None = None, overrides: ClusterOverrides | None = None) -> Loaded:
+    """Read and resolve a train.yaml or search config without the cross-field rules (engine.check adds
+    them). Never raises: an internal failure is an HP900 diagnostic."""
+    try:
+        return resolve(path, text, overrides).loaded()
+    except Exception as exc:  # the contract: never a traceback
+        return Loaded(None, (internal_error(exc),), (path,))
+
+
+def internal_error(exc: BaseException) -> Diagnostic:
+    return Diagnostic("HP900", f"internal error while analysing the file: {type(exc).__name__}: {exc}. "
+                      "Please report it with the file", DOCUMENT_START)
+
+
+# -- train.yaml ------------------------------------------------------------------------------------------------
+
+
+def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | None) -> None:
+    facts = read_train(src, base_dir=base_dir_of(src.path))
+    assert facts is not None
+    out.train = facts
+    model = _model(src, facts, None)
+    cluster, cluster_locs = build_cluster(src, None, facts.device_num, overrides)
+    locations = _locations(facts, None)
+    locations.update(cluster_locs)
+    locations.update(model.locations)
+    _seq_location(locations, facts, None)
+    for dim, v in facts.degrees.items():
+        locations[f"parallelism.{dim}"] = v.loc
+    gbs = facts.global_batch_size
+    _canonical(locations, "constraint.global_batch_size", gbs)
+    _canonical(locations, "constraint.memory_limit_gb", facts.max_device_memory)
+    _canonical(locations, "recompute", facts.recompute)
+    dims = {d: Dimension(d, "absent", (), "default", None) for d in DIMENSIONS}
+    plan = RecomputePlan(_mode(facts.recompute), _layers(facts))  # type: ignore[arg-type]
+    schedule = _schedule(None, facts)
+    world = cluster.world_size if cluster is not None else (int(facts.device_num.value) if facts.device_num else None)
+    stated = _stated(
+        {d: int(v.value) for d, v in facts.degrees.items()},
+        world=world,
+        gbs=int(gbs.value) if gbs is not None else None,
+        full_shard_default=facts.schema == "automodels",
+        plan=plan,
+        schedule=schedule,
+        optimizer_shard=int(facts.optimizer_shard.value) if facts.optimizer_shard else 1,
+        model=model.spec,
+        require=(),
+    )
+    out.config = Config(
+        kind="train",
+        path=src.path,
+        model=model.spec,
+        cluster=cluster,
+        run=_run(facts, None),
+        dimensions=MappingProxyType(dims),
+        global_batch_size=int(gbs.value) if gbs is not None else None,
+        memory_limit_gb=float(facts.max_device_memory.value) if facts.max_device_memory else None,
+        recompute=_request(None, facts),  # type: ignore[arg-type]
+        stated_recompute=plan,
+        pipeline_schedule=schedule,  # type: ignore[arg-type]
+        stated=stated,
+        train_yaml=None,
+        locations=MappingProxyType(locations),
+    )
+
+
+# -- search config -----------------------------------------------------------------------------------------------
+
+
+def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | None, max_bytes: int) -> None:
+    sf = read_search(src)
+    out.search = sf
+    train: TrainFacts | None = None
+    train_path: str | None = None
+    if sf.train_yaml is not None:
+        rel = os.path.expanduser(str(sf.train_yaml.value).strip())
+        base = base_dir_of(src.path) or os.getcwd()
+        train_path = os.path.normpath(rel if os.path.isabs(rel) else os.path.join(base, rel))
+        train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes)
+        out.train = train
+    model = _model(src, train, sf)
+    device_num = train.device_num if train is not None else None
+    cluster, cluster_locs = build_cluster(src, sf.cluster, device_num, overrides)
+    locations = _locations(train, sf)
+    locations.update(cluster_locs)
+    locations.update(model.locations)
+    _seq_location(locations, train, sf)
+
+    dims: dict[str, Dimension] = {}
+    for d in DIMENSIONS:
+        dims[d] = _dimension(d, sf, train)
+        if dims[d].location is not None:
+            locations[f"parallelism.{d}"] = dims[d].location  # type: ignore[assignment]
+    gbs = sf.global_batch_size or (train.global_batch_size if train else None)
+    mem = sf.memory_limit_gb or (train.max_device_memory if train else None)
+    _canonical(locations, "constraint.global_batch_size", gbs)
+    _canonical(locations, "constraint.memory_limit_gb", mem)
+    _canonical(locations, "recompute", sf.recompute or (train.recompute if train else None))
+    _canonical(locations, "train_yaml", sf.train_yaml)
+
+    request = _request(sf, train)
+    if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
+        plan = RecomputePlan("off" if sf.recompute.value == "none" else sf.recompute.value)
+    elif train is not None:
+        plan = RecomputePlan(_mode(train.recompute), _layers(train))  # type: ignore[arg-type]
+    else:
+        plan = RecomputePlan()
+    schedule = _schedule(sf, train)
+    fixed = {d: dim.values[0] for d, dim in dims.items() if dim.state in ("fixed", "list") and len(dim.values) == 1}
+    opt = sf.optimizer_shard or (train.optimizer_shard if train else None)
+    is_moe = model.spec is not None and model.spec.is_moe
+    stated = _stated(
+        fixed,
+        world=cluster.world_size if cluster is not None else None,
+        gbs=int(gbs.value) if gbs is not None else None,
+        full_shard_default=False,
+        plan=plan,
+        schedule=schedule,
+        optimizer_shard=int(opt.value) if opt is not None else 1,
+        model=model.spec,
+        require=("tp", "pp", "cp", "ep") if is_moe else ("tp", "pp", "cp"),
+    )
+    out.config = Config(
+        kind="search",
+        path=src.path,
+        model=model.spec,
+        cluster=cluster,
+        run=_run(train, sf),
+        dimensions=MappingProxyType(dims),
+        global_batch_size=int(gbs.value) if gbs is not None else None,
+        memory_limit_gb=float(mem.value) if mem is not None else None,
+        recompute=request,  # type: ignore[arg-type]
+        stated_recompute=plan,
+        pipeline_schedule=schedule,  # type: ignore[arg-type]
+        stated=stated,
+        train_yaml=train_path,
+        locations=MappingProxyType(locations),
+    )
+
+
+def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes: int) -> TrainFacts | None:
+    """Read the train.yaml a search config names; problems in it carry `file=` that path."""
+    shown = str(ref.value)
+    if not os.path.exists(path):
+        src.diag("HP009", f"train_yaml '{shown}' not found (looked for {path}); fix the path, relative to this "
+                 "file, or remove the key", ref.loc.value, "train_yaml", data={"resolved": path})
+        return None
+    if os.path.isdir(path):
+        src.diag("HP009", f"train_yaml '{shown}' is a directory ({path}), not a train.yaml", ref.loc.value,
+                 "train_yaml", data={"resolved": path})
+        return None
+    doc, diags = _open(path, None, max_bytes)
+    out.files.append(path)
+    out.diagnostics.extend(replace(d, file=path) for d in diags)
+    if doc is None or doc.root is None:
+        why = diags[0].message if diags else "it is empty"
+        src.diag("HP009", f"train_yaml '{shown}' cannot be read: {why}", ref.loc.value, "train_yaml",
+                 data={"resolved": path})
+        return None
+    if not isinstance(doc.root, Map) or is_search_config(doc.root):
+        what = "a search config" if isinstance(doc.root, Map) else "not a YAML mapping"
+        src.diag("HP009", f"train_yaml '{shown}' is {what}, not a trainer train.yaml", ref.loc.value, "train_yaml",
+                 data={"resolved": path})
+        return None
+    tsrc = Source(doc, path, primary=False)
+    out.sources.append(tsrc)
+    return read_train(tsrc, base_dir=base_dir_of(path))
+
+
+# -- pieces ------------------------------------------------------------------------------------------------------
+
+
+def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> ModelResult:
+    layers: list[dict[str, Val]] = []
+    if train is not None:
+        layers += [train.catalog_fields, train.overrides]
+    if sf is not None:
+        layers.append(sf.model_fields)
+    written = {k for layer in layers for k in layer}
+    if train is not None and train.pretrained is not None and train.resolution_error is not None:
+        explicit = set(train.overrides) | (set(sf.model_fields) if sf else set())
+        covered = all(f in explicit for f in REQUIRED)
+        tsrc = train.src
+        tsrc.diag("HP205", train.resolution_error + ("; using the facts written in the file instead" if covered else ""),
+                  train.pretrained.loc.value, train.pretrained.path,
+                  severity=Severity.WARNING if covered else None,
+                  data={"name": str(train.pretrained.value)})
+        if not covered and not explicit:
+            return ModelResult(None, {})
+    if not written and (train is None or train.pretrained is None):
+        anchor = (sf.model_anchor if sf is not None and sf.model_anchor else
+                  (train.model_anchor if train is not None and train.src is src else None))
+        if sf is not None and sf.train_yaml is not None and train is None:
+            return ModelResult(None, {})  # the missing train_yaml is the diagnostic
+        src.diag("HP206", "no model stated: set model.pretrained_model_name_or_path (a catalog id or a local "
+                 "config.json) or model.config_overrides with num_hidden_layers, hidden_size, "
+                 "num_attention_heads and vocab_size", anchor.loc.key if anchor else DOCUMENT_START, "model")
+        return ModelResult(None, {})
+    seq = _seq_len(src, train, sf, layers)
+    name = (sf.name.value if sf is not None and sf.name is not None else None) or (
+        train.name.value if train is not None and train.name is not None else None) or (
+        train.pretrained.value if train is not None and train.pretrained is not None else None) or "custom"
+    if sf is not None and sf.model_anchor is not None:
+        anchor_val: Val | None = sf.model_anchor
+    elif train is not None and train.src is src:
+        anchor_val = train.pretrained or train.model_anchor
+    else:
+        anchor_val = sf.train_yaml if sf is not None else None
+    return build_model(layers, name=str(name), seq_len=seq, report=src,
+                       anchor=anchor_val.loc if anchor_val else None, anchor_path="model")
+
+
+def _seq_len(src: Source, train: TrainFacts | None, sf: SearchFacts | None, layers: list[dict[str, Val]]) -> int:
+    v = (sf.seq_len if sf is not None else None) or (train.seq_len if train is not None else None)
+    if v is not None:
+        return int(v.value)
+    limit: Val | None = None
+    if train is not None:
+        limit = train.overrides.get("max_position_embeddings") or train.catalog_fields.get("max_position_embeddings")
+    value = int(limit.value) if limit is not None and int(limit.value) > 0 else DEFAULT_SEQ_LEN
+    where = "model.max_position_embeddings (the trained length in a search config)" if sf is not None else \
+        "dataset.data_transform.max_seq_len"
+    origin = "the model's context limit" if limit is not None else "the default"
+    oom = ", which for a long-context model puts every candidate out of memory" if value > 32768 else ""
+    rng = DOCUMENT_START
+    if sf is not None and sf.model_anchor is not None:
+        rng = sf.model_anchor.loc.key
+    elif train is not None and train.src is src and train.model_anchor is not None:
+        rng = train.model_anchor.loc.key
+    src.diag("HP207", f"no trained sequence length stated: costing {origin} of {value} tokens{oom}. Set {where}",
+             rng, where.split(" ")[0], data={"assumed": value})
+    return value
+
+
+def _seq_location(locations: dict[str, Location], train: TrainFacts | None, sf: SearchFacts | None) -> None:
+    v = (sf.seq_len if sf is not None else None) or (train.seq_len if train is not None else None)
+    if v is not None:
+        locations["model.max_position_embeddings"] = v.loc
+        locations["model.seq_len"] = v.loc
+    else:
+        locations.pop("model.max_position_embeddings", None)
+
+
+def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
+    decl: Decl | None = sf.dims.get(d)
+    if decl is not None:
+        state = "list" if decl.state == "list" else decl.state
+        return Dimension(d, state, decl.values, "declared", decl.val.loc)  # type: ignore[arg-type]
+    model_level = {"micro_batch_size": sf.local_batch_size, "vpp": sf.pp_interleave_num}.get(d)
+    if model_level is not None:
+        return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
+    if d == "sequence_parallel" and sf.use_seq_parallel is not None:
+        return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
+    if train is not None and d in train.degrees and int(train.degrees[d].value) >= 1:
+        v = train.degrees[d]
+        return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
+    if d == "etp":
+        return Dimension(d, "fixed", (1,), "default", None)
+    return Dimension(d, "absent", (), "default", None)
+
+
+def _canonical(locations: dict[str, Location], key: str, v: Val | None) -> None:
+    if v is not None:
+        locations[key] = v.loc
+
+
+def _locations(train: TrainFacts | None, sf: SearchFacts | None) -> dict[str, Location]:
+    out: dict[str, Location] = {}
+    if train is not None:
+        out.update({p: v.loc for p, v in train.locations.items()})
+        if train.pretrained is not None:
+            out["model.pretrained_model_name_or_path"] = train.pretrained.loc
+    if sf is not None:
+        out.update({p: v.loc for p, v in sf.locations.items()})
+    return out
+
+
+def _mode(v: Val | None) -> str:
+    return str(v.value) if v is not None else "off"
+
+
+def _layers(train: TrainFacts) -> tuple[tuple[int, int, Any], ...]:
+    return train.recompute_layers
+
+
+def _request(sf: SearchFacts | None, train: TrainFacts | None) -> str:
+    if sf is not None and sf.recompute is not None:
+        return str(sf.recompute.value)
+    if train is not None and train.recompute is not None:
+        mode = str(train.recompute.value)
+        return "none" if mode == "off" else mode
+    return "none"
+
+
+def _schedule(sf: SearchFacts | None, train: TrainFacts | None) -> str:
+    if sf is not None and sf.pipeline_schedule is not None:
+        return str(sf.pipeline_schedule.value)
+    if train is not None and train.pipeline_schedule is not None:
+        return str(train.pipeline_schedule.value)
+    if train is not None and "vpp" in train.degrees and int(train.degrees["vpp"].value) > 1:
+        return "interleaved"
+    return "1F1B"
+
+
+def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
+    kw: dict[str, Any] = {}
+    if train is not None:
+        if train.reshard_after_forward is not None:
+            kw["reshard_after_forward"] = bool(train.reshard_after_forward.value)
+        if train.cp_algo is not None:
+            kw["cp_algo"] = train.cp_algo.value
+        if train.selective_policy is not None:
+            kw["selective_policy"] = train.selective_policy.value
+        if train.param_bytes is not None:
+            kw["param_bytes"] = int(train.param_bytes.value)
+    if sf is not None:
+        if sf.selective_policy is not None:
+            kw["selective_policy"] = sf.selective_policy.value
+        if sf.param_bytes is not None:
+            kw["param_bytes"] = int(sf.param_bytes.value)
+    return RunOptions(**kw)
+
+
+def _stated(
+    vals: dict[str, int],
+    *,
+    world: int | None,
+    gbs: int | None,
+    full_shard_default: bool,
+    plan: RecomputePlan,
+    schedule: str,
+    optimizer_shard: int,
+    model: ModelSpec | None,
+    require: tuple[str, ...],
+) -> Strategy | None:
+    """The strategy a file states, or None when a degree is missing or the numbers cannot make one (the
+    validators say why)."""
+    if any(d not in vals for d in require):
+        return None
+    tp, pp, cp = vals.get("tp", 1), vals.get("pp", 1), vals.get("cp", 1)
+    if min(tp, pp, cp) < 1:
+        return None
+    if "dp" in vals:
+        dp = vals["dp"]
+        if world is not None and dp * tp * pp * cp != world:
+            return None
+    elif world is not None and world % (tp * pp * cp) == 0:
+        dp = world // (tp * pp * cp)
+    else:
+        return None
+    if dp < 1:
+        return None
+    shard = vals.get("fsdp")
+    if shard is None or shard == -1:
+        shard = dp * cp if (shard == -1 or full_shard_default) else 1
+    if (dp * cp) % shard:
+        return None
+    mbs = vals.get("micro_batch_size", 1)
+    if "micro_batch_num" in vals:
+        mbn = vals["micro_batch_num"]
+        if gbs is not None and dp * mbs * mbn != gbs:
+            return None
+    elif gbs is not None:
+        if gbs % (dp * mbs):
+            return None
+        mbn = gbs // (dp * mbs)
+    else:
+        mbn = 1
+    ep = vals.get("ep", 1) if model is None or model.is_moe else 1
+    return Strategy(
+        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1), vpp=vals.get("vpp", 1),
+        micro_batch_size=mbs, micro_batch_num=mbn, sequence_parallel=bool(vals.get("sequence_parallel", 0)),
+        recompute=plan, pipeline_schedule=schedule, optimizer_shard=optimizer_shard,  # type: ignore[arg-type]
+    )
+
+
+def cluster_world(cluster: ClusterSpec | None) -> int | None:
+    return cluster.world_size if cluster is not None else None

@@ -1,0 +1,127 @@
+"""The keys each file kind may hold, for unknown-key diagnostics with a "did you mean".
+
+A `Section` lists the keys this project reads (`read`), keys that belong to the trainer or HyperParallel and
+are accepted untouched (`known`), its sub-sections, and whether it is `open` (the trainer accepts many more
+keys than anyone can list: only a near miss of a listed key is reported there, as a likely typo) or closed
+(a search config's sections: every unknown key is reported). Sources: FORMATS.md §1-§2 and the recipes and
+loaders of HYPERPARALLEL.md §2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.catalog.models import MODEL_FIELDS
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    read: frozenset[str] = frozenset()
+    known: frozenset[str] = frozenset()
+    children: dict[str, Section] = field(default_factory=dict)
+    open: bool = True
+
+    @property
+    def all_keys(self) -> frozenset[str]:
+        return self.read | self.known | frozenset(self.children)
+
+
+def _s(read: str = "", known: str = "", children: dict[str, Section] | None = None, *, open: bool = True) -> Section:
+    return Section(frozenset(read.split()), frozenset(known.split()), children or {}, open)
+
+
+# HF config keys that are model facts but not priced (rope, norms, ...): accepted without a typo report.
+_HF_EXTRA = (
+    "rope_theta rope_scaling rms_norm_eps layer_norm_eps layer_norm_epsilon initializer_range model_type "
+    "architectures torch_dtype bos_token_id eos_token_id pad_token_id attention_bias attention_dropout "
+    "mlp_bias use_cache sliding_window use_sliding_window max_window_layers norm_topk_prob router_aux_loss_coef "
+    "output_router_logits decoder_sparse_step mlp_only_layers n_group topk_group routed_scaling_factor "
+    "scoring_func topk_method moe_layer_freq aux_loss_alpha seq_aux ep_size multiple_of ffn_dim_multiplier "
+    "offset full_rec sel_rec use_gmm seq_length param_init_type softmax_compute_type compute_dtype "
+    "local_batch_size moe_enabled use_seq_parallel optimizer_weight_shard_size enable_parallel_optimizer "
+    "recompute_slice_activation attn_output_gate layer_types name arch ops layers vision visual_seq_len "
+    "device_num num_local_experts n_routed_experts n_shared_experts num_nextn_predict_layers "
+    "mtp_num_hidden_layers n_layer n_head n_embd text_config vision_config quantization_config"
+)
+
+MODEL_KEYS = frozenset(MODEL_FIELDS)
+
+TRAIN_AUTOMODELS = _s(
+    "", "model_init_dtype optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
+    "trainer output_dir resume wandb profiler data tokenizer loss evaluation callbacks",
+    {
+        "model": _s(
+            "name pretrained_model_name_or_path torch_dtype",
+            "_target_ attn_implementation cache_dir local_files_only revision subfolder token trust_remote_code "
+            "param_init_type compute_dtype softmax_compute_type",
+            {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)},
+        ),
+        "training": _s(
+            "global_batch_size micro_batch_size",
+            "train_iters max_grad_norm max_steps seed log_interval save_interval eval_interval lr learning_rate "
+            "weight_decay warmup_steps gradient_accumulation_steps",
+        ),
+        "accelerator": _s(
+            "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
+            "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size",
+            "loss_parallel etp_size dp_size dp_replicate_size",
+        ),
+        "fsdp_config": _s(
+            "dp_shard_size reshard_after_forward",
+            "edp_shard_size replicate_params reshard_after_backward requires_grad_sync forward_prefetch_depth "
+            "backward_prefetch_depth comm_fusion mixed_precision param_dtype reduce_dtype",
+        ),
+        "activation_checkpoint": _s("mode selective_policy layers", "layer_ids"),
+        "dataset": _s("", "_target_ data_config path name num_workers", {
+            "data_transform": _s("max_seq_len", "_target_ tokenizer padding"),
+        }),
+        "context": _s("device_num max_device_memory", "expert_shard visual_seq_len mode device_target"),
+    },
+)
+
+TRAIN_LEGACY = _s(
+    "", "optimizer lr_scheduler checkpoint logging seed output_dir",
+    {
+        "model": _s("name", "", {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)}),
+        "train": _s(
+            "global_batch_size micro_batch_size",
+            "optimizer mixed_precision train_iters max_grad_norm lr seed",
+            {
+                "accelerator": _s(
+                    "dp_shard dp_replicate tp_degree pipeline_parallel_degree context_parallel_degree "
+                    "expert_parallel_degree expert_tensor_parallel_degree", "sequence_parallel",
+                ),
+                "gradient_checkpointing": _s("activation_checkpoint", ""),
+            },
+        ),
+        "data": _s("max_seq_len", "path tokenizer num_workers"),
+    },
+)
+
+SEARCH_DIMENSION_KEYS = (
+    "dp fsdp tp pp cp ep etp vpp micro_batch_size micro_batch_num sequence_parallel"
+)
+
+SEARCH = _s(
+    "train_yaml recompute selective_policy",
+    "estimator",
+    {
+        "model": _s(
+            " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
+            "optimizer_weight_shard_size seq_length",
+            _HF_EXTRA + " _target_",
+        ),
+        "cluster": _s(
+            "num_nodes cards_per_node device_type device_memory_gb intra_node_bandwidth_gb_s "
+            "inter_node_bandwidth_gb_s", "intra_node_bandwidth_gbps inter_node_bandwidth_gbps", open=False,
+        ),
+        "parallelism": _s(SEARCH_DIMENSION_KEYS, "", open=False),
+        "constraint": _s("global_batch_size memory_limit_gb", "", open=False),
+        "pp_config": _s(
+            "pipeline_schedule pp_interleave_num pp_degree",
+            "stage_partition_mode stage_partition layer_offset_range layer_recompute_layers micro_batch_num",
+            open=False,
+        ),
+    },
+    open=False,
+)

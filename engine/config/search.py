@@ -1,0 +1,200 @@
+"""Reading a search config (FORMATS.md §2, HYPERPARALLEL.md §2.1-§2.2) into `SearchFacts`.
+
+Each `parallelism` entry becomes a `Decl`: an int is fixed, a list holds candidates, `auto` (case- and
+space-insensitive) is searched over the dimension's own bounds. Unlike HyperParallel, which silently ignores
+anything else (floats, other strings, `true` read as 1), every other form is a positioned type error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.config.cluster import ClusterFacts, read_cluster_section
+from engine.config.model import read_model_fields
+from engine.config.reader import Source, Val, as_int, describe
+from engine.config.schema import SEARCH_DIMENSION_KEYS
+from engine.config.train import DTYPES, SELECTIVE_POLICIES
+from engine.document import Map, Node, Scalar, Seq
+
+DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
+RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
+                      "true": "full", "auto": "auto", "per_layer": "per_layer"}
+SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved"}
+
+
+@dataclass(frozen=True, slots=True)
+class Decl:
+    """One declared dimension: state fixed / list / auto, its values, and the Val it was read from."""
+
+    state: str
+    values: tuple[int, ...]
+    val: Val
+
+
+@dataclass
+class SearchFacts:
+    src: Source
+    train_yaml: Val | None = None
+    model_anchor: Val | None = None
+    model_fields: dict[str, Val] = field(default_factory=dict)
+    name: Val | None = None
+    seq_len: Val | None = None
+    local_batch_size: Val | None = None
+    use_seq_parallel: Val | None = None
+    optimizer_shard: Val | None = None
+    param_bytes: Val | None = None
+    cluster: ClusterFacts | None = None
+    dims: dict[str, Decl] = field(default_factory=dict)
+    global_batch_size: Val | None = None
+    memory_limit_gb: Val | None = None
+    recompute: Val | None = None
+    selective_policy: Val | None = None
+    pipeline_schedule: Val | None = None
+    pp_interleave_num: Val | None = None
+    pp_degree: Decl | None = None
+    locations: dict[str, Val] = field(default_factory=dict)
+
+    def note(self, *vals: Val | None) -> None:
+        for v in vals:
+            if v is not None:
+                self.locations[v.path] = v
+
+
+def is_search_config(root: Map) -> bool:
+    """A search config has one of its own top-level sections (train_yaml, parallelism, cluster, constraint,
+    pp_config) or a scalar `recompute` (a train.yaml's recompute lives under activation_checkpoint)."""
+    if any(k in root for k in ("train_yaml", "parallelism", "cluster", "constraint", "pp_config")):
+        return True
+    rc = root.get("recompute")
+    return isinstance(rc, Scalar) and rc.value is not None
+
+
+def read_search(src: Source) -> SearchFacts:
+    root = src.root
+    facts = SearchFacts(src)
+    if root is None:
+        return facts
+    tv = src.val(root, "train_yaml", "train_yaml")
+    if tv is not None:
+        if isinstance(tv.value, str) and tv.value.strip():
+            facts.train_yaml = tv
+        else:
+            shown = describe(tv.value) if not isinstance(tv.value, Node) else "a collection"
+            src.diag("HP106", f"'train_yaml' must be a file path string, got {shown}", tv.loc.value, "train_yaml")
+
+    # model
+    model = src.section(root, "model", "model")
+    if "model" in root:
+        kn = root.key_node("model")
+        if kn is not None:
+            facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
+    fields = read_model_fields(src, model, "model", skip=frozenset({"max_position_embeddings", "seq_length"}))
+    facts.model_fields = fields
+    facts.name = src.str_(model, "name", "model.name")
+    # In a search config max_position_embeddings IS the trained sequence length (HYPERPARALLEL.md §2.1).
+    facts.seq_len = src.int_(model, "max_position_embeddings", "model.max_position_embeddings") or src.int_(
+        model, "seq_length", "model.seq_length")
+    facts.local_batch_size = src.int_(model, "local_batch_size", "model.local_batch_size")
+    facts.use_seq_parallel = src.bool_(model, "use_seq_parallel", "model.use_seq_parallel")
+    facts.optimizer_shard = src.int_(model, "optimizer_weight_shard_size", "model.optimizer_weight_shard_size")
+    for key in ("compute_dtype", "torch_dtype"):
+        dv = src.choice(model, key, f"model.{key}", {k: k for k in DTYPES})
+        if dv is not None:
+            facts.param_bytes = Val(DTYPES[dv.value], dv.path, dv.loc)
+
+    facts.cluster = read_cluster_section(src, root)
+
+    par = src.section(root, "parallelism", "parallelism")
+    if par is not None:
+        for key in DIMENSION_KEYS:
+            decl = read_decl(src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"))
+            if decl is not None:
+                facts.dims[key] = decl
+
+    cons = src.section(root, "constraint", "constraint")
+    gbs = src.int_(cons, "global_batch_size", "constraint.global_batch_size", minimum=0)
+    facts.global_batch_size = gbs if gbs is not None and gbs.value > 0 else None  # 0 = unset
+    mem = src.number(cons, "memory_limit_gb", "constraint.memory_limit_gb", minimum=0.0)
+    facts.memory_limit_gb = mem if mem is not None and mem.value > 0 else None  # 0.0 = unset
+
+    facts.recompute = src.choice(root, "recompute", "recompute", RECOMPUTE_REQUESTS)
+    facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    ppc = src.section(root, "pp_config", "pp_config")
+    facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
+    facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
+    facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
+               facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
+               facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
+               *fields.values(), *(d.val for d in facts.dims.values()))
+    if facts.cluster is not None:
+        facts.note(*facts.cluster.values.values())
+    return facts
+
+
+def _is_auto(node: Node) -> bool:
+    return isinstance(node, Scalar) and isinstance(node.value, str) and node.value.strip().lower() == "auto"
+
+
+def read_decl(src: Source, parent: Map | None, key: str, dotted: str, *, boolean: bool = False,
+              allow_auto: bool = True) -> Decl | None:
+    """int -> fixed; list -> candidates; auto -> searched. Wrong forms are HP103/HP108/HP109/HP111."""
+    hit = src.raw(parent, key, dotted)
+    if hit is None:
+        return None
+    kn, vn = hit
+    loc = src.location(kn, vn)
+    val = Val(vn.value if isinstance(vn, Scalar) else None, dotted, loc)
+    if allow_auto and _is_auto(vn):
+        return Decl("auto", (), val)
+    if isinstance(vn, Seq):
+        values: list[int] = []
+        for i, item in enumerate(vn.items):
+            iv = _item(src, item, f"{dotted}.{i}", boolean)
+            if iv is not None:
+                values.append(iv)
+        if not vn.items:
+            src.diag("HP111", f"{dotted} is an empty list: give at least one candidate, or write auto",
+                     vn.range, dotted, data={"replace_value": "auto"})
+            return None
+        if not values:
+            return None
+        return Decl("list", tuple(sorted(set(values))), val)
+    if isinstance(vn, Scalar):
+        iv = _item(src, vn, dotted, boolean, scalar=True, allow_auto=allow_auto)
+        if iv is None:
+            return None
+        return Decl("fixed", (iv,), val)
+    src.diag("HP108", f"{dotted} must be an integer, a list of integers{' or auto' if allow_auto else ''}, "
+             "got a mapping", vn.range, dotted)
+    return None
+
+
+def _item(src: Source, node: Node, dotted: str, boolean: bool, *, scalar: bool = False,
+          allow_auto: bool = True) -> int | None:
+    if not isinstance(node, Scalar):
+        src.diag("HP108", f"{dotted} must be {'true or false' if boolean else 'an integer'}, got a collection",
+                 node.range, dotted)
+        return None
+    v = node.value
+    if boolean:
+        if isinstance(v, bool):
+            return int(v)
+        src.diag("HP104", f"{dotted} must be true, false{' or auto' if scalar and allow_auto else ''}, "
+                 f"got {describe(v)}", node.range, dotted)
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v >= 1:
+            return v
+        src.diag("HP109", f"{dotted} must be a positive degree, got {v}", node.range, dotted,
+                 data={"replace_value": 1})
+        return None
+
+
+    fix = as_int(v)
+    forms = "an integer, a list of integers or auto" if scalar and allow_auto else "an integer"
+    data = {"replace_value": fix} if fix is not None and fix >= 1 else {}
+    code = "HP103" if (fix is not None or isinstance(v, bool | float)) else "HP108"
+    hint = f"; write {fix}" if data else ""
+    src.diag(code, f"{dotted} must be {forms}, got {describe(v)}{hint}", node.range, dotted, data=data)
+    return None

@@ -1,0 +1,243 @@
+"""Reading a trainer train.yaml (AutoModels and legacy schemas, FORMATS.md §1, HYPERPARALLEL.md §2.5-§2.6)
+into `TrainFacts`: every value the planner uses, typed, with its Location.
+
+Degrees are recorded only when the file writes them: a search config inherits exactly what its train.yaml
+states, and what the file leaves unsaid stays searched (HYPERPARALLEL.md §2.2 "absent").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from engine.catalog.models import resolve as resolve_model
+from engine.config.model import read_model_fields
+from engine.config.reader import Source, Val, parse_memory_gb
+from engine.document import Map, Scalar
+
+RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "selective", "full": "full",
+                   "true": "full"}
+SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention"}
+PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
+                       "vpp": "interleaved"}
+CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
+            "hybrid": "hybrid", "hybrid_cp": "hybrid"}
+DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
+
+
+def detect_schema(root: Map) -> str | None:
+    """'automodels', 'legacy' or None (HYPERPARALLEL.md §2.5 Detection)."""
+    model = root.get("model")
+    if isinstance(model, Map) and model.get("pretrained_model_name_or_path") is not None:
+        return "automodels"
+    if any(k in root for k in ("training", "accelerator", "fsdp_config")):
+        return "automodels"
+    if "train" in root or "data" in root or (isinstance(model, Map) and "config_overrides" in model):
+        return "legacy"
+    if isinstance(model, Map) or "dataset" in root or "activation_checkpoint" in root:
+        return "automodels"
+    return None
+
+
+@dataclass
+class TrainFacts:
+    """What a train.yaml states. Degrees use the search-config names (tp, pp, cp, ep, etp, fsdp, vpp,
+    micro_batch_size, sequence_parallel, and dp for a legacy replicate x shard)."""
+
+    src: Source
+    schema: str
+    name: Val | None = None
+    pretrained: Val | None = None
+    catalog_fields: dict[str, Val] = field(default_factory=dict)
+    resolution_error: str | None = None
+    resolution_source: str = ""
+    overrides: dict[str, Val] = field(default_factory=dict)
+    model_anchor: Val | None = None  # the `model` key, for "missing field" diagnostics
+    seq_len: Val | None = None
+    degrees: dict[str, Val] = field(default_factory=dict)
+    dp_replicate: Val | None = None  # legacy only
+    global_batch_size: Val | None = None
+    recompute: Val | None = None  # off | selective | full
+    recompute_layers: tuple[tuple[int, int, str], ...] = ()
+    selective_policy: Val | None = None
+    pipeline_schedule: Val | None = None
+    cp_algo: Val | None = None
+    reshard_after_forward: Val | None = None
+    optimizer_shard: Val | None = None
+    param_bytes: Val | None = None
+    device_num: Val | None = None
+    max_device_memory: Val | None = None
+    locations: dict[str, Val] = field(default_factory=dict)
+
+    def note(self, *vals: Val | None) -> None:
+        for v in vals:
+            if v is not None:
+                self.locations[v.path] = v
+
+
+def read_train(src: Source, *, base_dir: str | None) -> TrainFacts | None:
+    root = src.root
+    if root is None:
+        return None
+    schema = detect_schema(root) or "automodels"
+    facts = TrainFacts(src, schema)
+    if schema == "legacy":
+        _read_legacy(facts, root)
+    else:
+        _read_automodels(facts, root)
+    _read_model(facts, root, base_dir)
+    _read_recompute_layers(facts, root)
+    return facts
+
+
+def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
+    src = facts.src
+    model = src.section(root, "model", "model")
+    if "model" in root:
+        kn = root.key_node("model")
+        if kn is not None:
+            facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
+    facts.name = src.str_(model, "name", "model.name")
+    facts.pretrained = src.str_(model, "pretrained_model_name_or_path", "model.pretrained_model_name_or_path")
+    overrides = src.section(model, "config_overrides", "model.config_overrides")
+    facts.overrides = read_model_fields(src, overrides, "model.config_overrides")
+    if facts.pretrained is not None:
+        res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
+        if res.error is not None:
+            facts.resolution_error = res.error
+        else:
+            facts.resolution_source = res.source
+            facts.catalog_fields = {
+                k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items()
+            }
+    dtype = src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
+    if dtype is not None:
+        facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
+    facts.note(facts.name, facts.pretrained, facts.param_bytes, *facts.overrides.values())
+
+
+def _read_automodels(facts: TrainFacts, root: Map) -> None:
+    src = facts.src
+    training = src.section(root, "training", "training")
+    acc = src.section(root, "accelerator", "accelerator")
+    fsdp = src.section(root, "fsdp_config", "fsdp_config")
+    ac = src.section(root, "activation_checkpoint", "activation_checkpoint")
+    dataset = src.section(root, "dataset", "dataset")
+    transform = src.section(dataset, "data_transform", "dataset.data_transform")
+    data_config = src.section(dataset, "data_config", "dataset.data_config")
+    context = src.section(root, "context", "context")
+
+    facts.global_batch_size = src.int_(training, "global_batch_size", "training.global_batch_size")
+    deg = facts.degrees
+    for dim, key in (("tp", "tp_size"), ("pp", "pp_size"), ("cp", "cp_size"), ("ep", "ep_size"),
+                     ("etp", "expert_tensor_parallel_degree"), ("vpp", "pp_interleave_num")):
+        v = src.int_(acc, key, f"accelerator.{key}")
+        if v is not None:
+            deg[dim] = v
+    mbs = src.int_(training, "micro_batch_size", "training.micro_batch_size")
+    if mbs is not None:
+        deg["micro_batch_size"] = mbs
+    sp = src.bool_(acc, "sequence_parallel", "accelerator.sequence_parallel")
+    if sp is not None:
+        deg["sequence_parallel"] = Val(int(bool(sp.value)), sp.path, sp.loc)
+    # dp_shard_size: -1 = the whole data-parallel domain dp*cp (torchtitan's convention), kept as -1 here.
+    shard = src.int_(fsdp, "dp_shard_size", "fsdp_config.dp_shard_size", allow=(-1,))
+    if shard is not None:
+        deg["fsdp"] = shard
+    facts.reshard_after_forward = src.bool_(fsdp, "reshard_after_forward", "fsdp_config.reshard_after_forward")
+    facts.pipeline_schedule = src.choice(acc, "pipeline_scheduler", "accelerator.pipeline_scheduler",
+                                         PIPELINE_SCHEDULERS)
+    facts.cp_algo = src.choice(acc, "context_parallel_algo", "accelerator.context_parallel_algo", CP_ALGOS)
+    facts.optimizer_shard = src.int_(acc, "optimizer_weight_shard_size", "accelerator.optimizer_weight_shard_size")
+    facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
+    facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
+                                        SELECTIVE_POLICIES)
+    facts.seq_len = (src.int_(transform, "max_seq_len", "dataset.data_transform.max_seq_len")
+                     or src.int_(data_config, "seq_length", "dataset.data_config.seq_length"))
+    data = src.section(root, "data", "data")
+    if facts.seq_len is None:
+        facts.seq_len = src.int_(data, "max_seq_len", "data.max_seq_len")
+    facts.device_num = src.int_(context, "device_num", "context.device_num")
+    mem = src.val(context, "max_device_memory", "context.max_device_memory")
+    if mem is not None:
+        gb = parse_memory_gb(mem.value)
+        if gb is None or gb <= 0:
+            src.diag("HP105", f"context.max_device_memory must be a size such as 76GB, got {mem.value!r}",
+                     mem.loc.value, mem.path, data={"replace_value": "76GB"})
+        else:
+            facts.max_device_memory = Val(gb, mem.path, mem.loc)
+    facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
+               facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
+               facts.device_num, facts.max_device_memory)
+
+
+def _read_legacy(facts: TrainFacts, root: Map) -> None:
+    src = facts.src
+    train = src.section(root, "train", "train")
+    acc = src.section(train, "accelerator", "train.accelerator")
+    gc = src.section(train, "gradient_checkpointing", "train.gradient_checkpointing")
+    data = src.section(root, "data", "data")
+    facts.global_batch_size = src.int_(train, "global_batch_size", "train.global_batch_size")
+    mbs = src.int_(train, "micro_batch_size", "train.micro_batch_size")
+    deg = facts.degrees
+    if mbs is not None:
+        deg["micro_batch_size"] = mbs
+    for dim, key in (("tp", "tp_degree"), ("pp", "pipeline_parallel_degree"), ("cp", "context_parallel_degree"),
+                     ("ep", "expert_parallel_degree"), ("etp", "expert_tensor_parallel_degree"),
+                     ("fsdp", "dp_shard")):
+        v = src.int_(acc, key, f"train.accelerator.{key}")
+        if v is not None:
+            deg[dim] = v
+    facts.dp_replicate = src.int_(acc, "dp_replicate", "train.accelerator.dp_replicate")
+    if facts.dp_replicate is not None:
+        shard = int(deg["fsdp"].value) if "fsdp" in deg else 1
+        deg["dp"] = Val(int(facts.dp_replicate.value) * shard, facts.dp_replicate.path, facts.dp_replicate.loc)
+    facts.recompute = src.choice(gc, "activation_checkpoint", "train.gradient_checkpointing.activation_checkpoint",
+                                 RECOMPUTE_MODES)
+    facts.seq_len = src.int_(data, "max_seq_len", "data.max_seq_len")
+    facts.note(facts.global_batch_size, facts.dp_replicate, *deg.values(), facts.recompute, facts.seq_len)
+
+
+def _read_recompute_layers(facts: TrainFacts, root: Map) -> None:
+    """`activation_checkpoint.layers: {"0-9": full, "40": off}` (FORMATS.md §1, ext)."""
+    src = facts.src
+    ac = root.get("activation_checkpoint")
+    layers = ac.get("layers") if isinstance(ac, Map) else None
+    if layers is None or (isinstance(layers, Scalar) and layers.value is None):
+        return
+    if not isinstance(layers, Map):
+        src.diag("HP107", "activation_checkpoint.layers must map layer ranges to modes, e.g. {\"0-9\": full}",
+                 layers.range, "activation_checkpoint.layers")
+        return
+    out: list[tuple[int, int, str]] = []
+    for key, kn, _vn in layers.items():
+        dotted = f"activation_checkpoint.layers.{key}"
+        first_last = _parse_range(key)
+        if first_last is None:
+            src.diag("HP106", f"layer range '{key}' must be 'first-last' or a layer number, e.g. \"0-9\"",
+                     kn.range, dotted)
+            continue
+        mode = src.choice(layers, key, dotted, RECOMPUTE_MODES)
+        if mode is not None:
+            out.append((first_last[0], first_last[1], str(mode.value)))
+    facts.recompute_layers = tuple(sorted(out))
+
+
+def _parse_range(text: str) -> tuple[int, int] | None:
+    parts = text.replace(" ", "").split("-")
+    try:
+        nums = [int(p) for p in parts]
+    except ValueError:
+        return None
+    if len(nums) == 1 and nums[0] >= 0:
+        return nums[0], nums[0]
+    if len(nums) == 2 and 0 <= nums[0] <= nums[1]:
+        return nums[0], nums[1]
+    return None
+
+
+
+
+
+def base_dir_of(path: str | None) -> str | None:
+    return os.path.dirname(os.path.abspath(path)) if path else None
