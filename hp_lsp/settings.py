@@ -116,6 +116,11 @@ def _coerce(kind: str, value: Any) -> tuple[bool, Any]:
 
 def parse(flat: Mapping[str, Any]) -> Parsed:
     """Typed settings from a flat dict; unknown names are ignored (the client may send its own)."""
+    values, errors = _valid(flat)
+    return Parsed(Settings(**values), tuple(errors))
+
+
+def _valid(flat: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     values: dict[str, Any] = {}
     errors: list[str] = []
     for name, (attr, kind) in _FIELDS.items():
@@ -126,8 +131,8 @@ def parse(flat: Mapping[str, Any]) -> Parsed:
             if val is not None:
                 values[attr] = val
         else:
-            errors.append(f"{SECTION}.{name}: invalid value {flat[name]!r}, using the default")
-    return Parsed(Settings(**values), tuple(errors))
+            errors.append(f"{SECTION}.{name}: invalid value {flat[name]!r}, ignored")
+    return values, errors
 
 
 @dataclass(slots=True)
@@ -139,4 +144,12 @@ class SettingsSources:
     did_change: dict[str, Any] = field(default_factory=dict)
 
     def merged(self) -> Parsed:
-        return parse({**self.initialization, **self.configuration, **self.did_change})
+        """Each layer typed on its own, then merged: an invalid value in a later layer leaves the earlier
+        layer's valid value (or the default) in place."""
+        values: dict[str, Any] = {}
+        errors: list[str] = []
+        for layer in (self.initialization, self.configuration, self.did_change):
+            v, e = _valid(layer)
+            values.update(v)
+            errors += e
+        return Parsed(Settings(**values), tuple(errors))

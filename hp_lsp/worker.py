@@ -16,6 +16,7 @@ The job function runs in the child: it must be a module-level function (pickled 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -50,10 +51,8 @@ class Outcome:
 def _child_main(conn: Connection, cancel_flag: Any, fn: JobFn) -> None:
     """The worker process: run jobs one by one until told to stop or the pipe closes."""
     # Nothing but the protocol may reach the server's stdout, and the child inherited it.
-    try:
+    with contextlib.suppress(OSError):
         os.dup2(2, 1)
-    except OSError:
-        pass
     sys.stdout = sys.stderr
     while True:
         try:

@@ -1,0 +1,96 @@
+"""The fast analysis of one document version, as a pure function over the engine (no pygls here).
+
+`analyse` runs on the event loop after the debounce: read + resolve + validate (`engine.check.check_file`,
+about 20 ms for a real config) and the price of the stated strategy (`engine.cost.estimate_config`, one
+row). The search is not here: it runs in the worker process (search_job.py).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from engine.check import check_file
+
+from engine.config.types import ClusterOverrides, Config, Loaded
+from engine.cost import estimate_config
+from engine.diagnostics import Diagnostic
+from engine.positions import Range
+from engine.results import Estimate
+from hp_lsp.outline import Entry, scan
+
+NOT_A_CONFIG = "HP008"
+TOO_LARGE = "HP005"
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """What the fast checks found in one version of a document."""
+
+    path: str | None
+    version: int | None
+    text: str
+    loaded: Loaded | None
+    estimate: Estimate | None = None
+    diagnostics: tuple[Diagnostic, ...] = ()  # positioned in this document
+    foreign: tuple[Diagnostic, ...] = ()  # found in another file this one references (its train_yaml)
+    entries: tuple[Entry, ...] = field(default_factory=tuple)
+    too_large: bool = False
+
+    @property
+    def config(self) -> Config | None:
+        return self.loaded.config if self.loaded is not None else None
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return self.loaded.files if self.loaded is not None else ()
+
+    @property
+    def is_config(self) -> bool:
+        """False for YAML that is not a HyperParallel config: the server leaves it alone."""
+        if self.too_large:
+            return True
+        if self.loaded is None:
+            return False
+        return not any(d.code == NOT_A_CONFIG for d in self.loaded.diagnostics)
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def too_large(text: str, max_kb: int) -> Diagnostic | None:
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size <= max_kb * 1024:
+        return None
+    first = text.split("\n", 1)[0]
+    return Diagnostic(
+        TOO_LARGE,
+        f"file too large to analyse: {size / 1024:.0f} KB > {max_kb} KB (setting hpLsp.maxFileSizeKb)",
+        Range.of(0, 0, 0, len(first)),
+    )
+
+
+def analyse(path: str | None, text: str, version: int | None, *, overrides: ClusterOverrides | None,
+            max_file_size_kb: int) -> Analysis:
+    """Check one document version; never raises (the engine reports its own failures as HP900)."""
+    big = too_large(text, max_file_size_kb)
+    if big is not None:
+        return Analysis(path, version, text, None, diagnostics=(big,), too_large=True)
+    loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides)
+    own: list[Diagnostic] = []
+    foreign: list[Diagnostic] = []
+    for d in loaded.diagnostics:
+        (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
+    estimate: Estimate | None = None
+    config = loaded.config
+    if config is not None and config.stated is not None and config.model is not None and config.cluster:
+        estimate, est_diags = estimate_config(config)
+        seen = {(d.code, d.path) for d in own}
+        for d in est_diags:
+            if (d.code, d.path) in seen:
+                continue
+            (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
+    return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)))

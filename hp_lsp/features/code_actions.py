@@ -1,0 +1,235 @@
+"""Code actions: "Apply optimal strategy" and the per-diagnostic quick fixes, as minimal TextEdits.
+
+Pure builders return engine TextEdits (code points) against a given text; the handler converts them to a
+WorkspaceEdit for the client's capabilities (edits.py). Every edit is computed against the document's
+current text and sent with its version: an edit for an older text is never offered.
+
+Quick fixes read the fix data the engine put in `Diagnostic.data` (echoed back by the client in
+`context.diagnostics[].data`):
+  {"replace_key": "tp_size"}      rename a mistyped key
+  {"nearest_valid": 8}            set the value to the nearest valid one
+  {"widen": [1, 2, 4, 8, 16]}     widen a candidate list so a fitting plan is inside it
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from engine.edit import new_search_config_text, rename_key, set_value, strategy_edits, widen_list
+from engine.positions import TextEdit
+from hp_lsp.edits import (
+    normalise,
+    supports_create_file,
+    supports_document_changes,
+    to_lsp_edits,
+    workspace_edit,
+)
+from hp_lsp.features.diagnostics import SOURCE
+from hp_lsp.session import DocState
+
+APPLY_TITLE = "Apply optimal strategy"
+APPLY_COMMAND = "hpLsp.applyOptimalStrategy"
+CREATE_SEARCH_CONFIG_COMMAND = "hpLsp.createSearchConfig"
+SOURCE_KIND = "source.applyOptimalStrategy"
+SEARCH_CODES = frozenset({"HP610", "HP611"})
+# Diagnostics saying the cluster is unknown: offer to create a search config next to the file.
+NO_CLUSTER_KEY = "create_search_config"
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    title: str
+    edits: tuple[TextEdit, ...]
+    kind: str = "quickfix"
+    preferred: bool = False
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def fix_for(text: str, path: str, data: dict[str, Any]) -> Fix | None:
+    """The quick fix a diagnostic's data asks for, computed against `text`; None when none applies."""
+    if not path:
+        return None
+    leaf = path.rsplit(".", 1)[-1]
+    if "replace_key" in data:
+        new = str(data["replace_key"])
+        edits, _ = normalise(rename_key(text, path, new))
+        return Fix(f"Rename `{leaf}` to `{new}`", tuple(edits), preferred=True) if edits else None
+    if "nearest_valid" in data:
+        value = data["nearest_valid"]
+        edits, _ = normalise(set_value(text, path, value))
+        return Fix(f"Set `{leaf}` to {_fmt(value)}", tuple(edits), preferred=True) if edits else None
+    if "widen" in data:
+        values = data["widen"]
+        if not isinstance(values, list | tuple):
+            values = [values]
+        edits, _ = normalise(widen_list(text, path, values))
+        return Fix(f"Widen `{leaf}` to {_fmt(values)}", tuple(edits)) if edits else None
+    return None
+
+
+def optimal_edits(state: DocState, text: str) -> tuple[tuple[TextEdit, ...] | None, str]:
+    """Edits writing the best plan into `text` (the document's current text), or why there are none.
+
+    Uses the edits the worker pre-computed when the search ran on this very text; otherwise rebuilds them
+    with the engine's round-trip writer against the current text.
+    """
+    outcome = state.search
+    if outcome is None or outcome.result is None:
+        return None, "no search result yet (save the file to search)"
+    best = outcome.result.best
+    if best is None:
+        return None, "no strategy fits the budget"
+    if outcome.text == text and outcome.edits is not None:
+        return outcome.edits, best.strategy.short()
+    res = strategy_edits(text, best.strategy, path=state.path)
+    edits, error = normalise(res)
+    if edits is None:
+        return None, error or "cannot write the strategy"
+    return tuple(edits), best.strategy.short()
+
+
+def wants_search_config(data: dict[str, Any] | None) -> bool:
+    return bool(data and data.get(NO_CLUSTER_KEY))
+
+
+def search_config_path(train_path: str) -> str:
+    """Where "create search config" writes: `search.yaml` next to the train.yaml (never overwriting)."""
+    folder = os.path.dirname(train_path)
+    stem = os.path.splitext(os.path.basename(train_path))[0]
+    for name in ("search.yaml", f"search-{stem}.yaml"):
+        candidate = os.path.join(folder, name)
+        if not os.path.exists(candidate):
+            return candidate
+    return os.path.join(folder, f"search-{stem}-{os.getpid()}.yaml")
+
+
+def codes_in(diags: Sequence[Any]) -> set[str]:
+    return {str(d.code) for d in diags if getattr(d, "code", None)}
+
+
+# -- protocol side ---------------------------------------------------------------------------------------
+def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.CodeAction]:
+    """Quick fixes for the diagnostics in the request, "Apply optimal strategy" (quick fix on the search
+    diagnostics, source action anywhere), "Create search config" when the cluster is unknown."""
+    uri = params.text_document.uri
+    state = ls.session.get(uri)
+    if state is None or state.analysis is None or not state.analysis.is_config:
+        return []
+    doc = ls.workspace.get_text_document(uri)
+    text, caps = doc.source, ls.client_capabilities
+    only = params.context.only
+
+    def wanted(kind: str) -> bool:
+        return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
+
+    def action(title: str, kind: str, edits: Sequence[TextEdit], diags: list[types.Diagnostic] | None = None,
+               preferred: bool = False) -> types.CodeAction:
+        edit = workspace_edit(caps, uri, doc.version, to_lsp_edits(edits, doc.lines, doc.position_codec))
+        return types.CodeAction(title=title, kind=types.CodeActionKind(kind) if kind in _KNOWN_KINDS else kind,
+                                diagnostics=diags, edit=edit, is_preferred=preferred or None)
+
+    out: list[types.CodeAction] = []
+    ours = [d for d in params.context.diagnostics if d.source == SOURCE]
+    if wanted("quickfix"):
+        for d in ours:
+            data = d.data if isinstance(d.data, dict) else {}
+            path = str(data.get("path", ""))
+            fix = fix_for(text, path, data)
+            if fix is not None:
+                out.append(action(fix.title, fix.kind, fix.edits, [d], fix.preferred))
+            if wants_search_config(data) and state.path:
+                out.append(types.CodeAction(
+                    title="Create a search config next to this file", kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[d], command=types.Command(title="Create search config",
+                                                           command=CREATE_SEARCH_CONFIG_COMMAND, arguments=[uri])))
+    search_diags = [d for d in ours if d.code in SEARCH_CODES]
+    want_source = wanted(SOURCE_KIND)
+    if (search_diags and wanted("quickfix")) or want_source:
+        edits, what = optimal_edits(state, text)
+        if edits:
+            title = f"{APPLY_TITLE}: {what}"
+            if search_diags and wanted("quickfix"):
+                out.append(action(title, "quickfix", edits, search_diags, preferred=True))
+            if want_source:
+                out.append(action(title, SOURCE_KIND, edits))
+    return out
+
+
+_KNOWN_KINDS = {k.value for k in types.CodeActionKind}
+
+
+async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
+    """workspace/executeCommand hpLsp.applyOptimalStrategy [uri] -> workspace/applyEdit; {"applied": bool}."""
+    uri = _uri_arg(args)
+    state = ls.session.get(uri) if uri else None
+    if uri is None or state is None:
+        return {"applied": False, "reason": "document not open"}
+    doc = ls.workspace.get_text_document(uri)
+    version, text = doc.version, doc.source
+    edits, what = optimal_edits(state, text)
+    if not edits:
+        return {"applied": False, "reason": what}
+    edit = workspace_edit(ls.client_capabilities, uri, version, to_lsp_edits(edits, doc.lines, doc.position_codec))
+    if not supports_document_changes(ls.client_capabilities) and doc.version != version:
+        return {"applied": False, "reason": "the document changed"}
+    res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=APPLY_TITLE))
+    return {"applied": bool(res.applied), "strategy": what, **({"reason": res.failure_reason}
+                                                                if res.failure_reason else {})}
+
+
+async def create_search_config_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
+    """Write a search config referencing this train.yaml (cluster from the settings, or placeholders)."""
+    uri = _uri_arg(args)
+    state = ls.session.get(uri) if uri else None
+    if state is None or not state.path:
+        return {"created": False, "reason": "document not open"}
+    target = search_config_path(state.path)
+    settings = ls.session.settings
+    # The settings' cluster when there is one, else a placeholder node of eight H100s for the user to edit.
+    text = new_search_config_text(os.path.relpath(state.path, os.path.dirname(target)),
+                                  settings.num_nodes or 1, settings.cards_per_node or 8,
+                                  settings.device_type or "H100",
+                                  settings.memory_limit_gb or settings.device_memory_gb)
+    new_uri = from_fs_path(target) or target
+    caps = ls.client_capabilities
+    if supports_create_file(caps):
+        edit = types.WorkspaceEdit(document_changes=[
+            types.CreateFile(uri=new_uri, options=types.CreateFileOptions(ignore_if_exists=True)),
+            types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=new_uri, version=None),
+                                   edits=[types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
+                                                                           end=types.Position(line=0, character=0)),
+                                                         new_text=text)]),
+        ])
+        res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Create search config"))
+        return {"created": bool(res.applied), "path": target}
+    # The client cannot create files through an edit (Neovim 0.7): write it ourselves, never overwriting.
+    try:
+        with open(target, "x", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        return {"created": False, "reason": str(exc)}
+    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=f"Created {target}"))
+    ls.scheduler.files_changed([new_uri])
+    return {"created": True, "path": target}
+
+
+def _uri_arg(args: Sequence[Any]) -> str | None:
+    if not args:
+        return None
+    first = args[0]
+    if isinstance(first, str):
+        return first
+    if isinstance(first, dict):
+        return first.get("uri")
+    return getattr(first, "uri", None)

@@ -1,0 +1,53 @@
+"""Code lens above the strategy section: the best plan with an Apply command, and the stated plan."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.positions import Range
+from hp_lsp.features.code_actions import APPLY_COMMAND
+from hp_lsp.outline import Entry
+from hp_lsp.session import DocState
+
+# Where the strategy lives, per file kind (FORMATS.md §1 AutoModels and legacy, §2 search config).
+ANCHORS = ("accelerator", "train.accelerator", "parallelism", "train")
+
+
+@dataclass(frozen=True, slots=True)
+class Lens:
+    range: Range
+    title: str
+    command: str  # "" = informational (no action)
+    arguments: tuple[str, ...] = ()
+
+
+def anchor(entries: Sequence[Entry]) -> Range:
+    by_path = {e.dotted: e for e in entries}
+    for name in ANCHORS:
+        if name in by_path:
+            return by_path[name].key_range
+    return Range.point(0, 0)
+
+
+def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
+    rng = anchor(entries)
+    out: list[Lens] = []
+    outcome = state.search
+    stale = " (stale: save to refresh)" if state.search_stale else ""
+    if outcome is not None and outcome.result is not None:
+        best = outcome.result.best
+        if best is None:
+            out.append(Lens(rng, f"No strategy fits the budget ({outcome.result.evaluated:,} evaluated){stale}", ""))
+        else:
+            figures = f"{best.peak_memory_gib:.1f} GiB · {best.step_time_s:.2f} s/step · MFU {best.mfu:.0%}"
+            out.append(Lens(rng, f"Best: {best.strategy.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,
+                            (state.uri,)))
+    elif state.searching:
+        out.append(Lens(rng, "Searching for the best strategy…", ""))
+    stated = state.good.estimate if state.good else None
+    if stated is not None:
+        fit = "fits" if stated.fits else "does NOT fit"
+        out.append(Lens(rng, f"Stated: {stated.peak_memory_gib:.1f} GiB ({fit} {stated.budget_gib:.0f}) · "
+                             f"{stated.step_time_s:.2f} s/step · MFU {stated.mfu:.0%}", ""))
+    return out

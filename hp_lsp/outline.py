@@ -1,0 +1,151 @@
+"""A tolerant, line-based view of a YAML mapping: which key sits where, and what encloses a position.
+
+The engine's reader parses properly, but symbols, completion and "which key is under the cursor" must
+also work on half-typed text that no YAML parser accepts (`  tp_` without its colon). Block-style YAML is
+indentation-structured, so scanning lines gives the key paths the editor needs without a parse. Flow
+collections are treated as opaque values. Columns are code points.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from engine.positions import Position, Range
+
+# `key:` or `key: value`, optionally after `- ` (a mapping inside a list item); quoted keys allowed.
+_KEY_RE = re.compile(
+    r"""^(?P<indent>[ ]*)(?P<dash>-[ ]+)?(?P<key>"[^"]*"|'[^']*'|[^\s#'"{\[\]}:,&*!|>%@`-][^:#]*?|-[^\s:#][^:#]*?)"""
+    r"""[ ]*:(?:[ ]+(?P<value>.*?))?[ ]*$"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One `key:` line. `block` runs from the key to the last line of its nested block (inclusive)."""
+
+    path: tuple[str, ...]
+    key_range: Range
+    value_range: Range | None  # the inline scalar or flow value, without a trailing comment
+    value: str  # its text ("" for a block mapping/sequence parent)
+    indent: int
+    block: Range
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def line(self) -> int:
+        return self.key_range.start.line
+
+
+def _strip_comment(value: str) -> str:
+    """Drop a trailing ` # comment` outside quotes."""
+    quote = ""
+    for i, ch in enumerate(value):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or value[i - 1] in " \t"):
+            return value[:i].rstrip()
+    return value.rstrip()
+
+
+def _unquote(key: str) -> str:
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "'\"":
+        return key[1:-1]
+    return key
+
+
+def scan(text: str) -> list[Entry]:
+    """Every mapping key of the text with its path, in order. Never raises."""
+    lines = text.splitlines()
+    raw: list[tuple[int, int, str, int, int, str, int]] = []  # line, indent, key, kstart, kend, value, vstart
+    in_block_scalar: int | None = None  # indent of the key owning a `|`/`>` scalar
+    for n, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or stripped in ("---", "..."):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if in_block_scalar is not None:
+            if indent > in_block_scalar:
+                continue
+            in_block_scalar = None
+        m = _KEY_RE.match(line)
+        if not m:
+            continue
+        key_indent = m.end("dash") if m.group("dash") else indent
+        key_text = m.group("key").rstrip()
+        kstart = m.start("key")
+        value = _strip_comment(m.group("value") or "")
+        vstart = m.start("value") if m.group("value") is not None else m.end()
+        if value.startswith(("|", ">")):
+            in_block_scalar = key_indent
+        raw.append((n, key_indent, _unquote(key_text), kstart, kstart + len(key_text), value, vstart))
+
+    entries: list[Entry] = []
+    stack: list[tuple[int, str]] = []  # (indent, key)
+    for idx, (n, indent, key, ks, ke, value, vs) in enumerate(raw):
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = (*(k for _, k in stack), key)
+        # The block ends before the next key at the same or a smaller indent.
+        end_line = n
+        for m2 in raw[idx + 1:]:
+            if m2[1] <= indent:
+                break
+            end_line = m2[0]
+        end_line = _extend_over_items(lines, n, end_line, indent)
+        vr = Range.of(n, vs, n, vs + len(value)) if value else None
+        entries.append(Entry(path, Range.of(n, ks, n, ke), vr, value, indent,
+                             Range.of(n, ks, end_line, len(lines[end_line]))))
+        stack.append((indent, key))
+    return entries
+
+
+def _extend_over_items(lines: list[str], start: int, end: int, indent: int) -> int:
+    """Include list items and continuation lines more indented than the key (they match no key)."""
+    n = end + 1
+    while n < len(lines):
+        line = lines[n]
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            n += 1
+            continue
+        ind = len(line) - len(line.lstrip(" "))
+        if ind > indent or (stripped.startswith("- ") and ind == indent and start == end and ind > 0):
+            end = n
+            n += 1
+            continue
+        break
+    return end
+
+
+def entry_at(entries: list[Entry], pos: Position) -> Entry | None:
+    """The entry whose key or inline value is under `pos`."""
+    for e in entries:
+        if e.line != pos.line:
+            continue
+        if e.key_range.contains(pos) or (e.value_range and e.value_range.contains(pos)):
+            return e
+    return None
+
+
+def enclosing(entries: list[Entry], line: int, column: int) -> tuple[str, ...]:
+    """The mapping path a new key typed at (line, column) would belong to.
+
+    The parent is the nearest key above `line` with a smaller indent whose value is a block (empty inline
+    value). Used by completion, where the current line is usually not valid YAML yet.
+    """
+    chain: list[Entry] = []
+    for e in entries:
+        if e.line >= line:
+            break
+        while chain and chain[-1].indent >= e.indent:
+            chain.pop()
+        chain.append(e)
+    parents = [e for e in chain if e.indent < column and not e.value]
+    return parents[-1].path if parents else ()

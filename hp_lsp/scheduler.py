@@ -1,0 +1,248 @@
+"""When to check, when to search, what to publish: the glue between LSP events and the services.
+
+Runs on the event loop. Fast checks (engine.check + the stated plan's price, ~20 ms) run on the loop after
+a DEBOUNCE_S pause in typing; searches go to the worker process on open and save (setting searchOnSave)
+and come back through `call_soon_threadsafe`. Every step is wrapped so an exception becomes a log message
+and never a popup or a dead server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from engine.check import check_file
+from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
+
+from engine.config.types import ClusterOverrides
+from hp_lsp.analysis import Analysis, analyse
+from hp_lsp.features import diagnostics
+from hp_lsp.search_job import SearchOutcome, SearchRequest
+from hp_lsp.session import DocState
+from hp_lsp.worker import Job, Outcome
+from hp_lsp.workspace import SearchConfigIndex
+
+if TYPE_CHECKING:
+    from hp_lsp.server import HpLanguageServer
+
+DEBOUNCE_S = 0.3
+log = logging.getLogger(__name__)
+
+
+def guarded(ls: HpLanguageServer, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run `fn`; an exception becomes one log message to the client (never a popup)."""
+    try:
+        return fn(*args)
+    except Exception:
+        ls.log(types.MessageType.Error, f"hp-lsp: {what} failed:\n{traceback.format_exc()}")
+        return None
+
+
+class Scheduler:
+    def __init__(self, ls: HpLanguageServer) -> None:
+        self.ls = ls
+        self.index = SearchConfigIndex()
+        self._cluster_cache: dict[tuple[str, float | int | None], ClusterOverrides | None] = {}
+
+    # -- document events -----------------------------------------------------------------------------
+    def opened(self, uri: str) -> None:
+        doc = self.ls.workspace.get_text_document(uri)
+        self.ls.session.open(uri, doc.path, doc.version)
+        self.check(uri)
+        self.search(uri)
+
+    def changed(self, uri: str) -> None:
+        doc = self.ls.workspace.get_text_document(uri)
+        state = self.ls.session.change(uri, doc.version)
+        if state is None:
+            return
+        if state.debounce is not None:
+            state.debounce.cancel()
+        loop = asyncio.get_running_loop()
+        state.debounce = loop.call_later(DEBOUNCE_S, self._debounced, uri, state.generation)
+
+    def _debounced(self, uri: str, generation: int) -> None:
+        state = self.ls.session.get(uri)
+        if state is None or state.generation != generation:
+            return
+        state.debounce = None
+        self.check(uri)
+        self.recheck_dependents(state.path, exclude=uri, search=False)
+
+    def saved(self, uri: str) -> None:
+        state = self.ls.session.get(uri)
+        if state is None:
+            return
+        if state.debounce is not None:
+            state.debounce.cancel()
+            state.debounce = None
+        self.check(uri)
+        self.search(uri)
+        self.recheck_dependents(state.path, exclude=uri, search=True)
+
+    def closed(self, uri: str) -> None:
+        state = self.ls.session.close(uri)
+        if state is not None and state.debounce is not None:
+            state.debounce.cancel()
+        self.ls.worker.cancel(uri)
+        self.ls.search_progress.finished(uri)
+        self.ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def files_changed(self, uris: list[str]) -> None:
+        """Watched files changed on disk: re-check the open documents that read them."""
+        affected: set[str] = set()
+        for uri in uris:
+            path = to_fs_path(uri)
+            if not path:
+                continue
+            self.index.forget(path)
+            self._cluster_cache = {k: v for k, v in self._cluster_cache.items() if k[0] != path}
+            affected.update(self.ls.session.dependents(path, exclude=uri))
+            if uri not in self.ls.session.docs and path.endswith((".yaml", ".yml")):
+                # A search config appearing or changing may now give an open train.yaml its cluster.
+                affected.update(u for u, s in self.ls.session.docs.items()
+                                if s.analysis is not None and s.analysis.config is not None
+                                and s.analysis.config.kind == "train")
+        for uri in sorted(affected):
+            self.check(uri)
+            self.search(uri)
+
+    def settings_changed(self) -> None:
+        self._cluster_cache.clear()
+        for uri in sorted(self.ls.session.docs):
+            self.check(uri)
+            self.search(uri)
+
+    def recheck_dependents(self, path: str | None, *, exclude: str, search: bool) -> None:
+        if not path:
+            return
+        for uri in self.ls.session.dependents(path, exclude=exclude):
+            self.check(uri)
+            if search:
+                self.search(uri)
+
+    # -- fast checks ---------------------------------------------------------------------------------
+    def check(self, uri: str) -> Analysis | None:
+        return guarded(self.ls, "check", self._check, uri)
+
+    def _check(self, uri: str) -> Analysis | None:
+        state = self.ls.session.get(uri)
+        if state is None:
+            return None
+        doc = self.ls.workspace.get_text_document(uri)
+        overrides, source = self.cluster_for(state, doc.source)
+        analysis = analyse(state.path, doc.source, doc.version, overrides=overrides,
+                           max_file_size_kb=self.ls.session.settings.max_file_size_kb)
+        if self.ls.session.record_analysis(uri, state.generation, analysis):
+            if source is not None:
+                self.ls.session.readers.setdefault(source, set()).add(uri)
+            self.publish(uri)
+        return analysis
+
+    def cluster_for(self, state: DocState, text: str) -> tuple[ClusterOverrides | None, str | None]:
+        """Cluster facts for a document: from a search config that references it (train.yaml only), else
+        from the settings. The file's own `context` wins over both (overrides fill what it leaves unsaid)."""
+        settings = self.ls.session.settings.overrides()
+        path = state.path
+        if not path or "train_yaml:" in text:
+            return settings, None
+        open_texts = {s.path: self.ls.workspace.get_text_document(u).source
+                      for u, s in self.ls.session.docs.items() if s.path and u != state.uri}
+        roots = [p for p in (to_fs_path(f.uri) for f in self.ls.workspace.folders.values()) if p]
+        if self.ls.workspace.root_path:
+            roots.append(self.ls.workspace.root_path)
+        source = self.index.referencing(path, sorted(set(roots)), open_texts)
+        if source is None:
+            return settings, None
+        return self._cluster_of(source, open_texts.get(source)) or settings, source
+
+    def _cluster_of(self, search_path: str, text: str | None) -> ClusterOverrides | None:
+        try:
+            stamp: float | int | None = hash(text) if text is not None else os.stat(search_path).st_mtime
+        except OSError:
+            return None
+        key = (search_path, stamp)
+        if key not in self._cluster_cache:
+            loaded = check_file(search_path, text=text)
+            cfg = loaded.config
+            cl = cfg.cluster if cfg is not None else None
+            self._cluster_cache[key] = None if cl is None else ClusterOverrides(
+                devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
+                device_type=cl.device.name, memory_gb=cfg.budget_gib if cfg is not None else None)
+        return self._cluster_cache[key]
+
+    # -- searches ------------------------------------------------------------------------------------
+    def search(self, uri: str) -> None:
+        guarded(self.ls, "search", self._search, uri)
+
+    def _search(self, uri: str) -> None:
+        session = self.ls.session
+        state = session.get(uri)
+        if state is None or not session.settings.search_on_save or not state.path:
+            return
+        analysis = state.analysis
+        if analysis is None or not analysis.is_config or analysis.too_large or analysis.config is None:
+            return
+        if any(d.is_error for d in analysis.diagnostics):
+            return  # the last good result stays (marked stale once the text moves on)
+        doc = self.ls.workspace.get_text_document(uri)
+        overrides, _ = self.cluster_for(state, doc.source)
+        generation = session.begin_search(uri)
+        if generation is None:
+            return
+        request = SearchRequest(state.path, doc.source, overrides, version=doc.version)
+        self.ls.worker.submit(Job(uri, generation, request))
+        self.publish_lenses()
+
+    def search_started(self, job: Job) -> None:
+        """Worker thread: a job reached the child."""
+        self.ls.call_soon(self.ls.search_progress.started, job.key, "Strategy search")
+
+    def search_progress(self, job: Job, fraction: float) -> None:
+        self.ls.call_soon(self.ls.search_progress.report, job.key, fraction)
+
+    def search_done(self, outcome: Outcome) -> None:
+        self.ls.call_soon(guarded, self.ls, "search result", self._search_done, outcome)
+
+    def _search_done(self, outcome: Outcome) -> None:
+        uri = outcome.job.key
+        request: SearchRequest = outcome.job.payload
+        result: SearchOutcome | None = outcome.result if not outcome.cancelled else None
+        if outcome.error:
+            self.ls.log(types.MessageType.Warning, f"hp-lsp: search failed for {uri}:\n{outcome.error}")
+        session = self.ls.session
+        state = session.get(uri)
+        current = state is not None and state.search_generation == outcome.job.generation
+        if current:
+            self.ls.search_progress.finished(uri, "cancelled" if outcome.cancelled else None)
+        if not session.record_search(uri, outcome.job.generation, request.version, result):
+            return
+        if result is not None and result.note:
+            self.ls.log(types.MessageType.Info, f"hp-lsp: {os.path.basename(request.path)}: {result.note}")
+        self.publish(uri)
+        self.publish_lenses()
+
+    # -- output --------------------------------------------------------------------------------------
+    def publish(self, uri: str) -> None:
+        state = self.ls.session.get(uri)
+        if state is None:
+            return
+        doc = self.ls.workspace.get_text_document(uri)
+        diags = diagnostics.lsp_diagnostics(state, doc.lines, doc.position_codec)
+        self.ls.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=diags))
+
+    def publish_lenses(self) -> None:
+        """Ask the client to re-query code lenses, where it supports the refresh request."""
+        ws = self.ls.client_capabilities.workspace
+        if ws and ws.code_lens and ws.code_lens.refresh_support:
+            self.ls.workspace_code_lens_refresh(None)
+
+
+def uri_of(path: str) -> str:
+    return from_fs_path(path) or path

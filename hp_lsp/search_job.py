@@ -1,0 +1,106 @@
+"""The job the worker process runs: check, search, and pre-compute the "apply the best plan" edits.
+
+This module is imported by the spawned child; it must stay importable without pygls state and return only
+picklable values. Engine results hold `MappingProxyType` fields (frozen maps), which do not pickle, so the
+result is detached into plain dicts before it crosses the pipe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from engine.check import check_file
+
+from engine.config.types import ClusterOverrides
+from engine.diagnostics import Diagnostic
+from engine.positions import TextEdit
+from engine.results import SearchResult
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    path: str
+    text: str | None  # the buffer; None = read the file from disk
+    overrides: ClusterOverrides | None
+    version: int | None = None  # the document version searched (the server's bookkeeping)
+    top: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """A finished search of one document version. `edits` write the best strategy into `text` (only for
+    a train.yaml, whose strategy keys they rewrite); `note` says why there is no result."""
+
+    result: SearchResult | None
+    diagnostics: tuple[Diagnostic, ...]
+    text: str | None
+    edits: tuple[TextEdit, ...] | None = None
+    edit_error: str | None = None
+    elapsed_s: float = 0.0
+    note: str | None = None
+
+
+def detach(obj: Any) -> Any:
+    """A copy of a (nested) frozen dataclass with mapping proxies turned into dicts, so it pickles."""
+    if isinstance(obj, MappingProxyType):
+        return {k: detach(v) for k, v in obj.items()}
+    if isinstance(obj, tuple):
+        return tuple(detach(x) for x in obj)
+    if isinstance(obj, list):
+        return [detach(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: detach(v) for k, v in obj.items()}
+    if is_dataclass(obj) and not isinstance(obj, type):
+        changes = {}
+        for f in fields(obj):
+            if not f.init:
+                continue
+            old = getattr(obj, f.name)
+            new = detach(old)
+            if new is not old:
+                changes[f.name] = new
+        return replace(obj, **changes) if changes else obj
+    return obj
+
+
+def run_search(req: SearchRequest, *, progress: Callable[[float], None],
+               cancelled: Callable[[], bool]) -> SearchOutcome:
+    """Check the text, search its space and build the edits for the best plan. Runs in the worker."""
+    from engine.search import search, search_diagnostics  # the child pays the import, not the server
+
+    t0 = time.monotonic()
+    loaded = check_file(req.path, text=req.text, overrides=req.overrides)
+    config = loaded.config
+    if config is None or any(d.is_error for d in loaded.diagnostics):
+        return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
+                             note="the file has errors: fix them to search")
+    result = search(config, top=req.top, progress=progress, cancelled=cancelled)
+    if cancelled():
+        return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0, note="cancelled")
+    diags = tuple(search_diagnostics(config, result))
+    edits: tuple[TextEdit, ...] | None = None
+    edit_error: str | None = None
+    if result.best is not None and config.kind == "train" and req.text is not None:
+        edits, edit_error = best_edits(req.text, result, req.path)
+    return SearchOutcome(detach(result), detach(diags), req.text, edits, edit_error, time.monotonic() - t0)
+
+
+def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:
+    """The engine's round-trip edits writing the best strategy into a train.yaml text, or why not."""
+    from engine.edit import strategy_edits
+
+    if result.best is None:
+        return None, "no strategy fits"
+    try:
+        out = strategy_edits(text, result.best.strategy, path=path)
+    except Exception as exc:  # the engine promises not to raise; keep the server alive if it does
+        return None, f"cannot write the strategy: {exc}"
+    if isinstance(out, list | tuple):
+        return tuple(out), None
+    edits = getattr(out, "edits", None)
+    error = getattr(out, "error", None)
+    return (tuple(edits) if edits is not None and not error else None), (str(error) if error else None)

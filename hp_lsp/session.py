@@ -1,0 +1,137 @@
+"""The server's only mutable state: open documents, their generations, cached results, and dependencies.
+
+Everything here is touched from the event-loop thread only (worker callbacks are marshalled onto the loop
+with `call_soon_threadsafe` before they reach the session), so no locks are needed.
+
+Two counters per document:
+- `generation` rises with every change; a fast check computed for an older generation is dropped.
+- `search_generation` rises with every search submitted (open, save, settings, a dependency changed); a
+  search result for an older one is dropped. A result for the current search generation whose document
+  has been edited since is kept but marked stale: half-typed YAML must not clear the last good numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hp_lsp.settings import Settings, SettingsSources
+
+if TYPE_CHECKING:
+    from hp_lsp.analysis import Analysis
+    from hp_lsp.search_job import SearchOutcome
+
+
+@dataclass(slots=True)
+class DocState:
+    uri: str
+    path: str | None
+    version: int | None = None
+    generation: int = 0
+    analysis: Analysis | None = None  # the latest fast check, whatever it found
+    good: Analysis | None = None  # the latest fast check whose config resolved (survives half-typed YAML)
+    search: SearchOutcome | None = None  # the latest accepted search (survives edits, marked stale)
+    search_version: int | None = None  # document version the search ran on
+    search_generation: int = 0
+    searching: bool = False
+    debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
+
+    @property
+    def search_stale(self) -> bool:
+        return self.search is not None and self.search_version != self.version
+
+
+@dataclass(slots=True)
+class Session:
+    docs: dict[str, DocState] = field(default_factory=dict)
+    sources: SettingsSources = field(default_factory=SettingsSources)
+    settings: Settings = field(default_factory=Settings)
+    # file path -> URIs of open documents whose last analysis read that file (search config <-> train.yaml)
+    readers: dict[str, set[str]] = field(default_factory=dict)
+
+    # -- documents -----------------------------------------------------------------------------------------
+    def open(self, uri: str, path: str | None, version: int | None) -> DocState:
+        state = self.docs.get(uri)
+        if state is None:
+            state = self.docs[uri] = DocState(uri, path)
+        state.version = version
+        state.generation += 1
+        return state
+
+    def change(self, uri: str, version: int | None) -> DocState | None:
+        state = self.docs.get(uri)
+        if state is None:
+            return None
+        state.version = version
+        state.generation += 1
+        return state
+
+    def close(self, uri: str) -> DocState | None:
+        state = self.docs.pop(uri, None)
+        for uris in self.readers.values():
+            uris.discard(uri)
+        return state
+
+    def get(self, uri: str) -> DocState | None:
+        return self.docs.get(uri)
+
+    # -- results -------------------------------------------------------------------------------------------
+    def record_analysis(self, uri: str, generation: int, analysis: Analysis) -> bool:
+        """Keep a fast check unless the document moved on (or closed) while it ran."""
+        state = self.docs.get(uri)
+        if state is None or state.generation != generation:
+            return False
+        state.analysis = analysis
+        if analysis.config is not None:
+            state.good = analysis
+        self._set_reads(uri, analysis.files)
+        return True
+
+    def begin_search(self, uri: str) -> int | None:
+        state = self.docs.get(uri)
+        if state is None:
+            return None
+        state.search_generation += 1
+        state.searching = True
+        return state.search_generation
+
+    def record_search(self, uri: str, search_generation: int, version: int | None,
+                      outcome: SearchOutcome | None) -> bool:
+        """Keep a search result unless a newer search superseded it. `outcome` None = it failed/cancelled:
+        the previous result stays."""
+        state = self.docs.get(uri)
+        if state is None or state.search_generation != search_generation:
+            return False
+        state.searching = False
+        if outcome is not None:
+            state.search = outcome
+            state.search_version = version
+        return True
+
+    # -- dependencies --------------------------------------------------------------------------------------
+    def _set_reads(self, uri: str, files: Iterable[str]) -> None:
+        for uris in self.readers.values():
+            uris.discard(uri)
+        for f in files:
+            self.readers.setdefault(f, set()).add(uri)
+
+    def dependents(self, path: str, *, exclude: str | None = None) -> list[str]:
+        """Open documents whose last analysis read `path` (other than `exclude`)."""
+        return sorted(u for u in self.readers.get(path, ()) if u != exclude and u in self.docs)
+
+    # -- settings ------------------------------------------------------------------------------------------
+    def update_settings(self, *, initialization: dict[str, Any] | None = None,
+                        configuration: dict[str, Any] | None = None,
+                        did_change: dict[str, Any] | None = None) -> tuple[bool, tuple[str, ...]]:
+        """Replace one source's layer; returns (settings changed, errors to report)."""
+        if initialization is not None:
+            self.sources.initialization = initialization
+        if configuration is not None:
+            self.sources.configuration = configuration
+        if did_change is not None:
+            self.sources.did_change = did_change
+        parsed = self.sources.merged()
+        changed = parsed.settings != self.settings
+        self.settings = parsed.settings
+        return changed, parsed.errors

@@ -1,0 +1,50 @@
+"""Code points <-> UTF-16: an emoji before a key shifts the client column by one."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+from pygls.workspace.position_codec import PositionCodec
+
+from engine.positions import Position, Range
+from hp_lsp.positions import from_client_position, offset_of, to_client_position, to_client_range
+
+UTF16 = PositionCodec(types.PositionEncodingKind.Utf16)
+UTF32 = PositionCodec(types.PositionEncodingKind.Utf32)
+LINES = ["model:\n", "  name: \"🦙 llama\"  # 🦙 tp_size\n", "  tp_size: 4\n"]
+
+
+def test_emoji_shifts_utf16_columns() -> None:
+    col = LINES[1].index("tp_size")  # two emoji before it
+    assert col == 23
+    assert to_client_position(LINES, UTF16, Position(1, col)) == types.Position(line=1, character=25)
+    assert to_client_position(LINES, UTF32, Position(1, col)) == types.Position(line=1, character=23)
+    assert from_client_position(LINES, UTF16, types.Position(line=1, character=25)) == Position(1, 23)
+
+
+def test_single_emoji_before_key_is_26() -> None:
+    lines = ["🚀 x: 1\n", "a" * 24 + "🚀key: 1\n"]
+    col = lines[1].index("key")
+    assert col == 25
+    assert to_client_position(lines, UTF16, Position(1, col)).character == 26
+    assert from_client_position(lines, UTF16, types.Position(line=1, character=26)) == Position(1, 25)
+
+
+def test_inside_a_surrogate_pair_rounds_down() -> None:
+    lines = ["a🦙b\n"]
+    assert from_client_position(lines, UTF16, types.Position(line=0, character=2)) == Position(0, 1)
+    assert from_client_position(lines, UTF16, types.Position(line=0, character=3)) == Position(0, 2)
+
+
+def test_out_of_range_positions_are_clamped() -> None:
+    assert to_client_position(LINES, UTF16, Position(9, 3)) == types.Position(line=2, character=12)
+    assert to_client_position(LINES, UTF16, Position(0, 99)) == types.Position(line=0, character=6)
+    assert from_client_position(LINES, UTF16, types.Position(line=0, character=99)) == Position(0, 6)
+    assert from_client_position([], UTF16, types.Position(line=3, character=3)) == Position(0, 0)
+    rng = to_client_range(LINES, UTF16, Range.of(1, 0, 1, 99))
+    assert rng.end == types.Position(line=1, character=len(LINES[1].rstrip("\n")) + 2)
+
+
+def test_offset_of() -> None:
+    text = "".join(LINES)
+    off = offset_of(LINES, Position(2, 2))
+    assert text[off:off + 7] == "tp_size"

@@ -1,0 +1,73 @@
+"""Session: generations drop stale checks, search generations drop superseded searches, stale results stay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hp_lsp.session import Session
+
+
+class FakeAnalysis:
+    def __init__(self, config: Any, files: tuple[str, ...] = ()) -> None:
+        self.config = config
+        self.files = files
+
+
+def test_stale_check_is_dropped() -> None:
+    s = Session()
+    st = s.open("file:///a.yaml", "/a.yaml", 1)
+    gen = st.generation
+    s.change("file:///a.yaml", 2)
+    assert not s.record_analysis("file:///a.yaml", gen, FakeAnalysis(object()))  # type: ignore[arg-type]
+    assert s.record_analysis("file:///a.yaml", st.generation, FakeAnalysis(object()))  # type: ignore[arg-type]
+
+
+def test_half_typed_yaml_keeps_last_good() -> None:
+    s = Session()
+    st = s.open("u", "/a.yaml", 1)
+    good = FakeAnalysis(object())
+    s.record_analysis("u", st.generation, good)  # type: ignore[arg-type]
+    s.change("u", 2)
+    broken = FakeAnalysis(None)
+    s.record_analysis("u", st.generation, broken)  # type: ignore[arg-type]
+    assert st.analysis is broken and st.good is good
+
+
+def test_superseded_search_is_dropped_and_edits_mark_stale() -> None:
+    s = Session()
+    st = s.open("u", "/a.yaml", 1)
+    g1 = s.begin_search("u")
+    g2 = s.begin_search("u")
+    assert g1 is not None and g2 is not None
+    assert not s.record_search("u", g1, 1, "old")  # type: ignore[arg-type]
+    assert st.searching
+    assert s.record_search("u", g2, 1, "new")  # type: ignore[arg-type]
+    assert st.search == "new" and not st.searching and not st.search_stale
+    s.change("u", 2)
+    assert st.search_stale and st.search == "new"
+    g3 = s.begin_search("u")
+    assert g3 is not None
+    assert s.record_search("u", g3, 2, None)  # failed search: the previous result stays
+    assert st.search == "new"
+
+
+def test_dependencies_follow_the_last_analysis() -> None:
+    s = Session()
+    a = s.open("file:///s.yaml", "/w/search.yaml", 1)
+    s.open("file:///t.yaml", "/w/train.yaml", 1)
+    s.record_analysis("file:///s.yaml", a.generation,
+                      FakeAnalysis(object(), ("/w/search.yaml", "/w/train.yaml")))  # type: ignore[arg-type]
+    assert s.dependents("/w/train.yaml") == ["file:///s.yaml"]
+    assert s.dependents("/w/search.yaml", exclude="file:///s.yaml") == []
+    s.close("file:///s.yaml")
+    assert s.dependents("/w/train.yaml") == []
+
+
+def test_settings_layers() -> None:
+    s = Session()
+    changed, errors = s.update_settings(initialization={"cluster.numNodes": 2})
+    assert changed and errors == () and s.settings.num_nodes == 2
+    changed, _ = s.update_settings(did_change={"cluster.numNodes": 2})
+    assert not changed
+    changed, errors = s.update_settings(did_change={"cluster.numNodes": "x"})
+    assert not changed and errors and s.settings.num_nodes == 2  # invalid in a later layer: the earlier one holds

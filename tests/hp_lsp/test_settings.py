@@ -1,0 +1,42 @@
+"""Settings: every source and shape, merged key by key, invalid values reported and replaced by defaults."""
+
+from __future__ import annotations
+
+from engine.config.types import ClusterOverrides
+from hp_lsp.settings import Settings, SettingsSources, parse, section_of
+
+
+def test_section_shapes() -> None:
+    nested = {"hpLsp": {"cluster": {"numNodes": 8, "cardsPerNode": 8}, "searchOnSave": False}}
+    assert section_of(nested) == {"cluster.numNodes": 8, "cluster.cardsPerNode": 8, "searchOnSave": False}
+    assert section_of({"cluster.deviceType": "H100"}) == {"cluster.deviceType": "H100"}
+    assert section_of(None) == {} and section_of([1]) == {} and section_of({"hpLsp": 3}) == {}
+
+
+def test_parse_types_and_defaults() -> None:
+    p = parse({"cluster.numNodes": 4, "cluster.cardsPerNode": 8.0, "cluster.deviceType": " H100 ",
+               "memoryLimitGb": 70, "maxFileSizeKb": 64})
+    assert p.errors == ()
+    assert p.settings == Settings(num_nodes=4, cards_per_node=8, device_type="H100", memory_limit_gb=70.0,
+                                  max_file_size_kb=64)
+    assert Settings().search_on_save is True and Settings().max_file_size_kb == 1024
+
+
+def test_invalid_values_fall_back_and_are_reported() -> None:
+    p = parse({"cluster.numNodes": -1, "searchOnSave": "yes", "maxFileSizeKb": True, "trace.server": "loud"})
+    assert p.settings == Settings()
+    assert len(p.errors) == 4 and all("ignored" in e for e in p.errors)
+
+
+def test_later_sources_win_key_by_key() -> None:
+    s = SettingsSources(initialization={"cluster.numNodes": 2, "cluster.cardsPerNode": 8},
+                        configuration={"cluster.numNodes": 4},
+                        did_change={"searchOnSave": False})
+    merged = s.merged().settings
+    assert (merged.num_nodes, merged.cards_per_node, merged.search_on_save) == (4, 8, False)
+
+
+def test_overrides() -> None:
+    assert Settings().overrides() is None
+    o = Settings(num_nodes=2, cards_per_node=8, device_type="H100", device_memory_gb=80, memory_limit_gb=70).overrides()
+    assert o == ClusterOverrides(devices=16, num_nodes=2, cards_per_node=8, device_type="H100", memory_gb=70)
