@@ -1,3 +1,18 @@
 """HP5xx: pricing a stated strategy (hp-plan estimate)."""
 
-ROWS: list[tuple[str, str, str]] = []
+ROWS: list[tuple[str, str, str]] = [
+    ("HP501", "error", "no complete strategy stated: nothing to price"),
+    ("HP502", "error", "parallel degrees do not multiply to the cluster's device count"),
+    ("HP503", "error", "tensor parallelism does not divide the attention heads or key/value heads"),
+    ("HP504", "error", "expert parallelism does not divide the experts or the devices it borrows"),
+    ("HP505", "error", "more pipeline chunks than layers"),
+    ("HP506", "error", "fewer micro-batches than pipeline stages"),
+    ("HP507", "warning", "interleaved schedule needs micro-batches in multiples of the pipeline size"),
+    ("HP508", "error", "FSDP or optimizer shard does not divide the data-parallel domain"),
+    ("HP509", "error", "context parallelism does not divide the sequence length"),
+    ("HP510", "warning", "setting has no effect for this strategy"),
+    ("HP511", "error", "degree below 1"),
+    ("HP512", "error", "the model or the cluster is unknown: nothing to price"),
+    ("HP520", "error", "the stated strategy does not fit the memory budget"),
+    ("HP521", "information", "no memory budget stated: using the device memory"),
+]

@@ -252,6 +252,12 @@ def price_table(
     rows = np.arange(n)
     peak_gib = stage_gib[rows, peak_stage]
     pick = (rows, peak_stage)
+    act_stage = fixed_act + layers_act_b
+    stage_terms = {
+        "parameters": params_b, "gradients": grads_b, "optimizer": opt_b, "activations": act_stage,
+        "buffers": np.broadcast_to(buf[:, None], params_b.shape), "reserved": np.full(params_b.shape, reserved_b),
+    }
+    stage_terms = {k: np.where(valid, x / K.GIB, np.nan) for k, x in stage_terms.items()}
     mem_terms = {
         "parameters": params_b[pick] / K.GIB,
         "gradients": grads_b[pick] / K.GIB,
@@ -459,6 +465,7 @@ def price_table(
     extra = per_step_layer - per_step_layer[:, :, OFF:OFF + 1]
     return PricedTable(
         peak_gib=peak_gib, stage_memory_gib=stage_gib, peak_stage=peak_stage, memory_terms=mem_terms,
+        stage_memory_terms=stage_terms,
         step_time_s=step, time_terms=time_terms, tokens_per_s=tok_s, tokens_per_s_per_device=tok_s / world,
         mfu=mfu, fits=peak_gib <= budget_gib, budget_gib=float(budget_gib),
         stage_static_gib=np.where(valid, static_b / K.GIB, np.nan),

@@ -173,7 +173,8 @@ def plan_from_layer_modes(codes: np.ndarray, default: str | None = None) -> Reco
 class PricedTable:
     """The priced rows. Memory in GiB, time in seconds. Stage arrays are (n, max_pp) with NaN past each
     row's pp. `memory_terms` / `time_terms` map the MEMORY_TERMS / TIME_TERMS names (engine.results) to
-    (n,) arrays: the memory terms of each row's peak stage, the time terms that add up to step_time_s.
+    (n,) arrays: the memory terms of each row's peak stage, the time terms that add up to step_time_s;
+    `stage_memory_terms` the same memory terms for every stage, (n, max_pp).
 
     The knapsack inputs (per-layer recompute choice, see engine.cost docstring):
       stage_static_gib (n, P)      parameters + gradients + optimizer states of each stage
@@ -192,6 +193,7 @@ class PricedTable:
     stage_memory_gib: np.ndarray
     peak_stage: np.ndarray
     memory_terms: dict[str, np.ndarray]
+    stage_memory_terms: dict[str, np.ndarray]
     step_time_s: np.ndarray
     time_terms: dict[str, np.ndarray]
     tokens_per_s: np.ndarray

@@ -1,0 +1,120 @@
+"""`hp-plan estimate FILE [--json] [cluster flags]`: price the strategy a file states (FORMATS.md §3).
+
+Exit 0 when the strategy is priced and fits, 1 when the input has errors or the strategy does not fit.
+`--json` prints exactly one JSON document: the FORMATS.md `estimate` object, or `{"file", "diagnostics"}`
+when nothing could be priced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+import numpy as np
+
+from engine.config.types import ClusterOverrides, Config
+from engine.cost.validate import estimate_config
+from engine.diagnostics import Diagnostic, has_errors
+from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
+
+
+def overrides_from(args: argparse.Namespace) -> ClusterOverrides | None:
+    """The cluster flags (--devices, --nodes, --cards-per-node, --device-type, --memory-gb)."""
+    devices = getattr(args, "devices", None)
+    nodes = getattr(args, "nodes", None)
+    cards = getattr(args, "cards_per_node", None)
+    dtype = getattr(args, "device_type", None)
+    mem = getattr(args, "memory_gb", None)
+    if all(v is None for v in (devices, nodes, cards, dtype, mem)):
+        return None
+    # Flags typed on the command line win over the files (ClusterOverrides.explicit).
+    return ClusterOverrides(devices=devices, num_nodes=nodes, cards_per_node=cards, device_type=dtype,
+                            memory_gb=mem, explicit=True)
+
+
+def _diag_line(path: str, d: Diagnostic) -> str:
+    r = d.range.start
+    where = d.file or path
+    return f"{where}:{r.line + 1}:{r.character + 1}: {d.effective_severity.value} {d.code}: {d.message}"
+
+
+def stage_table(config: Config, est: Estimate) -> list[str]:
+    """Rows of the per-stage memory table (GiB), recomputed from the same pricing core."""
+    from engine.cost.price import price_table
+    from engine.cost.table import CandidateTable
+
+    assert config.model is not None and config.cluster is not None
+    m = config.model
+    table = CandidateTable.from_strategies([est.strategy], num_layers=m.num_layers + m.mtp_depth)
+    priced = price_table(m, config.cluster, config.run, table, est.budget_gib)
+    pp = est.strategy.pp
+    heads = ["stage", "layers", *MEMORY_TERMS, "total"]
+    lines = ["  ".join(f"{h:>11}" for h in heads)]
+    counts = priced.layer_count[0].sum(axis=1)
+    for i in range(pp):
+        cells = [f"{i:>11d}", f"{int(counts[i]):>11d}"]
+        cells += [f"{priced.stage_memory_terms[k][0, i]:>11.2f}" for k in MEMORY_TERMS]
+        total = float(priced.stage_memory_gib[0, i])
+        mark = " *" if i == int(np.argmax(priced.stage_memory_gib[0, :pp])) else ""
+        cells.append(f"{total:>11.2f}{mark}")
+        lines.append("  ".join(cells))
+    return lines
+
+
+def render_text(path: str, config: Config | None, est: Estimate | None, diags: tuple[Diagnostic, ...],
+                out: TextIO) -> None:
+    for d in diags:
+        print(_diag_line(path, d), file=out)
+    if est is None or config is None:
+        return
+    s = est.strategy
+    print(f"{path}: {s.short()}", file=out)
+    fit = "fits" if est.fits else "DOES NOT FIT"
+    print(f"\nMemory per device (GiB): peak {est.peak_memory_gib:.2f} of {est.budget_gib:g} budget: {fit}", file=out)
+    for line in stage_table(config, est):
+        print("  " + line, file=out)
+    tot = est.step_time_s
+    print(f"\nStep {tot:.3f} s · {est.tokens_per_s:,.0f} tokens/s · {est.tokens_per_s_per_device:,.1f} tokens/s/device"
+          f" · MFU {100 * est.mfu:.1f}%", file=out)
+    for k in TIME_TERMS:
+        v = est.time_breakdown_s[k]
+        if v > 0:
+            print(f"  {k:<10} {v:10.3f} s  {100 * v / tot:5.1f}%", file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point used by engine.cli.main for the `estimate` subcommand."""
+    path: str = args.file
+    as_json = bool(getattr(args, "json", False))
+    out = sys.stdout
+    try:
+        from engine.check import check_file
+
+        loaded = check_file(path, overrides=overrides_from(args))
+        diags = tuple(loaded.diagnostics)
+        est: Estimate | None = None
+        if loaded.config is not None and not has_errors(diags):
+            est, more = estimate_config(loaded.config)
+            diags = diags + tuple(more)
+    except Exception as exc:  # never a traceback to the user (FORMATS.md §3)
+        from engine.diagnostics import Diagnostic as D
+
+        diags = (D("HP900", f"internal error while pricing: {type(exc).__name__}: {exc}"),)
+        est = None
+        loaded = None  # type: ignore[assignment]
+    if as_json:
+        doc: dict[str, Any]
+        if est is not None:
+            doc = est.to_json()
+            doc["diagnostics"] = [d.to_json() for d in diags]
+        else:
+            doc = {"file": path, "diagnostics": [d.to_json() for d in diags]}
+        json.dump(doc, out, indent=2)
+        out.write("\n")
+    else:
+        render_text(path, loaded.config if loaded is not None else None, est, diags, out)
+    if est is None or has_errors(diags) or not est.fits:
+        return 1
+    return 0

@@ -1,0 +1,167 @@
+"""Checks a stated strategy against its model and cluster before pricing (HP5xx), and `estimate_config`.
+
+A strategy that breaks one of these rules cannot run, so it gets diagnostics instead of a number
+(FORMATS.md §2 rules; HYPERPARALLEL.md §5.6 validity checks; Megatron's interleaving rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config.types import Config, Location
+from engine.cost.estimate import estimate
+from engine.diagnostics import Diagnostic, has_errors
+from engine.positions import DOCUMENT_START
+from engine.results import Estimate
+from engine.specs import ClusterSpec, ModelSpec, Strategy
+
+# Where each strategy field may be written, most specific first (search config, then train.yaml forms).
+FIELD_PATHS: dict[str, tuple[str, ...]] = {
+    "dp": ("parallelism.dp", "train.accelerator.dp_replicate"),
+    "fsdp": ("parallelism.fsdp", "fsdp_config.dp_shard_size", "train.accelerator.dp_shard"),
+    "tp": ("parallelism.tp", "accelerator.tp_size", "train.accelerator.tp_degree"),
+    "pp": ("parallelism.pp", "accelerator.pp_size", "train.accelerator.pipeline_parallel_degree"),
+    "cp": ("parallelism.cp", "accelerator.cp_size", "train.accelerator.context_parallel_degree"),
+    "ep": ("parallelism.ep", "accelerator.ep_size", "train.accelerator.expert_parallel_degree"),
+    "etp": ("parallelism.etp", "accelerator.expert_tensor_parallel_degree",
+            "train.accelerator.expert_tensor_parallel_degree"),
+    "vpp": ("parallelism.vpp", "pp_config.pp_interleave_num", "accelerator.pp_interleave_num"),
+    "micro_batch_size": ("parallelism.micro_batch_size", "training.micro_batch_size", "train.micro_batch_size"),
+    "micro_batch_num": ("parallelism.micro_batch_num", "constraint.global_batch_size",
+                        "training.global_batch_size", "train.global_batch_size"),
+    "sequence_parallel": ("parallelism.sequence_parallel", "accelerator.sequence_parallel",
+                          "model.use_seq_parallel"),
+    "optimizer_shard": ("accelerator.optimizer_weight_shard_size", "model.optimizer_weight_shard_size"),
+    "schedule": ("pp_config.pipeline_schedule", "accelerator.pipeline_scheduler"),
+    "heads": ("model.num_attention_heads", "model.config_overrides.num_attention_heads"),
+    "world": ("cluster.num_nodes", "context.device_num", "cluster.cards_per_node"),
+    "seq_len": ("model.max_position_embeddings", "dataset.data_transform.max_seq_len"),
+    "memory": ("constraint.memory_limit_gb", "context.max_device_memory", "cluster.device_memory_gb"),
+}
+_DIM_NAMES = {"dp", "fsdp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "micro_batch_num",
+              "sequence_parallel"}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """An unpositioned finding: code, message, and the strategy field it concerns."""
+
+    code: str
+    message: str
+    field: str
+
+
+def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy) -> list[Problem]:
+    """Every reason the strategy cannot run on this model and cluster (empty list = valid)."""
+    out: list[Problem] = []
+    for name, v in (("dp", s.dp), ("fsdp", s.dp_shard), ("tp", s.tp), ("pp", s.pp), ("cp", s.cp), ("ep", s.ep),
+                    ("etp", s.etp), ("vpp", s.vpp), ("micro_batch_size", s.micro_batch_size),
+                    ("micro_batch_num", s.micro_batch_num), ("optimizer_shard", s.optimizer_shard)):
+        if v < 1:
+            out.append(Problem("HP511", f"{name} is {v}; every degree must be at least 1", name))
+    if out:
+        return out
+    if cluster is not None and s.world_size != cluster.world_size:
+        out.append(Problem(
+            "HP502", f"dp·tp·pp·cp = {s.dp}·{s.tp}·{s.pp}·{s.cp} = {s.world_size}, but the cluster has "
+            f"{cluster.world_size} devices ({cluster.num_nodes} nodes × {cluster.cards_per_node})", "world"))
+    kv = model.kv_heads_eff
+    if model.heads % s.tp or kv % s.tp:
+        bad = model.heads if model.heads % s.tp else kv
+        what = "attention heads" if model.heads % s.tp else "key/value heads"
+        ok = [d for d in range(1, kv + 1) if model.heads % d == 0 and kv % d == 0]
+        out.append(Problem("HP503", f"tp {s.tp} does not divide the {bad} {what}; tp can be {ok[-6:]}", "tp"))
+    if s.ep > 1:
+        if not model.is_moe:
+            out.append(Problem("HP510", f"ep {s.ep} has no effect: {model.name} has no routed experts", "ep"))
+        elif model.num_experts % s.ep:
+            out.append(Problem("HP504", f"ep {s.ep} does not divide the {model.num_experts} experts", "ep"))
+        elif (s.dp * s.cp * s.tp) % (s.ep * s.etp):
+            out.append(Problem("HP504", f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
+                               f"{s.dp * s.cp * s.tp}, the devices expert parallelism borrows", "ep"))
+    if s.etp > 1 and s.tp % s.etp and model.is_moe:
+        out.append(Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}", "etp"))
+    interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
+    chunks = s.pp * (s.vpp if interleaved else 1)
+    if chunks > model.num_layers:
+        out.append(Problem("HP505", f"pp·vpp = {chunks} chunks for {model.num_layers} layers: every chunk "
+                           "needs at least one layer", "pp"))
+    if s.pp > 1 and s.micro_batch_num < s.pp:
+        out.append(Problem("HP506", f"{s.micro_batch_num} micro-batches for {s.pp} pipeline stages: the "
+                           "pipeline never fills (micro_batch_num ≥ pp)", "micro_batch_num"))
+    if interleaved and s.micro_batch_num % s.pp:
+        out.append(Problem("HP507", f"the interleaved schedule runs micro-batches in groups of pp = {s.pp}; "
+                           f"{s.micro_batch_num} is not a multiple", "micro_batch_num"))
+    if s.vpp > 1 and s.pipeline_schedule != "interleaved":
+        out.append(Problem("HP510", f"vpp {s.vpp} has no effect with the 1F1B schedule (priced as 1 chunk "
+                           "per stage); set pipeline_schedule: interleaved", "vpp"))
+    if s.pp == 1 and s.vpp > 1 and s.pipeline_schedule == "interleaved":
+        out.append(Problem("HP510", "interleaving has no effect without pipeline parallelism", "vpp"))
+    dom = s.dp * s.cp
+    if dom % s.dp_shard:
+        out.append(Problem("HP508", f"fsdp {s.dp_shard} does not divide dp·cp = {dom}", "fsdp"))
+    if dom % s.optimizer_shard:
+        out.append(Problem("HP508", f"optimizer shard {s.optimizer_shard} does not divide dp·cp = {dom}",
+                           "optimizer_shard"))
+    if s.cp > 1 and model.seq_len % s.cp:
+        out.append(Problem("HP509", f"cp {s.cp} does not divide the sequence length {model.seq_len}", "cp"))
+    if s.sequence_parallel and s.tp == 1:
+        out.append(Problem("HP510", "sequence_parallel has no effect with tp 1", "sequence_parallel"))
+    return out
+
+
+def _locate(config: Config, field: str) -> tuple[str, Location | None]:
+    if field in _DIM_NAMES:
+        dim = config.dimensions.get(field)
+        if dim is not None and dim.location is not None:
+            paths = FIELD_PATHS.get(field, ())
+            hit = next((p for p in paths if p in config.locations), paths[0] if paths else field)
+            return hit, dim.location
+    for path in FIELD_PATHS.get(field, (field,)):
+        if path in config.locations:
+            return path, config.locations[path]
+    return (FIELD_PATHS.get(field, (field,))[0], None)
+
+
+def positioned(config: Config, code: str, message: str, field: str, data: dict | None = None) -> Diagnostic:
+    """A diagnostic at the value of `field` where the config wrote it (else at the start of the file)."""
+    path, loc = _locate(config, field)
+    rng = loc.value if loc is not None else DOCUMENT_START
+    file = loc.file if loc is not None and loc.file and loc.file != config.path else None
+    return Diagnostic(code, message, rng, path, file=file, data=data or {})
+
+
+def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
+    """Price the strategy a config states (config.stated): validation diagnostics instead of a number when
+    it cannot run, plus HP520 when it does not fit the budget."""
+    if config.model is None or config.cluster is None:
+        missing = "model" if config.model is None else "cluster"
+        return None, (positioned(config, "HP512", f"the {missing} is not known, so the strategy cannot be "
+                                 "priced (see the other diagnostics)", "heads" if missing == "model" else "world"),)
+    s = config.stated
+    if s is None:
+        open_dims = [d for d, dim in config.dimensions.items() if dim.searched]
+        hint = f" (searched: {', '.join(open_dims)})" if open_dims else ""
+        field = open_dims[0] if open_dims else "tp"
+        return None, (positioned(config, "HP501", "the file does not state every parallel degree, so there is "
+                                 f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
+                                 field, {"searched": open_dims}),)
+    diags = [positioned(config, p.code, p.message, p.field) for p in check_strategy(config.model, config.cluster, s)]
+    if has_errors(diags):
+        return None, tuple(diags)
+    budget = config.budget_gib
+    if budget is None:
+        budget = config.cluster.memory_gib
+        diags.append(positioned(config, "HP521", f"no memory budget stated: using the device's "
+                                f"{budget:g} GiB", "memory"))
+    est = estimate(config.model, config.cluster, config.run, s, budget)
+    if not est.fits:
+        worst = max(range(len(est.stage_memory_gib)), key=lambda i: est.stage_memory_gib[i])
+        diags.append(positioned(
+            config, "HP520", f"needs {est.peak_memory_gib:.1f} GiB on pipeline stage {worst}, over the "
+            f"{budget:g} GiB budget", "memory",
+            {"peak_gib": est.peak_memory_gib, "budget_gib": budget, "stage": worst}))
+    from dataclasses import replace
+
+    est = replace(est, diagnostics=tuple(diags))
+    return est, tuple(diags)
