@@ -1,3 +1,22 @@
 """HP4xx: cross-field rules on degrees, batch and memory."""
 
-ROWS: list[tuple[str, str, str]] = []
+ROWS: list[tuple[str, str, str]] = [
+    ("HP401", "error", "global batch not divisible by micro_batch_num"),
+    ("HP402", "error", "global batch not reachable by the batch rule (dp × micro_batch_size)"),
+    ("HP403", "error", "a model width is not divisible by tp (or etp)"),
+    ("HP404", "error", "sequence length not divisible by 2 × cp (or Ulysses heads by tp × cp)"),
+    ("HP405", "error", "experts not divisible by ep"),
+    ("HP406", "error", "fixed degree not in its own candidate list"),
+    ("HP407", "error", "pp exceeds the layers (per virtual chunk)"),
+    ("HP408", "error", "minimum product of degrees exceeds the devices"),
+    ("HP409", "warning", "memory limit above device memory"),
+    ("HP410", "warning", "expert parallelism on a dense model"),
+    ("HP411", "warning", "context parallelism on a dense model"),
+    ("HP412", "error", "degrees cannot make the world size"),
+    ("HP413", "error", "FSDP shard size does not divide dp × cp"),
+    ("HP414", "error", "optimizer shard size does not divide dp × cp"),
+    ("HP415", "warning", "fewer micro-batches than pipeline stages"),
+    ("HP416", "warning", "virtual pipeline (vpp) inconsistent with pp or the layers"),
+    ("HP417", "error", "ep exceeds the data- and tensor-parallel ranks it borrows"),
+    ("HP418", "warning", "sequence parallelism with context parallelism"),
+]

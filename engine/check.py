@@ -1,0 +1,38 @@
+"""`check_file`: read, resolve and validate a train.yaml or search config; the one call both front ends make.
+
+Never raises: any internal failure becomes an HP900 diagnostic (the CLI and the server must never show a
+traceback for a user's file).
+"""
+
+from __future__ import annotations
+
+from engine.config.resolve import internal_error, resolve
+from engine.config.types import ClusterOverrides, Loaded
+from engine.diagnostics import Diagnostic
+from engine.validate import validate
+
+
+def _key(d: Diagnostic) -> tuple[str, int, int, str]:
+    return (d.file or "", d.range.start.line, d.range.start.character, d.code)
+
+
+def check_file(path: str, text: str | None = None, overrides: ClusterOverrides | None = None) -> Loaded:
+    """Diagnostics for `path` (or the editor buffer `text` standing for it), sorted by file and position,
+    and the resolved Config when the file could be read."""
+    try:
+        resolved = resolve(path, text, overrides)
+        diags = list(resolved.diagnostics)
+        try:
+            diags += validate(resolved)
+        except Exception as exc:  # a rule failing must not hide the reading diagnostics
+            diags.append(internal_error(exc))
+        seen: set[tuple[str | None, str, object, str]] = set()
+        unique = []
+        for d in sorted(diags, key=_key):
+            k = (d.file, d.code, d.range, d.message)
+            if k not in seen:
+                seen.add(k)
+                unique.append(d)
+        return Loaded(resolved.config, tuple(unique), tuple(resolved.files))
+    except Exception as exc:  # the contract: never a traceback
+        return Loaded(None, (internal_error(exc),), (path,))

@@ -1,0 +1,26 @@
+"""Validation rules over a resolved config, one module per family, each adding positioned Diagnostics:
+
+* keys: unknown keys with a "did you mean";
+* degrees: degrees against the model and the cluster (tp/cp/ep divisibility, pp vs layers, world size,
+  FSDP and optimizer shards, ep/cp on dense models);
+* batch: the global-batch rule;
+* memory: the memory budget against the device.
+
+Reading and type problems (HP0xx-HP3xx) come from engine.config while it reads.
+"""
+
+from __future__ import annotations
+
+from engine.config.resolve import Resolved
+from engine.diagnostics import Diagnostic
+from engine.validate import batch, degrees, keys, memory
+from engine.validate.context import build_ctx
+
+
+def validate(resolved: Resolved) -> list[Diagnostic]:
+    ctx = build_ctx(resolved)
+    if ctx is None:
+        return []
+    for family in (keys, degrees, batch, memory):
+        family.check(ctx)
+    return ctx.diags

@@ -1,0 +1,247 @@
+"""Rules on the parallel degrees against the model and the cluster (HYPERPARALLEL.md §3.2 checks 3-7, 11,
+13, 14 and §5.6; FORMATS.md §2 "Rules"). Every declared value is checked, the way HyperParallel's validator
+checks declared values only; `auto` and absent dimensions are the search's business."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from engine.validate.context import Ctx, Declared, divisors, nearest
+
+
+def check(ctx: Ctx) -> None:
+    _tp(ctx)
+    _cp(ctx)
+    _ep(ctx)
+    _pp(ctx)
+    _fixed_in_list(ctx)
+    _device_product(ctx)
+    _stated(ctx)
+
+
+def _valid_list(n_values: list[int], limit: int | None) -> list[int]:
+    g = 0
+    for v in n_values:
+        if v > 0:
+            g = math.gcd(g, v)
+    if g == 0:
+        return []
+    return [d for d in divisors(g) if limit is None or d <= limit][:16]
+
+
+def _tp(ctx: Ctx) -> None:
+    m = ctx.config.model
+    if m is None:
+        return
+    facts = [("model.hidden_size", "hidden_size", m.hidden), ("model.num_attention_heads", "num_attention_heads",
+             m.heads), ("model.num_key_value_heads", "num_key_value_heads", m.kv_heads_eff if not m.is_mla else 0),
+             ("model.intermediate_size", "intermediate_size", m.ffn if (not m.is_moe or m.first_k_dense) else 0)]
+    etp = ctx.fixed.get("etp")
+    if m.is_moe and (etp is None or etp.value <= 1):
+        facts.append(("model.moe_intermediate_size", "expert width (moe_intermediate_size)", m.moe_ffn))
+    valid = _valid_list([n for _, _, n in facts if n > 0], ctx.world)
+    for d in ctx.declared.get("tp", []):
+        if d.value <= 1:
+            continue
+        for _key, label, n in facts:
+            if n > 0 and n % d.value:
+                near = nearest(d.value, valid)
+                ctx.emit("HP403", f"{label} ({n}) must be divisible by tp ({d.value}), remainder is {n % d.value}; "
+                         f"tp values that divide every width: {valid}", d.location, d.path,
+                         data={"nearest_valid": near, "valid": valid})
+                break
+    if m.is_moe and etp is not None and etp.value > 1 and m.moe_ffn % etp.value:
+        ctx.emit("HP403", f"expert width moe_intermediate_size ({m.moe_ffn}) must be divisible by etp ({etp.value}), "
+                 f"remainder is {m.moe_ffn % etp.value}", etp.location, etp.path,
+                 data={"nearest_valid": nearest(etp.value, divisors(m.moe_ffn)[:16]), "valid": divisors(m.moe_ffn)[:16]})
+
+
+def _cp(ctx: Ctx) -> None:
+    m = ctx.config.model
+    if m is None:
+        return
+    seq = m.seq_len
+    ulysses = ctx.config.run.cp_algo == "ulysses"
+    tp_fixed = ctx.fixed.get("tp")
+    for d in ctx.declared.get("cp", []):
+        if d.value <= 1:
+            continue
+        chunks = 2 * d.value
+        if seq % chunks:
+            valid = [c for c in (1, 2, 4, 8, 16, 32, 64) if seq % (2 * c) == 0]
+            ctx.emit("HP404", f"sequence length {seq} must be divisible by 2 × cp = {chunks} (context parallelism "
+                     f"splits it into 2·cp load-balanced chunks), remainder is {seq % chunks}; change cp, or the "
+                     "sequence length", d.location, d.path,
+                     data={"nearest_valid": nearest(d.value, valid), "valid": valid})
+        if ulysses:
+            t = tp_fixed.value if tp_fixed else 1
+            if m.kv_heads_eff % (t * d.value):
+                ctx.emit("HP404", f"Ulysses CP requires num_key_value_heads ({m.kv_heads_eff}) divisible by "
+                         f"tp × cp ({t * d.value}); use ring attention (context_parallel_algo: ring) or a smaller cp",
+                         d.location, d.path)
+        if not m.is_moe:
+            ctx.emit("HP411", f"context parallelism (cp {d.value}) on a dense model: HyperParallel warns that this "
+                     "is meant for long sequences; keep it only if activations of the "
+                     f"{seq}-token sequence do not fit otherwise", d.location, d.path)
+
+
+def _ep(ctx: Ctx) -> None:
+    m = ctx.config.model
+    if m is None:
+        return
+    for d in ctx.declared.get("ep", []):
+        if d.value <= 1:
+            continue
+        if not m.is_moe:
+            ctx.emit("HP410", f"expert parallelism (ep {d.value}) has no effect on a dense model (no experts): "
+                     "set ep to 1", d.location, d.path, data={"nearest_valid": 1, "valid": [1]})
+            continue
+        if m.num_experts % d.value:
+            valid = [v for v in divisors(m.num_experts) if ctx.world is None or v <= ctx.world]
+            ctx.emit("HP405", f"num_experts ({m.num_experts}) must be divisible by ep ({d.value}), remainder is "
+                     f"{m.num_experts % d.value}", d.location, d.path,
+                     data={"nearest_valid": nearest(d.value, valid), "valid": valid})
+
+
+def _pp(ctx: Ctx) -> None:
+    m = ctx.config.model
+    if m is None:
+        return
+    vpp = ctx.fixed.get("vpp")
+    v = vpp.value if vpp is not None else 1
+    layers = m.num_layers + m.mtp_depth
+    bound = layers // max(v, 1)
+    candidates: list[Declared] = list(ctx.declared.get("pp", []))
+    search = ctx.resolved.search
+    if search is not None and search.pp_degree is not None:
+        loc = search.pp_degree.val.loc
+        candidates += [Declared(x, loc, "pp_config.pp_degree") for x in search.pp_degree.values]
+    for d in candidates:
+        if d.value > 1 and d.value > bound:
+            what = f"the number of splittable layers ({layers})" if v <= 1 else \
+                f"layers / vpp = {layers} / {v} = {bound}"
+            valid = [p for p in divisors(layers) if p <= bound][:16]
+            ctx.emit("HP407", f"pp ({d.value}) exceeds {what}: every stage needs at least one layer"
+                     f"{' per virtual chunk' if v > 1 else ''}", d.location, d.path,
+                     data={"nearest_valid": nearest(d.value, valid), "valid": valid})
+    if vpp is not None and vpp.value > 1:
+        pp = ctx.fixed.get("pp")
+        if pp is not None and pp.value <= 1:
+            ctx.emit("HP416", f"pp_interleave_num / vpp ({vpp.value}) needs pipeline parallelism (pp > 1) to "
+                     "interleave anything; set it to 1", vpp.location, vpp.path,
+                     data={"nearest_valid": 1, "valid": [1]})
+        elif pp is not None and pp.value > 1 and m.num_layers % (pp.value * vpp.value):
+            ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {pp.value * vpp.value} "
+                     "chunks; the interleaved schedule (Megatron) needs num_layers divisible by pp·vpp",
+                     vpp.location, vpp.path)
+
+
+def _fixed_in_list(ctx: Ctx) -> None:
+    """A value fixed in one place and a candidate list in another (HYPERPARALLEL.md §3.2 check 6)."""
+    search = ctx.resolved.search
+    if search is None:
+        return
+    pairs = []
+    if search.pp_degree is not None and len(search.pp_degree.values) == 1:
+        pairs.append(("pp", search.pp_degree.values[0], search.pp_degree.val.loc, "pp_config.pp_degree"))
+    if search.pp_interleave_num is not None:
+        v = search.pp_interleave_num
+        pairs.append(("vpp", int(v.value), v.loc, v.path))
+    if search.local_batch_size is not None:
+        v = search.local_batch_size
+        pairs.append(("micro_batch_size", int(v.value), v.loc, v.path))
+    for dim, value, loc, path in pairs:
+        d = ctx.config.dimensions.get(dim)
+        if d is not None and d.state == "list" and value not in d.values:
+            ctx.emit("HP406", f"fixed {dim} ({value}, from {path}) is not in the search space {list(d.values)} of "
+                     f"parallelism.{dim}: add it to the list or remove one of the two", loc, path,
+                     data={"nearest_valid": nearest(value, list(d.values)), "valid": list(d.values)})
+
+
+def _device_product(ctx: Ctx) -> None:
+    """Can the declared degrees make the world size at all? dp·tp·pp·cp = N exactly (FORMATS.md §2)."""
+    n = ctx.world
+    if n is None or ctx.config.kind != "search":
+        return
+    dims = ("dp", "tp", "pp", "cp")
+    options: list[list[int]] = []
+    for dim in dims:
+        decl = ctx.declared.get(dim)
+        options.append([d.value for d in decl] if decl else divisors(n))
+    minimum = math.prod(min(o) for o in options)
+    where = ("parallelism", *(f"parallelism.{d}" for d in dims))
+    if minimum > n:
+        ctx.at("HP408", f"minimum product of parallel degrees dp·tp·pp·cp ({minimum}) exceeds the {n} devices of "
+               "the cluster: lower the smallest candidates or add nodes", where, on="key")
+        return
+    if math.prod(len(o) for o in options) > 200_000:
+        return
+    if not any(math.prod(c) == n for c in itertools.product(*options)):
+        ctx.at("HP412", f"no combination of the declared degrees makes dp × tp × pp × cp = {n} devices "
+               f"(the cluster's world size): every device must be used exactly once; widen a list or use auto",
+               where, on="key")
+
+
+def _stated(ctx: Ctx) -> None:
+    """Rules on a fully stated strategy (a train.yaml, or a search config whose degrees are all fixed)."""
+    cfg = ctx.config
+    n = ctx.world
+    f = ctx.fixed
+    tp, pp, cp = (f[d].value if d in f else 1 for d in ("tp", "pp", "cp"))
+    if cfg.kind == "search" and not all(d in f for d in ("tp", "pp", "cp")):
+        return
+    involved = [f[d] for d in ("tp", "pp", "cp") if d in f and f[d].value > 1]
+    dp: int | None = None
+    if n is not None:
+        if n % (tp * pp * cp):
+            msg = (f"the world size {n} is not a multiple of tp × pp × cp = {tp}×{pp}×{cp} = {tp * pp * cp}: "
+                   "dp_replicate × dp_shard × tp × pp × cp must make every device")
+            targets: list[Declared | None] = list(involved) or [None]
+            for d in targets:
+                if d is None:
+                    ctx.at("HP412", msg, ("context.device_num", "cluster.num_nodes", "cluster"))
+                else:
+                    others = math.prod(x.value for x in involved) // d.value
+                    valid = [v for v in divisors(n) if n % (others * v) == 0]
+                    ctx.emit("HP412", msg, d.location, d.path,
+                             data={"nearest_valid": nearest(d.value, valid), "valid": valid[:16]})
+            return
+        dp = n // (tp * pp * cp)
+        if "dp" in f and f["dp"].value != dp:
+            ctx.emit("HP412", f"dp ({f['dp'].value}) × tp × pp × cp = {f['dp'].value * tp * pp * cp} does not make "
+                     f"the {n} devices of the cluster; dp would be {dp}", f["dp"].location, f["dp"].path,
+                     data={"nearest_valid": dp, "valid": [dp]})
+            return
+    elif "dp" in f:
+        dp = f["dp"].value
+    if dp is None:
+        return
+    domain = dp * cp
+    shard = f.get("fsdp")
+    if shard is not None and shard.value > 0 and domain % shard.value:
+        valid = divisors(domain)
+        ctx.emit("HP413", f"FSDP shard size {shard.value} must divide the data-parallel domain dp × cp = "
+                 f"{dp}×{cp} = {domain} (replicas = dp·cp / shard)", shard.location, shard.path,
+                 data={"nearest_valid": nearest(shard.value, valid), "valid": valid[:24]})
+    opt = None
+    for v in (ctx.resolved.train.optimizer_shard if ctx.resolved.train else None,
+              ctx.resolved.search.optimizer_shard if ctx.resolved.search else None):
+        if v is not None:
+            opt = v
+    if opt is not None and domain % int(opt.value):
+        valid = divisors(domain)
+        ctx.emit("HP414", f"optimizer_weight_shard_size {opt.value} must divide dp × cp = {domain}", opt.loc, opt.path,
+                 data={"nearest_valid": nearest(int(opt.value), valid), "valid": valid[:24]})
+    ep = f.get("ep")
+    m = cfg.model
+    if ep is not None and m is not None and m.is_moe and ep.value > 1:
+        cap = dp * tp * cp
+        if ep.value > cap:
+            ctx.emit("HP417", f"ep ({ep.value}) exceeds dp × tp × cp = {cap}: expert parallelism borrows its ranks "
+                     "from the data- and tensor-parallel groups", ep.location, ep.path,
+                     data={"nearest_valid": nearest(ep.value, divisors(cap)), "valid": divisors(cap)[:24]})
+    sp = f.get("sequence_parallel")
+    if sp is not None and sp.value and cp > 1 and cfg.kind == "search":
+        ctx.emit("HP418", f"HyperParallel's search treats sequence parallelism with cp > 1 ({cp}) as incompatible",
+                 sp.location, sp.path)

@@ -1,0 +1,78 @@
+"""Unknown keys, with a "did you mean" (difflib) and the replacement key in `data` for a quick fix.
+
+Closed sections (a search config's) report every unknown key. Open sections (a train.yaml's: the trainer
+reads many keys this project does not) report only a near miss of a key the project reads, which is almost
+certainly a typo that silently changes the run (`tp_sise: 8` trains with tp 1).
+"""
+
+from __future__ import annotations
+
+from engine.catalog.models import ALIASES
+from engine.config.reader import Source, did_you_mean
+from engine.config.schema import SEARCH, TRAIN_AUTOMODELS, TRAIN_LEGACY, Section
+from engine.config.train import detect_schema
+from engine.document import Map
+from engine.validate.context import Ctx
+
+# Spellings that HyperParallel ignores or renamed: reported as ignored, with the key that works.
+RENAMED = {
+    "intra_node_bandwidth_gbps": "intra_node_bandwidth_gb_s",
+    "inter_node_bandwidth_gbps": "inter_node_bandwidth_gb_s",
+}
+_ALIAS_KEYS = frozenset(a for aliases in ALIASES.values() for a in aliases)
+
+
+def check(ctx: Ctx) -> None:
+    for src in ctx.resolved.sources:
+        root = src.root
+        if root is None:
+            continue
+        if src.primary and ctx.config.kind == "search":
+            schema = SEARCH
+        else:
+            schema = TRAIN_LEGACY if detect_schema(root) == "legacy" else TRAIN_AUTOMODELS
+        _walk(ctx, src, root, schema, "")
+
+
+def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str) -> None:
+    for key, kn, vn in node.items():
+        dotted = f"{prefix}{key}"
+        child = section.children.get(key)
+        if child is not None:
+            if isinstance(vn, Map):
+                _walk(ctx, src, vn, child, dotted + ".")
+            continue
+        if key in section.read or key in section.known:
+            if key in RENAMED:
+                _emit(ctx, src, "HP102", f"{dotted} is ignored (an older spelling); the planner reads "
+                      f"{RENAMED[key]}", kn.range, dotted, {"replace_key": RENAMED[key]})
+            continue
+        is_model = prefix.endswith("model.") or prefix.endswith("config_overrides.")
+        if is_model and key in _ALIAS_KEYS:
+            continue
+        reads = section.read | frozenset(section.children)
+        near = did_you_mean(key, reads | section.known)
+        near_read = [k for k in near if k in reads]
+        if section.open:
+            if not near_read:
+                continue
+            code = "HP101"
+        else:
+            code = "HP102" if prefix == "model." else "HP101"
+        where = f"in {prefix[:-1]}" if prefix else "at the top level"
+        if near:
+            msg = f"unknown key '{key}' {where}; did you mean '{near[0]}'?"
+            data = {"replace_key": near[0], "candidates": near}
+        else:
+            valid = sorted(section.read | frozenset(section.children))
+            msg = f"unknown key '{key}' {where}; known keys: {', '.join(valid)}"
+            data = {"candidates": valid}
+        if code == "HP102":
+            msg += " (HyperParallel drops it silently)"
+        _emit(ctx, src, code, msg, kn.range, dotted, data)
+
+
+def _emit(ctx: Ctx, src: Source, code: str, msg: str, rng, dotted: str, data: dict) -> None:  # type: ignore[no-untyped-def]
+    from engine.diagnostics import Diagnostic
+
+    ctx.diags.append(Diagnostic(code, msg, rng, dotted, None, None if src.primary else src.path, data))

@@ -1,0 +1,17 @@
+"""Memory budget against the device (HYPERPARALLEL.md §3.2 check 12b)."""
+
+from __future__ import annotations
+
+from engine.validate.context import Ctx
+
+
+def check(ctx: Ctx) -> None:
+    cfg = ctx.config
+    limit, cluster = cfg.memory_limit_gb, cfg.cluster
+    if limit is None or cluster is None or limit <= 0 or cluster.memory_gib <= 0:
+        return
+    if limit > cluster.memory_gib:
+        ctx.at("HP409", f"memory limit {limit:g} GB exceeds the device memory of {cluster.device.name} "
+               f"({cluster.memory_gib:g} GB): the budget is capped at {cluster.memory_gib:g} GB",
+               ("constraint.memory_limit_gb",),
+               data={"nearest_valid": cluster.memory_gib, "valid": [cluster.memory_gib]})
