@@ -1,0 +1,200 @@
+"""`hp-plan`: check, estimate, search and apply HyperParallel configs from the command line (FORMATS.md §3).
+
+The parser is defined here for every subcommand; each subcommand lives in `engine.cli.<name>` with
+`run(args) -> int` and is imported only when used, so `hp-plan check` never pays for numpy or the search.
+Exit codes: 0 success, 1 the input has errors or no strategy fits, 2 usage error. No traceback ever reaches
+the user, and with `--json` stdout always receives exactly one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from engine.config.types import ClusterOverrides
+
+SUBCOMMANDS = ("check", "estimate", "search", "apply")
+
+POSITIONS_NOTE = (
+    "Text output writes positions as path:line:column, 1-based like a compiler's; --json ranges are 0-based "
+    "lines and characters (code points), as the Language Server Protocol counts them."
+)
+
+
+class UsageError(Exception):
+    """argparse's complaint, raised instead of exiting so that --json can still print a document."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("hp-lsp")
+    except Exception:
+        return "unknown"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def _cluster_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "cluster flags", "override the cluster; flags given here win over the file's cluster / context values"
+    )
+    g.add_argument("--devices", type=_positive_int, metavar="N", help="total number of devices (world size)")
+    g.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes")
+    g.add_argument("--cards-per-node", type=_positive_int, metavar="N", help="devices per node")
+    g.add_argument("--device-type", metavar="NAME", help="catalog device name, e.g. H100, A100, A2 (case-insensitive)")
+    g.add_argument("--memory-gb", type=_positive_float, metavar="X", help="device memory in GiB")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hp-plan",
+        description="Validate, price and search parallel strategies for HyperParallel train.yaml and search "
+        "configs.",
+        epilog=POSITIONS_NOTE + " Exit codes: 0 success, 1 errors in the input or no strategy fits, 2 usage.",
+    )
+    parser.add_argument("--version", action="version", version=f"hp-plan {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("check", help="validate a train.yaml or search config (exit 1 on any error)",
+                       description="Validate FILE: YAML, keys, types, model facts and cross-field rules.",
+                       epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="FILE", help="a train.yaml or a search config")
+    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `check`)")
+    _cluster_flags(p)
+
+    p = sub.add_parser("estimate", help="price the strategy the file states (no search)",
+                       description="Price the strategy FILE states: memory per stage, step time, MFU.",
+                       epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `estimate`)")
+    _cluster_flags(p)
+
+    p = sub.add_parser("search", help="search the strategy space and rank what fits",
+                       description="Search the strategies FILE allows and rank those that fit the memory budget.",
+                       epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `search`)")
+    p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
+    _cluster_flags(p)
+
+    p = sub.add_parser("apply", help="write the best strategy back into the train.yaml (round-trip)",
+                       description="Search, then write the best strategy into the train.yaml, keeping comments "
+                       "and layout.", epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="FILE")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-o", "--output", metavar="OUT", help="write the result to OUT")
+    out.add_argument("--in-place", action="store_true", help="rewrite the train.yaml itself")
+    p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    _cluster_flags(p)
+    return parser
+
+
+def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
+    """The cluster flags as ClusterOverrides (explicit: they win over the files), or None if none given."""
+    fields = {
+        "devices": getattr(args, "devices", None),
+        "num_nodes": getattr(args, "nodes", None),
+        "cards_per_node": getattr(args, "cards_per_node", None),
+        "device_type": getattr(args, "device_type", None),
+        "memory_gb": getattr(args, "memory_gb", None),
+    }
+    if all(v is None for v in fields.values()):
+        return None
+    return ClusterOverrides(**fields, explicit=True)
+
+
+def _print_json(doc: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    return "--json" in argv
+
+
+def _internal(args_json: bool, file: str, exc: BaseException) -> int:
+    from engine.config.resolve import internal_error
+
+    d = internal_error(exc)
+    if args_json:
+        _print_json({"file": file, "diagnostics": [d.to_json()]})
+    else:
+        print(f"{file}:1:1: error {d.code}: {d.message}", file=sys.stdout)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point `hp-plan`; returns the exit code (the console script exits with it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        if as_json:
+            _print_json({"error": str(exc), "diagnostics": []})
+        print(str(exc), file=sys.stderr)
+        print("run 'hp-plan --help' for usage", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help / --version
+        return int(exc.code or 0) if isinstance(exc.code, int) else 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        if as_json:
+            _print_json({"error": "no command given", "diagnostics": []})
+        return 2
+    file = str(getattr(args, "file", ""))
+    try:
+        module = importlib.import_module(f"engine.cli.{args.command}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"engine.cli.{args.command}":
+            msg = f"hp-plan {args.command}: not available yet"
+            if as_json:
+                _print_json({"file": file, "error": msg, "diagnostics": []})
+            print(msg, file=sys.stderr)
+            return 2
+        return _internal(as_json, file, exc)
+    except Exception as exc:
+        return _internal(as_json, file, exc)
+    try:
+        code = module.run(args)
+        return int(code) if isinstance(code, int) else 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # the contract: never a traceback
+        return _internal(as_json, file, exc)
+
+
+__all__ = ["SUBCOMMANDS", "build_parser", "cluster_overrides", "main"]
