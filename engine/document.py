@@ -160,7 +160,7 @@ def decode(data: bytes, *, path: str | None = None) -> tuple[str | None, tuple[D
         head = data[:idx].decode("utf-8", errors="replace")
         pos = _pos_of_index(head, len(head))
         return None, (Diagnostic("HP004", "binary file (contains NUL bytes): not a YAML config",
-                                 Range(pos, pos), path=""),)
+                                 Range(pos, Position(pos.line, pos.character + 1))),)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -202,11 +202,17 @@ def _syntax_diag(exc: yaml.YAMLError, text: str) -> Diagnostic:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
     pos = clamp(text, _mark_pos(mark) if mark is not None else end_position(text))
+    ctx_mark = getattr(exc, "context_mark", None)
+    if ctx_mark is not None and pos >= clamp(text, end_position(text)):
+        # An unclosed bracket or quote is reported at the end of the text; point at where it was opened.
+        pos = clamp(text, _mark_pos(ctx_mark))
     end = clamp(text, Position(pos.line, pos.character + 1))
+    lines = text.split("\n")
+    at_tab = pos.line < len(lines) and pos.character < len(lines[pos.line]) and lines[pos.line][pos.character] == "\t"
     if "maximum nesting depth" in str(problem):
         return Diagnostic("HP005", "nesting too deep to analyse (more than 1000 levels)", Range(pos, end))
     msg = str(problem)
-    if "tab" in msg:
+    if "tab" in msg or at_tab:
         msg = "tab character: YAML indentation must use spaces, not tabs"
     elif context and context not in msg:
         msg = f"{msg} ({context})"

@@ -33,8 +33,8 @@ from engine.config.search import Decl, SearchFacts, is_search_config, read_searc
 from engine.config.train import TrainFacts, base_dir_of, detect_schema, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.diagnostics import Diagnostic, Severity
-from engine.document import DEFAULT_MAX_BYTES, Document, Map, parse, read_text
-from engine.positions import DOCUMENT_START, Range
+from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
+from engine.positions import DOCUMENT_START, Position, Range
 from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
 DEFAULT_SEQ_LEN = 4096  # HYPERPARALLEL.md §2.1: max_position_embeddings defaults to 4096
@@ -84,7 +84,8 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
         rng = doc.root.range
         out.diagnostics.append(Diagnostic(
             "HP002", "a config must hold a YAML mapping (key: value) at the top level, got a "
-            f"{'list' if type(doc.root).__name__ == 'Seq' else 'scalar'}", Range(rng.start, rng.start)))
+            f"{'list' if type(doc.root).__name__ == 'Seq' else 'scalar'}",
+            Range(rng.start, clamp(doc.text, Position(rng.start.line, rng.start.character + 1)))))
         return out
     src = Source(doc, path, primary=True)
     out.sources.append(src)
@@ -311,7 +312,7 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
     if sf is not None and sf.model_anchor is not None:
         anchor_val: Val | None = sf.model_anchor
     elif train is not None and train.src is src:
-        anchor_val = train.pretrained or train.model_anchor
+        anchor_val = train.overrides_anchor or train.pretrained or train.model_anchor
     else:
         anchor_val = sf.train_yaml if sf is not None else None
     return build_model(layers, name=str(name), seq_len=seq, report=src,

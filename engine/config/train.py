@@ -53,6 +53,7 @@ class TrainFacts:
     resolution_source: str = ""
     overrides: dict[str, Val] = field(default_factory=dict)
     model_anchor: Val | None = None  # the `model` key, for "missing field" diagnostics
+    overrides_anchor: Val | None = None  # the `config_overrides` key
     seq_len: Val | None = None
     degrees: dict[str, Val] = field(default_factory=dict)
     dp_replicate: Val | None = None  # legacy only
@@ -100,6 +101,10 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     facts.name = src.str_(model, "name", "model.name")
     facts.pretrained = src.str_(model, "pretrained_model_name_or_path", "model.pretrained_model_name_or_path")
     overrides = src.section(model, "config_overrides", "model.config_overrides")
+    if model is not None and "config_overrides" in model:
+        okn = model.key_node("config_overrides")
+        if okn is not None:
+            facts.overrides_anchor = Val(None, "model.config_overrides", src.location(okn, model.get("config_overrides")))
     facts.overrides = read_model_fields(src, overrides, "model.config_overrides")
     if facts.pretrained is not None:
         res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
