@@ -66,7 +66,13 @@ def is_search_config(root: Map) -> bool:
     if any(k in root for k in ("train_yaml", "parallelism", "cluster", "constraint", "pp_config")):
         return True
     rc = root.get("recompute")
-    return isinstance(rc, Scalar) and rc.value is not None
+    if isinstance(rc, Scalar) and rc.value is not None:
+        return True
+    # `model:` holding the facts directly (a train.yaml puts them under config_overrides)
+    model = root.get("model")
+    return isinstance(model, Map) and not any(
+        k in model for k in ("pretrained_model_name_or_path", "config_overrides")
+    ) and any(k in model for k in ("num_hidden_layers", "hidden_size", "num_attention_heads"))
 
 
 def read_search(src: Source) -> SearchFacts:

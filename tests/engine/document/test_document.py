@@ -1,0 +1,171 @@
+"""engine.document: ranges, YAML 1.1 typing, duplicates, tags, bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.document import Map, Scalar, Seq, decode, find, locate, parse
+from engine.positions import Range
+
+TEXT = """\
+model:
+  name: llama   # comment
+  config_overrides:
+    hidden_size: 4096
+accelerator:
+  tp_size: 8
+  flag: yes
+  lr: 1e-4
+  lst: [1, 2, 4]
+  blk:
+    - 1
+    - 2
+  empty:
+"""
+
+
+def test_key_and_value_ranges_are_exact() -> None:
+    doc = parse(TEXT)
+    assert doc.diagnostics == ()
+    key, value = locate(doc, "accelerator.tp_size")  # type: ignore[misc]
+    assert key == Range.of(5, 2, 5, 9)
+    assert value == Range.of(5, 11, 5, 12)
+    key, value = locate(doc, "model.config_overrides.hidden_size")  # type: ignore[misc]
+    assert key == Range.of(3, 4, 3, 15)
+    assert value == Range.of(3, 17, 3, 21)
+
+
+def test_block_collection_range_stops_at_last_child() -> None:
+    doc = parse(TEXT)
+    _, blk = locate(doc, "accelerator.blk")  # type: ignore[misc]
+    assert blk == Range.of(10, 4, 11, 7)
+    _, item = locate(doc, "accelerator.lst.2")  # type: ignore[misc]
+    assert item == Range.of(8, 14, 8, 15)
+
+
+def test_absent_path_is_none() -> None:
+    doc = parse(TEXT)
+    assert locate(doc, "accelerator.pp_size") is None
+    assert locate(doc, "accelerator.tp_size.x") is None
+    assert find(doc.root, "model.nope") == (None, None)
+
+
+def test_scalars_are_typed_like_pyyaml_safe_load() -> None:
+    """The trainer uses yaml.safe_load (YAML 1.1): `yes` is True and `1e-4` (no dot) is a string."""
+    doc = parse(TEXT)
+    root = doc.root
+    assert isinstance(root, Map)
+    acc = root.get("accelerator")
+    assert isinstance(acc, Map)
+    assert acc.get("flag").value is True  # type: ignore[union-attr]
+    assert acc.get("lr").value == "1e-4"  # type: ignore[union-attr]
+    assert acc.get("tp_size").value == 8  # type: ignore[union-attr]
+    assert acc.get("empty").value is None  # type: ignore[union-attr]
+    assert isinstance(acc.get("lst"), Seq)
+
+
+def test_columns_count_code_points() -> None:
+    doc = parse("é: 'héllo wörld'\nb: 1\n")
+    key, value = locate(doc, "é")  # type: ignore[misc]
+    assert value == Range.of(0, 3, 0, 16)
+    assert locate(doc, "b") == (Range.of(1, 0, 1, 1), Range.of(1, 3, 1, 4))
+
+
+def test_duplicate_key_reports_both_positions() -> None:
+    doc = parse("a:\n  k: 1\n  k: 2\n")
+    codes = [(d.code, d.range, d.effective_severity.value) for d in doc.diagnostics]
+    assert ("HP003", Range.of(2, 2, 2, 3), "error") in codes
+    assert ("HP003", Range.of(1, 2, 1, 3), "information") in codes
+    err = next(d for d in doc.diagnostics if d.is_error)
+    assert err.data["first"] == Range.of(1, 2, 1, 3).to_json()
+    assert find(doc.root, "a.k")[1].value == 2  # type: ignore[union-attr]  # last wins, as safe_load
+
+
+def test_python_tag_is_refused_and_never_constructed() -> None:
+    doc = parse("x: !!python/object/apply:os.system ['false']\n")
+    assert [d.code for d in doc.diagnostics] == ["HP007"]
+    assert doc.diagnostics[0].range.start.line == 0
+    assert doc.diagnostics[0].range.start.character == 3
+
+
+def test_custom_tag_refused() -> None:
+    doc = parse("x: !secret abc\n")
+    assert [d.code for d in doc.diagnostics] == ["HP007"]
+
+
+def test_alias_bomb_refused_quickly() -> None:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    for i in range(1, 9):
+        prev, cur = chr(96 + i), chr(97 + i)
+        lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 10) + "]")
+    doc = parse("\n".join(lines) + "\n")
+    assert doc.root is None
+    assert [d.code for d in doc.diagnostics] == ["HP006"]
+    assert doc.diagnostics[0].range.start.line == 1
+
+
+def test_small_aliases_and_merge_keys_resolve() -> None:
+    doc = parse("base: &b {tp: 2, pp: 4}\nrun:\n  <<: *b\n  pp: 8\n")
+    assert doc.diagnostics == ()
+    assert find(doc.root, "run.tp")[1].value == 2  # type: ignore[union-attr]
+    assert find(doc.root, "run.pp")[1].value == 8  # type: ignore[union-attr]
+
+
+def test_deep_nesting_is_refused() -> None:
+    doc = parse("[" * 5000 + "]" * 5000)
+    assert doc.root is None
+    assert [d.code for d in doc.diagnostics] == ["HP005"]
+    doc = parse("".join(" " * i + "a:\n" for i in range(300)))
+    assert [d.code for d in doc.diagnostics] == ["HP005"]
+
+
+def test_size_cap() -> None:
+    doc = parse("a: 1\n" * 100, max_bytes=100)
+    assert [d.code for d in doc.diagnostics] == ["HP005"]
+    assert "too large" in doc.diagnostics[0].message
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "char"),
+    [
+        ("a: [1, 2\n", 0, 3),  # unclosed bracket: at its opening
+        ("a: 1\n\tb: 2\n", 1, 0),  # tab
+        ("a: 'x\n", 0, 3),
+        ("a: b: c\n", 0, 4),
+    ],
+)
+def test_syntax_errors_are_positioned(text: str, line: int, char: int) -> None:
+    doc = parse(text)
+    assert [d.code for d in doc.diagnostics] == ["HP001"]
+    assert (doc.diagnostics[0].range.start.line, doc.diagnostics[0].range.start.character) == (line, char)
+
+
+def test_tab_message_says_spaces() -> None:
+    doc = parse("a:\n\tb: 2\n")
+    assert "spaces" in doc.diagnostics[0].message
+
+
+def test_empty_and_comment_only() -> None:
+    assert parse("").root is None and parse("").diagnostics == ()
+    assert parse("# nothing\n").root is None
+
+
+def test_decode_binary_and_latin1() -> None:
+    text, diags = decode(b"a: 1\nb: \x00\x01")
+    assert text is None and diags[0].code == "HP004" and diags[0].range.start.line == 1
+    text, diags = decode(b"a: caf\xe9\n")
+    assert text is None and diags[0].code == "HP004"
+    assert diags[0].range == Range.of(0, 6, 0, 7)
+    text, diags = decode(b"\xef\xbb\xbfa: 1\n")
+    assert text == "a: 1\n" and diags == ()
+
+
+def test_nul_in_text_refused() -> None:
+    doc = parse("a: 1\x00")
+    assert [d.code for d in doc.diagnostics] == ["HP004"]
+
+
+def test_huge_integer_kept_as_text() -> None:
+    doc = parse("a: " + "9" * 5000 + "\n")
+    node = find(doc.root, "a")[1]
+    assert isinstance(node, Scalar)

@@ -1,0 +1,116 @@
+"""Cross-field rules: each lands on the offending token (list items included) with quick-fix data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.check import check_file
+from engine.config import ClusterOverrides
+from engine.positions import Range
+
+MODEL = ("model: {num_hidden_layers: 32, hidden_size: 4096, num_attention_heads: 32, num_key_value_heads: 8,"
+         " intermediate_size: 14336, vocab_size: 128256, max_position_embeddings: 8192}\n")
+CLUSTER = "cluster: {num_nodes: 4, cards_per_node: 8, device_type: H100}\n"
+
+
+def run(tmp_path: Path, body: str, name: str = "s.yaml", overrides: ClusterOverrides | None = None):  # type: ignore[no-untyped-def]
+    p = tmp_path / name
+    p.write_text(body)
+    return check_file(str(p), overrides=overrides).diagnostics
+
+
+def only(diags, code):  # type: ignore[no-untyped-def]
+    found = [d for d in diags if d.code == code]
+    assert found, f"{code} not in {[(d.code, d.message) for d in diags]}"
+    return found
+
+
+def test_tp_list_item_that_does_not_divide_heads(tmp_path: Path) -> None:
+    diags = run(tmp_path, MODEL + CLUSTER + "parallelism:\n  tp: [1, 2, 3, 8]\n")
+    (d,) = only(diags, "HP403")
+    assert d.range == Range.of(3, 13, 3, 14)  # the `3`
+    assert d.path == "parallelism.tp"
+    assert d.data["nearest_valid"] == 2 and d.data["valid"][:4] == [1, 2, 4, 8]
+
+
+def test_kv_heads_bound_tp(tmp_path: Path) -> None:
+    diags = run(tmp_path, MODEL + "cluster: {num_nodes: 4, cards_per_node: 8, device_type: H100}\n"
+                "parallelism: {tp: 16}\n")
+    (d,) = only(diags, "HP403")
+    assert "num_key_value_heads (8)" in d.message
+
+
+def test_gbs_and_micro_batch_num(tmp_path: Path) -> None:
+    diags = run(tmp_path, MODEL + CLUSTER + "parallelism:\n  micro_batch_num: [4, 7]\n  dp: [4, 6]\n"
+                "constraint: {global_batch_size: 64}\n")
+    (d,) = only(diags, "HP401")
+    assert d.range == Range.of(3, 23, 3, 24) and "remainder is 1" in d.message
+    (d,) = only(diags, "HP402")
+    assert d.range == Range.of(4, 10, 4, 11)
+
+
+def test_world_size_errors_on_each_degree_key(tmp_path: Path) -> None:
+    diags = run(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-3.1-8B}\n"
+                "accelerator:\n  tp_size: 8\n  pp_size: 4\ncontext: {device_num: 80}\n"
+                "dataset: {data_transform: {max_seq_len: 4096}}\n", name="t.yaml",
+                overrides=ClusterOverrides(device_type="H100"))
+    found = only(diags, "HP412")
+    assert [d.range.start.line for d in found] == [2, 3]
+    assert found[0].data["valid"] == [1, 2, 4, 5, 10, 20]  # tp values that make 80 with pp 4
+
+
+def test_fsdp_shard_must_divide_dp_cp(tmp_path: Path) -> None:
+    diags = run(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-3.1-8B}\n"
+                "accelerator: {tp_size: 8}\nfsdp_config:\n  dp_shard_size: 3\ncontext: {device_num: 64}\n"
+                "dataset: {data_transform: {max_seq_len: 4096}}\n", name="t.yaml",
+                overrides=ClusterOverrides(device_type="H100"))
+    (d,) = only(diags, "HP413")
+    assert d.range == Range.of(3, 17, 3, 18) and d.data["valid"] == [1, 2, 4, 8]
+
+
+def test_memory_limit_above_device(tmp_path: Path) -> None:
+    (d,) = only(run(tmp_path, MODEL + CLUSTER + "constraint:\n  memory_limit_gb: 100\n"), "HP409")
+    assert d.effective_severity == "warning" and d.range == Range.of(3, 19, 3, 22)
+
+
+def test_unknown_search_key_did_you_mean(tmp_path: Path) -> None:
+    (d,) = only(run(tmp_path, MODEL + CLUSTER + "parallelism:\n  fsdpp: 4\n"), "HP101")
+    assert d.range == Range.of(3, 2, 3, 7) and d.data["replace_key"] == "fsdp"
+    (d,) = only(run(tmp_path, MODEL + CLUSTER + "parallelism:\n  tensor: 4\n"), "HP101")
+    assert "known keys: cp, dp" in d.message
+    (d,) = only(run(tmp_path, MODEL + "clustr: {num_nodes: 1}\n"), "HP101")
+    assert d.data["replace_key"] == "cluster"
+
+
+def test_train_yaml_open_sections_only_flag_near_misses(tmp_path: Path) -> None:
+    diags = run(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-3.1-8B}\n"
+                "accelerator: {loss_parallel: false, my_custom_flag: 1, pp_sizee: 2}\n"
+                "optimizer: {lr: 0.1}\n", name="t.yaml")
+    found = only(diags, "HP101")
+    assert [d.data["replace_key"] for d in found] == ["pp_size"]
+
+
+def test_string_value_for_choice(tmp_path: Path) -> None:
+    (d,) = only(run(tmp_path, MODEL + CLUSTER + "recompute: selectve\n"), "HP106")
+    assert d.data["replace_value"] == "selective"
+
+
+def test_pp_list_item_above_layers(tmp_path: Path) -> None:
+    (d,) = only(run(tmp_path, MODEL + CLUSTER + "parallelism:\n  pp: [2, 64]\n"), "HP407")
+    assert d.range == Range.of(3, 10, 3, 12)
+
+
+def test_expert_width_missing(tmp_path: Path) -> None:
+    diags = run(tmp_path, "model: {num_hidden_layers: 4, hidden_size: 512, num_attention_heads: 8, vocab_size: 100,"
+                " num_experts: 8, num_experts_per_tok: 2}\n" + CLUSTER)
+    (d,) = only(diags, "HP203")
+    assert d.range.start.line == 0
+
+
+def test_ep_exceeds_borrowable_ranks(tmp_path: Path) -> None:
+    diags = run(tmp_path, "model: {pretrained_model_name_or_path: mistralai/Mixtral-8x7B-v0.1}\n"
+                "accelerator: {tp_size: 1, pp_size: 4, ep_size: 8}\ncontext: {device_num: 8}\n"
+                "dataset: {data_transform: {max_seq_len: 4096}}\n", name="t.yaml",
+                overrides=ClusterOverrides(device_type="H100"))
+    (d,) = only(diags, "HP417")
+    assert d.path == "accelerator.ep_size"
