@@ -66,7 +66,7 @@ def test_scalars_are_typed_like_pyyaml_safe_load() -> None:
 
 def test_columns_count_code_points() -> None:
     doc = parse("é: 'héllo wörld'\nb: 1\n")
-    key, value = locate(doc, "é")  # type: ignore[misc]
+    _key, value = locate(doc, "é")  # type: ignore[misc]
     assert value == Range.of(0, 3, 0, 16)
     assert locate(doc, "b") == (Range.of(1, 0, 1, 1), Range.of(1, 3, 1, 4))
 
