@@ -32,10 +32,29 @@ class Links:
         k = np.ceil(np.maximum(n, 1) / g)
         return g, k
 
+    def gather_coef(self, n: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds per byte, latency) of an all-gather / reduce-scatter per group, 0 for groups of one: the
+        collective is linear in its size, so a table prices many sizes per row by one multiply-add."""
+        g, k = self.split(n, stride)
+        a = (g - 1) / g / self.bi + (k - 1) / k / (g * self.be)
+        lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
+        one = n <= 1
+        return np.where(one, 0.0, a), np.where(one, 0.0, lat)
+
     def gather(self, size: np.ndarray, n: np.ndarray, stride: np.ndarray) -> np.ndarray:
         """All-gather (output S bytes) or reduce-scatter (input S bytes) time, seconds."""
         g, k = self.split(n, stride)
         t = (g - 1) / g * size / self.bi + (k - 1) / k * size / (g * self.be)
+        lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
+        return np.where(n > 1, t + lat, 0.0)
+
+    def gather_flat(self, size: np.ndarray, n: np.ndarray, stride: np.ndarray) -> np.ndarray:
+        """All-gather / reduce-scatter as a flat ring whose every byte crosses each rank's own NIC once the
+        group spans nodes: what ZeRO-3 / FSDP parameter traffic achieved in NAR21 Table 2 (FITTED there,
+        constants.FSDP_FLAT_RING); within one node it is the NVLink ring."""
+        g, k = self.split(n, stride)
+        nn = np.maximum(n, 1).astype(np.float64)
+        t = np.where(k > 1, (nn - 1) / nn * size / self.be, (g - 1) / g * size / self.bi)
         lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
         return np.where(n > 1, t + lat, 0.0)
 

@@ -37,7 +37,7 @@ FLASH_ATTN_FRACTION = 0.50
 # Memory-bound element-wise work (norms, activations, dropout, softmax without flash, residual adds):
 # bytes of HBM traffic per byte of activation the layer keeps, forward; backward moves twice that.
 # FITTED (K4 rows: the forward of a 22B layer is 7.7 ms, of which ~60 % is GEMM at MAMF).
-ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE = 3.0
+ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE = 1.5
 HBM_EFFICIENCY = 0.80  # achievable fraction of HBM bandwidth for streaming kernels (HARDWARE.md §3.3, Calculon ≥ 10 MB: 0.75-0.90)
 # Backward over forward FLOPs: 2 for GEMMs (dgrad + wgrad); flash attention's backward re-runs QK^T: 2.5.
 BWD_GEMM_RATIO = 2.0
@@ -65,7 +65,12 @@ TP_OVERLAP = 0.30
 FSDP_OVERLAP = 0.95
 # Data-parallel gradient reduction at the end of the step overlaps with the last micro-batch's backward
 # by this share (Megatron bucketed overlap). K5-530B-DP8 states no overlap; MLM-README runs overlap.
-DP_OVERLAP = 0.5
+DP_OVERLAP = 1.0
+# ZeRO-3 / FSDP collectives priced as flat rings over each rank's NIC (no hierarchical NIC sharing).
+# FITTED on N2-01..06: the published ZeRO-3 steps (66.75 s for 174.6B at 768 and 1536 GPUs, 180-184 s for
+# 529.6B at 1120 and 2240) are 3 × (n−1)/n·2Ψ bytes per GPU over 25 GB/s × COLL_EFF_INTER to within 10 %,
+# independent of the GPU count; the hierarchical model would predict 8× less.
+FSDP_FLAT_RING = True
 # Ring context parallelism overlaps its KV exchange with the attention of the previous block.
 CP_OVERLAP = 0.8
 # Pipeline send/receive is partly asynchronous (Megatron batched isend/irecv).

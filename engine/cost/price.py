@@ -168,12 +168,11 @@ def price_table(
     mtp_type = MOE if is_moe else DENSE
     if m_.mtp_depth:
         counts[:, :, mtp_type] += np.where(last, m_.mtp_depth, 0)
+    rows = np.arange(n)
+    mode_row = np.clip(table.recompute, 0, 2)
+    counts_m: np.ndarray | None = None  # (n, P, 2, 3) only with per-layer modes
     if table.layer_modes is not None:
         counts_m = _mode_counts(m_, table, p_i, v_i, P, first_dense, mtp_type)
-    else:
-        onehot = np.zeros((n, 3))
-        onehot[np.arange(n), np.clip(table.recompute, 0, 2)] = 1.0
-        counts_m = counts[:, :, :, None] * onehot[:, None, None, :]  # (n, P, 2, 3)
     mf = in_flight(p_i, v_i, mb, P)  # (n, P)
 
     # ------------------------------------------------------------------ activation bytes per layer
@@ -189,7 +188,14 @@ def price_table(
             else:
                 act[:, ty, mode] = T * (at.unsplit / np.where(sp, t, 1.0) + at.split / t + at.score / t)
         act_off_one[:, ty] = act[:, ty, OFF]
-    layer_act = mf[:, :, None, None] * act[:, None, :, :]  # (n, P, 2, 3) bytes held at the stage's peak
+
+    def stage_sum(per_layer: np.ndarray) -> np.ndarray:
+        """(n, 2, 3) per layer -> (n, P) per stage: Σ over type and mode of layers × value."""
+        if counts_m is None:  # uniform mode: one column per type
+            sel = per_layer[rows, :, mode_row]  # (n, 2)
+            out = counts[:, :, 0] * sel[:, None, 0]
+            return out + counts[:, :, 1] * sel[:, None, 1] if is_moe else out
+        return _contract(counts_m, per_layer[:, None, :, :])
     drop = _dropout(m_)
     emb_act = T * (K.MASK_BYTES * h if drop else 0.0) / np.where(sp, t, 1.0)  # embedding dropout mask
     # Output side, KOR22 §4.3: final-norm input 2h, output-projection input 2h, fp32 logits 4·V/t.
@@ -205,8 +211,8 @@ def price_table(
     x_split, x_rep = mtp_extra_params(m_)
     ne_layer = np.stack([lp_d.split / t + lp_d.rep, lp_m.split / t + lp_m.rep], axis=1)  # (n, 2)
     ex_layer = np.stack([np.zeros(n), lp_m.routed / (ep * etp)], axis=1)
-    ne_stage = np.einsum("npk,nk->np", counts, ne_layer)
-    ex_stage = np.einsum("npk,nk->np", counts, ex_layer)
+    ne_stage = counts[:, :, 0] * ne_layer[:, None, 0] + counts[:, :, 1] * ne_layer[:, None, 1]
+    ex_stage = counts[:, :, 0] * ex_layer[:, None, 0] + counts[:, :, 1] * ex_layer[:, None, 1]
     tied_copy = e_split if (m_.tie_embeddings) else 0.0
     ne_stage += np.where(first, (e_split / t + e_rep)[:, None], 0.0)
     head_local = (h_split / t + h_rep)[:, None] + np.where(p > 1, tied_copy / t, 0.0)[:, None]
@@ -244,12 +250,11 @@ def price_table(
     reserved_b = K.RESERVED_GIB * K.GIB
     fixed_act = working[:, None] + np.where(first, (emb_act[:, None] * mf), 0.0) + np.where(last, head_act[:, None], 0.0)
     fixed_b = fixed_act + buf[:, None] + reserved_b
-    layers_act_b = np.einsum("npkm,npkm->np", counts_m, layer_act)
+    layers_act_b = mf * stage_sum(act)
     stage_b = np.where(valid, static_b + fixed_b + layers_act_b, np.nan)
     stage_gib = stage_b / K.GIB
     masked = np.where(valid, stage_b, -np.inf)
     peak_stage = np.argmax(masked, axis=1)
-    rows = np.arange(n)
     peak_gib = stage_gib[rows, peak_stage]
     pick = (rows, peak_stage)
     act_stage = fixed_act + layers_act_b
@@ -348,9 +353,9 @@ def price_table(
     tp = np.zeros((n, 2, 3))
     base_tp = 4 * tp_exp  # 2 forward + 2 backward (AR, or AG + RS with SP: same bytes), NAR21 §3 / KOR22 §4.2
     tp[:, :, :] = base_tp[:, None, None]
-    tp[:, :, FULL] += 2 * tp_exp  # the recomputed forward repeats its collectives
+    tp[:, :, FULL] += (2 * tp_exp)[:, None]  # the recomputed forward repeats its collectives
     if policy != "attention":
-        tp[:, :, SELECTIVE] += np.where(sp, tp_exp, 0.0)  # all-gathers re-run (HYPERPARALLEL.md §8.2)
+        tp[:, :, SELECTIVE] += np.where(sp, tp_exp, 0.0)[:, None]  # all-gathers re-run (HYPERPARALLEL.md §8.2)
     # Context parallelism.
     cpc = np.zeros((n, 2, 3))
     if (table.cp > 1).any():
@@ -382,10 +387,7 @@ def price_table(
     per_layer = compute[:, :, None] + rec + tp + cpc + epc  # (n, 2, 3) per micro-batch
 
     # ------------------------------------------------------------------ per stage, per micro-batch
-    def stage_sum(x: np.ndarray) -> np.ndarray:  # (n, 2, 3) per layer -> (n, P) per stage
-        return np.einsum("npkm,nkm->np", counts_m, x)
-
-    comp_stage = np.einsum("npkm,nk->np", counts_m, compute)
+    comp_stage = stage_sum(np.broadcast_to(compute[:, :, None], (n, 2, 3)))
     rec_stage = stage_sum(rec)
     tp_stage = stage_sum(tp)
     cp_stage = stage_sum(cpc)
@@ -407,12 +409,13 @@ def price_table(
     fsdp_raw = np.zeros((n, P))
     if (fs > 1).any():
         local_all = ne_stage + ex_stage
-        ag = links.gather(Bp * local_all, np.broadcast_to(table.dp_shard[:, None], local_all.shape),
-                          np.broadcast_to(table.tp[:, None], local_all.shape))
-        rs = links.gather(Bg * local_all, np.broadcast_to(table.dp_shard[:, None], local_all.shape),
-                          np.broadcast_to(table.tp[:, None], local_all.shape))
+        grp = np.broadcast_to(table.dp_shard[:, None], local_all.shape)
+        st = np.broadcast_to(table.tp[:, None], local_all.shape)
+        coll = links.gather_flat if K.FSDP_FLAT_RING else links.gather
+        # Gradients are reduce-scattered in the parameter dtype (FSDP's default reduce dtype; DeepSpeed fp16).
+        ag = coll(Bp * local_all, grp, st)
         gathers = 2.0 if reshard else 1.0 / mb[:, None]
-        fsdp_raw = np.where((fs > 1)[:, None], gathers * ag + rs, 0.0)
+        fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag if reshard else gathers * ag + ag, 0.0)
     fsdp_exp = np.maximum(0.0, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
     stage_t = comp_stage + rec_stage + tp_stage + cp_stage + ep_stage + p2p[:, None] + fsdp_exp
     stage_t = np.where(valid, stage_t, 0.0)
@@ -420,16 +423,21 @@ def price_table(
     # ------------------------------------------------------------------ end of step: DP sync + optimizer
     dpcp = table.dp * table.cp
     ne_g = Bg * ne_stage
-    sync = _dp_sync(links, ne_g, Bp * ne_stage, dpcp, table.dp_shard, table.optimizer_shard, table.tp)
+    red, gat = _dp_sync(links, ne_g, Bp * ne_stage, dpcp, table.dp_shard, table.optimizer_shard, table.tp)
     if is_moe:
         edp_i = np.maximum(np.round(edp).astype(np.int64), 1)
-        sync = sync + _dp_sync(links, Bg * ex_stage, Bp * ex_stage, edp_i, np.minimum(table.dp_shard, edp_i),
-                               np.minimum(table.optimizer_shard, edp_i), table.tp * table.cp * table.ep)
+        r2, g2 = _dp_sync(links, Bg * ex_stage, Bp * ex_stage, edp_i, np.minimum(table.dp_shard, edp_i),
+                          np.minimum(table.optimizer_shard, edp_i), table.tp * table.cp * table.ep)
+        red, gat = red + r2, gat + g2
     if m_.tie_embeddings:
         emb_ar = links.allreduce(np.full(n, Bg * e_split) / t, np.full(n, 2), pp_stride)
-        sync = sync + np.where((p > 1)[:, None] & (first | last), emb_ar[:, None], 0.0)
+        red = red + np.where((p > 1)[:, None] & (first | last), emb_ar[:, None], 0.0)
+    # Gradient reduction overlaps the last micro-batch's backward; the ZeRO-1 weight all-gather overlaps
+    # the first micro-batch's forward of the next step (Megatron --overlap-grad-reduce/--overlap-param-gather).
     bwd_last = comp_stage * (K.BWD_GEMM_RATIO / (1 + K.BWD_GEMM_RATIO))
-    dp_exp_stage = np.where(valid, np.maximum(0.0, sync - K.DP_OVERLAP * bwd_last), 0.0)
+    fwd_first = comp_stage - bwd_last
+    dp_exp_stage = np.maximum(0.0, red - K.DP_OVERLAP * bwd_last) + np.maximum(0.0, gat - K.DP_OVERLAP * fwd_first)
+    dp_exp_stage = np.where(valid, dp_exp_stage, 0.0)
     opt_params = np.where(valid, sharded(ne_stage, ex_stage, shard_o), 0.0)
     opt_stage = opt_params * K.OPTIMIZER_BYTES_PER_PARAM / hbm
 
@@ -437,7 +445,7 @@ def price_table(
     imax = np.argmax(stage_t, axis=1)
     pk = (rows, imax)
     t_max = stage_t[pk]
-    t_sum = stage_t.sum(axis=1)
+    t_sum = _ordered_sum(stage_t)
     bubble = (t_sum - t_max) / v
     dp_exposed = dp_exp_stage.max(axis=1)
     opt_t = opt_stage.max(axis=1)
@@ -470,27 +478,51 @@ def price_table(
         mfu=mfu, fits=peak_gib <= budget_gib, budget_gib=float(budget_gib),
         stage_static_gib=np.where(valid, static_b / K.GIB, np.nan),
         stage_fixed_gib=np.where(valid, fixed_b / K.GIB, np.nan),
-        layer_count=counts, layer_act_gib=layer_act / K.GIB, layer_time_s=per_step_layer,
+        layer_count=counts, in_flight=mf, layer_act_one_gib=act / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0),
     )
 
 
+def _contract(counts_m: np.ndarray, per: np.ndarray) -> np.ndarray:
+    """Σ over layer type and mode of counts × per-layer value, in a fixed order, so a row's result never
+    depends on the other rows of the table (einsum/BLAS may re-associate)."""
+    out = counts_m[:, :, 0, 0] * per[:, :, 0, 0]
+    for k in range(2):
+        for mo in range(3):
+            if k or mo:
+                out = out + counts_m[:, :, k, mo] * per[:, :, k, mo]
+    return out
+
+
+def _ordered_sum(x: np.ndarray) -> np.ndarray:
+    """Row sums over stages, left to right (numpy's pairwise sum depends on the padded width)."""
+    out = x[:, 0].copy()
+    for i in range(1, x.shape[1]):
+        out += x[:, i]
+    return out
+
+
 def _dp_sync(links: Links, grad_b: np.ndarray, param_b: np.ndarray, group: np.ndarray, fsdp: np.ndarray,
-             opt_shard: np.ndarray, stride: np.ndarray) -> np.ndarray:
-    """End-of-step gradient synchronisation of one stage (n, P), by how the state is sharded:
-    none: all-reduce over the data-parallel group; ZeRO-1 (optimizer_shard o): reduce-scatter over o,
-    all-reduce of the 1/o shard across the group/o replicas, all-gather of the updated weights (MLM-DISTOPT);
-    FSDP (dp_shard f; its per-micro-batch traffic is priced per stage): all-reduce of the 1/f gradient
-    shard across the group/f replicas (HSDP)."""
-    sh = lambda x: np.broadcast_to(np.asarray(x)[:, None], grad_b.shape)  # noqa: E731
-    grp, fsd, osh, st = sh(group), sh(fsdp), sh(opt_shard), sh(stride)
-    plain = links.allreduce(grad_b, grp, st)
-    o = np.maximum(osh, 1)
-    zero1 = (links.gather(grad_b, o, st) + links.allreduce(grad_b / o, np.maximum(grp // o, 1), st * o)
-             + links.gather(param_b, o, st))
-    f = np.maximum(fsd, 1)
-    hsdp = links.allreduce(grad_b / f, np.maximum(grp // f, 1), st * f)
-    return np.where(fsd > 1, hsdp, np.where(osh > 1, zero1, plain))
+             opt_shard: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """End-of-step synchronisation of one stage (n, P) as (gradient reduction, weight all-gather) times, by
+    how the state is sharded. None: all-reduce over the data-parallel group. ZeRO-1 (optimizer_shard o):
+    reduce-scatter over o, all-reduce of the 1/o shard across the group/o replicas, then all-gather of the
+    updated weights (MLM-DISTOPT). FSDP (dp_shard f; its per-micro-batch traffic is priced per stage):
+    all-reduce of the 1/f gradient shard across the group/f replicas (HSDP). Times are linear in bytes, so
+    each row's coefficients are computed once and applied to every stage."""
+    o = np.maximum(opt_shard, 1)
+    f = np.maximum(fsdp, 1)
+    zero1 = (f <= 1) & (o > 1)
+    hsdp = f > 1
+    # Reduction: one all-reduce (plain / HSDP replicas / ZeRO-1 replicas) plus ZeRO-1's reduce-scatter.
+    ar_n = np.where(hsdp, np.maximum(group // f, 1), np.where(zero1, np.maximum(group // o, 1), group))
+    ar_stride = np.where(hsdp, stride * f, np.where(zero1, stride * o, stride))
+    ar_div = np.where(hsdp, f, np.where(zero1, o, 1)).astype(np.float64)
+    a_ar, l_ar = links.gather_coef(ar_n, ar_stride)
+    a_rs, l_rs = links.gather_coef(np.where(zero1, o, 1), stride)
+    red = grad_b * (2 * a_ar / ar_div + a_rs)[:, None] + (2 * l_ar + l_rs)[:, None]
+    gat = param_b * a_rs[:, None] + l_rs[:, None]
+    return red, gat
 
 
 def _mode_counts(m: ModelSpec, table: CandidateTable, p: np.ndarray, v: np.ndarray, P: int, first_dense: int,

@@ -181,7 +181,8 @@ class PricedTable:
       stage_fixed_gib (n, P)       activations/buffers/reserve that do not depend on the recompute choice
       layer_count (n, P, 2)        layers of each type (0 dense, 1 MoE) each stage holds (MTP included)
       layer_act_gib (n, P, 2, 3)   one layer's activations as held at the stage's peak (× micro-batches in
-                                   flight), per type and mode (0 off, 1 selective, 2 full)
+                                   flight), per type and mode (0 off, 1 selective, 2 full); a property:
+                                   in_flight (n, P) × layer_act_one_gib (n, 2, 3)
       layer_time_s (n, 2, 3)       one layer's forward + backward + recompute time per step (all its
                                    micro-batches), per type and mode, communication included
       layer_extra_time_s (n, 2, 3) layer_time_s minus the same layer without recompute (≥ 0)
@@ -204,9 +205,17 @@ class PricedTable:
     stage_static_gib: np.ndarray
     stage_fixed_gib: np.ndarray
     layer_count: np.ndarray
-    layer_act_gib: np.ndarray
+    in_flight: np.ndarray
+    layer_act_one_gib: np.ndarray
     layer_time_s: np.ndarray
     layer_extra_time_s: np.ndarray
 
     def __len__(self) -> int:
         return len(self.peak_gib)
+
+    @property
+    def layer_act_gib(self) -> np.ndarray:
+        """(n, P, 2, 3): one layer's activations as held at each stage's peak = in_flight (n, P, micro-batches
+        whose activations the stage holds) × layer_act_one_gib (n, 2, 3, one micro-batch). Computed on access
+        (it is the largest array; the search may prefer the two factors)."""
+        return self.in_flight[:, :, None, None] * self.layer_act_one_gib[:, None, :, :]

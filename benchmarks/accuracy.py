@@ -1,0 +1,322 @@
+"""Accuracy of the cost model against every case of ../shared/reference/CALIBRATION.md.
+
+    .venv/bin/python benchmarks/accuracy.py            # write benchmarks/cases/*.yaml, price them, print errors
+    .venv/bin/python benchmarks/accuracy.py --no-write # price the committed case files only
+
+Each case is a search config with every dimension fixed (FORMATS.md keys), written under benchmarks/cases/;
+it is priced the way `hp-plan estimate FILE --json` prices it (engine.check / engine.config reader, then
+engine.cost.estimate_config). Printed: the signed error e = (predicted − published) / published of the step
+time per case, per family and overall (median |e|, mean e, max |e|), the bands over unpublished choices
+(CALIBRATION.md §9.6), and the KOR22 memory formulas (§4.5) and ZeRO examples (§6.2).
+
+Assumptions for unpublished [U] fields live in ONE place: ASSUMED below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.config.types import Config  # noqa: E402
+from engine.cost import estimate, estimate_config, price_table  # noqa: E402
+from engine.cost.table import CandidateTable  # noqa: E402
+from engine.specs import GIB, ModelSpec, RunOptions, Strategy  # noqa: E402
+
+CASES_DIR = ROOT / "benchmarks" / "cases"
+
+# CALIBRATION.md §1, §2, §4, §5 [U] defaults, stated once.
+ASSUMED = {
+    "N1": "micro_batch_size 1, vpp 1 (1F1B), full recompute, no SP, no optimizer sharding",
+    "N2-PTD-P": "t8 × p12 for 174.6B, 1F1B (interleaving unpublished), full recompute, no SP",
+    "N2-ZeRO-3": "fsdp = GPUs, reshard after forward, full recompute",
+    "K5": "as published (KOR22 §6); the interleave of 175B/530B is 3 chunks",
+    "M": "micro_batch_size 1, vpp 1, no recompute, flash attention, GeLU ffn 4h, MHA, SP where tp > 1, "
+         "distributed optimizer over dp 48, scale-out 50 GB/s per GPU",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    tp: int
+    pp: int
+    dp: int
+    gbs: int
+    mbs: int
+    published_step_s: float
+    recompute: str = "full"
+    sp: bool = False
+    vpp: int = 1
+    fsdp: int = 1
+    optimizer_shard: int = 1
+    device: str = "A100"
+    vocab: int = 51200
+    seq: int = 2048
+    tied: bool = True
+    flash: bool = False
+    learned_positions: bool = True
+    dtype: str = "float16"
+    weight: float = 1.0  # CALIBRATION §9.6: cases with [U] inputs weigh less
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def micro_batch_num(self) -> int:
+        return self.gbs // (self.dp * self.mbs)
+
+
+def _cases() -> list[Case]:
+    out: list[Case] = []
+    # §1 NAR21 Table 1 (step [D] from Eq. 3).
+    n1 = [
+        ("N1-01", 24, 2304, 24, 1, 1, 32, 512, 3.53), ("N1-02", 30, 3072, 32, 2, 1, 32, 512, 3.70),
+        ("N1-03", 36, 4096, 32, 4, 1, 32, 512, 3.70), ("N1-04", 40, 6144, 48, 8, 1, 32, 1024, 9.40),
+        ("N1-05", 48, 8192, 64, 8, 2, 32, 1536, 14.45), ("N1-06", 60, 10240, 80, 8, 4, 32, 1792, 16.06),
+        ("N1-07", 80, 12288, 96, 8, 8, 24, 2304, 24.82), ("N1-08", 96, 16384, 128, 8, 16, 15, 2160, 37.61),
+        ("N1-09", 105, 20480, 128, 8, 35, 9, 2520, 54.08), ("N1-10", 128, 25600, 160, 8, 64, 6, 3072, 102.63),
+    ]
+    for cid, L, h, a, t, p, d, gbs, step in n1:
+        out.append(Case(cid, "N1", L, h, a, t, p, d, gbs, 1, step, weight=0.5))
+    # §2 NAR21 Table 2.
+    n2z = [("N2-01", 96, 12288, 96, 384, 1536, 4, 81.58), ("N2-02", 96, 12288, 96, 768, 1536, 2, 66.75),
+           ("N2-03", 96, 12288, 96, 1536, 1536, 1, 66.75), ("N2-04", 105, 20480, 128, 640, 2560, 4, 255.53),
+           ("N2-05", 105, 20480, 128, 1120, 2240, 2, 179.92), ("N2-06", 105, 20480, 128, 2240, 2240, 1, 183.66)]
+    for cid, L, h, a, g, gbs, mbs, step in n2z:
+        out.append(Case(cid, "N2", L, h, a, 1, 1, g, gbs, mbs, step, fsdp=g))
+    n2p = [("N2-07", 96, 12288, 96, 12, 4, 1536, 76.78), ("N2-08", 96, 12288, 96, 12, 8, 1536, 39.42),
+           ("N2-09", 96, 12288, 96, 12, 16, 1536, 20.83), ("N2-10", 105, 20480, 128, 35, 2, 2240, 206.22),
+           ("N2-11", 105, 20480, 128, 35, 4, 2240, 105.58), ("N2-12", 105, 20480, 128, 35, 8, 2240, 55.45)]
+    for cid, L, h, a, p, d, gbs, step in n2p:
+        out.append(Case(cid, "N2", L, h, a, 8, p, d, gbs, 1, step, weight=0.5 if L == 96 else 1.0))
+    # §4.3 KOR22 Table 5 (+ K5-530B-DP8).
+    k5 = [("22B", 48, 6144, 64, 1, 1, 4, 4, 1.42, 1.10), ("175B", 96, 12288, 96, 8, 3, 64, 1, 18.13, 13.75),
+          ("530B", 105, 20480, 128, 35, 3, 280, 1, 49.05, 37.83), ("1T", 128, 25600, 160, 64, 1, 512, 1, 94.42, 71.49)]
+    for name, L, h, a, p, v, gbs, mbs, full, sel in k5:
+        out.append(Case(f"K5-{name}-full", "K5", L, h, a, 8, p, 1, gbs, mbs, full, vpp=v))
+        out.append(Case(f"K5-{name}-sel", "K5", L, h, a, 8, p, 1, gbs, mbs, sel, recompute="selective", sp=True, vpp=v))
+    out.append(Case("K5-530B-DP8", "K5", 105, 20480, 128, 8, 35, 8, 2240, 1, 39.15, recompute="selective", sp=True, vpp=3))
+    # §5 MLM-README on H100.
+    mrows = [("M-01", 16, 2048, 24, 1, 1, 192, 0.452), ("M-02", 32, 4096, 30, 2, 1, 192, 0.800),
+             ("M-03", 48, 6144, 32, 4, 1, 192, 0.850), ("M-04", 56, 7168, 48, 8, 1, 192, 0.892),
+             ("M-05", 64, 8192, 84, 8, 2, 384, 2.177), ("M-06", 80, 10240, 92, 8, 4, 768, 3.648),
+             ("M-07", 96, 12288, 96, 8, 6, 1152, 5.259), ("M-08", 128, 16384, 96, 8, 8, 1536, 8.399),
+             ("M-09", 144, 18432, 112, 8, 16, 3072, 12.716)]
+    for cid, a, h, L, t, p, gbs, step in mrows:
+        out.append(Case(cid, "M", L, h, a, t, p, 48, gbs, 1, step, recompute="off", sp=t > 1, optimizer_shard=48,
+                        device="H100", vocab=131072, seq=4096, tied=False, flash=True, learned_positions=False,
+                        dtype="bfloat16", weight=0.5))
+    return out
+
+
+def case_yaml(c: Case) -> dict[str, Any]:
+    """The search config of one case (FORMATS.md §2 keys, CALIBRATION.md §0 / §5 templates)."""
+    model: dict[str, Any] = {
+        "name": c.id.lower(), "num_hidden_layers": c.layers, "hidden_size": c.hidden,
+        "intermediate_size": 4 * c.hidden, "num_attention_heads": c.heads, "num_key_value_heads": c.heads,
+        "vocab_size": c.vocab, "max_position_embeddings": c.seq, "compute_dtype": c.dtype,
+        "tie_word_embeddings": c.tied, "use_flash_attention": c.flash, "hidden_act": "gelu",
+        "learned_positions": c.learned_positions, "linear_bias": True,
+    }
+    if c.optimizer_shard > 1:
+        model["optimizer_weight_shard_size"] = c.optimizer_shard
+    nodes = max(c.gpus // 8, 1)
+    return {
+        "model": model,
+        "cluster": {"num_nodes": nodes, "cards_per_node": 8 if c.gpus >= 8 else c.gpus, "device_type": c.device,
+                    "device_memory_gb": 80},
+        "parallelism": {"dp": c.dp, "fsdp": c.fsdp, "tp": c.tp, "pp": c.pp, "cp": 1, "ep": 1, "vpp": c.vpp,
+                        "micro_batch_size": c.mbs, "micro_batch_num": c.micro_batch_num,
+                        "sequence_parallel": c.sp},
+        "constraint": {"global_batch_size": c.gbs, "memory_limit_gb": 80},
+        "recompute": {"off": "none"}.get(c.recompute, c.recompute),
+        "selective_policy": "attention",
+        "pp_config": {"pipeline_schedule": "interleaved" if c.vpp > 1 else "1F1B", "pp_interleave_num": c.vpp},
+    }
+
+
+def write_cases(cases: list[Case]) -> None:
+    CASES_DIR.mkdir(parents=True, exist_ok=True)
+    for c in cases:
+        head = f"# {c.id} ({c.family}), CALIBRATION.md; published step {c.published_step_s} s. Assumed: "
+        head += ASSUMED.get(c.family if c.family != "N2" else ("N2-ZeRO-3" if c.fsdp > 1 else "N2-PTD-P"), "-")
+        text = head + "\n" + yaml.safe_dump(case_yaml(c), sort_keys=False, default_flow_style=None, width=110)
+        (CASES_DIR / f"{c.id}.yaml").write_text(text)
+
+
+def load_case(path: Path) -> tuple[Config | None, list[str]]:
+    """Read a case file the way `hp-plan estimate` does (engine.check when present, else engine.config)."""
+    try:
+        from engine.check import check_file  # type: ignore[import-not-found,unused-ignore]
+
+        loaded = check_file(str(path))
+    except ImportError:
+        from engine.config import load
+
+        loaded = load(str(path))
+    msgs = [f"{d.code} {d.message}" for d in loaded.diagnostics if d.is_error]
+    return loaded.config, msgs
+
+
+def price_case(c: Case) -> tuple[float | None, str]:
+    cfg, errs = load_case(CASES_DIR / f"{c.id}.yaml")
+    if cfg is None or errs:
+        return None, "; ".join(errs) or "unreadable"
+    est, diags = estimate_config(cfg)
+    if est is None:
+        return None, "; ".join(f"{d.code} {d.message}" for d in diags)
+    note = "" if est.fits else f"over budget ({est.peak_memory_gib:.1f} GiB)"
+    return est.step_time_s, note
+
+
+def band(c: Case) -> str:
+    """CALIBRATION §9.6 bands over unpublished choices, priced from the case's Config with the strategy varied."""
+    cfg, errs = load_case(CASES_DIR / f"{c.id}.yaml")
+    if cfg is None or errs or cfg.stated is None or cfg.model is None or cfg.cluster is None:
+        return ""
+    s0 = cfg.stated
+    alts: list[Strategy] = []
+    if c.family == "N1" and c.pp == 1:
+        for b in (1, 2, 4):
+            if c.gbs % (c.dp * b) == 0:
+                alts.append(replace(s0, micro_batch_size=b, micro_batch_num=c.gbs // (c.dp * b)))
+    elif c.family in ("N1", "N2") and c.pp > 1 and c.tp > 1:
+        per = c.layers // c.pp
+        for v in range(2, per + 1):
+            if per % v == 0 and s0.micro_batch_num % c.pp == 0:
+                alts.append(replace(s0, vpp=v, pipeline_schedule="interleaved"))
+    if not alts:
+        return ""
+    errs_b = []
+    for s in alts:
+        e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib or 80.0)
+        errs_b.append((e.step_time_s - c.published_step_s) / c.published_step_s)
+    what = "b∈{1,2,4}" if c.pp == 1 else "v∈divisors"
+    best = min(errs_b, key=abs)
+    return f"{what}: [{100 * min(errs_b):+.1f}%, {100 * max(errs_b):+.1f}%], closest {100 * best:+.1f}%"
+
+
+# --------------------------------------------------------------------------------------------- memory
+KOR22_FIG1 = {  # case: (L, h, a, t, p, v, b, states, base, sp, sel, sp+sel, full) GiB, CALIBRATION §4.5
+    "22B": (48, 6144, 64, 8, 1, 1, 4, 45.56, 59.25, 39.56, 29.25, 9.56, 4.50),
+    "175B": (96, 12288, 96, 8, 8, 3, 1, 45.56, 66.84, 41.41, 37.78, 12.35, 5.81),
+    "530B": (105, 20480, 128, 8, 35, 3, 1, 31.64, 114.02, 66.51, 70.59, 23.08, 10.86),
+    "1T": (128, 25600, 160, 8, 64, 1, 1, 32.96, 131.25, 76.56, 81.25, 26.56, 12.50),
+}
+
+
+def kor22_rows() -> list[tuple[str, float, float]]:
+    """(label, ours, published) for KOR22 Fig. 1: activations of the first stage's layers (Table 2 row × L ×
+    interleave factor) from the engine's per-layer terms, and model states 18 B × 12·L·h²/(t·p)."""
+    from engine.catalog.devices import find_device
+    from engine.specs import ClusterSpec
+
+    dev = find_device("A100")
+    assert dev is not None
+    rows = []
+    for name, (L, h, a, t, p, v, b, states, *acts) in KOR22_FIG1.items():
+        m = ModelSpec(name=name, num_layers=L, hidden=h, heads=a, vocab=51200, ffn=4 * h, seq_len=2048,
+                      tie_embeddings=True, gated_mlp=False, use_flash_attention=False)
+        cl = ClusterSpec(dev, max(t * p // 8, 1), 8, 80.0, 300.0, 25.0)
+        run = RunOptions(selective_policy="attention")
+        combos = [("TP", False, 0), ("TP+SP", True, 0), ("TP+sel", False, 1), ("TP+SP+sel", True, 1), ("full", False, 2)]
+        for (label, sp, mode), pub in zip(combos, acts, strict=True):
+            tab = CandidateTable.from_columns(dp=[1], tp=[t], pp=[p], vpp=v, micro_batch_size=b, micro_batch_num=max(p, 1) * 8,
+                                              sequence_parallel=sp, recompute=mode, schedule=1 if v > 1 else 0)
+            pr = price_table(m, cl, run, tab, 80.0)
+            ours = float(pr.layer_count[0, 0, 0] * pr.layer_act_gib[0, 0, 0, mode])
+            rows.append((f"KOR22 {name} act {label}", ours, pub))
+        ours_states = 18.0 * 12 * L * h * h / (t * p) / GIB
+        rows.append((f"KOR22 {name} model states", ours_states, states))
+    return rows
+
+
+def zero_rows() -> list[tuple[str, float, float]]:
+    """ZERO20 Fig. 1 examples (CALIBRATION §6.2): Ψ = 7.5B, N_d = 64, K = 12, fp16 params and grads, in GB."""
+    from engine.catalog.devices import find_device
+    from engine.specs import ClusterSpec
+
+    dev = find_device("A100")
+    assert dev is not None
+    # One 7.5B-parameter block: a dense model whose layers hold exactly Ψ (no embedding: vocab 1, tied).
+    h = 4096
+    L = round(7.5e9 / (12 * h * h))
+    m = ModelSpec(name="psi", num_layers=L, hidden=h, heads=32, vocab=1, ffn=4 * h, seq_len=1, tie_embeddings=True,
+                  gated_mlp=False)
+    psi = 7.5e9
+    from engine.cost.model import layer_params
+
+    real = L * layer_params(m, False).total + h + 0  # final norm + (tied) 1×h embedding
+    scale = psi / real
+    cl = ClusterSpec(dev, 8, 8, 80.0, 300.0, 25.0)
+    out = []
+    for label, fs, os_, reshard, pub in (("DP", 1, 1, True, 120.0), ("ZeRO-1", 1, 64, True, 31.4),
+                                         ("ZeRO-2", 64, 1, False, 16.6), ("ZeRO-3", 64, 1, True, 1.9)):
+        run = RunOptions(param_bytes=2, grad_bytes=2, master_weights=True, reshard_after_forward=reshard)
+        s = Strategy(dp=64, dp_shard=fs, optimizer_shard=os_, micro_batch_num=1)
+        e = estimate(m, cl, run, s, 1e9)
+        b = e.memory_breakdown_gib
+        ours = (b["parameters"] + b["gradients"] + b["optimizer"]) * GIB * scale / 1e9
+        out.append((f"ZeRO {label} model states (GB)", ours, pub))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-write", action="store_true", help="price the committed case files without rewriting them")
+    args = ap.parse_args(argv)
+    cases = _cases()
+    if not args.no_write:
+        write_cases(cases)
+    print(f"{'case':<16} {'published s':>11} {'predicted s':>11} {'error':>8}  notes")
+    errs: dict[str, list[float]] = {}
+    all_e: list[float] = []
+    for c in cases:
+        pred, note = price_case(c)
+        if pred is None:
+            print(f"{c.id:<16} {c.published_step_s:>11.3f} {'-':>11} {'-':>8}  NOT PRICED: {note}")
+            continue
+        e = (pred - c.published_step_s) / c.published_step_s
+        errs.setdefault(c.family, []).append(e)
+        all_e.append(e)
+        extra = band(c)
+        print(f"{c.id:<16} {c.published_step_s:>11.3f} {pred:>11.3f} {100 * e:>+7.1f}%  {note}{extra}")
+    print()
+    print(f"{'family':<8} {'cases':>5} {'median |e|':>10} {'mean e':>8} {'max |e|':>8}")
+    for fam, es in [*errs.items(), ("ALL", all_e)]:
+        if es:
+            ab = [abs(x) for x in es]
+            print(f"{fam:<8} {len(es):>5} {100 * statistics.median(ab):>9.1f}% {100 * statistics.mean(es):>+7.1f}% "
+                  f"{100 * max(ab):>7.1f}%")
+    ok_med = all_e and statistics.median(abs(x) for x in all_e) <= 0.10
+    ok_max = all_e and max(abs(x) for x in all_e) <= 0.25
+    print(f"targets: median |e| ≤ 10%: {'met' if ok_med else 'MISSED'}; none worse than 25%: "
+          f"{'met' if ok_max else 'MISSED'}")
+    print()
+    print(f"{'memory formula':<34} {'ours':>9} {'published':>9} {'error':>7}")
+    worst = 0.0
+    for label, ours, pub in kor22_rows() + zero_rows():
+        e = (ours - pub) / pub
+        worst = max(worst, abs(e))
+        print(f"{label:<34} {ours:>9.2f} {pub:>9.2f} {100 * e:>+6.2f}%")
+    print(f"memory formulas: max |e| {100 * worst:.2f}% (target ≤ 2%): {'met' if worst <= 0.02 else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
