@@ -1,0 +1,264 @@
+"""The strategy search: the fastest strategy that fits, over every dimension, or a refusal that says why.
+
+`search(config)` enumerates the space (engine.search.space), prices it through the cost model
+(engine.search.rank), re-prices the top strategies through `engine.cost.estimate` (the path `hp-plan
+estimate` takes, so both print the same digits) and, when nothing fits, explains why with positioned HP6xx
+diagnostics (engine.search.explain). It keeps no state between calls: identical inputs give identical
+results (HYPERPARALLEL.md §10.8).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from engine.config.types import DIMENSIONS, Config, Dimension
+from engine.diagnostics import Diagnostic
+from engine.results import Estimate, SearchResult
+from engine.search import explain
+from engine.search.pricing import Pricer, table_of
+from engine.search.rank import FULL, Cancelled, Priced, Pricing, price_space
+from engine.search.space import Space, enumerate_space, restrictions
+from engine.specs import ClusterSpec, ModelSpec, Strategy
+
+__all__ = ["Cancelled", "compare_stated", "search", "search_with"]
+
+# "A plan N× faster exists" is worth a hint from this speed-up on (below it the cost model's own error,
+# CALIBRATION.md's ~10 % median, would make the advice noise).
+FASTER_HINT_RATIO = 1.10
+# How far the budget refusal scales the cluster to find a size where something fits.
+MAX_DEVICE_SCALE = 8
+
+
+def _dimensions(config: Config) -> dict[str, str]:
+    """The per-dimension summary (FORMATS.md §3 `dimensions`), without the leading name."""
+    out: dict[str, str] = {}
+    for name in DIMENSIONS:
+        dim = config.dimensions.get(name) or Dimension(name, "absent")
+        text = dim.summary()
+        out[name] = text.split(": ", 1)[1] if ": " in text else text
+    return out
+
+
+def _strategy(space: Space, priced: Priced, r: int) -> Strategy:
+    """Row r with the recompute the search priced for it (its single mode or its per-layer plan)."""
+    lm = priced.layer_modes.get(r)
+    mode = int(priced.mode[r]) if priced.mode[r] >= 0 else FULL
+    tab = table_of(space.columns, np.array([r]), mode, None if lm is None else lm[None, :])
+    return tab.strategy(0)
+
+
+def search(config: Config, *, top: int = 10, progress: Callable[[float], None] | None = None,
+           cancelled: Callable[[], bool] | None = None) -> SearchResult:
+    """Search the strategy space of `config` for the fastest strategies that fit its memory budget.
+
+    Deterministic. `progress(fraction)` is called between chunks; `cancelled()` is polled there too, and when
+    it turns true the search stops and returns an empty result (best None, no diagnostics). Never raises: an
+    internal failure comes back as an HP900 diagnostic. Refusals (HP600-HP603) are positioned at the
+    offending list or value; when the config states a strategy, `compare_stated` adds HP610/HP611.
+    """
+    if config.model is None or config.cluster is None:
+        return search_with(config, None, top=top, progress=progress, cancelled=cancelled)
+    budget = config.budget_gib if config.budget_gib is not None else math.inf
+    pricer = Pricer(config.model, config.cluster, config.run, budget)
+    return search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
+
+
+def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
+                progress: Callable[[float], None] | None = None,
+                cancelled: Callable[[], bool] | None = None) -> SearchResult:
+    """`search` with an explicit pricer (tests price synthetic models through the same code)."""
+    t0 = time.perf_counter()
+    dims = _dimensions(config)
+    try:
+        result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled)
+    except Cancelled:
+        return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims)
+    except Exception as exc:  # the front ends never show a traceback (FORMATS.md §3)
+        diag = Diagnostic("HP900", f"the search failed: {type(exc).__name__}: {exc}")
+        return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims, diagnostics=(diag,))
+    return replace(result, elapsed_s=time.perf_counter() - t0, dimensions=dims)
+
+
+def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
+            cancelled: Callable[[], bool] | None) -> SearchResult:
+    missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
+    g = config.global_batch_size
+    if not g or g <= 0:
+        missing.append("global_batch_size")
+    if missing or pricer is None or config.model is None or config.cluster is None or not g:
+        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
+    model, cluster = config.model, config.cluster
+    budget = config.budget_gib if config.budget_gib is not None else math.inf
+    restrict = restrictions(config)
+    os_shard = config.stated.optimizer_shard if config.stated is not None else 1
+    space = enumerate_space(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
+
+    total = max(len(space), 1)
+
+    def poll(done: int) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        if progress is not None:
+            progress(0.9 * min(done / total, 1.0))
+
+    priced = price_space(pricer, space, config.recompute, top=top, model=model, poll=poll)
+    order = priced.order()
+    fits = priced.fits
+    over = int(len(space) - int(fits.sum()))
+    diags: list[Diagnostic] = []
+    estimates: list[Estimate] = []
+    if order.size:
+        for r in order[:top].tolist():
+            if cancelled is not None and cancelled():
+                raise Cancelled
+            estimates.append(pricer.estimate(_strategy(space, priced, r)))
+        estimates.sort(key=lambda e: (e.step_time_s, e.peak_memory_gib))
+    else:
+        diags.extend(_refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
+    if progress is not None:
+        progress(1.0)
+    best = estimates[0] if estimates else None
+    result = SearchResult(best, tuple(estimates), len(space), int(fits.sum()), 0.0, {},
+                          refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags))
+    if best is not None and config.stated is not None:
+        result = replace(result, diagnostics=result.diagnostics + compare_stated(config, result))
+    return result
+
+
+def _describe(pricer: Pricing, strategy: Strategy) -> str:
+    """`dp 8 · tp 8 · … (12.3 s per step, 70.1 GiB)`, priced exactly."""
+    e = pricer.estimate(strategy)
+    return f"{strategy.short()} ({e.step_time_s:.3g} s per step, {explain.gib(e.peak_memory_gib)})"
+
+
+def _lightest(space: Space, priced: Priced) -> int | None:
+    if len(space) == 0:
+        return None
+    peak = np.where(np.isfinite(priced.peak), priced.peak, np.inf)
+    r = int(np.lexsort((np.arange(len(space)), priced.step, peak))[0])
+    return r if math.isfinite(peak[r]) else None
+
+
+def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
+            restrict: Mapping[str, tuple[int, ...] | None], model: ModelSpec, cluster: ClusterSpec, g: int,
+            budget: float, cancelled: Callable[[], bool] | None) -> list[Diagnostic]:
+    """Nothing fits within the declared space: say why (engine.search.explain), in this order: the global
+    batch, the lists (against the space with every list widened), the rules, the budget."""
+    if explain.batch_unreachable(space, g):
+        return [explain.batch_refusal(config, space, g)]
+
+    def poll(_: int) -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled
+
+    relax = {d: (v if d == "etp" else None) for d, v in restrict.items()}
+    os_shard = config.stated.optimizer_shard if config.stated is not None else 1
+    if any(v is not None for d, v in restrict.items() if d != "etp"):
+        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
+        wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll)
+        if wide_priced.fits.any():
+            light = _lightest(space, priced)
+            in_lists = float(priced.peak[light]) if light is not None else None
+            return explain.list_refusals(config, restrict, space, wide, wide_priced.fits, wide_priced.step,
+                                         wide_priced.peak, in_lists, budget,
+                                         lambda r: _describe(pricer, _strategy(wide, wide_priced, r)))
+    else:
+        wide, wide_priced = space, priced
+    if len(wide) == 0:
+        if explain.batch_unreachable(wide, g):
+            return [explain.batch_refusal(config, wide, g)]
+        return [explain.validity_refusal(config, wide.refused)]
+    light = _lightest(wide, wide_priced)
+    if light is None:
+        return [explain.validity_refusal(config, wide.refused)]
+    lightest = _strategy(wide, wide_priced, light)
+    peak = float(wide_priced.peak[light])
+    advice = _budget_advice(config, pricer, wide, relax, model, cluster, g, budget, lightest, peak, poll)
+    return [explain.budget_refusal(config, budget, lightest.short(), peak, advice)]
+
+
+def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[str, tuple[int, ...] | None],
+                   model: ModelSpec, cluster: ClusterSpec, g: int, budget: float, lightest: Strategy,
+                   peak: float, poll: Callable[[int], None]) -> list[str]:
+    """What would make a strategy fit, in numbers: recompute, more devices, the budget itself."""
+    out: list[str] = [
+        f"It already takes tp {lightest.tp}, pp {lightest.pp}, micro_batch_size {lightest.micro_batch_size}"
+        f"{' and full recompute' if lightest.recompute.mode == 'full' and not lightest.recompute.layers else ''}."
+    ]
+    if config.recompute in ("none", "selective"):
+        full = price_space(pricer, wide, "full", top=1, model=model, poll=poll)
+        order = full.order()
+        if order.size:
+            r = int(order[0])
+            out.append(f"With recompute: full, {_strategy(wide, full, r).short()} fits at {explain.gib(full.peak[r])}.")
+        else:
+            lf = _lightest(wide, full)
+            if lf is not None:
+                out.append(f"Full recompute lowers the lightest to {explain.gib(full.peak[lf])}.")
+    scale = 2
+    while scale <= MAX_DEVICE_SCALE:
+        bigger = replace(cluster, num_nodes=cluster.num_nodes * scale)
+        big_pricer = replace(pricer, cluster=bigger) if isinstance(pricer, Pricer) else None
+        if big_pricer is None:
+            break
+        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo,
+                                optimizer_shard=lightest.optimizer_shard)
+        if len(space):
+            priced = price_space(big_pricer, space, "auto", top=1, model=model, poll=poll)
+            order = priced.order()
+            if order.size:
+                r = int(order[0])
+                out.append(f"With {bigger.world_size} devices ({bigger.num_nodes} nodes of {bigger.cards_per_node}), "
+                           f"{_strategy(space, priced, r).short()} fits at {explain.gib(priced.peak[r])}.")
+                break
+        scale *= 2
+    else:
+        out.append(f"Even {cluster.world_size * MAX_DEVICE_SCALE} devices do not fit it.")
+    device = cluster.memory_gib
+    need = explain.round_up(peak)
+    if config.memory_limit_gb and 0 < config.memory_limit_gb < device and peak <= device:
+        out.append(f"Or raise constraint.memory_limit_gb to {need:.1f} (the device holds {explain.gib(device)}).")
+    elif peak > device:
+        out.append(f"A device with at least {need:.1f} GiB would hold the lightest as it is.")
+    return out
+
+
+def compare_stated(config: Config, result: SearchResult) -> tuple[Diagnostic, ...]:
+    """HP610 when the strategy the config states does not fit its budget, HP611 (a hint) when the search found
+    one at least FASTER_HINT_RATIO× faster. Shared by `hp-plan check`/`search` and the language server so the
+    codes and messages are one. Positioned at the stated tensor-parallel degree, the strategy's first key."""
+    best = result.best
+    if config.stated is None or best is None or config.model is None or config.cluster is None:
+        return ()
+    from engine.cost import estimate
+
+    budget = config.budget_gib if config.budget_gib is not None else math.inf
+    stated = estimate(config.model, config.cluster, config.run, config.stated, budget)
+    where = explain.position(config, ("accelerator.tp_size", "parallelism.tp", "train.accelerator.tp_degree",
+                                      "accelerator", "parallelism"))
+    out: list[Diagnostic] = []
+    if not stated.fits:
+        stage = int(np.argmax(stated.stage_memory_gib)) if stated.stage_memory_gib else 0
+        out.append(Diagnostic(
+            "HP610",
+            f"The stated strategy ({config.stated.short()}) needs {explain.gib(stated.peak_memory_gib)} on stage "
+            f"{stage}, above the {explain.gib(stated.budget_gib)} budget; {best.strategy.short()} fits at "
+            f"{explain.gib(best.peak_memory_gib)}.",
+            where[0], where[1], file=where[2],
+            data={"peak_gib": stated.peak_memory_gib, "budget_gib": stated.budget_gib,
+                  "strategy": best.strategy.to_json()}))
+    elif stated.step_time_s >= FASTER_HINT_RATIO * best.step_time_s:
+        ratio = stated.step_time_s / best.step_time_s
+        out.append(Diagnostic(
+            "HP611",
+            f"A plan {ratio:.2f}× faster fits: {best.strategy.short()} takes {best.step_time_s:.3g} s per step "
+            f"({best.tokens_per_s:,.0f} tokens/s, MFU {best.mfu:.0%}, {explain.gib(best.peak_memory_gib)}) against "
+            f"{stated.step_time_s:.3g} s for the stated one.",
+            where[0], where[1], file=where[2],
+            data={"speedup": ratio, "strategy": best.strategy.to_json()}))
+    return tuple(out)

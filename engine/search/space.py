@@ -18,8 +18,8 @@ Rules and their sources (HYPERPARALLEL.md §5 unless stated):
   * ep borrows from dp·tp, or dp·cp·tp when the FSDP shard spans cp (here: when it does not divide dp), and
     divides the experts; with etp > 1 the expert group ep·etp divides dp·cp·tp and the expert width divides
     the expert tensor degree (§5.5, §5.6.3).
-  * vpp > 1 only with pp > 1 and then the interleaved schedule; HyperParallel never searches it (§5.2), we do,
-    within 1..min(VPP_AUTO_MAX, layers // pp) when auto.
+  * vpp > 1 only with pp > 1 and then the interleaved schedule; HyperParallel never searches it (§5.2), we do:
+    when auto, the divisors of layers // pp up to VPP_AUTO_MAX (equal chunks, as Megatron requires).
 
 A list or an int restricts a dimension to its values (the domain *is* the list, so a strategy outside a list
 is never generated); `auto` or absent searches its bounds. A list value that breaks a rule is refused and
@@ -100,7 +100,8 @@ class Space:
 
     `refused` counts partial candidates by the first rule they break. `value_reasons[dim][value]` lists the
     rules a dimension's value broke at its own level, so a refusal can say why a listed value never appears.
-    `dp_values` are the data-parallel degrees the (tp, pp, cp) nest reaches, for the global-batch refusal."""
+    `dp_values` are the data-parallel degrees the (tp, pp, cp) nest reaches (within a dp list), and
+    `mbs_values` the micro-batch sizes offered, for the global-batch refusal."""
 
     columns: Mapping[str, np.ndarray]
     refused: Mapping[str, int]
@@ -208,12 +209,10 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
         cp_checks.append((R_CP_ULYSSES, (cp == 1) | (kv % (t * cp) == 0)))
     b.expand("cp", cp[0], cp_checks)
     b.cols["dp"] = n // (b.cols["tp"] * b.cols["pp"] * b.cols["cp"])
-    dp_values = tuple(sorted(set(b.cols["dp"].tolist())))
-    dp_checks: list[tuple[str, np.ndarray]] = []
     if r("dp") is not None:
-        dp_checks.append((R_DP_LIST, np.isin(b.cols["dp"], np.asarray(r("dp"), dtype=np.int64))))
-    dp_checks.append((R_DP_BATCH, g % b.cols["dp"] == 0))
-    b.filter(dp_checks)
+        b.filter([(R_DP_LIST, np.isin(b.cols["dp"], np.asarray(r("dp"), dtype=np.int64)))])
+    dp_values = tuple(sorted(set(b.cols["dp"].tolist())))
+    b.filter([(R_DP_BATCH, g % b.cols["dp"] == 0)])
     # Level 4: micro_batch_size, then the derived micro_batch_num.
     mbs_default = divisors(g) if g > 0 else [1]
     mbs = _domain(r("micro_batch_size"), mbs_default)[None, :]
@@ -259,9 +258,11 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     p = b.cols["pp"][:, None]
     eligible = None
     if vpp_r is None:
-        # auto: up to min(VPP_AUTO_MAX, layers // pp), and only 1 without a pipeline (not a refusal: no such
-        # candidate exists).
-        eligible = (vpp <= np.maximum(layers // p, 1)) & ((p > 1) | (vpp == 1))
+        # auto: chunks of equal whole layers, as Megatron's interleaved schedule requires ((layers // pp) %
+        # vpp == 0, its `num_layers_per_virtual_pipeline_stage` check), up to VPP_AUTO_MAX, and only 1 without
+        # a pipeline (not refusals: no such candidate exists). A list may ask for any vpp with pp·vpp ≤ layers.
+        per_stage = np.maximum(layers // p, 1)
+        eligible = (vpp <= per_stage) & (per_stage % vpp == 0) & ((p > 1) | (vpp == 1))
     b.expand("vpp", vpp[0], [
         (R_VPP_PP, (vpp == 1) | (p > 1)),
         (R_VPP_LAYERS, p * vpp <= layers),

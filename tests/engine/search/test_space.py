@@ -64,8 +64,9 @@ def loop_space(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict) -> set
                             continue
                     elif ep != 1:
                         continue
-                    vpps = dom("vpp", [v for v in range(1, VPP_AUTO_MAX + 1) if v <= max(model.num_layers // pp, 1)
-                                       and (pp > 1 or v == 1)])
+                    per_stage = max(model.num_layers // pp, 1)
+                    vpps = dom("vpp", [v for v in range(1, VPP_AUTO_MAX + 1) if v <= per_stage
+                                       and per_stage % v == 0 and (pp > 1 or v == 1)])
                     for vpp in vpps:
                         if (vpp > 1 and pp == 1) or pp * vpp > model.num_layers:
                             continue

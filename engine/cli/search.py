@@ -1,0 +1,150 @@
+"""`hp-plan search FILE [--json] [--top K] [cluster flags]` (FORMATS.md §3).
+
+On a terminal: the per-dimension summary, a ranked table of the top K (strategy, peak GiB, step s, tokens/s,
+MFU), the counts (evaluated, fitting, over budget, refused by reason) and the diagnostics; a progress bar on
+stderr when the search takes more than a moment and stderr is a terminal. `--json`: one JSON document, the
+`search` object of FORMATS.md §3 (plus `file`), diagnostics of the file and of the search together.
+Exit 0 when a strategy fits and the file has no error, 1 otherwise (2, usage, is argparse's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from engine.config.types import ClusterOverrides
+from engine.diagnostics import Diagnostic, has_errors
+from engine.results import SearchResult
+
+# The bar appears only when the search has run this long (a quick search prints nothing extra).
+PROGRESS_AFTER_S = 0.3
+
+
+def overrides_of(args: argparse.Namespace) -> ClusterOverrides | None:
+    """Cluster flags as overrides (None when no flag is given)."""
+    o = ClusterOverrides(
+        devices=getattr(args, "devices", None), num_nodes=getattr(args, "nodes", None),
+        cards_per_node=getattr(args, "cards_per_node", None), device_type=getattr(args, "device_type", None),
+        memory_gb=getattr(args, "memory_gb", None),
+    )
+    return None if o == ClusterOverrides() else o
+
+
+def format_diagnostic(d: Diagnostic, file: str) -> str:
+    """Compiler style: `path:line:col: severity CODE: message` (1-based line and column)."""
+    where = d.file or file
+    return (f"{where}:{d.range.start.line + 1}:{d.range.start.character + 1}: "
+            f"{d.effective_severity.value} {d.code}: {d.message}")
+
+
+class ProgressBar:
+    """A one-line bar on a terminal stream, shown once the search has run PROGRESS_AFTER_S."""
+
+    def __init__(self, stream: TextIO, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self.t0 = time.monotonic()
+        self.shown = False
+
+    def __call__(self, fraction: float) -> None:
+        if time.monotonic() - self.t0 < PROGRESS_AFTER_S and not self.shown:
+            return
+        self.shown = True
+        done = int(self.width * min(max(fraction, 0.0), 1.0))
+        self.stream.write(f"\rsearching [{'#' * done}{'.' * (self.width - done)}] {fraction:4.0%}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * (self.width + 20) + "\r")
+            self.stream.flush()
+
+
+def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
+    """The terminal report."""
+    if summary:
+        out.write("parallelism resolved:\n")
+        for line in summary:
+            out.write(f"  {line}\n")
+    if result.top:
+        rows = [("#", "strategy", "peak GiB", "step s", "tokens/s", "MFU")]
+        for i, e in enumerate(result.top, 1):
+            rows.append((str(i), e.strategy.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f}",
+                         f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}"))
+        widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+        out.write("\n")
+        for j, r in enumerate(rows):
+            cells = [r[0].rjust(widths[0]), r[1].ljust(widths[1])] + [r[c].rjust(widths[c]) for c in range(2, 6)]
+            out.write("  ".join(cells).rstrip() + "\n")
+            if j == 0:
+                out.write("  ".join("-" * w for w in widths) + "\n")
+        best = result.top[0]
+        out.write(f"\nbest: {best.strategy.short()} (budget {best.budget_gib:.1f} GiB)\n")
+    out.write(f"\nevaluated {result.evaluated:,} strategies in {result.elapsed_s * 1000:.0f} ms: "
+              f"{result.feasible:,} fit, {result.over_budget:,} over the budget\n")
+    if result.refused:
+        out.write("refused before pricing:\n")
+        for reason, n in sorted(result.refused.items(), key=lambda kv: (-kv[1], kv[0])):
+            out.write(f"  {n:>9,}  {reason}\n")
+
+
+def _json_safe(obj: object) -> object:
+    """JSON has no infinity: an unbounded budget prints as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
+        search_fn: Callable[..., SearchResult] | None = None) -> int:
+    """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
+    from engine.check import check_file
+
+    from engine.search import search
+
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    file = str(args.file)
+    top = int(getattr(args, "top", None) or 10)
+    as_json = bool(getattr(args, "json", False))
+    loaded = check_file(file, overrides=overrides_of(args))
+    config = loaded.config
+    file_diags = list(loaded.diagnostics)
+    result: SearchResult | None = None
+    if config is not None:
+        bar = ProgressBar(err) if (not as_json and err.isatty()) else None
+        try:
+            result = (search_fn or search)(config, top=top, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
+    diags = file_diags + (list(result.diagnostics) if result is not None else [])
+    ok = result is not None and result.best is not None and not has_errors(diags)
+    if as_json:
+        doc: dict[str, object] = {"file": file}
+        if result is not None:
+            doc.update(result.to_json())
+        else:
+            doc.update({"best": None, "top": [], "evaluated": 0, "feasible": 0, "elapsed_s": 0.0,
+                        "dimensions": {}})
+        doc["diagnostics"] = [d.to_json() for d in diags]
+        out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        return 0 if ok else 1
+    for d in diags:
+        out.write(format_diagnostic(d, file) + "\n")
+    if result is not None and config is not None:
+        if diags:
+            out.write("\n")
+        render(result, config.summary_lines(), out)
+    if result is not None and result.best is None and not diags:
+        out.write("no strategy fits\n")
+    return 0 if ok else 1

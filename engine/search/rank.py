@@ -1,0 +1,320 @@
+"""Price a space under the requested recompute and rank it: step time, then peak memory, then nest order.
+
+Recompute requests (FORMATS.md §2; unlike HyperParallel, which prices every candidate fully recomputed,
+HYPERPARALLEL.md §5.8, the stated mode is priced as stated):
+  * none / selective / full: every layer in that mode;
+  * auto: per candidate, the fastest single mode with which it fits (§8.5 "auto");
+  * per_layer: per candidate, a mode per layer from the per-stage knapsack (engine.search.recompute).
+    Interleaved candidates keep one mode, as in HyperParallel (§8.5: "no choice for non-1F1B schedules":
+    their chunks hold different in-flight counts).
+
+Pricing every candidate under every mode is what this avoids, exactly:
+  * One pass prices every row with no recompute. The cost model splits each stage's memory into a part
+    that no recompute choice changes and per-layer kept activations per mode (engine.cost.PricedTable), so
+    that pass also gives every row's peak under each mode, exactly: which modes fit is known for all rows.
+  * No recompute is the fastest mode (recompute only adds time), so that pass's step time bounds every
+    mode and every per-layer mix from below. A row whose bound is above the K-th best exact step time
+    cannot enter the top K; only the others are priced again under the modes that fit (and, for
+    per_layer, get a knapsack). Their exact times are what the ranking uses.
+  * Memory grows with the micro-batch size (activations scale with it, the in-flight count cannot grow;
+    KOR22 §4), so rows are priced in waves of increasing micro-batch size per group of otherwise equal
+    rows, and a row whose smaller-micro-batch sibling already failed the budget under its lightest mode is
+    not priced: it is over the budget.
+The tests check the outcome against pricing every candidate one by one (tests/engine/search).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from engine.cost.table import CandidateTable, PricedTable
+from engine.results import Estimate
+from engine.search.pricing import table_of
+from engine.search.recompute import choose_stage
+from engine.search.space import Space
+from engine.specs import ModelSpec, Strategy
+
+OFF, SELECTIVE, FULL = 0, 1, 2
+REQUEST_MODES: dict[str, tuple[int, ...]] = {
+    "none": (OFF,), "selective": (SELECTIVE,), "full": (FULL,),
+    "auto": (OFF, SELECTIVE, FULL), "per_layer": (OFF, SELECTIVE, FULL),
+}
+# Rows priced per call. The cost model's arrays are (rows × stages × ...): about a thousand rows keep them in
+# cache (measured: 1024-row calls price 2-4× more rows per second than 16k-row calls), and a cancel or a
+# progress report is never far away.
+CHUNK = 1024
+# Columns that, with the micro-batch size, identify a candidate (the micro-batch count follows from them).
+_GROUP = ("tp", "pp", "cp", "fsdp", "etp", "ep", "vpp", "sp", "os")
+
+
+class Pricing(Protocol):
+    def price(self, table: CandidateTable) -> PricedTable: ...
+
+    def estimate(self, strategy: Strategy) -> Estimate: ...
+
+    @property
+    def budget_gib(self) -> float: ...
+
+
+class Cancelled(Exception):
+    """Raised inside the search when the caller's `cancelled()` turns true; search() turns it into a result."""
+
+
+@dataclass
+class Priced:
+    """A whole space priced. Per row:
+      feasible  some recompute choice fits the budget (exact: from the pricing's memory decomposition);
+      exact     `step` is the exact step time of the row's chosen plan (else a lower bound, and the row
+                cannot reach the top K);
+      mode      the chosen single mode (-1 when none fits); `layer_modes[row]` a per-layer plan instead;
+      step      the chosen plan's step time (inf when nothing fits);
+      peak      the chosen plan's peak, or the lightest mode's where nothing fits (inf when not priced).
+    `priced` counts the rows the cost model priced (all passes)."""
+
+    feasible: np.ndarray
+    exact: np.ndarray
+    mode: np.ndarray
+    step: np.ndarray
+    peak: np.ndarray
+    layer_modes: dict[int, np.ndarray] = field(default_factory=dict)
+    priced: int = 0
+
+    @property
+    def fits(self) -> np.ndarray:
+        return self.feasible
+
+    def order(self) -> np.ndarray:
+        """Rankable rows (exact and fitting), best first: step time, peak memory, nest order."""
+        idx = np.nonzero(self.exact & np.isfinite(self.step))[0]
+        keys = np.lexsort((idx, self.peak[idx], self.step[idx]))
+        return idx[keys]
+
+
+Poll = Callable[[int], None]
+
+
+def mode_peaks(pt: PricedTable) -> np.ndarray:
+    """(n, 3): each row's peak under every layer in one mode, from the priced memory decomposition
+    (engine.cost.PricedTable: stage = static + fixed + Σ layers × kept activations of their mode)."""
+    base = np.nan_to_num(pt.stage_static_gib) + np.nan_to_num(pt.stage_fixed_gib)
+    stages = base[:, :, None] + np.einsum("npk,npkm->npm", np.nan_to_num(pt.layer_count),
+                                          np.nan_to_num(pt.layer_act_gib))
+    valid = ~np.isnan(pt.stage_memory_gib)
+    return np.where(valid[:, :, None], stages, -np.inf).max(axis=1)
+
+
+def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rank of each row's micro-batch size within its group, the row of the same group one rank lighter or
+    -1)."""
+    key = np.stack([cols[c] for c in _GROUP], axis=1)
+    _, gid = np.unique(key, axis=0, return_inverse=True)
+    gid = gid.reshape(-1)
+    order = np.lexsort((cols["mbs"], gid))
+    g_sorted = gid[order]
+    first = np.r_[True, g_sorted[1:] != g_sorted[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - start
+    prev = np.full(n, -1, dtype=np.int64)
+    has_prev = ~first
+    prev[order[has_prev]] = order[np.nonzero(has_prev)[0] - 1]
+    return rank, prev
+
+
+def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
+                poll: Poll | None = None) -> Priced:
+    """Price `space` under `request` (module docstring). `poll(rows_done)` runs between chunks (progress and
+    cancellation); it may raise Cancelled."""
+    n = len(space)
+    cols = dict(space.columns)
+    modes = REQUEST_MODES[request]
+    single = len(modes) == 1
+    first_mode = modes[0]
+    budget = float(pricer.budget_gib)
+    out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
+                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf))
+    if n == 0:
+        return out
+    bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
+    mpeak = np.full((n, 3), np.inf)
+    rank, prev = _waves(cols, n)
+    done = 0
+    for k in range(int(rank.max()) + 1):
+        rows = np.nonzero(rank == k)[0]
+        if k > 0:
+            rows = rows[out.feasible[prev[rows]]]
+        if rows.size == 0:
+            break
+        # Chunks of equal pipeline shape keep the cost model's stage arrays small.
+        rows = rows[np.lexsort((rows, cols["vpp"][rows], cols["pp"][rows]))]
+        for start in range(0, rows.size, CHUNK):
+            idx = rows[start:start + CHUNK]
+            pt = pricer.price(table_of(cols, idx, first_mode))
+            out.priced += idx.size
+            bound[idx] = pt.step_time_s
+            if single:
+                fits = np.asarray(pt.fits, dtype=bool)
+                out.feasible[idx] = fits
+                out.exact[idx] = True
+                out.step[idx] = np.where(fits, pt.step_time_s, np.inf)
+                out.peak[idx] = pt.peak_gib
+                out.mode[idx] = np.where(fits, first_mode, -1)
+            else:
+                mp = mode_peaks(pt)
+                mpeak[idx] = mp
+                ok = mp <= budget
+                off_fits = np.asarray(pt.fits, dtype=bool)
+                out.feasible[idx] = ok.any(axis=1) | off_fits
+                out.exact[idx] = off_fits
+                out.step[idx] = np.where(off_fits, pt.step_time_s, np.where(out.feasible[idx], pt.step_time_s,
+                                                                             np.inf))
+                out.peak[idx] = np.where(off_fits, pt.peak_gib, mp.min(axis=1))
+                out.mode[idx] = np.where(off_fits, OFF, -1)
+            done += idx.size
+            if poll is not None:
+                poll(done)
+    if not single:
+        _exact_modes(pricer, cols, out, bound, mpeak, budget, top)
+        if request == "per_layer":
+            _per_layer(pricer, cols, out, bound, top=top, model=model)
+    return out
+
+
+def _kth(out: Priced, top: int) -> float:
+    """The K-th best exact step time (inf with fewer than K exact fitting rows)."""
+    ex = out.step[out.exact & np.isfinite(out.step)]
+    if ex.size < top:
+        return float("inf")
+    return float(np.partition(ex, top - 1)[top - 1])
+
+
+def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray,
+                 mpeak: np.ndarray, budget: float, top: int) -> None:
+    """Price exactly, under each mode that fits, the feasible rows no recompute cannot fit whose lower bound
+    could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
+    threshold = _kth(out, top)
+    cand = np.nonzero(out.feasible & ~out.exact & (bound <= threshold))[0]
+    if cand.size == 0:
+        return
+    best_t = np.full(cand.size, np.inf)
+    best_m = np.full(cand.size, np.inf)
+    best_mode = np.full(cand.size, -1, dtype=np.int8)
+    for m in (SELECTIVE, FULL):
+        sel = np.nonzero(mpeak[cand, m] <= budget)[0]
+        for start in range(0, sel.size, CHUNK):
+            j = sel[start:start + CHUNK]
+            pt = pricer.price(table_of(cols, cand[j], m))
+            out.priced += j.size
+            fits = np.asarray(pt.fits, dtype=bool)
+            better = fits & ((pt.step_time_s < best_t[j]) | ((pt.step_time_s == best_t[j]) & (pt.peak_gib < best_m[j])))
+            best_t[j] = np.where(better, pt.step_time_s, best_t[j])
+            best_m[j] = np.where(better, pt.peak_gib, best_m[j])
+            best_mode[j] = np.where(better, m, best_mode[j])
+    ok = best_mode >= 0
+    out.exact[cand] = True
+    out.step[cand] = np.where(ok, best_t, np.inf)
+    out.peak[cand] = np.where(ok, best_m, out.peak[cand])
+    out.mode[cand] = best_mode
+    out.feasible[cand] = ok
+
+
+def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray, *, top: int,
+               model: ModelSpec) -> None:
+    """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
+    no recompute does not fit whose all-off bound is at most the K-th best time."""
+    threshold = _kth(out, top)
+    cand = np.nonzero(out.exact & out.feasible & (out.mode != OFF) & (cols["vpp"] == 1)
+                      & (bound <= threshold))[0]
+    budget = float(pricer.budget_gib)
+    for start in range(0, cand.size, CHUNK):
+        rows = cand[start:start + CHUNK]
+        pt = pricer.price(table_of(cols, rows, FULL))
+        out.priced += rows.size
+        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget)
+        has_plan = np.array([p is not None for p in plans], dtype=bool)
+        if not has_plan.any():
+            continue
+        sel = rows[has_plan]
+        lm = np.stack([p for p in plans if p is not None])
+        repriced = pricer.price(table_of(cols, sel, FULL, layer_modes=lm))
+        out.priced += sel.size
+        fits = np.asarray(repriced.fits, dtype=bool)
+        better = fits & ((repriced.step_time_s < out.step[sel])
+                         | ((repriced.step_time_s == out.step[sel]) & (repriced.peak_gib < out.peak[sel])))
+        for j in np.nonzero(better)[0].tolist():
+            r = int(sel[j])
+            out.step[r] = float(repriced.step_time_s[j])
+            out.peak[r] = float(repriced.peak_gib[j])
+            out.layer_modes[r] = lm[j]
+
+
+def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float) -> list[np.ndarray | None]:
+    """Solve every stage of every row; return per-row layer mode codes over the body and MTP layers (None
+    where a stage cannot fit)."""
+    n, n_stages = pt.stage_static_gib.shape
+    counts = np.rint(np.nan_to_num(pt.layer_count, nan=0.0)).astype(np.int64)  # (n, P, 2)
+    act = np.nan_to_num(pt.layer_act_gib, nan=0.0)  # (n, P, 2, 3)
+    time = pt.layer_time_s  # (n, 2, 3)
+    chosen = np.zeros((n, n_stages, 2, 3), dtype=np.int64)
+    feasible = np.ones(n, dtype=bool)
+    for s in range(n_stages):
+        live = pp > s
+        if not live.any():
+            continue
+        stage_budget = budget - np.nan_to_num(pt.stage_static_gib[:, s]) - np.nan_to_num(pt.stage_fixed_gib[:, s])
+        c = choose_stage(counts[:, s], act[:, s], time, stage_budget)
+        feasible &= ~live | c.feasible
+        chosen[:, s] = np.where(live[:, None, None], c.counts.reshape(n, 2, 3), 0)
+    out: list[np.ndarray | None] = []
+    for i in range(n):
+        if not feasible[i]:
+            out.append(None)
+            continue
+        first_dense = model.first_k_dense if model.is_moe else model.num_layers
+        layers = stage_layers(int(pp[i]), model.num_layers, first_dense, counts[i])
+        width = model.num_layers + model.mtp_depth
+        out.append(None if layers is None else _assign(layers, chosen[i], width))
+    return out
+
+
+def stage_layers(pp: int, body: int, first_dense: int, counts: np.ndarray) -> list[list[tuple[int, int]]] | None:
+    """Per stage (vpp 1), its (global layer, kind) pairs in model order, kind 0 dense, 1 MoE, following the
+    cost model's split (engine.cost.layout.chunk_bounds). Layers past the `body` layers (MTP) sit on the
+    last stage and take the kind the cost model counted them under. None if `counts` (P, 2) disagree."""
+    from engine.cost.layout import chunk_bounds
+
+    out: list[list[tuple[int, int]]] = []
+    starts, lens = chunk_bounds(body, np.full(pp, pp), np.ones(pp, dtype=np.int64), np.arange(pp))
+    for start, count in zip(starts.tolist(), lens.tolist(), strict=True):
+        out.append([(g, 0 if g < first_dense else 1) for g in range(start, start + count)])
+    g = body
+    for k in (0, 1):
+        extra = int(counts[pp - 1, k]) - sum(1 for _, kind in out[-1] if kind == k)
+        for _ in range(max(extra, 0)):
+            out[-1].append((g, k))
+            g += 1
+    for s in range(pp):
+        for k in (0, 1):
+            if sum(1 for _, kind in out[s] if kind == k) != int(counts[s, k]):
+                return None
+    return out
+
+
+def _assign(layers: list[list[tuple[int, int]]], counts: np.ndarray, num_layers: int) -> np.ndarray:
+    """Lay a stage's chosen counts (kind, mode) onto its layers: full first, then selective, then off, so
+    the layer that ends the warm-up (the stage's last; its backward working set is charged) keeps its
+    activations (HYPERPARALLEL.md §6.11)."""
+    modes = np.zeros(num_layers, dtype=np.int8)
+    for s, stage in enumerate(layers):
+        left = counts[s].copy()
+        for g, kind in stage:
+            for m in (FULL, SELECTIVE, OFF):
+                if left[kind, m] > 0:
+                    left[kind, m] -= 1
+                    modes[g] = m
+                    break
+    return modes

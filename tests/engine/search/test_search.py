@@ -1,0 +1,148 @@
+"""search(): the optimum of brute-force pricing, agreement with estimate, recompute choices, determinism,
+progress and cancellation."""
+
+from __future__ import annotations
+
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+
+from engine.cost import estimate
+from engine.search import search
+from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
+from tests.engine.search.conftest import TINY, TINY_MOE, make
+from tests.engine.search.test_space import loop_space
+
+MODES = {"none": ("off",), "selective": ("selective",), "full": ("full",), "auto": RECOMPUTE_MODES}
+
+
+def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
+    """Price every candidate of the plain-loop space one by one through estimate; the best by (step, peak)."""
+    restrict = {k: (None if d.state in ("auto", "absent") else d.values) for k, d in cfg.dimensions.items()}
+    best = None
+    n = 0
+    for tp, pp, cp, dp, mbs, mbn, fsdp, etp, ep, vpp, sp in sorted(loop_space(cfg.model, cfg.cluster,
+                                                                                cfg.global_batch_size, restrict)):
+        for mode in modes:
+            s = Strategy(dp=dp, dp_shard=fsdp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs,
+                         micro_batch_num=mbn, sequence_parallel=bool(sp), recompute=RecomputePlan(mode),
+                         pipeline_schedule="interleaved" if vpp > 1 else "1F1B")
+            e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib)
+            n += 1
+            if e.fits and (best is None or (e.step_time_s, e.peak_memory_gib) < (best.step_time_s, best.peak_memory_gib)):
+                best = e
+    return best, n
+
+
+@pytest.mark.parametrize(("model", "recompute", "kw"), [
+    (TINY, "auto", {}),
+    (TINY, "none", {"memory_limit": 12.0}),
+    (TINY, "selective", {"gbs": 32}),
+    (TINY_MOE, "full", {"dims": {"micro_batch_size": (1, 2)}}),
+    (TINY_MOE, "auto", {"memory_limit": 20.0, "dims": {"pp": (1, 2), "vpp": 1}}),
+])
+def test_search_equals_brute_force(model, recompute, kw) -> None:  # type: ignore[no-untyped-def]
+    cfg = make(model, nodes=1, recompute=recompute, **kw)
+    res = search(cfg)
+    want, _ = brute_force(cfg, MODES[recompute])
+    assert not [d for d in res.diagnostics if d.code == "HP900"], res.diagnostics
+    if want is None:
+        assert res.best is None
+        return
+    assert res.best is not None
+    assert res.best.step_time_s == want.step_time_s
+    assert res.best.peak_memory_gib == want.peak_memory_gib
+    assert res.best.strategy == want.strategy
+
+
+def test_fixed_everything_equals_estimate() -> None:
+    s = Strategy(dp=4, dp_shard=2, tp=2, pp=2, cp=1, micro_batch_size=2, micro_batch_num=8,
+                 sequence_parallel=True, recompute=RecomputePlan("selective"))
+    cfg = make(TINY, recompute="selective", dims={"dp": 4, "fsdp": 2, "tp": 2, "pp": 2, "cp": 1, "ep": 1, "vpp": 1,
+                                                  "micro_batch_size": 2, "micro_batch_num": 8,
+                                                  "sequence_parallel": 1})
+    res = search(cfg)
+    assert res.evaluated == 1 and res.best is not None
+    e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib)
+    assert res.best.to_json() == e.to_json()
+
+
+def test_top_is_ranked_and_every_entry_is_its_own_estimate() -> None:
+    cfg = make(TINY, recompute="auto")
+    res = search(cfg, top=7)
+    assert len(res.top) == 7 and res.best == res.top[0]
+    keys = [(e.step_time_s, e.peak_memory_gib) for e in res.top]
+    assert keys == sorted(keys)
+    assert len({e.strategy for e in res.top}) == 7
+    for e in res.top:
+        assert e.fits
+        again = estimate(cfg.model, cfg.cluster, cfg.run, e.strategy, cfg.budget_gib)
+        assert again.to_json() == e.to_json()
+        st = e.strategy
+        assert st.dp * st.tp * st.pp * st.cp == cfg.cluster.world_size
+        assert st.global_batch_size == cfg.global_batch_size
+
+
+def test_auto_picks_the_fastest_mode_that_fits() -> None:
+    cfg = make(TINY, recompute="auto", memory_limit=6.0)
+    res = search(cfg)
+    assert res.best is not None
+    for mode in RECOMPUTE_MODES:
+        s = Strategy(**{**_fields(res.best.strategy), "recompute": RecomputePlan(mode)})
+        e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib)
+        if e.fits:
+            assert e.step_time_s >= res.best.step_time_s
+
+
+def _fields(s: Strategy) -> dict:
+    return {f: getattr(s, f) for f in s.__dataclass_fields__}
+
+
+def test_per_layer_is_never_slower_than_auto_and_reprices_exactly() -> None:
+    for limit in (4.0, 6.0, 9.0):
+        auto = search(make(TINY, recompute="auto", memory_limit=limit))
+        per = search(make(TINY, recompute="per_layer", memory_limit=limit))
+        if auto.best is None:
+            continue
+        assert per.best is not None
+        assert per.best.step_time_s <= auto.best.step_time_s
+        e = estimate(TINY, per.best.strategy and make(TINY).cluster, make(TINY).run, per.best.strategy,
+                     limit)
+        assert e.step_time_s == per.best.step_time_s and e.fits
+
+
+def test_per_layer_plan_is_optimal_for_its_strategy_on_a_small_model() -> None:
+    small = TINY.__class__(**{**_fields(TINY), "num_layers": 4})
+    for limit in (3.0, 4.0, 5.0, 7.0):
+        cfg = make(small, nodes=1, recompute="per_layer", memory_limit=limit,
+                   dims={"tp": 2, "pp": 2, "cp": 1, "vpp": 1, "micro_batch_size": 1, "fsdp": 1,
+                         "sequence_parallel": 1})
+        res = search(cfg)
+        if res.best is None:
+            continue
+        base = _fields(res.best.strategy)
+        best = math.inf
+        for codes in product(range(3), repeat=4):
+            layers = tuple((i, i, RECOMPUTE_MODES[c]) for i, c in enumerate(codes))
+            s = Strategy(**{**base, "recompute": RecomputePlan("off", layers)})
+            e = estimate(small, cfg.cluster, cfg.run, s, limit)
+            if e.fits:
+                best = min(best, e.step_time_s)
+        assert res.best.step_time_s <= best * (1 + 1e-12)
+
+
+def test_deterministic_and_stateless() -> None:
+    a = search(make(TINY_MOE, recompute="auto"))
+    search(make(TINY, recompute="per_layer", memory_limit=5.0))  # another search in between
+    b = search(make(TINY_MOE, recompute="auto"))
+    assert a.to_json() | {"elapsed_s": 0} == b.to_json() | {"elapsed_s": 0}
+
+
+def test_progress_rises_to_one_and_cancel_stops() -> None:
+    seen: list[float] = []
+    res = search(make(TINY), progress=seen.append)
+    assert seen and seen[-1] == 1.0 and all(np.diff(seen) >= 0) and res.best is not None
+    stopped = search(make(TINY), cancelled=lambda: True)
+    assert stopped.best is None and stopped.diagnostics == ()
