@@ -72,3 +72,15 @@ def _report(log: Path, home: Path, stdout: object, stderr: object) -> str:
 def test_plugin_logic(tmp_path: Path) -> None:
     """File matching, settings, roots, client config and setup(), without a server."""
     run_nvim("unit.lua", tmp_path)
+
+
+EXAMPLE = REPO / "examples" / "llama3-70b"
+
+
+def test_end_to_end_with_the_server(tmp_path: Path) -> None:
+    """Diagnostics, hover, code lens, both ways of applying the optimal strategy, a quick fix, :write."""
+    _nvim()
+    assert (EXAMPLE / "train.yaml").is_file(), f"the example is missing: {EXAMPLE}"
+    work = tmp_path / "llama3-70b"
+    shutil.copytree(EXAMPLE, work)  # with its search.yaml: the server links the two for the cluster
+    run_nvim("e2e.lua", tmp_path, timeout=180, HP_E2E_FILE=str(work / "train.yaml"), HP_E2E_BREAK="tp_size=3")
