@@ -408,14 +408,17 @@ def price_table(
     # reduce-scatters its gradients (ZERO20 §5: 1.5× DP volume); ZeRO-2-like gathers once per step.
     fsdp_raw = np.zeros((n, P))
     if (fs > 1).any():
-        local_all = ne_stage + ex_stage
-        grp = np.broadcast_to(table.dp_shard[:, None], local_all.shape)
-        st = np.broadcast_to(table.tp[:, None], local_all.shape)
         coll = links.gather_flat if K.FSDP_FLAT_RING else links.gather
+        shape = ne_stage.shape
         # Gradients are reduce-scattered in the parameter dtype (FSDP's default reduce dtype; DeepSpeed fp16).
-        ag = coll(Bp * local_all, grp, st)
+        ag = coll(Bp * ne_stage, np.broadcast_to(table.dp_shard[:, None], shape),
+                  np.broadcast_to(table.tp[:, None], shape))
+        if is_moe:  # routed experts are sharded over the expert-data-parallel ranks only
+            efs = np.minimum(table.dp_shard, np.maximum(np.round(edp).astype(np.int64), 1))
+            ag = ag + coll(Bp * ex_stage, np.broadcast_to(efs[:, None], shape),
+                           np.broadcast_to((table.tp * table.cp * table.ep)[:, None], shape))
         gathers = 2.0 if reshard else 1.0 / mb[:, None]
-        fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag if reshard else gathers * ag + ag, 0.0)
+        fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
     fsdp_exp = np.maximum(0.0, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
     stage_t = comp_stage + rec_stage + tp_stage + cp_stage + ep_stage + p2p[:, None] + fsdp_exp
     stage_t = np.where(valid, stage_t, 0.0)

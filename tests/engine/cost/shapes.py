@@ -1,0 +1,41 @@
+"""Shared models and clusters for the cost-model tests (shapes from MODELS.md and CALIBRATION.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.catalog.devices import find_device
+from engine.specs import ClusterSpec, DeviceSpec, ModelSpec, RunOptions
+
+
+def gpt(L: int, h: int, a: int, *, flash: bool = False) -> ModelSpec:
+    """A NAR21/KOR22 GPT (CALIBRATION.md §0): GeLU ffn 4h, tied, learned positions, biases, s 2048, V 51200."""
+    return ModelSpec(name=f"gpt-{L}x{h}", num_layers=L, hidden=h, heads=a, vocab=51200, ffn=4 * h, seq_len=2048,
+                     tie_embeddings=True, gated_mlp=False, learned_positions=True, linear_bias=True,
+                     use_flash_attention=flash)
+
+
+def a100() -> DeviceSpec:
+    d = find_device("A100")
+    assert d is not None
+    return d
+
+
+def cluster(nodes: int, device: str = "A100", cards: int = 8) -> ClusterSpec:
+    d = find_device(device)
+    assert d is not None
+    return ClusterSpec(d, nodes, cards, d.memory_gib, d.intra_node_gb_s, d.inter_node_gb_s)
+
+
+LLAMA70B = ModelSpec(name="llama3-70b", num_layers=80, hidden=8192, heads=64, kv_heads=8, vocab=128256,
+                     ffn=28672, seq_len=8192)
+DSV3 = ModelSpec(name="deepseek-v3", num_layers=61, hidden=7168, heads=128, kv_heads=128, vocab=129280,
+                 ffn=18432, num_experts=256, experts_per_tok=8, num_shared_experts=1, moe_ffn=2048,
+                 first_k_dense=3, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, qk_nope_head_dim=128,
+                 v_head_dim=128, mtp_depth=1, seq_len=4096)
+MEGATRON_RUN = RunOptions(selective_policy="attention")
+
+
+@pytest.fixture
+def run() -> RunOptions:
+    return MEGATRON_RUN
