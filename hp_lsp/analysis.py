@@ -8,10 +8,10 @@ row). The search is not here: it runs in the worker process (search_job.py).
 from __future__ import annotations
 
 import os
+import traceback
 from dataclasses import dataclass, field
 
 from engine.check import check_file
-
 from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.cost import estimate_config
 from engine.diagnostics import Diagnostic
@@ -36,6 +36,7 @@ class Analysis:
     foreign: tuple[Diagnostic, ...] = ()  # found in another file this one references (its train_yaml)
     entries: tuple[Entry, ...] = field(default_factory=tuple)
     too_large: bool = False
+    failure: str | None = None  # an engine exception caught here (logged by the server, never shown as a popup)
 
     @property
     def config(self) -> Config | None:
@@ -85,12 +86,18 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
     for d in loaded.diagnostics:
         (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
     estimate: Estimate | None = None
+    failure: str | None = None
     config = loaded.config
     if config is not None and config.stated is not None and config.model is not None and config.cluster:
-        estimate, est_diags = estimate_config(config)
+        try:
+            estimate, est_diags = estimate_config(config)
+        except Exception:  # the engine promises not to raise; a bug there must not cost the check's findings
+            failure = traceback.format_exc()
+            est_diags = ()
         seen = {(d.code, d.path) for d in own}
         for d in est_diags:
             if (d.code, d.path) in seen:
                 continue
             (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
-    return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)))
+    return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)),
+                    failure=failure)

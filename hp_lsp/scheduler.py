@@ -15,10 +15,10 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine.check import check_file
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
+from engine.check import check_file
 from engine.config.types import ClusterOverrides
 from hp_lsp.analysis import Analysis, analyse
 from hp_lsp.features import diagnostics
@@ -138,6 +138,8 @@ class Scheduler:
         overrides, source = self.cluster_for(state, doc.source)
         analysis = analyse(state.path, doc.source, doc.version, overrides=overrides,
                            max_file_size_kb=self.ls.session.settings.max_file_size_kb)
+        if analysis.failure:
+            self.ls.log(types.MessageType.Error, f"hp-lsp: pricing the stated strategy failed:\n{analysis.failure}")
         if self.ls.session.record_analysis(uri, state.generation, analysis):
             if source is not None:
                 self.ls.session.readers.setdefault(source, set()).add(uri)
@@ -145,8 +147,9 @@ class Scheduler:
         return analysis
 
     def cluster_for(self, state: DocState, text: str) -> tuple[ClusterOverrides | None, str | None]:
-        """Cluster facts for a document: from a search config that references it (train.yaml only), else
-        from the settings. The file's own `context` wins over both (overrides fill what it leaves unsaid)."""
+        """Cluster facts for a document, in the order of issue 5: a search config that references it (train.yaml
+        only; explicit, so it wins over the file's `context`), else the file's own `context`, else the
+        settings (which only fill what the file leaves unsaid)."""
         settings = self.ls.session.settings.overrides()
         path = state.path
         if not path or "train_yaml:" in text:
@@ -173,7 +176,8 @@ class Scheduler:
             cl = cfg.cluster if cfg is not None else None
             self._cluster_cache[key] = None if cl is None else ClusterOverrides(
                 devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
-                device_type=cl.device.name, memory_gb=cfg.budget_gib if cfg is not None else None)
+                device_type=cl.device.name, memory_gb=cfg.budget_gib if cfg is not None else None,
+                explicit=True)
         return self._cluster_cache[key]
 
     # -- searches ------------------------------------------------------------------------------------

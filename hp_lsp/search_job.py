@@ -70,7 +70,7 @@ def detach(obj: Any) -> Any:
 def run_search(req: SearchRequest, *, progress: Callable[[float], None],
                cancelled: Callable[[], bool]) -> SearchOutcome:
     """Check the text, search its space and build the edits for the best plan. Runs in the worker."""
-    from engine.search import search, search_diagnostics  # the child pays the import, not the server
+    from engine.search import compare_stated, search  # the child pays the import, not the server
 
     t0 = time.monotonic()
     loaded = check_file(req.path, text=req.text, overrides=req.overrides)
@@ -81,7 +81,8 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     result = search(config, top=req.top, progress=progress, cancelled=cancelled)
     if cancelled():
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0, note="cancelled")
-    diags = tuple(search_diagnostics(config, result))
+    # Refusals (HP60x, at the lists/constraint) and the stated-vs-best advice (HP610/HP611), as `hp-plan` gives.
+    diags = (*result.diagnostics, *compare_stated(config, result))
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None
     if result.best is not None and config.kind == "train" and req.text is not None:

@@ -190,7 +190,7 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
         ]
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind(code_actions.SOURCE_KIND)]))
+        code_action_kinds=[types.CodeActionKind.QuickFix, code_actions.SOURCE_KIND]))
     def on_code_action(ls: HpLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         from hp_lsp.features.code_actions import code_actions_for
 

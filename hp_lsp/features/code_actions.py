@@ -40,6 +40,7 @@ SOURCE_KIND = "source.applyOptimalStrategy"
 SEARCH_CODES = frozenset({"HP610", "HP611"})
 # Diagnostics saying the cluster is unknown: offer to create a search config next to the file.
 NO_CLUSTER_KEY = "create_search_config"
+NO_CLUSTER_CODES = frozenset({"HP302"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +100,8 @@ def optimal_edits(state: DocState, text: str) -> tuple[tuple[TextEdit, ...] | No
     return tuple(edits), best.strategy.short()
 
 
-def wants_search_config(data: dict[str, Any] | None) -> bool:
-    return bool(data and data.get(NO_CLUSTER_KEY))
+def wants_search_config(code: str | None, data: dict[str, Any] | None) -> bool:
+    return code in NO_CLUSTER_CODES or bool(data and data.get(NO_CLUSTER_KEY))
 
 
 def search_config_path(train_path: str) -> str:
@@ -148,7 +149,7 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
             fix = fix_for(text, path, data)
             if fix is not None:
                 out.append(action(fix.title, fix.kind, fix.edits, [d], fix.preferred))
-            if wants_search_config(data) and state.path:
+            if wants_search_config(str(d.code) if d.code else None, data) and state.path:
                 out.append(types.CodeAction(
                     title="Create a search config next to this file", kind=types.CodeActionKind.QuickFix,
                     diagnostics=[d], command=types.Command(title="Create search config",
