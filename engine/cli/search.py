@@ -17,29 +17,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from engine.config.types import ClusterOverrides
-from engine.diagnostics import Diagnostic, has_errors
+from engine.diagnostics import has_errors
 from engine.results import SearchResult
 
 # The bar appears only when the search has run this long (a quick search prints nothing extra).
 PROGRESS_AFTER_S = 0.3
-
-
-def overrides_of(args: argparse.Namespace) -> ClusterOverrides | None:
-    """Cluster flags as overrides (None when no flag is given)."""
-    o = ClusterOverrides(
-        devices=getattr(args, "devices", None), num_nodes=getattr(args, "nodes", None),
-        cards_per_node=getattr(args, "cards_per_node", None), device_type=getattr(args, "device_type", None),
-        memory_gb=getattr(args, "memory_gb", None),
-    )
-    return None if o == ClusterOverrides() else o
-
-
-def format_diagnostic(d: Diagnostic, file: str) -> str:
-    """Compiler style: `path:line:col: severity CODE: message` (1-based line and column)."""
-    where = d.file or file
-    return (f"{where}:{d.range.start.line + 1}:{d.range.start.character + 1}: "
-            f"{d.effective_severity.value} {d.code}: {d.message}")
 
 
 class ProgressBar:
@@ -108,6 +90,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
     from engine.check import check_file
+    from engine.cli import cluster_overrides
+    from engine.cli.check import format_line
     from engine.search import search
 
     out = stdout or sys.stdout
@@ -115,7 +99,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     top = int(getattr(args, "top", None) or 10)
     as_json = bool(getattr(args, "json", False))
-    loaded = check_file(file, overrides=overrides_of(args))
+    loaded = check_file(file, overrides=cluster_overrides(args))
     config = loaded.config
     file_diags = list(loaded.diagnostics)
     result: SearchResult | None = None
@@ -139,8 +123,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
         return 0 if ok else 1
     for d in diags:
-        out.write(format_diagnostic(d, file) + "\n")
-    if result is not None and config is not None:
+        out.write(format_line(d, file) + "\n")
+    if result is not None and config is not None and (result.evaluated or result.best is not None):
         if diags:
             out.write("\n")
         render(result, config.summary_lines(), out)

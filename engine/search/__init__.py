@@ -21,7 +21,7 @@ from engine.diagnostics import Diagnostic
 from engine.results import Estimate, SearchResult
 from engine.search import explain
 from engine.search.pricing import Pricer, table_of
-from engine.search.rank import FULL, Cancelled, Priced, Pricing, price_space
+from engine.search.rank import Cancelled, Priced, Pricing, price_space
 from engine.search.space import Space, enumerate_space, restrictions
 from engine.specs import ClusterSpec, ModelSpec, Strategy
 
@@ -47,7 +47,7 @@ def _dimensions(config: Config) -> dict[str, str]:
 def _strategy(space: Space, priced: Priced, r: int) -> Strategy:
     """Row r with the recompute the search priced for it (its single mode or its per-layer plan)."""
     lm = priced.layer_modes.get(r)
-    mode = int(priced.mode[r]) if priced.mode[r] >= 0 else FULL
+    mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
     tab = table_of(space.columns, np.array([r]), mode, None if lm is None else lm[None, :])
     return tab.strategy(0)
 
@@ -149,16 +149,26 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
             budget: float, cancelled: Callable[[], bool] | None) -> list[Diagnostic]:
     """Nothing fits within the declared space: say why (engine.search.explain), in this order: the global
     batch, the lists (against the space with every list widened), the rules, the budget."""
+    relax = {d: (v if d == "etp" else None) for d, v in restrict.items()}
+    os_shard = config.stated.optimizer_shard if config.stated is not None else 1
+    restricted = [d for d, v in restrict.items() if v is not None and d != "etp"]
     if explain.batch_unreachable(space, g):
-        return [explain.batch_refusal(config, space, g)]
+        # Which declared values cause it: each batch-shaping dimension widened alone, then all of them.
+        causes: list[str] = []
+        for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
+            if restrict.get(d) is None:
+                continue
+            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo,
+                                    optimizer_shard=os_shard)
+            if not explain.batch_unreachable(alone, g) and alone.dp_values:
+                causes.append(d)
+        return [explain.batch_refusal(config, space, g, causes)]
 
     def poll(_: int) -> None:
         if cancelled is not None and cancelled():
             raise Cancelled
 
-    relax = {d: (v if d == "etp" else None) for d, v in restrict.items()}
-    os_shard = config.stated.optimizer_shard if config.stated is not None else 1
-    if any(v is not None for d, v in restrict.items() if d != "etp"):
+    if restricted:
         wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
         wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll)
         if wide_priced.fits.any():
@@ -187,8 +197,8 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
                    peak: float, poll: Callable[[int], None]) -> list[str]:
     """What would make a strategy fit, in numbers: recompute, more devices, the budget itself."""
     out: list[str] = [
-        f"It already takes tp {lightest.tp}, pp {lightest.pp}, micro_batch_size {lightest.micro_batch_size}"
-        f"{' and full recompute' if lightest.recompute.mode == 'full' and not lightest.recompute.layers else ''}."
+        f"Nothing is lighter with every dimension searched within its bounds (tp up to a node, pp up to the "
+        f"layers, micro_batch_size down to 1) and recompute {lightest.recompute.mode}."
     ]
     if config.recompute in ("none", "selective"):
         full = price_space(pricer, wide, "full", top=1, model=model, poll=poll)

@@ -50,7 +50,8 @@ def fmt_values(dim: str, vs: Sequence[int], limit: int = 12) -> str:
 
 
 def gib(x: float) -> str:
-    return f"{x:.1f} GiB"
+    """GiB with one decimal, two below 10 GiB (where a tenth is a large share)."""
+    return f"{x:.2f} GiB" if abs(x) < 10 else f"{x:.1f} GiB"
 
 
 def position(config: Config, paths: Sequence[str]) -> tuple[Range, str, str | None]:
@@ -84,8 +85,9 @@ def batch_unreachable(space: Space, global_batch: int) -> bool:
         global_batch % (d * m) == 0 for d in space.dp_values for m in space.mbs_values)
 
 
-def batch_refusal(config: Config, space: Space, global_batch: int) -> Diagnostic:
-    """HP600: which dp × micro_batch_size products exist, and which batch sizes would work."""
+def batch_refusal(config: Config, space: Space, global_batch: int, causes: Sequence[str] = ()) -> Diagnostic:
+    """HP600: which dp × micro_batch_size products exist, and which batch sizes would work. `causes` are the
+    declared dimensions each of which, searched within its bounds instead, would reach the batch."""
     dps = list(space.dp_values)
     mbs = list(space.mbs_values)
     auto_mbs = config.dimensions.get("micro_batch_size") is None or \
@@ -102,6 +104,9 @@ def batch_refusal(config: Config, space: Space, global_batch: int) -> Diagnostic
     msg = (f"No strategy makes a global batch of {global_batch}: dp = devices ÷ (tp·pp·cp) "
            f"(here {fmt_values('dp', dps)}) and global_batch_size = dp × micro_batch_size × micro_batch_num, "
            f"so {products}, and none divides {global_batch}. Batch sizes that would work: {works}.")
+    if causes:
+        names = " or ".join(dim_position(config, d)[1] for d in causes)
+        msg += f" Or widen {names}: searched within its bounds, it reaches {global_batch}."
     return _diag("HP600", msg, position(config, BATCH_PATHS),
                  {"dp": dps, "suggested_global_batch_size": [x for x in (below, above) if x]})
 
@@ -117,8 +122,13 @@ def list_refusals(config: Config, restrict: Mapping[str, tuple[int, ...] | None]
     fit_idx = np.nonzero(fits)[0]
     n = int(fit_idx.size)
     dims = [d for d in DIMENSIONS if restrict.get(d) is not None and d != "etp"]
-    within = (f" Within the lists the lightest strategy needs {gib(lightest_in_lists)} of the {gib(budget)} budget."
-              if lightest_in_lists is not None and math.isfinite(lightest_in_lists) else "")
+    if lightest_in_lists is not None and math.isfinite(lightest_in_lists):
+        within = f" Within the lists the lightest strategy needs {gib(lightest_in_lists)} of the {gib(budget)} budget."
+    elif len(constrained) == 0 and constrained.refused:
+        top = sorted(constrained.refused.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        within = f" Within the lists every candidate breaks a rule ({'; '.join(r for r, _ in top)})."
+    else:
+        within = ""
     out: list[Diagnostic] = []
     for d in dims:
         asked = sorted(set(restrict[d] or ()))

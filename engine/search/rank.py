@@ -72,7 +72,8 @@ class Priced:
                 cannot reach the top K);
       mode      the chosen single mode (-1 when none fits); `layer_modes[row]` a per-layer plan instead;
       step      the chosen plan's step time (inf when nothing fits);
-      peak      the chosen plan's peak, or the lightest mode's where nothing fits (inf when not priced).
+      peak      the chosen plan's peak, or where nothing fits the peak under `unfit_mode` (inf when not
+                priced).
     `priced` counts the rows the cost model priced (all passes)."""
 
     feasible: np.ndarray
@@ -82,6 +83,7 @@ class Priced:
     peak: np.ndarray
     layer_modes: dict[int, np.ndarray] = field(default_factory=dict)
     priced: int = 0
+    unfit_mode: int = FULL  # the mode `peak` is priced under where nothing fits (the lightest offered)
 
     @property
     def fits(self) -> np.ndarray:
@@ -136,7 +138,8 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
     first_mode = modes[0]
     budget = float(pricer.budget_gib)
     out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
-                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf))
+                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
+                 unfit_mode=first_mode if single else FULL)
     if n == 0:
         return out
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)

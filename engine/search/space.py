@@ -22,8 +22,11 @@ Rules and their sources (HYPERPARALLEL.md §5 unless stated):
     when auto, the divisors of layers // pp up to VPP_AUTO_MAX (equal chunks, as Megatron requires).
 
 A list or an int restricts a dimension to its values (the domain *is* the list, so a strategy outside a list
-is never generated); `auto` or absent searches its bounds. A list value that breaks a rule is refused and
-counted like any other candidate, so a refusal can say which rule a listed value broke.
+is never generated); `auto` or absent searches its bounds. Refusals count the rules a generated candidate
+breaks (tp within a node and dividing the heads, pp within the layers, cp and the sequence, ep and the
+experts, the batch rule, ...). Values an `auto` dimension never reaches (an fsdp that does not divide dp·cp,
+a micro-batch size that does not divide G/dp) are outside its bounds, not refused; a listed value that breaks
+any rule is refused and counted, so a refusal can say which rule a listed value broke.
 """
 
 from __future__ import annotations
@@ -136,7 +139,8 @@ class _Builder:
         """Cross the current rows with `values` (K,), keep (row, value) pairs that are `eligible` (not counted:
         duplicates and out-of-domain pairs) and pass every check in order (R, K) masks; count the rest."""
         n_rows = self.cols["tp"].shape[0] if self.cols else 1
-        alive = np.ones((n_rows, values.shape[0]), dtype=bool) if eligible is None else eligible.copy()
+        shape = (n_rows, values.shape[0])
+        alive = np.ones(shape, dtype=bool) if eligible is None else np.broadcast_to(eligible, shape).copy()
         for reason, ok in checks:
             bad = alive & ~ok
             n_bad = int(bad.sum())
@@ -161,6 +165,12 @@ class _Builder:
                 self.refused[reason] += n_bad
             alive &= ok
         self.cols = {c: a[alive] for c, a in self.cols.items()}
+
+
+def _auto(restricted: tuple[int, ...] | None, within: np.ndarray) -> np.ndarray | None:
+    """For a dimension searched over its bounds, the (row, value) pairs inside them: values outside are no
+    candidates at all, not refusals. A list or a fixed value is checked (and refused) instead."""
+    return within if restricted is None else None
 
 
 def _domain(restricted: tuple[int, ...] | None, default: list[int]) -> np.ndarray:
@@ -194,20 +204,22 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     # Level 2: pp (vpp's share of the layer bound is checked at its own level).
     pp = _domain(r("pp"), dev_divs)[None, :]
     t = b.cols["tp"][:, None]
+    pp_div = (n // t) % pp == 0
     b.expand("pp", pp[0], [
-        (R_PP_DEVICES, (n // t) % pp == 0),
+        (R_PP_DEVICES, pp_div),
         (R_PP_LAYERS, pp <= layers),
-    ])
+    ], _auto(r("pp"), pp_div))
     # Level 3: cp, then the derived dp.
     cp = _domain(r("cp"), [v for v in dev_divs if v <= cp_auto_max(model)])[None, :]
     t, p = b.cols["tp"][:, None], b.cols["pp"][:, None]
+    cp_div = (n // (t * p)) % cp == 0
     cp_checks = [
-        (R_CP_DEVICES, (n // (t * p)) % cp == 0),
+        (R_CP_DEVICES, cp_div),
         (R_CP_SEQ, (cp == 1) | (model.seq_len % (2 * cp) == 0)),
     ]
     if cp_algo == "ulysses":
         cp_checks.append((R_CP_ULYSSES, (cp == 1) | (kv % (t * cp) == 0)))
-    b.expand("cp", cp[0], cp_checks)
+    b.expand("cp", cp[0], cp_checks, _auto(r("cp"), cp_div))
     b.cols["dp"] = n // (b.cols["tp"] * b.cols["pp"] * b.cols["cp"])
     if r("dp") is not None:
         b.filter([(R_DP_LIST, np.isin(b.cols["dp"], np.asarray(r("dp"), dtype=np.int64)))])
@@ -225,12 +237,12 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     ]
     if r("micro_batch_num") is not None:
         mbn_checks.append((R_MBN_LIST, np.isin(mbn, np.asarray(r("micro_batch_num"), dtype=np.int64))))
-    b.expand("mbs", mbs[0], mbn_checks)
+    b.expand("mbs", mbs[0], mbn_checks, _auto(r("micro_batch_size"), per_dp % mbs == 0))
     b.cols["mbn"] = g // (b.cols["dp"] * b.cols["mbs"])
     # Level 5: fsdp (dp_shard) within the dp × cp domain.
     fsdp = _domain(r("fsdp"), dev_divs)[None, :]
     dom = (b.cols["dp"] * b.cols["cp"])[:, None]
-    b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)])
+    b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)], _auto(r("fsdp"), dom % fsdp == 0))
     # Level 6: etp (never searched: the declared value, else 1).
     etp = _domain(r("etp"), [1])[None, :]
     etp_checks: list[tuple[str, np.ndarray]] = []
@@ -271,7 +283,7 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     sp_r = r("sequence_parallel")
     sp = _domain(sp_r, [0, 1])[None, :]
     t, c = b.cols["tp"][:, None], b.cols["cp"][:, None]
-    eligible = None if sp_r is not None else ((sp == 0) | (t > 1))
+    eligible = None if sp_r is not None else ((sp == 0) | ((t > 1) & (c == 1)))
     b.expand("sp", sp[0], [(R_SP_CP, (sp == 0) | (c == 1))], eligible)
     # The optimizer (ZeRO-1) shard is the run's, not searched; it must divide dp·cp.
     b.cols["os"] = np.full(b.cols["tp"].shape[0], optimizer_shard, dtype=np.int64)

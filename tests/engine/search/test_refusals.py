@@ -1,0 +1,111 @@
+"""Refusals: the right code, at the right list or value, with the numbers that explain it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine.cost import estimate
+from engine.search import search
+from engine.search.explain import gib
+from engine.specs import RecomputePlan, RunOptions, Strategy
+from tests.engine.search.conftest import TINY, loc, make
+from tests.engine.search.test_space import loop_space
+
+
+def codes(res) -> list[str]:  # type: ignore[no-untyped-def]
+    return [d.code for d in res.diagnostics]
+
+
+def test_global_batch_that_no_dp_can_make() -> None:
+    cfg = make(TINY, nodes=1, gbs=12, dims={"tp": 1, "pp": 1, "cp": 1})
+    res = search(cfg)
+    assert res.best is None and codes(res) == ["HP600"]
+    d = res.diagnostics[0]
+    assert d.range == loc(3).value and d.path == "constraint.global_batch_size"
+    assert "global batch of 12" in d.message and "[8]" in d.message
+    assert "Batch sizes that would work: 8 or 16" in d.message
+    assert "parallelism.tp" in d.message  # widening tp alone lets dp = 4 make 12
+    assert d.data["suggested_global_batch_size"] == [8, 16]
+
+
+def test_list_beyond_a_node_names_the_list_the_rule_and_what_fits() -> None:
+    cfg = make(TINY, nodes=2, dims={"tp": (16,)})
+    res = search(cfg)
+    assert res.best is None and codes(res) == ["HP601"]
+    d = res.diagnostics[0]
+    assert d.path == "parallelism.tp" and d.range == cfg.dimensions["tp"].location.value
+    assert "parallelism.tp asks [16]" in d.message
+    assert "tp 16: tp spans more than one node" in d.message
+    assert d.data["asked"] == [16] and d.data["fitting"] == [1, 2, 4]  # 4 KV heads
+
+
+def test_lists_met_one_by_one_but_never_together() -> None:
+    cfg = make(TINY, nodes=1, dims={"tp": 2, "cp": (2,), "sequence_parallel": 1})
+    res = search(cfg)
+    assert codes(res) == ["HP601"]
+    d = res.diagnostics[0]
+    assert "never all at once" in d.message and "sequence parallelism with cp > 1" in d.message
+    assert d.path in ("parallelism.cp", "parallelism.sequence_parallel")
+
+
+def test_lists_whose_strategies_are_all_over_budget() -> None:
+    # tp 1 · pp 1 needs a little over 2 GiB; tp 2 or 4 fit, and below 2 GiB nothing does.
+    res = search(make(TINY, nodes=1, memory_limit=2.0, recompute="none", dims={"tp": (1,), "pp": (1,)}))
+    assert codes(res) == ["HP601"]
+    d = res.diagnostics[0]
+    assert "parallelism.tp asks [1], the strategies that fit take [2, 4]" in d.message
+    assert "Within the lists the lightest strategy needs 2.0" in d.message and "of the 2.00 GiB budget" in d.message and d.path == "parallelism.tp"
+    res = search(make(TINY, nodes=1, memory_limit=1.0, recompute="none", dims={"tp": (1,), "pp": (1,)}))
+    assert codes(res) == ["HP602"]
+    assert "Full recompute lowers the lightest to" in res.diagnostics[0].message
+
+
+def test_nothing_fits_the_budget_quotes_the_lightest_and_what_would_fit() -> None:
+    cfg = make(TINY, nodes=1, memory_limit=0.6, recompute="none")
+    res = search(cfg)
+    assert res.best is None and codes(res) == ["HP602"]
+    d = res.diagnostics[0]
+    assert d.path == "constraint.memory_limit_gb" and d.range == loc(4).value
+    # The lightest quoted is the lightest of all candidates priced one by one.
+    lightest = min(
+        estimate(cfg.model, cfg.cluster, cfg.run, Strategy(
+            dp=dp, dp_shard=f, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=v, micro_batch_size=mbs, micro_batch_num=mbn,
+            sequence_parallel=bool(sp), recompute=RecomputePlan("off"),
+            pipeline_schedule="interleaved" if v > 1 else "1F1B"), 0.6).peak_memory_gib
+        for tp, pp, cp, dp, mbs, mbn, f, etp, ep, v, sp in loop_space(cfg.model, cfg.cluster, 64, {}))
+    assert f"needs {gib(lightest)}" in d.message
+    assert "budget of 0.60 GiB" in d.message
+    assert d.data["lightest_gib"] == lightest
+    assert "devices" in d.message  # the more-devices advice, in numbers
+
+
+def test_every_candidate_breaking_a_rule() -> None:
+    cfg = make(TINY, nodes=1, gbs=1, run=RunOptions(cp_algo="ulysses"))
+    res = search(cfg)
+    assert codes(res) == ["HP603"]
+    assert "micro_batch_num below pp" in res.diagnostics[0].message
+
+
+def test_missing_batch_cannot_search() -> None:
+    res = search(make(TINY, global_batch_size=None))
+    assert codes(res) == ["HP604"] and "global_batch_size" in res.diagnostics[0].message
+
+
+def test_refusals_are_deterministic() -> None:
+    cfg = make(TINY, nodes=1, memory_limit=0.6, recompute="none")
+    assert search(cfg).diagnostics == search(cfg).diagnostics
+
+
+def test_stated_strategy_that_does_not_fit_and_a_faster_one() -> None:
+    stated = Strategy(dp=16, tp=1, pp=1, micro_batch_size=4, micro_batch_num=1, recompute=RecomputePlan("off"))
+    base = make(TINY, nodes=2, recompute="auto", stated=stated)
+    e = estimate(base.model, base.cluster, base.run, stated, base.budget_gib)
+    tight = replace(base, memory_limit_gb=e.peak_memory_gib * 0.9)
+    res = search(tight)
+    assert res.best is not None
+    assert "HP610" in codes(res)
+    slow = Strategy(dp=2, tp=8, pp=1, micro_batch_size=1, micro_batch_num=32, recompute=RecomputePlan("full"))
+    res2 = search(replace(base, stated=slow))
+    hint = [d for d in res2.diagnostics if d.code == "HP611"]
+    assert hint and "faster fits" in hint[0].message
+    assert hint[0].data["strategy"] == res2.best.strategy.to_json()  # type: ignore[union-attr]
