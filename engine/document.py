@@ -15,9 +15,8 @@ the tree (a DAG); the expanded size is computed with memoisation and a document 
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -26,9 +25,36 @@ from engine.diagnostics import Diagnostic, Severity
 from engine.positions import DOCUMENT_START, Position, Range
 
 try:  # libyaml: fast, bounded nesting
-    _LOADER: Any = yaml.CSafeLoader
+    _BASE_LOADER: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _LOADER = yaml.SafeLoader
+    _BASE_LOADER = yaml.SafeLoader
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader with a memoised implicit-tag resolver: keys and small values repeat through a config,
+    and PyYAML's per-node regex scan was the largest Python cost of composing a big file. Same rules (YAML 1.1),
+    same tags; no path resolvers are registered on the safe loader, so collections get the default tags."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._tag_memo: dict[str, str] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode:
+            if implicit[0]:
+                tag = self._tag_memo.get(value)
+                if tag is None:
+                    tag = super().resolve(kind, value, implicit)
+                    if len(self._tag_memo) < 65536 and len(value) < 256:
+                        self._tag_memo[value] = tag
+                return tag
+            return super().resolve(kind, value, implicit)
+        if kind is yaml.MappingNode:
+            return self.DEFAULT_MAPPING_TAG
+        return self.DEFAULT_SEQUENCE_TAG
+
+
+_LOADER: Any = _Loader
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024  # 10 MiB: a 5 MB file is still analysed (benchmarks/hostile_inputs.py)
 DEFAULT_MAX_NODES = 1_000_000  # expanded nodes (aliases counted once per use)
@@ -40,61 +66,107 @@ _CORE_TAGS = frozenset(
               "omap", "pairs", "set", "value")
 )
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_NULL_TAG = "tag:yaml.org,2002:null"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Node:
-    """A YAML node. `range` covers the token (scalars) or the collection (up to its last child)."""
+    """A YAML node. `range` covers the token (scalars) or the collection (block collections: up to the end of
+    their last child, not to the next key's line). Nodes are immutable; a collection converts its children
+    from the composed PyYAML nodes on first access, so a 5 MB file pays only for the sections read."""
 
-    range: Range
+    __slots__ = ("range",)
+
+    def __init__(self, rng: Range) -> None:
+        self.range = rng
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.range.start.line}:{self.range.start.character})"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Scalar(Node):
     """A scalar typed as PyYAML's safe loader types it (YAML 1.1): str, int, float, bool, None, or other
     (timestamps, bytes). `text` is the scalar's string value before typing; `style` is PyYAML's quote
     style ('' plain, "'" single, '"' double, '|' / '>' block)."""
 
-    value: Any
-    text: str
-    tag: str
-    style: str
+    __slots__ = ("style", "tag", "text", "value")
+
+    def __init__(self, rng: Range, value: Any, text: str, tag: str, style: str) -> None:
+        super().__init__(rng)
+        self.value = value
+        self.text = text
+        self.tag = tag
+        self.style = style
+
+    def __repr__(self) -> str:
+        return f"Scalar({self.value!r} @{self.range.start.line}:{self.range.start.character})"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Seq(Node):
-    items: tuple[Node, ...]
-    flow: bool = False
+    __slots__ = ("_builder", "_depth", "_items", "_raw", "flow")
+
+    def __init__(self, rng: Range, raw: yaml.SequenceNode, builder: _Builder, depth: int) -> None:
+        super().__init__(rng)
+        self._raw = raw
+        self._builder = builder
+        self._depth = depth
+        self._items: tuple[Node, ...] | None = None
+        self.flow = bool(raw.flow_style)
+
+    @property
+    def items(self) -> tuple[Node, ...]:
+        if self._items is None:
+            self._items = tuple(self._builder.build(c, self._depth + 1) for c in self._raw.value)
+        return self._items
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Map(Node):
-    """A mapping. `pairs` keeps every pair in source order (duplicates included, for diagnostics); lookups
-    see the last value of a key, as the trainer's loader does."""
+    """A mapping. `pairs` keeps every pair in source order (duplicates included); lookups see the last value
+    of a key, as the trainer's loader does, and keys merged in with `<<` after the explicit ones."""
 
-    pairs: tuple[tuple[Node, Node], ...]
-    flow: bool = False
-    _index: dict[Any, tuple[Node, Node]] = field(default_factory=dict, repr=False, compare=False)
+    __slots__ = ("_builder", "_depth", "_index", "_pairs", "_raw", "flow")
+
+    def __init__(self, rng: Range, raw: yaml.MappingNode, builder: _Builder, depth: int) -> None:
+        super().__init__(rng)
+        self._raw = raw
+        self._builder = builder
+        self._depth = depth
+        self._pairs: tuple[tuple[Node, Node], ...] | None = None
+        self._index: dict[Any, tuple[Node, Node]] | None = None
+        self.flow = bool(raw.flow_style)
+
+    def _load(self) -> dict[Any, tuple[Node, Node]]:
+        if self._index is None:
+            self._pairs, self._index = self._builder.mapping_children(self._raw, self._depth)
+        return self._index
+
+    @property
+    def pairs(self) -> tuple[tuple[Node, Node], ...]:
+        self._load()
+        assert self._pairs is not None
+        return self._pairs
 
     def get(self, key: str) -> Node | None:
-        hit = self._index.get(key)
+        hit = self._load().get(key)
         return hit[1] if hit else None
 
     def key_node(self, key: str) -> Node | None:
-        hit = self._index.get(key)
+        hit = self._load().get(key)
         return hit[0] if hit else None
 
     def items(self) -> list[tuple[str, Node, Node]]:
-        """(key, key node, value node) for every distinct hashable key, last value winning, source order."""
-        out = []
-        for k, (kn, vn) in self._index.items():
-            if isinstance(k, str):
-                out.append((k, kn, vn))
+        """(key, key node, value node) for every distinct string key, last value winning, in source order."""
+        out = [(k, kn, vn) for k, (kn, vn) in self._load().items() if isinstance(k, str)]
         out.sort(key=lambda t: (t[1].range.start.line, t[1].range.start.character))
         return out
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        try:
+            return key in self._load()
+        except TypeError:
+            return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +208,6 @@ def _pos_of_index(text: str, index: int) -> Position:
     line = text.count("\n", 0, index)
     start = text.rfind("\n", 0, index) + 1
     return Position(line, index - start)
-
-
-class _Refused(Exception):
-    def __init__(self, diag: Diagnostic) -> None:
-        super().__init__(diag.message)
-        self.diag = diag
 
 
 def _mark_pos(mark: Any) -> Position:
@@ -219,109 +285,173 @@ def _syntax_diag(exc: yaml.YAMLError, text: str) -> Diagnostic:
     return Diagnostic("HP001", f"YAML syntax error: {msg}", Range(pos, end))
 
 
+_BOOL = {"yes": True, "no": False, "true": True, "false": False, "on": True, "off": False}
+
+
 class _Builder:
-    """Turns composed PyYAML nodes into our tree, sharing aliased nodes and typing scalars."""
+    """Checks the composed tree once (size with aliases expanded, depth, tags, duplicate keys) and then
+    converts nodes on demand, sharing aliased nodes."""
 
     def __init__(self, text: str, max_nodes: int, max_depth: int) -> None:
         self.text = text
         self.max_nodes = max_nodes
         self.max_depth = max_depth
         self.memo: dict[int, Node] = {}
-        self.sizes: dict[int, int] = {}
         self.diags: list[Diagnostic] = []
         self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used (never python tags)
 
-    # -- bounds ------------------------------------------------------------------------------------------
-    def expanded_size(self, root: yaml.Node) -> int:
-        """Nodes the document has once every alias is expanded; memoised per shared node (a DAG walk), so the
-        cost is the number of distinct nodes even for a billion-laughs document."""
-        sizes = self.sizes
-        stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    # -- one pass over the distinct nodes ----------------------------------------------------------------------
+    def check(self, root: yaml.Node) -> Diagnostic | None:
+        """Expanded size (memoised per shared node, so a billion-laughs document costs its distinct nodes),
+        nesting depth, tags outside the core schema and duplicate keys. Returns a refusal, or None."""
+        sizes: dict[int, int] = {}
+        cap = self.max_nodes + 1
+        stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
         while stack:
-            node, done = stack.pop()
+            node, depth, done = stack.pop()
             nid = id(node)
             if nid in sizes:
                 continue
-            children: list[yaml.Node] = []
-            if isinstance(node, yaml.SequenceNode):
-                children = list(node.value)
-            elif isinstance(node, yaml.MappingNode):
-                for k, v in node.value:
-                    children.append(k)
-                    children.append(v)
-            if done or not children:
-                total = 1
-                for c in children:
-                    total += sizes.get(id(c), 1)
-                    if total > self.max_nodes * 10:
-                        break
-                sizes[nid] = min(total, self.max_nodes * 10)
+            if isinstance(node, yaml.ScalarNode):
+                if node.tag not in _CORE_TAGS and node.tag != "!":
+                    self._tag(node)
+                sizes[nid] = 1
                 continue
-            stack.append((node, True))
-            stack.extend((c, False) for c in children if id(c) not in sizes)
-        return sizes[id(root)]
+            value = node.value
+            if not done:
+                if depth > self.max_depth:
+                    rng = _node_range(node)
+                    return Diagnostic("HP005", f"nesting too deep to analyse (more than {self.max_depth} levels)",
+                                      Range(rng.start, rng.start))
+                if node.tag not in _CORE_TAGS:
+                    self._tag(node)
+                stack.append((node, depth, True))
+                if isinstance(node, yaml.MappingNode):
+                    self._duplicates(node)
+                    for k, v in value:
+                        if id(k) not in sizes:
+                            stack.append((k, depth + 1, False))
+                        if id(v) not in sizes:
+                            stack.append((v, depth + 1, False))
+                else:
+                    stack.extend((c, depth + 1, False) for c in value if id(c) not in sizes)
+                continue
+            total = 1
+            if isinstance(node, yaml.MappingNode):
+                for k, v in value:
+                    total += sizes[id(k)] + sizes[id(v)]
+            else:
+                for c in value:
+                    total += sizes[id(c)]
+            sizes[nid] = min(total, cap)
+        if sizes[id(root)] > self.max_nodes:
+            return Diagnostic(
+                "HP006",
+                f"alias expansion too large: over {self.max_nodes:,} nodes once aliases are expanded (a 'billion "
+                "laughs' document?); refusing to analyse",
+                _first_alias_range(self.text),
+            )
+        return None
 
-    # -- building ----------------------------------------------------------------------------------------
+    def _tag(self, node: yaml.Node) -> None:
+        tag = node.tag or ""
+        shown = tag.replace("tag:yaml.org,2002:", "!!")
+        rng = _node_range(node)
+        end = Position(rng.start.line, rng.start.character + len(shown))
+        self.diags.append(Diagnostic(
+            "HP007",
+            f"unsupported YAML tag {shown}: tags are never executed here; the trainer's safe loader refuses it "
+            "too. Remove the tag",
+            Range(rng.start, clamp(self.text, end)),
+            data={"tag": shown},
+        ))
+
+    def _duplicates(self, node: yaml.MappingNode) -> None:
+        seen: dict[tuple[str, str], yaml.Node] = {}
+        for k, _v in node.value:
+            if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
+                continue
+            ident = (k.tag, k.value)
+            first = seen.get(ident)
+            if first is None:
+                seen[ident] = k
+                continue
+            first_rng, rng = _node_range(first), _node_range(k)
+            key = k.value
+            self.diags.append(Diagnostic(
+                "HP003",
+                f"duplicate key '{key}' (first defined at line {first_rng.start.line + 1}); the later value wins "
+                "in the trainer: remove one",
+                rng,
+                data={"first": first_rng.to_json(), "key": str(key)},
+            ))
+            self.diags.append(Diagnostic(
+                "HP003",
+                f"key '{key}' is defined again at line {rng.start.line + 1}; this value is ignored",
+                first_rng,
+                severity=Severity.INFORMATION,
+                data={"second": rng.to_json(), "key": str(key)},
+            ))
+            seen[ident] = k
+
+    # -- conversion on demand --------------------------------------------------------------------------------
     def build(self, node: yaml.Node, depth: int = 0) -> Node:
         cached = self.memo.get(id(node))
         if cached is not None:
             return cached
-        if depth > self.max_depth:
-            rng = _node_range(node)
-            raise _Refused(Diagnostic(
-                "HP005", f"nesting too deep to analyse (more than {self.max_depth} levels)",
-                Range(rng.start, rng.start)))
-        self._check_tag(node)
         out: Node
         if isinstance(node, yaml.ScalarNode):
             out = self._scalar(node)
         elif isinstance(node, yaml.SequenceNode):
-            items = tuple(self.build(c, depth + 1) for c in node.value)
-            out = Seq(self._collection_range(node, items), items, bool(node.flow_style))
-        elif isinstance(node, yaml.MappingNode):
-            out = self._mapping(node, depth)
-        else:  # pragma: no cover - compose yields only the three kinds
-            out = Scalar(_node_range(node), None, "", "", "")
+            out = Seq(self._collection_range(node), node, self, depth)
+        else:
+            assert isinstance(node, yaml.MappingNode)
+            out = Map(self._collection_range(node), node, self, depth)
         self.memo[id(node)] = out
         return out
 
-    def _collection_range(self, node: yaml.Node, children: tuple[Node, ...]) -> Range:
+    def _collection_range(self, node: Any) -> Range:
         rng = _node_range(node)
-        if getattr(node, "flow_style", False) or not children:
+        if node.flow_style or not node.value:
             return rng
-        # A block collection's end mark runs to the next token (often the next line); stop at the last child.
-        return Range(rng.start, max(c.range.end for c in children))
-
-    def _check_tag(self, node: yaml.Node) -> None:
-        tag = node.tag or ""
-        if tag.startswith("tag:yaml.org,2002:") and tag in _CORE_TAGS:
-            return
-        if isinstance(node, yaml.ScalarNode) and tag == "!":  # non-specific tag of a quoted scalar
-            return
-        shown = tag.replace("tag:yaml.org,2002:", "!!")
-        rng = _node_range(node)
-        self.diags.append(Diagnostic(
-            "HP007",
-            f"unsupported YAML tag {shown}: tags are never executed here; the trainer's safe loader refuses "
-            "it too. Remove the tag",
-            Range(rng.start, Position(rng.start.line, rng.start.character + len(shown)))
-            if rng.start.line == rng.end.line else Range(rng.start, rng.start),
-            data={"tag": shown},
-        ))
+        # A block collection's end mark runs to the next token (often the next line): end at the last child's
+        # end instead, found by descending through last children without converting anything.
+        last: Any = node.value[-1]
+        while True:
+            if isinstance(last, tuple):
+                last = last[1]
+            if isinstance(last, yaml.ScalarNode) or last.flow_style or not last.value:
+                break
+            last = last.value[-1]
+        end = _mark_pos(last.end_mark)
+        if isinstance(last, yaml.ScalarNode) and last.value == "" and not last.style:
+            end = _mark_pos(last.start_mark)
+        return Range(rng.start, max(rng.start, min(end, rng.end)))
 
     def _scalar(self, node: yaml.ScalarNode) -> Scalar:
         tag = node.tag or ""
-        value: Any = node.value
-        if tag in _CORE_TAGS:
+        raw = node.value
+        value: Any = raw
+        if tag == _STR_TAG or tag == "!":
+            pass
+        elif tag == _INT_TAG and raw.isdigit() and len(raw) < 4000 and (raw == "0" or raw[0] != "0"):
+            value = int(raw)
+        elif tag == _BOOL_TAG and raw.lower() in _BOOL:
+            value = _BOOL[raw.lower()]
+        elif tag == _NULL_TAG:
+            value = None
+        elif tag in _CORE_TAGS and tag != _MERGE_TAG:
             try:
                 value = self.constructor.construct_object(node, deep=False)
             except (ValueError, OverflowError, yaml.YAMLError, TypeError):
-                value = node.value  # e.g. a 10^5-digit int or a bad timestamp: keep the text
-        if isinstance(value, float) and math.isnan(value):
-            value = float("nan")
-        return Scalar(_node_range(node), value, str(node.value), tag, node.style or "")
+                value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text
+        rng = _node_range(node)
+        if raw == "" and not node.style and rng.start != rng.end:
+            rng = Range(rng.start, rng.start)
+        return Scalar(rng, value, str(raw), tag, node.style or "")
 
-    def _mapping(self, node: yaml.MappingNode, depth: int) -> Map:
+    def mapping_children(self, node: yaml.MappingNode, depth: int
+                         ) -> tuple[tuple[tuple[Node, Node], ...], dict[Any, tuple[Node, Node]]]:
         pairs: list[tuple[Node, Node]] = []
         index: dict[Any, tuple[Node, Node]] = {}
         merged: dict[Any, tuple[Node, Node]] = {}
@@ -329,40 +459,23 @@ class _Builder:
             kn = self.build(k, depth + 1)
             vn = self.build(v, depth + 1)
             pairs.append((kn, vn))
-            if k.tag == _MERGE_TAG or (isinstance(kn, Scalar) and kn.text == "<<" and kn.style == ""):
+            if k.tag == _MERGE_TAG:
                 for src in (vn.items if isinstance(vn, Seq) else (vn,)):
                     if isinstance(src, Map):
-                        for key, pair in src._index.items():
+                        for key, pair in src._load().items():
                             merged.setdefault(key, pair)
                 continue
             key = kn.value if isinstance(kn, Scalar) else None
             try:
                 hash(key)
             except TypeError:
-                key = None
-            if key is None and not (isinstance(kn, Scalar) and kn.tag.endswith(":null")):
+                continue
+            if key is None and not (isinstance(kn, Scalar) and kn.tag == _NULL_TAG):
                 continue  # complex keys: kept in pairs, not addressable
-            if key in index:
-                first = index[key][0]
-                self.diags.append(Diagnostic(
-                    "HP003",
-                    f"duplicate key '{key}' (first defined at line {first.range.start.line + 1}); the later value "
-                    "wins in the trainer: remove one",
-                    kn.range,
-                    data={"first": first.range.to_json(), "key": str(key)},
-                ))
-                self.diags.append(Diagnostic(
-                    "HP003",
-                    f"key '{key}' is defined again at line {kn.range.start.line + 1}; this value is ignored",
-                    first.range,
-                    severity=Severity.INFORMATION,
-                    data={"second": kn.range.to_json(), "key": str(key)},
-                ))
             index[key] = (kn, vn)
         for key, pair in merged.items():
             index.setdefault(key, pair)
-        children = tuple(x for pair in pairs for x in pair)
-        return Map(self._collection_range(node, children), tuple(pairs), bool(node.flow_style), index)
+        return tuple(pairs), index
 
 
 def parse(
@@ -394,21 +507,13 @@ def parse(
     if composed is None:
         return Document(text, None, (), path)
     builder = _Builder(text, max_nodes, max_depth)
-    total = builder.expanded_size(composed)
-    if total > max_nodes:
-        return Document(text, None, (Diagnostic(
-            "HP006",
-            f"alias expansion too large: over {max_nodes:,} nodes once aliases are expanded (a 'billion laughs' "
-            "document?); refusing to analyse",
-            _first_alias_range(text),
-        ),), path)
     try:
-        root = builder.build(composed)
-    except _Refused as exc:
-        return Document(text, None, (*builder.diags, exc.diag), path)
-    except RecursionError:
-        return Document(text, None, (Diagnostic("HP005", "nesting too deep to analyse"),), path)
-    return Document(text, root, tuple(builder.diags), path)
+        refusal = builder.check(composed)
+    except RecursionError:  # pragma: no cover - the check is iterative
+        refusal = Diagnostic("HP005", "nesting too deep to analyse")
+    if refusal is not None:
+        return Document(text, None, (refusal,), path)
+    return Document(text, builder.build(composed), tuple(builder.diags), path)
 
 
 _ALIAS_RE = re.compile(r"(?<![\w'\"])\*[^\s,\[\]{}]+")
