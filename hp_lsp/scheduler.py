@@ -195,11 +195,12 @@ class Scheduler:
         if any(d.is_error for d in analysis.diagnostics):
             return  # the last good result stays (marked stale once the text moves on)
         doc = self.ls.workspace.get_text_document(uri)
-        overrides, _ = self.cluster_for(state, doc.source)
+        overrides, source = self.cluster_for(state, doc.source)
         generation = session.begin_search(uri)
         if generation is None:
             return
-        request = SearchRequest(state.path, doc.source, overrides, version=doc.version)
+        request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
+                                space_text=self.open_text(source) if source else None)
         self.ls.worker.submit(Job(uri, generation, request))
         self.publish_lenses()
 
@@ -230,6 +231,13 @@ class Scheduler:
             self.ls.log(types.MessageType.Info, f"hp-lsp: {os.path.basename(request.path)}: {result.note}")
         self.publish(uri)
         self.publish_lenses()
+
+    def open_text(self, path: str) -> str | None:
+        """The buffer of an open document with this path, else None (read the disk)."""
+        for uri, st in self.ls.session.docs.items():
+            if st.path == path:
+                return str(self.ls.workspace.get_text_document(uri).source)
+        return None
 
     # -- output --------------------------------------------------------------------------------------
     def publish(self, uri: str) -> None:

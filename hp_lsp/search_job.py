@@ -14,7 +14,6 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.check import check_file
-
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
 from engine.positions import TextEdit
@@ -28,6 +27,10 @@ class SearchRequest:
     overrides: ClusterOverrides | None
     version: int | None = None  # the document version searched (the server's bookkeeping)
     top: int = 5
+    # A train.yaml referenced by a search config is searched over that config's space (its lists, batch,
+    # budget and recompute request); `space_text` is its open buffer, None to read it from disk.
+    space_path: str | None = None
+    space_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +72,11 @@ def detach(obj: Any) -> Any:
 
 def run_search(req: SearchRequest, *, progress: Callable[[float], None],
                cancelled: Callable[[], bool]) -> SearchOutcome:
-    """Check the text, search its space and build the edits for the best plan. Runs in the worker."""
+    """Check the text, search its space and build the edits for the best plan. Runs in the worker.
+
+    Diagnostics positioned in another file than `req.path` carry `file`; the server shows them at this
+    file's `train_yaml` key (search config) or at the top (a train.yaml searched through its search config).
+    """
     from engine.search import compare_stated, search  # the child pays the import, not the server
 
     t0 = time.monotonic()
@@ -78,16 +85,29 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
                              note="the file has errors: fix them to search")
-    result = search(config, top=req.top, progress=progress, cancelled=cancelled)
+    space, space_file = config, None
+    if req.space_path is not None:
+        space_loaded = check_file(req.space_path, text=req.space_text)
+        if space_loaded.config is not None and not any(d.is_error for d in space_loaded.diagnostics):
+            space, space_file = space_loaded.config, req.space_path
+    result = search(space, top=req.top, progress=progress, cancelled=cancelled)
     if cancelled():
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0, note="cancelled")
     # Refusals (HP60x, at the lists/constraint) and the stated-vs-best advice (HP610/HP611), as `hp-plan` gives.
-    diags = (*result.diagnostics, *compare_stated(config, result))
+    refusals = [replace(d, file=d.file or space_file) for d in result.diagnostics]
+    stated_config = config
+    if config.kind == "search" and config.train_yaml:
+        # The strategy a search config's train.yaml states (on disk) is the one to compare with.
+        train_loaded = check_file(config.train_yaml)
+        stated_config = train_loaded.config or config
+    advice = [replace(d, file=d.file or stated_config.path) if stated_config is not config else d
+              for d in compare_stated(stated_config, result)]
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None
     if result.best is not None and config.kind == "train" and req.text is not None:
         edits, edit_error = best_edits(req.text, result, req.path)
-    return SearchOutcome(detach(result), detach(diags), req.text, edits, edit_error, time.monotonic() - t0)
+    return SearchOutcome(detach(result), detach((*refusals, *advice)), req.text, edits, edit_error,
+                         time.monotonic() - t0)
 
 
 def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:

@@ -26,7 +26,6 @@ from engine.positions import TextEdit
 from hp_lsp.edits import (
     normalise,
     supports_create_file,
-    supports_document_changes,
     to_lsp_edits,
     workspace_edit,
 )
@@ -79,8 +78,9 @@ def fix_for(text: str, path: str, data: dict[str, Any]) -> Fix | None:
     return None
 
 
-def optimal_edits(state: DocState, text: str) -> tuple[tuple[TextEdit, ...] | None, str]:
-    """Edits writing the best plan into `text` (the document's current text), or why there are none.
+def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[tuple[TextEdit, ...] | None, str]:
+    """Edits writing the best plan into `text` (the current text of the train.yaml at `path`, by default the
+    document's own), or why there are none.
 
     Uses the edits the worker pre-computed when the search ran on this very text; otherwise rebuilds them
     with the engine's round-trip writer against the current text.
@@ -91,13 +91,24 @@ def optimal_edits(state: DocState, text: str) -> tuple[tuple[TextEdit, ...] | No
     best = outcome.result.best
     if best is None:
         return None, "no strategy fits the budget"
-    if outcome.text == text and outcome.edits is not None:
+    own = path is None or path == state.path
+    if own and outcome.text == text and outcome.edits is not None:
         return outcome.edits, best.strategy.short()
-    res = strategy_edits(text, best.strategy, path=state.path)
+    res = strategy_edits(text, best.strategy, path=path or state.path)
     edits, error = normalise(res)
     if edits is None:
         return None, error or "cannot write the strategy"
     return tuple(edits), best.strategy.short()
+
+
+def target_of(ls: Any, state: DocState) -> tuple[str, Any]:
+    """Where "apply" writes: the document itself, or for a search config the train.yaml it references (its
+    open buffer when open, else the file on disk: pygls reads an unopened URI from disk, version None)."""
+    config = state.analysis.config if state.analysis is not None else None
+    if config is not None and config.kind == "search" and config.train_yaml:
+        uri = from_fs_path(config.train_yaml) or config.train_yaml
+        return uri, ls.workspace.get_text_document(uri)
+    return state.uri, ls.workspace.get_text_document(state.uri)
 
 
 def wants_search_config(code: str | None, data: dict[str, Any] | None) -> bool:
@@ -157,13 +168,17 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
     search_diags = [d for d in ours if d.code in SEARCH_CODES]
     want_source = wanted(SOURCE_KIND)
     if (search_diags and wanted("quickfix")) or want_source:
-        edits, what = optimal_edits(state, text)
+        target_uri, target = target_of(ls, state)
+        edits, what = optimal_edits(state, target.source, target.path)
         if edits:
             title = f"{APPLY_TITLE}: {what}"
+            edit = workspace_edit(caps, target_uri, target.version,
+                                  to_lsp_edits(edits, target.lines, target.position_codec))
             if search_diags and wanted("quickfix"):
-                out.append(action(title, "quickfix", edits, search_diags, preferred=True))
+                out.append(types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix, diagnostics=search_diags,
+                                            edit=edit, is_preferred=True))
             if want_source:
-                out.append(action(title, SOURCE_KIND, edits))
+                out.append(types.CodeAction(title=title, kind=SOURCE_KIND, edit=edit))
     return out
 
 
@@ -176,14 +191,13 @@ async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
     state = ls.session.get(uri) if uri else None
     if uri is None or state is None:
         return {"applied": False, "reason": "document not open"}
-    doc = ls.workspace.get_text_document(uri)
+    target_uri, doc = target_of(ls, state)
     version, text = doc.version, doc.source
-    edits, what = optimal_edits(state, text)
+    edits, what = optimal_edits(state, text, doc.path)
     if not edits:
         return {"applied": False, "reason": what}
-    edit = workspace_edit(ls.client_capabilities, uri, version, to_lsp_edits(edits, doc.lines, doc.position_codec))
-    if not supports_document_changes(ls.client_capabilities) and doc.version != version:
-        return {"applied": False, "reason": "the document changed"}
+    edit = workspace_edit(ls.client_capabilities, target_uri, version,
+                          to_lsp_edits(edits, doc.lines, doc.position_codec))
     res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=APPLY_TITLE))
     return {"applied": bool(res.applied), "strategy": what, **({"reason": res.failure_reason}
                                                                 if res.failure_reason else {})}

@@ -1,0 +1,99 @@
+"""Shared helpers for the end-to-end tests: a pytest-lsp client over stdio running `python -m hp_lsp`
+with a real editor's capabilities, recording what the server asks of the client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = Path(os.environ.get("HP_LSP_E2E_EXAMPLES", ROOT / "examples"))
+PROFILES = ["visual-studio-code", "neovim@v0.7.0"]
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "hp_lsp"])
+
+
+def copy_example(name: str, dest: Path) -> Path:
+    """A private copy of examples/<name> (tests write to it)."""
+    target = dest / name
+    shutil.copytree(EXAMPLES / name, target)
+    return target
+
+
+def record_client_requests(client: LanguageClient) -> dict[str, list[Any]]:
+    """Handlers for the server->client requests pytest-lsp does not answer by itself; they record the params."""
+    seen: dict[str, list[Any]] = {"applyEdit": [], "register": [], "lensRefresh": []}
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        seen["applyEdit"].append(params)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register(params: types.RegistrationParams) -> None:
+        seen["register"].append(params)
+
+    @client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
+    def lens_refresh(params: None) -> None:
+        seen["lensRefresh"].append(params)
+
+    return seen
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def codes(client: LanguageClient, uri: str) -> set[str]:
+    return {str(d.code) for d in client.diagnostics.get(uri, [])}
+
+
+def find_line(text: str, needle: str) -> tuple[int, int]:
+    """(line, code-point column) of the first occurrence of `needle`."""
+    for n, line in enumerate(text.splitlines()):
+        col = line.find(needle)
+        if col >= 0:
+            return n, col
+    raise AssertionError(f"{needle!r} not in text")
+
+
+def apply_lsp_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """Apply LSP edits (UTF-16 columns; the examples are ASCII where edits land) to a text."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(p: types.Position) -> int:
+        if p.line >= len(lines):
+            return len(text)
+        return starts[p.line] + p.character
+
+    for e in sorted(edits, key=lambda e: offset(e.range.start), reverse=True):
+        text = text[:offset(e.range.start)] + e.new_text + text[offset(e.range.end):]
+    return text
+
+
+def edits_of(edit: types.WorkspaceEdit, uri: str) -> tuple[list[types.TextEdit], int | None]:
+    """The text edits for `uri` and the version they were made for (None with `changes`)."""
+    if edit.document_changes:
+        for dc in edit.document_changes:
+            if isinstance(dc, types.TextDocumentEdit) and dc.text_document.uri == uri:
+                return [e for e in dc.edits if isinstance(e, types.TextEdit)], dc.text_document.version
+    if edit.changes and uri in edit.changes:
+        return list(edit.changes[uri]), None
+    return [], None

@@ -1,0 +1,252 @@
+"""End to end over stdio: `python -m hp_lsp` driven by pytest-lsp with VS Code's and Neovim 0.7's real
+capabilities (LspSpecificationWarning is fatal: pyproject's filterwarnings). One server per profile,
+shared by the module's tests in order (module-scoped loop: LSP_NOTES.md §3)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import LanguageClient, client_capabilities
+
+from tests.e2e.conftest import (
+    PROFILES,
+    SERVER,
+    apply_lsp_edits,
+    codes,
+    copy_example,
+    edits_of,
+    find_line,
+    record_client_requests,
+    wait_until,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+class Ctx:
+    def __init__(self, client: LanguageClient, profile: str, folder: Path, seen: dict[str, list[Any]]) -> None:
+        self.client, self.profile, self.folder, self.seen = client, profile, folder, seen
+        self.train = folder / "train.yaml"
+        self.search = folder / "search.yaml"
+        self.train_uri = from_fs_path(str(self.train)) or ""
+        self.search_uri = from_fs_path(str(self.search)) or ""
+        self.text = self.train.read_text()
+        self.version = 1
+
+    @property
+    def vscode(self) -> bool:
+        return self.profile.startswith("visual")
+
+
+@pytest_lsp.fixture(scope="module", params=PROFILES, config=SERVER)
+async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
+    profile = request.param
+    folder = copy_example("llama3-70b", request.getfixturevalue("tmp_path_factory").mktemp(profile.split("@")[0]))
+    seen = record_client_requests(lsp_client)
+    lsp_client.set_configuration({"searchOnSave": True}, section="hpLsp")
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities(profile),
+        root_uri=from_fs_path(str(folder)),
+        initialization_options={"hpLsp": {"maxFileSizeKb": 512}},
+    ))
+    c = Ctx(lsp_client, profile, folder, seen)
+    lsp_client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=c.train_uri, language_id="yaml", version=c.version, text=c.text)))
+    lsp_client.hp_ctx = c  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture(scope="module")
+def ctx(client: LanguageClient) -> Ctx:
+    return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
+
+
+def _lens_titles(lenses: list[types.CodeLens] | None) -> list[str]:
+    return [lens.command.title for lens in lenses or [] if lens.command]
+
+
+async def _best_lens(c: Ctx) -> types.CodeLens:
+    async def ready() -> types.CodeLens | None:
+        lenses = await c.client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=c.train_uri)))
+        for lens in lenses or []:
+            if lens.command and lens.command.title.startswith("Best:"):
+                return lens
+        return None
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        lens = await ready()
+        if lens is not None:
+            return lens
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no Best lens; server log: {[m.message for m in c.client.log_messages][-5:]}")
+
+
+async def test_open_publishes_diagnostics(ctx: Ctx) -> None:
+    await wait_until(lambda: ctx.train_uri in ctx.client.diagnostics, what="first publish")
+    for d in ctx.client.diagnostics[ctx.train_uri]:
+        assert d.source == "hp-lsp" and str(d.code).startswith("HP")
+
+
+async def test_code_lens_shows_the_best_plan(ctx: Ctx) -> None:
+    lens = await _best_lens(ctx)
+    assert lens.command is not None
+    assert lens.command.command == "hpLsp.applyOptimalStrategy"
+    assert list(lens.command.arguments or []) == [ctx.train_uri]
+    assert "GiB" in lens.command.title and "MFU" in lens.command.title
+    line, _ = find_line(ctx.text, "accelerator:")
+    assert lens.range.start.line == line
+
+
+async def test_hover_on_strategy_key_shows_numbers(ctx: Ctx) -> None:
+    line, col = find_line(ctx.text, "tp_size")
+    hover = await ctx.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
+        position=types.Position(line=line, character=col + 1)))
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    text = hover.contents.value
+    assert "GiB" in text and "MFU" in text and "step time" in text
+
+
+async def test_hover_on_model_key_shows_parameters(ctx: Ctx) -> None:
+    line, col = find_line(ctx.text, "pretrained_model_name_or_path")
+    hover = await ctx.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
+        position=types.Position(line=line, character=col + 2)))
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert "parameters" in hover.contents.value and "FLOPs" in hover.contents.value
+
+
+async def test_document_symbols(ctx: Ctx) -> None:
+    syms = await ctx.client.text_document_document_symbol_async(types.DocumentSymbolParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
+    names = [s.name for s in syms or []]
+    assert "model" in names and "accelerator" in names
+
+
+async def test_completion_of_keys_and_values(ctx: Ctx) -> None:
+    line, _ = find_line(ctx.text, "accelerator:")
+    items = await ctx.client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
+        position=types.Position(line=line + 1, character=2)))
+    assert items is not None
+    labels = [i.label for i in (items.items if isinstance(items, types.CompletionList) else items)]
+    assert "tp_size" in labels or "pp_size" in labels
+
+
+async def test_source_action_and_apply_command(ctx: Ctx) -> None:
+    actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+        context=types.CodeActionContext(diagnostics=[], only=["source.applyOptimalStrategy"])))
+    assert actions, "no source action"
+    action = actions[0]
+    assert isinstance(action, types.CodeAction) and action.title.startswith("Apply optimal strategy")
+    assert action.edit is not None
+    edits, version = edits_of(action.edit, ctx.train_uri)
+    assert edits
+    if ctx.vscode:
+        assert action.edit.document_changes and version == ctx.version
+    else:
+        assert action.edit.changes and not action.edit.document_changes
+
+    result = await ctx.client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="hpLsp.applyOptimalStrategy", arguments=[ctx.train_uri]))
+    applied_flag = result.get("applied") if isinstance(result, dict) else getattr(result, "applied", None)
+    assert applied_flag is True
+    applied = ctx.seen["applyEdit"][-1]
+    cmd_edits, _ = edits_of(applied.edit, ctx.train_uri)
+    new_text = apply_lsp_edits(ctx.text, cmd_edits)
+    assert new_text != ctx.text
+    # Comments survive (round-trip edits): every comment line of the original is still there.
+    assert [ln for ln in ctx.text.splitlines() if ln.strip().startswith("#")] == \
+        [ln for ln in new_text.splitlines() if ln.strip().startswith("#")]
+
+    # The editor applies it and saves: the new strategy is the best one, so no HP610/HP611 remains.
+    ctx.version += 1
+    ctx.text = new_text
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=ctx.train_uri, version=ctx.version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=new_text)]))
+    ctx.train.write_text(new_text)
+    ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
+    await wait_until(lambda: not (codes(ctx.client, ctx.train_uri) & {"HP610", "HP611"})
+                     and ctx.client.diagnostics, what="search diagnostics gone after applying")
+
+
+async def test_half_typed_yaml_keeps_results(ctx: Ctx) -> None:
+    broken = ctx.text.replace("accelerator:", "accelerator: [", 1)
+    ctx.version += 1
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=ctx.train_uri, version=ctx.version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=broken)]))
+    await wait_until(lambda: "HP001" in codes(ctx.client, ctx.train_uri), what="syntax error")
+    lenses = await ctx.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
+    assert any(t.startswith("Best:") and "stale" in t for t in _lens_titles(lenses))
+    # and back
+    ctx.version += 1
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=ctx.train_uri, version=ctx.version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=ctx.text)]))
+    await wait_until(lambda: "HP001" not in codes(ctx.client, ctx.train_uri), what="syntax error cleared")
+
+
+def _change(ctx: Ctx, text: str) -> None:
+    ctx.version += 1
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=ctx.train_uri, version=ctx.version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+
+async def test_settings_via_did_change_configuration(ctx: Ctx) -> None:
+    _change(ctx, ctx.text + "# padding\n" * 200)  # over 1 KB whatever the example's size
+    ctx.client.set_configuration({"maxFileSizeKb": 1}, section="hpLsp")
+    ctx.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"hpLsp": {"maxFileSizeKb": 1}}))
+    await wait_until(lambda: codes(ctx.client, ctx.train_uri) == {"HP005"}, what="too-large diagnostic")
+    ctx.client.set_configuration({"maxFileSizeKb": 512}, section="hpLsp")
+    ctx.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"hpLsp": {"maxFileSizeKb": 512}}))
+    await wait_until(lambda: "HP005" not in codes(ctx.client, ctx.train_uri), what="settings restored")
+    _change(ctx, ctx.text)
+
+
+async def test_watched_file_change_rechecks_dependents(ctx: Ctx) -> None:
+    if ctx.vscode:
+        regs = [r for p in ctx.seen["register"] for r in p.registrations]
+        assert any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES for r in regs)
+    else:
+        assert ctx.seen["register"] == []  # Neovim 0.7 has no dynamic registration for it
+    # Open the search config (it reads train.yaml from disk), then break train.yaml on disk only.
+    search_text = ctx.search.read_text()
+    ctx.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=ctx.search_uri, language_id="yaml", version=1, text=search_text)))
+    await wait_until(lambda: ctx.search_uri in ctx.client.diagnostics, what="search config diagnostics")
+    before = codes(ctx.client, ctx.search_uri)
+    ctx.client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
+    original = ctx.train.read_text()
+    ctx.train.write_text(original.replace("model:", "model: [", 1))
+    ctx.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=ctx.train_uri, type=types.FileChangeType.Changed)]))
+    await wait_until(lambda: codes(ctx.client, ctx.search_uri) != before, what="re-check after disk change")
+    ctx.train.write_text(original)
+    ctx.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=ctx.train_uri, type=types.FileChangeType.Changed)]))
+    await wait_until(lambda: codes(ctx.client, ctx.search_uri) == before, what="re-check after restore")
+
+
+async def test_no_popups(ctx: Ctx) -> None:
+    errors = [m for m in ctx.client.messages if m.type == types.MessageType.Error]
+    assert errors == []

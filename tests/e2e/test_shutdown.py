@@ -1,0 +1,42 @@
+"""Exit within a second even while a search runs in the worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import LanguageClient, client_capabilities
+
+from tests.e2e.conftest import PROFILES, SERVER, copy_example, record_client_requests, wait_until
+
+
+@pytest_lsp.fixture(params=PROFILES, config=SERVER)
+async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
+    record_client_requests(lsp_client)
+    await lsp_client.initialize_session(types.InitializeParams(capabilities=client_capabilities(request.param)))
+    yield
+    # the test shuts the server down itself
+
+
+async def test_exit_mid_search_is_fast(client: LanguageClient, tmp_path) -> None:
+    folder = copy_example("deepseek-v3", tmp_path)
+    path = folder / "train.yaml"
+    uri = from_fs_path(str(path)) or ""
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="yaml", version=1, text=path.read_text())))
+    # The search starts once the worker has the job; progress begins 0.2 s later on slow searches.
+    await wait_until(lambda: uri in client.diagnostics, what="first diagnostics")
+    await asyncio.sleep(0.3)
+    t0 = time.monotonic()
+    await client.shutdown_async(None)
+    client.exit(None)
+    server = client._server
+    assert server is not None
+    await asyncio.wait_for(server.wait(), timeout=5)
+    elapsed = time.monotonic() - t0
+    assert server.returncode == 0
+    assert elapsed < 1.0, f"exit took {elapsed:.2f} s"
