@@ -1,0 +1,86 @@
+"""The corpus of bad inputs in tests/corpus: each file gets exactly the expected codes at the expected ranges
+(0-based start line, start character, end line, end character). Advisory codes that depend on what a file
+leaves unsaid (no cluster, no sequence length, device type assumed) are left out of the comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.check import check_file
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+ADVISORY = {"HP302", "HP303", "HP207"}
+
+EXPECTED: dict[str, list[tuple[str, tuple[int, int, int, int]]]] = {
+    "alias_bomb.yaml": [("HP006", (1, 7, 1, 9))],
+    "binary.yaml": [("HP004", (0, 6, 0, 7))],
+    "bool_degree.yaml": [("HP103", (3, 6, 3, 10))],
+    "duplicate_key.yaml": [("HP003", (3, 2, 3, 9)), ("HP003", (4, 2, 4, 9))],
+    "empty.yaml": [("HP010", (0, 0, 0, 0))],
+    "ep_cp_dense.yaml": [("HP410", (3, 6, 3, 7)), ("HP411", (4, 6, 4, 7))],
+    "experts_ep.yaml": [("HP405", (13, 13, 13, 14))],
+    "fixed_not_in_list.yaml": [("HP406", (5, 13, 5, 14))],
+    "float_degree.yaml": [("HP103", (3, 11, 3, 14))],
+    "gbs_not_divisible.yaml": [("HP402", (3, 21, 3, 24))],
+    "half_typed.yaml": [("HP001", (3, 11, 3, 12))],
+    "heads_kv.yaml": [("HP202", (6, 25, 6, 26))],
+    "latin1.yaml": [("HP004", (1, 11, 1, 12))],
+    "memory_above_device.yaml": [("HP409", (3, 19, 3, 21))],
+    "min_product.yaml": [("HP408", (6, 2, 6, 4))],
+    "missing_model_fields.yaml": [("HP201", (2, 2, 2, 18))],
+    "missing_train_yaml.yaml": [("HP009", (0, 12, 0, 32))],
+    "negative_degree.yaml": [("HP109", (3, 11, 3, 13))],
+    "pp_exceeds_layers.yaml": [("HP407", (3, 11, 3, 13))],
+    "python_tag.yaml": [("HP007", (1, 8, 1, 39)), ("HP106", (1, 8, 1, 54))],
+    "seq_not_divisible_cp.yaml": [("HP404", (3, 11, 3, 12))],
+    "string_degree.yaml": [("HP103", (3, 11, 3, 14))],
+    "tabs.yaml": [("HP001", (3, 0, 3, 1))],
+    "top_level_list.yaml": [("HP002", (0, 0, 0, 1))],
+    "tp_not_dividing.yaml": [("HP403", (3, 11, 3, 12))],
+    "typo_tp_sise.yaml": [("HP101", (3, 2, 3, 9))],
+    "unknown_device.yaml": [("HP301", (3, 15, 3, 20))],
+    "unresolvable_model.yaml": [("HP205", (1, 33, 1, 54))],
+    "world_size.yaml": [("HP412", (3, 11, 3, 12)), ("HP412", (4, 11, 4, 12)), ("HP304", (6, 14, 6, 17))],
+}
+
+
+def test_every_corpus_file_has_an_expectation() -> None:
+    assert sorted(p.name for p in CORPUS.glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file(name: str) -> None:
+    loaded = check_file(str(CORPUS / name))
+    got = [
+        (d.code, (d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character))
+        for d in loaded.diagnostics
+        if d.code not in ADVISORY
+    ]
+    assert got == EXPECTED[name]
+    assert all(d.file is None for d in loaded.diagnostics)
+
+
+def test_five_megabyte_file_is_analysed() -> None:
+    head = ("model:\n  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B\n"
+            "dataset:\n  data_transform:\n    max_seq_len: 4096\n  files:\n")
+    rows = "".join(f"    - {{path: /data/shard-{i:07d}.jsonl, weight: 0.5}}\n" for i in range(100_000))
+    text = head + rows + "accelerator:\n  tp_sise: 2\n"
+    assert len(text.encode()) > 5_000_000
+    loaded = check_file("big.yaml", text=text)
+    got = [(d.code, d.range.start.line) for d in loaded.diagnostics if d.code not in ADVISORY]
+    assert got == [("HP101", 100_007)]
+
+
+def test_five_thousand_levels_of_nesting() -> None:
+    for text in ("a: " + "[" * 5000 + "]" * 5000 + "\n", "".join(" " * i + "k:\n" for i in range(5000))):
+        loaded = check_file("deep.yaml", text=text)
+        assert [d.code for d in loaded.diagnostics] == ["HP005"]
+
+
+def test_oversized_file_refused_without_parsing(tmp_path: Path) -> None:
+    p = tmp_path / "huge.yaml"
+    p.write_bytes(b"a: 1\n" * (11 * 1024 * 1024 // 5))
+    loaded = check_file(str(p))
+    assert [d.code for d in loaded.diagnostics] == ["HP005"]
