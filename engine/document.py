@@ -306,43 +306,42 @@ class _Builder:
         nesting depth, tags outside the core schema and duplicate keys. Returns a refusal, or None."""
         sizes: dict[int, int] = {}
         cap = self.max_nodes + 1
+        scalar_cls = yaml.ScalarNode
+        core = _CORE_TAGS
+        if isinstance(root, scalar_cls):
+            if root.tag not in core and root.tag != "!":
+                self._tag(root)
+            return None
         stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
         while stack:
             node, depth, done = stack.pop()
             nid = id(node)
             if nid in sizes:
                 continue
-            if isinstance(node, yaml.ScalarNode):
-                if node.tag not in _CORE_TAGS and node.tag != "!":
-                    self._tag(node)
-                sizes[nid] = 1
-                continue
             value = node.value
+            is_map = isinstance(node, yaml.MappingNode)
+            children = [x for pair in value for x in pair] if is_map else value
             if not done:
                 if depth > self.max_depth:
                     rng = _node_range(node)
                     return Diagnostic("HP005", f"nesting too deep to analyse (more than {self.max_depth} levels)",
                                       Range(rng.start, rng.start))
-                if node.tag not in _CORE_TAGS:
+                if node.tag not in core:
                     self._tag(node)
+                if is_map:
+                    self._duplicates(node)  # type: ignore[arg-type]
                 stack.append((node, depth, True))
-                if isinstance(node, yaml.MappingNode):
-                    self._duplicates(node)
-                    for k, v in value:
-                        if id(k) not in sizes:
-                            stack.append((k, depth + 1, False))
-                        if id(v) not in sizes:
-                            stack.append((v, depth + 1, False))
-                else:
-                    stack.extend((c, depth + 1, False) for c in value if id(c) not in sizes)
+                for c in children:
+                    if c.__class__ is scalar_cls:
+                        if c.tag not in core and c.tag != "!":
+                            self._tag(c)
+                    elif id(c) not in sizes:
+                        stack.append((c, depth + 1, False))
                 continue
             total = 1
-            if isinstance(node, yaml.MappingNode):
-                for k, v in value:
-                    total += sizes[id(k)] + sizes[id(v)]
-            else:
-                for c in value:
-                    total += sizes[id(c)]
+            get = sizes.get
+            for c in children:
+                total += get(id(c), 1)
             sizes[nid] = min(total, cap)
         if sizes[id(root)] > self.max_nodes:
             return Diagnostic(
