@@ -1,10 +1,12 @@
 /**
  * The `hpLsp` settings section (FORMATS.md §4) as the server wants it.
  *
- * VS Code hands back every contributed key, including `null` defaults and client-only keys
- * (`interpreter`, `trace.server`). The server ignores what it does not know, but sending only the values the
- * user actually set, already type-checked, keeps one source of truth for defaults (the server's) and lets
- * the extension tell the user about a bad value in its own log instead of the server silently dropping it.
+ * VS Code hands back every contributed key, including client-only ones (`interpreter`, `trace.server`).
+ * The server gets exactly its own keys, type-checked here so that a bad value is reported in the
+ * extension's log, and with an explicit `null` for every key the user has not set (or set to something
+ * unusable): the server layers initializationOptions, workspace/configuration and didChangeConfiguration
+ * key by key, so a key left out of a later message would keep an earlier value, while `null` means "unset:
+ * use the server's default".
  */
 
 /** The part of `vscode.WorkspaceConfiguration` this module reads (a stub in tests). */
@@ -15,18 +17,18 @@ export interface ConfigurationLike {
 export const SECTION = 'hpLsp';
 
 export interface ClusterSettings {
-  numNodes?: number;
-  cardsPerNode?: number;
-  deviceType?: string;
-  deviceMemoryGb?: number;
+  numNodes: number | null;
+  cardsPerNode: number | null;
+  deviceType: string | null;
+  deviceMemoryGb: number | null;
 }
 
-/** What the server reads, nested the way VS Code nests dotted setting names. */
+/** What the server reads, nested the way VS Code nests dotted setting names; `null` = unset. */
 export interface ServerSettings {
-  cluster?: ClusterSettings;
-  memoryLimitGb?: number;
-  searchOnSave?: boolean;
-  maxFileSizeKb?: number;
+  cluster: ClusterSettings;
+  memoryLimitGb: number | null;
+  searchOnSave: boolean | null;
+  maxFileSizeKb: number | null;
 }
 
 export interface ReadSettings {
@@ -69,7 +71,12 @@ function coerce(kind: Kind, value: unknown): { ok: boolean; value?: number | str
 
 /** Read the server's settings from the `hpLsp` configuration section. */
 export function readServerSettings(config: ConfigurationLike): ReadSettings {
-  const settings: ServerSettings = {};
+  const settings: ServerSettings = {
+    cluster: { numNodes: null, cardsPerNode: null, deviceType: null, deviceMemoryGb: null },
+    memoryLimitGb: null,
+    searchOnSave: null,
+    maxFileSizeKb: null,
+  };
   const problems: string[] = [];
   for (const [key, kind] of SERVER_KEYS) {
     const raw = config.get<unknown>(key);
@@ -86,10 +93,9 @@ export function readServerSettings(config: ConfigurationLike): ReadSettings {
     }
     const [head, tail] = key.split('.', 2);
     if (tail === undefined) {
-      (settings as Record<string, unknown>)[head] = value;
+      (settings as unknown as Record<string, unknown>)[head] = value;
     } else {
-      const group = ((settings as Record<string, Record<string, unknown>>)[head] ??= {});
-      group[tail] = value;
+      (settings as unknown as Record<string, Record<string, unknown>>)[head][tail] = value;
     }
   }
   return { settings, problems };

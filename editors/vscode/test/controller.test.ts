@@ -119,7 +119,12 @@ test('the client is spawned with the chosen interpreter, folder, env and initial
   assert.equal(spec.cwd, '/w');
   assert.equal(spec.env.PYTHONUNBUFFERED, '1');
   assert.deepEqual(spec.initializationOptions, {
-    hpLsp: { cluster: { numNodes: 4, cardsPerNode: 8, deviceType: 'H100' }, searchOnSave: true },
+    hpLsp: {
+      cluster: { numNodes: 4, cardsPerNode: 8, deviceType: 'H100', deviceMemoryGb: null },
+      memoryLimitGb: null,
+      searchOnSave: true,
+      maxFileSizeKb: null,
+    },
   });
   const log = s.channels[0].lines.map((l) => `${l.level}: ${l.text}`).join('\n');
   assert.match(log, /warn: hpLsp\.maxFileSizeKb: ignoring 0/);
@@ -170,7 +175,16 @@ test('settings changes are pushed with didChangeConfiguration; an interpreter ch
   assert.deepEqual(f.made[0].notifications, [
     {
       method: 'workspace/didChangeConfiguration',
-      params: { settings: { hpLsp: { cluster: { deviceType: 'A3' }, memoryLimitGb: 60 } } },
+      params: {
+        settings: {
+          hpLsp: {
+            cluster: { numNodes: null, cardsPerNode: null, deviceType: 'A3', deviceMemoryGb: null },
+            memoryLimitGb: 60,
+            searchOnSave: null,
+            maxFileSizeKb: null,
+          },
+        },
+      },
     },
   ]);
   s.changeConfig({ 'editor.tabSize': 2 });

@@ -35,12 +35,19 @@ test('every server setting maps into the nested hpLsp section', () => {
   });
 });
 
-test('client-only keys never reach the server', () => {
+const UNSET = {
+  cluster: { numNodes: null, cardsPerNode: null, deviceType: null, deviceMemoryGb: null },
+  memoryLimitGb: null,
+  searchOnSave: null,
+  maxFileSizeKb: null,
+};
+
+test('client-only keys never reach the server; unset keys are sent as null', () => {
   const opts = initializationOptions(section({ interpreter: 'python3', 'trace.server': 'messages' }));
-  assert.deepEqual(opts, { hpLsp: {} });
+  assert.deepEqual(opts, { hpLsp: UNSET });
 });
 
-test('null defaults and cleared text fields are left out, so the server keeps its own defaults', () => {
+test('null defaults and cleared text fields are null, so the server uses its own defaults', () => {
   const cfg = section({
     'cluster.numNodes': null,
     'cluster.deviceType': '   ',
@@ -48,7 +55,7 @@ test('null defaults and cleared text fields are left out, so the server keeps it
     searchOnSave: true,
   });
   const read = readServerSettings(cfg);
-  assert.deepEqual(read.settings, { searchOnSave: true });
+  assert.deepEqual(read.settings, { ...UNSET, searchOnSave: true });
   assert.deepEqual(read.problems, []);
 });
 
@@ -62,7 +69,7 @@ test('invalid values are dropped and reported by name', () => {
     maxFileSizeKb: 512,
   });
   const read = readServerSettings(cfg);
-  assert.deepEqual(read.settings, { maxFileSizeKb: 512 });
+  assert.deepEqual(read.settings, { ...UNSET, maxFileSizeKb: 512 });
   assert.deepEqual(
     read.problems.map((p) => p.split(':')[0]),
     ['hpLsp.cluster.numNodes', 'hpLsp.cluster.cardsPerNode', 'hpLsp.cluster.deviceMemoryGb', 'hpLsp.memoryLimitGb', 'hpLsp.searchOnSave'],
@@ -73,14 +80,15 @@ test('invalid values are dropped and reported by name', () => {
 test('didChangeConfiguration carries the same section under settings', () => {
   const cfg = section({ 'cluster.deviceType': 'A3', memoryLimitGb: 60 });
   assert.deepEqual(didChangeConfigurationParams(cfg), {
-    settings: { hpLsp: { cluster: { deviceType: 'A3' }, memoryLimitGb: 60 } },
+    settings: { hpLsp: { ...UNSET, cluster: { ...UNSET.cluster, deviceType: 'A3' }, memoryLimitGb: 60 } },
   });
 });
 
 test('workspace/configuration answers hpLsp, its sub-keys, and defers other sections', () => {
   const cfg = section({ 'cluster.numNodes': 4, 'cluster.cardsPerNode': 16, interpreter: 'x' });
-  assert.deepEqual(configurationItem('hpLsp', cfg), { cluster: { numNodes: 4, cardsPerNode: 16 } });
-  assert.deepEqual(configurationItem('hpLsp.cluster', cfg), { numNodes: 4, cardsPerNode: 16 });
+  const cluster = { ...UNSET.cluster, numNodes: 4, cardsPerNode: 16 };
+  assert.deepEqual(configurationItem('hpLsp', cfg), { ...UNSET, cluster });
+  assert.deepEqual(configurationItem('hpLsp.cluster', cfg), cluster);
   assert.equal(configurationItem('hpLsp.cluster.numNodes', cfg), 4);
   assert.equal(configurationItem('hpLsp.memoryLimitGb', cfg), null);
   assert.equal(configurationItem('python', cfg), undefined);
