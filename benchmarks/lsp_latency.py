@@ -177,7 +177,7 @@ def main() -> None:
     try:
         llama = tmp / "llama3-70b"
         shutil.copytree(args.examples / "llama3-70b", llama)
-        # The train.yaml alone (no search config beside it): the cluster comes from the file's context.
+        # The train.yaml; its cluster and search space come from the search config beside it.
         c = start(llama)
         train = llama / "train.yaml"
         uri, text = open_doc(c, train)
@@ -226,11 +226,15 @@ def main() -> None:
             c.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
             time.sleep(0.01)
             t0 = time.perf_counter()
-            c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 100 + i},
-                                                 "contentChanges": [{"text": text + f"\n# edit {i}\n"}]})
+            # A half-typed edit (a syntax error): the re-check's publish is the first one carrying HP001.
+            c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 100 + 2 * i},
+                                                 "contentChanges": [{"text": text.replace("model:", "model: [", 1)}]})
             hover_after.append(hover_once(c, uri, line, col))
             t1, _ = c.wait_note("textDocument/publishDiagnostics", t0,
-                                lambda p, v=100 + i: p and p.get("uri") == uri and p.get("version") == v)
+                                lambda p: p and p.get("uri") == uri
+                                and any(d.get("code") == "HP001" for d in p.get("diagnostics", [])))
+            c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 101 + 2 * i},
+                                                 "contentChanges": [{"text": text}]})
             to_publish.append((t1 - t0) * 1000)
             time.sleep(0.5)
         print(f"didChange during a search -> hover       : {fmt(hover_after)}")
