@@ -187,27 +187,34 @@ class Document:
         return end_position(self.text)
 
 
+# Line breaks as YAML (libyaml) counts them, so ranges built from its marks and from text offsets agree:
+# LF, CR, CRLF, and the Unicode NEL / LS / PS.
+_BREAK_RE = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+
+
+def split_lines(text: str) -> list[str]:
+    """The text's lines without their breaks (YAML's notion of a line break)."""
+    return _BREAK_RE.split(text)
+
+
 def end_position(text: str) -> Position:
     """The position just past the last character of `text`."""
-    line = text.count("\n")
-    last_nl = text.rfind("\n")
-    return Position(line, len(text) - last_nl - 1)
+    lines = split_lines(text)
+    return Position(len(lines) - 1, len(lines[-1]))
 
 
 def clamp(text: str, pos: Position) -> Position:
     """The nearest position inside `text` (a mark past the end of a line or of the text is pulled back)."""
-    lines = text.split("\n")
+    lines = split_lines(text)
     if pos.line >= len(lines):
-        return end_position(text)
-    line = lines[max(pos.line, 0)].rstrip("\r")
-    return Position(max(pos.line, 0), max(0, min(pos.character, len(line))))
+        return Position(len(lines) - 1, len(lines[-1]))
+    line = max(pos.line, 0)
+    return Position(line, max(0, min(pos.character, len(lines[line]))))
 
 
 def _pos_of_index(text: str, index: int) -> Position:
     index = max(0, min(index, len(text)))
-    line = text.count("\n", 0, index)
-    start = text.rfind("\n", 0, index) + 1
-    return Position(line, index - start)
+    return end_position(text[:index])
 
 
 def _mark_pos(mark: Any) -> Position:
@@ -273,7 +280,7 @@ def _syntax_diag(exc: yaml.YAMLError, text: str) -> Diagnostic:
         # An unclosed bracket or quote is reported at the end of the text; point at where it was opened.
         pos = clamp(text, _mark_pos(ctx_mark))
     end = clamp(text, Position(pos.line, pos.character + 1))
-    lines = text.split("\n")
+    lines = split_lines(text)
     at_tab = pos.line < len(lines) and pos.character < len(lines[pos.line]) and lines[pos.line][pos.character] == "\t"
     if "maximum nesting depth" in str(problem):
         return Diagnostic("HP005", "nesting too deep to analyse (more than 1000 levels)", Range(pos, end))
