@@ -24,7 +24,7 @@ FLASH_LSE_BYTES = 4.0
 # ------------------------------------------------------------------------------------- compute
 # Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency
 # (HARDWARE.md §3.1, MLE-ACC), the catalog's single source of that fact.
-# FITTED (N1, K5, M families): the fraction of best-shape MAMF that a training run's large GEMMs achieve
+# FITTED (grid fit on N1 + N2 + K5, benchmarks/accuracy.py --fit): the fraction of best-shape MAMF that a training run's large GEMMs achieve
 # end to end (cuBLAS on real shapes, launch gaps, clocks under power limits).
 GEMM_FRACTION_OF_MAMF = 0.80
 # Shape penalty: a GEMM whose smallest dimension is x runs at x / (x + GEMM_HALF_DIM) of the large-shape
@@ -36,7 +36,8 @@ GEMM_HALF_DIM = 128.0
 FLASH_ATTN_FRACTION = 0.50
 # Memory-bound element-wise work (norms, activations, dropout, softmax without flash, residual adds):
 # bytes of HBM traffic per byte of activation the layer keeps, forward; backward moves twice that.
-# FITTED (K4 rows: the forward of a 22B layer is 7.7 ms, of which ~60 % is GEMM at MAMF).
+# FITTED (same fit; N1's small models and K5-22B are the most sensitive). KOR22 Table 4 (a 22B layer,
+# not fitted) then reads +4 % to +8 %.
 ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE = 1.5
 HBM_EFFICIENCY = 0.80  # achievable fraction of HBM bandwidth for streaming kernels (HARDWARE.md §3.3, Calculon ≥ 10 MB: 0.75-0.90)
 # Backward over forward FLOPs: 2 for GEMMs (dgrad + wgrad); flash attention's backward re-runs QK^T: 2.5.
@@ -46,8 +47,8 @@ BWD_ELEMENTWISE_RATIO = 2.0
 
 # ------------------------------------------------------------------------------------- communication
 # Fraction of the one-direction link rate a ring collective achieves: NVLink 78-82 % (HARDWARE.md §3.2,
-# MLE-NET 8×A100 / 8×H200); scale-out FITTED on N2 ZeRO-3 and K5-530B-DP8 (published 73-74 % at > 1 GiB
-# payloads on EFA; lower with all 8 rails busy and 2021-era NCCL).
+# MLE-NET 8×A100 / 8×H200); scale-out FITTED (N1 + N2 + K5 grid; N2 ZeRO-3 and K5-530B-DP8 carry it;
+# MLE-NET reports 73-74 % at > 1 GiB payloads on EFA).
 COLL_EFF_INTRA = 0.78
 COLL_EFF_INTER = 0.70
 # Latency per ring step (s): NVLink ~ a few µs, IB ~ 5-10 µs (Calculon 10 / 20 µs per transfer).
@@ -57,14 +58,17 @@ LAT_INTER_S = 8e-6
 P2P_EFF = 0.85
 
 # ------------------------------------------------------------------------------------- overlap
-# FITTED (K4 rows + K5): share of tensor-parallel collective time hidden under GEMMs (Megatron overlaps the
-# backward all-reduce with the weight-gradient GEMM; KOR22 §6.2 note).
+# FITTED (N1 + N2 + K5 grid over [0.3, 0.7]): share of tensor-parallel collective time hidden under GEMMs
+# (Megatron overlaps the backward all-reduce with the weight-gradient GEMM; KOR22 §6.2 note). At 0.7 the
+# NF-13 choice (tp 8 fastest for the 162B GPT on 64 A100) flips to tp 16.
 TP_OVERLAP = 0.30
 # FSDP / ZeRO-3 parameter gathers and gradient reduce-scatters are prefetched layer by layer: this share of
 # the compute time can hide them (N2-01/N2-04: step ≈ max(compute, communication)). FITTED on N2.
 FSDP_OVERLAP = 0.95
 # Data-parallel gradient reduction at the end of the step overlaps with the last micro-batch's backward
-# by this share (Megatron bucketed overlap). K5-530B-DP8 states no overlap; MLM-README runs overlap.
+# by this share, and ZeRO-1's weight all-gather with the first micro-batch's forward (Megatron
+# --overlap-grad-reduce / --overlap-param-gather, used by the MLM-README runs, M family). K5-530B-DP8 states
+# no overlap, but with 280 micro-batches its last backward is too short for the choice to matter.
 DP_OVERLAP = 1.0
 # ZeRO-3 / FSDP collectives priced as flat rings over each rank's NIC (no hierarchical NIC sharing).
 # FITTED on N2-01..06: the published ZeRO-3 steps (66.75 s for 174.6B at 768 and 1536 GPUs, 180-184 s for
