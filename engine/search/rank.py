@@ -47,6 +47,9 @@ REQUEST_MODES: dict[str, tuple[int, ...]] = {
 # cache (measured: 1024-row calls price 2-4× more rows per second than 16k-row calls), and a cancel or a
 # progress report is never far away.
 CHUNK = 1024
+# The memory decomposition sums in another order than the pricing (a few ulp apart): a mode within this
+# relative slack of the budget counts as possibly fitting, and exact pricing decides.
+_SLACK = 1e-9
 # Columns that, with the micro-batch size, identify a candidate (the micro-batch count follows from them).
 _GROUP = ("tp", "pp", "cp", "fsdp", "etp", "ep", "vpp", "sp", "os")
 
@@ -101,23 +104,26 @@ Poll = Callable[[int], None]
 
 def mode_peaks(pt: PricedTable) -> np.ndarray:
     """(n, 3): each row's peak under every layer in one mode, from the priced memory decomposition
-    (engine.cost.PricedTable: stage = static + fixed + Σ layers × kept activations of their mode)."""
-    base = np.nan_to_num(pt.stage_static_gib) + np.nan_to_num(pt.stage_fixed_gib)
-    stages = base[:, :, None] + np.einsum("npk,npkm->npm", np.nan_to_num(pt.layer_count),
-                                          np.nan_to_num(pt.layer_act_gib))
-    valid = ~np.isnan(pt.stage_memory_gib)
-    return np.where(valid[:, :, None], stages, -np.inf).max(axis=1)
+    (engine.cost.PricedTable: stage = static + fixed + Σ layers × kept activations of their mode). Stages
+    past a row's pp are NaN there and drop out of the maximum (fmax ignores NaN)."""
+    count = pt.layer_count
+    act = pt.layer_act_gib
+    stages = (pt.stage_static_gib + pt.stage_fixed_gib)[:, :, None] + count[:, :, 0, None] * act[:, :, 0, :]
+    if np.any(count[:, :, 1]):  # MoE layers (a dense model holds none)
+        stages += count[:, :, 1, None] * act[:, :, 1, :]
+    return np.fmax.reduce(stages, axis=1)
 
 
 def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     """(rank of each row's micro-batch size within its group, the row of the same group one rank lighter or
-    -1)."""
-    key = np.stack([cols[c] for c in _GROUP], axis=1)
-    _, gid = np.unique(key, axis=0, return_inverse=True)
-    gid = gid.reshape(-1)
-    order = np.lexsort((cols["mbs"], gid))
-    g_sorted = gid[order]
-    first = np.r_[True, g_sorted[1:] != g_sorted[:-1]]
+    -1). A group is the rows equal in every column but the micro-batch size (and the count it implies)."""
+    key = np.zeros(n, dtype=np.int64)
+    for c in _GROUP:
+        _, inv = np.unique(cols[c], return_inverse=True)
+        key = key * (int(inv.max()) + 1) + inv.reshape(-1)
+    order = np.lexsort((cols["mbs"], key))
+    k_sorted = key[order]
+    first = np.r_[True, k_sorted[1:] != k_sorted[:-1]]
     start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n) - start
@@ -169,7 +175,7 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
             else:
                 mp = mode_peaks(pt)
                 mpeak[idx] = mp
-                ok = mp <= budget
+                ok = mp <= budget + _SLACK * max(budget, 1.0)
                 off_fits = np.asarray(pt.fits, dtype=bool)
                 out.feasible[idx] = ok.any(axis=1) | off_fits
                 out.exact[idx] = off_fits
@@ -207,7 +213,7 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
     best_m = np.full(cand.size, np.inf)
     best_mode = np.full(cand.size, -1, dtype=np.int8)
     for m in (SELECTIVE, FULL):
-        sel = np.nonzero(mpeak[cand, m] <= budget)[0]
+        sel = np.nonzero(mpeak[cand, m] <= budget + _SLACK * max(budget, 1.0))[0]
         for start in range(0, sel.size, CHUNK):
             j = sel[start:start + CHUNK]
             pt = pricer.price(table_of(cols, cand[j], m))

@@ -160,26 +160,3 @@ def brute_force(count: int, mem: list[float], time: list[float], budget: float) 
         if (t, m) < best[:2]:
             best = (t, m, comp)
     return best[0], best[2]
-
-
-def layer_ranges(stage_layers: list[tuple[int, int]], stage_counts: list[tuple[int, ...]],
-                 modes: tuple[str, ...]) -> list[tuple[int, int, str]]:
-    """Lay each stage's chosen counts onto its layers (first, last inclusive) in model order: the lightest
-    modes first and the fastest last, so the layer that ends the warm-up (the stage's last, whose backward
-    working set is charged, §6.11) keeps what it computed. `modes` orders the options as the counts do
-    (off, selective, full); the result is per-layer (first, last, mode) runs."""
-    runs: list[tuple[int, int, str]] = []
-    order = list(range(len(modes)))[::-1]  # full, selective, off
-    for (first, last), counts in zip(stage_layers, stage_counts, strict=True):
-        at = first
-        for m in order:
-            n = counts[m]
-            if n <= 0:
-                continue
-            end = min(at + n - 1, last)
-            if runs and runs[-1][2] == modes[m] and runs[-1][1] == at - 1:
-                runs[-1] = (runs[-1][0], end, modes[m])
-            else:
-                runs.append((at, end, modes[m]))
-            at = end + 1
-    return runs

@@ -69,3 +69,21 @@ def test_nothing_fits_exits_1_with_the_refusal() -> None:
     doc = json.loads(text)
     assert doc["best"] is None
     assert "HP602" in [d["code"] for d in doc["diagnostics"]]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal_and_only_when_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.cli.search as cli
+
+    args = build_parser().parse_args(["search", str(LLAMA), "--top", "1"])
+    err = _Tty()
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    assert run(args, stdout=io.StringIO(), stderr=err) == 0
+    assert "searching [" in err.getvalue() and "100%" in err.getvalue()
+    quiet = io.StringIO()  # not a terminal: no bar
+    assert run(args, stdout=io.StringIO(), stderr=quiet) == 0
+    assert quiet.getvalue() == ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.search.recompute import brute_force, choose_counts, choose_stage, layer_ranges
+from engine.search.recompute import brute_force, choose_counts, choose_stage
 
 
 def _instances(seed: int, n: int, n_opt: int):
@@ -85,8 +85,3 @@ def test_smaller_budget_is_never_faster() -> None:
     budgets = np.linspace(10, 30, 60)
     got = choose_counts(np.full(60, 10), mem, time, budgets)
     assert np.all(np.diff(got.time) <= 1e-12)
-
-
-def test_layer_ranges_put_heavier_recompute_first_in_each_stage() -> None:
-    runs = layer_ranges([(0, 4), (5, 9)], [(2, 1, 2), (5, 0, 0)], ("off", "selective", "full"))
-    assert runs == [(0, 1, "full"), (2, 2, "selective"), (3, 9, "off")]
