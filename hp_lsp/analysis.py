@@ -101,3 +101,15 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
             (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
     return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)),
                     failure=failure)
+
+
+def cluster_from_search_config(search_path: str, text: str | None = None) -> ClusterOverrides | None:
+    """The cluster a search config states (and its memory budget), as explicit overrides for the train.yaml
+    it references: issue 5 puts a referencing search config first among the cluster's sources."""
+    loaded = check_file(search_path, text=text)
+    cfg = loaded.config
+    cl = cfg.cluster if cfg is not None else None
+    if cfg is None or cl is None:
+        return None
+    return ClusterOverrides(devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
+                            device_type=cl.device.name, memory_gb=cfg.budget_gib, explicit=True)

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
-from engine.check import check_file
 from engine.config.types import ClusterOverrides
-from hp_lsp.analysis import Analysis, analyse
+from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
 from hp_lsp.features import diagnostics
 from hp_lsp.search_job import SearchOutcome, SearchRequest
 from hp_lsp.session import DocState
@@ -171,13 +170,7 @@ class Scheduler:
             return None
         key = (search_path, stamp)
         if key not in self._cluster_cache:
-            loaded = check_file(search_path, text=text)
-            cfg = loaded.config
-            cl = cfg.cluster if cfg is not None else None
-            self._cluster_cache[key] = None if cl is None else ClusterOverrides(
-                devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
-                device_type=cl.device.name, memory_gb=cfg.budget_gib if cfg is not None else None,
-                explicit=True)
+            self._cluster_cache[key] = cluster_from_search_config(search_path, text)
         return self._cluster_cache[key]
 
     # -- searches ------------------------------------------------------------------------------------

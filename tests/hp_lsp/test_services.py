@@ -1,0 +1,163 @@
+"""Feature services on the real examples: analysis, search job, diagnostics, hover, lens, code actions."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+from engine.edit import apply_edits
+from engine.positions import Range
+from hp_lsp.analysis import analyse, cluster_from_search_config
+from hp_lsp.features import code_lens, diagnostics, hover
+from hp_lsp.features.code_actions import fix_for, optimal_edits, search_config_path
+from hp_lsp.outline import scan
+from hp_lsp.search_job import SearchRequest, detach, run_search
+from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
+from tests.hp_lsp.services import LLAMA, never, no_progress, state_for
+
+TRAIN = LLAMA / "train.yaml"
+SEARCH = LLAMA / "search.yaml"
+
+
+def _pos(text: str, needle: str) -> tuple[int, int]:
+    for n, line in enumerate(text.splitlines()):
+        if needle in line:
+            return n, line.index(needle) + 1
+    raise AssertionError(needle)
+
+
+def test_analysis_leaves_other_yaml_alone_and_caps_size() -> None:
+    other = analyse("/tmp/x.yaml", "name: hello\nitems: [1, 2]\n", 1, overrides=None, max_file_size_kb=1024)
+    assert not other.is_config
+    big = analyse(str(TRAIN), TRAIN.read_text() + "#" * 3000, 1, overrides=None, max_file_size_kb=1)
+    assert big.too_large and [d.code for d in big.diagnostics] == ["HP005"]
+
+
+def test_search_job_result_pickles_and_has_edits() -> None:
+    text = TRAIN.read_text()
+    out = run_search(SearchRequest(str(TRAIN), text, cluster_from_search_config(str(SEARCH)),
+                                   space_path=str(SEARCH)),
+                     progress=no_progress, cancelled=never)
+    assert out.result is not None and out.result.best is not None
+    assert pickle.loads(pickle.dumps(out)).result.best == out.result.best
+    assert out.edits, out.edit_error
+    new = apply_edits(text, out.edits)
+    assert new != text and "# What we run today" in new  # comments survive the round trip
+
+
+def test_search_job_refuses_broken_files() -> None:
+    out = run_search(SearchRequest(str(TRAIN), "model: [\n", None), progress=no_progress, cancelled=never)
+    assert out.result is None and out.note
+
+
+def test_detach_turns_mapping_proxies_into_dicts() -> None:
+    from types import MappingProxyType
+
+    from engine.results import SearchResult
+
+    r = SearchResult(None, (), 0, 0, 0.0, MappingProxyType({"tp": "x"}))
+    assert isinstance(detach(r).dimensions, dict)
+    pickle.dumps(detach(r))
+
+
+def test_diagnostics_keep_search_findings_through_edits() -> None:
+    session, st = state_for(TRAIN, space=SEARCH)
+    base = diagnostics.collect(st)
+    search_codes = {d.code for d in base} & {"HP610", "HP611"}
+    assert search_codes, [d.code for d in base]
+    hint = next(d for d in base if d.code in search_codes)
+    # Two lines inserted at the top: the search diagnostic follows its key down by two lines.
+    text = "# one\n# two\n" + TRAIN.read_text()
+    session.change(st.uri, 2)
+    session.record_analysis(st.uri, st.generation, analyse(str(TRAIN), text, 2,
+                                                           overrides=cluster_from_search_config(str(SEARCH)),
+                                                           max_file_size_kb=1024))
+    moved = next(d for d in diagnostics.collect(st) if d.code == hint.code)
+    assert st.search_stale
+    assert moved.range.start.line == hint.range.start.line + 2
+
+
+def test_foreign_diagnostics_land_on_train_yaml_key() -> None:
+    from engine.diagnostics import Diagnostic
+
+    text = SEARCH.read_text()
+    entries = scan(text)
+    d = Diagnostic("HP101", "bad key", Range.of(3, 2, 3, 5), file=str(TRAIN))
+    (moved,) = diagnostics.relocate_foreign([d], entries)
+    line, _ = _pos(text, "train_yaml:")
+    assert moved.range.start.line == line and moved.message.startswith("train.yaml:4: ")
+
+
+def test_hover_strategy_model_device_list() -> None:
+    _, st = state_for(TRAIN, space=SEARCH)
+    text = TRAIN.read_text()
+    assert st.analysis is not None
+    entries = st.analysis.entries
+    strategy = hover.hover_markdown(st, entries, *_pos(text, "tp_size"))
+    assert strategy and "GiB" in strategy and "MFU" in strategy and "best" in strategy
+    model = hover.hover_markdown(st, entries, *_pos(text, "pretrained_model_name_or_path"))
+    assert model and "parameters" in model and "FLOPs" in model
+    assert hover.device_hover("h100") and "80 GiB" in (hover.device_hover("H100") or "")
+    _, sst = state_for(SEARCH)
+    stext = SEARCH.read_text()
+    assert sst.analysis is not None
+    listed = hover.hover_markdown(sst, sst.analysis.entries, *_pos(stext, "tp: [1"))
+    assert listed and "values in the" in listed
+    device = hover.hover_markdown(sst, sst.analysis.entries, *_pos(stext, "device_type: H100"))
+    assert device and "H100" in device
+
+
+def test_hover_never_waits_and_says_searching() -> None:
+    session, st = state_for(TRAIN, search=False)
+    session.begin_search(st.uri)
+    text = TRAIN.read_text()
+    assert st.analysis is not None
+    got = hover.hover_markdown(st, st.analysis.entries, *_pos(text, "tp_size"))
+    assert got is not None  # the stated plan's figures or "Searching…", never a wait
+
+
+def test_code_lens_best_plan_with_apply() -> None:
+    _, st = state_for(TRAIN, space=SEARCH)
+    assert st.analysis is not None
+    lenses = code_lens.lenses(st, st.analysis.entries)
+    best = lenses[0]
+    assert best.title.startswith("Best: ") and best.title.endswith("▸ Apply")
+    assert best.command == "hpLsp.applyOptimalStrategy" and best.arguments == (st.uri,)
+    line, _ = _pos(TRAIN.read_text(), "accelerator:")
+    assert best.range.start.line == line
+
+
+def test_optimal_edits_follow_the_current_text() -> None:
+    _, st = state_for(TRAIN, space=SEARCH)
+    text = TRAIN.read_text()
+    pre, what = optimal_edits(st, text)
+    assert pre and "tp" in what
+    edited = "# a new first line\n" + text
+    fresh, _ = optimal_edits(st, edited)
+    assert fresh and fresh != pre
+    assert apply_edits(edited, fresh).startswith("# a new first line\n")
+
+
+def test_quick_fixes_from_diagnostic_data() -> None:
+    text = TRAIN.read_text().replace("tp_size: 8", "tp_sise: 8")
+    fix = fix_for(text, "accelerator.tp_sise", {"replace_key": "tp_size"})
+    assert fix and fix.title == "Rename `tp_sise` to `tp_size`"
+    assert "tp_size: 8" in apply_edits(text, fix.edits)
+    fix = fix_for(TRAIN.read_text(), "accelerator.tp_size", {"nearest_valid": 4})
+    assert fix and "tp_size: 4" in apply_edits(TRAIN.read_text(), fix.edits)
+    stext = SEARCH.read_text()
+    fix = fix_for(stext, "parallelism.tp", {"widen": [16]})
+    assert fix and "16" in apply_edits(stext, fix.edits)
+    assert fix_for(stext, "", {"nearest_valid": 1}) is None
+
+
+def test_workspace_finds_the_referencing_search_config(tmp_path: Path) -> None:
+    (tmp_path / "train.yaml").write_text("model: {}\n")
+    (tmp_path / "other.yaml").write_text("train_yaml: ./elsewhere.yaml\n")
+    (tmp_path / "search.yaml").write_text("train_yaml: './train.yaml'  # the file beside\n")
+    idx = SearchConfigIndex()
+    found = idx.referencing(str(tmp_path / "train.yaml"), [], {})
+    assert found == str(tmp_path / "search.yaml")
+    assert referenced_train_yaml(str(tmp_path / "s.yaml"), "train_yaml: ../x/train.yaml\n") == \
+        str(tmp_path.parent / "x" / "train.yaml")
+    assert search_config_path(str(tmp_path / "train.yaml")) == str(tmp_path / "search-train.yaml")
