@@ -132,7 +132,7 @@ function M.find_root(path, markers)
   local dir = start
   while true do
     for _, marker in ipairs(markers or M.config.root_markers) do
-      if vim.loop.fs_stat(dir .. '/' .. marker) then
+      if (vim.uv or vim.loop).fs_stat(dir .. '/' .. marker) then
         return dir
       end
     end
