@@ -211,16 +211,20 @@ def price_table(
     x_split, x_rep = mtp_extra_params(m_)
     ne_layer = np.stack([lp_d.split / t + lp_d.rep, lp_m.split / t + lp_m.rep], axis=1)  # (n, 2)
     ex_layer = np.stack([np.zeros(n), lp_m.routed / (ep * etp)], axis=1)
-    ne_stage = counts[:, :, 0] * ne_layer[:, None, 0] + counts[:, :, 1] * ne_layer[:, None, 1]
-    ex_stage = counts[:, :, 0] * ex_layer[:, None, 0] + counts[:, :, 1] * ex_layer[:, None, 1]
+    # Parameters each stage holds on one rank (zero past a row's pp: counts are zero there), non-expert
+    # and routed-expert apart because they shard over different data-parallel groups.
+    ne_stage = counts[:, :, 0] * ne_layer[:, None, 0]
+    if is_moe:
+        ne_stage = ne_stage + counts[:, :, 1] * ne_layer[:, None, 1]
+        ex_stage = counts[:, :, 1] * ex_layer[:, None, 1]
+    else:
+        ex_stage = np.zeros_like(ne_stage)
     tied_copy = e_split if (m_.tie_embeddings) else 0.0
     ne_stage += np.where(first, (e_split / t + e_rep)[:, None], 0.0)
-    head_local = (h_split / t + h_rep)[:, None] + np.where(p > 1, tied_copy / t, 0.0)[:, None]
-    ne_stage += np.where(last, head_local, 0.0)
+    head_local = (h_split / t + h_rep) + np.where(p > 1, tied_copy / t, 0.0)
     if m_.mtp_depth:
-        ne_stage += np.where(last, (m_.mtp_depth * (x_split / t + x_rep))[:, None], 0.0)
-    ne_stage = np.where(valid, ne_stage, 0.0)
-    ex_stage = np.where(valid, ex_stage, 0.0)
+        head_local = head_local + m_.mtp_depth * (x_split / t + x_rep)
+    ne_stage += np.where(last, head_local[:, None], 0.0)
     edp = np.maximum(dp * cp * t / (ep * etp), 1.0)  # expert data-parallel size
     reshard = run.reshard_after_forward
     shard_p = np.where(fs > 1, fs if reshard else 1.0, 1.0)
@@ -228,17 +232,17 @@ def price_table(
     shard_o = np.maximum(fs, os_)
     Bp, Bg = float(run.param_bytes), float(run.grad_bytes)
     Bo = float(run.optimizer_states * run.optimizer_state_bytes + (4 if run.master_weights else 0))
-
-    def sharded(x_ne: np.ndarray, x_ex: np.ndarray, shard: np.ndarray) -> np.ndarray:
-        return x_ne / shard[:, None] + x_ex / np.minimum(shard, edp)[:, None]
-
-    params_b = Bp * sharded(ne_stage, ex_stage, shard_p)
-    grads_b = Bg * sharded(ne_stage, ex_stage, shard_g)
-    opt_b = Bo * sharded(ne_stage, ex_stage, shard_o)
-    static_b = params_b + grads_b + opt_b
+    # Bytes per held parameter, per row: weights, gradients, optimizer states after sharding.
+    coef_ne = {"parameters": Bp / shard_p, "gradients": Bg / shard_g, "optimizer": Bo / shard_o}
+    coef_ex = {"parameters": Bp / np.minimum(shard_p, edp), "gradients": Bg / np.minimum(shard_g, edp),
+               "optimizer": Bo / np.minimum(shard_o, edp)}
+    static_b = ne_stage * (coef_ne["parameters"] + coef_ne["gradients"] + coef_ne["optimizer"])[:, None]
+    if is_moe:
+        static_b = static_b + ex_stage * (coef_ex["parameters"] + coef_ex["gradients"] + coef_ex["optimizer"])[:, None]
 
     # ------------------------------------------------------------------ buffers (bytes per stage)
     layer_local = np.maximum(ne_layer[:, DENSE] + ex_layer[:, DENSE], ne_layer[:, MOE] + ex_layer[:, MOE])
+    reserved_b = K.RESERVED_GIB * K.GIB
     buf = np.where(sp, 2 * K.ACT_BYTES * T * h, 0.0)  # all-gathered norm output (sequence parallel)
     buf = buf + np.where(p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
     buf = buf + np.where(fs > 1, (2 * Bp + Bg) * layer_local if reshard else Bg * layer_local, 0.0)
@@ -247,30 +251,25 @@ def price_table(
         buf = buf + np.where(ep > 1, 2 * K.ACT_BYTES * T / t * copies * h, 0.0)
     buf = buf + np.where(cp > 1, 2 * K.ACT_BYTES * T * a.kv_width / t, 0.0)  # ring KV double buffer
 
-    reserved_b = K.RESERVED_GIB * K.GIB
     fixed_act = working[:, None] + np.where(first, (emb_act[:, None] * mf), 0.0) + np.where(last, head_act[:, None], 0.0)
     fixed_b = fixed_act + buf[:, None] + reserved_b
     layers_act_b = mf * stage_sum(act)
-    stage_b = np.where(valid, static_b + fixed_b + layers_act_b, np.nan)
-    stage_gib = stage_b / K.GIB
-    masked = np.where(valid, stage_b, -np.inf)
-    peak_stage = np.argmax(masked, axis=1)
-    peak_gib = stage_gib[rows, peak_stage]
-    pick = (rows, peak_stage)
     act_stage = fixed_act + layers_act_b
-    stage_terms = {
-        "parameters": params_b, "gradients": grads_b, "optimizer": opt_b, "activations": act_stage,
-        "buffers": np.broadcast_to(buf[:, None], params_b.shape), "reserved": np.full(params_b.shape, reserved_b),
-    }
-    stage_terms = {k: np.where(valid, x / K.GIB, np.nan) for k, x in stage_terms.items()}
-    mem_terms = {
-        "parameters": params_b[pick] / K.GIB,
-        "gradients": grads_b[pick] / K.GIB,
-        "optimizer": opt_b[pick] / K.GIB,
-        "activations": (fixed_act[pick] + layers_act_b[pick]) / K.GIB,
-        "buffers": buf / K.GIB,
-        "reserved": np.full(n, K.RESERVED_GIB),
-    }
+    tot = static_b + act_stage + (buf[:, None] + reserved_b)
+    tot[~valid] = -np.inf
+    peak_stage = np.argmax(tot, axis=1)
+    pick = (rows, peak_stage)
+    peak_gib = tot[pick] / K.GIB
+    stage_gib = tot / K.GIB
+    stage_gib[~valid] = np.nan
+    fixed_b = fixed_act + buf[:, None] + reserved_b
+    ne_pk, ex_pk = ne_stage[pick], ex_stage[pick]
+    mem_terms = {k: (ne_pk * coef_ne[k] + ex_pk * coef_ex[k]) / K.GIB for k in ("parameters", "gradients", "optimizer")}
+    mem_terms["activations"] = act_stage[pick] / K.GIB
+    mem_terms["buffers"] = buf / K.GIB
+    mem_terms["reserved"] = np.full(n, K.RESERVED_GIB)
+    stage_parts = {"ne": ne_stage, "ex": ex_stage, "act": act_stage, "buf": buf, "valid": valid,
+                   **{f"ne_{k}": v for k, v in coef_ne.items()}, **{f"ex_{k}": v for k, v in coef_ex.items()}}
 
     # ------------------------------------------------------------------ compute time per layer, per micro-batch
     fwd = np.zeros((n, 2))
@@ -388,10 +387,7 @@ def price_table(
 
     # ------------------------------------------------------------------ per stage, per micro-batch
     comp_stage = stage_sum(np.broadcast_to(compute[:, :, None], (n, 2, 3)))
-    rec_stage = stage_sum(rec)
-    tp_stage = stage_sum(tp)
-    cp_stage = stage_sum(cpc)
-    ep_stage = stage_sum(epc)
+    other_stage = stage_sum(rec + tp + cpc + epc)  # recompute + TP/CP/EP communication
     # Output layer (last stage): logits GEMM fwd + bwd, fp32 cross-entropy streaming.
     logit_g = _gemm_time(2 * T * h * V / t, np.minimum(V / t, h), gemm_rate)
     logit_e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * K.LOGIT_BYTES * T * V / t / hbm
@@ -420,8 +416,8 @@ def price_table(
         gathers = 2.0 if reshard else 1.0 / mb[:, None]
         fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
     fsdp_exp = np.maximum(0.0, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
-    stage_t = comp_stage + rec_stage + tp_stage + cp_stage + ep_stage + p2p[:, None] + fsdp_exp
-    stage_t = np.where(valid, stage_t, 0.0)
+    stage_t = comp_stage + other_stage + p2p[:, None] + fsdp_exp
+    stage_t[~valid] = 0.0
 
     # ------------------------------------------------------------------ end of step: DP sync + optimizer
     dpcp = table.dp * table.cp
@@ -441,8 +437,11 @@ def price_table(
     fwd_first = comp_stage - bwd_last
     dp_exp_stage = np.maximum(0.0, red - K.DP_OVERLAP * bwd_last) + np.maximum(0.0, gat - K.DP_OVERLAP * fwd_first)
     dp_exp_stage = np.where(valid, dp_exp_stage, 0.0)
-    opt_params = np.where(valid, sharded(ne_stage, ex_stage, shard_o), 0.0)
-    opt_stage = opt_params * K.OPTIMIZER_BYTES_PER_PARAM / hbm
+    # The optimizer updates what each rank holds of the optimizer shard (ZeRO-1/FSDP divide it).
+    opt_held = ne_stage / shard_o[:, None]
+    if is_moe:
+        opt_held = opt_held + ex_stage / np.minimum(shard_o, edp)[:, None]
+    opt_t = opt_held.max(axis=1) * K.OPTIMIZER_BYTES_PER_PARAM / hbm
 
     # ------------------------------------------------------------------ pipeline combination
     imax = np.argmax(stage_t, axis=1)
@@ -451,14 +450,13 @@ def price_table(
     t_sum = _ordered_sum(stage_t)
     bubble = (t_sum - t_max) / v
     dp_exposed = dp_exp_stage.max(axis=1)
-    opt_t = opt_stage.max(axis=1)
     step = mb * t_max + bubble + dp_exposed + opt_t
     time_terms = {
         "compute": mb * comp_stage[pk],
-        "recompute": mb * rec_stage[pk],
-        "tp_comm": mb * tp_stage[pk],
-        "cp_comm": mb * cp_stage[pk],
-        "ep_comm": mb * ep_stage[pk],
+        "recompute": mb * _at_stage(counts, counts_m, imax, rec, mode_row),
+        "tp_comm": mb * _at_stage(counts, counts_m, imax, tp, mode_row),
+        "cp_comm": mb * _at_stage(counts, counts_m, imax, cpc, mode_row),
+        "ep_comm": mb * _at_stage(counts, counts_m, imax, epc, mode_row),
         "dp_comm": mb * fsdp_exp[pk] + dp_exposed,
         "pp_bubble": bubble,
         "pp_p2p": mb * p2p,
@@ -476,7 +474,7 @@ def price_table(
     extra = per_step_layer - per_step_layer[:, :, OFF:OFF + 1]
     return PricedTable(
         peak_gib=peak_gib, stage_memory_gib=stage_gib, peak_stage=peak_stage, memory_terms=mem_terms,
-        stage_memory_terms=stage_terms,
+        stage_parts=stage_parts,
         step_time_s=step, time_terms=time_terms, tokens_per_s=tok_s, tokens_per_s_per_device=tok_s / world,
         mfu=mfu, fits=peak_gib <= budget_gib, budget_gib=float(budget_gib),
         stage_static_gib=np.where(valid, static_b / K.GIB, np.nan),
@@ -484,6 +482,23 @@ def price_table(
         layer_count=counts, in_flight=mf, layer_act_one_gib=act / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0),
     )
+
+
+def _at_stage(counts: np.ndarray, counts_m: np.ndarray | None, stage: np.ndarray, per_layer: np.ndarray,
+              mode_row: np.ndarray) -> np.ndarray:
+    """(n,) Σ over the layers of each row's given stage of a per-layer (n, 2, 3) value."""
+    rows = np.arange(len(stage))
+    if counts_m is None:
+        sel = per_layer[rows, :, mode_row]
+        c = counts[rows, stage]
+        return c[:, 0] * sel[:, 0] + c[:, 1] * sel[:, 1]
+    cm = counts_m[rows, stage]  # (n, 2, 3)
+    out = cm[:, 0, 0] * per_layer[:, 0, 0]
+    for k in range(2):
+        for mo in range(3):
+            if k or mo:
+                out = out + cm[:, k, mo] * per_layer[:, k, mo]
+    return out
 
 
 def _contract(counts_m: np.ndarray, per: np.ndarray) -> np.ndarray:

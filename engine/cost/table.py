@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from engine.specs import GIB as GIB_BYTES
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
 
 RECOMPUTE_CODE: dict[str, int] = {m: i for i, m in enumerate(RECOMPUTE_MODES)}  # off 0, selective 1, full 2
@@ -194,7 +195,7 @@ class PricedTable:
     stage_memory_gib: np.ndarray
     peak_stage: np.ndarray
     memory_terms: dict[str, np.ndarray]
-    stage_memory_terms: dict[str, np.ndarray]
+    stage_parts: dict[str, np.ndarray]
     step_time_s: np.ndarray
     time_terms: dict[str, np.ndarray]
     tokens_per_s: np.ndarray
@@ -212,6 +213,19 @@ class PricedTable:
 
     def __len__(self) -> int:
         return len(self.peak_gib)
+
+    @property
+    def stage_memory_terms(self) -> dict[str, np.ndarray]:
+        """The MEMORY_TERMS of every stage, (n, max_pp) GiB, NaN past each row's pp (computed on access from
+        the parts the pricing kept, so tables that never print stages do not pay for them)."""
+        sp = self.stage_parts
+        valid = sp["valid"]
+        out = {k: sp["ne"] * sp[f"ne_{k}"][:, None] + sp["ex"] * sp[f"ex_{k}"][:, None]
+               for k in ("parameters", "gradients", "optimizer")}
+        out["activations"] = sp["act"]
+        out["buffers"] = np.broadcast_to(sp["buf"][:, None], valid.shape)
+        out["reserved"] = np.full(valid.shape, self.memory_terms["reserved"][:, None] * GIB_BYTES)
+        return {k: np.where(valid, v / GIB_BYTES, np.nan) for k, v in out.items()}
 
     @property
     def layer_act_gib(self) -> np.ndarray:
