@@ -216,9 +216,12 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
                    model: ModelSpec, cluster: ClusterSpec, g: int, budget: float, lightest: Strategy,
                    peak: float, poll: Callable[[int], None]) -> list[str]:
     """What would make a strategy fit, in numbers: recompute, more devices, the budget itself."""
+    tps = [int(t) for t in set(wide.columns["tp"].tolist())]
+    pps = [int(p) for p in set(wide.columns["pp"].tolist())]
     out: list[str] = [
-        f"Nothing is lighter with every dimension searched within its bounds (tp up to a node, pp up to the "
-        f"layers, micro_batch_size down to 1) and recompute {lightest.recompute.mode}."
+        f"Nothing is lighter with every dimension searched within its bounds (tp up to {max(tps)}, pp up to "
+        f"{max(pps)}, micro_batch_size down to {int(wide.columns['mbs'].min())}) and recompute "
+        f"{lightest.recompute.mode}."
     ]
     if config.recompute in ("none", "selective"):
         full = price_space(pricer, wide, "full", top=1, model=model, poll=poll)
@@ -239,7 +242,7 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo,
                                 optimizer_shard=lightest.optimizer_shard)
         if len(space):
-            priced = price_space(big_pricer, space, "auto", top=1, model=model, poll=poll)
+            priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll)
             order = priced.order()
             if order.size:
                 r = int(order[0])
@@ -248,7 +251,7 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
                 break
         scale *= 2
     else:
-        out.append(f"Even {cluster.world_size * MAX_DEVICE_SCALE} devices do not fit it.")
+        out.append(f"Even {cluster.world_size * MAX_DEVICE_SCALE} devices do not fit it with recompute {config.recompute}.")
     device = cluster.memory_gib
     need = explain.round_up(peak)
     if config.memory_limit_gb and 0 < config.memory_limit_gb < device and peak <= device:

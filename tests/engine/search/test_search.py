@@ -108,8 +108,8 @@ def test_per_layer_is_never_slower_than_auto_and_reprices_exactly() -> None:
             continue
         assert per.best is not None
         assert per.best.step_time_s <= auto.best.step_time_s
-        e = estimate(TINY, per.best.strategy and make(TINY).cluster, make(TINY).run, per.best.strategy,
-                     limit)
+        cfg = make(TINY)
+        e = estimate(TINY, cfg.cluster, cfg.run, per.best.strategy, limit)
         assert e.step_time_s == per.best.step_time_s and e.fits
 
 
@@ -146,3 +146,31 @@ def test_progress_rises_to_one_and_cancel_stops() -> None:
     assert seen and seen[-1] == 1.0 and all(np.diff(seen) >= 0) and res.best is not None
     stopped = search(make(TINY), cancelled=lambda: True)
     assert stopped.best is None and stopped.diagnostics == ()
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13, 14])
+def test_random_lists_equal_brute_force(seed: int) -> None:
+    """Random candidate lists (some unreachable, some empty together) on random budgets and batches."""
+    rng = np.random.default_rng(seed)
+
+    def pick(values: list[int]) -> tuple[int, ...]:
+        k = int(rng.integers(1, len(values) + 1))
+        return tuple(sorted(int(v) for v in rng.choice(values, size=k, replace=False)))
+
+    dims: dict = {}
+    for name, values in (("tp", [1, 2, 4, 8]), ("pp", [1, 2, 4]), ("micro_batch_size", [1, 2, 4]),
+                         ("fsdp", [1, 2, 4, 8]), ("sequence_parallel", [0, 1])):
+        if rng.random() < 0.6:
+            dims[name] = pick(values)
+    model = TINY_MOE if seed % 2 else TINY
+    recompute = ["none", "selective", "full", "auto"][seed % 4]
+    cfg = make(model, nodes=1, gbs=int(rng.choice([16, 32, 64])), recompute=recompute,
+               memory_limit=float(rng.uniform(2.0, 12.0)), dims=dims)
+    res = search(cfg)
+    want, _ = brute_force(cfg, MODES[recompute])
+    assert not [d for d in res.diagnostics if d.code == "HP900"], res.diagnostics
+    if want is None:
+        assert res.best is None and res.diagnostics and res.diagnostics[0].code.startswith("HP6")
+    else:
+        assert res.best is not None and res.best.strategy == want.strategy
+        assert res.best.step_time_s == want.step_time_s
