@@ -116,6 +116,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         if cancelled is not None and cancelled():
             raise Cancelled
         estimates = _estimates(pricer, [_strategy(space, priced, r) for r in order[:top].tolist()], model)
+        estimates = [e for e in estimates if e.fits]  # the ranking priced these exactly; this only guards
         estimates.sort(key=lambda e: (e.step_time_s, e.peak_memory_gib))
     else:
         diags.extend(_refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
@@ -173,7 +174,7 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
     os_shard = config.stated.optimizer_shard if config.stated is not None else 1
     restricted = [d for d, v in restrict.items() if v is not None and d != "etp"]
     if explain.batch_unreachable(space, g):
-        # Which declared values cause it: each batch-shaping dimension widened alone, then all of them.
+        # Which declared values cause it: each batch-shaping dimension widened on its own.
         causes: list[str] = []
         for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
             if restrict.get(d) is None:
