@@ -174,14 +174,22 @@ def load_case(path: Path) -> tuple[Config | None, list[str]]:
 
 
 def price_case(c: Case) -> tuple[float | None, str]:
-    cfg, errs = load_case(CASES_DIR / f"{c.id}.yaml")
-    if cfg is None or errs:
-        return None, "; ".join(errs) or "unreadable"
-    est, diags = estimate_config(cfg)
-    if est is None:
-        return None, "; ".join(f"{d.code} {d.message}" for d in diags)
-    note = "" if est.fits else f"over budget ({est.peak_memory_gib:.1f} GiB)"
-    return est.step_time_s, note
+    """Price a case the way CALIBRATION §9.2 says: `hp-plan estimate FILE --json` (run in-process), reading
+    `step_time_s` and `peak_memory_gib` from its JSON."""
+    import contextlib
+    import io
+    import json
+
+    from engine.cli import main as hp_plan
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        hp_plan(["estimate", str(CASES_DIR / f"{c.id}.yaml"), "--json"])
+    doc = json.loads(buf.getvalue())
+    if "step_time_s" not in doc:
+        return None, "; ".join(f"{d['code']} {d['message']}" for d in doc.get("diagnostics", []))
+    note = "" if doc["fits"] else f"over budget ({doc['peak_memory_gib']:.1f} GiB) "
+    return float(doc["step_time_s"]), note
 
 
 def band(c: Case) -> str:

@@ -245,7 +245,10 @@ def price_table(
     reserved_b = K.RESERVED_GIB * K.GIB
     buf = np.where(sp, 2 * K.ACT_BYTES * T * h, 0.0)  # all-gathered norm output (sequence parallel)
     buf = buf + np.where(p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
-    buf = buf + np.where(fs > 1, (2 * Bp + Bg) * layer_local if reshard else Bg * layer_local, 0.0)
+    # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
+    # DS-EST's "4 × largest layer's params" at 16-bit (CALIBRATION §6.3); ZeRO-2-like keeps the weights
+    # whole (counted as parameters) and needs only the gradient buffer.
+    buf = buf + np.where(fs > 1, 2 * Bp * layer_local if reshard else Bp * layer_local, 0.0)
     if is_moe:
         copies = m_.experts_per_tok * max(m_.capacity_factor, 1.0) * K.MOE_IMBALANCE
         buf = buf + np.where(ep > 1, 2 * K.ACT_BYTES * T / t * copies * h, 0.0)
