@@ -66,10 +66,20 @@ let server: ChildProcess | undefined;
 let connection: MessageConnection | undefined;
 after(() => {
   connection?.dispose();
+  // Close the pipes too: a child that never started would otherwise keep the test process alive.
+  server?.stdin?.destroy();
+  server?.stdout?.destroy();
+  server?.stderr?.destroy();
   server?.kill();
 });
 
 test('the server started as the extension starts it honours its settings and its apply command', { skip, timeout: 90_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hp-lsp-vscode-'));
+  const file = join(dir, 'train.yaml'); // alone: no search.yaml beside it, so the cluster comes from settings
+  copyFileSync(example, file);
+  const uri = pathToFileURL(file).href;
+  const text = readFileSync(file, 'utf8');
+
   const choice = await chooseInterpreter({ configured: python });
   const { command, args } = serverCommandLine(choice);
   assert.deepEqual(args, ['-m', 'hp_lsp']);
@@ -77,6 +87,12 @@ test('the server started as the extension starts it honours its settings and its
   server = proc;
   let stderr = '';
   proc.stderr.on('data', (chunk) => (stderr += String(chunk)));
+  // A server that cannot start or dies early fails the test at once instead of leaving requests pending.
+  const died = new Promise<never>((_resolve, reject) => {
+    proc.on('error', (err) => reject(new Error(`cannot start ${command}: ${err.message}`)));
+    proc.on('exit', (code) => reject(new Error(`the server exited (${code}):\n${stderr}`)));
+  });
+  died.catch(() => undefined);
   const conn = createMessageConnection(new StreamMessageReader(proc.stdout), new StreamMessageWriter(proc.stdin));
   connection = conn;
 
@@ -95,19 +111,13 @@ test('the server started as the extension starts it honours its settings and its
   conn.onRequest('workspace/configuration', (p: { items: unknown[] }) => p.items.map(() => null));
   conn.listen();
 
-  const dir = mkdtempSync(join(tmpdir(), 'hp-lsp-vscode-'));
-  const file = join(dir, 'train.yaml'); // alone: no search.yaml beside it, so the cluster comes from settings
-  copyFileSync(example, file);
-  const uri = pathToFileURL(file).href;
-  const text = readFileSync(file, 'utf8');
-
   const cluster = section({
     'cluster.numNodes': 128,
     'cluster.cardsPerNode': 8,
     'cluster.deviceType': 'H100',
     memoryLimitGb: 76,
   });
-  const init = (await conn.sendRequest('initialize', {
+  const init = (await Promise.race([died, conn.sendRequest('initialize', {
     processId: process.pid,
     rootUri: pathToFileURL(dir).href,
     capabilities: {
@@ -115,7 +125,7 @@ test('the server started as the extension starts it honours its settings and its
       textDocument: { publishDiagnostics: {}, codeAction: { codeActionLiteralSupport: { codeActionKind: { valueSet: ['quickfix', 'source'] } } } },
     },
     initializationOptions: initializationOptions(cluster),
-  })) as { capabilities: { executeCommandProvider?: { commands: string[] } } };
+  })])) as { capabilities: { executeCommandProvider?: { commands: string[] } } };
   assert.ok(
     init.capabilities.executeCommandProvider?.commands.includes(SERVER_COMMANDS.applyOptimalStrategy),
     `the server advertises ${SERVER_COMMANDS.applyOptimalStrategy}`,
