@@ -199,9 +199,11 @@ def band(c: Case) -> str:
         return ""
     s0 = cfg.stated
     alts: list[Strategy] = []
-    if c.family == "N1" and c.pp == 1:
+    if (c.family == "N1" and c.pp == 1) or c.family == "M":
+        # micro-batch size is unpublished for both; for M it also sets how much of the step the data-
+        # parallel reduce-scatter can overlap (the last micro-batch's backward)
         for b in (1, 2, 4):
-            if c.gbs % (c.dp * b) == 0:
+            if c.gbs % (c.dp * b) == 0 and c.gbs // (c.dp * b) >= c.pp:
                 alts.append(replace(s0, micro_batch_size=b, micro_batch_num=c.gbs // (c.dp * b)))
     elif c.family in ("N1", "N2") and c.pp > 1 and c.tp > 1:
         per = c.layers // c.pp
@@ -214,7 +216,7 @@ def band(c: Case) -> str:
     for s in alts:
         e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib or 80.0)
         errs_b.append((e.step_time_s - c.published_step_s) / c.published_step_s)
-    what = "b∈{1,2,4}" if c.pp == 1 else "v∈divisors"
+    what = "b∈{1,2,4}" if (c.pp == 1 or c.family == "M") else "v∈divisors"
     best = min(errs_b, key=abs)
     return f"{what}: [{100 * min(errs_b):+.1f}%, {100 * max(errs_b):+.1f}%], closest {100 * best:+.1f}%"
 
