@@ -102,15 +102,18 @@ class Priced:
 Poll = Callable[[int], None]
 
 
-def mode_peaks(pt: PricedTable) -> np.ndarray:
-    """(n, 3): each row's peak under every layer in one mode, from the priced memory decomposition
-    (engine.cost.PricedTable: stage = static + fixed + Σ layers × kept activations of their mode). Stages
-    past a row's pp are NaN there and drop out of the maximum (fmax ignores NaN)."""
-    count = pt.layer_count
-    act = pt.layer_act_gib
-    stages = (pt.stage_static_gib + pt.stage_fixed_gib)[:, :, None] + count[:, :, 0, None] * act[:, :, 0, :]
+def mode_peaks(pt: PricedTable, rows: np.ndarray | None = None) -> np.ndarray:
+    """(n, 3), or (len(rows), 3): each row's peak under every layer in one mode, from the priced memory
+    decomposition (engine.cost.PricedTable: stage = static + fixed + in-flight micro-batches × Σ layers ×
+    one micro-batch's kept activations of their mode). Stages past a row's pp are NaN there and drop out of
+    the maximum (fmax ignores NaN)."""
+    sel = slice(None) if rows is None else rows
+    count = pt.layer_count[sel]
+    one = pt.layer_act_one_gib[sel]  # (n, 2, 3)
+    kept = count[:, :, 0, None] * one[:, None, 0, :]
     if np.any(count[:, :, 1]):  # MoE layers (a dense model holds none)
-        stages += count[:, :, 1, None] * act[:, :, 1, :]
+        kept = kept + count[:, :, 1, None] * one[:, None, 1, :]
+    stages = (pt.stage_static_gib[sel] + pt.stage_fixed_gib[sel])[:, :, None] + pt.in_flight[sel][:, :, None] * kept
     return np.fmax.reduce(stages, axis=1)
 
 
@@ -173,10 +176,14 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
                 out.peak[idx] = pt.peak_gib
                 out.mode[idx] = np.where(fits, first_mode, -1)
             else:
-                mp = mode_peaks(pt)
+                off_fits = np.asarray(pt.fits, dtype=bool)
+                # Where no recompute fits the row is feasible already; elsewhere see which modes fit.
+                mp = np.full((idx.size, 3), -np.inf)
+                unfit = np.nonzero(~off_fits)[0]
+                if unfit.size:
+                    mp[unfit] = mode_peaks(pt, unfit)
                 mpeak[idx] = mp
                 ok = mp <= budget + _SLACK * max(budget, 1.0)
-                off_fits = np.asarray(pt.fits, dtype=bool)
                 out.feasible[idx] = ok.any(axis=1) | off_fits
                 out.exact[idx] = off_fits
                 out.step[idx] = np.where(off_fits, pt.step_time_s, np.where(out.feasible[idx], pt.step_time_s,
