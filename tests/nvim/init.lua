@@ -8,4 +8,4 @@ vim.opt.swapfile = false
 vim.opt.shadafile = 'NONE'
 vim.opt.updatetime = 100
 vim.cmd('filetype on')
-vim.lsp.set_log_level(os.getenv('HP_NVIM_LSP_LOG_LEVEL') or 'WARN')
+require('vim.lsp.log').set_level(os.getenv('HP_NVIM_LSP_LOG_LEVEL') or 'WARN')
