@@ -19,4 +19,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP416", "warning", "virtual pipeline (vpp) inconsistent with pp or the layers"),
     ("HP417", "error", "ep exceeds the data- and tensor-parallel ranks it borrows"),
     ("HP418", "warning", "sequence parallelism with context parallelism"),
+    ("HP419", "error", "manual stage partition inconsistent with pp or the layers"),
+    ("HP420", "error", "layer offset range invalid"),
+    ("HP421", "error", "per-layer setting names a layer the model does not have"),
 ]

@@ -4,7 +4,8 @@
 * degrees: degrees against the model and the cluster (tp/cp/ep divisibility, pp vs layers, world size,
   FSDP and optimizer shards, ep/cp on dense models);
 * batch: the global-batch rule;
-* memory: the memory budget against the device.
+* memory: the memory budget against the device;
+* pipeline: manual stage partitions, layer offsets and per-layer recompute ranges against the layers.
 
 Reading and type problems (HP0xx-HP3xx) come from engine.config while it reads.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from engine.config.resolve import Resolved
 from engine.diagnostics import Diagnostic
-from engine.validate import batch, degrees, keys, memory
+from engine.validate import batch, degrees, keys, memory, pipeline
 from engine.validate.context import build_ctx
 
 
@@ -21,6 +22,6 @@ def validate(resolved: Resolved) -> list[Diagnostic]:
     ctx = build_ctx(resolved)
     if ctx is None:
         return []
-    for family in (keys, degrees, batch, memory):
+    for family in (keys, degrees, batch, memory, pipeline):
         family.check(ctx)
     return ctx.diags

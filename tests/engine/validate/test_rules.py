@@ -114,3 +114,25 @@ def test_ep_exceeds_borrowable_ranks(tmp_path: Path) -> None:
                 overrides=ClusterOverrides(device_type="H100"))
     (d,) = only(diags, "HP417")
     assert d.path == "accelerator.ep_size"
+
+
+def test_pipeline_layout_rules(tmp_path: Path) -> None:
+    diags = run(tmp_path, "model: {num_hidden_layers: 8, hidden_size: 512, num_attention_heads: 8, vocab_size: 1000,"
+                " max_position_embeddings: 4096}\n" + CLUSTER + "parallelism: {pp: 2}\npp_config:\n"
+                "  stage_partition_mode: manual\n  stage_partition: [[0, 1, 2], [3, 4, 5, 9], [6]]\n"
+                "  layer_offset_range: [3, -2]\n  layer_recompute_layers: [1, 8]\n")
+    msgs = [d.message for d in only(diags, "HP419")]
+    assert msgs == ["stage_partition has 3 stages, but pp_degree is 2: give one entry per pipeline stage",
+                    "stage_partition does not cover layers: [7]",
+                    "stage_partition references non-existent layers: [9] (valid: 0-7)"]
+    (d,) = only(diags, "HP420")
+    assert d.range == Range.of(6, 22, 6, 29)
+    (d,) = only(diags, "HP421")
+    assert "[8]" in d.message
+
+
+def test_recompute_layer_range_past_the_model(tmp_path: Path) -> None:
+    diags = run(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-2-7b-hf}\n"
+                "activation_checkpoint:\n  mode: selective\n  layers: {\"0-9\": full, \"30-40\": off}\n", name="t.yaml")
+    (d,) = only(diags, "HP421")
+    assert d.range == Range.of(3, 24, 3, 31) and d.path == "activation_checkpoint.layers.30-40"

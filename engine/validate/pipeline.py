@@ -1,0 +1,132 @@
+"""Pipeline layout options against the layer count (HYPERPARALLEL.md §3.2 checks 8-10) and the per-layer
+recompute ranges of a train.yaml (FORMATS.md §1 `activation_checkpoint.layers`, ext)."""
+
+from __future__ import annotations
+
+from engine.config.reader import Val
+from engine.document import Map, Scalar, Seq, find
+from engine.validate.context import Ctx
+
+
+def check(ctx: Ctx) -> None:
+    m = ctx.config.model
+    if m is None:
+        return
+    layers = m.num_layers
+    _partition(ctx, layers)
+    _offsets(ctx, layers)
+    _recompute_ids(ctx, layers)
+    _train_layer_ranges(ctx, layers)
+
+
+def _pp_config(ctx: Ctx) -> tuple[Map | None, str | None]:
+    for src in ctx.resolved.sources:
+        if src.primary and ctx.config.kind == "search" and src.root is not None:
+            node = src.root.get("pp_config")
+            return (node if isinstance(node, Map) else None), src.path
+    return None, None
+
+
+def _ints(node: object) -> list[int] | None:
+    if isinstance(node, Seq) and all(isinstance(i, Scalar) and type(i.value) is int for i in node.items):
+        return [int(i.value) for i in node.items if isinstance(i, Scalar)]
+    return None
+
+
+def _partition(ctx: Ctx, layers: int) -> None:
+    ppc, _ = _pp_config(ctx)
+    if ppc is None:
+        return
+    mode = ppc.get("stage_partition_mode")
+    part = ppc.get("stage_partition")
+    if not (isinstance(mode, Scalar) and str(mode.value).lower() == "manual") or not isinstance(part, Seq):
+        return
+    if not part.items:
+        return
+    pps = sorted({d.value for d in ctx.declared.get("pp", [])} | _pp_degree_values(ctx))
+    stages = len(part.items)
+    for p in pps:
+        if p > 1 and p != stages:
+            ctx.emit("HP419", f"stage_partition has {stages} stages, but pp_degree is {p}: give one entry per "
+                     "pipeline stage", _loc(ctx, part), "pp_config.stage_partition")
+    counts = _ints(part)
+    if counts is not None:  # layers per stage
+        if sum(counts) != layers:
+            ctx.emit("HP419", f"stage_partition places {sum(counts)} layers, but the model has {layers}",
+                     _loc(ctx, part), "pp_config.stage_partition")
+        return
+    covered: list[int] = []
+    for stage in part.items:
+        ids = _ints(stage)
+        if ids is None:
+            ctx.emit("HP419", "stage_partition must list layer counts per stage, or the layer ids of each stage",
+                     _loc(ctx, stage), "pp_config.stage_partition")
+            return
+        covered += ids
+    missing = sorted(set(range(layers)) - set(covered))
+    extra = sorted({i for i in covered if not 0 <= i < layers})
+    if missing:
+        ctx.emit("HP419", f"stage_partition does not cover layers: {missing[:20]}", _loc(ctx, part),
+                 "pp_config.stage_partition")
+    if extra:
+        ctx.emit("HP419", f"stage_partition references non-existent layers: {extra[:20]} (valid: 0-{layers - 1})",
+                 _loc(ctx, part), "pp_config.stage_partition")
+
+
+def _pp_degree_values(ctx: Ctx) -> set[int]:
+    s = ctx.resolved.search
+    return set(s.pp_degree.values) if s is not None and s.pp_degree is not None else set()
+
+
+def _loc(ctx: Ctx, node: object):  # type: ignore[no-untyped-def]
+    from engine.config.types import Location
+
+    rng = node.range  # type: ignore[attr-defined]
+    return Location(ctx.config.path, rng, rng)
+
+
+def _offsets(ctx: Ctx, layers: int) -> None:
+    ppc, _ = _pp_config(ctx)
+    node = ppc.get("layer_offset_range") if ppc is not None else None
+    vals = _ints(node)
+    if node is None or vals is None or len(vals) != 2 or vals == [0, 0]:
+        return
+    lo, hi = vals
+    if lo > hi:
+        ctx.emit("HP420", f"layer_offset_range min ({lo}) must be <= max ({hi})", _loc(ctx, node),
+                 "pp_config.layer_offset_range")
+    if abs(lo) >= layers or abs(hi) >= layers:
+        ctx.emit("HP420", f"layer_offset_range ({lo}, {hi}) exceeds num_layers ({layers})", _loc(ctx, node),
+                 "pp_config.layer_offset_range")
+
+
+def _recompute_ids(ctx: Ctx, layers: int) -> None:
+    ppc, _ = _pp_config(ctx)
+    node = ppc.get("layer_recompute_layers") if ppc is not None else None
+    vals = _ints(node)
+    if node is None or vals is None:
+        return
+    bad = sorted({i for i in vals if not 0 <= i < layers})
+    if bad:
+        ctx.emit("HP421", f"layer_recompute_layers references non-existent layers: {bad[:20]}. Valid range: "
+                 f"[0, {layers - 1}]", _loc(ctx, node), "pp_config.layer_recompute_layers")
+
+
+def _train_layer_ranges(ctx: Ctx, layers: int) -> None:
+    train = ctx.resolved.train
+    if train is None or not train.recompute_layers:
+        return
+    root = train.src.root
+    sec = find(root, "activation_checkpoint.layers")[1]
+    if not isinstance(sec, Map):
+        return
+    for key, kn, _vn in sec.items():
+        parts = key.replace(" ", "").split("-")
+        try:
+            last = int(parts[-1])
+        except ValueError:
+            continue
+        if last >= layers:
+            v = Val(None, f"activation_checkpoint.layers.{key}", train.src.location(kn, kn))
+            ctx.emit("HP421", f"recompute range '{key}' goes past the last layer ({layers - 1})", v.loc, v.path,
+                     data={"valid": [0, layers - 1]})
