@@ -34,9 +34,13 @@ def stage_type_counts(L: int, first_dense: int, p: np.ndarray, v: np.ndarray, P:
         j = c * pp + i
         valid = (i < pp) & (c < vv)
         start, count = chunk_bounds(L, pp, vv, j)
+        count = np.where(valid, count, 0)
+        if first_dense >= L:  # dense model: every layer is type 0
+            out[:, :, 0] += count
+            continue
         dense = np.clip(np.minimum(start + count, first_dense) - start, 0, count)
-        out[:, :, 0] += np.where(valid, dense, 0)
-        out[:, :, 1] += np.where(valid, count - dense, 0)
+        out[:, :, 0] += dense
+        out[:, :, 1] += count - dense
     return out
 
 
@@ -69,7 +73,8 @@ def in_flight(p: np.ndarray, v: np.ndarray, m: np.ndarray, P: int) -> np.ndarray
     pp = p[:, None]
     vv = v[:, None]
     mm = m[:, None]
-    plain = np.minimum(pp - i, mm).astype(np.float64)
-    inter = np.minimum((pp - i - 1) * 2 + (vv - 1) * pp + 1, mm * vv) / vv
-    out = np.where(vv > 1, inter, plain)
+    out = np.minimum(pp - i, mm).astype(np.float64)
+    if (v > 1).any():
+        inter = np.minimum((pp - i - 1) * 2 + (vv - 1) * pp + 1, mm * vv) / vv
+        out = np.where(vv > 1, inter, out)
     return np.where(i < pp, np.maximum(out, 1.0), 0.0)

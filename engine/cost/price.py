@@ -177,9 +177,8 @@ def price_table(
 
     # ------------------------------------------------------------------ activation bytes per layer
     act = np.zeros((n, 2, 3))
-    act_off_one = np.zeros((n, 2))
-    for ty in (DENSE, MOE):
-        moe = ty == MOE and is_moe
+    for ty in (DENSE, MOE) if is_moe else (DENSE,):
+        moe = ty == MOE
         for mode in (OFF, SELECTIVE, FULL):
             at = act_terms(m_, moe, mode, policy)
             if mode == FULL:
@@ -187,7 +186,8 @@ def price_table(
                 act[:, ty, mode] = T * at.unsplit / np.where(sp, t, 1.0)
             else:
                 act[:, ty, mode] = T * (at.unsplit / np.where(sp, t, 1.0) + at.split / t + at.score / t)
-        act_off_one[:, ty] = act[:, ty, OFF]
+    if not is_moe:
+        act[:, MOE, :] = act[:, DENSE, :]
 
     def stage_sum(per_layer: np.ndarray) -> np.ndarray:
         """(n, 2, 3) per layer -> (n, P) per stage: Σ over type and mode of layers × value."""
@@ -201,7 +201,7 @@ def price_table(
     # Output side, KOR22 §4.3: final-norm input 2h, output-projection input 2h, fp32 logits 4·V/t.
     head_act = T * (4.0 * h / np.where(sp, t, 1.0) + K.LOGIT_BYTES * V / t) * (1 + m_.mtp_depth)
     ws_type = MOE if is_moe else DENSE
-    working = act_off_one[:, ws_type]  # backward working set: one layer's activations, one micro-batch
+    working = act[:, ws_type, OFF]  # backward working set: one layer's activations, one micro-batch
 
     # ------------------------------------------------------------------ static memory (bytes)
     lp_d = layer_params(m_, False)
@@ -278,9 +278,10 @@ def price_table(
     fwd = np.zeros((n, 2))
     attn_fwd = np.zeros((n, 2))
     attn_bwd = np.zeros((n, 2))
-    elem_fwd = np.zeros((n, 2))
     tokens_rep = T / np.where(sp, t, 1.0)  # tokens a replicated (non-TP) GEMM sees
-    for ty in (DENSE, MOE):
+    compute = np.zeros((n, 2))  # fwd + bwd per micro-batch
+    types = (DENSE, MOE) if is_moe else (DENSE,)  # a dense model's "MoE" column repeats the dense one
+    for ty in types:
         moe = ty == MOE and is_moe
         g = np.zeros(n)
         # Attention weight GEMMs: (tokens, output width / t, input width).
@@ -326,15 +327,12 @@ def price_table(
         e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * act[:, ty, OFF] / hbm
         attn_fwd[:, ty] = af
         attn_bwd[:, ty] = ab
-        elem_fwd[:, ty] = e
         fwd[:, ty] = g + af + e
-        gemm = g
-        bwd = K.BWD_GEMM_RATIO * gemm + ab + K.BWD_ELEMENTWISE_RATIO * e
-        if ty == DENSE:
-            comp_d = fwd[:, ty] + bwd
-        else:
-            comp_m = fwd[:, ty] + bwd
-    compute = np.stack([comp_d, comp_m], axis=1)  # (n, 2) fwd + bwd per micro-batch
+        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e
+        compute[:, ty] = fwd[:, ty] + bwd
+    if not is_moe:
+        for arr in (fwd, attn_fwd, attn_bwd, compute):
+            arr[:, MOE] = arr[:, DENSE]
 
     # Recompute extra per mode (n, 2, 3).
     rec = np.zeros((n, 2, 3))
@@ -407,15 +405,14 @@ def price_table(
     # reduce-scatters its gradients (ZERO20 §5: 1.5× DP volume); ZeRO-2-like gathers once per step.
     fsdp_raw = np.zeros((n, P))
     if (fs > 1).any():
-        coll = links.gather_flat if K.FSDP_FLAT_RING else links.gather
-        shape = ne_stage.shape
+        coef = links.gather_flat_coef if K.FSDP_FLAT_RING else links.gather_coef
         # Gradients are reduce-scattered in the parameter dtype (FSDP's default reduce dtype; DeepSpeed fp16).
-        ag = coll(Bp * ne_stage, np.broadcast_to(table.dp_shard[:, None], shape),
-                  np.broadcast_to(table.tp[:, None], shape))
+        a_ne, l_ne = coef(table.dp_shard, table.tp)
+        ag = (Bp * ne_stage) * a_ne[:, None] + l_ne[:, None]
         if is_moe:  # routed experts are sharded over the expert-data-parallel ranks only
             efs = np.minimum(table.dp_shard, np.maximum(np.round(edp).astype(np.int64), 1))
-            ag = ag + coll(Bp * ex_stage, np.broadcast_to(efs[:, None], shape),
-                           np.broadcast_to((table.tp * table.cp * table.ep)[:, None], shape))
+            a_ex, l_ex = coef(efs, table.tp * table.cp * table.ep)
+            ag = ag + (Bp * ex_stage) * a_ex[:, None] + l_ex[:, None]
         gathers = 2.0 if reshard else 1.0 / mb[:, None]
         fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
     fsdp_exp = np.maximum(0.0, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
