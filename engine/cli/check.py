@@ -1,7 +1,8 @@
 """`hp-plan check FILE [--json]`: validate only (FORMATS.md §3).
 
 Text: one compiler-style line per diagnostic, `path:line:col: severity CODE: message`, 1-based, in the file
-where the problem was written (a search config's train.yaml included), then a count. JSON: `{"file",
+where the problem was written (a search config's train.yaml included); for a search config the
+`parallelism resolved:` line HyperParallel prints; the stated strategy when there is one; then a count. JSON: `{"file",
 "diagnostics": [...]}` with 0-based ranges, plus `files`, `kind`, `dimensions` and `stated` (new keys).
 Exit 1 if any error, else 0.
 """
@@ -51,6 +52,12 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     else:
         for d in diags:
             out.write(format_line(d, file) + "\n")
+        if cfg is not None and cfg.kind == "search":
+            # HyperParallel's own resolution line (HYPERPARALLEL.md §2.2), one clause per dimension.
+            resolved = "; ".join(d.summary().replace(": ", "=", 1) for d in cfg.dimensions.values())
+            out.write(f"{file}: parallelism resolved: {resolved}\n")
+        if cfg is not None and cfg.stated is not None:
+            out.write(f"{file}: stated strategy: {cfg.stated.short()}\n")
         if diags:
             out.write(f"{file}: {_counts(diags)}\n")
         else:
