@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     from engine.check import check_file
     from engine.cli import cluster_overrides
     from engine.cli.check import format_line
-    from engine.search import search
+    from engine.search import compare_stated, search
 
     out = stdout or sys.stdout
     err = stderr or sys.stderr
@@ -111,6 +111,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             if bar is not None:
                 bar.close()
     diags = file_diags + (list(result.diagnostics) if result is not None else [])
+    if result is not None and config is not None:
+        diags += list(compare_stated(config, result))
     ok = result is not None and result.best is not None and not has_errors(diags)
     if as_json:
         doc: dict[str, object] = {"file": file}

@@ -58,8 +58,9 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
 
     Deterministic. `progress(fraction)` is called between chunks; `cancelled()` is polled there too, and when
     it turns true the search stops and returns an empty result (best None, no diagnostics). Never raises: an
-    internal failure comes back as an HP900 diagnostic. Refusals (HP600-HP603) are positioned at the
-    offending list or value; when the config states a strategy, `compare_stated` adds HP610/HP611.
+    internal failure comes back as an HP900 diagnostic. Refusals (HP600-HP604) are positioned at the
+    offending list or value. The advice about the strategy the files state (HP610/HP611) is
+    `compare_stated(config, result)`, which the front ends call on the result.
     """
     if config.model is None or config.cluster is None:
         return search_with(config, None, top=top, progress=progress, cancelled=cancelled)
@@ -123,11 +124,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if progress is not None:
         progress(1.0)
     best = estimates[0] if estimates else None
-    result = SearchResult(best, tuple(estimates), len(space), int(fits.sum()), 0.0, {},
-                          refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags))
-    if best is not None and config.stated is not None:
-        result = replace(result, diagnostics=result.diagnostics + compare_stated(config, result))
-    return result
+    return SearchResult(best, tuple(estimates), len(space), int(fits.sum()), 0.0, {},
+                        refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags))
 
 
 def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) -> list[Estimate]:
@@ -262,28 +260,56 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
     return out
 
 
+def _stated_source(config: Config) -> Config | None:
+    """The config whose `stated` strategy and locations the advice uses: `config` itself when it states one
+    (a train.yaml with a known cluster), else a search config's train.yaml read on the search config's
+    cluster (a train.yaml alone cannot state dp without one)."""
+    if config.stated is not None:
+        return config
+    if config.kind != "search" or not config.train_yaml or config.cluster is None:
+        return None
+    from engine.check import check_file
+    from engine.config.types import ClusterOverrides
+
+    cl = config.cluster
+    overrides = ClusterOverrides(num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
+                                 device_type=cl.device.name, memory_gb=cl.memory_gib, explicit=True)
+    loaded = check_file(config.train_yaml, overrides=overrides)
+    return loaded.config if loaded.config is not None and loaded.config.stated is not None else None
+
+
 def compare_stated(config: Config, result: SearchResult) -> tuple[Diagnostic, ...]:
-    """HP610 when the strategy the config states does not fit its budget, HP611 (a hint) when the search found
-    one at least FASTER_HINT_RATIO× faster. Shared by `hp-plan check`/`search` and the language server so the
-    codes and messages are one. Positioned at the stated tensor-parallel degree, the strategy's first key."""
+    """HP610 when the strategy the files state does not fit the budget, HP611 (a hint) when the search found
+    one at least FASTER_HINT_RATIO× faster. Shared by `hp-plan search` and the language server, so the codes
+    and messages are one.
+
+    `config` is the config that was searched. The stated strategy is its own (a train.yaml) or, for a search
+    config, its train.yaml's, read on the search config's cluster; either is priced on the searched model,
+    cluster, run and budget (the numbers the search ranked with) and positioned at the stated tensor-parallel
+    degree in the file that states it (`file` set when that is the train.yaml)."""
     best = result.best
-    if config.stated is None or best is None or config.model is None or config.cluster is None:
+    if best is None or config.model is None or config.cluster is None:
+        return ()
+    source = _stated_source(config)
+    if source is None or source.stated is None:
         return ()
     from engine.cost import estimate
 
+    strategy = source.stated
     budget = config.budget_gib if config.budget_gib is not None else math.inf
-    stated = estimate(config.model, config.cluster, config.run, config.stated, budget)
-    where = explain.position(config, ("accelerator.tp_size", "parallelism.tp", "train.accelerator.tp_degree",
-                                      "accelerator", "parallelism"))
+    stated = estimate(config.model, config.cluster, config.run, strategy, budget)
+    rng, path, _ = explain.position(source, ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp",
+                                             "accelerator", "parallelism"))
+    file = source.path if source.path and source.path != config.path else None
     out: list[Diagnostic] = []
     if not stated.fits:
         stage = int(np.argmax(stated.stage_memory_gib)) if stated.stage_memory_gib else 0
         out.append(Diagnostic(
             "HP610",
-            f"The stated strategy ({config.stated.short()}) needs {explain.gib(stated.peak_memory_gib)} on stage "
+            f"The stated strategy ({strategy.short()}) needs {explain.gib(stated.peak_memory_gib)} on stage "
             f"{stage}, above the {explain.gib(stated.budget_gib)} budget; {best.strategy.short()} fits at "
             f"{explain.gib(best.peak_memory_gib)}.",
-            where[0], where[1], file=where[2],
+            rng, path, file=file,
             data={"peak_gib": stated.peak_memory_gib, "budget_gib": stated.budget_gib,
                   "strategy": best.strategy.to_json()}))
     elif stated.step_time_s >= FASTER_HINT_RATIO * best.step_time_s:
@@ -292,7 +318,7 @@ def compare_stated(config: Config, result: SearchResult) -> tuple[Diagnostic, ..
             "HP611",
             f"A plan {ratio:.2f}× faster fits: {best.strategy.short()} takes {best.step_time_s:.3g} s per step "
             f"({best.tokens_per_s:,.0f} tokens/s, MFU {best.mfu:.0%}, {explain.gib(best.peak_memory_gib)}) against "
-            f"{stated.step_time_s:.3g} s for the stated one.",
-            where[0], where[1], file=where[2],
+            f"{stated.step_time_s:.3g} s for the stated {strategy.short()}.",
+            rng, path, file=file,
             data={"speedup": ratio, "strategy": best.strategy.to_json()}))
     return tuple(out)
