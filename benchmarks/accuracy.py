@@ -253,6 +253,9 @@ KOR22_FIG1 = {  # case: (L, h, a, t, p, v, b, states, base, sp, sel, sp+sel, ful
 }
 
 
+MLM_THEO = {"22B": 46.24, "175B": 46.89, "530B": 33.84, "1T": 35.71}  # GiB, CALIBRATION §4.6
+
+
 def kor22_rows() -> list[tuple[str, float, float]]:
     """(label, ours, published) for KOR22 Fig. 1: activations of the first stage's layers (Table 2 row × L ×
     interleave factor) from the engine's per-layer terms, and model states 18 B × 12·L·h²/(t·p)."""
@@ -276,6 +279,12 @@ def kor22_rows() -> list[tuple[str, float, float]]:
             rows.append((f"KOR22 {name} act {label}", ours, pub))
         ours_states = 18.0 * 12 * L * h * h / (t * p) / GIB
         rows.append((f"KOR22 {name} model states", ours_states, states))
+        # CALIBRATION §4.6 [D]: MLM-THEO weights + optimizer of the first stage (with the input embedding),
+        # against the engine's stage-0 static memory at 18 B/param (ours also counts biases and positions).
+        tab = CandidateTable.from_columns(dp=[1], tp=[t], pp=[p], vpp=v, micro_batch_size=b, micro_batch_num=8 * p,
+                                          sequence_parallel=True, recompute=1, schedule=1 if v > 1 else 0)
+        pr = price_table(m, cl, run, tab, 80.0)
+        rows.append((f"MLM-THEO {name} weights+optimizer", float(pr.stage_static_gib[0, 0]), MLM_THEO[name]))
     return rows
 
 

@@ -183,3 +183,16 @@ def test_priced_stage_memory_is_static_plus_fixed_plus_layers() -> None:
         total = pr.stage_static_gib[i] + pr.stage_fixed_gib[i] + layers
         np.testing.assert_allclose(total, pr.stage_memory_gib[i], rtol=1e-12)
     assert pr.peak_gib[0] > pr.peak_gib[1] > pr.peak_gib[2]
+
+
+@pytest.mark.parametrize(("L", "h", "a", "p", "v", "gib"), [
+    (48, 6144, 64, 1, 1, 46.24), (96, 12288, 96, 8, 3, 46.89), (105, 20480, 128, 35, 3, 33.84),
+    (128, 25600, 160, 64, 1, 35.71)])
+def test_first_stage_states_match_megatron_theoretical_memory(L: int, h: int, a: int, p: int, v: int,
+                                                              gib: float) -> None:
+    # CALIBRATION §4.6 [D] (MLM-THEO): 18 B/param on the first stage, input embedding included.
+    m = ModelSpec(name="k", num_layers=L, hidden=h, heads=a, vocab=51200, ffn=4 * h, seq_len=2048,
+                  tie_embeddings=True, gated_mlp=False, use_flash_attention=False)
+    tab = CandidateTable.from_columns(dp=[1], tp=[8], pp=[p], vpp=v, micro_batch_num=8 * p, schedule=int(v > 1))
+    pr = price_table(m, cluster(max(p, 1)), MEGATRON_RUN, tab, 80.0)
+    assert pr.stage_static_gib[0, 0] == pytest.approx(gib, rel=0.005)
