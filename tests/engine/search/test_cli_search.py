@@ -87,3 +87,18 @@ def test_progress_bar_only_on_a_terminal_and_only_when_slow(monkeypatch: pytest.
     quiet = io.StringIO()  # not a terminal: no bar
     assert run(args, stdout=io.StringIO(), stderr=quiet) == 0
     assert quiet.getvalue() == ""
+
+
+def test_advice_on_the_train_yaml_a_search_config_references() -> None:
+    from engine.search import compare_stated, search
+
+    cfg = check_file(str(LLAMA)).config
+    assert cfg is not None
+    res = search(cfg, top=1)
+    advice = compare_stated(cfg, res)
+    assert len(advice) == 1 and advice[0].code in ("HP610", "HP611")
+    d = advice[0]
+    train = str(LLAMA.parent / "train.yaml")
+    assert d.file == train and d.path == "accelerator.tp_size"
+    assert d.range == check_file(train).config.locations["accelerator.tp_size"].value  # type: ignore[union-attr]
+    assert d.data["strategy"] == res.best.strategy.to_json()  # type: ignore[union-attr]
