@@ -7,8 +7,9 @@ Semantics (FORMATS.md §1-§2, HYPERPARALLEL.md §2.2-§2.3):
 * A search config: its keys override the train.yaml's key by key; a parallelism int is fixed, a list holds
   candidates, `auto` is searched, an absent dimension is inherited as fixed from what the train.yaml writes
   (origin "train.yaml") or else searched. etp is never searched (fixed 1 by default). `stated` exists when
-  tp, pp, cp (and ep for a MoE model) are fixed; dp and micro_batch_num may be derived from the world size
-  and the batch rule.
+  nothing is left to search: tp, pp, cp (and ep for a MoE model) fixed, no dimension `auto` or a list of
+  several; dp and micro_batch_num may be derived from the world size and the batch rule, and dimensions
+  nobody mentions take their defaults (fsdp 1, vpp 1, micro_batch_size 1, no sequence parallelism).
 * FSDP shard when a file does not say: an AutoModels train.yaml (an FSDP trainer) shards over the whole
   data-parallel domain dp·cp, like `dp_shard_size: -1`; a legacy train.yaml or a search config uses 1.
 
@@ -216,6 +217,11 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         plan = RecomputePlan()
     schedule = _schedule(sf, train)
     fixed = {d: dim.values[0] for d, dim in dims.items() if dim.state in ("fixed", "list") and len(dim.values) == 1}
+    # "Stated" means nothing is left to search: dp and micro_batch_num may still follow from the world size
+    # and the batch rule, and dimensions nobody mentions take their defaults.
+    still_searched = [d for d, dim in dims.items() if d not in ("dp", "micro_batch_num") and (
+        dim.state == "auto" or (dim.state == "list" and len(dim.values) > 1))]
+    still_searched += [d for d in ("dp", "micro_batch_num") if dims[d].state == "list" and len(dims[d].values) > 1]
     opt = sf.optimizer_shard or (train.optimizer_shard if train else None)
     is_moe = model.spec is not None and model.spec.is_moe
     stated = _stated(
@@ -228,7 +234,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         optimizer_shard=int(opt.value) if opt is not None else 1,
         model=model.spec,
         require=("tp", "pp", "cp", "ep") if is_moe else ("tp", "pp", "cp"),
-    )
+    ) if not still_searched else None
     out.config = Config(
         kind="search",
         path=src.path,

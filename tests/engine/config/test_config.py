@@ -224,3 +224,19 @@ def test_examples_check_clean() -> None:
     assert cfg is not None and cfg.model is not None and cfg.model.is_moe and cfg.model.is_mla
     assert cfg.cluster is not None and cfg.cluster.world_size == 2048 and cfg.cluster.device.name == "H800"
     assert os.path.basename(cfg.train_yaml or "") == "train.yaml"
+
+
+def test_search_config_with_an_auto_dimension_states_nothing(tmp_path: Path) -> None:
+    s = tmp_path / "s.yaml"
+    s.write_text(
+        "model: {num_hidden_layers: 32, hidden_size: 4096, num_attention_heads: 32, vocab_size: 32000,"
+        " max_position_embeddings: 2048}\n"
+        "cluster: {num_nodes: 4, cards_per_node: 8, device_type: a100}\n"
+        "parallelism: {tp: 4, pp: 2, cp: 1, fsdp: auto}\n"
+        "constraint: {global_batch_size: 64}\n"
+    )
+    cfg = check_file(str(s)).config
+    assert cfg is not None and cfg.stated is None
+    s.write_text(s.read_text().replace("fsdp: auto", "fsdp: [2]"))
+    cfg = check_file(str(s)).config
+    assert cfg is not None and cfg.stated is not None and cfg.stated.dp_shard == 2 and cfg.stated.dp == 4
