@@ -85,3 +85,12 @@ def test_end_to_end_with_the_server(tmp_path: Path) -> None:
     work = tmp_path / "llama3-70b"
     shutil.copytree(EXAMPLE, work)  # with its search.yaml: the server links the two for the cluster
     run_nvim("e2e.lua", tmp_path, timeout=180, HP_E2E_FILE=str(work / "train.yaml"), HP_E2E_BREAK="tp_size=3")
+
+
+def test_settings_reach_the_server(tmp_path: Path) -> None:
+    """setup{settings} gives a lone train.yaml its cluster; update_settings() changes it while running."""
+    _nvim()
+    work = tmp_path / "alone"
+    work.mkdir()
+    shutil.copy(EXAMPLE / "train.yaml", work / "train.yaml")  # no search.yaml: the cluster must come from settings
+    run_nvim("e2e_settings.lua", tmp_path, timeout=120, HP_E2E_FILE=str(work / "train.yaml"))

@@ -374,6 +374,17 @@ function M.apply_optimal_strategy(bufnr, on_done)
   return true
 end
 
+--- Change the settings of the running servers (and of those started later): the table replaces the
+--- `hpLsp` section and is pushed with workspace/didChangeConfiguration.
+function M.update_settings(settings)
+  M.config.settings = settings or {}
+  local wrapped = M.settings_table(M.config.settings)
+  for _, client in ipairs(all_clients()) do
+    client.config.settings = wrapped
+    call(client, 'notify', 'workspace/didChangeConfiguration', { settings = wrapped })
+  end
+end
+
 --- Stop every hp_lsp client and attach the matching buffers again.
 function M.restart()
   local attached = {}
