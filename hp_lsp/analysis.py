@@ -106,8 +106,10 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
 def cluster_from_search_config(search_path: str, text: str | None = None) -> ClusterOverrides | None:
     """The cluster a search config states (and its memory budget), as explicit overrides for the train.yaml
     it references: issue 5 puts a referencing search config first among the cluster's sources."""
-    loaded = check_file(search_path, text=text)
-    cfg = loaded.config
+    return overrides_of(check_file(search_path, text=text).config)
+
+
+def overrides_of(cfg: Config | None) -> ClusterOverrides | None:
     cl = cfg.cluster if cfg is not None else None
     if cfg is None or cl is None:
         return None

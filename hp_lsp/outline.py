@@ -86,42 +86,34 @@ def scan(text: str) -> list[Entry]:
             in_block_scalar = key_indent
         raw.append((n, key_indent, _unquote(key_text), kstart, kstart + len(key_text), value, vstart))
 
+    # Last line holding content (not blank, not a comment) at or before each line: a block ends there.
+    last_content: list[int] = []
+    prev = -1
+    for n, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            prev = n
+        last_content.append(prev)
+    # A key's block runs until the next key at the same or a smaller indent (one pass with a stack).
+    next_line = [len(lines)] * len(raw)
+    open_keys: list[int] = []  # indexes into raw, indents increasing
+    for idx, (n, indent, *_rest) in enumerate(raw):
+        while open_keys and raw[open_keys[-1]][1] >= indent:
+            next_line[open_keys.pop()] = n
+        open_keys.append(idx)
+
     entries: list[Entry] = []
-    stack: list[tuple[int, str]] = []  # (indent, key)
+    stack: list[tuple[int, str]] = []  # (indent, key) of the enclosing keys
     for idx, (n, indent, key, ks, ke, value, vs) in enumerate(raw):
         while stack and stack[-1][0] >= indent:
             stack.pop()
         path = (*(k for _, k in stack), key)
-        # The block ends before the next key at the same or a smaller indent.
-        end_line = n
-        for m2 in raw[idx + 1:]:
-            if m2[1] <= indent:
-                break
-            end_line = m2[0]
-        end_line = _extend_over_items(lines, n, end_line, indent)
+        end_line = max(n, last_content[next_line[idx] - 1])
         vr = Range.of(n, vs, n, vs + len(value)) if value else None
         entries.append(Entry(path, Range.of(n, ks, n, ke), vr, value, indent,
                              Range.of(n, ks, end_line, len(lines[end_line]))))
         stack.append((indent, key))
     return entries
-
-
-def _extend_over_items(lines: list[str], start: int, end: int, indent: int) -> int:
-    """Include list items and continuation lines more indented than the key (they match no key)."""
-    n = end + 1
-    while n < len(lines):
-        line = lines[n]
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            n += 1
-            continue
-        ind = len(line) - len(line.lstrip(" "))
-        if ind > indent or (stripped.startswith("- ") and ind == indent and start == end and ind > 0):
-            end = n
-            n += 1
-            continue
-        break
-    return end
 
 
 def entry_at(entries: list[Entry], pos: Position) -> Entry | None:

@@ -13,6 +13,7 @@ import logging
 import os
 import traceback
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from hp_lsp.server import HpLanguageServer
 
 DEBOUNCE_S = 0.3
+# Texts up to this size (~2 ms to check) are analysed inline on the loop; larger ones on the checker thread.
+INLINE_CHECK_CHARS = 64 * 1024
 log = logging.getLogger(__name__)
 
 
@@ -46,6 +49,7 @@ class Scheduler:
     def __init__(self, ls: HpLanguageServer) -> None:
         self.ls = ls
         self.index = SearchConfigIndex()
+        self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
         self._cluster_cache: dict[tuple[str, float | int | None], ClusterOverrides | None] = {}
 
     # -- document events -----------------------------------------------------------------------------
@@ -130,20 +134,46 @@ class Scheduler:
         return guarded(self.ls, "check", self._check, uri)
 
     def _check(self, uri: str) -> Analysis | None:
+        """Snapshot the document on the loop, analyse it, record and publish. Small texts (every real config)
+        are analysed inline, at once; large ones on the checker thread so the loop keeps answering."""
         state = self.ls.session.get(uri)
         if state is None:
             return None
         doc = self.ls.workspace.get_text_document(uri)
-        overrides, source = self.cluster_for(state, doc.source)
-        analysis = analyse(state.path, doc.source, doc.version, overrides=overrides,
-                           max_file_size_kb=self.ls.session.settings.max_file_size_kb)
+        text, version, generation = doc.source, doc.version, state.generation
+        overrides, source = self.cluster_for(state, text)
+        max_kb = self.ls.session.settings.max_file_size_kb
+        if len(text) <= INLINE_CHECK_CHARS:
+            analysis = analyse(state.path, text, version, overrides=overrides, max_file_size_kb=max_kb)
+            self._checked(uri, generation, source, analysis)
+            return analysis
+        state.checking = True
+        fut = self._checker.submit(analyse, state.path, text, version, overrides=overrides, max_file_size_kb=max_kb)
+        fut.add_done_callback(lambda f: self.ls.call_soon(guarded, self.ls, "check", self._checked_future, uri,
+                                                          generation, source, f))
+        return None
+
+    def _checked_future(self, uri: str, generation: int, source: str | None, fut: Future[Analysis]) -> None:
+        state = self.ls.session.get(uri)
+        if state is not None and state.generation == generation:
+            state.checking = False
+        if fut.cancelled():
+            return
+        self._checked(uri, generation, source, fut.result())
+        if state is not None and state.generation == generation and state.search_pending:
+            state.search_pending = False
+            self.search(uri)
+
+    def _checked(self, uri: str, generation: int, source: str | None, analysis: Analysis) -> None:
         if analysis.failure:
             self.ls.log(types.MessageType.Error, f"hp-lsp: pricing the stated strategy failed:\n{analysis.failure}")
-        if self.ls.session.record_analysis(uri, state.generation, analysis):
+        if self.ls.session.record_analysis(uri, generation, analysis):
             if source is not None:
                 self.ls.session.readers.setdefault(source, set()).add(uri)
             self.publish(uri)
-        return analysis
+
+    def shutdown(self) -> None:
+        self._checker.shutdown(wait=False, cancel_futures=True)
 
     def cluster_for(self, state: DocState, text: str) -> tuple[ClusterOverrides | None, str | None]:
         """Cluster facts for a document, in the order of issue 5: a search config that references it (train.yaml
@@ -181,6 +211,9 @@ class Scheduler:
         session = self.ls.session
         state = session.get(uri)
         if state is None or not session.settings.search_on_save or not state.path:
+            return
+        if state.checking:  # a large file's check is running: search once it lands
+            state.search_pending = True
             return
         analysis = state.analysis
         if analysis is None or not analysis.is_config or analysis.too_large or analysis.config is None:

@@ -98,7 +98,9 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     stated_config = config
     if config.kind == "search" and config.train_yaml:
         # The strategy a search config's train.yaml states (on disk) is the one to compare with.
-        train_loaded = check_file(config.train_yaml)
+        from hp_lsp.analysis import overrides_of
+
+        train_loaded = check_file(config.train_yaml, overrides=overrides_of(config))
         stated_config = train_loaded.config or config
     advice = [replace(d, file=d.file or stated_config.path) if stated_config is not config else d
               for d in compare_stated(stated_config, result)]

@@ -20,6 +20,7 @@ from pygls.lsp.server import LanguageServer
 from hp_lsp import __version__
 from hp_lsp.features import code_actions, code_lens, completion, hover, symbols
 from hp_lsp.features.progress import SearchProgress
+from hp_lsp.outline import Entry, scan
 from hp_lsp.positions import from_client_position
 from hp_lsp.scheduler import Scheduler
 from hp_lsp.search_job import run_search
@@ -59,6 +60,7 @@ class HpLanguageServer(LanguageServer):
 
     def stop_worker(self) -> None:
         self.worker.shutdown()
+        self.scheduler.shutdown()
 
     # capability helpers
     def supports_configuration(self) -> bool:
@@ -158,7 +160,7 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
             return None
         doc = ls.workspace.get_text_document(params.text_document.uri)
         pos = from_client_position(doc.lines, doc.position_codec, params.position)
-        text = hover.hover_markdown(state, state.analysis.entries, pos.line, pos.character)
+        text = hover.hover_markdown(state, current_entries(ls, state.analysis, doc), pos.line, pos.character)
         if not text:
             return None
         return types.Hover(contents=types.MarkupContent(kind=hover_kind(ls), value=text))
@@ -166,22 +168,22 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[":"]))
     def on_completion(ls: HpLanguageServer, params: types.CompletionParams) -> types.CompletionList | None:
         state = ls.session.get(params.text_document.uri)
-        if state is None or (state.analysis is not None and not state.analysis.is_config):
+        if state is None:
             return None
+        if state.analysis is not None and not state.analysis.is_config and not config_name(state.path):
+            return None  # other YAML is left alone; a new, still empty train*.yaml / *search*.yaml is not
         doc = ls.workspace.get_text_document(params.text_document.uri)
         pos = from_client_position(doc.lines, doc.position_codec, params.position)
-        from hp_lsp.outline import scan
-
         line_text = doc.lines[pos.line].rstrip("\r\n") if pos.line < len(doc.lines) else ""
-        items = completion.complete(scan(doc.source), line_text, pos.line, pos.character)
+        items = completion.complete(current_entries(ls, None, doc), line_text, pos.line, pos.character)
         return types.CompletionList(is_incomplete=False, items=items)
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def on_symbols(ls: HpLanguageServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
-        from hp_lsp.outline import scan
-
         doc = ls.workspace.get_text_document(params.text_document.uri)
-        return symbols.document_symbols(scan(doc.source), doc.lines, doc.position_codec)
+        state = ls.session.get(params.text_document.uri)
+        analysis = state.analysis if state is not None else None
+        return symbols.document_symbols(current_entries(ls, analysis, doc), doc.lines, doc.position_codec)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     def on_code_lens(ls: HpLanguageServer, params: types.CodeLensParams) -> list[types.CodeLens]:
@@ -195,12 +197,12 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
             types.CodeLens(range=to_client_range(doc.lines, doc.position_codec, lens.range),
                            command=types.Command(title=lens.title, command=lens.command,
                                                  arguments=list(lens.arguments) or None))
-            for lens in code_lens.lenses(state, state.analysis.entries)
+            for lens in code_lens.lenses(state, current_entries(ls, state.analysis, doc))
         ]
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix, code_actions.SOURCE_KIND]))
-    def on_code_action(ls: HpLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    def on_code_action(ls: HpLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
         from hp_lsp.features.code_actions import code_actions_for
 
         return code_actions_for(ls, params)
@@ -222,6 +224,23 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
         ls.search_progress.cancelled(params.token)
 
     return server
+
+
+def config_name(path: str | None) -> bool:
+    """train*.yaml and *search*.yaml: the names the editor clients attach to (editors/)."""
+    base = os.path.basename(path or "").lower()
+    return base.endswith((".yaml", ".yml")) and (base.startswith("train") or "search" in base)
+
+
+def current_entries(ls: HpLanguageServer, analysis: Any, doc: Any) -> tuple[Entry, ...]:
+    """The outline of the document as it is now: the last analysis' when it is of this version, else a fresh
+    scan (a few ms for a real config); nothing for texts over maxFileSizeKb."""
+    if analysis is not None and analysis.version == doc.version and not analysis.too_large:
+        return tuple(analysis.entries)
+    source = doc.source
+    if len(source) > ls.session.settings.max_file_size_kb * 1024:
+        return ()
+    return tuple(scan(source))
 
 
 def hover_kind(ls: HpLanguageServer) -> types.MarkupKind:

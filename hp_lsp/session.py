@@ -35,6 +35,8 @@ class DocState:
     search_version: int | None = None  # document version the search ran on
     search_generation: int = 0
     searching: bool = False
+    checking: bool = False  # a large text's fast check is running off the loop
+    search_pending: bool = False  # a search was asked for while that check ran
     debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
 
     @property

@@ -131,7 +131,7 @@ def codes_in(diags: Sequence[Any]) -> set[str]:
 
 
 # -- protocol side ---------------------------------------------------------------------------------------
-def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.CodeAction]:
+def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
     """Quick fixes for the diagnostics in the request, "Apply optimal strategy" (quick fix on the search
     diagnostics, source action anywhere), "Create search config" when the cluster is unknown."""
     uri = params.text_document.uri
@@ -151,7 +151,7 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
         return types.CodeAction(title=title, kind=types.CodeActionKind(kind) if kind in _KNOWN_KINDS else kind,
                                 diagnostics=diags, edit=edit, is_preferred=preferred or None)
 
-    out: list[types.CodeAction] = []
+    out: list[types.CodeAction | types.Command] = []
     ours = [d for d in params.context.diagnostics if d.source == SOURCE]
     if wanted("quickfix"):
         for d in ours:
@@ -161,10 +161,7 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
             if fix is not None:
                 out.append(action(fix.title, fix.kind, fix.edits, [d], fix.preferred))
             if wants_search_config(str(d.code) if d.code else None, data) and state.path:
-                out.append(types.CodeAction(
-                    title="Create a search config next to this file", kind=types.CodeActionKind.QuickFix,
-                    diagnostics=[d], command=types.Command(title="Create search config",
-                                                           command=CREATE_SEARCH_CONFIG_COMMAND, arguments=[uri])))
+                out.append(create_search_config_action(ls, state, d))
     search_diags = [d for d in ours if d.code in SEARCH_CODES]
     want_source = wanted(SOURCE_KIND)
     if (search_diags and wanted("quickfix")) or want_source:
@@ -203,30 +200,52 @@ async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
                                                                 if res.failure_reason else {})}
 
 
+CREATE_TITLE = "Create a search config next to this file"
+
+
+def _new_search_config(ls: Any, train_path: str) -> tuple[str, str]:
+    """(path, text) of the search config to create beside `train_path`: the settings' cluster when there
+    is one, else a placeholder node of eight H100s for the user to edit."""
+    target = search_config_path(train_path)
+    settings = ls.session.settings
+    text = new_search_config_text(os.path.relpath(train_path, os.path.dirname(target)),
+                                  settings.num_nodes or 1, settings.cards_per_node or 8,
+                                  settings.device_type or "H100",
+                                  settings.memory_limit_gb or settings.device_memory_gb)
+    return target, text
+
+
+def _create_edit(target: str, text: str) -> types.WorkspaceEdit:
+    new_uri = from_fs_path(target) or target
+    start = types.Position(line=0, character=0)
+    return types.WorkspaceEdit(document_changes=[
+        types.CreateFile(uri=new_uri, options=types.CreateFileOptions(ignore_if_exists=True)),
+        types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=new_uri, version=None),
+                               edits=[types.TextEdit(range=types.Range(start=start, end=start), new_text=text)]),
+    ])
+
+
+def create_search_config_action(ls: Any, state: DocState, diag: types.Diagnostic) -> types.CodeAction | types.Command:
+    """A CodeAction whose edit creates the file, where the client can create files through an edit (VS
+    Code); else (Neovim 0.7) a bare Command: the server writes the file itself when it runs."""
+    assert state.path is not None
+    if supports_create_file(ls.client_capabilities):
+        target, text = _new_search_config(ls, state.path)
+        return types.CodeAction(title=CREATE_TITLE, kind=types.CodeActionKind.QuickFix, diagnostics=[diag],
+                                edit=_create_edit(target, text))
+    return types.Command(title=CREATE_TITLE, command=CREATE_SEARCH_CONFIG_COMMAND, arguments=[state.uri])
+
+
 async def create_search_config_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
-    """Write a search config referencing this train.yaml (cluster from the settings, or placeholders)."""
+    """hpLsp.createSearchConfig [uri]: create the search config (through applyEdit where the client can)."""
     uri = _uri_arg(args)
     state = ls.session.get(uri) if uri else None
     if state is None or not state.path:
         return {"created": False, "reason": "document not open"}
-    target = search_config_path(state.path)
-    settings = ls.session.settings
-    # The settings' cluster when there is one, else a placeholder node of eight H100s for the user to edit.
-    text = new_search_config_text(os.path.relpath(state.path, os.path.dirname(target)),
-                                  settings.num_nodes or 1, settings.cards_per_node or 8,
-                                  settings.device_type or "H100",
-                                  settings.memory_limit_gb or settings.device_memory_gb)
-    new_uri = from_fs_path(target) or target
-    caps = ls.client_capabilities
-    if supports_create_file(caps):
-        edit = types.WorkspaceEdit(document_changes=[
-            types.CreateFile(uri=new_uri, options=types.CreateFileOptions(ignore_if_exists=True)),
-            types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=new_uri, version=None),
-                                   edits=[types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
-                                                                           end=types.Position(line=0, character=0)),
-                                                         new_text=text)]),
-        ])
-        res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Create search config"))
+    target, text = _new_search_config(ls, state.path)
+    if supports_create_file(ls.client_capabilities):
+        res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+            edit=_create_edit(target, text), label="Create search config"))
         return {"created": bool(res.applied), "path": target}
     # The client cannot create files through an edit (Neovim 0.7): write it ourselves, never overwriting.
     try:
@@ -235,7 +254,7 @@ async def create_search_config_command(ls: Any, args: Sequence[Any]) -> dict[str
     except OSError as exc:
         return {"created": False, "reason": str(exc)}
     ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=f"Created {target}"))
-    ls.scheduler.files_changed([new_uri])
+    ls.scheduler.files_changed([from_fs_path(target) or target])
     return {"created": True, "path": target}
 
 

@@ -16,6 +16,7 @@ from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
 from tests.e2e.conftest import (
+    EXAMPLES,
     PROFILES,
     SERVER,
     apply_lsp_edits,
@@ -67,6 +68,13 @@ async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
 @pytest.fixture(scope="module")
 def ctx(client: LanguageClient) -> Ctx:
     return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
+
+
+def _change(ctx: Ctx, text: str) -> None:
+    ctx.version += 1
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=ctx.train_uri, version=ctx.version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
 
 
 def _lens_titles(lenses: list[types.CodeLens] | None) -> list[str]:
@@ -184,6 +192,46 @@ async def test_source_action_and_apply_command(ctx: Ctx) -> None:
                      and ctx.client.diagnostics, what="search diagnostics gone after applying")
 
 
+async def test_quick_fix_on_the_search_diagnostic(ctx: Ctx) -> None:
+    # Back to the example's own stated plan, slower than the best one (HP611).
+    slow = (EXAMPLES / "llama3-70b" / "train.yaml").read_text()
+    _change(ctx, slow)
+    ctx.train.write_text(slow)
+    ctx.text = slow
+    ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
+    await wait_until(lambda: codes(ctx.client, ctx.train_uri) & {"HP610", "HP611"}, what="search diagnostic")
+    diag = next(d for d in ctx.client.diagnostics[ctx.train_uri] if str(d.code) in ("HP610", "HP611"))
+    actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri), range=diag.range,
+        context=types.CodeActionContext(diagnostics=[diag])))
+    fixes = [a for a in actions or [] if isinstance(a, types.CodeAction) and a.kind == types.CodeActionKind.QuickFix]
+    assert fixes and fixes[0].title.startswith("Apply optimal strategy") and fixes[0].is_preferred
+    assert fixes[0].diagnostics and fixes[0].diagnostics[0].code == diag.code
+    assert fixes[0].edit is not None
+    edits, _ = edits_of(fixes[0].edit, ctx.train_uri)
+    assert apply_lsp_edits(ctx.text, edits) != ctx.text
+
+
+async def test_large_file_is_checked_off_the_loop(ctx: Ctx) -> None:
+    big = ctx.folder / "train-big.yaml"
+    text = ctx.text + "logging:\n" + "".join(f"  note_{i}: {i}\n" for i in range(8000))
+    big.write_text(text)
+    uri = from_fs_path(str(big)) or ""
+    ctx.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="yaml", version=1, text=text)))
+    # The loop answers while the big check runs.
+    line, col = find_line(ctx.text, "tp_size")
+    t0 = time.monotonic()
+    await ctx.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri), position=types.Position(line=line, character=col)))
+    assert time.monotonic() - t0 < 5
+    await wait_until(lambda: uri in ctx.client.diagnostics, what="big file diagnostics")
+    assert "HP005" not in codes(ctx.client, uri)
+    ctx.client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
 async def test_half_typed_yaml_keeps_results(ctx: Ctx) -> None:
     broken = ctx.text.replace("accelerator:", "accelerator: [", 1)
     ctx.version += 1
@@ -200,13 +248,6 @@ async def test_half_typed_yaml_keeps_results(ctx: Ctx) -> None:
         text_document=types.VersionedTextDocumentIdentifier(uri=ctx.train_uri, version=ctx.version),
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=ctx.text)]))
     await wait_until(lambda: "HP001" not in codes(ctx.client, ctx.train_uri), what="syntax error cleared")
-
-
-def _change(ctx: Ctx, text: str) -> None:
-    ctx.version += 1
-    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=ctx.train_uri, version=ctx.version),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
 
 
 async def test_settings_via_did_change_configuration(ctx: Ctx) -> None:
