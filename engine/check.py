@@ -9,6 +9,7 @@ from __future__ import annotations
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
 from engine.diagnostics import Diagnostic
+from engine.document import DEFAULT_MAX_BYTES
 from engine.validate import validate
 
 
@@ -16,11 +17,13 @@ def _key(d: Diagnostic) -> tuple[str, int, int, str]:
     return (d.file or "", d.range.start.line, d.range.start.character, d.code)
 
 
-def check_file(path: str, text: str | None = None, overrides: ClusterOverrides | None = None) -> Loaded:
+def check_file(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
+               max_bytes: int = DEFAULT_MAX_BYTES) -> Loaded:
     """Diagnostics for `path` (or the editor buffer `text` standing for it), sorted by file and position,
-    and the resolved Config when the file could be read."""
+    and the resolved Config when the file could be read. `max_bytes` is the size above which a file gets
+    one HP005 "too large to analyse" diagnostic (the server's hpLsp.maxFileSizeKb)."""
     try:
-        resolved = resolve(path, text, overrides)
+        resolved = resolve(path, text, overrides, max_bytes=max_bytes)
         diags = list(resolved.diagnostics)
         try:
             diags += validate(resolved)

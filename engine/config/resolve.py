@@ -108,11 +108,12 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
     return out
 
 
-def load(path: str, text: str | None = None, overrides: ClusterOverrides | None = None) -> Loaded:
+def load(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
+         max_bytes: int = DEFAULT_MAX_BYTES) -> Loaded:
     """Read and resolve a train.yaml or search config without the cross-field rules (engine.check adds
     them). Never raises: an internal failure is an HP900 diagnostic."""
     try:
-        return resolve(path, text, overrides).loaded()
+        return resolve(path, text, overrides, max_bytes=max_bytes).loaded()
     except Exception as exc:  # the contract: never a traceback
         return Loaded(None, (internal_error(exc),), (path,))
 
