@@ -260,9 +260,13 @@ def read_text(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str | N
     return decode(data, path=path)
 
 
+def _fmt_size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.1f} KB"
+
+
 def _too_large(size: int | None, max_bytes: int) -> Diagnostic:
-    limit = f"{max_bytes / 1e6:.1f} MB"
-    what = f"{size / 1e6:.1f} MB > {limit}" if size is not None else f"over {limit}"
+    limit = _fmt_size(max_bytes)
+    what = f"{_fmt_size(size)} > {limit}" if size is not None else f"over {limit}"
     return Diagnostic("HP005", f"file too large to analyse: {what} (raise the size limit, hpLsp.maxFileSizeKb)")
 
 
