@@ -51,25 +51,28 @@ def random_table(model: ModelSpec, world: int, rows: int, seed: int = 0) -> Cand
     )
 
 
-def bench(model: ModelSpec, rows: int, repeat: int) -> tuple[float, bool]:
+def bench(model: ModelSpec, rows: int, repeat: int) -> tuple[float, float, bool]:
+    """(strategies per wall-clock second, per CPU second of this process, one-by-one identical). The CPU
+    figure is what an idle machine gives when other jobs share the cores."""
     dev = find_device("H100")
     assert dev is not None
     cluster = ClusterSpec(dev, 64, 8, 80.0, dev.intra_node_gb_s, dev.inter_node_gb_s)
     run = RunOptions()
     table = random_table(model, cluster.world_size, rows)
     price_table(model, cluster, run, table.take(np.arange(100)), 76.0)  # warm-up
-    best = float("inf")
+    best = best_cpu = float("inf")
     priced = None
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         priced = price_table(model, cluster, run, table, 76.0)
         best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, time.process_time() - c0)
     assert priced is not None
     same = True
     for i in np.linspace(0, rows - 1, 25).astype(int):
         e = estimate(model, cluster, run, table.strategy(int(i)), 76.0)
         same &= e.step_time_s == float(priced.step_time_s[i]) and e.peak_memory_gib == float(priced.peak_gib[i])
-    return rows / best, same
+    return rows / best, rows / best_cpu, same
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     for label, model, target in (("dense (Llama-3.1-70B)", LLAMA70B, 200_000), ("MoE (Qwen3-235B-A22B)", QWEN3_235B, 50_000)):
-        rate, same = bench(model, args.rows, args.repeat)
+        rate, cpu_rate, same = bench(model, args.rows, args.repeat)
         verdict = "met" if rate >= target else "MISSED"
-        print(f"{label:<24} {args.rows:>7} rows: {rate:>10,.0f} strategies/s (target {target:,}: {verdict}); "
-              f"one-by-one identical on a sample: {same}")
+        print(f"{label:<24} {args.rows:>7} rows: {rate:>10,.0f} strategies/s wall (target {target:,}: {verdict}), "
+              f"{cpu_rate:,.0f}/s per CPU second; one-by-one identical on a sample: {same}")
     return 0
 
 

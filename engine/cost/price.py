@@ -7,7 +7,7 @@ p = pp, v = virtual chunks, m = micro-batches, h = hidden, f = MLP width.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -120,10 +120,41 @@ def _gemm_time(flops: np.ndarray, min_dim: np.ndarray, rate: float) -> np.ndarra
     return flops / (rate * x / (x + K.GEMM_HALF_DIM))
 
 
+# Rows priced per block: small enough that a block's (rows × stages) arrays stay in cache, large enough
+# that numpy's per-call overhead is amortised. Rows are independent, so blocking never changes a number.
+BLOCK_ROWS = 4096
+
+
 def price_table(
     model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, budget_gib: float
 ) -> PricedTable:
     """Price every row of `table`. See engine.cost for the contract; docs/cost-model.md for the formulas."""
+    n = len(table)
+    P = int(np.maximum(table.pp, 1).max()) if n else 1
+    if n <= BLOCK_ROWS:
+        return _price_block(model, cluster, run, table, budget_gib, P)
+    parts = [_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))), budget_gib, P)
+             for i in range(0, n, BLOCK_ROWS)]
+    return _concat(parts)
+
+
+def _concat(parts: list[PricedTable]) -> PricedTable:
+    kw: dict[str, object] = {}
+    for f in fields(PricedTable):
+        vals = [getattr(pt, f.name) for pt in parts]
+        if isinstance(vals[0], dict):
+            kw[f.name] = {k: np.concatenate([v[k] for v in vals]) for k in vals[0]}
+        elif isinstance(vals[0], np.ndarray):
+            kw[f.name] = np.concatenate(vals)
+        else:
+            kw[f.name] = vals[0]
+    return PricedTable(**kw)  # type: ignore[arg-type]
+
+
+def _price_block(
+    model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, budget_gib: float, P: int
+) -> PricedTable:
+    """Price a block of rows with stage arrays P wide (the whole table's largest pp)."""
     m_ = model
     n = len(table)
     f64 = np.float64
@@ -141,7 +172,6 @@ def price_table(
     dp = np.maximum(table.dp, 1).astype(f64)
     fs = np.maximum(table.dp_shard, 1).astype(f64)
     os_ = np.maximum(table.optimizer_shard, 1).astype(f64)
-    P = int(p_i.max()) if n else 1
     vmax = int(v_i.max()) if n else 1
     L = m_.num_layers
     s = float(m_.seq_len)
