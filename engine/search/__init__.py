@@ -108,7 +108,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
             progress(0.9 * min(done / total, 1.0))
 
     priced = price_space(pricer, space, config.recompute, top=top, model=model, poll=poll)
-    order = priced.order()
+    order = priced.order(top)
     fits = priced.fits
     over = int(len(space) - int(fits.sum()))
     diags: list[Diagnostic] = []
@@ -116,7 +116,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if order.size:
         if cancelled is not None and cancelled():
             raise Cancelled
-        estimates = _estimates(pricer, [_strategy(space, priced, r) for r in order[:top].tolist()], model)
+        estimates = _estimates(pricer, [_strategy(space, priced, r) for r in order.tolist()], model)
         estimates = [e for e in estimates if e.fits]  # the ranking priced these exactly; this only guards
         estimates.sort(key=lambda e: (e.step_time_s, e.peak_memory_gib))
     else:
@@ -224,7 +224,7 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
     ]
     if config.recompute in ("none", "selective"):
         full = price_space(pricer, wide, "full", top=1, model=model, poll=poll)
-        order = full.order()
+        order = full.order(1)
         if order.size:
             r = int(order[0])
             out.append(f"With recompute: full, {_strategy(wide, full, r).short()} fits at {explain.gib(full.peak[r])}.")
@@ -242,7 +242,7 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
                                 optimizer_shard=lightest.optimizer_shard)
         if len(space):
             priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll)
-            order = priced.order()
+            order = priced.order(1)
             if order.size:
                 r = int(order[0])
                 out.append(f"With {bigger.world_size} devices ({bigger.num_nodes} nodes of {bigger.cards_per_node}), "

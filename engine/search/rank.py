@@ -92,41 +92,60 @@ class Priced:
     def fits(self) -> np.ndarray:
         return self.feasible
 
-    def order(self) -> np.ndarray:
-        """Rankable rows (exact and fitting), best first: step time, peak memory, nest order."""
+    def order(self, top: int | None = None) -> np.ndarray:
+        """Rankable rows (exact and fitting), best first: step time, peak memory, nest order; with `top`,
+        only the first `top` (a partition first, so a large space is not fully sorted)."""
         idx = np.nonzero(self.exact & np.isfinite(self.step))[0]
+        if top is not None and idx.size > top:
+            kth = np.partition(self.step[idx], top - 1)[top - 1]
+            idx = idx[self.step[idx] <= kth]
         keys = np.lexsort((idx, self.peak[idx], self.step[idx]))
-        return idx[keys]
+        out = idx[keys]
+        return out if top is None else out[:top]
 
 
 Poll = Callable[[int], None]
 
 
 def mode_peaks(pt: PricedTable, rows: np.ndarray | None = None) -> np.ndarray:
-    """(n, 3), or (len(rows), 3): each row's peak under every layer in one mode, from the priced memory
+    """(n, 3), or (len(rows), 3): each row's peak under every layer in one mode (the table's own peak for the
+    mode it was priced in, column 0: `pt` must be priced without recompute), from the priced memory
     decomposition (engine.cost.PricedTable: stage = static + fixed + in-flight micro-batches × Σ layers ×
     one micro-batch's kept activations of their mode). Stages past a row's pp are NaN there and drop out of
     the maximum (fmax ignores NaN)."""
     sel = slice(None) if rows is None else rows
     count = pt.layer_count[sel]
-    one = pt.layer_act_one_gib[sel]  # (n, 2, 3)
+    one = pt.layer_act_one_gib[sel][:, :, 1:]  # (n, 2, 2): selective and full; no recompute is priced
     kept = count[:, :, 0, None] * one[:, None, 0, :]
     if np.any(count[:, :, 1]):  # MoE layers (a dense model holds none)
         kept = kept + count[:, :, 1, None] * one[:, None, 1, :]
     stages = (pt.stage_static_gib[sel] + pt.stage_fixed_gib[sel])[:, :, None] + pt.in_flight[sel][:, :, None] * kept
-    return np.fmax.reduce(stages, axis=1)
+    out = np.empty((stages.shape[0], 3))
+    out[:, OFF] = pt.peak_gib[sel]
+    out[:, 1:] = np.fmax.reduce(stages, axis=1)
+    return out
 
 
 def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     """(rank of each row's micro-batch size within its group, the row of the same group one rank lighter or
-    -1). A group is the rows equal in every column but the micro-batch size (and the count it implies)."""
+    -1). A group is the rows equal in every column but the micro-batch size (and the count it implies).
+    Columns are small positive integers: each is coded densely through a lookup table (no sort), the codes
+    are combined in mixed radix with the micro-batch size last, and one stable sort orders the rows."""
     key = np.zeros(n, dtype=np.int64)
-    for c in _GROUP:
-        _, inv = np.unique(cols[c], return_inverse=True)
-        key = key * (int(inv.max()) + 1) + inv.reshape(-1)
-    order = np.lexsort((cols["mbs"], key))
-    k_sorted = key[order]
-    first = np.r_[True, k_sorted[1:] != k_sorted[:-1]]
+    span = 1
+    for c in (*_GROUP, "mbs"):
+        col = cols[c]
+        present = np.bincount(col) > 0
+        radix = int(present.sum())
+        if span * radix >= 2**62:  # never for real clusters; re-code the groups so far densely
+            _, code = np.unique(key, return_inverse=True)
+            key, span = code.reshape(-1).astype(np.int64), int(code.max()) + 1
+        key = key * radix + (np.cumsum(present) - 1)[col]
+        span *= radix
+    mbs_radix = int((np.bincount(cols["mbs"]) > 0).sum())
+    order = np.argsort(key, kind="stable")
+    group = key[order] // mbs_radix
+    first = np.r_[True, group[1:] != group[:-1]]
     start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n) - start
@@ -154,15 +173,16 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
     mpeak = np.full((n, 3), np.inf)
     rank, prev = _waves(cols, n)
+    # Chunks of equal pipeline shape keep the cost model's stage arrays small: price in (pp, vpp) order.
+    shape_order = np.argsort(cols["pp"] * (int(cols["vpp"].max()) + 1) + cols["vpp"], kind="stable")
+    rank_sorted = rank[shape_order]
     done = 0
     for k in range(int(rank.max()) + 1):
-        rows = np.nonzero(rank == k)[0]
+        rows = shape_order[rank_sorted == k]
         if k > 0:
             rows = rows[out.feasible[prev[rows]]]
         if rows.size == 0:
             break
-        # Chunks of equal pipeline shape keep the cost model's stage arrays small.
-        rows = rows[np.lexsort((rows, cols["vpp"][rows], cols["pp"][rows]))]
         for start in range(0, rows.size, CHUNK):
             idx = rows[start:start + CHUNK]
             pt = pricer.price(table_of(cols, idx, first_mode))

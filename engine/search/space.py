@@ -146,7 +146,7 @@ class _Builder:
             n_bad = int(bad.sum())
             if n_bad:
                 self.refused[reason] += n_bad
-                for v in np.unique(np.broadcast_to(values[None, :], bad.shape)[bad]).tolist():
+                for v in values[bad.any(axis=0)].tolist():
                     reasons = self.value_reasons.setdefault(name, {}).setdefault(int(v), [])
                     if reason not in reasons:
                         reasons.append(reason)

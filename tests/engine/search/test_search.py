@@ -174,3 +174,19 @@ def test_random_lists_equal_brute_force(seed: int) -> None:
     else:
         assert res.best is not None and res.best.strategy == want.strategy
         assert res.best.step_time_s == want.step_time_s
+
+
+def test_mode_peaks_equal_pricing_each_mode() -> None:
+    from engine.search.pricing import Pricer, table_of
+    from engine.search.rank import mode_peaks
+    from engine.search.space import enumerate_space
+
+    for model in (TINY, TINY_MOE):
+        cfg = make(model, nodes=2)
+        space = enumerate_space(cfg.model, cfg.cluster, 64, {})
+        pricer = Pricer(cfg.model, cfg.cluster, cfg.run, 80.0)
+        idx = np.arange(0, len(space), 3)
+        peaks = mode_peaks(pricer.price(table_of(space.columns, idx, 0)))
+        for m in range(3):
+            exact = pricer.price(table_of(space.columns, idx, m)).peak_gib
+            assert np.allclose(peaks[:, m], exact, rtol=1e-12, atol=1e-12)
