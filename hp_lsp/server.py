@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
-from typing import Any
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -70,6 +73,27 @@ class HpLanguageServer(LanguageServer):
     def supports_watched_files_registration(self) -> bool:
         ws = self.client_capabilities.workspace
         return bool(ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def answer_or(default: Any) -> Callable[[F], F]:
+    """A request handler that fails answers `default` and logs the traceback: editors turn request errors
+    into popups, and a hover on a half-typed key is no reason for one."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(ls: HpLanguageServer, params: Any) -> Any:
+            try:
+                return fn(ls, params)
+            except Exception:
+                ls.log(types.MessageType.Error, f"hp-lsp: {fn.__name__} failed:\n{traceback.format_exc()}")
+                return default
+
+        return inner  # type: ignore[return-value]
+
+    return wrap
 
 
 def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
@@ -154,6 +178,7 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
 
     # -- language features ---------------------------------------------------------------------------
     @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @answer_or(None)
     def on_hover(ls: HpLanguageServer, params: types.HoverParams) -> types.Hover | None:
         state = ls.session.get(params.text_document.uri)
         if state is None or state.analysis is None or not state.analysis.is_config:
@@ -166,6 +191,7 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
         return types.Hover(contents=types.MarkupContent(kind=hover_kind(ls), value=text))
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[":"]))
+    @answer_or(None)
     def on_completion(ls: HpLanguageServer, params: types.CompletionParams) -> types.CompletionList | None:
         state = ls.session.get(params.text_document.uri)
         if state is None:
@@ -179,6 +205,7 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
         return types.CompletionList(is_incomplete=False, items=items)
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @answer_or([])
     def on_symbols(ls: HpLanguageServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
         doc = ls.workspace.get_text_document(params.text_document.uri)
         state = ls.session.get(params.text_document.uri)
@@ -186,6 +213,7 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
         return symbols.document_symbols(current_entries(ls, analysis, doc), doc.lines, doc.position_codec)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    @answer_or([])
     def on_code_lens(ls: HpLanguageServer, params: types.CodeLensParams) -> list[types.CodeLens]:
         from hp_lsp.positions import to_client_range
 
@@ -202,6 +230,7 @@ def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix, code_actions.SOURCE_KIND]))
+    @answer_or([])
     def on_code_action(ls: HpLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
         from hp_lsp.features.code_actions import code_actions_for
 
