@@ -102,3 +102,20 @@ def test_moe_layer_types_per_stage() -> None:
     # MoE layers keep more activations than dense ones in the same mode (routed copies of each token)
     assert pr.layer_act_one_gib[0, 1, 0] > 0 and pr.layer_act_one_gib[0, 0, 2] == pr.layer_act_one_gib[0, 1, 2]
     assert estimate(DSV3, cl, RunOptions(), s, 1e6).step_time_s == float(pr.step_time_s[0])
+
+
+def test_blocked_pricing_is_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.cost.price as price
+
+    cl = cluster(32)
+    table = random_rows(DSV3, cl.world_size, 50, seed=3)
+    whole = price_table(DSV3, cl, RunOptions(), table, 76.0)
+    monkeypatch.setattr(price, "BLOCK_ROWS", 7)
+    blocked = price_table(DSV3, cl, RunOptions(), table, 76.0)
+    np.testing.assert_array_equal(whole.step_time_s, blocked.step_time_s)
+    np.testing.assert_array_equal(whole.stage_memory_gib, blocked.stage_memory_gib)
+    np.testing.assert_array_equal(whole.layer_act_gib, blocked.layer_act_gib)
+    for k in TIME_TERMS:
+        np.testing.assert_array_equal(whole.time_terms[k], blocked.time_terms[k])
+    for k in MEMORY_TERMS:
+        np.testing.assert_array_equal(whole.stage_memory_terms[k], blocked.stage_memory_terms[k])
