@@ -11,7 +11,8 @@ HYPERPARALLEL.md §5.8, the stated mode is priced as stated):
 Pricing every candidate under every mode is what this avoids, exactly:
   * One pass prices every row with no recompute. The cost model splits each stage's memory into a part
     that no recompute choice changes and per-layer kept activations per mode (engine.cost.PricedTable), so
-    that pass also gives every row's peak under each mode, exactly: which modes fit is known for all rows.
+    that pass also gives every row's peak under full recompute, the lightest mode, exactly: whether any mode
+    fits is known for all rows.
   * No recompute is the fastest mode (recompute only adds time), so that pass's step time bounds every
     mode and every per-layer mix from below. A row whose bound is above the K-th best exact step time
     cannot enter the top K; only the others are priced again under the modes that fit (and, for
@@ -107,23 +108,21 @@ class Priced:
 Poll = Callable[[int], None]
 
 
-def mode_peaks(pt: PricedTable, rows: np.ndarray | None = None) -> np.ndarray:
-    """(n, 3), or (len(rows), 3): each row's peak under every layer in one mode (the table's own peak for the
-    mode it was priced in, column 0: `pt` must be priced without recompute), from the priced memory
-    decomposition (engine.cost.PricedTable: stage = static + fixed + in-flight micro-batches × Σ layers ×
-    one micro-batch's kept activations of their mode). Stages past a row's pp are NaN there and drop out of
-    the maximum (fmax ignores NaN)."""
+def mode_peaks(pt: PricedTable, rows: np.ndarray | None = None, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)
+               ) -> np.ndarray:
+    """(n, len(modes)), or (len(rows), len(modes)): each row's peak under every layer in one mode, from the
+    priced memory decomposition (engine.cost.PricedTable: stage = static + fixed + in-flight micro-batches ×
+    Σ layers × one micro-batch's kept activations of their mode). Stages past a row's pp are NaN there and
+    drop out of the maximum (fmax ignores NaN)."""
     sel = slice(None) if rows is None else rows
+    m = list(modes)
     count = pt.layer_count[sel]
-    one = pt.layer_act_one_gib[sel][:, :, 1:]  # (n, 2, 2): selective and full; no recompute is priced
+    one = pt.layer_act_one_gib[sel][:, :, m]  # (n, 2, len(modes))
     kept = count[:, :, 0, None] * one[:, None, 0, :]
     if np.any(count[:, :, 1]):  # MoE layers (a dense model holds none)
         kept = kept + count[:, :, 1, None] * one[:, None, 1, :]
     stages = (pt.stage_static_gib[sel] + pt.stage_fixed_gib[sel])[:, :, None] + pt.in_flight[sel][:, :, None] * kept
-    out = np.empty((stages.shape[0], 3))
-    out[:, OFF] = pt.peak_gib[sel]
-    out[:, 1:] = np.fmax.reduce(stages, axis=1)
-    return out
+    return np.fmax.reduce(stages, axis=1)
 
 
 def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +170,7 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
     if n == 0:
         return out
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
-    mpeak = np.full((n, 3), np.inf)
+    full_peak = np.full(n, np.inf)  # full recompute's peak where no recompute does not fit
     rank, prev = _waves(cols, n)
     # Chunks of equal pipeline shape keep the cost model's stage arrays small: price in (pp, vpp) order.
     shape_order = np.argsort(cols["pp"] * (int(cols["vpp"].max()) + 1) + cols["vpp"], kind="stable")
@@ -197,24 +196,24 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
                 out.mode[idx] = np.where(fits, first_mode, -1)
             else:
                 off_fits = np.asarray(pt.fits, dtype=bool)
-                # Where no recompute fits the row is feasible already; elsewhere see which modes fit.
-                mp = np.full((idx.size, 3), -np.inf)
+                # Where no recompute fits the row is feasible already; elsewhere full recompute, the lightest
+                # mode, decides whether any mode fits (the faster ones are priced exactly if they matter).
+                full = np.full(idx.size, -np.inf)
                 unfit = np.nonzero(~off_fits)[0]
                 if unfit.size:
-                    mp[unfit] = mode_peaks(pt, unfit)
-                mpeak[idx] = mp
-                ok = mp <= budget + _SLACK * max(budget, 1.0)
-                out.feasible[idx] = ok.any(axis=1) | off_fits
+                    full[unfit] = mode_peaks(pt, unfit, (FULL,))[:, 0]
+                full_peak[idx] = full
+                feasible = off_fits | (full <= budget + _SLACK * max(budget, 1.0))
+                out.feasible[idx] = feasible
                 out.exact[idx] = off_fits
-                out.step[idx] = np.where(off_fits, pt.step_time_s, np.where(out.feasible[idx], pt.step_time_s,
-                                                                             np.inf))
-                out.peak[idx] = np.where(off_fits, pt.peak_gib, mp.min(axis=1))
+                out.step[idx] = np.where(feasible, pt.step_time_s, np.inf)
+                out.peak[idx] = np.where(off_fits, pt.peak_gib, full)
                 out.mode[idx] = np.where(off_fits, OFF, -1)
             done += idx.size
             if poll is not None:
                 poll(done)
     if not single:
-        _exact_modes(pricer, cols, out, bound, mpeak, budget, top)
+        _exact_modes(pricer, cols, out, bound, full_peak, budget, top)
         if request == "per_layer":
             _per_layer(pricer, cols, out, bound, top=top, model=model)
     return out
@@ -229,9 +228,9 @@ def _kth(out: Priced, top: int) -> float:
 
 
 def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray,
-                 mpeak: np.ndarray, budget: float, top: int) -> None:
-    """Price exactly, under each mode that fits, the feasible rows no recompute cannot fit whose lower bound
-    could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
+                 full_peak: np.ndarray, budget: float, top: int) -> None:
+    """Price exactly, under selective and under full recompute, the feasible rows no recompute cannot fit
+    whose lower bound could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
     threshold = _kth(out, top)
     cand = np.nonzero(out.feasible & ~out.exact & (bound <= threshold))[0]
     if cand.size == 0:
@@ -240,9 +239,8 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
     best_m = np.full(cand.size, np.inf)
     best_mode = np.full(cand.size, -1, dtype=np.int8)
     for m in (SELECTIVE, FULL):
-        sel = np.nonzero(mpeak[cand, m] <= budget + _SLACK * max(budget, 1.0))[0]
-        for start in range(0, sel.size, CHUNK):
-            j = sel[start:start + CHUNK]
+        for start in range(0, cand.size, CHUNK):
+            j = np.arange(start, min(start + CHUNK, cand.size))
             pt = pricer.price(table_of(cols, cand[j], m))
             out.priced += j.size
             fits = np.asarray(pt.fits, dtype=bool)
@@ -253,7 +251,7 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
     ok = best_mode >= 0
     out.exact[cand] = True
     out.step[cand] = np.where(ok, best_t, np.inf)
-    out.peak[cand] = np.where(ok, best_m, out.peak[cand])
+    out.peak[cand] = np.where(ok, best_m, full_peak[cand])
     out.mode[cand] = best_mode
     out.feasible[cand] = ok
 

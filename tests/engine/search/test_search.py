@@ -187,6 +187,8 @@ def test_mode_peaks_equal_pricing_each_mode() -> None:
         pricer = Pricer(cfg.model, cfg.cluster, cfg.run, 80.0)
         idx = np.arange(0, len(space), 3)
         peaks = mode_peaks(pricer.price(table_of(space.columns, idx, 0)))
+        assert np.array_equal(mode_peaks(pricer.price(table_of(space.columns, idx, 0)), None, (2,))[:, 0],
+                              peaks[:, 2])
         for m in range(3):
             exact = pricer.price(table_of(space.columns, idx, m)).peak_gib
             assert np.allclose(peaks[:, m], exact, rtol=1e-12, atol=1e-12)
