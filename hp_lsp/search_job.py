@@ -26,7 +26,7 @@ class SearchRequest:
     text: str | None  # the buffer; None = read the file from disk
     overrides: ClusterOverrides | None
     version: int | None = None  # the document version searched (the server's bookkeeping)
-    top: int = 5
+    top: int = 10
     # A train.yaml referenced by a search config is searched over that config's space (its lists, batch,
     # budget and recompute request); `space_text` is its open buffer, None to read it from disk.
     space_path: str | None = None

@@ -47,8 +47,7 @@ def _stages(e: Estimate) -> str:
     stages = e.stage_memory_gib
     if len(stages) <= 1:
         return ""
-    shown = ", ".join(f"{s:.1f}" for s in stages[:8]) + (", …" if len(stages) > 8 else "")
-    return f" (stages: {shown})"
+    return ", ".join(f"{s:.1f}" for s in stages[:8]) + (", …" if len(stages) > 8 else "")
 
 
 def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = False) -> str:
@@ -67,7 +66,7 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
         + row("tokens/s", lambda e: _tokens(e.tokens_per_s))
         + row("MFU", lambda e: f"{e.mfu:.0%}")
     )
-    return head + body + (f"\nstated per stage: {_stages(stated).strip(' ()')}\n" if stated and _stages(stated) else "") \
+    return head + body + (f"\nstated plan per stage (GiB): {_stages(stated)}\n" if stated and _stages(stated) else "") \
         + (f"\nbest: `{best.strategy.short()}`\n" if best else "") \
         + ("\n*best plan from an earlier version; save to refresh*\n" if stale else "")
 

@@ -131,3 +131,34 @@ async def test_search_config_hover_lens_and_apply_to_train_yaml(ctx: Ctx) -> Non
     train_uri = from_fs_path(str(folder / "train.yaml")) or ""
     edits, version = edits_of(fix.edit, train_uri)
     assert edits and version is None  # the train.yaml is not open: the edit targets the file on disk
+
+
+HOSTILE = {
+    "train-deep.yaml": "model:\n  x: " + "[" * 5000 + "\n",
+    "train-laughs.yaml": "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8)),
+    "train-tag.yaml": "model: !!python/object/apply:os.system ['echo hacked']\ntraining: {global_batch_size: 8}\n",
+    "train-tabs.yaml": "accelerator:\n\ttp_size: 4\n",
+    "train-half.yaml": "accelerator:\n  tp_size: 4\n  pp_\n  cp_size: [\n",
+}
+
+
+async def test_hostile_and_half_typed_files_never_break_the_server(ctx: Ctx) -> None:
+    folder = ctx.root / "hostile"
+    folder.mkdir()
+    uris = []
+    for name, text in HOSTILE.items():
+        (folder / name).write_text(text)
+        uris.append(_open(ctx, folder / name))
+    for uri in uris:
+        await wait_until(lambda uri=uri: uri in ctx.client.diagnostics, what=f"diagnostics for {uri}")
+    # Every request still answers on every file.
+    for uri in uris:
+        await ctx.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=3)))
+        await ctx.client.text_document_document_symbol_async(types.DocumentSymbolParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+        await ctx.client.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=2)))
+    assert [m for m in ctx.client.messages if m.type == types.MessageType.Error] == []
+    assert "HP007" in codes(ctx.client, uris[2])
