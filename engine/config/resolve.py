@@ -36,7 +36,7 @@ from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension,
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
 from engine.positions import DOCUMENT_START, Position, Range
-from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
 
 DEFAULT_SEQ_LEN = 4096  # HYPERPARALLEL.md §2.1: max_position_embeddings defaults to 4096
 
@@ -488,7 +488,3 @@ def _stated(
         micro_batch_size=mbs, micro_batch_num=mbn, sequence_parallel=bool(vals.get("sequence_parallel", 0)),
         recompute=plan, pipeline_schedule=schedule, optimizer_shard=optimizer_shard,  # type: ignore[arg-type]
     )
-
-
-def cluster_world(cluster: ClusterSpec | None) -> int | None:
-    return cluster.world_size if cluster is not None else None
