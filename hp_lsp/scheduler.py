@@ -271,7 +271,10 @@ class Scheduler:
         if state is None:
             return
         doc = self.ls.workspace.get_text_document(uri)
-        diags = diagnostics.lsp_diagnostics(state, doc.lines, doc.position_codec)
+        td = self.ls.client_capabilities.text_document
+        pd = td.publish_diagnostics if td else None
+        diags = diagnostics.lsp_diagnostics(state, doc.lines, doc.position_codec,
+                                            links=bool(pd and pd.code_description_support))
         self.ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=diags))
 

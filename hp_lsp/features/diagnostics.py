@@ -43,8 +43,8 @@ def code_href(code: str) -> str | None:
     return f"{base}#{code.lower()}" if base else None
 
 
-def to_lsp(d: Diagnostic, lines: Sequence[str], codec: PositionCodec) -> types.Diagnostic:
-    href = code_href(d.code)
+def to_lsp(d: Diagnostic, lines: Sequence[str], codec: PositionCodec, *, links: bool = True) -> types.Diagnostic:
+    href = code_href(d.code) if links else None
     return types.Diagnostic(
         range=to_client_range(lines, codec, d.range),
         message=d.message,
@@ -110,5 +110,7 @@ def collect(state: DocState) -> list[Diagnostic]:
     return out
 
 
-def lsp_diagnostics(state: DocState, lines: Sequence[str], codec: PositionCodec) -> list[types.Diagnostic]:
-    return [to_lsp(d, lines, codec) for d in collect(state)]
+def lsp_diagnostics(state: DocState, lines: Sequence[str], codec: PositionCodec, *,
+                    links: bool = True) -> list[types.Diagnostic]:
+    """`links`: the client advertises publishDiagnostics.codeDescriptionSupport (links to docs/diagnostics.md)."""
+    return [to_lsp(d, lines, codec, links=links) for d in collect(state)]

@@ -101,8 +101,14 @@ async def _best_lens(c: Ctx) -> types.CodeLens:
 
 async def test_open_publishes_diagnostics(ctx: Ctx) -> None:
     await wait_until(lambda: ctx.train_uri in ctx.client.diagnostics, what="first publish")
+    await wait_until(lambda: ctx.client.diagnostics.get(ctx.train_uri), what="a diagnostic")
     for d in ctx.client.diagnostics[ctx.train_uri]:
         assert d.source == "hp-lsp" and str(d.code).startswith("HP")
+        # Links to docs/diagnostics.md only where the client advertises codeDescriptionSupport.
+        if ctx.vscode:
+            assert d.code_description and d.code_description.href.endswith(f"diagnostics.md#{str(d.code).lower()}")
+        else:
+            assert d.code_description is None
 
 
 async def test_code_lens_shows_the_best_plan(ctx: Ctx) -> None:
