@@ -101,14 +101,26 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
     return tuple(edits), best.strategy.short()
 
 
-def target_of(ls: Any, state: DocState) -> tuple[str, Any]:
-    """Where "apply" writes: the document itself, or for a search config the train.yaml it references (its
-    open buffer when open, else the file on disk: pygls reads an unopened URI from disk, version None)."""
-    config = state.analysis.config if state.analysis is not None else None
-    if config is not None and config.kind == "search" and config.train_yaml:
-        uri = from_fs_path(config.train_yaml) or config.train_yaml
-        return uri, ls.workspace.get_text_document(uri)
-    return state.uri, ls.workspace.get_text_document(state.uri)
+def apply_target(state: DocState) -> str | None:
+    """The path "apply" writes to: a train.yaml itself, or the train.yaml a search config references; None
+    for a search config without one (a strategy belongs in a train.yaml, never in the search config)."""
+    analysis = state.good or state.analysis
+    config = analysis.config if analysis is not None else None
+    if config is not None and config.kind == "search":
+        return config.train_yaml or None
+    return state.path
+
+
+def target_of(ls: Any, state: DocState) -> tuple[str, Any] | None:
+    """(uri, document) "apply" edits: the open buffer when open, else the file on disk (pygls reads an
+    unopened URI from disk, version None)."""
+    path = apply_target(state)
+    if path is None:
+        return None
+    if path == state.path:
+        return state.uri, ls.workspace.get_text_document(state.uri)
+    uri = from_fs_path(path) or path
+    return uri, ls.workspace.get_text_document(uri)
 
 
 def wants_search_config(code: str | None, data: dict[str, Any] | None) -> bool:
@@ -165,9 +177,10 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
     search_diags = [d for d in ours if d.code in SEARCH_CODES]
     want_source = wanted(SOURCE_KIND)
     if (search_diags and wanted("quickfix")) or want_source:
-        target_uri, target = target_of(ls, state)
-        edits, what = optimal_edits(state, target.source, target.path)
-        if edits:
+        found = target_of(ls, state)
+        edits, what = optimal_edits(state, found[1].source, found[1].path) if found else (None, "")
+        if found is not None and edits:
+            target_uri, target = found
             title = f"{APPLY_TITLE}: {what}"
             edit = workspace_edit(caps, target_uri, target.version,
                                   to_lsp_edits(edits, target.lines, target.position_codec))
@@ -188,7 +201,10 @@ async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
     state = ls.session.get(uri) if uri else None
     if uri is None or state is None:
         return {"applied": False, "reason": "document not open"}
-    target_uri, doc = target_of(ls, state)
+    found = target_of(ls, state)
+    if found is None:
+        return {"applied": False, "reason": "a search config without train_yaml has no strategy to rewrite"}
+    target_uri, doc = found
     version, text = doc.version, doc.source
     edits, what = optimal_edits(state, text, doc.path)
     if not edits:

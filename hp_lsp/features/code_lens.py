@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.positions import Range
-from hp_lsp.features.code_actions import APPLY_COMMAND
+from hp_lsp.features.code_actions import APPLY_COMMAND, apply_target
 from hp_lsp.outline import Entry
 from hp_lsp.session import DocState
 
@@ -41,8 +41,11 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
             out.append(Lens(rng, f"No strategy fits the budget ({outcome.result.evaluated:,} evaluated){stale}", ""))
         else:
             figures = f"{best.peak_memory_gib:.1f} GiB · {best.step_time_s:.2f} s/step · MFU {best.mfu:.0%}"
-            out.append(Lens(rng, f"Best: {best.strategy.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,
-                            (state.uri,)))
+            if apply_target(state) is not None:
+                out.append(Lens(rng, f"Best: {best.strategy.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,
+                                (state.uri,)))
+            else:
+                out.append(Lens(rng, f"Best: {best.strategy.short()} — {figures}{stale}", ""))
     elif state.searching:
         out.append(Lens(rng, "Searching for the best strategy…", ""))
     stated = state.good.estimate if state.good else None

@@ -161,3 +161,18 @@ def test_workspace_finds_the_referencing_search_config(tmp_path: Path) -> None:
     assert referenced_train_yaml(str(tmp_path / "s.yaml"), "train_yaml: ../x/train.yaml\n") == \
         str(tmp_path.parent / "x" / "train.yaml")
     assert search_config_path(str(tmp_path / "train.yaml")) == str(tmp_path / "search-train.yaml")
+
+
+def test_apply_targets_a_train_yaml_only() -> None:
+    from types import SimpleNamespace
+
+    from hp_lsp.features.code_actions import apply_target
+    from hp_lsp.session import DocState
+
+    st = DocState("file:///w/search.yaml", "/w/search.yaml")
+    st.analysis = SimpleNamespace(config=SimpleNamespace(kind="search", train_yaml=None))  # type: ignore[assignment]
+    assert apply_target(st) is None
+    st.analysis = SimpleNamespace(config=SimpleNamespace(kind="search", train_yaml="/w/train.yaml"))  # type: ignore[assignment]
+    assert apply_target(st) == "/w/train.yaml"
+    st.analysis = SimpleNamespace(config=SimpleNamespace(kind="train", train_yaml=None))  # type: ignore[assignment]
+    assert apply_target(st) == "/w/search.yaml"
