@@ -193,9 +193,10 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
         if wide_priced.fits.any():
             light = _lightest(space, priced)
             in_lists = float(priced.peak[light]) if light is not None else None
+            notes = _value_notes(config, space, priced, restrict, model, cluster, g, os_shard)
             return explain.list_refusals(config, restrict, space, wide, wide_priced.fits, wide_priced.step,
                                          wide_priced.peak, in_lists, budget,
-                                         lambda r: _describe(pricer, _strategy(wide, wide_priced, r)))
+                                         lambda r: _describe(pricer, _strategy(wide, wide_priced, r)), notes)
     else:
         wide, wide_priced = space, priced
     if len(wide) == 0:
@@ -209,6 +210,31 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
     peak = float(wide_priced.peak[light])
     advice = _budget_advice(config, pricer, wide, relax, model, cluster, g, budget, lightest, peak, poll)
     return [explain.budget_refusal(config, budget, lightest.short(), peak, advice)]
+
+
+def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping[str, tuple[int, ...] | None],
+                 model: ModelSpec, cluster: ClusterSpec, g: int, os_shard: int) -> dict[tuple[str, int], str]:
+    """Why each listed value yields nothing that fits: the lightest peak its candidates reach within the lists,
+    or, when it has no valid candidate at all, the rules that candidates with it break (the lists as declared,
+    this dimension pinned to the value)."""
+    notes: dict[tuple[str, int], str] = {}
+    for d, values in restrict.items():
+        if values is None or d == "etp":
+            continue
+        col = space.columns[explain.DIM_COLUMN[d]]
+        for v in sorted(set(values)):
+            rows = np.nonzero(col == v)[0]
+            peaks = priced.peak[rows] if rows.size else np.empty(0)
+            peaks = peaks[np.isfinite(peaks)]
+            if peaks.size:
+                notes[(d, v)] = f"its lightest strategy needs {explain.gib(float(peaks.min()))}"
+            elif rows.size == 0:
+                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo,
+                                        optimizer_shard=os_shard)
+                rules = sorted(alone.refused.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+                if rules:
+                    notes[(d, v)] = "no valid candidate (" + "; ".join(r for r, _ in rules) + ")"
+    return notes
 
 
 def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[str, tuple[int, ...] | None],

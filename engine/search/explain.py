@@ -114,11 +114,13 @@ def batch_refusal(config: Config, space: Space, global_batch: int, causes: Seque
 # -------------------------------------------------------------------------------------------- lists
 def list_refusals(config: Config, restrict: Mapping[str, tuple[int, ...] | None], constrained: Space,
                   relaxed: Space, fits: np.ndarray, step: np.ndarray, peak: np.ndarray,
-                  lightest_in_lists: float | None, budget: float, short_of: Callable[[int], str]) -> list[Diagnostic]:
+                  lightest_in_lists: float | None, budget: float, short_of: Callable[[int], str],
+                  notes: Mapping[tuple[str, int], str] | None = None) -> list[Diagnostic]:
     """HP601, one per list no fitting strategy meets; else one saying the lists are never met at once.
 
-    `fits`, `step`, `peak` are over `relaxed` (every list widened to its bounds); `short_of[row]` names a
-    relaxed row (its strategy, step time and peak)."""
+    `fits`, `step`, `peak` are over `relaxed` (every list widened to its bounds); `short_of(row)` names a
+    relaxed row (its strategy, step time and peak); `notes[(dim, value)]` says why a listed value yields no
+    fitting strategy (the rules it breaks, or the lightest peak it reaches)."""
     fit_idx = np.nonzero(fits)[0]
     n = int(fit_idx.size)
     dims = [d for d in DIMENSIONS if restrict.get(d) is not None and d != "etp"]
@@ -138,8 +140,12 @@ def list_refusals(config: Config, restrict: Mapping[str, tuple[int, ...] | None]
         why = []
         reasons = constrained.value_reasons.get(DIM_COLUMN[d], {})
         for v in asked:
-            if v in reasons:
+            note = (notes or {}).get((d, v))
+            if v in reasons and not (DIM_COLUMN[d] in constrained.columns
+                                     and (constrained.columns[DIM_COLUMN[d]] == v).any()):
                 why.append(f"{d} {fmt_value(d, v)}: {', '.join(reasons[v])}")
+            elif note:
+                why.append(f"{d} {fmt_value(d, v)}: {note}")
         why_s = f" ({'; '.join(why)})" if why else ""
         where = dim_position(config, d)
         msg = (f"None of the {n} strategies that fit the memory budget is in the candidate lists: {where[1]} asks "
