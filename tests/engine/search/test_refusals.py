@@ -128,3 +128,17 @@ def test_stated_strategy_that_does_not_fit_and_a_faster_one() -> None:
     hint = [d for d in compare_stated(replace(base, stated=slow), res2) if d.code == "HP611"]
     assert hint and "faster fits" in hint[0].message
     assert hint[0].data["strategy"] == res2.best.strategy.to_json()  # type: ignore[union-attr]
+
+
+def test_a_listed_value_that_never_fits_says_how_heavy_it_is() -> None:
+    lists = {"tp": (1,)}
+    base = make(TINY, nodes=1, recompute="none", dims=lists)
+    tp1, overall = _lightest(base, lists), _lightest(base, {})
+    assert overall < tp1  # a larger tp is lighter: the list, not the budget, is what fails in between
+    budget = (tp1 + overall) / 2
+    res = search(replace(base, memory_limit_gb=budget))
+    assert codes(res) == ["HP601"]
+    d = res.diagnostics[0]
+    assert d.path == "parallelism.tp" and "parallelism.tp asks [1]" in d.message
+    assert f"tp 1: its lightest strategy needs {gib(tp1)}" in d.message
+    assert 1 not in d.data["fitting"] and d.data["fitting"]
