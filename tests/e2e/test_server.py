@@ -266,6 +266,13 @@ async def test_settings_via_did_change_configuration(ctx: Ctx) -> None:
     ctx.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"hpLsp": {"maxFileSizeKb": 512}}))
     await wait_until(lambda: "HP005" not in codes(ctx.client, ctx.train_uri), what="settings restored")
+    if ctx.vscode:  # pulled with workspace/configuration: the notification itself carries nothing
+        ctx.client.set_configuration({"maxFileSizeKb": 1}, section="hpLsp")
+        ctx.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await wait_until(lambda: codes(ctx.client, ctx.train_uri) == {"HP005"}, what="pulled setting")
+        ctx.client.set_configuration({"maxFileSizeKb": 512}, section="hpLsp")
+        ctx.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await wait_until(lambda: "HP005" not in codes(ctx.client, ctx.train_uri), what="pulled setting restored")
     _change(ctx, ctx.text)
 
 
