@@ -30,6 +30,8 @@ __all__ = ["Cancelled", "compare_stated", "search", "search_with"]
 # "A plan N× faster exists" is worth a hint from this speed-up on (below it the cost model's own error,
 # CALIBRATION.md's ~10 % median, would make the advice noise).
 FASTER_HINT_RATIO = 1.10
+# Batch arithmetic runs in int64 columns: a larger global batch (a typo, at any real scale) is refused.
+MAX_GLOBAL_BATCH = 2**53
 # How far the budget refusal scales the cluster to find a size where something fits.
 MAX_DEVICE_SCALE = 8
 
@@ -91,6 +93,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     g = config.global_batch_size
     if not g or g <= 0:
         missing.append("global_batch_size")
+    elif g > MAX_GLOBAL_BATCH:
+        missing.append(f"a global_batch_size below {MAX_GLOBAL_BATCH:,} (it is {g:,})")
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster

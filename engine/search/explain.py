@@ -191,8 +191,10 @@ def validity_refusal(config: Config, refused: Mapping[str, int]) -> Diagnostic:
 
 def cannot_search(config: Config, missing: Sequence[str]) -> Diagnostic:
     """HP604: the search needs the model, the cluster and the global batch size."""
-    where = position(config, BATCH_PATHS) if missing == ["global_batch_size"] else (DOCUMENT_START, "", None)
-    return _diag("HP604", f"The search cannot run without {', '.join(missing)}; see the other diagnostics.", where)
+    batch_only = all("global_batch_size" in m for m in missing)
+    where = position(config, BATCH_PATHS) if batch_only else (DOCUMENT_START, "", None)
+    return _diag("HP604", f"The search cannot run: it needs {', '.join(missing)} (see the other diagnostics).",
+                 where)
 
 
 def round_up(x: float, step: float = 0.1) -> float:

@@ -48,6 +48,11 @@ COLUMNS: tuple[str, ...] = ("tp", "pp", "cp", "dp", "mbs", "mbn", "fsdp", "etp",
 # vpp and multiplies the communication by vpp). A list may ask for more.
 VPP_AUTO_MAX = 8
 
+# An `auto` micro-batch size is searched among the divisors of the global batch up to this many sequences:
+# far above what fits any model that needs parallelism (activations grow linearly with it), and it keeps a
+# mistyped huge global batch from costing a long divisor search. A list may ask for more.
+MBS_AUTO_MAX = 1024
+
 # An `auto` cp is searched up to HyperParallel's recommended maximum (HYPERPARALLEL.md §5.6.5, a warning
 # there): MLA 16, GQA 8, MHA 4. Beyond it the attention shards fall below the size where the ring exchange
 # hides behind compute. A list may ask for more.
@@ -226,7 +231,7 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     dp_values = tuple(sorted(set(b.cols["dp"].tolist())))
     b.filter([(R_DP_BATCH, g % b.cols["dp"] == 0)])
     # Level 4: micro_batch_size, then the derived micro_batch_num.
-    mbs_default = divisors(g) if g > 0 else [1]
+    mbs_default = [m for m in range(1, min(g, MBS_AUTO_MAX) + 1) if g % m == 0] if g > 0 else [1]
     mbs = _domain(r("micro_batch_size"), mbs_default)[None, :]
     d, p = b.cols["dp"][:, None], b.cols["pp"][:, None]
     per_dp = g // d

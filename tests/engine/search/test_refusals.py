@@ -142,3 +142,9 @@ def test_a_listed_value_that_never_fits_says_how_heavy_it_is() -> None:
     assert d.path == "parallelism.tp" and "parallelism.tp asks [1]" in d.message
     assert f"tp 1: its lightest strategy needs {gib(tp1)}" in d.message
     assert 1 not in d.data["fitting"] and d.data["fitting"]
+
+
+def test_absurd_global_batch_is_refused_not_crashed() -> None:
+    res = search(make(TINY, gbs=10**20))
+    assert codes(res) == ["HP604"] and res.diagnostics[0].path == "constraint.global_batch_size"
+    assert search(make(TINY, nodes=1, gbs=10**15)).best is not None  # large but exact: searched

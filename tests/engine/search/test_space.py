@@ -7,6 +7,7 @@ from itertools import product
 import pytest
 
 from engine.search.space import (
+    MBS_AUTO_MAX,
     R_MBN_PP,
     R_SP_CP,
     R_TP_HEADS,
@@ -46,7 +47,7 @@ def loop_space(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict) -> set
         dp = n // (tp * pp * cp)
         if restrict.get("dp") is not None and dp not in restrict["dp"]:
             continue
-        for mbs in dom("micro_batch_size", divisors(g)):
+        for mbs in dom("micro_batch_size", [m for m in divisors(g) if m <= MBS_AUTO_MAX]):
             if g % (dp * mbs):
                 continue
             mbn = g // (dp * mbs)
