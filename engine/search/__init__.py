@@ -32,6 +32,8 @@ __all__ = ["Cancelled", "compare_stated", "search", "search_with"]
 FASTER_HINT_RATIO = 1.10
 # Batch arithmetic runs in int64 columns: a larger global batch (a typo, at any real scale) is refused.
 MAX_GLOBAL_BATCH = 2**53
+# Divisors of the device count are found by trial division: beyond this (no real cluster), refuse.
+MAX_DEVICES = 2**24
 # How far the budget refusal scales the cluster to find a size where something fits.
 MAX_DEVICE_SCALE = 8
 
@@ -95,6 +97,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         missing.append("global_batch_size")
     elif g > MAX_GLOBAL_BATCH:
         missing.append(f"a global_batch_size below {MAX_GLOBAL_BATCH:,} (it is {g:,})")
+    if config.cluster is not None and config.cluster.world_size > MAX_DEVICES:
+        missing.append(f"a cluster below {MAX_DEVICES:,} devices (it has {config.cluster.world_size:,})")
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
