@@ -162,3 +162,28 @@ async def test_hostile_and_half_typed_files_never_break_the_server(ctx: Ctx) -> 
             text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=2)))
     assert [m for m in ctx.client.messages if m.type == types.MessageType.Error] == []
     assert "HP007" in codes(ctx.client, uris[2])
+
+
+async def test_utf16_columns_after_an_emoji(ctx: Ctx) -> None:
+    """An emoji (two UTF-16 units, one code point) before a value shifts the client column by one."""
+    folder = ctx.root / "emoji"
+    folder.mkdir()
+    lines = (EXAMPLES / "llama3-70b" / "train.yaml").read_text().splitlines(keepends=True)
+    i = next(n for n, line in enumerate(lines) if line.startswith("accelerator:"))
+    j = i + 1
+    while j < len(lines) and lines[j].startswith("  "):
+        j += 1
+    flow = 'accelerator: {note: "🦙", tp_size: 3, pp_size: 4, sequence_parallel: true}\n'
+    (folder / "train.yaml").write_text("".join(lines[:i]) + flow + "".join(lines[j:]))
+    uri = _open(ctx, folder / "train.yaml")
+    await wait_until(lambda: "HP403" in codes(ctx.client, uri), what="tp does not divide hidden")
+    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP403")
+    col = flow.index("3,")  # code points
+    assert diag.range.start.line == i and diag.range.start.character == col + 1
+    actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
+        context=types.CodeActionContext(diagnostics=[diag])))
+    fixes = [a for a in actions or [] if isinstance(a, types.CodeAction) and a.title.startswith("Set `tp_size`")]
+    assert fixes and fixes[0].edit is not None
+    edits, _ = edits_of(fixes[0].edit, uri)
+    assert edits and edits[0].range.start == types.Position(line=i, character=col + 1)
