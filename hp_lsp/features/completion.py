@@ -1,5 +1,6 @@
 """Completion of known keys (by enclosing section, from the reader's schema engine.config.schema) and
-enum values (device types, recompute modes, schedules: FORMATS.md §1-§2). Works on half-typed text: the
+enum values (device types from the catalog; recompute modes, schedules, CP algorithms, dtypes from the
+reader's own tables of accepted spellings). Works on half-typed text: the
 context comes from the line scanner, not a parse."""
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from collections.abc import Sequence
 from lsprotocol import types
 
 from engine.catalog.devices import device_names
+from engine.config.model import GATED_ACTS, PLAIN_ACTS
 from engine.config.schema import SEARCH, SEARCH_DIMENSION_KEYS, TRAIN_AUTOMODELS, TRAIN_LEGACY, Section
+from engine.config.search import RECOMPUTE_REQUESTS, SCHEDULES
+from engine.config.train import CP_ALGOS, DTYPES, PIPELINE_SCHEDULERS, RECOMPUTE_MODES, SELECTIVE_POLICIES
 from hp_lsp.outline import Entry, enclosing
 
 
@@ -20,19 +24,19 @@ def _section(root: Section, path: tuple[str, ...]) -> Section | None:
     return node
 
 
-_BOOL = ("true", "false")
-# key name (last path part) -> allowed values
-ENUMS: dict[str, tuple[str, ...]] = {
-    "pipeline_scheduler": ("1f1b", "interleaved_1f1b"),
-    "context_parallel_algo": ("ring", "ulysses", "hybrid"),
-    "mode": ("off", "selective", "full"),
-    "selective_policy": ("hyperparallel", "attention"),
-    "recompute": ("none", "selective", "full", "auto", "per_layer"),
-    "pipeline_schedule": ("1F1B", "interleaved"),
-    "torch_dtype": ("bfloat16", "float16", "float32"),
-    "compute_dtype": ("bfloat16", "float16", "float32"),
-    "hidden_act": ("silu", "swiglu", "gelu", "gelu_new", "relu"),
-    "sequence_parallel": ("true", "false", "auto"),
+_BOOL = {"true": "true", "false": "false"}
+# key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
+# exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).
+ENUMS: dict[str, dict[str, str]] = {
+    "pipeline_scheduler": PIPELINE_SCHEDULERS,
+    "context_parallel_algo": CP_ALGOS,
+    "mode": RECOMPUTE_MODES,
+    "selective_policy": SELECTIVE_POLICIES,
+    "recompute": RECOMPUTE_REQUESTS,
+    "pipeline_schedule": SCHEDULES,
+    "torch_dtype": {k: k for k in DTYPES},
+    "compute_dtype": {k: k for k in DTYPES},
+    "hidden_act": {k: k for k in sorted(GATED_ACTS | PLAIN_ACTS)},
     "reshard_after_forward": _BOOL,
     "tie_word_embeddings": _BOOL,
     "use_flash_attention": _BOOL,
@@ -55,12 +59,15 @@ def schema_for(entries: Sequence[Entry]) -> Section:
     return TRAIN_AUTOMODELS
 
 
-def value_choices(key: str, path: tuple[str, ...]) -> tuple[str, ...]:
+def value_choices(key: str, path: tuple[str, ...]) -> dict[str, str]:
+    """Accepted spellings -> what they mean, for the value of `key` under `path`."""
     if key == "device_type":
-        return tuple(device_names())
-    if path and path[0] == "parallelism" and key in _DIMS and key != "sequence_parallel":
-        return ("auto",)
-    return ENUMS.get(key, ())
+        return {name: name for name in device_names()}
+    if path and path[0] == "parallelism" and key in _DIMS:
+        return {"auto": "auto", **(_BOOL if key == "sequence_parallel" else {})}
+    if key == "sequence_parallel":
+        return _BOOL
+    return ENUMS.get(key, {})
 
 
 def complete(entries: Sequence[Entry], line_text: str, line: int, character: int) -> list[types.CompletionItem]:
@@ -75,8 +82,9 @@ def complete(entries: Sequence[Entry], line_text: str, line: int, character: int
         key = stripped.split(":", 1)[0].strip().strip("'\"")
         parent = enclosing(list(entries), line, indent)
         return [
-            types.CompletionItem(label=v, kind=types.CompletionItemKind.EnumMember, detail=f"{key} value")
-            for v in value_choices(key, parent)
+            types.CompletionItem(label=v, kind=types.CompletionItemKind.EnumMember,
+                                 detail=f"{key} value" if v == meaning else f"{key} value (= {meaning})")
+            for v, meaning in value_choices(key, parent).items()
         ]
     if stripped.startswith("#"):
         return []

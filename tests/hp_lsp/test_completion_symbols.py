@@ -28,7 +28,8 @@ def test_keys_of_the_enclosing_section_without_present_ones() -> None:
 
 def test_enum_values() -> None:
     lines = TRAIN.splitlines()
-    assert labels(complete(scan(TRAIN), lines[5], 5, len(lines[5]))) == ["1f1b", "interleaved_1f1b"]
+    got = labels(complete(scan(TRAIN), lines[5], 5, len(lines[5])))
+    assert {"1f1b", "interleaved_1f1b"} <= set(got) and "ring" not in got
     sl = SEARCH.splitlines()
     devices = labels(complete(scan(SEARCH), sl[2], 2, len(sl[2])))
     assert "H100" in devices and "B200" in devices
