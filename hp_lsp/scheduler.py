@@ -22,7 +22,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from engine.config.types import ClusterOverrides
 from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
 from hp_lsp.features import diagnostics
-from hp_lsp.search_job import SearchOutcome, SearchRequest
+from hp_lsp.search_job import ListsRequest, SearchOutcome, SearchRequest
 from hp_lsp.session import DocState
 from hp_lsp.worker import Job, Outcome
 from hp_lsp.workspace import SearchConfigIndex
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hp_lsp.server import HpLanguageServer
 
 DEBOUNCE_S = 0.3
+LISTS_SUFFIX = "#lists"  # worker key of a document's list job (its own key: it never supersedes the search)
 # Texts up to this size (~2 ms to check) are analysed inline on the loop; larger ones on the checker thread.
 INLINE_CHECK_CHARS = 64 * 1024
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class Scheduler:
         if state is not None and state.debounce is not None:
             state.debounce.cancel()
         self.ls.worker.cancel(uri)
+        self.ls.worker.cancel(uri + LISTS_SUFFIX)
         self.ls.search_progress.finished(uri)
         self.ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
@@ -232,15 +234,20 @@ class Scheduler:
 
     def search_started(self, job: Job) -> None:
         """Worker thread: a job reached the child."""
-        self.ls.call_soon(self.ls.search_progress.started, job.key, "Strategy search")
+        if isinstance(job.payload, SearchRequest):
+            self.ls.call_soon(self.ls.search_progress.started, job.key, "Strategy search")
 
     def search_progress(self, job: Job, fraction: float) -> None:
-        self.ls.call_soon(self.ls.search_progress.report, job.key, fraction)
+        if isinstance(job.payload, SearchRequest):
+            self.ls.call_soon(self.ls.search_progress.report, job.key, fraction)
 
     def search_done(self, outcome: Outcome) -> None:
         self.ls.call_soon(guarded, self.ls, "search result", self._search_done, outcome)
 
     def _search_done(self, outcome: Outcome) -> None:
+        if isinstance(outcome.job.payload, ListsRequest):
+            self._lists_done(outcome)
+            return
         uri = outcome.job.key
         request: SearchRequest = outcome.job.payload
         result: SearchOutcome | None = outcome.result if not outcome.cancelled else None
@@ -257,6 +264,27 @@ class Scheduler:
             self.ls.log(types.MessageType.Info, f"hp-lsp: {os.path.basename(request.path)}: {result.note}")
         self.publish(uri)
         self.publish_lenses()
+        if result is not None and result.result is not None and state is not None:
+            self._lists_after(state, request, outcome.job.generation)
+
+    def _lists_after(self, state: DocState, request: SearchRequest, generation: int) -> None:
+        """Once the main result is out, find which values of the config's candidate lists can fit (a
+        second, cheaper job; a newer search supersedes it)."""
+        config = state.analysis.config if state.analysis is not None else None
+        if config is None or config.kind != "search":
+            return
+        if not any(d.state == "list" and len(d.values) > 1 for d in config.dimensions.values()):
+            return
+        self.ls.worker.submit(Job(state.uri + LISTS_SUFFIX, generation, ListsRequest(request.path, request.text)))
+
+    def _lists_done(self, outcome: Outcome) -> None:
+        uri = outcome.job.key.removesuffix(LISTS_SUFFIX)
+        state = self.ls.session.get(uri)
+        if outcome.error:
+            self.ls.log(types.MessageType.Warning, f"hp-lsp: list check failed for {uri}:\n{outcome.error}")
+        if state is None or state.search_generation != outcome.job.generation or outcome.cancelled:
+            return
+        state.list_facts = outcome.result
 
     def open_text(self, path: str) -> str | None:
         """The buffer of an open document with this path, else None (read the disk)."""

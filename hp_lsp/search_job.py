@@ -127,3 +127,57 @@ def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple
     edits = getattr(out, "edits", None)
     error = getattr(out, "error", None)
     return (tuple(edits) if edits is not None and not error else None), (str(error) if error else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ListsRequest:
+    """Which values of each candidate list can fit: one small search per listed value, run after the main
+    search (its result is already published) so the hover on a list can say which of its values fit."""
+
+    path: str
+    text: str | None
+    max_values: int = 16  # lists longer than this are not expanded
+
+
+@dataclass(frozen=True, slots=True)
+class ListFacts:
+    """dimension -> value -> step time of the best plan that fits with that value (None: none fits)."""
+
+    values: dict[str, dict[int, float | None]]
+
+
+def run_lists(req: ListsRequest, *, progress: Callable[[float], None],
+              cancelled: Callable[[], bool]) -> ListFacts | None:
+    from engine.config.types import Dimension
+    from engine.search import search
+
+    loaded = check_file(req.path, text=req.text)
+    config = loaded.config
+    if config is None or any(d.is_error for d in loaded.diagnostics):
+        return None
+    lists = [(name, dim) for name, dim in config.dimensions.items()
+             if dim.state == "list" and 1 < len(dim.values) <= req.max_values]
+    total = sum(len(dim.values) for _, dim in lists) or 1
+    done = 0
+    out: dict[str, dict[int, float | None]] = {}
+    for name, dim in lists:
+        per: dict[int, float | None] = {}
+        for v in dim.values:
+            if cancelled():
+                return None
+            fixed = Dimension(name, "fixed", (v,), dim.origin, dim.location)
+            one = replace(config, dimensions=MappingProxyType({**config.dimensions, name: fixed}))
+            result = search(one, top=1, cancelled=cancelled)
+            per[v] = result.best.step_time_s if result.best is not None else None
+            done += 1
+            progress(done / total)
+        out[name] = per
+    return ListFacts(out)
+
+
+def run_job(payload: SearchRequest | ListsRequest, *, progress: Callable[[float], None],
+            cancelled: Callable[[], bool]) -> SearchOutcome | ListFacts | None:
+    """The worker's entry point: one function, two kinds of job."""
+    if isinstance(payload, ListsRequest):
+        return run_lists(payload, progress=progress, cancelled=cancelled)
+    return run_search(payload, progress=progress, cancelled=cancelled)

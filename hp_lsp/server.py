@@ -26,7 +26,7 @@ from hp_lsp.features.progress import SearchProgress
 from hp_lsp.outline import Entry, scan
 from hp_lsp.positions import from_client_position
 from hp_lsp.scheduler import Scheduler
-from hp_lsp.search_job import run_search
+from hp_lsp.search_job import run_job
 from hp_lsp.session import Session
 from hp_lsp.settings import SECTION, section_of
 from hp_lsp.worker import SearchWorker
@@ -36,7 +36,7 @@ WATCH_ID = "hp-lsp-watch-yaml"
 
 
 class HpLanguageServer(LanguageServer):
-    def __init__(self, *, search_fn: Any = run_search) -> None:
+    def __init__(self, *, search_fn: Any = run_job) -> None:
         super().__init__("hp-lsp", __version__)
         self.session = Session()
         self.scheduler = Scheduler(self)
@@ -96,7 +96,7 @@ def answer_or(default: Any) -> Callable[[F], F]:
     return wrap
 
 
-def create_server(*, search_fn: Any = run_search) -> HpLanguageServer:
+def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
     server = HpLanguageServer(search_fn=search_fn)
 
     # -- lifecycle ---------------------------------------------------------------------------------------

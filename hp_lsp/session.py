@@ -35,6 +35,7 @@ class DocState:
     search_version: int | None = None  # document version the search ran on
     search_generation: int = 0
     searching: bool = False
+    list_facts: Any = None  # ListFacts for the current search generation (hover on a candidate list)
     checking: bool = False  # a large text's fast check is running off the loop
     search_pending: bool = False  # a search was asked for while that check ran
     debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
@@ -109,6 +110,7 @@ class Session:
         if outcome is not None:
             state.search = outcome
             state.search_version = version
+            state.list_facts = None
         return True
 
     # -- dependencies --------------------------------------------------------------------------------------

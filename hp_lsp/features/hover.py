@@ -138,11 +138,24 @@ def device_hover(name: str) -> str | None:
 
 
 def list_hover(state: DocState, dim: str) -> str | None:
-    """Which values of a candidate list appear in the plans that fit (the search's top plans)."""
+    """Which values of a candidate list can fit: per value, the best plan's step time with that value fixed
+    (the list job's facts); until those arrive, the values seen among the search's top plans."""
     result = state.search.result if state.search else None
     attr = DIM_ATTR.get(dim)
     if result is None or attr is None:
         return None
+    facts = state.list_facts.values.get(dim) if state.list_facts is not None else None
+    if facts:
+        fastest = min((t for t in facts.values() if t is not None), default=None)
+        cells = []
+        for v, t in facts.items():
+            if t is None:
+                cells.append(f"{v} ✗")
+            else:
+                cells.append(f"**{v}** {t:.2f} s" + (" (best)" if t == fastest else ""))
+        fit = [v for v, t in facts.items() if t is not None]
+        head = f"`{dim}`: {len(fit)} of {len(facts)} values fit" if fit else f"`{dim}`: no value fits"
+        return head + "\n\n" + " · ".join(cells) + "\n\n(best step time with that value fixed)"
     fits = [e for e in result.top if e.fits]
     if not fits:
         return f"`{dim}`: no candidate fits (searched {result.evaluated:,}, {result.feasible:,} valid)"

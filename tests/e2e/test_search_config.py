@@ -118,6 +118,19 @@ async def test_search_config_hover_lens_and_apply_to_train_yaml(ctx: Ctx) -> Non
         await asyncio.sleep(0.05)
     lens = (await best_lens())[0]
     assert lens.range.start.line == find_line(text, "parallelism:")[0]
+
+    # The hover on a candidate list says, per value, whether a plan fits with it (once the list job ran).
+    tp_line, tp_col = find_line(text, "tp: [")
+
+    async def list_hover() -> str:
+        h = await ctx.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=tp_line, character=tp_col)))
+        return h.contents.value if h is not None and isinstance(h.contents, types.MarkupContent) else ""
+
+    deadline = time.monotonic() + 60
+    while "values fit" not in await list_hover() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert "values fit" in await list_hover()
     # The faster-plan hint about the train.yaml's stated strategy shows at the train_yaml key.
     await wait_until(lambda: "HP611" in codes(ctx.client, uri), what="stated-vs-best hint")
     hint = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP611")

@@ -176,3 +176,19 @@ def test_apply_targets_a_train_yaml_only() -> None:
     assert apply_target(st) == "/w/train.yaml"
     st.analysis = SimpleNamespace(config=SimpleNamespace(kind="train", train_yaml=None))  # type: ignore[assignment]
     assert apply_target(st) == "/w/search.yaml"
+
+
+def test_list_facts_say_which_values_fit() -> None:
+    from hp_lsp.search_job import ListsRequest, run_job
+
+    facts = run_job(ListsRequest(str(SEARCH), None), progress=no_progress, cancelled=never)
+    assert facts is not None and set(facts.values) == {"tp"}
+    per = facts.values["tp"]
+    assert set(per) == {1, 2, 4, 8}
+    _, sst = state_for(SEARCH)
+    assert sst.search is not None and sst.search.result is not None and sst.search.result.best is not None
+    assert min(t for t in per.values() if t is not None) == sst.search.result.best.step_time_s
+    sst.list_facts = facts
+    text = hover.list_hover(sst, "tp")
+    assert text and "values fit" in text and "(best)" in text
+    assert run_job(ListsRequest(str(SEARCH), None), progress=no_progress, cancelled=lambda: True) is None
