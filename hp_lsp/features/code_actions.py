@@ -56,26 +56,51 @@ def _fmt(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def fix_for(text: str, path: str, data: dict[str, Any]) -> Fix | None:
-    """The quick fix a diagnostic's data asks for, computed against `text`; None when none applies."""
-    if not path:
-        return None
+def fixes_for(text: str, path: str, data: dict[str, Any]) -> list[Fix]:
+    """The quick fixes a diagnostic's data asks for, computed against `text` (empty when none applies).
+
+    Data keys the engine sets: `replace_key` (a mistyped or renamed key), `nearest_valid` / `replace_value`
+    (a value), HP601's `asked` + `fitting` (a candidate list that no fitting plan meets: widen it with the
+    nearest fitting values), HP600's `suggested_global_batch_size`. A finding relocated from another file
+    (`file` in its data) gets none: its path does not address this text.
+    """
+    if not path or data.get("file"):
+        return []
     leaf = path.rsplit(".", 1)[-1]
+    out: list[Fix] = []
+
+    def add(title: str, result: Any, preferred: bool = False) -> None:
+        edits, _ = normalise(result)
+        if edits:
+            out.append(Fix(title, tuple(edits), preferred=preferred))
+
     if "replace_key" in data:
         new = str(data["replace_key"])
-        edits, _ = normalise(rename_key(text, path, new))
-        return Fix(f"Rename `{leaf}` to `{new}`", tuple(edits), preferred=True) if edits else None
-    if "nearest_valid" in data:
-        value = data["nearest_valid"]
-        edits, _ = normalise(set_value(text, path, value))
-        return Fix(f"Set `{leaf}` to {_fmt(value)}", tuple(edits), preferred=True) if edits else None
-    if "widen" in data:
-        values = data["widen"]
-        if not isinstance(values, list | tuple):
-            values = [values]
-        edits, _ = normalise(widen_list(text, path, values))
-        return Fix(f"Widen `{leaf}` to {_fmt(values)}", tuple(edits)) if edits else None
-    return None
+        add(f"Rename `{leaf}` to `{new}`", rename_key(text, path, new), preferred=True)
+    for key in ("nearest_valid", "replace_value"):
+        if key in data and data[key] is not None:
+            add(f"Set `{leaf}` to {_fmt(data[key])}", set_value(text, path, data[key]), preferred=True)
+            break
+    widen = data.get("widen")
+    if widen is None and isinstance(data.get("asked"), list) and isinstance(data.get("fitting"), list):
+        asked = [int(v) for v in data["asked"]]
+        fresh = [int(v) for v in data["fitting"] if v not in asked]
+        # The fitting values closest (by ratio) to what was asked: the smallest change that lets a plan in.
+        fresh.sort(key=lambda v: min(abs(v / a - 1) if a else v for a in asked) if asked else v)
+        widen = sorted(fresh[:3])
+    if widen is not None:
+        values = list(widen) if isinstance(widen, list | tuple) else [widen]
+        shown = sorted({*[int(v) for v in data.get("asked", [])], *values}) if data.get("asked") else values
+        add(f"Widen `{leaf}` to {_fmt(shown)}", widen_list(text, path, values))
+    for value in data.get("suggested_global_batch_size") or ():
+        add(f"Set `{leaf}` to {_fmt(value)}", set_value(text, path, value))
+    return out
+
+
+def fix_for(text: str, path: str, data: dict[str, Any]) -> Fix | None:
+    """The first quick fix for a diagnostic's data, or None."""
+    fixes = fixes_for(text, path, data)
+    return fixes[0] if fixes else None
 
 
 def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[tuple[TextEdit, ...] | None, str]:
@@ -169,8 +194,7 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
         for d in ours:
             data = d.data if isinstance(d.data, dict) else {}
             path = str(data.get("path", ""))
-            fix = fix_for(text, path, data)
-            if fix is not None:
+            for fix in fixes_for(text, path, data):
                 out.append(action(fix.title, fix.kind, fix.edits, [d], fix.preferred))
             if wants_search_config(str(d.code) if d.code else None, data) and state.path:
                 out.append(create_search_config_action(ls, state, d))

@@ -192,3 +192,18 @@ def test_list_facts_say_which_values_fit() -> None:
     text = hover.list_hover(sst, "tp")
     assert text and "values fit" in text and "(best)" in text
     assert run_job(ListsRequest(str(SEARCH), None), progress=no_progress, cancelled=lambda: True) is None
+
+
+def test_widen_a_list_no_fitting_plan_meets() -> None:
+    """HP601 (from the search) carries the values that fit; the fix widens the list with the nearest."""
+    from hp_lsp.features.code_actions import fixes_for
+
+    text = SEARCH.read_text().replace("tp: [1, 2, 4, 8]", "tp: [1]").replace("memory_limit_gb: 76", "memory_limit_gb: 6")
+    path = SEARCH.parent / "tight.yaml"
+    out = run_search(SearchRequest(str(path), text, None), progress=no_progress, cancelled=never)
+    refusal = next(d for d in out.diagnostics if d.code == "HP601")
+    (fix,) = fixes_for(text, refusal.path, refusal.data)
+    assert fix.title == "Widen `tp` to [1, 2, 4, 8]"
+    assert "tp: [1, 2, 4, 8]" in apply_edits(text, fix.edits)
+    # Relocated from another file: no fix against this text.
+    assert fixes_for(text, refusal.path, {**refusal.data, "file": "/elsewhere/search.yaml"}) == []
