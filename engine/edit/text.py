@@ -18,9 +18,11 @@ from engine.positions import Position, Range, TextEdit
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\n|\r)|[^\r\n]+$")
 _EOL = re.compile(r"\r\n|\n|\r")
-# Tokens for the second pass of the diff: a word, a run of blanks, a line break or one other character, so a
+# Tokens for the second pass of the diff: a quoted string, a word, a run of blanks, a line break or one other character, so a
 # changed value is replaced as a whole token (`16` -> `8`, never `1` deleted and `6` -> `8`).
-_TOKEN = re.compile(r"[\w.+-]+|[ \t]+|\r\n|\n|\r|.", re.UNICODE | re.DOTALL)
+_TOKEN = re.compile(
+    r"\"(?:[^\"\\\r\n]|\\.)*\"|'(?:[^'\r\n]|'')*'|[\w.+-]+|[ \t]+|\r\n|\n|\r|.", re.UNICODE | re.DOTALL
+)
 
 
 def split_lines(text: str) -> list[str]:
@@ -124,6 +126,32 @@ def diff_splices(old: str, new: str) -> list[Splice]:
     insertion at a line start. Splices never overlap and refer to `old`."""
     if old == new:
         return []
+    ends = ("\n", "\r")
+    if old and new and not old.endswith(ends) and not new.endswith(ends):
+        # Without a final line break the last line would differ from its edited copy by its break alone;
+        # diff as if both had one, then take it back off.
+        eol, n = line_break(old), len(old)
+        splices = []
+        for s in _diff(old + eol, new + eol):
+            if s.end > n:
+                if not s.new and s.start >= len(eol) and old[s.start - len(eol) : s.start] == eol:
+                    splices.append(Splice(s.start - len(eol), n, ""))  # the last lines, removed
+                    continue
+                if not s.new.endswith(eol):
+                    break
+                start = min(s.start, n)
+                s = Splice(start, n, (old + eol)[start : s.start] + s.new[: -len(eol)])
+            splices.append(s)
+        else:
+            try:
+                if apply_splices(old, splices) == new:
+                    return splices
+            except ValueError:
+                pass
+    return _diff(old, new)
+
+
+def _diff(old: str, new: str) -> list[Splice]:
     a, b = split_lines(old), split_lines(new)
     starts = [0]
     for line in a:
@@ -133,12 +161,37 @@ def diff_splices(old: str, new: str) -> list[Splice]:
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        old_block, new_block = "".join(a[i1:i2]), "".join(b[j1:j2])
         if tag != "replace":
-            out.append(Splice(starts[i1], starts[i2], new_block))
+            out.append(Splice(starts[i1], starts[i2], "".join(b[j1:j2])))
             continue
-        out.extend(_token_diff(old_block, new_block, starts[i1]))
+        out.extend(_refine(a[i1:i2], b[j1:j2], starts[i1]))
     return _merge_touching(out)
+
+
+def _signature(line: str) -> str:
+    """What pairs an old line with a new one in a changed block: its indentation and key (`  tp_size`),
+    or the whole line when it is no `key: value` line."""
+    body = line.rstrip("\r\n")
+    m = re.match(r"^(\s*(?:- )?[^:#]*?):(?:\s|$)", body)
+    return m.group(1) if m else body
+
+
+def _refine(a: list[str], b: list[str], base: int) -> list[Splice]:
+    """Inside a changed block, pair lines that write the same key and diff those by token; other lines are
+    replaced, inserted or deleted whole. So a changed value next to a removed entry stays one token."""
+    offs = [base]
+    for line in a:
+        offs.append(offs[-1] + len(line))
+    sm = difflib.SequenceMatcher(a=[_signature(x) for x in a], b=[_signature(x) for x in b], autojunk=False)
+    out: list[Splice] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                if a[i1 + k] != b[j1 + k]:
+                    out.extend(_token_diff(a[i1 + k], b[j1 + k], offs[i1 + k]))
+        else:
+            out.append(Splice(offs[i1], offs[i2], "".join(b[j1:j2])))
+    return out
 
 
 def _token_diff(old: str, new: str, base: int) -> list[Splice]:

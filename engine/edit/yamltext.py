@@ -50,18 +50,17 @@ class Doc:
 
     @staticmethod
     def parse(text: str) -> Doc:
-        loader = yaml.SafeLoader(text)
+        # Two passes: constructing flattens merge keys (`<<: *base`) into the composed nodes, which would
+        # then point at the anchor's text.
         try:
-            root = loader.get_single_node()
-            data = loader.construct_document(root) if root is not None else None
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            data = yaml.safe_load(text) if root is not None else None
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
             raise EditError(f"the file is not valid YAML{where}: {e.problem or e.context}") from None
         except yaml.YAMLError as e:
             raise EditError(f"the file is not valid YAML: {e}") from None
-        finally:
-            loader.dispose()
         return Doc(text, root, data, LineIndex.of(text), line_break(text))
 
 
@@ -136,7 +135,8 @@ def indent_unit(doc: Doc) -> int:
             if col is not None and here > col:
                 steps[here - col] += 1
             for k, v in node.value:
-                walk(v, k.start_mark.column)
+                if not is_alias_value(k, v):
+                    walk(v, k.start_mark.column)
         elif isinstance(node, yaml.SequenceNode) and not node.flow_style:
             for item in node.value:
                 walk(item, None)
@@ -314,8 +314,8 @@ def insert_entry(
         line = lines.line_of(after[0].start_mark.index)
         if text[lines.line_start(line) : after[0].start_mark.index].strip():
             raise EditError(f"cannot insert `{key}` before a key that shares its line")
-        # keep the comment block right above the following key attached to it
-        while line > 0:
+        # keep the comment block right above the following key attached to it (not a file's header)
+        while line > 0 and not (mapping is doc.root and after[0] is mapping.value[0][0]):
             prev = text[lines.line_start(line - 1) : lines.line_content_end(line - 1)]
             if not prev.lstrip().startswith("#") or len(prev) - len(prev.lstrip()) < col:
                 break

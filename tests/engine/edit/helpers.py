@@ -1,0 +1,56 @@
+"""Checks shared by the edit tests: edits are well formed, minimal, and reproduce the new text."""
+
+from __future__ import annotations
+
+from engine.edit import EditResult, apply_edits
+from engine.edit.text import LineIndex, split_lines
+
+
+def check_edits(old: str, result: EditResult) -> None:
+    """Edits are sorted, non-overlapping, reproduce `new_text`, and each one either inserts text or
+    replaces a single token (never a stretch of untouched text), except whole-line deletions."""
+    assert result.ok, result.error
+    assert apply_edits(old, result.edits) == result.new_text
+    idx = LineIndex.of(old)
+    prev_end = -1
+    for e in result.edits:
+        start, end = idx.offset(e.range.start), idx.offset(e.range.end)
+        assert start >= prev_end, "edits overlap or are out of order"
+        prev_end = end
+        covered = old[start:end]
+        if not covered:
+            continue
+        if e.range.start.character == 0 and (e.range.end.character == 0 or end == len(old)):
+            continue  # whole lines removed or rewritten (an entry replaced by another)
+        if covered[0] in "\r\n" and end == len(old) and not e.new_text:
+            continue  # the last lines of a file without a final newline, removed
+        assert "\n" not in covered and "\r" not in covered, f"edit spans lines: {covered!r} -> {e.new_text!r}"
+        line_start = idx.line_start(e.range.start.line)
+        if "{" in old[line_start:start] or "[" in old[line_start:start]:
+            continue  # inside a flow collection (a layers map): entries come and go
+        assert " " not in covered.strip(), f"edit covers more than a token: {covered!r} -> {e.new_text!r}"
+
+
+def untouched_lines(old: str, result: EditResult) -> list[str]:
+    """The old lines no edit touches (an insertion at a line start or end touches nothing)."""
+    idx = LineIndex.of(old)
+    touched: set[int] = set()
+    for e in result.edits:
+        start, end = idx.offset(e.range.start), idx.offset(e.range.end)
+        if start == end:
+            line = e.range.start.line
+            if 0 < e.range.start.character < idx.line_content_end(line) - idx.line_start(line):
+                touched.add(line)  # an insertion inside a line (a flow mapping) changes that line
+            continue
+        touched.update(range(e.range.start.line, idx.line_of(max(end - 1, start)) + 1))
+    lines = [line.rstrip("\r\n") for line in split_lines(old)]
+    return [line for i, line in enumerate(lines) if i not in touched]
+
+
+def content_lines(text: str) -> list[str]:
+    return [line.rstrip("\r\n") for line in split_lines(text)]
+
+
+def is_subsequence(small: list[str], big: list[str]) -> bool:
+    it = iter(big)
+    return all(any(x == y for y in it) for x in small)

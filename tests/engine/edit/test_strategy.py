@@ -1,0 +1,306 @@
+"""strategy_edits: round-trip fidelity on every layout, read-back, refusals, and random strategies."""
+
+from __future__ import annotations
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.edit import strategy_edits
+from engine.edit.strategy import detect_schema, expected, read_back
+from engine.specs import RecomputePlan, Strategy
+
+from .fixtures import (
+    AUTOMODELS,
+    COMMENTS,
+    CRLF,
+    DOC_MARKERS,
+    FLOW,
+    FOUR_SPACE,
+    LAYERS_BLOCK,
+    LEGACY,
+    LEGACY_BLOCK,
+    LEGACY_FILES,
+    NO_FINAL_NEWLINE,
+    NON_ASCII,
+    SECTIONS_MISSING,
+    TWO_SPACE,
+    YES_NO,
+)
+from .helpers import check_edits, content_lines, is_subsequence, untouched_lines
+
+BIG = Strategy(
+    dp=4, dp_shard=8, tp=8, pp=4, cp=2, ep=1, vpp=2, micro_batch_size=2, micro_batch_num=8,
+    sequence_parallel=True, pipeline_schedule="interleaved",
+    recompute=RecomputePlan("selective", ((0, 9, "full"), (10, 12, "off"))),
+)
+
+
+def reads_back(text: str, strategy: Strategy) -> None:
+    data = yaml.safe_load(text)
+    schema = detect_schema(data)
+    assert read_back(data, schema) | {} == {**read_back(data, schema), **expected(strategy, schema)}
+
+
+def test_value_changes_replace_only_their_tokens() -> None:
+    s = Strategy(dp=8, dp_shard=8, tp=8, pp=2, cp=2, micro_batch_size=1, micro_batch_num=16,
+                 sequence_parallel=True, recompute=RecomputePlan("selective"))
+    r = strategy_edits(TWO_SPACE, s)
+    check_edits(TWO_SPACE, r)
+    assert r.new_text == (
+        TWO_SPACE.replace("tp_size: 4 ", "tp_size: 8 ").replace("pp_size: 4", "pp_size: 2")
+    )
+    assert [e.new_text for e in r.edits] == ["8", "2"]
+    assert r.edits[0].range.start.line == 11 and r.edits[0].range.start.character == 11
+    assert set(r.changed) == {"accelerator.tp_size", "accelerator.pp_size"}
+
+
+def test_same_strategy_gives_no_edit() -> None:
+    s = Strategy(dp=4, dp_shard=8, tp=4, pp=4, cp=2, micro_batch_size=1, micro_batch_num=32,
+                 sequence_parallel=True, recompute=RecomputePlan("selective"))
+    r = strategy_edits(TWO_SPACE, s)
+    assert r.ok and r.edits == () and r.new_text == TWO_SPACE and r.changed == ()
+
+
+def test_missing_keys_go_to_their_natural_place() -> None:
+    r = strategy_edits(TWO_SPACE, BIG)
+    check_edits(TWO_SPACE, r)
+    new = r.new_text
+    assert "  sequence_parallel: true\n  pp_interleave_num: 2\n  pipeline_scheduler: interleaved_1f1b\n" in new
+    assert 'activation_checkpoint:\n  mode: selective\n  layers: {"0-9": full, "10-12": "off"}\n' in new
+    assert "  global_batch_size: 64                 # sequences per optimizer step\n  micro_batch_size: 2\n" in new
+    assert is_subsequence(untouched_lines(TWO_SPACE, r), content_lines(new))
+    reads_back(new, BIG)
+
+
+def test_four_space_file_keeps_its_indent_and_quotes() -> None:
+    r = strategy_edits(FOUR_SPACE, BIG)
+    check_edits(FOUR_SPACE, r)
+    assert "    tp_size: '8'\n" in r.new_text  # the quote style of the old token
+    assert "\nfsdp_config:\n    dp_shard_size: 8\n" in r.new_text
+    assert "\nactivation_checkpoint:\n    mode: selective\n" in r.new_text
+    assert "    global_batch_size: 64\n    micro_batch_size: 2\n" in r.new_text
+    reads_back(r.new_text, BIG)
+
+
+def test_flow_sections_stay_flow() -> None:
+    r = strategy_edits(FLOW, BIG)
+    check_edits(FLOW, r)
+    lines = r.new_text.splitlines()
+    assert lines[3].startswith("accelerator: {tp_size: 8, cp_size: 2, ep_size: 1, pp_size: 4, sequence_parallel: true")
+    assert "pp_interleave_num: 2, pipeline_scheduler: interleaved_1f1b}" in lines[3]
+    assert 'activation_checkpoint: {mode: selective, layers: {"0-9": full, "10-12": "off"}}' in r.new_text
+    assert content_lines(r.new_text)[5:7] == content_lines(FLOW)[5:7]  # fsdp_config: only dp_shard changed
+    reads_back(r.new_text, BIG)
+
+
+def test_crlf_lines_are_inserted_with_crlf() -> None:
+    r = strategy_edits(CRLF, BIG)
+    check_edits(CRLF, r)
+    assert "\n" not in r.new_text.replace("\r\n", "")
+    assert r.new_text == strategy_edits(TWO_SPACE, BIG).new_text.replace("\n", "\r\n")
+
+
+def test_no_final_newline() -> None:
+    r = strategy_edits(NO_FINAL_NEWLINE, BIG)
+    check_edits(NO_FINAL_NEWLINE, r)
+    assert "accelerator:\n  tp_size: 8\n  pp_size: 4\n" in r.new_text
+    assert not r.new_text.endswith("\n")  # stays without a final newline
+    reads_back(r.new_text, BIG)
+
+
+def test_comments_stay_where_they_were() -> None:
+    s = Strategy(dp=2, dp_shard=2, tp=4, pp=8, cp=1, ep=32, micro_batch_size=1, micro_batch_num=2048,
+                 recompute=RecomputePlan("full"))
+    r = strategy_edits(COMMENTS, s)
+    check_edits(COMMENTS, r)
+    comments = [ln[ln.index("#"):] for ln in COMMENTS.splitlines() if "#" in ln]
+    new_comments = [ln[ln.index("#"):] for ln in r.new_text.splitlines() if "#" in ln]
+    assert comments == new_comments
+    assert "  tp_size: 4  # tp\n  # pp next\n  pp_size: 8  # pp\n  ep_size: 32  # ep\n" in r.new_text
+    assert "# trailing comment of the file\n" in r.new_text
+    reads_back(r.new_text, s)
+
+
+def test_non_ascii_positions_are_code_points() -> None:
+    s = Strategy(dp=8, dp_shard=8, tp=4, pp=2, micro_batch_size=1, micro_batch_num=32)
+    r = strategy_edits(NON_ASCII, s)
+    check_edits(NON_ASCII, r)
+    tp_edit = next(e for e in r.edits if e.new_text == "4")
+    assert tp_edit.range.start.line == 7 and tp_edit.range.start.character == len("  tp_size: ")
+    gbs = next(e for e in r.edits if e.new_text == "256")
+    assert gbs.range.start.line == 5
+    assert "🚀" in r.new_text and "# ⚡ intra-node" in r.new_text
+    reads_back(r.new_text, s)
+
+
+def test_document_markers_are_kept() -> None:
+    r = strategy_edits(DOC_MARKERS, BIG)
+    check_edits(DOC_MARKERS, r)
+    assert r.new_text.startswith("%YAML 1.1\n---\n") and r.new_text.endswith("\n...\n")
+    reads_back(r.new_text, BIG)
+
+
+def test_missing_sections_are_added_in_order_with_the_blank_line_rhythm() -> None:
+    r = strategy_edits(SECTIONS_MISSING, BIG)
+    check_edits(SECTIONS_MISSING, r)
+    new = r.new_text
+    assert new.index("training:") < new.index("accelerator:") < new.index("fsdp_config:")
+    assert new.index("activation_checkpoint:") < new.index("dataset:")
+    assert new.startswith("model:\n  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B\n\ntraining:\n")
+    reads_back(new, BIG)
+
+
+def test_block_layers_stay_block_and_are_removed_when_the_plan_has_none() -> None:
+    r = strategy_edits(LAYERS_BLOCK, BIG)
+    check_edits(LAYERS_BLOCK, r)
+    assert '  layers:\n    "0-9": full\n    "10-12": "off"   # the first stages hold the most activations\n' \
+        "  selective_policy: hyperparallel\n" in r.new_text
+    plain = Strategy(dp=32, dp_shard=8, tp=2, micro_batch_num=2, recompute=RecomputePlan("full"))
+    r2 = strategy_edits(LAYERS_BLOCK, plain)
+    check_edits(LAYERS_BLOCK, r2)
+    assert "layers" not in r2.new_text and "first stages" not in r2.new_text
+    assert "  mode: full\n  selective_policy: hyperparallel\n" in r2.new_text
+    reads_back(r2.new_text, plain)
+
+
+def test_boolean_spelling_and_off_are_kept_readable() -> None:
+    s = Strategy(dp=32, dp_shard=1, tp=2, micro_batch_num=2, sequence_parallel=False,
+                 recompute=RecomputePlan("off"))
+    r = strategy_edits(YES_NO, s)
+    check_edits(YES_NO, r)
+    assert "  sequence_parallel: No\n" in r.new_text
+    assert "  mode: off\n" in r.new_text  # YAML 1.1 reads it as false, which the trainer takes for off
+    s2 = Strategy(dp=32, dp_shard=1, tp=2, micro_batch_num=2, sequence_parallel=True,
+                  recompute=RecomputePlan("full"))
+    r2 = strategy_edits(YES_NO.replace("mode: off", "mode: full"), Strategy(
+        dp=32, dp_shard=1, tp=2, micro_batch_num=2, recompute=RecomputePlan("off")))
+    assert '  mode: "off"\n' in r2.new_text  # written fresh: quoted, so it stays the string "off"
+    reads_back(strategy_edits(YES_NO, s2).new_text, s2)
+
+
+def test_empty_and_null_sections_are_filled_in_block_style() -> None:
+    from .fixtures import EMPTY_SECTIONS
+
+    r = strategy_edits(EMPTY_SECTIONS, BIG)
+    check_edits(EMPTY_SECTIONS, r)
+    assert "training:\n  global_batch_size: 64\n  micro_batch_size: 2\naccelerator:   # filled by hp-plan apply\n  tp_size: 8\n" in r.new_text
+    assert "fsdp_config:\n  dp_shard_size: 8\n" in r.new_text
+    reads_back(r.new_text, BIG)
+
+
+def test_legacy_schema() -> None:
+    s = Strategy(dp=4, dp_shard=2, tp=2, pp=4, cp=2, micro_batch_size=1, micro_batch_num=32,
+                 recompute=RecomputePlan("full"))
+    r = strategy_edits(LEGACY, s)
+    check_edits(LEGACY, r)
+    assert "  micro_batch_num: 32\n  accelerator: {dp_shard: 2, dp_replicate: 4, tp_degree: 2, " \
+        "pipeline_parallel_degree: 4, context_parallel_degree: 2}\n" in r.new_text
+    assert 'gradient_checkpointing: {activation_checkpoint: "full"}' in r.new_text
+    reads_back(r.new_text, s)
+    r2 = strategy_edits(LEGACY_BLOCK, s)
+    check_edits(LEGACY_BLOCK, r2)
+    assert "  global_batch_size: 128   # sequences\n  micro_batch_num: 32\n  accelerator:\n    dp_shard: 2\n" \
+        "    dp_replicate: 4\n    tp_degree: 2\n" in r2.new_text
+    assert r2.new_text.endswith("  gradient_checkpointing:\n    activation_checkpoint: full\ndata:\n  max_seq_len: 8192\n")
+    reads_back(r2.new_text, s)
+
+
+def test_legacy_refuses_what_it_cannot_say() -> None:
+    r = strategy_edits(LEGACY, BIG)
+    assert not r.ok and r.edits == () and r.new_text == LEGACY
+    assert "legacy" in (r.error or "") and "vpp 2" in (r.error or "")
+
+
+def test_refusals() -> None:
+    assert "not valid YAML" in (strategy_edits("a: [1,\n", BIG).error or "")
+    assert "not a mapping" in (strategy_edits("- 1\n- 2\n", BIG).error or "")
+    assert "not a mapping" in (strategy_edits("accelerator: 4\n", BIG).error or "")
+    bad = Strategy(dp=3, dp_shard=2)
+    assert "does not divide" in (strategy_edits(TWO_SPACE, bad, path="t.yaml").error or "")
+    assert (strategy_edits(TWO_SPACE, bad, path="t.yaml").error or "").startswith("t.yaml: ")
+    alias = "defaults: &d {tp_size: 1}\naccelerator: *d\ntraining: {global_batch_size: 8}\n"
+    assert "alias" in (strategy_edits(alias, BIG).error or "")
+
+
+def test_merge_keys_are_overridden_not_edited() -> None:
+    text = "base: &b\n  tp_size: 1\n  pp_size: 1\naccelerator:\n  <<: *b\n  cp_size: 1\n"
+    s = Strategy(dp=1, dp_shard=1, tp=2, pp=1, cp=1, micro_batch_num=4)
+    r = strategy_edits(text, s)
+    check_edits(text, r)
+    assert r.new_text.startswith("base: &b\n  tp_size: 1\n  pp_size: 1\n")
+    assert yaml.safe_load(r.new_text)["accelerator"]["tp_size"] == 2
+
+
+def test_device_num_follows_the_world_size() -> None:
+    text = TWO_SPACE + "context:\n  device_num: 64\n"
+    r = strategy_edits(text, BIG)  # 4 * 8 * 4 * 2 = 256 devices
+    check_edits(text, r)
+    assert r.new_text.endswith("context:\n  device_num: 256\n")
+
+
+def test_empty_file() -> None:
+    r = strategy_edits("", BIG)
+    check_edits("", r)
+    reads_back(r.new_text, BIG)
+    r2 = strategy_edits("# only a comment", BIG)
+    check_edits("# only a comment", r2)
+    assert r2.new_text.startswith("# only a comment\ntraining:\n")
+
+
+# ---------------------------------------------------------------------------------------------- properties
+
+
+@st.composite
+def strategies(draw: st.DrawFn, legacy: bool = False) -> Strategy:
+    dp = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    cp = draw(st.sampled_from([1, 2, 4]))
+    divisors = [d for d in range(1, dp * cp + 1) if (dp * cp) % d == 0]
+    vpp = 1 if legacy else draw(st.sampled_from([1, 2, 3]))
+    layers: tuple[tuple[int, int, str], ...] = ()
+    if not legacy and draw(st.booleans()):
+        cuts = sorted(draw(st.sets(st.integers(0, 40), min_size=1, max_size=6)))
+        modes = st.sampled_from(["off", "selective", "full"])
+        layers = tuple((a, a + draw(st.integers(0, 3)), draw(modes)) for a in cuts[::2])
+        layers = tuple(x for i, x in enumerate(layers) if i == 0 or x[0] > layers[i - 1][1])
+    return Strategy(
+        dp=dp,
+        dp_shard=draw(st.sampled_from(divisors)),
+        tp=draw(st.sampled_from([1, 2, 4, 8])),
+        pp=draw(st.sampled_from([1, 2, 4, 8])),
+        cp=cp,
+        ep=draw(st.sampled_from([1, 2, 8, 64])),
+        etp=draw(st.sampled_from([1, 2])),
+        vpp=vpp,
+        pipeline_schedule="interleaved" if vpp > 1 else "1F1B",
+        micro_batch_size=draw(st.sampled_from([1, 2, 4])),
+        micro_batch_num=draw(st.integers(1, 64)),
+        sequence_parallel=False if legacy else draw(st.booleans()),
+        optimizer_shard=1 if legacy else draw(st.sampled_from(divisors)),
+        recompute=RecomputePlan(draw(st.sampled_from(["off", "selective", "full"])), layers),  # type: ignore[arg-type]
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(AUTOMODELS)), s=strategies(), s2=strategies())
+def test_random_strategies_read_back(name: str, s: Strategy, s2: Strategy) -> None:
+    text = AUTOMODELS[name]
+    r = strategy_edits(text, s)
+    check_edits(text, r)
+    reads_back(r.new_text, s)
+    assert is_subsequence(untouched_lines(text, r), content_lines(r.new_text))
+    again = strategy_edits(r.new_text, s)  # idempotent: the written file already states s
+    assert again.ok and again.edits == ()
+    r2 = strategy_edits(r.new_text, s2)  # and can be rewritten to anything else
+    check_edits(r.new_text, r2)
+    reads_back(r2.new_text, s2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(LEGACY_FILES)), s=strategies(legacy=True))
+def test_random_legacy_strategies_read_back(name: str, s: Strategy) -> None:
+    text = LEGACY_FILES[name]
+    r = strategy_edits(text, s)
+    check_edits(text, r)
+    reads_back(r.new_text, s)
+    assert strategy_edits(r.new_text, s).edits == ()
