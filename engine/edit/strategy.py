@@ -8,7 +8,9 @@ optimizer_weight_shard_size}, fsdp_config.dp_shard_size, training.{global_batch_
 activation_checkpoint.{mode, layers}. Legacy (HYPERPARALLEL.md §2.6, §4.3): train.{global_batch_size,
 micro_batch_size, micro_batch_num}, train.accelerator.{dp_shard, dp_replicate, tp_degree,
 pipeline_parallel_degree, context_parallel_degree, expert_parallel_degree, expert_tensor_parallel_degree},
-train.gradient_checkpointing.activation_checkpoint.
+train.gradient_checkpointing.activation_checkpoint. The legacy data-parallel degree is
+dp_replicate x dp_shard (world = dp_replicate x dp_shard x tp x pp x cp, FORMATS.md §1, as engine.config reads
+it), so a legacy file cannot hold an FSDP shard that spans context parallelism.
 
 A key that is absent and whose value would be the reader's default is not added (a 1-way cp, sequence
 parallelism off): the smallest diff that reads back as the strategy. Degrees the trainer always needs
@@ -26,7 +28,7 @@ import re
 from typing import Any, Literal
 
 from engine.edit.core import MISSING, Change, EditResult, finish, run_changes, value_at
-from engine.edit.yamltext import Doc, EditError, FlowMap, Order
+from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word
 from engine.specs import RecomputeMode, RecomputePlan, Strategy
 
 Schema = Literal["automodels", "legacy"]
@@ -52,6 +54,9 @@ LEGACY_ORDER: Order = {
 }
 
 SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b"}
+# How the reader (engine.config.train) maps accelerator.pipeline_scheduler spellings.
+SCHEDULER_SPELLINGS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
+                       "vpp": "interleaved"}
 
 
 def detect_schema(data: Any) -> Schema:
@@ -94,16 +99,26 @@ def as_bool(v: Any) -> bool | None:
 
 def as_mode(v: Any) -> RecomputeMode | None:
     """activation_checkpoint.mode as the trainer reads it: off/none (and YAML 1.1's `off` = false, null) ->
-    off; selective; full (HYPERPARALLEL.md §2.5)."""
+    off; selective; full (HYPERPARALLEL.md §2.5); true -> full, as engine.config reads it."""
     if v is None or v is False or v is MISSING:
         return "off"
+    if v is True:
+        return "full"
     if isinstance(v, str):
         s = v.strip().lower()
         if s in ("off", "none", "false", ""):
             return "off"
+        if s == "true":
+            return "full"
         if s in ("selective", "full"):
             return s  # type: ignore[return-value]
     return None
+
+
+def as_schedule(v: Any) -> str | None:
+    if v is MISSING or v is None:
+        return "1F1B"
+    return SCHEDULER_SPELLINGS.get(str(v).strip().lower())
 
 
 def as_layers(v: Any) -> tuple[tuple[int, int, RecomputeMode], ...] | None:
@@ -148,7 +163,6 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
                 or "off"
             ),
         }
-    sched = value_at(data, ("accelerator", "pipeline_scheduler"))
     mode = as_mode(value_at(data, ("activation_checkpoint", "mode")))
     layers = as_layers(value_at(data, ("activation_checkpoint", "layers")))
     return {
@@ -161,13 +175,9 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
         "sequence_parallel": as_bool(value_at(data, ("accelerator", "sequence_parallel")))
         if value_at(data, ("accelerator", "sequence_parallel")) is not MISSING
         else False,
-        "pipeline_schedule": "1F1B"
-        if sched is MISSING or str(sched).lower() == "1f1b"
-        else "interleaved"
-        if str(sched).lower() in ("interleaved_1f1b", "interleaved")
-        else None,
+        "pipeline_schedule": as_schedule(value_at(data, ("accelerator", "pipeline_scheduler"))),
         "optimizer_shard": _int_or(data, ("accelerator", "optimizer_weight_shard_size"), 1),
-        "dp_shard": _int_or(data, ("fsdp_config", "dp_shard_size"), 0),
+        "dp_shard": _int_or(data, ("fsdp_config", "dp_shard_size"), -1),
         "micro_batch_size": _int_or(data, ("training", "micro_batch_size"), 1),
         "global_batch_size": _int_or(data, ("training", "global_batch_size"), 0),
         "recompute": RecomputePlan(mode, layers) if mode is not None and layers is not None else None,
@@ -178,7 +188,7 @@ def expected(strategy: Strategy, schema: Schema) -> dict[str, Any]:
     s = strategy
     if schema == "legacy":
         return {
-            "dp_shard": s.dp_shard, "dp_replicate": s.dp_replicate, "tp": s.tp, "pp": s.pp, "cp": s.cp,
+            "dp_shard": s.dp_shard, "dp_replicate": s.dp // s.dp_shard, "tp": s.tp, "pp": s.pp, "cp": s.cp,
             "ep": s.ep, "etp": s.etp, "micro_batch_size": s.micro_batch_size,
             "micro_batch_num": s.micro_batch_num, "global_batch_size": s.global_batch_size,
             "recompute": RecomputePlan(s.recompute.mode),
@@ -199,6 +209,9 @@ def verify(text: str, strategy: Strategy, schema: Schema) -> str | None:
     except EditError as e:
         return f"the edited file does not read back: {e}"
     got, want = read_back(data, schema), expected(strategy, schema)
+    if schema == "automodels" and got["dp_shard"] == -1:
+        # absent or -1: the whole data-parallel domain dp*cp (engine.config.resolve, torchtitan's convention)
+        got["dp_shard"] = strategy.dp * strategy.cp
     for k, v in want.items():
         if got.get(k) != v:
             return f"the edited file reads back {k} = {got.get(k)!r}, not {v!r}"
@@ -258,19 +271,22 @@ def _changes_automodels(s: Strategy) -> list[Change]:
         _int_change((*acc, "pp_interleave_num"), s.vpp, always=False),
         Change(
             (*acc, "pipeline_scheduler"), sched,
-            satisfied=lambda now: sched == "1f1b" if now is MISSING else str(now).strip().lower() == sched,
+            satisfied=lambda now: as_schedule(now) == s.pipeline_schedule,
         ),
         _int_change((*acc, "optimizer_weight_shard_size"), s.optimizer_shard, always=False),
-        _int_change(("fsdp_config", "dp_shard_size"), s.dp_shard),
+        Change(  # `-1` (the whole dp*cp domain) is kept when that is the shard
+            ("fsdp_config", "dp_shard_size"), s.dp_shard,
+            satisfied=lambda now: as_int(now) == s.dp_shard or (as_int(now) == -1 and s.dp_shard == s.dp * s.cp),
+        ),
         _int_change(("training", "global_batch_size"), s.global_batch_size),
         _int_change(("training", "micro_batch_size"), s.micro_batch_size, always=False),
         Change(
-            ("activation_checkpoint", "mode"), rc.mode,
+            ("activation_checkpoint", "mode"), Word(rc.mode),
             satisfied=lambda now: (rc.mode == "off") if now is MISSING else as_mode(now) == rc.mode,
         ),
     ]
     if rc.layers:
-        layers = FlowMap({(f"{a}" if a == b else f"{a}-{b}"): m for a, b, m in sorted(rc.layers)})
+        layers = FlowMap({(f"{a}" if a == b else f"{a}-{b}"): Word(m) for a, b, m in sorted(rc.layers)})
         changes.append(
             Change(("activation_checkpoint", "layers"), layers,
                    satisfied=lambda now: as_layers(now) == tuple(sorted(rc.layers)))
@@ -287,6 +303,7 @@ def _changes_legacy(s: Strategy) -> list[Change]:
         (s.sequence_parallel, "sequence parallelism"),
         (bool(s.recompute.layers), "per-layer recompute"),
         (s.optimizer_shard != 1, f"optimizer sharding ({s.optimizer_shard})"),
+        (s.dp % s.dp_shard != 0, f"an FSDP shard of {s.dp_shard} spanning context parallelism (dp {s.dp})"),
     ]
     missing = [what for cond, what in unsupported if cond]
     if missing:
@@ -301,14 +318,14 @@ def _changes_legacy(s: Strategy) -> list[Change]:
         _int_change(("train", "micro_batch_size"), s.micro_batch_size, always=False),
         _int_change(("train", "micro_batch_num"), s.micro_batch_num),
         _int_change((*acc, "dp_shard"), s.dp_shard),
-        _int_change((*acc, "dp_replicate"), s.dp_replicate),
+        _int_change((*acc, "dp_replicate"), s.dp // s.dp_shard),
         _int_change((*acc, "tp_degree"), s.tp),
         _int_change((*acc, "pipeline_parallel_degree"), s.pp),
         _int_change((*acc, "context_parallel_degree"), s.cp, always=False),
         _int_change((*acc, "expert_parallel_degree"), s.ep, always=False),
         _int_change((*acc, "expert_tensor_parallel_degree"), s.etp, always=False),
         Change(
-            ("train", "gradient_checkpointing", "activation_checkpoint"), mode,
+            ("train", "gradient_checkpointing", "activation_checkpoint"), Word(mode),
             satisfied=lambda now: (mode == "off") if now is MISSING else as_mode(now) == mode,
         ),
     ]

@@ -7,6 +7,8 @@ becomes one new line at the natural place in its mapping, with the indentation o
 parent's step, guessed from the file) and the file's own line breaks; a mapping written in flow style gets
 the key in flow style. Nothing else moves, so untouched bytes stay byte-identical by construction.
 
+An end-of-line comment after a changed value keeps its column when the blanks before it allow.
+
 Each operation works on the current text and returns splices against it; callers apply one change at a
 time and re-compose (see engine.edit.core), which keeps every operation simple and exact.
 """
@@ -32,6 +34,11 @@ Order = Mapping[Path, Sequence[str]]
 class FlowMap(dict):
     """A mapping value that is always written in flow style (`layers: {"0-9": full}`), never as a nested
     block, unlike the sections created on the way to a key."""
+
+
+class Word(str):
+    """A string written plain even where YAML 1.1 reads it as another type: `mode: off`, the spelling the
+    trainer documents (its readers map the boolean false back to off)."""
 
 
 class EditError(Exception):
@@ -210,6 +217,8 @@ def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
         return render_str(str(value), style) if style else str(value)
     if isinstance(value, float):
         return render_str(render_float(value), style) if style else render_float(value)
+    if isinstance(value, Word) and not style and _PLAIN_SAFE.match(value):
+        return str(value)
     if isinstance(value, str):
         return render_str(value, style)
     if isinstance(value, Mapping):
@@ -324,6 +333,12 @@ def insert_entry(
         return [Splice(pos, pos, "".join(b + eol for b in body_lines))]
     anchor = before or mapping.value[-1]
     end_line = last_line(doc, anchor[0], anchor[1])
+    # comment lines indented deeper than the new key still belong to the entry above it
+    while end_line + 1 < lines.line_count:
+        nxt = text[lines.line_start(end_line + 1) : lines.line_content_end(end_line + 1)]
+        if not nxt.lstrip().startswith("#") or len(nxt) - len(nxt.lstrip()) <= col:
+            break
+        end_line += 1
     pos = lines.line_content_end(end_line)
     prefix = eol
     if col == 0 and _blank_after(doc, end_line):
@@ -360,6 +375,11 @@ def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list
         token = render_scalar(value, node)
         if start == end:  # `key:` with nothing after it
             return [Splice(start, end, " " + token)]
+        # an end-of-line comment keeps its column (aligned comments stay aligned) when the blanks allow
+        gap = re.match(r"[ ]+(?=#)", text[end:])
+        if gap and len(token) != end - start:
+            pad = max(1, len(gap.group(0)) - (len(token) - (end - start)))
+            return [Splice(start, end + len(gap.group(0)), token + " " * pad)]
         return [Splice(start, end, token)]
     if getattr(node, "flow_style", False):
         return [Splice(start, end, render_scalar(value))]

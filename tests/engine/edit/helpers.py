@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import yaml
+
 from engine.edit import EditResult, apply_edits
 from engine.edit.text import LineIndex, split_lines
 
@@ -12,6 +14,7 @@ def check_edits(old: str, result: EditResult) -> None:
     assert result.ok, result.error
     assert apply_edits(old, result.edits) == result.new_text
     idx = LineIndex.of(old)
+    free = _layer_lines(old)
     prev_end = -1
     for e in result.edits:
         start, end = idx.offset(e.range.start), idx.offset(e.range.end)
@@ -24,11 +27,27 @@ def check_edits(old: str, result: EditResult) -> None:
             continue  # whole lines removed or rewritten (an entry replaced by another)
         if covered[0] in "\r\n" and end == len(old) and not e.new_text:
             continue  # the last lines of a file without a final newline, removed
+        if e.range.start.line in free:
+            continue  # entries of a per-layer recompute map come and go with the plan
         assert "\n" not in covered and "\r" not in covered, f"edit spans lines: {covered!r} -> {e.new_text!r}"
         line_start = idx.line_start(e.range.start.line)
         if "{" in old[line_start:start] or "[" in old[line_start:start]:
             continue  # inside a flow collection (a layers map): entries come and go
         assert " " not in covered.strip(), f"edit covers more than a token: {covered!r} -> {e.new_text!r}"
+
+
+def _layer_lines(text: str) -> set[int]:
+    """Lines of a block `activation_checkpoint.layers` mapping."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return set()
+    for k, v in getattr(root, "value", []) if isinstance(root, yaml.MappingNode) else []:
+        if k.value == "activation_checkpoint" and isinstance(v, yaml.MappingNode):
+            for k2, v2 in v.value:
+                if k2.value == "layers" and isinstance(v2, yaml.MappingNode):
+                    return set(range(v2.start_mark.line, v2.end_mark.line + 1))
+    return set()
 
 
 def untouched_lines(old: str, result: EditResult) -> list[str]:

@@ -67,8 +67,8 @@ def test_missing_keys_go_to_their_natural_place() -> None:
     check_edits(TWO_SPACE, r)
     new = r.new_text
     assert "  sequence_parallel: true\n  pp_interleave_num: 2\n  pipeline_scheduler: interleaved_1f1b\n" in new
-    assert 'activation_checkpoint:\n  mode: selective\n  layers: {"0-9": full, "10-12": "off"}\n' in new
-    assert "  global_batch_size: 64                 # sequences per optimizer step\n  micro_batch_size: 2\n" in new
+    assert 'activation_checkpoint:\n  mode: selective\n  layers: {"0-9": full, "10-12": off}\n' in new
+    assert "  global_batch_size: 64                  # sequences per optimizer step\n  micro_batch_size: 2\n" in new
     assert is_subsequence(untouched_lines(TWO_SPACE, r), content_lines(new))
     reads_back(new, BIG)
 
@@ -89,7 +89,7 @@ def test_flow_sections_stay_flow() -> None:
     lines = r.new_text.splitlines()
     assert lines[3].startswith("accelerator: {tp_size: 8, cp_size: 2, ep_size: 1, pp_size: 4, sequence_parallel: true")
     assert "pp_interleave_num: 2, pipeline_scheduler: interleaved_1f1b}" in lines[3]
-    assert 'activation_checkpoint: {mode: selective, layers: {"0-9": full, "10-12": "off"}}' in r.new_text
+    assert 'activation_checkpoint: {mode: selective, layers: {"0-9": full, "10-12": off}}' in r.new_text
     assert content_lines(r.new_text)[5:7] == content_lines(FLOW)[5:7]  # fsdp_config: only dp_shard changed
     reads_back(r.new_text, BIG)
 
@@ -117,7 +117,8 @@ def test_comments_stay_where_they_were() -> None:
     comments = [ln[ln.index("#"):] for ln in COMMENTS.splitlines() if "#" in ln]
     new_comments = [ln[ln.index("#"):] for ln in r.new_text.splitlines() if "#" in ln]
     assert comments == new_comments
-    assert "  tp_size: 4  # tp\n  # pp next\n  pp_size: 8  # pp\n  ep_size: 32  # ep\n" in r.new_text
+    assert "  tp_size: 4  # tp\n  # pp next\n  pp_size: 8   # pp\n  ep_size: 32  # ep\n" in r.new_text
+    assert "  # end of accelerator\n\nfsdp_config:\n  dp_shard_size: 2\n\nactivation_checkpoint:\n" in r.new_text
     assert "# trailing comment of the file\n" in r.new_text
     reads_back(r.new_text, s)
 
@@ -154,7 +155,7 @@ def test_missing_sections_are_added_in_order_with_the_blank_line_rhythm() -> Non
 def test_block_layers_stay_block_and_are_removed_when_the_plan_has_none() -> None:
     r = strategy_edits(LAYERS_BLOCK, BIG)
     check_edits(LAYERS_BLOCK, r)
-    assert '  layers:\n    "0-9": full\n    "10-12": "off"   # the first stages hold the most activations\n' \
+    assert '  layers:\n    "0-9": full\n    "10-12": off   # the first stages hold the most activations\n' \
         "  selective_policy: hyperparallel\n" in r.new_text
     plain = Strategy(dp=32, dp_shard=8, tp=2, micro_batch_num=2, recompute=RecomputePlan("full"))
     r2 = strategy_edits(LAYERS_BLOCK, plain)
@@ -175,7 +176,7 @@ def test_boolean_spelling_and_off_are_kept_readable() -> None:
                   recompute=RecomputePlan("full"))
     r2 = strategy_edits(YES_NO.replace("mode: off", "mode: full"), Strategy(
         dp=32, dp_shard=1, tp=2, micro_batch_num=2, recompute=RecomputePlan("off")))
-    assert '  mode: "off"\n' in r2.new_text  # written fresh: quoted, so it stays the string "off"
+    assert "  mode: off\n" in r2.new_text  # the documented spelling (the readers map YAML 1.1's false to off)
     reads_back(strategy_edits(YES_NO, s2).new_text, s2)
 
 
@@ -194,14 +195,14 @@ def test_legacy_schema() -> None:
                  recompute=RecomputePlan("full"))
     r = strategy_edits(LEGACY, s)
     check_edits(LEGACY, r)
-    assert "  micro_batch_num: 32\n  accelerator: {dp_shard: 2, dp_replicate: 4, tp_degree: 2, " \
+    assert "  micro_batch_num: 32\n  accelerator: {dp_shard: 2, dp_replicate: 2, tp_degree: 2, " \
         "pipeline_parallel_degree: 4, context_parallel_degree: 2}\n" in r.new_text
     assert 'gradient_checkpointing: {activation_checkpoint: "full"}' in r.new_text
     reads_back(r.new_text, s)
     r2 = strategy_edits(LEGACY_BLOCK, s)
     check_edits(LEGACY_BLOCK, r2)
     assert "  global_batch_size: 128   # sequences\n  micro_batch_num: 32\n  accelerator:\n    dp_shard: 2\n" \
-        "    dp_replicate: 4\n    tp_degree: 2\n" in r2.new_text
+        "    dp_replicate: 2\n    tp_degree: 2\n" in r2.new_text
     assert r2.new_text.endswith("  gradient_checkpointing:\n    activation_checkpoint: full\ndata:\n  max_seq_len: 8192\n")
     reads_back(r2.new_text, s)
 
@@ -210,6 +211,18 @@ def test_legacy_refuses_what_it_cannot_say() -> None:
     r = strategy_edits(LEGACY, BIG)
     assert not r.ok and r.edits == () and r.new_text == LEGACY
     assert "legacy" in (r.error or "") and "vpp 2" in (r.error or "")
+    spanning = Strategy(dp=2, dp_shard=4, cp=2, micro_batch_num=64)
+    assert "spanning context parallelism" in (strategy_edits(LEGACY, spanning).error or "")
+
+
+def test_fsdp_minus_one_is_kept_when_it_is_the_whole_domain() -> None:
+    text = TWO_SPACE.replace("dp_shard_size: 8", "dp_shard_size: -1")
+    whole = Strategy(dp=4, dp_shard=8, tp=4, pp=4, cp=2, micro_batch_num=32, sequence_parallel=True,
+                     recompute=RecomputePlan("selective"))
+    assert strategy_edits(text, whole).edits == ()
+    half = Strategy(dp=4, dp_shard=4, tp=4, pp=4, cp=2, micro_batch_num=32, sequence_parallel=True,
+                    recompute=RecomputePlan("selective"))
+    assert "  dp_shard_size: 4\n" in strategy_edits(text, half).new_text
 
 
 def test_refusals() -> None:
@@ -255,7 +268,8 @@ def test_empty_file() -> None:
 def strategies(draw: st.DrawFn, legacy: bool = False) -> Strategy:
     dp = draw(st.sampled_from([1, 2, 4, 8, 16]))
     cp = draw(st.sampled_from([1, 2, 4]))
-    divisors = [d for d in range(1, dp * cp + 1) if (dp * cp) % d == 0]
+    domain = dp if legacy else dp * cp  # a legacy file shards within dp only
+    divisors = [d for d in range(1, domain + 1) if domain % d == 0]
     vpp = 1 if legacy else draw(st.sampled_from([1, 2, 3]))
     layers: tuple[tuple[int, int, str], ...] = ()
     if not legacy and draw(st.booleans()):

@@ -1,0 +1,271 @@
+"""`hp-plan apply FILE [-o OUT | --in-place] [--dry-run] [--json] [cluster flags]` (FORMATS.md §3).
+
+Search FILE (a train.yaml, or a search config and the train.yaml it names), then write the best strategy
+into that train.yaml with round-trip edits (engine.edit.strategy_edits): comments, key order, quoting and
+layout stay byte-identical, only the changed tokens and the missing keys differ.
+
+Where the result goes:
+* default: the edited train.yaml on stdout (nothing on disk changes);
+* `-o OUT`: written to OUT; `--in-place`: the train.yaml itself is replaced (atomically);
+* `--dry-run`: a unified diff on stdout, nothing written (whatever else is asked);
+* `--json`: one JSON document (best estimate, changed keys, edits, the diff or new text, diagnostics).
+The summary (best strategy, what changed, where it went) goes to stderr, so stdout stays the file or diff.
+
+Nothing is written unless the edited text reads back as the strategy twice: by the edit module's own
+PyYAML read-back (batch rule included) and by the project's reader (engine.check) on the same cluster.
+Exit codes: 0 written (or nothing to change), 1 errors in the input, no strategy fits or the edit was
+refused, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from engine.config.types import ClusterOverrides
+from engine.diagnostics import Diagnostic, has_errors
+from engine.edit import EditResult, strategy_edits
+from engine.results import Estimate, SearchResult
+from engine.specs import Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """The edit of one train.yaml, checked: `error` is the reason nothing may be written."""
+
+    path: str
+    old_text: str
+    result: EditResult
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _read_text(path: str) -> str:
+    # newline="" keeps CRLF line breaks as they are, so the edits (and the written file) keep them too
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def _with_world(overrides: ClusterOverrides | None, world: int) -> ClusterOverrides:
+    """The user's cluster flags with the strategy's device count, so the re-read derives the same dp."""
+    base = overrides or ClusterOverrides()
+    return dataclasses.replace(base, devices=world, num_nodes=None, explicit=True)
+
+
+def reader_mismatch(path: str, new_text: str, strategy: Strategy, overrides: ClusterOverrides | None,
+                    old_codes: set[str]) -> tuple[str | None, tuple[str, ...]]:
+    """Re-read the edited train.yaml with the project's reader (engine.check) on the strategy's device count:
+    (the first field that differs from `strategy`, or an error the edit introduced, or None; notes)."""
+    from engine.check import check_file
+
+    loaded = check_file(path, text=new_text, overrides=_with_world(overrides, strategy.world_size))
+    new_errors = [d for d in loaded.diagnostics if d.is_error and d.code not in old_codes]
+    if new_errors:
+        d = new_errors[0]
+        return f"the edited file has an error the original had not: {d.code} {d.message}", ()
+    stated = loaded.config.stated if loaded.config is not None else None
+    if stated is None:
+        return None, ("the project's reader derives no complete strategy from the edited file (only the edit's "
+                      "own read-back checked it)",)
+    want, got = strategy.to_json(), stated.to_json()
+    for key, value in want.items():
+        if got.get(key) != value:
+            return f"the edited file reads back {key} = {got.get(key)!r}, not {value!r}", ()
+    return None, ()
+
+
+def plan(path: str, strategy: Strategy, overrides: ClusterOverrides | None = None,
+         text: str | None = None) -> Planned:
+    """Edits writing `strategy` into the train.yaml at `path` (or `text` standing for it), both checks done."""
+    from engine.check import check_file
+
+    try:
+        old = _read_text(path) if text is None else text
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        return Planned(path, "", EditResult.refused("", reason), f"cannot read {path}: {reason}")
+    result = strategy_edits(old, strategy, path=path)
+    if not result.ok:
+        return Planned(path, old, result, result.error)
+    if not result.edits:
+        return Planned(path, old, result)
+    before = check_file(path, text=old, overrides=_with_world(overrides, strategy.world_size))
+    problem, notes = reader_mismatch(path, result.new_text, strategy, overrides,
+                                     {d.code for d in before.diagnostics if d.is_error})
+    return Planned(path, old, result, f"{path}: {problem}" if problem else None, notes)
+
+
+def _shown(path: str) -> str:
+    """The path as a diff header shows it: relative to the working directory when below it."""
+    rel = os.path.relpath(path) if os.path.isabs(path) else path
+    return path if rel.startswith("..") else rel
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    path = _shown(path)
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=f"a/{path}", tofile=f"b/{path}")
+    out = []
+    for line in lines:
+        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder, so a failure leaves it intact."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".hp-plan-", suffix=".yaml", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        if os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _format(d: Diagnostic, file: str) -> str:
+    from engine.cli.check import format_line
+
+    return format_line(d, file)
+
+
+def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool, as_json: bool,
+         best: Estimate | None, file: str, diagnostics: list[Diagnostic], out: TextIO, err: TextIO) -> int:
+    """Write or print the planned edit as the flags ask; returns the exit code."""
+    res = planned.result
+    doc: dict[str, Any] = {
+        "file": file,
+        "train_yaml": planned.path,
+        "best": best.to_json() if best is not None else None,
+        "strategy": (best.strategy.to_json() if best is not None else None),
+        "changed": list(res.changed),
+        "edits": [{"range": e.range.to_json(), "newText": e.new_text} for e in res.edits],
+        "written": None,
+        "error": planned.error,
+        "diagnostics": [d.to_json() for d in diagnostics],
+    }
+    if planned.error:
+        if as_json:
+            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        else:
+            for d in diagnostics:
+                err.write(_format(d, file) + "\n")
+            err.write(f"hp-plan apply: nothing written: {planned.error}\n")
+        return 1
+    for note in planned.notes:
+        err.write(f"hp-plan apply: note: {note}\n")
+    target = planned.path if in_place else output
+    summary = (f"{len(res.changed)} key{'s' if len(res.changed) != 1 else ''} changed"
+               + (f" ({', '.join(res.changed)})" if res.changed else ""))
+    if dry_run:
+        diff = unified_diff(planned.path, planned.old_text, res.new_text)
+        doc["diff"] = diff
+        if as_json:
+            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        else:
+            out.write(diff)
+            err.write(f"hp-plan apply: dry run, nothing written: {summary}\n")
+        return 0
+    if target is None:
+        doc["new_text"] = res.new_text
+        if as_json:
+            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        else:
+            out.write(res.new_text)
+            err.write(f"hp-plan apply: {summary}; printed (use -o OUT or --in-place to write it)\n")
+        return 0
+    if in_place and not res.edits:
+        if as_json:
+            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        else:
+            err.write(f"hp-plan apply: {planned.path} already states the best strategy; nothing written\n")
+        return 0
+    try:
+        _write_atomic(target, res.new_text)
+    except OSError as e:
+        doc["error"] = f"cannot write {target}: {e.strerror or e}"
+        if as_json:
+            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        else:
+            err.write(f"hp-plan apply: {doc['error']}\n")
+        return 1
+    doc["written"] = target
+    if as_json:
+        out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+    else:
+        err.write(f"hp-plan apply: wrote {target}: {summary}\n")
+    return 0
+
+
+def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
+        search_fn: Callable[..., SearchResult] | None = None) -> int:
+    """Run `hp-plan apply` on parsed arguments (file, output, in_place, dry_run, json, cluster flags)."""
+    from engine.check import check_file
+    from engine.cli import cluster_overrides
+
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    file = str(args.file)
+    as_json = bool(getattr(args, "json", False))
+    output = getattr(args, "output", None)
+    in_place = bool(getattr(args, "in_place", False))
+    dry_run = bool(getattr(args, "dry_run", False))
+    overrides = cluster_overrides(args)
+
+    def fail(message: str, diags: list[Diagnostic], best: Estimate | None = None) -> int:
+        if as_json:
+            doc = {"file": file, "train_yaml": None, "best": best.to_json() if best else None, "strategy": None,
+                   "changed": [], "edits": [], "written": None, "error": message,
+                   "diagnostics": [d.to_json() for d in diags]}
+            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        else:
+            for d in diags:
+                err.write(_format(d, file) + "\n")
+            err.write(f"hp-plan apply: nothing written: {message}\n")
+        return 1
+
+    loaded = check_file(file, overrides=overrides)
+    diags = list(loaded.diagnostics)
+    config = loaded.config
+    if config is None or has_errors(diags):
+        return fail(f"{file} has errors", diags)
+    train_path = file if config.kind == "train" else config.train_yaml
+    if train_path is None:
+        return fail(f"{file} names no train_yaml, so there is no train.yaml to write the strategy into", diags)
+    from engine.search import search
+
+    result = (search_fn or search)(config, top=1)
+    diags += list(result.diagnostics)
+    if result.best is None:
+        return fail("no strategy fits", diags)
+    planned = plan(train_path, result.best.strategy, overrides)
+    notes = [d for d in diags if not d.is_error]
+    if not as_json:
+        b = result.best
+        err.write(f"hp-plan apply: best {b.strategy.short()}: step {b.step_time_s:.3f} s, "
+                  f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}\n")
+    return emit(planned, output=output, in_place=in_place, dry_run=dry_run, as_json=as_json, best=result.best,
+                file=file, diagnostics=notes if not planned.error else diags, out=out, err=err)
