@@ -318,3 +318,24 @@ def test_random_legacy_strategies_read_back(name: str, s: Strategy) -> None:
     check_edits(text, r)
     reads_back(r.new_text, s)
     assert strategy_edits(r.new_text, s).edits == ()
+
+
+# ---------------------------------------------------------------------------------------------- the reader
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=strategies())
+def test_the_projects_reader_reads_back_what_was_written(s: Strategy) -> None:
+    """The contract that matters: engine.check reads the edited example as exactly the strategy written."""
+    from pathlib import Path
+
+    from engine.check import check_file
+    from engine.config.types import ClusterOverrides
+
+    path = Path(__file__).parents[3] / "examples" / "deepseek-v3" / "train.yaml"  # MoE: ep is kept
+    r = strategy_edits(path.read_text(), s)
+    assert r.ok, r.error
+    loaded = check_file(str(path), text=r.new_text,
+                        overrides=ClusterOverrides(devices=s.world_size, explicit=True))
+    assert loaded.config is not None
+    assert loaded.config.stated == s
