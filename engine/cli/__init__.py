@@ -107,13 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_flags(p)
 
     p = sub.add_parser("apply", help="write the best strategy back into the train.yaml (round-trip)",
-                       description="Search, then write the best strategy into the train.yaml, keeping comments "
-                       "and layout.", epilog=POSITIONS_NOTE)
+                       description="Search, then write the best strategy into the train.yaml (FILE itself, or "
+                       "the train_yaml a search config names), keeping comments and layout. Without -o or "
+                       "--in-place the edited train.yaml is printed on stdout and no file changes; a summary "
+                       "goes to stderr. Nothing is written unless the result reads back as the strategy.",
+                       epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="FILE")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("-o", "--output", metavar="OUT", help="write the result to OUT")
+    out.add_argument("-o", "--output", metavar="OUT", help="write the edited train.yaml to OUT")
     out.add_argument("--in-place", action="store_true", help="rewrite the train.yaml itself")
-    p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing")
+    p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing anything")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _cluster_flags(p)
     return parser
