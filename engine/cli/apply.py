@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from engine.config.types import ClusterOverrides
-from engine.diagnostics import Diagnostic, has_errors
+from engine.diagnostics import Diagnostic
 from engine.edit import EditResult, strategy_edits
 from engine.results import Estimate, SearchResult
 from engine.specs import Strategy
@@ -61,14 +61,32 @@ def _with_world(overrides: ClusterOverrides | None, world: int) -> ClusterOverri
     return dataclasses.replace(base, devices=world, num_nodes=None, explicit=True)
 
 
+# The keys apply rewrites: an error found there (a stated tp that does not divide the heads, an FSDP shard
+# that does not divide dp*cp) is what applying the searched strategy repairs, so it does not block apply.
+STRATEGY_PATHS = (
+    "accelerator.", "fsdp_config.dp_shard_size", "training.global_batch_size", "training.micro_batch_size",
+    "activation_checkpoint.", "context.device_num", "train.accelerator.", "train.global_batch_size",
+    "train.micro_batch_size", "train.micro_batch_num", "train.gradient_checkpointing.",
+)
+
+
+def repairable(d: Diagnostic, train_path: str, file: str) -> bool:
+    """Whether error `d` sits on a strategy key of the train.yaml, which apply rewrites."""
+    where = d.file or file
+    same = os.path.abspath(where) == os.path.abspath(train_path)
+    return same and bool(d.path) and str(d.path).startswith(STRATEGY_PATHS)
+
+
 def reader_mismatch(path: str, new_text: str, strategy: Strategy, overrides: ClusterOverrides | None,
-                    old_codes: set[str]) -> tuple[str | None, tuple[str, ...]]:
+                    old_errors: set[tuple[str, str]]) -> tuple[str | None, tuple[str, ...]]:
     """Re-read the edited train.yaml with the project's reader (engine.check) on the strategy's device count:
-    (the first field that differs from `strategy`, or an error the edit introduced, or None; notes)."""
+    (the first field that differs from `strategy`, an error on a strategy key, or an error the edit
+    introduced; None when it reads back clean; notes)."""
     from engine.check import check_file
 
     loaded = check_file(path, text=new_text, overrides=_with_world(overrides, strategy.world_size))
-    new_errors = [d for d in loaded.diagnostics if d.is_error and d.code not in old_codes]
+    new_errors = [d for d in loaded.diagnostics if d.is_error and (
+        (d.code, d.message) not in old_errors or repairable(d, path, path))]
     if new_errors:
         d = new_errors[0]
         return f"the edited file has an error the original had not: {d.code} {d.message}", ()
@@ -100,7 +118,7 @@ def plan(path: str, strategy: Strategy, overrides: ClusterOverrides | None = Non
         return Planned(path, old, result)
     before = check_file(path, text=old, overrides=_with_world(overrides, strategy.world_size))
     problem, notes = reader_mismatch(path, result.new_text, strategy, overrides,
-                                     {d.code for d in before.diagnostics if d.is_error})
+                                     {(d.code, d.message) for d in before.diagnostics if d.is_error})
     return Planned(path, old, result, f"{path}: {problem}" if problem else None, notes)
 
 
@@ -118,6 +136,30 @@ def unified_diff(path: str, old: str, new: str) -> str:
     for line in lines:
         out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
     return "".join(out)
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def describe(res: EditResult) -> list[str]:
+    """One line per changed key: `accelerator.tp_size: 8 -> 4`; the batch as HyperParallel's writer logs it
+    (HYPERPARALLEL.md §4.5)."""
+    lines = []
+    for path, before, after in res.values:
+        if path.endswith("global_batch_size") and before is not None and after is not None:
+            lines.append(f"{path}: {before} in the train yaml, {after} in the search: writing the searched value")
+        elif after is None:
+            lines.append(f"{path}: {_show(before)} -> (removed)")
+        else:
+            lines.append(f"{path}: {_show(before)} -> {_show(after)}")
+    return lines
 
 
 def _write_atomic(path: str, text: str) -> None:
@@ -162,6 +204,7 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         "best": best.to_json() if best is not None else None,
         "strategy": (best.strategy.to_json() if best is not None else None),
         "changed": list(res.changed),
+        "changes": [{"path": p, "before": b, "after": a} for p, b, a in res.values],
         "edits": [{"range": e.range.to_json(), "newText": e.new_text} for e in res.edits],
         "written": None,
         "error": planned.error,
@@ -178,8 +221,10 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     for note in planned.notes:
         err.write(f"hp-plan apply: note: {note}\n")
     target = planned.path if in_place else output
-    summary = (f"{len(res.changed)} key{'s' if len(res.changed) != 1 else ''} changed"
-               + (f" ({', '.join(res.changed)})" if res.changed else ""))
+    if not as_json:
+        for line in describe(res):
+            err.write(f"  {line}\n")
+    summary = f"{len(res.changed)} key{'s' if len(res.changed) != 1 else ''} changed"
     if dry_run:
         diff = unified_diff(planned.path, planned.old_text, res.new_text)
         doc["diff"] = diff
@@ -250,11 +295,14 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     loaded = check_file(file, overrides=overrides)
     diags = list(loaded.diagnostics)
     config = loaded.config
-    if config is None or has_errors(diags):
-        return fail(f"{file} has errors", diags)
+    if config is None:
+        return fail(f"{file} cannot be read", diags)
     train_path = file if config.kind == "train" else config.train_yaml
     if train_path is None:
         return fail(f"{file} names no train_yaml, so there is no train.yaml to write the strategy into", diags)
+    blocking = [d for d in diags if d.is_error and not repairable(d, train_path, file)]
+    if blocking:
+        return fail(f"{file} has errors apply cannot repair (it rewrites only the strategy keys)", diags)
     from engine.search import search
 
     result = (search_fn or search)(config, top=1)

@@ -25,6 +25,8 @@ class EditResult:
     new_text: str
     changed: tuple[str, ...] = ()
     error: str | None = None
+    # (dotted path, value before or None when absent, value after or None when removed), for messages
+    values: tuple[tuple[str, Any, Any], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -61,11 +63,14 @@ def value_at(data: Any, path: Sequence[str]) -> Any:
     return data
 
 
-def run_changes(text: str, changes: Iterable[Change], order: Order | None = None) -> tuple[str, list[str]]:
-    """Apply the changes in order; returns the new text and the dotted paths actually changed.
-    Raises EditError when one cannot be made."""
+Applied = tuple[str, Any, Any]
+
+
+def run_changes(text: str, changes: Iterable[Change], order: Order | None = None) -> tuple[str, list[Applied]]:
+    """Apply the changes in order; returns the new text and (dotted path, before, after) of each change
+    made. Raises EditError when one cannot be made."""
     current = text
-    changed: list[str] = []
+    changed: list[Applied] = []
     doc = Doc.parse(current)
     for ch in changes:
         now = value_at(doc.data, ch.path)
@@ -83,7 +88,7 @@ def run_changes(text: str, changes: Iterable[Change], order: Order | None = None
             continue
         current = apply_splices(current, splices)
         doc = Doc.parse(current)
-        changed.append(ch.dotted)
+        changed.append((ch.dotted, None if now is MISSING else now, None if ch.remove else ch.value))
     return current, changed
 
 
@@ -91,12 +96,14 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def finish(text: str, new_text: str, changed: Sequence[str]) -> EditResult:
+def finish(text: str, new_text: str, changed: Sequence[str | Applied]) -> EditResult:
     """Minimal edits from `text` to `new_text`, checked to reproduce it exactly."""
     splices = diff_splices(text, new_text)
     if apply_splices(text, splices) != new_text:  # a bug in the diff, never the user's fault
         return EditResult.refused(text, "internal error: the computed edits do not reproduce the new text")
-    return EditResult(tuple(to_text_edits(text, splices)), new_text, tuple(changed))
+    values = tuple(c for c in changed if isinstance(c, tuple))
+    paths = tuple(c if isinstance(c, str) else c[0] for c in changed)
+    return EditResult(tuple(to_text_edits(text, splices)), new_text, paths, None, values)
 
 
 def edit(text: str, changes: Iterable[Change], order: Order | None = None) -> EditResult:

@@ -60,16 +60,18 @@ SCHEDULER_SPELLINGS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "inter
 
 
 def detect_schema(data: Any) -> Schema:
-    """HYPERPARALLEL.md §2.5: AutoModels when model.pretrained_model_name_or_path is set or a root section
-    training / accelerator / fsdp_config exists; otherwise legacy."""
+    """HYPERPARALLEL.md §2.5, exactly as engine.config.train decides: AutoModels when
+    model.pretrained_model_name_or_path is set or a root section training / accelerator / fsdp_config
+    exists; legacy when `train` or `data` is a root section or the model is `name` + `config_overrides`;
+    AutoModels otherwise (a file that says nothing yet gets the current schema)."""
     if not isinstance(data, dict):
         return "automodels"
     model = data.get("model")
-    if isinstance(model, dict) and model.get("pretrained_model_name_or_path"):
+    if isinstance(model, dict) and model.get("pretrained_model_name_or_path") is not None:
         return "automodels"
     if any(k in data for k in ("training", "accelerator", "fsdp_config")):
         return "automodels"
-    if "train" in data:
+    if "train" in data or "data" in data or (isinstance(model, dict) and "config_overrides" in model):
         return "legacy"
     return "automodels"
 

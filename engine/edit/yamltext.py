@@ -332,7 +332,9 @@ def insert_entry(
                 break
             line -= 1
         pos = lines.line_start(line)
-        return [Splice(pos, pos, "".join(b + eol for b in body_lines))]
+        tail = eol if col == 0 and line > 0 and not text[lines.line_start(line - 1) : lines.line_content_end(
+            line - 1)].strip() else ""  # top-level sections separated by blank lines: keep the rhythm
+        return [Splice(pos, pos, "".join(b + eol for b in body_lines) + tail)]
     anchor = before or mapping.value[-1]
     end_line = last_line(doc, anchor[0], anchor[1])
     # comment lines indented deeper than the new key still belong to the entry above it

@@ -181,3 +181,22 @@ def test_apply_refusals(tmp_path: Path, deepseek: Path) -> None:
     assert both.returncode == 2
     missing = hp_plan("apply", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 1 and "Traceback" not in missing.stderr + missing.stdout
+
+
+def test_apply_repairs_an_invalid_stated_strategy(tmp_path: Path) -> None:
+    """On 64 devices the example's FSDP shard of 32 does not divide dp (an error at a strategy key): apply
+    searches anyway and writes a strategy the reader accepts; errors elsewhere still block it."""
+    train = tmp_path / "train.yaml"
+    shutil.copy(EXAMPLES / "llama3-70b" / "train.yaml", train)
+    flags = ("--devices", "64", "--device-type", "H100")
+    assert any(d.code == "HP413" for d in check_file(str(train), overrides=ClusterOverrides(
+        devices=64, device_type="H100", explicit=True)).diagnostics)
+    p = hp_plan("apply", str(train), "--in-place", *flags)
+    assert p.returncode == 0, p.stderr
+    assert "fsdp_config.dp_shard_size: 32 -> " in p.stderr
+    after = check_file(str(train), overrides=ClusterOverrides(devices=64, device_type="H100", explicit=True))
+    assert not [d for d in after.diagnostics if d.is_error]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(train.read_text().replace("pretrained_model_name_or_path:", "pretrained_model_name_or_pth:"))
+    q = hp_plan("apply", str(broken), "--in-place", *flags)
+    assert q.returncode == 1 and "cannot repair" in q.stderr
