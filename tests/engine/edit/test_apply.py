@@ -200,3 +200,46 @@ def test_apply_repairs_an_invalid_stated_strategy(tmp_path: Path) -> None:
     broken.write_text(train.read_text().replace("pretrained_model_name_or_path:", "pretrained_model_name_or_pth:"))
     q = hp_plan("apply", str(broken), "--in-place", *flags)
     assert q.returncode == 1 and "cannot repair" in q.stderr
+
+
+CASES = sorted((ROOT / "benchmarks" / "cases").glob("[MNK]*.yaml"))
+
+
+def test_every_calibration_case_best_writes_and_reads_back() -> None:
+    """The strategies the search returns on the calibration cases (their vpp, optimizer sharding, SP,
+    recompute), written into an AutoModels train.yaml: the project's reader reads each back exactly."""
+    from engine.search import search
+
+    from .fixtures import TWO_SPACE
+
+    assert CASES
+    written = 0
+    for case in CASES:
+        config = check_file(str(case)).config
+        assert config is not None
+        best = search(config, top=1).best
+        if best is None:
+            continue
+        r = strategy_edits(TWO_SPACE, best.strategy)
+        assert r.ok, (case.name, r.error)
+        stated = check_file(str(EXAMPLES / "llama3-70b" / "train.yaml"), text=r.new_text, overrides=ClusterOverrides(
+            devices=best.strategy.world_size, device_type="H100", explicit=True)).config
+        assert stated is not None and stated.stated == best.strategy, case.name
+        written += 1
+    assert written >= len(CASES) - 2
+
+
+def test_apply_a_per_layer_plan(tmp_path: Path) -> None:
+    llama = tmp_path / "llama"
+    shutil.copytree(EXAMPLES / "llama3-70b", llama)
+    search_yaml = llama / "search.yaml"
+    search_yaml.write_text(search_yaml.read_text().replace("recompute: auto", "recompute: per_layer"))
+    p = hp_plan("apply", "search.yaml", "--json", "-o", "out.yaml", cwd=llama)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    rc = doc["strategy"]["recompute"]
+    out = (llama / "out.yaml").read_text()
+    if isinstance(rc, dict):
+        assert "  layers: {" in out
+    stated = _stated(llama / "out.yaml", 1024)
+    assert stated is not None and stated.to_json() == doc["strategy"]
