@@ -137,8 +137,12 @@ def indent_unit(doc: Doc) -> int:
     """The file's usual indentation step: the most common child-minus-parent column of nested block
     mappings (2 when the file nests nothing)."""
     steps: Counter[int] = Counter()
+    seen: set[int] = set()  # aliases share nodes: visit each once (an alias bomb stays linear)
 
     def walk(node: yaml.Node, col: int | None) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode) and not node.flow_style:
             here = node.start_mark.column
             if col is not None and here > col:

@@ -339,3 +339,13 @@ def test_the_projects_reader_reads_back_what_was_written(s: Strategy) -> None:
                         overrides=ClusterOverrides(devices=s.world_size, explicit=True))
     assert loaded.config is not None
     assert loaded.config.stated == s
+
+
+def test_an_alias_bomb_is_walked_once_per_node() -> None:
+    """Nine levels of nine aliases each: visiting every path would take 9^9 steps (a hang)."""
+    bomb = "a: &a\n  - x\n  - x\n" + "".join(
+        f"b{i}: &b{i}\n" + "".join(f"  - *{'a' if i == 0 else f'b{i - 1}'}\n" for _ in range(9)) for i in range(9)
+    ) + "accelerator:\n  tp_size: 1\n"
+    r = strategy_edits(bomb, Strategy(tp=2))
+    check_edits(bomb, r)
+    assert r.new_text.startswith(bomb[: bomb.index("accelerator:")])
