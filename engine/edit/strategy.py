@@ -80,23 +80,14 @@ def detect_schema(data: Any) -> Schema:
 
 
 def as_int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
+    """An integer as the reader accepts one: `4`, never `4.0` or `"4"` (HP103), which are rewritten."""
+    if isinstance(v, int) and not isinstance(v, bool):
         return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str) and re.fullmatch(r"\s*[0-9]+\s*", v):
-        return int(v)
     return None
 
 
 def as_bool(v: Any) -> bool | None:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
-        return v.strip().lower() in ("true", "yes", "on")
-    return None
+    return v if isinstance(v, bool) else None
 
 
 def as_mode(v: Any) -> RecomputeMode | None:

@@ -202,15 +202,16 @@ def render_float(value: float) -> str:
 
 
 def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
-    """The token for a new scalar value, keeping the old token's style where it has one: its quotes, the
-    spelling family and case of a boolean (`yes`/`no`, `True`/`False`), `~` for null."""
+    """The token for a new scalar value, keeping the old token's style where that keeps the type: a string's
+    quotes, the spelling family and case of a boolean (`yes`/`no`, `True`/`False`), `~` for null. Numbers and
+    booleans are never quoted: `"4"` is the string the reader refuses (HP103), not the degree 4."""
     style = old.style if isinstance(old, yaml.ScalarNode) and old.style in ("'", '"') else None
+    if isinstance(value, bool | int | float):
+        style = None
     old_text = old.value if isinstance(old, yaml.ScalarNode) else ""
     if value is None:
         return "~" if old_text == "~" else "null"
     if isinstance(value, bool):
-        if style:
-            return render_str("true" if value else "false", style)
         word = old_text.lower() if isinstance(old, yaml.ScalarNode) and old.tag.endswith(":bool") else "true"
         pair = _BOOL_WORDS.get(word, ("true", "false"))
         token = pair[0] if value else pair[1]
@@ -220,9 +221,9 @@ def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
             return token.capitalize()
         return token
     if isinstance(value, int):
-        return render_str(str(value), style) if style else str(value)
+        return str(value)
     if isinstance(value, float):
-        return render_str(render_float(value), style) if style else render_float(value)
+        return render_float(value)
     if isinstance(value, Word) and not style and _PLAIN_SAFE.match(value):
         return str(value)
     if isinstance(value, str):

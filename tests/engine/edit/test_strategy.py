@@ -76,7 +76,8 @@ def test_missing_keys_go_to_their_natural_place() -> None:
 def test_four_space_file_keeps_its_indent_and_quotes() -> None:
     r = strategy_edits(FOUR_SPACE, BIG)
     check_edits(FOUR_SPACE, r)
-    assert "    tp_size: '8'\n" in r.new_text  # the quote style of the old token
+    assert "    tp_size: 8\n" in r.new_text  # a quoted '2' is a string the reader refuses: written as a number
+    assert "    torch_dtype: 'bfloat16'\n" in r.new_text
     assert "\nfsdp_config:\n    dp_shard_size: 8\n" in r.new_text
     assert "\nactivation_checkpoint:\n    mode: selective\n" in r.new_text
     assert "    global_batch_size: 64\n    micro_batch_size: 2\n" in r.new_text
@@ -234,6 +235,15 @@ def test_refusals() -> None:
     assert (strategy_edits(TWO_SPACE, bad, path="t.yaml").error or "").startswith("t.yaml: ")
     alias = "defaults: &d {tp_size: 1}\naccelerator: *d\ntraining: {global_batch_size: 8}\n"
     assert "alias" in (strategy_edits(alias, BIG).error or "")
+
+
+def test_numbers_written_as_strings_or_floats_become_numbers() -> None:
+    text = "accelerator:\n  tp_size: '4'\n  pp_size: 2.0\n  sequence_parallel: 'true'\n"
+    s = Strategy(dp=1, tp=4, pp=2, sequence_parallel=True)
+    r = strategy_edits(text, s)
+    check_edits(text, r)
+    assert "accelerator:\n  tp_size: 4\n  pp_size: 2\n  sequence_parallel: true\n" in r.new_text
+    assert {e.new_text for e in r.edits} >= {"4", "2", "true"}
 
 
 def test_merge_keys_are_overridden_not_edited() -> None:
