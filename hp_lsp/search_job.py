@@ -17,7 +17,7 @@ from engine.check import check_file
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
 from engine.positions import TextEdit
-from engine.results import SearchResult
+from engine.results import Estimate, SearchResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,9 @@ class SearchOutcome:
     edit_error: str | None = None
     elapsed_s: float = 0.0
     note: str | None = None
+    # For a search config: the price of the strategy its train.yaml states (hover and lens show it beside
+    # the best plan, as they do in the train.yaml itself).
+    stated: Estimate | None = None
 
 
 def detach(obj: Any) -> Any:
@@ -104,12 +107,18 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
         stated_config = train_loaded.config or config
     advice = [replace(d, file=d.file or stated_config.path) if stated_config is not config else d
               for d in compare_stated(stated_config, result)]
+    stated: Estimate | None = None
+    if stated_config is not config and stated_config.stated is not None and stated_config.model is not None \
+            and stated_config.cluster is not None:
+        from engine.cost import estimate_config
+
+        stated = estimate_config(stated_config)[0]
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None
     if result.best is not None and config.kind == "train" and req.text is not None:
         edits, edit_error = best_edits(req.text, result, req.path)
     return SearchOutcome(detach(result), detach((*refusals, *advice)), req.text, edits, edit_error,
-                         time.monotonic() - t0)
+                         time.monotonic() - t0, stated=detach(stated))
 
 
 def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:

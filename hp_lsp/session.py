@@ -41,6 +41,15 @@ class DocState:
     debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
 
     @property
+    def stated(self) -> Any:
+        """The price of the stated strategy: the document's own (train.yaml), else the one its search
+        computed for the train.yaml a search config references."""
+        own = self.good.estimate if self.good is not None else None
+        if own is not None:
+            return own
+        return self.search.stated if self.search is not None else None
+
+    @property
     def search_stale(self) -> bool:
         return self.search is not None and self.search_version != self.version
 

@@ -48,9 +48,10 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
                 out.append(Lens(rng, f"Best: {best.strategy.short()} — {figures}{stale}", ""))
     elif state.searching:
         out.append(Lens(rng, "Searching for the best strategy…", ""))
-    stated = state.good.estimate if state.good else None
+    stated = state.stated
     if stated is not None:
         fit = "fits" if stated.fits else "does NOT fit"
-        out.append(Lens(rng, f"Stated: {stated.peak_memory_gib:.1f} GiB ({fit} {stated.budget_gib:.0f}) · "
+        whose = "Stated" if state.good is not None and state.good.estimate is not None else "Stated (train_yaml)"
+        out.append(Lens(rng, f"{whose}: {stated.peak_memory_gib:.1f} GiB ({fit} {stated.budget_gib:.0f}) · "
                              f"{stated.step_time_s:.2f} s/step · MFU {stated.mfu:.0%}", ""))
     return out

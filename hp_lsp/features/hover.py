@@ -72,8 +72,7 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
 
 
 def strategy_hover(state: DocState) -> str | None:
-    analysis = state.good
-    stated = analysis.estimate if analysis else None
+    stated = state.stated
     result: SearchResult | None = state.search.result if state.search else None
     best = result.best if result else None
     if stated is None and best is None:

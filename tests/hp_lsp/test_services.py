@@ -207,3 +207,13 @@ def test_widen_a_list_no_fitting_plan_meets() -> None:
     assert "tp: [1, 2, 4, 8]" in apply_edits(text, fix.edits)
     # Relocated from another file: no fix against this text.
     assert fixes_for(text, refusal.path, {**refusal.data, "file": "/elsewhere/search.yaml"}) == []
+
+
+def test_search_config_shows_its_train_yaml_stated_plan() -> None:
+    _, st = state_for(SEARCH)
+    assert st.analysis is not None and st.search is not None and st.search.stated is not None
+    titles = [lens.title for lens in code_lens.lenses(st, st.analysis.entries)]
+    assert titles[0].startswith("Best: ") and titles[1].startswith("Stated (train_yaml): ")
+    text = SEARCH.read_text()
+    got = hover.hover_markdown(st, st.analysis.entries, *_pos(text, "pp: auto"))
+    assert got and "| | stated | best |" in got and "faster" in got
