@@ -16,6 +16,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 ROOT = Path(__file__).resolve().parents[2]
+# The examples the tests copy (HP_LSP_E2E_EXAMPLES points them at another folder of the same layout).
 EXAMPLES = Path(os.environ.get("HP_LSP_E2E_EXAMPLES", ROOT / "examples"))
 PROFILES = ["visual-studio-code", "neovim@v0.7.0"]
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "hp_lsp"])
