@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.edit.text import apply_splices, diff_splices, to_text_edits
-from engine.edit.yamltext import Doc, EditError, Order, Path, remove_path, set_path
+from engine.edit.yamltext import Doc, EditError, Order, Path, remove_path, set_path, untouched_equal
 from engine.positions import TextEdit
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
@@ -106,10 +106,19 @@ def finish(text: str, new_text: str, changed: Sequence[str | Applied]) -> EditRe
     return EditResult(tuple(to_text_edits(text, splices)), new_text, paths, None, values)
 
 
+def guard(text: str, new_text: str, written: Iterable[Path]) -> None:
+    """Raise EditError when `new_text` differs from `text` anywhere but the `written` paths."""
+    bad = untouched_equal(Doc.parse(text), Doc.parse(new_text), set(written))
+    if bad:
+        raise EditError(f"refused: the edit would also change {bad} (please report this file)")
+
+
 def edit(text: str, changes: Iterable[Change], order: Order | None = None) -> EditResult:
-    """Run `changes` on `text`; never raises."""
+    """Run `changes` on `text`, checked to leave everything else as it was; never raises."""
+    changes = list(changes)
     try:
         new_text, changed = run_changes(text, changes, order)
+        guard(text, new_text, (c.path for c in changes))
     except EditError as e:
         return EditResult.refused(text, str(e))
     return finish(text, new_text, changed)

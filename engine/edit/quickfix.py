@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from engine.edit.core import Change, EditResult, edit, finish
+from engine.edit.core import Change, EditResult, edit, finish, guard
 from engine.edit.strategy import AUTOMODELS_ORDER, LEGACY_ORDER
 from engine.edit.text import Splice, apply_splices
 from engine.edit.yamltext import (
@@ -86,6 +86,7 @@ def rename_key(text: str, dotted_path: str | Sequence[str], new_key: str) -> Edi
         style = key.style if isinstance(key, yaml.ScalarNode) and key.style in ("'", '"') else None
         token = render_str(new_key, style) if style else render_key(new_key)
         new_text = apply_splices(text, [Splice(key.start_mark.index, key.end_mark.index, token)])
+        guard(text, new_text, [path, (*path[:-1], new_key)])
     except EditError as e:
         return EditResult.refused(text, str(e))
     return finish(text, new_text, [".".join(path)])
@@ -164,6 +165,7 @@ def widen_list(text: str, dotted_path: str | Sequence[str], add_values: Iterable
             if splices:
                 current = apply_splices(current, splices)
                 doc = Doc.parse(current)
+        guard(text, current, [path])
     except EditError as e:
         return EditResult.refused(text, str(e))
     return finish(text, current, [".".join(path)] if current != text else [])

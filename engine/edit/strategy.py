@@ -28,7 +28,7 @@ import re
 from typing import Any, Literal
 
 from engine.edit.core import MISSING, Change, EditResult, finish, run_changes, value_at
-from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word
+from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.specs import RecomputeMode, RecomputePlan, Strategy
 
 Schema = Literal["automodels", "legacy"]
@@ -346,8 +346,11 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None) ->
         if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):
             changes.append(_int_change(("context", "device_num"), strategy.world_size))
         new_text, changed = run_changes(text, changes, order)
+        collateral = untouched_equal(doc, Doc.parse(new_text), {c.path for c in changes})
     except EditError as e:
         return EditResult.refused(text, where + str(e))
+    if collateral:
+        return EditResult.refused(text, f"{where}refused: the edit would also change {collateral} (please report this file)")
     problem = verify(new_text, strategy, schema)
     if problem:
         return EditResult.refused(text, where + problem)

@@ -109,7 +109,8 @@ def content_end(doc: Doc, node: yaml.Node) -> int:
     marks of block nodes run over are left out."""
     if isinstance(node, yaml.ScalarNode):
         end = node.end_mark.index
-        if node.style in ("|", ">"):
+        header = doc.text[node.start_mark.index : node.end_mark.index].split("\n", 1)[0]
+        if node.style in ("|", ">") and "+" not in header:  # `|+` keeps its trailing blank lines
             while end > node.start_mark.index and doc.text[end - 1] in " \t\r\n":
                 end -= 1
         return end
@@ -143,8 +144,8 @@ def indent_unit(doc: Doc) -> int:
         if id(node) in seen:
             return
         seen.add(id(node))
-        if isinstance(node, yaml.MappingNode) and not node.flow_style:
-            here = node.start_mark.column
+        if isinstance(node, yaml.MappingNode) and not node.flow_style and node.value:
+            here = node.value[0][0].start_mark.column  # not the node's mark: it starts at an `&anchor`
             if col is not None and here > col:
                 steps[here - col] += 1
             for k, v in node.value:
@@ -369,9 +370,11 @@ def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list
         raise EditError(f"`{key.value}` is an alias (*anchor): change the anchored value instead")
     text = doc.text
     start, end = node.start_mark.index, content_end(doc, node)
-    if isinstance(value, Mapping) and value and isinstance(node, yaml.MappingNode) and not node.flow_style:
+    if (isinstance(value, Mapping) and value and isinstance(node, yaml.MappingNode) and not node.flow_style
+            and node.value and node.value[0][0].start_mark.line > key.start_mark.line):
         # keep a block mapping in block style: first entry where the old one started, the rest below it
-        col = node.start_mark.column
+        start = node.value[0][0].start_mark.index  # (past any `&anchor` or tag)
+        col = node.value[0][0].start_mark.column
         ls = doc.lines.line_start(doc.lines.line_of(start))
         indent = text[ls:start] if not text[ls:start].strip() else " " * col
         body: list[str] = []
@@ -441,10 +444,13 @@ def set_path(doc: Doc, path: Path, value: Any, order: Order | None = None) -> li
 
 
 def remove_path(doc: Doc, path: Path) -> list[Splice]:
-    """Splices deleting the entry at `path` (its key, value and the comments on those lines)."""
+    """Splices deleting the entry at `path` (its key, value and the comments on those lines); a section
+    left empty goes with it."""
     parent_node = doc.root if len(path) == 1 else (lookup(doc, path[:-1]) or (None, None))[1]
     if not isinstance(parent_node, yaml.MappingNode):
         return []
+    if len(path) > 1 and len(parent_node.value) == 1 and find_pair(parent_node, path[-1]) is not None:
+        return remove_path(doc, path[:-1])
     pair = find_pair(parent_node, path[-1])
     if pair is None:
         return []
@@ -462,7 +468,88 @@ def remove_path(doc: Doc, path: Path) -> list[Splice]:
     if text[lines.line_start(first) : key.start_mark.index].strip():
         raise EditError(f"cannot remove `{'.'.join(path)}`: its key shares a line with other content")
     last = last_line(doc, key, val)
+
+    def blank(line: int) -> bool:
+        return 0 <= line < lines.line_count and not text[lines.line_start(line) : lines.line_content_end(line)].strip()
+
+    if key.start_mark.column == 0 and first > 0 and blank(first - 1) and (
+            blank(last + 1) or last + 1 >= lines.line_count or lines.line_start(last + 1) == len(text)):
+        first -= 1  # a top-level section between blank lines: one blank line goes with it
     if last + 1 < lines.line_count:
         return [Splice(lines.line_start(first), lines.line_start(last + 1), "")]
     start = lines.line_content_end(first - 1) if first > 0 else 0
     return [Splice(start, lines.line_content_end(last), "")]
+
+
+# ---------------------------------------------------------------------------------------------- guard
+
+
+def untouched_equal(old: Doc, new: Doc, written: set[Path]) -> str | None:
+    """None when `new` holds the same YAML as `old` everywhere but the `written` paths (and the mappings
+    created to hold them); else the first path that differs. Compares composed nodes (tag and value of
+    every scalar), each pair of nodes once, so shared anchors stay linear. This catches any collateral
+    change of an edit: a key captured by the wrong indentation, a kept-newline scalar cut short."""
+    prefixes = {p[:i] for p in written for i in range(len(p))}
+    seen: set[tuple[int, int]] = set()
+
+    def created(b: yaml.Node, path: Path) -> str | None:
+        """`b` is new at `path`: fine when it is a mapping holding only written paths."""
+        if path in written:
+            return None
+        if path in prefixes and isinstance(b, yaml.MappingNode):
+            kb = _keyed(b)
+            if kb is None:
+                return ".".join(path) or "the document"
+            for k, v in kb.items():
+                bad = created(v, (*path, k))
+                if bad:
+                    return bad
+            return None
+        return ".".join(path) or "the document"
+
+    def same(a: yaml.Node | None, b: yaml.Node | None, path: Path) -> str | None:
+        where = ".".join(path) or "the document"
+        if path in written:
+            return None
+        if b is None or (is_null(b) and isinstance(a, yaml.MappingNode)):
+            return created(a, path) if a is not None else where  # a section emptied by the edit
+        if a is None or (is_null(a) and isinstance(b, yaml.MappingNode)):
+            return created(b, path)
+        if (id(a), id(b)) in seen:
+            return None
+        seen.add((id(a), id(b)))
+        if type(a) is not type(b) or a.tag != b.tag:
+            return where
+        if isinstance(a, yaml.ScalarNode):
+            return None if a.value == b.value else where
+        if isinstance(a, yaml.SequenceNode):
+            if len(a.value) != len(b.value):
+                return where
+            for i, (x, y) in enumerate(zip(a.value, b.value, strict=True)):
+                bad = same(x, y, (*path, f"[{i}]"))
+                if bad:
+                    return bad
+            return None
+        if isinstance(a, yaml.MappingNode) and isinstance(b, yaml.MappingNode):
+            ka, kb = _keyed(a), _keyed(b)
+            if ka is None or kb is None:
+                return None if [k.value for k, _ in a.value] == [k.value for k, _ in b.value] else where
+            for k in dict.fromkeys([*ka, *kb]):
+                bad = same(ka.get(k), kb.get(k), (*path, k))
+                if bad:
+                    return bad
+        return None
+
+    if new.root is None:
+        return None if old.root is None else "the document"
+    return same(old.root, new.root, ())
+
+
+def _keyed(node: yaml.MappingNode) -> dict[str, yaml.Node] | None:
+    """Value nodes by plain string key (the last of duplicates, as PyYAML keeps); None for other keys."""
+    out: dict[str, yaml.Node] = {}
+    for k, v in node.value:
+        if not isinstance(k, yaml.ScalarNode):
+            return None
+        out[k.value] = v
+    return out

@@ -359,3 +359,34 @@ def test_an_alias_bomb_is_walked_once_per_node() -> None:
     r = strategy_edits(bomb, Strategy(tp=2))
     check_edits(bomb, r)
     assert r.new_text.startswith(bomb[: bomb.index("accelerator:")])
+
+
+def test_the_guard_flags_collateral_changes() -> None:
+    from engine.edit.yamltext import Doc, untouched_equal
+
+    old = Doc.parse("a:\n  b: 1\nc: 2\n")
+    assert untouched_equal(old, Doc.parse("a:\n  b: 1\n  x: 5\nc: 2\n"), {("a", "x")}) is None
+    assert untouched_equal(old, Doc.parse("a:\n  b: 1\n  x: 5\n  c: 2\n"), {("a", "x")}) == "a.c"
+    assert untouched_equal(old, Doc.parse("a:\n  b: 1\nc: 2\nd: {e: 1}\n"), {("d", "e")}) is None
+    assert untouched_equal(old, Doc.parse("a:\n  b: 1\nc: 2\nd: {e: 1, f: 2}\n"), {("d", "e")}) == "d.f"
+    assert untouched_equal(old, Doc.parse("a:\n  b: '1'\nc: 2\n"), {("d",)}) == "a.b"
+
+
+def test_kept_trailing_newlines_of_a_block_scalar_survive() -> None:
+    text = "accelerator:\n  note: |+\n    keep\n\n\nmodel:\n  pretrained_model_name_or_path: x\n"
+    r = strategy_edits(text, BIG)
+    check_edits(text, r)
+    assert yaml.safe_load(r.new_text)["accelerator"]["note"] == "keep\n\n\n"
+    reads_back(r.new_text, BIG)
+
+
+def test_a_section_left_empty_is_removed_with_its_blank_line() -> None:
+    layered = Strategy(dp=2, dp_shard=2, tp=4, pp=8, ep=32, micro_batch_num=2048,
+                       recompute=RecomputePlan("off", ((0, 3, "full"),)))
+    plain = Strategy(dp=2, dp_shard=2, tp=4, pp=8, ep=32, micro_batch_num=2048)
+    first = strategy_edits(COMMENTS, layered)
+    assert 'activation_checkpoint:\n  layers: {"0-3": full}\n' in first.new_text
+    back = strategy_edits(first.new_text, plain)
+    check_edits(first.new_text, back)
+    assert back.new_text == strategy_edits(COMMENTS, plain).new_text
+    assert "activation_checkpoint" not in back.new_text
