@@ -279,6 +279,23 @@ def _entry_order(order: Order, parent: Path, key: str) -> tuple[Sequence[str], i
     return names, (list(names).index(key) if key in names else -1)
 
 
+def _neighbours(mapping: yaml.MappingNode, order: Order, parent: Path, key: str) -> tuple[Any, Any]:
+    """The existing entries right before and after where `key` belongs in `order[parent]` (None each when
+    there is none, or when the key has no place in the order)."""
+    names, rank = _entry_order(order, parent, key)
+    before = after = None
+    if rank >= 0:
+        for k, v in mapping.value:
+            if not isinstance(k, yaml.ScalarNode) or k.value not in names:
+                continue
+            r = list(names).index(k.value)
+            if r < rank:
+                before = (k, v)
+            elif r > rank and after is None:
+                after = (k, v)
+    return before, after
+
+
 def _flow_children(doc: Doc, mapping: yaml.MappingNode | None) -> bool:
     """Whether this mapping's existing sub-mappings are mostly flow (`accelerator: {tp_size: 1}` recipes):
     a new section is then written the same way."""
@@ -300,12 +317,16 @@ def insert_entry(
         if text and not text.endswith(("\n", "\r")):
             return [Splice(len(text), len(text), eol + body + eol)]
         return [Splice(len(text), len(text), body + eol)]
+    before, after = _neighbours(mapping, order, parent, key)
     if mapping.flow_style:
         entry = f"{render_key(key)}: {render_scalar(value)}"
         if not mapping.value:
             close = mapping.end_mark.index - 1
             return [Splice(close, close, entry)]
-        pos = content_end(doc, mapping.value[-1][1])
+        if before is None and after is not None:
+            pos = after[0].start_mark.index
+            return [Splice(pos, pos, entry + ", ")]
+        pos = content_end(doc, (before or mapping.value[-1])[1])
         return [Splice(pos, pos, ", " + entry)]
     if not mapping.value:
         raise EditError("cannot add a key to an empty block mapping")
@@ -316,17 +337,6 @@ def insert_entry(
         # `- key: v` or `--- key: v`: the first key shares its line with an indicator; use plain spaces.
         indent_text = " " * col
     body_lines = render_block_entry(key, value, indent_text, unit, eol, _flow_children(doc, mapping))
-    names, rank = _entry_order(order, parent, key)
-    before = after = None
-    if rank >= 0:
-        for k, v in mapping.value:
-            if not isinstance(k, yaml.ScalarNode) or k.value not in names:
-                continue
-            r = list(names).index(k.value)
-            if r < rank:
-                before = (k, v)
-            elif r > rank and after is None:
-                after = (k, v)
     if before is None and after is not None:
         line = lines.line_of(after[0].start_mark.index)
         if text[lines.line_start(line) : after[0].start_mark.index].strip():

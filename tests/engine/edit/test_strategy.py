@@ -89,7 +89,7 @@ def test_flow_sections_stay_flow() -> None:
     check_edits(FLOW, r)
     lines = r.new_text.splitlines()
     assert lines[3].startswith("accelerator: {tp_size: 8, cp_size: 2, ep_size: 1, pp_size: 4, sequence_parallel: true")
-    assert "pp_interleave_num: 2, pipeline_scheduler: interleaved_1f1b}" in lines[3]
+    assert "sequence_parallel: true, pp_interleave_num: 2, pipeline_scheduler: interleaved_1f1b, loss_parallel" in lines[3]
     assert 'activation_checkpoint: {mode: selective, layers: {"0-9": full, "10-12": off}}' in r.new_text
     assert content_lines(r.new_text)[5:7] == content_lines(FLOW)[5:7]  # fsdp_config: only dp_shard changed
     reads_back(r.new_text, BIG)
