@@ -2,7 +2,8 @@
 
 Why not a round-trip dump (ruamel): a dump re-indents mixed-indent files, moves or drops comments around
 deleted keys, forgets `---`, rewrites floats and, without care, quotes. Here every change is a splice of
-the original text: a scalar's token is replaced in place keeping its quote and boolean style; a missing key
+the original text: a scalar's token is replaced in place keeping its style (a string's quotes, a boolean's
+spelling; numbers are written bare, since a quoted number is a string to the reader); a missing key
 becomes one new line at the natural place in its mapping, with the indentation of its siblings (or the
 parent's step, guessed from the file) and the file's own line breaks; a mapping written in flow style gets
 the key in flow style. Nothing else moves, so untouched bytes stay byte-identical by construction.
@@ -109,7 +110,7 @@ def content_end(doc: Doc, node: yaml.Node) -> int:
     marks of block nodes run over are left out."""
     if isinstance(node, yaml.ScalarNode):
         end = node.end_mark.index
-        header = doc.text[node.start_mark.index : node.end_mark.index].split("\n", 1)[0]
+        header = re.split(r"[\r\n]", doc.text[node.start_mark.index : node.end_mark.index], maxsplit=1)[0]
         if node.style in ("|", ">") and "+" not in header:  # `|+` keeps its trailing blank lines
             while end > node.start_mark.index and doc.text[end - 1] in " \t\r\n":
                 end -= 1
@@ -254,13 +255,13 @@ def render_flow(value: Any) -> str:
     return render_scalar(value)
 
 
-def render_block_entry(key: str, value: Any, indent: str, unit: int, eol: str, flow_children: bool) -> list[str]:
+def render_block_entry(key: str, value: Any, indent: str, unit: int, flow_children: bool) -> list[str]:
     """Lines (without breaks) of a block mapping entry; nested mappings in block style unless the file
     writes its sections in flow style."""
     if isinstance(value, Mapping) and value and not flow_children and not isinstance(value, FlowMap):
         lines = [f"{indent}{render_key(key)}:"]
         for k, v in value.items():
-            lines.extend(render_block_entry(k, v, indent + " " * unit, unit, eol, flow_children))
+            lines.extend(render_block_entry(k, v, indent + " " * unit, unit, flow_children))
         return lines
     return [f"{indent}{render_key(key)}: {render_scalar(value)}"]
 
@@ -313,7 +314,7 @@ def insert_entry(
     text, lines, eol = doc.text, doc.lines, doc.eol
     unit = indent_unit(doc)
     if mapping is None:
-        body = eol.join(render_block_entry(key, value, "", unit, eol, False))
+        body = eol.join(render_block_entry(key, value, "", unit, False))
         if text and not text.endswith(("\n", "\r")):
             return [Splice(len(text), len(text), eol + body + eol)]
         return [Splice(len(text), len(text), body + eol)]
@@ -336,7 +337,7 @@ def insert_entry(
     if indent_text.strip():
         # `- key: v` or `--- key: v`: the first key shares its line with an indicator; use plain spaces.
         indent_text = " " * col
-    body_lines = render_block_entry(key, value, indent_text, unit, eol, _flow_children(doc, mapping))
+    body_lines = render_block_entry(key, value, indent_text, unit, _flow_children(doc, mapping))
     if before is None and after is not None:
         line = lines.line_of(after[0].start_mark.index)
         if text[lines.line_start(line) : after[0].start_mark.index].strip():
@@ -374,6 +375,9 @@ def _blank_after(doc: Doc, line: int) -> bool:
     return not nxt.strip() and lines.line_content_end(line + 1) < len(doc.text)
 
 
+_GAP = re.compile(r"[ ]+(?=#)")
+
+
 def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list[Splice]:
     """Write `value` in place of the value `node` of the entry whose key is `key`."""
     if is_alias_value(key, node):
@@ -389,7 +393,7 @@ def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list
         indent = text[ls:start] if not text[ls:start].strip() else " " * col
         body: list[str] = []
         for k, v in value.items():
-            body.extend(render_block_entry(k, v, indent, indent_unit(doc), doc.eol, True))
+            body.extend(render_block_entry(k, v, indent, indent_unit(doc), True))
         return [Splice(start, end, doc.eol.join(body)[len(indent) :])]
     if isinstance(node, yaml.ScalarNode):
         if node.style in ("|", ">"):
@@ -398,7 +402,7 @@ def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list
         if start == end:  # `key:` with nothing after it
             return [Splice(start, end, " " + token)]
         # an end-of-line comment keeps its column (aligned comments stay aligned) when the blanks allow
-        gap = re.match(r"[ ]+(?=#)", text[end:])
+        gap = _GAP.match(text, end)
         if gap and len(token) != end - start:
             pad = max(1, len(gap.group(0)) - (len(token) - (end - start)))
             return [Splice(start, end + len(gap.group(0)), token + " " * pad)]
@@ -416,7 +420,7 @@ def fill_null(doc: Doc, key: yaml.Node, node: yaml.Node, path: Path, value: Any)
     line = lines.line_of(key.start_mark.index)
     col = key.start_mark.column
     indent = " " * (col + indent_unit(doc))
-    body = render_block_entry(path[0], nest(path[1:], value), indent, indent_unit(doc), doc.eol, False)
+    body = render_block_entry(path[0], nest(path[1:], value), indent, indent_unit(doc), False)
     splices = []
     if node.end_mark.index > node.start_mark.index:  # an explicit `~` / `null`
         cut = node.start_mark.index
@@ -448,6 +452,8 @@ def set_path(doc: Doc, path: Path, value: Any, order: Order | None = None) -> li
         if is_alias_value(key, val):
             raise EditError(f"`{'.'.join(path[: i + 1])}` is an alias (*anchor): edit the anchored mapping")
         if is_null(val):
+            if node.flow_style:  # `{accelerator: ~}`: the section is written in flow style in its place
+                return replace_value(doc, key, val, nest(path[i + 1 :], value))
             return fill_null(doc, key, val, path[i + 1 :], value)
         node = val
     raise AssertionError("unreachable")
