@@ -11,8 +11,11 @@ Where the result goes:
 * `--json`: one JSON document (best estimate, changed keys, edits, the diff or new text, diagnostics).
 The summary (best strategy, what changed, where it went) goes to stderr, so stdout stays the file or diff.
 
-Nothing is written unless the edited text reads back as the strategy twice: by the edit module's own
-PyYAML read-back (batch rule included) and by the project's reader (engine.check) on the same cluster.
+Errors in the input block apply, except errors on the strategy keys of the train.yaml (a tp that does not
+divide the heads, an FSDP shard that does not divide dp*cp): the search ignores the stated degrees, and
+writing its strategy is the repair. Nothing is written unless the edited text reads back as the strategy
+twice, by the edit module's own PyYAML read-back (batch rule included) and by the project's reader
+(engine.check) on the strategy's device count, without an error on a strategy key or any new error.
 Exit codes: 0 written (or nothing to change), 1 errors in the input, no strategy fits or the edit was
 refused, 2 usage.
 """
