@@ -1,8 +1,10 @@
 """Typed editor settings (section `hpLsp`, FORMATS.md §4) merged from every source the client uses.
 
 Sources, later wins key by key: `initializationOptions`, `workspace/configuration` (only where the client
-advertises it; Neovim 0.7 does not), `workspace/didChangeConfiguration`. Invalid values fall back to the
-default and are reported once, so a typo in settings never stops the server.
+advertises it; Neovim 0.7 does not), `workspace/didChangeConfiguration`. An explicit `null` in a later source
+(for a key, or for a group such as `cluster`) resets that key to its default: it is how a client says "unset",
+and the value an earlier source gave must not outlive it. Invalid values fall back to the default and are
+reported once, so a typo in settings never stops the server.
 """
 
 from __future__ import annotations
@@ -38,12 +40,17 @@ class Settings:
         if not any((self.num_nodes, self.cards_per_node, self.device_type, mem)):
             return None
         devices = self.num_nodes * self.cards_per_node if self.num_nodes and self.cards_per_node else None
+        source = None
+        if mem:
+            limit = self.memory_limit_gb is not None and self.memory_limit_gb == min(mem)
+            source = f"setting {SECTION}.memoryLimitGb" if limit else f"setting {SECTION}.cluster.deviceMemoryGb"
         return ClusterOverrides(
             devices=devices,
             num_nodes=self.num_nodes,
             cards_per_node=self.cards_per_node,
             device_type=self.device_type,
             memory_gb=min(mem) if mem else None,
+            memory_source=source,
         )
 
 
@@ -117,19 +124,27 @@ def _coerce(kind: str, value: Any) -> tuple[bool, Any]:
 def parse(flat: Mapping[str, Any]) -> Parsed:
     """Typed settings from a flat dict; unknown names are ignored (the client may send its own)."""
     values, errors = _valid(flat)
-    return Parsed(Settings(**values), tuple(errors))
+    return Parsed(Settings(**{k: v for k, v in values.items() if v is not None}), tuple(errors))
+
+
+def _explicit_null(flat: Mapping[str, Any], name: str) -> bool:
+    """True when `name` or a group above it (`cluster` for `cluster.numNodes`) is given as null."""
+    parts = name.split(".")
+    return any(".".join(parts[:i]) in flat and flat[".".join(parts[:i])] is None for i in range(1, len(parts)))
 
 
 def _valid(flat: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The valid values of one layer by Settings field; None marks an explicit null (reset to default)."""
     values: dict[str, Any] = {}
     errors: list[str] = []
     for name, (attr, kind) in _FIELDS.items():
         if name not in flat:
+            if _explicit_null(flat, name):
+                values[attr] = None
             continue
         ok, val = _coerce(kind, flat[name])
         if ok:
-            if val is not None:
-                values[attr] = val
+            values[attr] = val  # None: an explicit null (or a blank string), which resets the key
         else:
             errors.append(f"{SECTION}.{name}: invalid value {flat[name]!r}, ignored")
     return values, errors
@@ -145,11 +160,16 @@ class SettingsSources:
 
     def merged(self) -> Parsed:
         """Each layer typed on its own, then merged: an invalid value in a later layer leaves the earlier
-        layer's valid value (or the default) in place."""
+        layer's valid value (or the default) in place; an explicit null in a later layer removes it, so the
+        default applies again."""
         values: dict[str, Any] = {}
         errors: list[str] = []
         for layer in (self.initialization, self.configuration, self.did_change):
             v, e = _valid(layer)
-            values.update(v)
+            for attr, val in v.items():
+                if val is None:
+                    values.pop(attr, None)
+                else:
+                    values[attr] = val
             errors += e
         return Parsed(Settings(**values), tuple(errors))

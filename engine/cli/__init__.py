@@ -133,7 +133,8 @@ def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
     }
     if all(v is None for v in fields.values()):
         return None
-    return ClusterOverrides(**fields, explicit=True)
+    return ClusterOverrides(**fields, explicit=True,
+                            memory_source="flag --memory-gb" if fields["memory_gb"] is not None else None)
 
 
 def _print_json(doc: dict[str, object]) -> None:

@@ -31,7 +31,7 @@ def overrides_from(args: argparse.Namespace) -> ClusterOverrides | None:
         return None
     # Flags typed on the command line win over the files (ClusterOverrides.explicit).
     return ClusterOverrides(devices=devices, num_nodes=nodes, cards_per_node=cards, device_type=dtype,
-                            memory_gb=mem, explicit=True)
+                            memory_gb=mem, explicit=True, memory_source="flag --memory-gb" if mem is not None else None)
 
 
 def _diag_line(path: str, d: Diagnostic) -> str:

@@ -36,7 +36,7 @@ from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension,
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
 from engine.positions import DOCUMENT_START, Position, Range
-from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
 DEFAULT_SEQ_LEN = 4096  # HYPERPARALLEL.md §2.1: max_position_embeddings defaults to 4096
 
@@ -157,6 +157,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         model=model.spec,
         require=(),
     )
+    os_shard = int(facts.optimizer_shard.value) if facts.optimizer_shard else 1
     out.config = Config(
         kind="train",
         path=src.path,
@@ -170,6 +171,8 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         stated_recompute=plan,
         pipeline_schedule=schedule,  # type: ignore[arg-type]
         stated=stated,
+        optimizer_shard=os_shard,
+        budget_source=_budget_source(overrides, cluster, facts.max_device_memory),
         train_yaml=None,
         locations=MappingProxyType(locations),
     )
@@ -249,6 +252,8 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         stated_recompute=plan,
         pipeline_schedule=schedule,  # type: ignore[arg-type]
         stated=stated,
+        optimizer_shard=int(opt.value) if opt is not None else 1,
+        budget_source=_budget_source(overrides, cluster, mem),
         train_yaml=train_path,
         locations=MappingProxyType(locations),
     )
@@ -435,6 +440,16 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
     return RunOptions(**kw)
+
+
+def _budget_source(overrides: ClusterOverrides | None, cluster: ClusterSpec | None, stated: Val | None) -> str | None:
+    """Where the budget comes from when no file states it: the overrides, when the device memory priced is
+    theirs (messages then name the setting or flag, since the file has no key to point at)."""
+    if stated is not None or overrides is None or not overrides.memory_gb or cluster is None:
+        return None
+    if abs(cluster.memory_gib - float(overrides.memory_gb)) > 1e-9:
+        return None
+    return overrides.memory_source or ("the command line" if overrides.explicit else "the cluster overrides")
 
 
 def _stated(

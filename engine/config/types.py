@@ -84,6 +84,13 @@ class Config:
     stated_recompute: RecomputePlan = field(default_factory=RecomputePlan)
     pipeline_schedule: PipelineSchedule = "1F1B"
     stated: Strategy | None = None
+    # ZeRO-1 optimizer-state shard size the files state (accelerator.optimizer_weight_shard_size, a search
+    # config's model.optimizer_weight_shard_size, else its train.yaml's); 1 = unsharded. Kept here and not
+    # only in `stated` so the search, which has no stated strategy for a search config, prices it too.
+    optimizer_shard: int = 1
+    # Where the memory budget came from when no file states it (e.g. "setting hpLsp.memoryLimitGb",
+    # "--memory-gb"); None when a file states it or the device's own memory is the budget.
+    budget_source: str | None = None
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)
 
@@ -106,6 +113,8 @@ class ClusterOverrides:
     cards_per_node: int | None = None
     device_type: str | None = None
     memory_gb: float | None = None
+    # Where memory_gb comes from, for messages about a budget no file states ("setting hpLsp.memoryLimitGb").
+    memory_source: str | None = None
     # True for flags typed on the command line: each given field then wins over the files (a user who types
     # `--devices 512` means it); False for editor settings, which only fill what the files leave unsaid.
     explicit: bool = False

@@ -38,6 +38,8 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "seq_len": ("model.max_position_embeddings", "dataset.data_transform.max_seq_len"),
     "memory": ("constraint.memory_limit_gb", "context.max_device_memory", "cluster.device_memory_gb"),
 }
+# The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
+_STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
 _DIM_NAMES = {"dp", "fsdp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "micro_batch_num",
               "sequence_parallel"}
 
@@ -157,10 +159,18 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
     est = estimate(config.model, config.cluster, config.run, s, budget)
     if not est.fits:
         worst = max(range(len(est.stage_memory_gib)), key=lambda i: est.stage_memory_gib[i])
-        diags.append(positioned(
-            config, "HP520", f"needs {est.peak_memory_gib:.1f} GiB on pipeline stage {worst}, over the "
-            f"{budget:g} GiB budget", "memory",
-            {"peak_gib": est.peak_memory_gib, "budget_gib": budget, "stage": worst}))
+        data: dict[str, object] = {"peak_gib": est.peak_memory_gib, "budget_gib": budget, "stage": worst}
+        message = f"needs {est.peak_memory_gib:.1f} GiB on pipeline stage {worst}, over the {budget:g} GiB budget"
+        field = "memory"
+        if _locate(config, "memory")[1] is None:
+            # No file writes the budget (it comes from the editor settings or a flag): the finding is about
+            # the strategy the file states, so it goes on the first stated degree, and says where the budget
+            # came from instead of naming a key the file does not have.
+            field = next((f for f in _STATED_ANCHORS if _locate(config, f)[1] is not None), "memory")
+            if config.budget_source:
+                message += f" (from {config.budget_source})"
+                data["budget_source"] = config.budget_source
+        diags.append(positioned(config, "HP520", message, field, data))
     from dataclasses import replace
 
     est = replace(est, diagnostics=tuple(diags))

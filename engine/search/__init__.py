@@ -104,7 +104,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     model, cluster = config.model, config.cluster
     budget = config.budget_gib if config.budget_gib is not None else math.inf
     restrict = restrictions(config)
-    os_shard = config.stated.optimizer_shard if config.stated is not None else 1
+    os_shard = config.optimizer_shard
     space = enumerate_space(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
 
     total = max(len(space), 1)
@@ -177,7 +177,7 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
     """Nothing fits within the declared space: say why (engine.search.explain), in this order: the global
     batch, the lists (against the space with every list widened), the rules, the budget."""
     relax = {d: (v if d == "etp" else None) for d, v in restrict.items()}
-    os_shard = config.stated.optimizer_shard if config.stated is not None else 1
+    os_shard = config.optimizer_shard
     restricted = [d for d, v in restrict.items() if v is not None and d != "etp"]
     if explain.batch_unreachable(space, g):
         # Which declared values cause it: each batch-shaping dimension widened on its own.

@@ -39,4 +39,23 @@ def test_later_sources_win_key_by_key() -> None:
 def test_overrides() -> None:
     assert Settings().overrides() is None
     o = Settings(num_nodes=2, cards_per_node=8, device_type="H100", device_memory_gb=80, memory_limit_gb=70).overrides()
-    assert o == ClusterOverrides(devices=16, num_nodes=2, cards_per_node=8, device_type="H100", memory_gb=70)
+    assert o == ClusterOverrides(devices=16, num_nodes=2, cards_per_node=8, device_type="H100", memory_gb=70,
+                             memory_source="setting hpLsp.memoryLimitGb")
+
+
+def test_explicit_null_in_a_later_source_resets_to_the_default() -> None:
+    init = {"cluster.numNodes": 2, "cluster.cardsPerNode": 8, "memoryLimitGb": 40, "searchOnSave": False}
+    s = SettingsSources(initialization=init)
+    assert s.merged().settings.memory_limit_gb == 40.0
+    s.did_change = {"memoryLimitGb": None, "searchOnSave": None}
+    merged = s.merged().settings
+    assert merged.memory_limit_gb is None and merged.search_on_save is True and merged.num_nodes == 2
+    # A null group resets every key under it; workspace/configuration's nulls count the same way.
+    s.did_change = {}
+    s.configuration = section_of({"cluster": None})
+    merged = s.merged().settings
+    assert (merged.num_nodes, merged.cards_per_node, merged.memory_limit_gb) == (None, None, 40.0)
+    assert merged.overrides() == ClusterOverrides(memory_gb=40.0, memory_source="setting hpLsp.memoryLimitGb")
+    # A key a later source leaves out keeps the earlier value (only null resets).
+    s.configuration = {"cluster.numNodes": 4}
+    assert s.merged().settings.cards_per_node == 8 and s.merged().errors == ()

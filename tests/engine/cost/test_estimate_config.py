@@ -117,3 +117,22 @@ def test_every_calibration_case_file_prices() -> None:
         assert loaded.config is not None, p
         est, diags = estimate_config(loaded.config)
         assert est is not None, (p, [d.message for d in diags])
+
+
+def test_over_a_settings_budget_hp520_sits_on_a_stated_key_and_names_the_setting(tmp_path: Path) -> None:
+    """A lone train.yaml writes no budget: HP520 goes on its stated tp (a key it has) and says the budget
+    came from the editor setting, instead of pointing at constraint.memory_limit_gb at line 0."""
+    from engine.config.types import ClusterOverrides
+
+    train = tmp_path / "train.yaml"
+    train.write_text((ROOT / "examples" / "llama3-70b" / "train.yaml").read_text())
+    ov = ClusterOverrides(num_nodes=128, cards_per_node=8, devices=1024, device_type="H100", memory_gb=5,
+                          memory_source="setting hpLsp.memoryLimitGb")
+    loaded = check_file(str(train), overrides=ov)
+    assert loaded.config is not None and loaded.config.budget_source == "setting hpLsp.memoryLimitGb"
+    _, diags = estimate_config(loaded.config)
+    d = next(d for d in diags if d.code == "HP520")
+    assert d.path in ("accelerator.tp_size", "parallelism.tp")  # the written key or its canonical alias
+    line = next(n for n, t in enumerate(train.read_text().splitlines()) if t.strip().startswith("tp_size:"))
+    assert d.range.start.line == line and d.range.start.character > 0
+    assert "setting hpLsp.memoryLimitGb" in d.message and d.data["budget_source"] == "setting hpLsp.memoryLimitGb"
