@@ -42,6 +42,18 @@ language server use 0-based lines and characters.
 """
 
 
+def anchor(code: str) -> str:
+    """The fragment of a code's row: the language server links `docs/diagnostics.md#<anchor>` from each
+    diagnostic's codeDescription, so the two must agree (tests/hp_lsp/test_diagnostic_links.py)."""
+    return code.lower()
+
+
+def _row(c: object) -> str:
+    code, severity, title = c.code, c.severity.value, c.title  # type: ignore[attr-defined]
+    # An HTML anchor per row: markdown tables have no per-row ids, and a heading per code would bury the table.
+    return f'| <a id="{anchor(code)}"></a>{code} | {severity} | {title} |'
+
+
 def render() -> str:
     out = [HEADER]
     for prefix, title, intro in FAMILIES:
@@ -49,12 +61,11 @@ def render() -> str:
         if not rows:
             continue
         out.append(f"\n## {title}\n\n{intro}\n\n| code | severity | meaning |\n|---|---|---|")
-        for c in sorted(rows, key=lambda c: c.code):
-            out.append(f"| {c.code} | {c.severity.value} | {c.title} |")
+        out.extend(_row(c) for c in sorted(rows, key=lambda c: c.code))
     others = [c for c in CODES.values() if not any(c.code.startswith(p) for p, _, _ in FAMILIES)]
     if others:
         out.append("\n## Other\n\n| code | severity | meaning |\n|---|---|---|")
-        out.extend(f"| {c.code} | {c.severity.value} | {c.title} |" for c in sorted(others, key=lambda c: c.code))
+        out.extend(_row(c) for c in sorted(others, key=lambda c: c.code))
     return "\n".join(out) + "\n"
 
 
