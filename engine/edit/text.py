@@ -145,7 +145,7 @@ def diff_splices(old: str, new: str) -> list[Splice]:
         else:
             try:
                 if apply_splices(old, splices) == new:
-                    return splices
+                    return _merge_touching(splices)
             except ValueError:
                 pass
     return _diff(old, new)
@@ -207,11 +207,11 @@ def _token_diff(old: str, new: str, base: int) -> list[Splice]:
 
 
 def _merge_touching(splices: list[Splice]) -> list[Splice]:
-    """Join splices that touch (one ends where the next starts): two edits at one point would be ambiguous
-    in order for a client."""
+    """Join splices that start at the same offset (an insertion and a replacement there): clients may order
+    such edits differently. Edits that merely touch stay apart, so each stays one token or one line."""
     merged: list[Splice] = []
     for s in sorted(splices, key=lambda s: (s.start, s.end)):
-        if merged and merged[-1].end >= s.start:
+        if merged and (merged[-1].end > s.start or merged[-1].start == s.start):
             last = merged.pop()
             merged.append(Splice(last.start, max(last.end, s.end), last.new + s.new))
         else:

@@ -390,3 +390,17 @@ def test_a_section_left_empty_is_removed_with_its_blank_line() -> None:
     check_edits(first.new_text, back)
     assert back.new_text == strategy_edits(COMMENTS, plain).new_text
     assert "activation_checkpoint" not in back.new_text
+
+
+def test_edits_never_overlap_nor_share_a_start() -> None:
+    """Two edits starting at one point would leave their order to the client: the diff merges them."""
+    from itertools import pairwise
+
+    from engine.edit.text import LineIndex
+
+    for text in (NO_FINAL_NEWLINE, LAYERS_BLOCK, FLOW, COMMENTS):
+        for s in (BIG, Strategy(dp=64, dp_shard=64), Strategy(dp=2, tp=8, pp=4, recompute=RecomputePlan("full"))):
+            r = strategy_edits(text, s)
+            idx = LineIndex.of(text)
+            spans = [(idx.offset(e.range.start), idx.offset(e.range.end)) for e in r.edits]
+            assert all(a[1] <= b[0] and a[0] < b[0] for a, b in pairwise(spans)), (text[:20], s.short())
