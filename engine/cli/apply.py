@@ -311,7 +311,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     result = (search_fn or search)(config, top=1)
     diags += list(result.diagnostics)
     if result.best is None:
-        return fail("no strategy fits", diags)
+        return fail("no strategy fits" if result.evaluated else "the search could not run (see above)", diags)
     planned = plan(train_path, result.best.strategy, overrides)
     notes = [d for d in diags if not d.is_error]
     if not as_json:
