@@ -15,6 +15,7 @@ from engine.check import check_file
 from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.cost import estimate_config
 from engine.diagnostics import Diagnostic
+from engine.facts import merge
 from engine.positions import Range
 from engine.results import Estimate
 from hp_lsp.outline import Entry, scan
@@ -81,24 +82,20 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
     if big is not None:
         return Analysis(path, version, text, None, diagnostics=(big,), too_large=True)
     loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides)
-    own: list[Diagnostic] = []
-    foreign: list[Diagnostic] = []
-    for d in loaded.diagnostics:
-        (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
     estimate: Estimate | None = None
     failure: str | None = None
+    est_diags: tuple[Diagnostic, ...] = ()
     config = loaded.config
     if config is not None and config.stated is not None and config.model is not None and config.cluster:
         try:
             estimate, est_diags = estimate_config(config)
         except Exception:  # the engine promises not to raise; a bug there must not cost the check's findings
             failure = traceback.format_exc()
-            est_diags = ()
-        seen = {(d.code, d.path) for d in own}
-        for d in est_diags:
-            if (d.code, d.path) in seen:
-                continue
-            (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
+    # The check and the cost model may state one fact twice (HP415 and HP506): engine.facts keeps one.
+    own: list[Diagnostic] = []
+    foreign: list[Diagnostic] = []
+    for d in merge(loaded.diagnostics, est_diags):
+        (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
     return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)),
                     failure=failure)
 

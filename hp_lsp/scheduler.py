@@ -220,8 +220,11 @@ class Scheduler:
         analysis = state.analysis
         if analysis is None or not analysis.is_config or analysis.too_large or analysis.config is None:
             return
-        if any(d.is_error for d in analysis.diagnostics):
-            return  # the last good result stays (marked stale once the text moves on)
+        checked = analysis.loaded.diagnostics if analysis.loaded is not None else analysis.diagnostics
+        if any(d.is_error for d in checked):
+            # The file's own errors (not the price of its stated plan: a plan over the budget or one the cost
+            # model refuses is exactly when the search helps). The last good result stays, marked stale.
+            return
         doc = self.ls.workspace.get_text_document(uri)
         overrides, source = self.cluster_for(state, doc.source)
         generation = session.begin_search(uri)

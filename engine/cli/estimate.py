@@ -17,6 +17,7 @@ import numpy as np
 from engine.config.types import ClusterOverrides, Config
 from engine.cost.validate import estimate_config
 from engine.diagnostics import Diagnostic, has_errors
+from engine.facts import merge
 from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
 
 
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         est: Estimate | None = None
         if loaded.config is not None and not has_errors(diags):
             est, more = estimate_config(loaded.config)
-            diags = diags + tuple(more)
+            diags = merge(diags, more)  # each fact once, whichever stage found it (engine.facts)
     except Exception as exc:  # never a traceback to the user (FORMATS.md §3)
         from engine.diagnostics import Diagnostic as D
 

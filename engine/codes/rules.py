@@ -15,7 +15,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP412", "error", "degrees cannot make the world size"),
     ("HP413", "error", "FSDP shard size does not divide dp × cp"),
     ("HP414", "error", "optimizer shard size does not divide dp × cp"),
-    ("HP415", "warning", "fewer micro-batches than pipeline stages"),
+    ("HP415", "error", "fewer micro-batches than pipeline stages"),
     ("HP416", "warning", "virtual pipeline (vpp) inconsistent with pp or the layers"),
     ("HP417", "error", "ep exceeds the data- and tensor-parallel ranks it borrows"),
     ("HP418", "warning", "sequence parallelism with context parallelism"),

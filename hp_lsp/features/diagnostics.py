@@ -18,6 +18,7 @@ from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from engine.diagnostics import CODES, Diagnostic, Severity
+from engine.facts import merge
 from engine.positions import Range
 from hp_lsp.outline import Entry, scan
 from hp_lsp.positions import to_client_range
@@ -105,9 +106,11 @@ def collect(state: DocState) -> list[Diagnostic]:
         if state.search_stale:
             mine = reanchor(mine, state.search.text, analysis.entries)
         search_diags = mine + relocate_foreign(theirs, analysis.entries)
-        seen = {(d.code, d.path) for d in out}
+        seen = {(d.code, d.path) for d in out}  # a finding the fast check has fresher than the search's
         out += [d for d in search_diags if (d.code, d.path) not in seen]
-    return out
+    # Each fact once (HP520 from the price, HP610 from the search: engine.facts), and never the same finding
+    # twice in one publish, whatever path produced it.
+    return list(merge(out))
 
 
 def lsp_diagnostics(state: DocState, lines: Sequence[str], codec: PositionCodec, *,

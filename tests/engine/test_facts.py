@@ -1,0 +1,88 @@
+"""engine.facts.merge: each fact once across the reader (HP4xx), the cost model (HP5xx) and the search
+(HP6xx), owned by one code at the strictest severity; exact duplicates dropped; repeated codes kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.check import check_file
+from engine.config.types import ClusterOverrides
+from engine.cost import estimate_config
+from engine.diagnostics import CODES, Diagnostic, Severity
+from engine.facts import FACTS, fact_of, merge
+from engine.positions import Range
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _d(code: str, message: str = "m", line: int = 0, severity: Severity | None = None) -> Diagnostic:
+    return Diagnostic(code, message, Range.of(line, 0, line, 1), "p", severity=severity)
+
+
+def test_every_fact_names_documented_codes() -> None:
+    for codes in FACTS.values():
+        assert len(codes) >= 2
+        assert all(c.split(":")[0] in CODES for c in codes), codes
+
+
+def test_owner_kept_at_the_strictest_severity() -> None:
+    reader = _d("HP415", severity=Severity.WARNING)
+    cost = _d("HP506", "2 micro-batches for 4 pipeline stages", line=3)
+    out = merge([reader], [cost])
+    assert [d.code for d in out] == ["HP415"] and out[0].effective_severity is Severity.ERROR
+    # Whichever batch comes first, the owner stays.
+    assert [d.code for d in merge([cost], [reader])] == ["HP415"]
+
+
+def test_search_advice_owns_the_over_budget_fact() -> None:
+    out = merge([_d("HP520", "needs 90 GiB")], [_d("HP610", "The stated strategy ...", line=2)])
+    assert [d.code for d in out] == ["HP610"] and out[0].is_error
+
+
+def test_codes_covering_several_facts_are_told_apart() -> None:
+    fsdp = _d("HP508", "fsdp 3 does not divide dp·cp = 8")
+    opt = _d("HP508", "optimizer shard 3 does not divide dp·cp = 8")
+    assert fact_of(fsdp) != fact_of(opt)
+    assert [d.message for d in merge([_d("HP414")], [fsdp, opt])] == ["m", fsdp.message]
+    pool = _d("HP504", "ep·etp = 16 does not divide dp·cp·tp = 8, the devices expert parallelism borrows")
+    assert fact_of(pool) == fact_of(_d("HP417")) and fact_of(_d("HP504", "ep 3 does not divide the 256 experts")) \
+        == fact_of(_d("HP405"))
+
+
+def test_exact_duplicates_go_repeated_codes_stay() -> None:
+    a = _d("HP611", "faster", line=4)
+    assert merge([a, a], [a]) == (a,)
+    one, two = _d("HP401", "x", line=1), _d("HP401", "y", line=2)
+    assert merge([one, two]) == (one, two)
+    assert merge([_d("HP001")]) == (_d("HP001"),)
+
+
+def test_estimate_and_check_report_few_micro_batches_once(tmp_path: Path) -> None:
+    """The real pipeline: a train.yaml with 2 micro-batches for 4 stages. check_file says HP415, the cost model
+    HP506; merged, the user reads it once, as an error in both `hp-plan check` and the estimate."""
+    text = (ROOT / "examples" / "llama3-70b" / "train.yaml").read_text()
+    text = text.replace("global_batch_size: 512 ", "global_batch_size: 64  ")
+    train = tmp_path / "train.yaml"
+    train.write_text(text)
+    ov = ClusterOverrides(num_nodes=128, cards_per_node=8, devices=1024, device_type="H100")
+    loaded = check_file(str(train), overrides=ov)
+    assert loaded.config is not None and loaded.config.stated is not None
+    _, est_diags = estimate_config(loaded.config)
+    codes = {d.code for d in loaded.diagnostics} | {d.code for d in est_diags}
+    assert {"HP415", "HP506"} <= codes  # both stages find it ...
+    merged = [d for d in merge(loaded.diagnostics, est_diags) if d.code in ("HP415", "HP506")]
+    assert [(d.code, d.effective_severity) for d in merged] == [("HP415", Severity.ERROR)]  # ... once shown
+    assert next(d for d in loaded.diagnostics if d.code == "HP415").is_error
+
+
+def test_hp_plan_search_reports_an_unreachable_batch_once(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """dp fixed at 32 and a global batch of 500: the check's HP402 and the search's HP600 state one fact."""
+    from engine.cli import main
+
+    (tmp_path / "train.yaml").write_text((ROOT / "examples" / "llama3-70b" / "train.yaml").read_text())
+    search_text = (ROOT / "examples" / "llama3-70b" / "search.yaml").read_text()
+    (tmp_path / "search.yaml").write_text(
+        search_text.replace("global_batch_size: 512", "global_batch_size: 500").replace("  dp: auto", "  dp: 32"))
+    assert main(["search", str(tmp_path / "search.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "HP402" in out and "HP600" not in out
