@@ -38,6 +38,13 @@ T.run(function()
   end
 
   wait_for(function(d) return d.code == 'HP611' end, 'the cluster from the settings lets the server search (HP611)')
+  local hp611 = 0
+  for _, d in ipairs(diagnostics(buf)) do
+    if d.code == 'HP611' then
+      hp611 = hp611 + 1
+    end
+  end
+  T.check(hp611 == 1, 'HP611 shown once (one client, one publish per finding)', summary(buf))
   T.check(not vim.tbl_contains(vim.tbl_map(function(d) return d.code end, diagnostics(buf)), 'HP302'),
     'no "no cluster stated" note', summary(buf))
 
