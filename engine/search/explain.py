@@ -34,6 +34,8 @@ _FALLBACK_PATHS: dict[str, tuple[str, ...]] = {
     "sequence_parallel": ("parallelism.sequence_parallel", "accelerator.sequence_parallel"),
 }
 BATCH_PATHS = ("constraint.global_batch_size", "training.global_batch_size", "train.global_batch_size")
+STRATEGY_ANCHORS = ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp", "accelerator.pp_size",
+                    "parallelism.pp")
 BUDGET_PATHS = ("constraint.memory_limit_gb", "context.max_device_memory", "cluster.device_memory_gb",
                 "cluster.device_type")
 
@@ -175,9 +177,12 @@ def budget_refusal(config: Config, budget: float, lightest_short: str, lightest_
                    advice: Sequence[str]) -> Diagnostic:
     """HP602: the lightest strategy found and its peak, and what would make one fit, in numbers."""
     adv = " ".join(advice)
-    msg = (f"No strategy fits the memory budget of {gib(budget)}; the lightest strategy found, {lightest_short}, "
-           f"needs {gib(lightest_peak)}.{(' ' + adv) if adv else ''}")
-    return _diag("HP602", msg, position(config, BUDGET_PATHS),
+    source = f" (from {config.budget_source})" if config.budget_source else ""
+    msg = (f"No strategy fits the memory budget of {gib(budget)}{source}; the lightest strategy found, "
+           f"{lightest_short}, needs {gib(lightest_peak)}.{(' ' + adv) if adv else ''}")
+    # A budget no file writes (editor settings, a flag) has no key to point at: the refusal then sits on the
+    # first strategy key the file has, not at the top of the file.
+    return _diag("HP602", msg, position(config, BUDGET_PATHS + STRATEGY_ANCHORS),
                  {"budget_gib": budget, "lightest_gib": lightest_peak})
 
 
