@@ -39,6 +39,11 @@ the value (`accelerator.tp_size`), its `range` in the file where it was written 
 not the file checked, e.g. the train.yaml a search config references), and `data` for quick fixes.
 `hp-plan check` prints `path:line:col: severity CODE: message` with 1-based positions; `--json` and the
 language server use 0-based lines and characters.
+
+Some facts can be found by two stages (the checks HP4xx, the pricing HP5xx, the search HP6xx), e.g. too few
+micro-batches (HP415 / HP506) or a stated plan over the budget (HP610 / HP520). `hp-plan estimate`,
+`hp-plan search` and the language server then show each fact once, under one owner code (`engine/facts.py`,
+the first code of each group there) at the strictest severity the stages gave it.
 """
 
 
