@@ -70,6 +70,9 @@ class Case:
     learned_positions: bool = True
     dtype: str = "float16"
     weight: float = 1.0  # CALIBRATION §9.6: cases with [U] inputs weigh less
+    # Overlap options the source states (RunOptions fields, top-level search-config keys); unstated ones
+    # keep the engine's defaults.
+    overlaps: dict[str, bool] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,7 +113,9 @@ def _cases() -> list[Case]:
     for name, L, h, a, p, v, gbs, mbs, full, sel in k5:
         out.append(Case(f"K5-{name}-full", "K5", L, h, a, 8, p, 1, gbs, mbs, full, vpp=v))
         out.append(Case(f"K5-{name}-sel", "K5", L, h, a, 8, p, 1, gbs, mbs, sel, recompute="selective", sp=True, vpp=v))
-    out.append(Case("K5-530B-DP8", "K5", 105, 20480, 128, 8, 35, 8, 2240, 1, 39.15, recompute="selective", sp=True, vpp=3))
+    # KOR22 §6: "no overlap of the gradient all-reduce was used" (CALIBRATION §4.3).
+    out.append(Case("K5-530B-DP8", "K5", 105, 20480, 128, 8, 35, 8, 2240, 1, 39.15, recompute="selective", sp=True, vpp=3,
+                    overlaps={"overlap_grad_reduce": False}))
     # §5 MLM-README on H100.
     mrows = [("M-01", 16, 2048, 24, 1, 1, 192, 0.452), ("M-02", 32, 4096, 30, 2, 1, 192, 0.800),
              ("M-03", 48, 6144, 32, 4, 1, 192, 0.850), ("M-04", 56, 7168, 48, 8, 1, 192, 0.892),
@@ -120,7 +125,9 @@ def _cases() -> list[Case]:
     for cid, a, h, L, t, p, gbs, step in mrows:
         out.append(Case(cid, "M", L, h, a, t, p, 48, gbs, 1, step, recompute="off", sp=t > 1, optimizer_shard=48,
                         device="H100", vocab=131072, seq=4096, tied=False, flash=True, learned_positions=False,
-                        dtype="bfloat16", weight=0.5))
+                        dtype="bfloat16", weight=0.5,
+                        # CALIBRATION §5 [P]: --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap
+                        overlaps={"tp_comm_overlap": t > 1, "overlap_grad_reduce": True, "overlap_param_gather": True}))
     return out
 
 
@@ -146,6 +153,7 @@ def case_yaml(c: Case) -> dict[str, Any]:
         "constraint": {"global_batch_size": c.gbs, "memory_limit_gb": 80},
         "recompute": {"off": "none"}.get(c.recompute, c.recompute),
         "selective_policy": "attention",
+        **c.overlaps,
         "pp_config": {"pipeline_schedule": "interleaved" if c.vpp > 1 else "1F1B", "pp_interleave_num": c.vpp},
     }
 

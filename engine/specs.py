@@ -129,6 +129,14 @@ class RunOptions:
     selective_policy: SelectivePolicy = "hyperparallel"
     cp_algo: CpAlgo = "ring"
     fp8: bool = False
+    # Megatron-style overlaps (docs/cost-model.md "Overlap"): TP collectives pipelined with their GEMMs
+    # (--tp-comm-overlap, TransformerEngine userbuffers); data-parallel gradient reduction bucketed and
+    # launched during the last micro-batch's backward (--overlap-grad-reduce); the distributed optimizer's
+    # weight all-gather bucketed under the first forward (--overlap-param-gather). The defaults are what
+    # the cost model priced before these options existed: both DP overlaps on, no TP comm-GEMM overlap.
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -434,11 +434,13 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
             kw["selective_policy"] = train.selective_policy.value
         if train.param_bytes is not None:
             kw["param_bytes"] = int(train.param_bytes.value)
+        kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
+        kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
     return RunOptions(**kw)
 
 

@@ -63,7 +63,8 @@ TRAIN_AUTOMODELS = _s(
         ),
         "accelerator": _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
-            "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size",
+            "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
+            "overlap_grad_reduce overlap_param_gather",
             "loss_parallel etp_size dp_size dp_replicate_size",
         ),
         "fsdp_config": _s(
@@ -103,7 +104,7 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute selective_policy",
+    "train_yaml recompute selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather",
     "estimator",
     {
         "model": _s(

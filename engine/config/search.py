@@ -13,7 +13,7 @@ from engine.config.cluster import ClusterFacts, read_cluster_section
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
-from engine.config.train import DTYPES, SELECTIVE_POLICIES
+from engine.config.train import DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES
 from engine.document import Map, Node, Scalar, Seq
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
@@ -49,6 +49,7 @@ class SearchFacts:
     memory_limit_gb: Val | None = None
     recompute: Val | None = None
     selective_policy: Val | None = None
+    overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
@@ -125,6 +126,10 @@ def read_search(src: Source) -> SearchFacts:
 
     facts.recompute = src.choice(root, "recompute", "recompute", RECOMPUTE_REQUESTS)
     facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    for key in OVERLAP_KEYS:
+        ov = src.bool_(root, key, key)
+        if ov is not None:
+            facts.overlaps[key] = ov
     ppc = src.section(root, "pp_config", "pp_config")
     facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
     facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
@@ -132,7 +137,7 @@ def read_search(src: Source) -> SearchFacts:
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
-               *fields.values(), *(d.val for d in facts.dims.values()))
+               *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts

@@ -17,6 +17,8 @@ from engine.document import Map, Scalar
 
 RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "selective", "full": "full",
                    "true": "full"}
+# Overlap switches (engine.specs.RunOptions fields of the same names; hp-lsp extensions, not HyperParallel's).
+OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention"}
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
                        "vpp": "interleaved"}
@@ -65,6 +67,7 @@ class TrainFacts:
     cp_algo: Val | None = None
     reshard_after_forward: Val | None = None
     optimizer_shard: Val | None = None
+    overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
     param_bytes: Val | None = None
     device_num: Val | None = None
     max_device_memory: Val | None = None
@@ -154,6 +157,10 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
                                          PIPELINE_SCHEDULERS)
     facts.cp_algo = src.choice(acc, "context_parallel_algo", "accelerator.context_parallel_algo", CP_ALGOS)
     facts.optimizer_shard = src.int_(acc, "optimizer_weight_shard_size", "accelerator.optimizer_weight_shard_size")
+    for key in OVERLAP_KEYS:
+        ov = src.bool_(acc, key, f"accelerator.{key}")
+        if ov is not None:
+            facts.overlaps[key] = ov
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
                                         SELECTIVE_POLICIES)
@@ -173,7 +180,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
             facts.max_device_memory = Val(gb, mem.path, mem.loc)
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
-               facts.device_num, facts.max_device_memory)
+               facts.device_num, facts.max_device_memory, *facts.overlaps.values())
 
 
 def _read_legacy(facts: TrainFacts, root: Map) -> None:

@@ -62,14 +62,26 @@ P2P_EFF = 0.85
 # (Megatron overlaps the backward all-reduce with the weight-gradient GEMM; KOR22 §6.2 note). At 0.7 the
 # NF-13 choice (tp 8 fastest for the 162B GPT on 64 A100) flips to tp 16.
 TP_OVERLAP = 0.30
+# With tp_comm_overlap (Megatron --tp-comm-overlap: TransformerEngine userbuffers). TE's default methods
+# (transformer_engine/pytorch/module/base.py, initialize_ub): forward all-gathers "ring_exchange" (the local
+# chunk's GEMM needs no transfer, the rest arrive under the previous chunk's GEMM: nothing shows),
+# forward reduce-scatters "pipeline" in num_splits = 4 chunks (the last chunk's reduce-scatter shows:
+# 1/4 of the reduce-scatter, 1/8 of the all-gather + reduce-scatter pair), backward collectives "bulk"
+# (run beside the other backward GEMM: hidden up to that GEMM's time). Not fitted.
+TP_COMM_OVERLAP_SPLITS = 4
 # FSDP / ZeRO-3 parameter gathers and gradient reduce-scatters are prefetched layer by layer: this share of
 # the compute time can hide them (N2-01/N2-04: step ≈ max(compute, communication)). FITTED on N2.
 FSDP_OVERLAP = 0.95
-# Data-parallel gradient reduction at the end of the step overlaps with the last micro-batch's backward
-# by this share, and ZeRO-1's weight all-gather with the first micro-batch's forward (Megatron
-# --overlap-grad-reduce / --overlap-param-gather, used by the MLM-README runs, M family). K5-530B-DP8 states
-# no overlap, but with 280 micro-batches its last backward is too short for the choice to matter.
+# With RunOptions.overlap_grad_reduce / overlap_param_gather (Megatron --overlap-grad-reduce /
+# --overlap-param-gather, stated by the MLM-README runs, M family): the share of the last micro-batch's
+# backward (first micro-batch's forward) during which the bucketed gradient reduction (ZeRO-1 weight
+# all-gather) proceeds at full speed on its own stream (price.dp_exposed_time). Not fitted.
 DP_OVERLAP = 1.0
+# Megatron-Core DDP bucket size (distributed_data_parallel.py, core_r0.8.0: bucket_size = max(40000000,
+# 1000000 × data-parallel size) parameters): with overlap_grad_reduce / overlap_param_gather only the last
+# gradient bucket's reduction (the first weight bucket's gather) cannot overlap compute.
+DP_BUCKET_PARAMS = 40e6
+DP_BUCKET_PARAMS_PER_RANK = 1e6
 # ZeRO-3 / FSDP collectives priced as flat rings over each rank's NIC (no hierarchical NIC sharing).
 # FITTED on N2-01..06: the published ZeRO-3 steps (66.75 s for 174.6B at 768 and 1536 GPUs, 180-184 s for
 # 529.6B at 1120 and 2240) are 3 × (n−1)/n·2Ψ bytes per GPU over 25 GB/s × COLL_EFF_INTER to within 10 %,

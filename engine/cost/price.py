@@ -310,6 +310,7 @@ def _price_block(
     attn_bwd = np.zeros((n, 2))
     tokens_rep = T / np.where(sp, t, 1.0)  # tokens a replicated (non-TP) GEMM sees
     compute = np.zeros((n, 2))  # fwd + bwd per micro-batch
+    gemm = np.zeros((n, 2))  # forward weight-GEMM time of one layer (what TP comm-GEMM overlap hides under)
     types = (DENSE, MOE) if is_moe else (DENSE,)  # a dense model's "MoE" column repeats the dense one
     for ty in types:
         moe = ty == MOE and is_moe
@@ -355,13 +356,14 @@ def _price_block(
             af = _gemm_time(core, np.full(n, float(min(a.d_qk, s))), gemm_rate)
             ab = K.BWD_GEMM_RATIO * af
         e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * act[:, ty, OFF] / hbm
+        gemm[:, ty] = g
         attn_fwd[:, ty] = af
         attn_bwd[:, ty] = ab
         fwd[:, ty] = g + af + e
         bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e
         compute[:, ty] = fwd[:, ty] + bwd
     if not is_moe:
-        for arr in (fwd, attn_fwd, attn_bwd, compute):
+        for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):
             arr[:, MOE] = arr[:, DENSE]
 
     # Recompute extra per mode (n, 2, 3).
@@ -379,13 +381,14 @@ def _price_block(
     # ------------------------------------------------------------------ communication per layer, per micro-batch
     one = np.ones(n)
     tp_ar = links.allreduce(K.ACT_BYTES * T * h, table.tp, one)  # one all-reduce of the residual stream
-    tp_exp = (1 - K.TP_OVERLAP) * tp_ar
+    # Exposed time of one forward and one backward TP collective, per layer type (n, 2).
+    tp_fwd_e, tp_bwd_e = tp_exposed(tp_ar, gemm, run.tp_comm_overlap)
     tp = np.zeros((n, 2, 3))
-    base_tp = 4 * tp_exp  # 2 forward + 2 backward (AR, or AG + RS with SP: same bytes), NAR21 §3 / KOR22 §4.2
-    tp[:, :, :] = base_tp[:, None, None]
-    tp[:, :, FULL] += (2 * tp_exp)[:, None]  # the recomputed forward repeats its collectives
+    base_tp = 2 * tp_fwd_e + 2 * tp_bwd_e  # 2 forward + 2 backward (AR, or AG + RS with SP: same bytes), NAR21 §3 / KOR22 §4.2
+    tp[:, :, :] = base_tp[:, :, None]
+    tp[:, :, FULL] += 2 * tp_fwd_e  # the recomputed forward repeats its collectives
     if policy != "attention":
-        tp[:, :, SELECTIVE] += np.where(sp, tp_exp, 0.0)[:, None]  # all-gathers re-run (HYPERPARALLEL.md §8.2)
+        tp[:, :, SELECTIVE] += np.where(sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run (HYPERPARALLEL.md §8.2)
     # Context parallelism.
     cpc = np.zeros((n, 2, 3))
     if (table.cp > 1).any():
@@ -461,11 +464,15 @@ def _price_block(
     if m_.tie_embeddings:
         emb_ar = links.allreduce(np.full(n, Bg * e_split) / t, np.full(n, 2), pp_stride)
         red = red + np.where((p > 1)[:, None] & (first | last), emb_ar[:, None], 0.0)
-    # Gradient reduction overlaps the last micro-batch's backward; the ZeRO-1 weight all-gather overlaps
-    # the first micro-batch's forward of the next step (Megatron --overlap-grad-reduce/--overlap-param-gather).
-    bwd_last = comp_stage * (K.BWD_GEMM_RATIO / (1 + K.BWD_GEMM_RATIO))
-    fwd_first = comp_stage - bwd_last
-    dp_exp_stage = np.maximum(0.0, red - K.DP_OVERLAP * bwd_last) + np.maximum(0.0, gat - K.DP_OVERLAP * fwd_first)
+    # Gradient reduction overlaps the last micro-batch's backward (with its recomputed forward); the ZeRO-1
+    # weight all-gather overlaps the first micro-batch's forward of the next step (Megatron
+    # --overlap-grad-reduce / --overlap-param-gather), bucket by bucket: dp_exposed below.
+    bwd_last = comp_stage * (K.BWD_GEMM_RATIO / (1 + K.BWD_GEMM_RATIO)) + stage_sum(rec)
+    fwd_first = comp_stage * (1 / (1 + K.BWD_GEMM_RATIO))
+    buckets = dp_buckets(ne_stage + ex_stage, dp)
+    red_e = dp_exposed_time(red, K.DP_OVERLAP * bwd_last, buckets) if run.overlap_grad_reduce else red
+    gat_e = dp_exposed_time(gat, K.DP_OVERLAP * fwd_first, buckets) if run.overlap_param_gather else gat
+    dp_exp_stage = red_e + gat_e
     dp_exp_stage = np.where(valid, dp_exp_stage, 0.0)
     # The optimizer updates what each rank holds of the optimizer shard (ZeRO-1/FSDP divide it).
     opt_held = ne_stage / shard_o[:, None]
@@ -512,6 +519,44 @@ def _price_block(
         layer_count=counts, in_flight=mf, layer_act_one_gib=act / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0),
     )
+
+
+def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Exposed seconds of one forward and one backward tensor-parallel collective of `coll` seconds, per
+    layer type, given the layer's forward weight-GEMM time `gemm` (n, 2).
+
+    Without comm-GEMM overlap, Megatron still runs the backward all-reduce asynchronously with the weight-
+    gradient GEMM: a fixed share TP_OVERLAP is hidden (KOR22 §6.2 note; FITTED). With it
+    (--tp-comm-overlap, TransformerEngine userbuffers; constants.TP_COMM_OVERLAP_SPLITS), a forward
+    all-gather + reduce-scatter pair shows only the last of the reduce-scatter's chunks, 1/(2·splits) of
+    the pair, and a backward pair runs beside the other backward GEMM; either hides at most the time of
+    the GEMMs it overlaps (a layer's forward weight GEMMs serve two pairs, g/2 each; backward GEMMs are
+    BWD_GEMM_RATIO times longer)."""
+    c = coll[:, None]
+    if not overlap:
+        e = np.broadcast_to((1 - K.TP_OVERLAP) * c, gemm.shape)
+        return e, e
+    fwd_e = c - np.minimum((1 - 0.5 / K.TP_COMM_OVERLAP_SPLITS) * c, 0.5 * gemm)
+    bwd_e = c - np.minimum(c, 0.5 * K.BWD_GEMM_RATIO * gemm)
+    return fwd_e, bwd_e
+
+
+def dp_buckets(params: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """(n, P) number of gradient buckets of each stage: Megatron's DDP groups gradients into buckets of
+    max(DP_BUCKET_PARAMS, DP_BUCKET_PARAMS_PER_RANK × dp) parameters (constants.py), at least one."""
+    size = np.maximum(K.DP_BUCKET_PARAMS, K.DP_BUCKET_PARAMS_PER_RANK * dp)[:, None]
+    return np.maximum(np.ceil(params / size), 1.0)
+
+
+def dp_exposed_time(comm: np.ndarray, window: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+    """Exposed seconds of a bucketed data-parallel collective of `comm` seconds launched bucket by bucket
+    during a compute window of `window` seconds that produces (or, for the gather, consumes) the buckets
+    at an even rate. With nb buckets of c = comm/nb seconds and compute chunks of w = window/nb: if c ≤ w
+    every bucket's collective finishes under the next chunk and only the last one (first one, for the
+    gather) shows, c; otherwise the collectives run back to back from the first bucket and
+    comm + w − window shows. Hence max(c, comm − window·(1 − 1/nb)), between c and comm."""
+    per = comm / buckets
+    return np.maximum(per, comm - window * (1 - 1 / buckets))
 
 
 def _at_stage(counts: np.ndarray, counts_m: np.ndarray | None, stage: np.ndarray, per_layer: np.ndarray,
