@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import difflib
 import json
-import math
 import os
 import sys
 import tempfile
@@ -34,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from engine.cli.check import format_line
+from engine.cli.search import json_safe
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
 from engine.edit import EditResult, strategy_edits
@@ -181,22 +182,6 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_json_safe(v) for v in obj]
-    return obj
-
-
-def _format(d: Diagnostic, file: str) -> str:
-    from engine.cli.check import format_line
-
-    return format_line(d, file)
-
-
 def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool, as_json: bool,
          best: Estimate | None, file: str, diagnostics: list[Diagnostic], out: TextIO, err: TextIO) -> int:
     """Write or print the planned edit as the flags ask; returns the exit code."""
@@ -215,10 +200,10 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     }
     if planned.error:
         if as_json:
-            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
         else:
             for d in diagnostics:
-                err.write(_format(d, file) + "\n")
+                err.write(format_line(d, file) + "\n")
             err.write(f"hp-plan apply: nothing written: {planned.error}\n")
         return 1
     for note in planned.notes:
@@ -232,7 +217,7 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         diff = unified_diff(planned.path, planned.old_text, res.new_text)
         doc["diff"] = diff
         if as_json:
-            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
         else:
             out.write(diff)
             err.write(f"hp-plan apply: dry run, nothing written: {summary}\n")
@@ -240,14 +225,14 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     if target is None:
         doc["new_text"] = res.new_text
         if as_json:
-            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
         else:
             out.write(res.new_text)
             err.write(f"hp-plan apply: {summary}; printed (use -o OUT or --in-place to write it)\n")
         return 0
     if in_place and not res.edits:
         if as_json:
-            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
         else:
             err.write(f"hp-plan apply: {planned.path} already states the best strategy; nothing written\n")
         return 0
@@ -256,13 +241,13 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     except OSError as e:
         doc["error"] = f"cannot write {target}: {e.strerror or e}"
         if as_json:
-            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
         else:
             err.write(f"hp-plan apply: {doc['error']}\n")
         return 1
     doc["written"] = target
     if as_json:
-        out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        out.write(json.dumps(json_safe(doc), indent=2) + "\n")
     else:
         err.write(f"hp-plan apply: wrote {target}: {summary}\n")
     return 0
@@ -288,10 +273,10 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             doc = {"file": file, "train_yaml": None, "best": best.to_json() if best else None, "strategy": None,
                    "changed": [], "edits": [], "written": None, "error": message,
                    "diagnostics": [d.to_json() for d in diags]}
-            out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
         else:
             for d in diags:
-                err.write(_format(d, file) + "\n")
+                err.write(format_line(d, file) + "\n")
             err.write(f"hp-plan apply: nothing written: {message}\n")
         return 1
 

@@ -75,14 +75,14 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
             out.write(f"  {n:>9,}  {reason}\n")
 
 
-def _json_safe(obj: object) -> object:
-    """JSON has no infinity: an unbounded budget prints as null."""
+def json_safe(obj: object) -> object:
+    """JSON has no infinity: an unbounded budget prints as null (also `hp-plan apply --json`)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_json_safe(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
 
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             doc.update({"best": None, "top": [], "evaluated": 0, "feasible": 0, "elapsed_s": 0.0,
                         "dimensions": {}})
         doc["diagnostics"] = [d.to_json() for d in diags]
-        out.write(json.dumps(_json_safe(doc), indent=2) + "\n")
+        out.write(json.dumps(json_safe(doc), indent=2) + "\n")
         return 0 if ok else 1
     for d in diags:
         out.write(format_line(d, file) + "\n")
