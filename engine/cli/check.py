@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -19,9 +20,19 @@ from engine.cli import cluster_overrides
 from engine.diagnostics import Diagnostic, Severity, has_errors
 
 
+def display_path(path: str) -> str:
+    """A path as the user would type it: relative to the working directory when it lies below it (a search
+    config's train_yaml is resolved to an absolute path), else unchanged."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel
+
+
 def format_line(d: Diagnostic, file: str) -> str:
     """`path:line:col: severity CODE: message`, 1-based line and column."""
-    where = d.file or file
+    where = display_path(d.file) if d.file else file
     sev = d.effective_severity.value
     return f"{where}:{d.range.start.line + 1}:{d.range.start.character + 1}: {sev} {d.code}: {d.message}"
 

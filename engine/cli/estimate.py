@@ -14,31 +14,13 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from engine.config.types import ClusterOverrides, Config
+from engine.cli import cluster_overrides
+from engine.cli.check import format_line
+from engine.config.types import Config
 from engine.cost.validate import estimate_config
 from engine.diagnostics import Diagnostic, has_errors
 from engine.facts import merge
 from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
-
-
-def overrides_from(args: argparse.Namespace) -> ClusterOverrides | None:
-    """The cluster flags (--devices, --nodes, --cards-per-node, --device-type, --memory-gb)."""
-    devices = getattr(args, "devices", None)
-    nodes = getattr(args, "nodes", None)
-    cards = getattr(args, "cards_per_node", None)
-    dtype = getattr(args, "device_type", None)
-    mem = getattr(args, "memory_gb", None)
-    if all(v is None for v in (devices, nodes, cards, dtype, mem)):
-        return None
-    # Flags typed on the command line win over the files (ClusterOverrides.explicit).
-    return ClusterOverrides(devices=devices, num_nodes=nodes, cards_per_node=cards, device_type=dtype,
-                            memory_gb=mem, explicit=True, memory_source="flag --memory-gb" if mem is not None else None)
-
-
-def _diag_line(path: str, d: Diagnostic) -> str:
-    r = d.range.start
-    where = d.file or path
-    return f"{where}:{r.line + 1}:{r.character + 1}: {d.effective_severity.value} {d.code}: {d.message}"
 
 
 def stage_table(config: Config, est: Estimate) -> list[str]:
@@ -67,7 +49,7 @@ def stage_table(config: Config, est: Estimate) -> list[str]:
 def render_text(path: str, config: Config | None, est: Estimate | None, diags: tuple[Diagnostic, ...],
                 out: TextIO) -> None:
     for d in diags:
-        print(_diag_line(path, d), file=out)
+        print(format_line(d, path), file=out)
     if est is None or config is None:
         return
     s = est.strategy
@@ -93,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from engine.check import check_file
 
-        loaded = check_file(path, overrides=overrides_from(args))
+        loaded = check_file(path, overrides=cluster_overrides(args))
         diags = tuple(loaded.diagnostics)
         est: Estimate | None = None
         if loaded.config is not None and not has_errors(diags):
