@@ -143,6 +143,10 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
     _canonical(locations, "constraint.memory_limit_gb", facts.max_device_memory)
     _canonical(locations, "recompute", facts.recompute)
     dims = {d: Dimension(d, "absent", (), "default", None) for d in DIMENSIONS}
+    # etp has no search dimension (HYPERPARALLEL.md §2.2): the file's value, else 1, is fixed.
+    etp = facts.degrees.get("etp")
+    dims["etp"] = (Dimension("etp", "fixed", (int(etp.value),), "train.yaml", etp.loc) if etp is not None
+                   else Dimension("etp", "fixed", (1,), "default", None))
     plan = RecomputePlan(_mode(facts.recompute), _layers(facts))  # type: ignore[arg-type]
     schedule = _schedule(None, facts)
     world = cluster.world_size if cluster is not None else (int(facts.device_num.value) if facts.device_num else None)

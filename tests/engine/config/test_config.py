@@ -27,7 +27,8 @@ def test_bare_train_yaml_states_strategy_once_world_is_known() -> None:
     assert cfg.model.seq_len == 8192
     assert cfg.cluster is None and cfg.stated is None
     assert "HP302" in codes(loaded)
-    assert all(d.state == "absent" for d in cfg.dimensions.values())
+    assert all(d.state == "absent" for n, d in cfg.dimensions.items() if n != "etp")
+    assert cfg.dimensions["etp"].summary() == "etp: fixed 1 (default)"  # never a search dimension
 
     cfg = load(str(LLAMA / "train.yaml"), overrides=ClusterOverrides(devices=1024, device_type="H100")).config
     assert cfg is not None and cfg.cluster is not None and cfg.cluster.world_size == 1024
