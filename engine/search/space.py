@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.config.types import Config, Dimension
+from engine.integers import divisors
 from engine.specs import ClusterSpec, ModelSpec
 
 # The column names of a space, in nest order. `sp` is 0/1.
@@ -87,19 +88,6 @@ R_VPP_PP = "vpp > 1 needs pp > 1"
 R_VPP_LAYERS = "pp·vpp above the layers"
 R_SP_CP = "sequence parallelism with cp > 1"
 R_OS = "optimizer shard does not divide dp·cp"
-
-
-def divisors(n: int) -> list[int]:
-    """The positive divisors of n, ascending."""
-    small, large = [], []
-    i = 1
-    while i * i <= n:
-        if n % i == 0:
-            small.append(i)
-            if i != n // i:
-                large.append(n // i)
-        i += 1
-    return small + large[::-1]
 
 
 @dataclass(frozen=True, slots=True)

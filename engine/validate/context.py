@@ -110,11 +110,6 @@ def _item_locations(resolved: Resolved, loc: Location | None, path: str, values:
     return {}
 
 
-def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
 def nearest(value: int, valid: list[int]) -> int | None:
     if not valid:
         return None

@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from engine.validate.context import Ctx, Declared, divisors, nearest
+from engine.integers import divisors
+from engine.validate.context import Ctx, Declared, nearest
 
 
 def check(ctx: Ctx) -> None:
