@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's spellings
 from engine.edit.core import MISSING, Change, EditResult, finish, run_changes, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.specs import RecomputeMode, RecomputePlan, Strategy
@@ -54,9 +55,6 @@ LEGACY_ORDER: Order = {
 }
 
 SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b"}
-# How the reader (engine.config.train) maps accelerator.pipeline_scheduler spellings.
-SCHEDULER_SPELLINGS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
-                       "vpp": "interleaved"}
 
 
 def detect_schema(data: Any) -> Schema:
@@ -99,19 +97,14 @@ def as_mode(v: Any) -> RecomputeMode | None:
         return "full"
     if isinstance(v, str):
         s = v.strip().lower()
-        if s in ("off", "none", "false", ""):
-            return "off"
-        if s == "true":
-            return "full"
-        if s in ("selective", "full"):
-            return s  # type: ignore[return-value]
+        return "off" if not s else RECOMPUTE_MODES.get(s)  # type: ignore[return-value]
     return None
 
 
 def as_schedule(v: Any) -> str | None:
     if v is MISSING or v is None:
         return "1F1B"
-    return SCHEDULER_SPELLINGS.get(str(v).strip().lower())
+    return PIPELINE_SCHEDULERS.get(str(v).strip().lower())
 
 
 def as_layers(v: Any) -> tuple[tuple[int, int, RecomputeMode], ...] | None:
