@@ -1,7 +1,7 @@
 """Completion of known keys (by enclosing section, from the reader's schema engine.config.schema) and
 enum values (device types from the catalog; recompute modes, schedules, CP algorithms, dtypes from the
-reader's own tables of accepted spellings). Works on half-typed text: the
-context comes from the line scanner, not a parse."""
+reader's own tables of accepted spellings; `true`/`false` for the keys the readers read as booleans).
+Works on half-typed text: the context comes from the line scanner, not a parse."""
 
 from __future__ import annotations
 
@@ -10,10 +10,17 @@ from collections.abc import Sequence
 from lsprotocol import types
 
 from engine.catalog.devices import device_names
-from engine.config.model import GATED_ACTS, PLAIN_ACTS
+from engine.config.model import BOOL_FIELDS, GATED_ACTS, PLAIN_ACTS
 from engine.config.schema import SEARCH, SEARCH_DIMENSION_KEYS, TRAIN_AUTOMODELS, TRAIN_LEGACY, Section
 from engine.config.search import RECOMPUTE_REQUESTS, SCHEDULES
-from engine.config.train import CP_ALGOS, DTYPES, PIPELINE_SCHEDULERS, RECOMPUTE_MODES, SELECTIVE_POLICIES
+from engine.config.train import (
+    CP_ALGOS,
+    DTYPES,
+    OVERLAP_KEYS,
+    PIPELINE_SCHEDULERS,
+    RECOMPUTE_MODES,
+    SELECTIVE_POLICIES,
+)
 from hp_lsp.outline import Entry, enclosing
 
 
@@ -25,6 +32,15 @@ def _section(root: Section, path: tuple[str, ...]) -> Section | None:
 
 
 _BOOL = {"true": "true", "false": "false"}
+# Keys the readers type as booleans (`Source.bool_`: true/false, nothing else), from the readers' own tables:
+# the model facts engine.config.model reads as booleans (BOOL_FIELDS: tie_word_embeddings, use_flash_attention,
+# ...), the run's overlap flags engine.config.train and .search read (OVERLAP_KEYS: `accelerator.*` in a
+# train.yaml, top level in a search config), and the three the readers read one by one
+# (accelerator.sequence_parallel, fsdp_config.reshard_after_forward, a search config's model.use_seq_parallel).
+# The schema tables record no types; tests/hp_lsp/test_completion_symbols.py derives this set from the readers'
+# HP104 ("must be true or false") over every schema key, so a new boolean key the readers gain fails there.
+BOOLEAN_KEYS = frozenset(BOOL_FIELDS | set(OVERLAP_KEYS) | {"sequence_parallel", "reshard_after_forward",
+                                                              "use_seq_parallel"})
 # key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
 # exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).
 ENUMS: dict[str, dict[str, str]] = {
@@ -37,10 +53,7 @@ ENUMS: dict[str, dict[str, str]] = {
     "torch_dtype": {k: k for k in DTYPES},
     "compute_dtype": {k: k for k in DTYPES},
     "hidden_act": {k: k for k in sorted(GATED_ACTS | PLAIN_ACTS)},
-    "reshard_after_forward": _BOOL,
-    "tie_word_embeddings": _BOOL,
-    "use_flash_attention": _BOOL,
-    "use_seq_parallel": _BOOL,
+    **{k: _BOOL for k in sorted(BOOLEAN_KEYS)},
 }
 
 
@@ -64,9 +77,7 @@ def value_choices(key: str, path: tuple[str, ...]) -> dict[str, str]:
     if key == "device_type":
         return {name: name for name in device_names()}
     if path and path[0] == "parallelism" and key in _DIMS:
-        return {"auto": "auto", **(_BOOL if key == "sequence_parallel" else {})}
-    if key == "sequence_parallel":
-        return _BOOL
+        return {"auto": "auto", **(_BOOL if key in BOOLEAN_KEYS else {})}
     return ENUMS.get(key, {})
 
 
