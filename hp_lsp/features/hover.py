@@ -98,9 +98,7 @@ def model_hover(state: DocState) -> str | None:
         return None
     m = config.model
     stats = model_stats(m)
-    total = _first(stats, "total_params", "params_total", "parameters", "total")
-    active = _first(stats, "active_params", "params_active", "active")
-    flops = _first(stats, "train_flops_per_token", "flops_per_token", "training_flops_per_token")
+    total, active, flops = stats.total_params, stats.active_params, stats.flops_per_token
     parts = [f"**{m.name}**: **{_count(total)}** parameters" if total else f"**{m.name}**"]
     if active and total and active < total:
         parts.append(f"{_count(active)} active per token")
@@ -114,14 +112,6 @@ def model_hover(state: DocState) -> str | None:
         shape += f" · {m.num_experts} experts, top-{m.experts_per_tok}"
     lines.append(shape + f" · seq {m.seq_len}")
     return "\n\n".join(lines)
-
-
-def _first(obj: Any, *names: str) -> float | None:
-    for n in names:
-        v = obj.get(n) if isinstance(obj, dict) else getattr(obj, n, None)
-        if isinstance(v, int | float):
-            return float(v)
-    return None
 
 
 def device_hover(name: str) -> str | None:
