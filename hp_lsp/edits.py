@@ -8,11 +8,11 @@ server itself refuses to build edits for text other than the document's current 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
+from engine.edit import EditResult
 from engine.positions import TextEdit
 from hp_lsp.positions import to_client_range
 
@@ -43,14 +43,6 @@ def workspace_edit(caps: types.ClientCapabilities, uri: str, version: int | None
     return types.WorkspaceEdit(changes={uri: list(edits)})
 
 
-def normalise(out: Any) -> tuple[list[TextEdit] | None, str | None]:
-    """The engine's edit builders return a list of TextEdits or a result object with `edits` / `error`."""
-    if out is None:
-        return None, "no edit"
-    if isinstance(out, list | tuple):
-        return list(out), None
-    error = getattr(out, "error", None)
-    edits = getattr(out, "edits", None)
-    if error:
-        return None, str(error)
-    return (list(edits), None) if edits is not None else (None, "no edit")
+def normalise(out: EditResult) -> tuple[list[TextEdit] | None, str | None]:
+    """An engine edit result (engine.edit.EditResult) as (edits, None), or (None, why) when it was refused."""
+    return (list(out.edits), None) if out.ok else (None, out.error)

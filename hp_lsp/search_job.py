@@ -131,11 +131,7 @@ def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple
         out = strategy_edits(text, result.best.strategy, path=path)
     except Exception as exc:  # the engine promises not to raise; keep the server alive if it does
         return None, f"cannot write the strategy: {exc}"
-    if isinstance(out, list | tuple):
-        return tuple(out), None
-    edits = getattr(out, "edits", None)
-    error = getattr(out, "error", None)
-    return (tuple(edits) if edits is not None and not error else None), (str(error) if error else None)
+    return (out.edits, None) if out.ok else (None, out.error)
 
 
 @dataclass(frozen=True, slots=True)

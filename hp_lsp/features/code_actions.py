@@ -21,7 +21,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from engine.edit import new_search_config_text, rename_key, set_value, strategy_edits, widen_list
+from engine.edit import EditResult, new_search_config_text, rename_key, set_value, strategy_edits, widen_list
 from engine.positions import TextEdit
 from hp_lsp.edits import (
     normalise,
@@ -69,7 +69,7 @@ def fixes_for(text: str, path: str, data: dict[str, Any]) -> list[Fix]:
     leaf = path.rsplit(".", 1)[-1]
     out: list[Fix] = []
 
-    def add(title: str, result: Any, preferred: bool = False) -> None:
+    def add(title: str, result: EditResult, preferred: bool = False) -> None:
         edits, _ = normalise(result)
         if edits:
             out.append(Fix(title, tuple(edits), preferred=preferred))
