@@ -66,12 +66,11 @@ def value_at(data: Any, path: Sequence[str]) -> Any:
 Applied = tuple[str, Any, Any]
 
 
-def run_changes(text: str, changes: Iterable[Change], order: Order | None = None) -> tuple[str, list[Applied]]:
-    """Apply the changes in order; returns the new text and (dotted path, before, after) of each change
-    made. Raises EditError when one cannot be made."""
-    current = text
+def apply_changes(doc: Doc, changes: Iterable[Change], order: Order | None = None) -> tuple[Doc, list[Applied]]:
+    """Apply the changes in order to a parsed document; returns the parsed new document (`doc` itself when
+    nothing changed) and (dotted path, before, after) of each change made. Raises EditError when one cannot
+    be made. Callers keep both documents, so neither text is parsed again for the guard or a read-back."""
     changed: list[Applied] = []
-    doc = Doc.parse(current)
     for ch in changes:
         now = value_at(doc.data, ch.path)
         if ch.remove:
@@ -86,10 +85,9 @@ def run_changes(text: str, changes: Iterable[Change], order: Order | None = None
             splices = set_path(doc, ch.path, ch.value, order)
         if not splices:
             continue
-        current = apply_splices(current, splices)
-        doc = Doc.parse(current)
+        doc = Doc.parse(apply_splices(doc.text, splices))
         changed.append((ch.dotted, None if now is MISSING else now, None if ch.remove else ch.value))
-    return current, changed
+    return doc, changed
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -106,9 +104,9 @@ def finish(text: str, new_text: str, changed: Sequence[str | Applied]) -> EditRe
     return EditResult(tuple(to_text_edits(text, splices)), new_text, paths, None, values)
 
 
-def guard(text: str, new_text: str, written: Iterable[Path]) -> None:
-    """Raise EditError when `new_text` differs from `text` anywhere but the `written` paths."""
-    bad = untouched_equal(Doc.parse(text), Doc.parse(new_text), set(written))
+def guard(old: Doc, new: Doc, written: Iterable[Path]) -> None:
+    """Raise EditError when `new` differs from `old` anywhere but the `written` paths."""
+    bad = untouched_equal(old, new, set(written))
     if bad:
         raise EditError(f"refused: the edit would also change {bad} (please report this file)")
 
@@ -117,8 +115,9 @@ def edit(text: str, changes: Iterable[Change], order: Order | None = None) -> Ed
     """Run `changes` on `text`, checked to leave everything else as it was; never raises."""
     changes = list(changes)
     try:
-        new_text, changed = run_changes(text, changes, order)
-        guard(text, new_text, (c.path for c in changes))
+        doc = Doc.parse(text)
+        new, changed = apply_changes(doc, changes, order)
+        guard(doc, new, (c.path for c in changes))
     except EditError as e:
         return EditResult.refused(text, str(e))
-    return finish(text, new_text, changed)
+    return finish(text, new.text, changed)

@@ -86,7 +86,7 @@ def rename_key(text: str, dotted_path: str | Sequence[str], new_key: str) -> Edi
         style = key.style if isinstance(key, yaml.ScalarNode) and key.style in ("'", '"') else None
         token = render_str(new_key, style) if style else render_key(new_key)
         new_text = apply_splices(text, [Splice(key.start_mark.index, key.end_mark.index, token)])
-        guard(text, new_text, [path, (*path[:-1], new_key)])
+        guard(doc, Doc.parse(new_text), [path, (*path[:-1], new_key)])
     except EditError as e:
         return EditResult.refused(text, str(e))
     return finish(text, new_text, [".".join(path)])
@@ -156,19 +156,17 @@ def widen_list(text: str, dotted_path: str | Sequence[str], add_values: Iterable
     path = _path(dotted_path)
     values = list(add_values)
     try:
-        doc = Doc.parse(text)
+        old = doc = Doc.parse(text)
         if lookup(doc, path) is None:
             return edit(text, [Change(path, values)], ORDER)
-        current = text
         for v in values:
             splices = _widen_once(doc, path, v)
             if splices:
-                current = apply_splices(current, splices)
-                doc = Doc.parse(current)
-        guard(text, current, [path])
+                doc = Doc.parse(apply_splices(doc.text, splices))
+        guard(old, doc, [path])
     except EditError as e:
         return EditResult.refused(text, str(e))
-    return finish(text, current, [".".join(path)] if current != text else [])
+    return finish(text, doc.text, [".".join(path)] if doc.text != text else [])
 
 
 def new_search_config_text(

@@ -28,7 +28,7 @@ import re
 from typing import Any, Literal
 
 from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's spellings
-from engine.edit.core import MISSING, Change, EditResult, finish, run_changes, value_at
+from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.specs import RecomputeMode, RecomputePlan, Strategy
 
@@ -188,12 +188,9 @@ def expected(strategy: Strategy, schema: Schema) -> dict[str, Any]:
     }
 
 
-def verify(text: str, strategy: Strategy, schema: Schema) -> str | None:
-    """None when `text` states `strategy` exactly and keeps the batch rule; else the first mismatch."""
-    try:
-        data = Doc.parse(text).data
-    except EditError as e:
-        return f"the edited file does not read back: {e}"
+def verify(data: Any, strategy: Strategy, schema: Schema) -> str | None:
+    """None when `data` (the edited file, read back) states `strategy` exactly and keeps the batch rule;
+    else the first mismatch."""
     got, want = read_back(data, schema), expected(strategy, schema)
     if schema == "automodels" and got["dp_shard"] == -1:
         # absent or -1: the whole data-parallel domain dp*cp (engine.config.resolve, torchtitan's convention)
@@ -338,13 +335,13 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None) ->
         order = LEGACY_ORDER if schema == "legacy" else AUTOMODELS_ORDER
         if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):
             changes.append(_int_change(("context", "device_num"), strategy.world_size))
-        new_text, changed = run_changes(text, changes, order)
-        collateral = untouched_equal(doc, Doc.parse(new_text), {c.path for c in changes})
+        new, changed = apply_changes(doc, changes, order)
+        collateral = untouched_equal(doc, new, {c.path for c in changes})
     except EditError as e:
         return EditResult.refused(text, where + str(e))
     if collateral:
         return EditResult.refused(text, f"{where}refused: the edit would also change {collateral} (please report this file)")
-    problem = verify(new_text, strategy, schema)
+    problem = verify(new.data, strategy, schema)
     if problem:
         return EditResult.refused(text, where + problem)
-    return finish(text, new_text, changed)
+    return finish(text, new.text, changed)
