@@ -7,7 +7,6 @@ row). The search is not here: it runs in the worker process (search_job.py).
 
 from __future__ import annotations
 
-import os
 import traceback
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from engine.facts import merge
 from engine.positions import Range
 from engine.results import Estimate
 from hp_lsp.outline import Entry, scan
+from hp_lsp.workspace import same_path
 
 NOT_A_CONFIG = "HP008"
 TOO_LARGE = "HP005"
@@ -57,12 +57,6 @@ class Analysis:
         return not any(d.code == NOT_A_CONFIG for d in self.loaded.diagnostics)
 
 
-def _same_file(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
-
-
 def too_large(text: str, max_kb: int) -> Diagnostic | None:
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size <= max_kb * 1024:
@@ -95,7 +89,7 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
     own: list[Diagnostic] = []
     foreign: list[Diagnostic] = []
     for d in merge(loaded.diagnostics, est_diags):
-        (own if d.file is None or _same_file(d.file, path) else foreign).append(d)
+        (own if d.file is None or (path is not None and same_path(d.file, path)) else foreign).append(d)
     return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)),
                     failure=failure)
 
