@@ -150,6 +150,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
     plan = RecomputePlan(_mode(facts.recompute), _layers(facts))  # type: ignore[arg-type]
     schedule = _schedule(None, facts)
     world = cluster.world_size if cluster is not None else (int(facts.device_num.value) if facts.device_num else None)
+    os_shard = int(facts.optimizer_shard.value) if facts.optimizer_shard else 1
     stated = _stated(
         {d: int(v.value) for d, v in facts.degrees.items()},
         world=world,
@@ -157,11 +158,10 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         full_shard_default=facts.schema == "automodels",
         plan=plan,
         schedule=schedule,
-        optimizer_shard=int(facts.optimizer_shard.value) if facts.optimizer_shard else 1,
+        optimizer_shard=os_shard,
         model=model.spec,
         require=(),
     )
-    os_shard = int(facts.optimizer_shard.value) if facts.optimizer_shard else 1
     out.config = Config(
         kind="train",
         path=src.path,
