@@ -4,6 +4,11 @@ Kept out of both packages so the reader does not import the search (and numpy) t
 
 from __future__ import annotations
 
+# Trial division lists the divisors of n in sqrt(n) steps: 4,096 here. No real device count, degree, model
+# width or layer count comes near; a typo does (`device_num: 10000000000000001` took 12 s, one digit more
+# two minutes), so suggestions stop here and the search refuses a larger cluster (engine.search.MAX_DEVICES).
+TRIAL_DIVISION_MAX = 2**24
+
 
 def divisors(n: int) -> list[int]:
     """The positive divisors of n, ascending ([] for n < 1). Exact integer arithmetic: no float square root,
@@ -17,3 +22,8 @@ def divisors(n: int) -> list[int]:
                 large.append(n // i)
         i += 1
     return small + large[::-1]
+
+
+def listed_divisors(n: int) -> list[int]:
+    """The divisors of n to suggest in a message: all of them up to TRIAL_DIVISION_MAX, none beyond."""
+    return divisors(n) if n <= TRIAL_DIVISION_MAX else []

@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.config.types import DIMENSIONS, Config, Dimension
 from engine.diagnostics import Diagnostic
+from engine.integers import TRIAL_DIVISION_MAX
 from engine.results import Estimate, SearchResult
 from engine.search import explain
 from engine.search.pricing import Pricer, table_of
@@ -33,7 +34,7 @@ FASTER_HINT_RATIO = 1.10
 # Batch arithmetic runs in int64 columns: a larger global batch (a typo, at any real scale) is refused.
 MAX_GLOBAL_BATCH = 2**53
 # Divisors of the device count are found by trial division: beyond this (no real cluster), refuse.
-MAX_DEVICES = 2**24
+MAX_DEVICES = TRIAL_DIVISION_MAX
 # How far the budget refusal scales the cluster to find a size where something fits.
 MAX_DEVICE_SCALE = 8
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from engine.integers import divisors
+from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.validate.context import Ctx, Declared, nearest
 
 
@@ -170,6 +170,8 @@ def _device_product(ctx: Ctx) -> None:
     for dim in dims:
         decl = ctx.declared.get(dim)
         options.append([d.value for d in decl] if decl else divisors(n))
+    if not all(options):  # a world too large to list its divisors: the search refuses it (HP60x)
+        return
     minimum = math.prod(min(o) for o in options)
     where = ("parallelism", *(f"parallelism.{d}" for d in dims))
     if minimum > n:
