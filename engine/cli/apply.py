@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import json
 import os
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from engine.cli.check import format_line
-from engine.cli.search import json_safe
+from engine.cli.search import write_json
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
 from engine.edit import EditResult, strategy_edits
@@ -200,7 +199,7 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     }
     if planned.error:
         if as_json:
-            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+            write_json(out, doc)
         else:
             for d in diagnostics:
                 err.write(format_line(d, file) + "\n")
@@ -217,7 +216,7 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         diff = unified_diff(planned.path, planned.old_text, res.new_text)
         doc["diff"] = diff
         if as_json:
-            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+            write_json(out, doc)
         else:
             out.write(diff)
             err.write(f"hp-plan apply: dry run, nothing written: {summary}\n")
@@ -225,14 +224,14 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     if target is None:
         doc["new_text"] = res.new_text
         if as_json:
-            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+            write_json(out, doc)
         else:
             out.write(res.new_text)
             err.write(f"hp-plan apply: {summary}; printed (use -o OUT or --in-place to write it)\n")
         return 0
     if in_place and not res.edits:
         if as_json:
-            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+            write_json(out, doc)
         else:
             err.write(f"hp-plan apply: {planned.path} already states the best strategy; nothing written\n")
         return 0
@@ -241,13 +240,13 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     except OSError as e:
         doc["error"] = f"cannot write {target}: {e.strerror or e}"
         if as_json:
-            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+            write_json(out, doc)
         else:
             err.write(f"hp-plan apply: {doc['error']}\n")
         return 1
     doc["written"] = target
     if as_json:
-        out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+        write_json(out, doc)
     else:
         err.write(f"hp-plan apply: wrote {target}: {summary}\n")
     return 0
@@ -273,7 +272,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             doc = {"file": file, "train_yaml": None, "best": best.to_json() if best else None, "strategy": None,
                    "changed": [], "edits": [], "written": None, "error": message,
                    "diagnostics": [d.to_json() for d in diags]}
-            out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+            write_json(out, doc)
         else:
             for d in diags:
                 err.write(format_line(d, file) + "\n")

@@ -86,6 +86,11 @@ def json_safe(obj: object) -> object:
     return obj
 
 
+def write_json(out: TextIO, doc: object) -> None:
+    """One indented JSON document and a newline (`hp-plan search --json`, `hp-plan apply --json`)."""
+    out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+
+
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
@@ -124,7 +129,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             doc.update({"best": None, "top": [], "evaluated": 0, "feasible": 0, "elapsed_s": 0.0,
                         "dimensions": {}})
         doc["diagnostics"] = [d.to_json() for d in diags]
-        out.write(json.dumps(json_safe(doc), indent=2) + "\n")
+        write_json(out, doc)
         return 0 if ok else 1
     for d in diags:
         out.write(format_line(d, file) + "\n")
