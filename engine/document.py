@@ -576,30 +576,3 @@ def locate(doc: Document, dotted: str) -> tuple[Range, Range] | None:
     if key is None or value is None:
         return None
     return key.range, value.range
-
-
-def get_value(root: Node | None, dotted: str) -> Any:
-    """The typed scalar at a path, or None."""
-    _, node = find(root, dotted)
-    return node.value if isinstance(node, Scalar) else None
-
-
-def to_python(node: Node | None, *, limit: int = 100_000) -> Any:
-    """Plain Python data (dict/list/scalars) of a subtree, for small sections (run options); bounded."""
-    budget = [limit]
-
-    def conv(n: Node | None) -> Any:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise ValueError("subtree too large")
-        if n is None:
-            return None
-        if isinstance(n, Scalar):
-            return n.value
-        if isinstance(n, Seq):
-            return [conv(c) for c in n.items]
-        if isinstance(n, Map):
-            return {k: conv(v) for k, _, v in n.items()}
-        return None
-
-    return conv(node)

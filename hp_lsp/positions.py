@@ -56,10 +56,6 @@ def from_client_position(lines: Sequence[str], codec: PositionCodec, pos: types.
     return Position(pos.line, len(text))
 
 
-def from_client_range(lines: Sequence[str], codec: PositionCodec, rng: types.Range) -> Range:
-    return Range(from_client_position(lines, codec, rng.start), from_client_position(lines, codec, rng.end))
-
-
 def offset_of(lines: Sequence[str], pos: Position) -> int:
     """Code-point offset of a position in the text `"".join(lines)` (clamped)."""
     if pos.line >= len(lines):

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import to_fs_path
 
 from engine.config.types import ClusterOverrides
 from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
@@ -314,7 +314,3 @@ class Scheduler:
         ws = self.ls.client_capabilities.workspace
         if ws and ws.code_lens and ws.code_lens.refresh_support:
             self.ls.workspace_code_lens_refresh(None)
-
-
-def uri_of(path: str) -> str:
-    return from_fs_path(path) or path

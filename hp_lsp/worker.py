@@ -143,10 +143,6 @@ class SearchWorker:
         with self._cond:
             return self._running is not None or bool(self._pending)
 
-    def running_key(self) -> str | None:
-        with self._cond:
-            return self._running.key if self._running else None
-
     def shutdown(self) -> None:
         """Stop at once: kill the child, drop pending work. Never blocks for long."""
         with self._cond:

@@ -164,10 +164,6 @@ def lookup(name: str) -> CatalogModel | None:
     return None
 
 
-def model_ids() -> list[str]:
-    return [e.id for e in CATALOG]
-
-
 # -- Hugging Face config.json field aliases ----------------------------------------------------------------
 
 # Alias -> canonical name; the first present, non-null alias wins unless the canonical name is present

@@ -21,10 +21,6 @@ class Section:
     children: dict[str, Section] = field(default_factory=dict)
     open: bool = True
 
-    @property
-    def all_keys(self) -> frozenset[str]:
-        return self.read | self.known | frozenset(self.children)
-
 
 def _s(read: str = "", known: str = "", children: dict[str, Section] | None = None, *, open: bool = True) -> Section:
     return Section(frozenset(read.split()), frozenset(known.split()), children or {}, open)

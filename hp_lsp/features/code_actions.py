@@ -163,10 +163,6 @@ def search_config_path(train_path: str) -> str:
     return os.path.join(folder, f"search-{stem}-{os.getpid()}.yaml")
 
 
-def codes_in(diags: Sequence[Any]) -> set[str]:
-    return {str(d.code) for d in diags if getattr(d, "code", None)}
-
-
 # -- protocol side ---------------------------------------------------------------------------------------
 def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
     """Quick fixes for the diagnostics in the request, "Apply optimal strategy" (quick fix on the search
