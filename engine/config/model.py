@@ -21,7 +21,6 @@ REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_si
 BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_positions", "linear_bias"})
 FLOAT_FIELDS = frozenset({"capacity_factor"})
 STR_FIELDS = frozenset({"hidden_act"})
-INT_FIELDS = frozenset(MODEL_FIELDS) - BOOL_FIELDS - FLOAT_FIELDS - STR_FIELDS
 
 # Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, FORMATS.md §2 `hidden_act`.
 GATED_ACTS = frozenset({"silu", "swiglu", "swish", "geglu", "reglu"})

@@ -40,8 +40,6 @@ _HF_EXTRA = (
     "mtp_num_hidden_layers n_layer n_head n_embd text_config vision_config quantization_config"
 )
 
-MODEL_KEYS = frozenset(MODEL_FIELDS)
-
 TRAIN_AUTOMODELS = _s(
     "", "model_init_dtype optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
     "trainer output_dir resume wandb profiler data tokenizer loss evaluation callbacks",

@@ -18,13 +18,6 @@ RECOMPUTE_CODE: dict[str, int] = {m: i for i, m in enumerate(RECOMPUTE_MODES)}  
 SCHEDULE_CODE: dict[str, int] = {"1F1B": 0, "interleaved": 1}
 SCHEDULE_NAME: dict[int, str] = {v: k for k, v in SCHEDULE_CODE.items()}
 
-# The integer columns of a CandidateTable, in order (sequence_parallel is the one bool column).
-INT_COLUMNS: tuple[str, ...] = (
-    "dp", "dp_shard", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "micro_batch_num",
-    "recompute", "schedule", "optimizer_shard",
-)
-
-
 @dataclass(frozen=True, eq=False)
 class CandidateTable:
     """Equal-length columns, one row per strategy (FORMATS.md §3 STRATEGY).
