@@ -10,6 +10,7 @@ from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES
+from engine.facts import unique
 from engine.validate import validate
 
 
@@ -29,13 +30,6 @@ def check_file(path: str, text: str | None = None, overrides: ClusterOverrides |
             diags += validate(resolved)
         except Exception as exc:  # a rule failing must not hide the reading diagnostics
             diags.append(internal_error(exc))
-        seen: set[tuple[str | None, str, object, str]] = set()
-        unique = []
-        for d in sorted(diags, key=_key):
-            k = (d.file, d.code, d.range, d.message)
-            if k not in seen:
-                seen.add(k)
-                unique.append(d)
-        return Loaded(resolved.config, tuple(unique), tuple(resolved.files))
+        return Loaded(resolved.config, tuple(unique(sorted(diags, key=_key))), tuple(resolved.files))
     except Exception as exc:  # the contract: never a traceback
         return Loaded(None, (internal_error(exc),), (path,))

@@ -65,8 +65,8 @@ def fact_of(d: Diagnostic) -> str | None:
     return hit[0] if hit else None
 
 
-def merge(*batches: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
-    """The findings of every batch, in order, each fact once (see the module docstring)."""
+def unique(*batches: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """The findings of every batch, in order, without exact duplicates (same code, file, range and message)."""
     seen: set[tuple[str, str | None, object, str]] = set()
     items: list[Diagnostic] = []
     for batch in batches:
@@ -75,6 +75,12 @@ def merge(*batches: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
             if key not in seen:
                 seen.add(key)
                 items.append(d)
+    return items
+
+
+def merge(*batches: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """The findings of every batch, in order, each fact once (see the module docstring)."""
+    items = unique(*batches)
     owner: dict[str, int] = {}  # fact -> rank of the best-ranked code present
     strictest: dict[str, Severity] = {}
     for d in items:
