@@ -30,7 +30,9 @@ class Val:
 
 
 def describe(value: Any) -> str:
-    """How a wrong value is named in a message: `'4' (a string)`, `4.0 (a number with a fraction)`."""
+    """How a wrong value is named in a message: `'4' (a string)`, `4.0 (a number with a fraction)`, `a list`."""
+    if isinstance(value, Node):
+        return _kind(value)
     if isinstance(value, bool):
         return f"{str(value).lower()} (a boolean)"
     if isinstance(value, str):
@@ -155,7 +157,7 @@ class Source:
         if fix is not None:
             data["replace_value"] = fix
         hint = f"; write {fix}" if fix is not None else ""
-        self.diag("HP103", f"{v.path} must be {what}, got {describe(value) if not isinstance(value, Node) else _kind(value)}{hint}",
+        self.diag("HP103", f"{v.path} must be {what}, got {describe(value)}{hint}",
                   v.loc.value, v.path, data=data)
 
     def number(self, parent: Map | None, key: str, dotted: str, *, minimum: float | None = 0.0,
@@ -172,7 +174,7 @@ class Source:
             fix = _as_float(value)
             if fix is not None:
                 data["replace_value"] = fix
-            self.diag("HP105", f"{dotted} must be a number, got {describe(value) if not isinstance(value, Node) else _kind(value)}",
+            self.diag("HP105", f"{dotted} must be a number, got {describe(value)}",
                       v.loc.value, dotted, data=data)
             return None
         if minimum is not None and (value < minimum or (strict and value == minimum)):
@@ -192,7 +194,7 @@ class Source:
             data["replace_value"] = v.value.strip().lower() == "true"
         elif isinstance(v.value, int) and v.value in (0, 1):
             data["replace_value"] = bool(v.value)
-        self.diag("HP104", f"{dotted} must be true or false, got {describe(v.value) if not isinstance(v.value, Node) else _kind(v.value)}",
+        self.diag("HP104", f"{dotted} must be true or false, got {describe(v.value)}",
                   v.loc.value, dotted, data=data)
         return None
 
@@ -204,7 +206,7 @@ class Source:
             return v
         if isinstance(v.value, int | float) and not isinstance(v.value, bool):
             return Val(str(v.value), v.path, v.loc)  # e.g. a model name written as a bare number
-        self.diag("HP106", f"{dotted} must be a string, got {describe(v.value) if not isinstance(v.value, Node) else _kind(v.value)}",
+        self.diag("HP106", f"{dotted} must be a string, got {describe(v.value)}",
                   v.loc.value, dotted)
         return None
 
@@ -226,7 +228,7 @@ class Source:
             data["replace_value"] = near[0]
         hint = f" (did you mean '{near[0]}'?)" if near else ""
         self.diag("HP106", f"{dotted} must be one of {', '.join(valid)}, got "
-                  f"{describe(raw) if not isinstance(raw, Node) else _kind(raw)}{hint}", v.loc.value, dotted, data=data)
+                  f"{describe(raw)}{hint}", v.loc.value, dotted, data=data)
         return None
 
 
