@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from engine.config.resolve import train_yaml_path
+
 MAX_FILES = 200
 MAX_BYTES = 256 * 1024
 _TRAIN_YAML_RE = re.compile(r"""^train_yaml:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#][^#\n]*?))[ \t]*(?:#.*)?$""", re.M)
@@ -25,7 +27,7 @@ def referenced_train_yaml(search_path: str, text: str) -> str | None:
     ref = next(g for g in m.groups() if g is not None).strip()
     if not ref:
         return None
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(search_path)), os.path.expanduser(ref)))
+    return train_yaml_path(search_path, ref)
 
 
 def same_path(a: str, b: str) -> bool:

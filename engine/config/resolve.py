@@ -185,15 +185,22 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
 # -- search config -----------------------------------------------------------------------------------------------
 
 
+def train_yaml_path(search_path: str | None, ref: str) -> str:
+    """Where a search config's `train_yaml:` points: `~` expanded, relative to the search config's folder
+    (FORMATS.md §2; the working directory for an unnamed buffer). The server's workspace index links a
+    train.yaml to its search config with this too."""
+    rel = os.path.expanduser(ref.strip())
+    base = base_dir_of(search_path) or os.getcwd()
+    return os.path.normpath(rel if os.path.isabs(rel) else os.path.join(base, rel))
+
+
 def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | None, max_bytes: int) -> None:
     sf = read_search(src)
     out.search = sf
     train: TrainFacts | None = None
     train_path: str | None = None
     if sf.train_yaml is not None:
-        rel = os.path.expanduser(str(sf.train_yaml.value).strip())
-        base = base_dir_of(src.path) or os.getcwd()
-        train_path = os.path.normpath(rel if os.path.isabs(rel) else os.path.join(base, rel))
+        train_path = train_yaml_path(src.path, str(sf.train_yaml.value))
         train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes)
         out.train = train
     model = _model(src, train, sf)
