@@ -39,6 +39,11 @@ MAX_DEVICES = TRIAL_DIVISION_MAX
 MAX_DEVICE_SCALE = 8
 
 
+def _budget(config: Config) -> float:
+    """The memory budget the search prices against: unbounded when neither the files nor the flags state one."""
+    return config.budget_gib if config.budget_gib is not None else math.inf
+
+
 def _dimensions(config: Config) -> dict[str, str]:
     """The per-dimension summary (FORMATS.md §3 `dimensions`), without the leading name."""
     out: dict[str, str] = {}
@@ -69,7 +74,7 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     """
     if config.model is None or config.cluster is None:
         return search_with(config, None, top=top, progress=progress, cancelled=cancelled)
-    budget = config.budget_gib if config.budget_gib is not None else math.inf
+    budget = _budget(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget)
     return search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
 
@@ -103,7 +108,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
-    budget = config.budget_gib if config.budget_gib is not None else math.inf
+    budget = _budget(config)
     restrict = restrictions(config)
     os_shard = config.optimizer_shard
     space = enumerate_space(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
@@ -331,7 +336,7 @@ def compare_stated(config: Config, result: SearchResult) -> tuple[Diagnostic, ..
     from engine.cost import estimate
 
     strategy = source.stated
-    budget = config.budget_gib if config.budget_gib is not None else math.inf
+    budget = _budget(config)
     stated = estimate(config.model, config.cluster, config.run, strategy, budget)
     rng, path, _ = explain.position(source, ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp",
                                              "accelerator", "parallelism"))
