@@ -49,23 +49,16 @@ class Links:
         return np.where(n > 1, t + lat, 0.0)
 
     def gather_flat_coef(self, n: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(seconds per byte, latency) per group of `gather_flat`, 0 for groups of one."""
+        """(seconds per byte, latency) per group, 0 for groups of one, of an all-gather / reduce-scatter as a
+        flat ring whose every byte crosses each rank's own NIC once the group spans nodes: what ZeRO-3 / FSDP
+        parameter traffic achieved in NAR21 Table 2 (FITTED there, constants.FSDP_FLAT_RING); within one node
+        it is the NVLink ring."""
         g, k = self.split(n, stride)
         nn = np.maximum(n, 1).astype(np.float64)
         a = np.where(k > 1, (nn - 1) / nn / self.be, (g - 1) / g / self.bi)
         lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
         one = n <= 1
         return np.where(one, 0.0, a), np.where(one, 0.0, lat)
-
-    def gather_flat(self, size: np.ndarray, n: np.ndarray, stride: np.ndarray) -> np.ndarray:
-        """All-gather / reduce-scatter as a flat ring whose every byte crosses each rank's own NIC once the
-        group spans nodes: what ZeRO-3 / FSDP parameter traffic achieved in NAR21 Table 2 (FITTED there,
-        constants.FSDP_FLAT_RING); within one node it is the NVLink ring."""
-        g, k = self.split(n, stride)
-        nn = np.maximum(n, 1).astype(np.float64)
-        t = np.where(k > 1, (nn - 1) / nn * size / self.be, (g - 1) / g * size / self.bi)
-        lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
-        return np.where(n > 1, t + lat, 0.0)
 
     def allreduce(self, size: np.ndarray, n: np.ndarray, stride: np.ndarray) -> np.ndarray:
         return 2.0 * self.gather(size, n, stride)
