@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.config.cluster import build_cluster
-from engine.config.model import REQUIRED, ModelResult, build_model
+from engine.config.model import REQUIRED, ModelFacts, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, is_search_config, read_search
 from engine.config.train import TrainFacts, base_dir_of, detect_schema, read_train
@@ -52,6 +52,9 @@ class Resolved:
     train: TrainFacts | None = None
     search: SearchFacts | None = None
     kind: str | None = None
+    # The model facts that resolved, also when `config.model` is None because some are missing: the degree
+    # rules check what is known (an editor's half-written file is normal input). None: no model facts at all.
+    model_facts: ModelFacts | None = None
 
     def loaded(self) -> Loaded:
         return Loaded(self.config, tuple(self.diagnostics), tuple(self.files))
@@ -131,6 +134,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
     assert facts is not None
     out.train = facts
     model = _model(src, facts, None)
+    out.model_facts = model.facts
     cluster, cluster_locs = build_cluster(src, None, facts.device_num, overrides)
     locations = _locations(facts, None)
     locations.update(cluster_locs)
@@ -204,6 +208,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes)
         out.train = train
     model = _model(src, train, sf)
+    out.model_facts = model.facts
     device_num = train.device_num if train is not None else None
     cluster, cluster_locs = build_cluster(src, sf.cluster, device_num, overrides)
     locations = _locations(train, sf)

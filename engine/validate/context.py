@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.config.model import ModelFacts
 from engine.config.resolve import Resolved
 from engine.config.types import Config, Location
 from engine.diagnostics import Diagnostic, Severity
@@ -30,6 +31,15 @@ class Ctx:
     diags: list[Diagnostic] = field(default_factory=list)
     declared: dict[str, list[Declared]] = field(default_factory=dict)
     fixed: dict[str, Declared] = field(default_factory=dict)
+
+    @property
+    def model(self) -> ModelFacts | None:
+        """The model facts the rules may use: the complete model's, or what resolved of an incomplete one
+        (zeros where a required fact is missing), so a half-written file still gets every rule whose facts
+        are known."""
+        if self.config.model is not None:
+            return ModelFacts.of(self.config.model)
+        return self.resolved.model_facts
 
     @property
     def world(self) -> int | None:

@@ -32,7 +32,7 @@ def _valid_list(n_values: list[int], limit: int | None) -> list[int]:
 
 
 def _tp(ctx: Ctx) -> None:
-    m = ctx.config.model
+    m = ctx.model
     if m is None:
         return
     facts = [("model.hidden_size", "hidden_size", m.hidden), ("model.num_attention_heads", "num_attention_heads",
@@ -59,7 +59,7 @@ def _tp(ctx: Ctx) -> None:
 
 
 def _cp(ctx: Ctx) -> None:
-    m = ctx.config.model
+    m = ctx.model
     if m is None:
         return
     seq = m.seq_len
@@ -75,7 +75,7 @@ def _cp(ctx: Ctx) -> None:
                      f"splits it into 2·cp load-balanced chunks), remainder is {seq % chunks}; change cp, or the "
                      "sequence length", d.location, d.path,
                      data={"nearest_valid": nearest(d.value, valid), "valid": valid})
-        if ulysses:
+        if ulysses and m.kv_heads_eff > 0:  # 0: neither head count known yet
             t = tp_fixed.value if tp_fixed else 1
             if m.kv_heads_eff % (t * d.value):
                 ctx.emit("HP404", f"Ulysses CP requires num_key_value_heads ({m.kv_heads_eff}) divisible by "
@@ -88,7 +88,7 @@ def _cp(ctx: Ctx) -> None:
 
 
 def _ep(ctx: Ctx) -> None:
-    m = ctx.config.model
+    m = ctx.model
     if m is None:
         return
     for d in ctx.declared.get("ep", []):
@@ -106,8 +106,8 @@ def _ep(ctx: Ctx) -> None:
 
 
 def _pp(ctx: Ctx) -> None:
-    m = ctx.config.model
-    if m is None:
+    m = ctx.model
+    if m is None or m.num_layers <= 0:  # the layer count is what every check here compares with
         return
     vpp = ctx.fixed.get("vpp")
     v = vpp.value if vpp is not None else 1
@@ -237,7 +237,7 @@ def _stated(ctx: Ctx) -> None:
         ctx.emit("HP414", f"optimizer_weight_shard_size {opt.value} must divide dp × cp = {domain}", opt.loc, opt.path,
                  data={"nearest_valid": nearest(int(opt.value), valid), "valid": valid[:24]})
     ep = f.get("ep")
-    m = cfg.model
+    m = ctx.model
     if ep is not None and m is not None and m.is_moe and ep.value > 1:
         cap = dp * tp * cp
         if ep.value > cap:

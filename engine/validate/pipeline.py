@@ -9,8 +9,8 @@ from engine.validate.context import Ctx
 
 
 def check(ctx: Ctx) -> None:
-    m = ctx.config.model
-    if m is None:
+    m = ctx.model
+    if m is None or m.num_layers <= 0:  # every rule here compares with the layer count
         return
     layers = m.num_layers
     _partition(ctx, layers)

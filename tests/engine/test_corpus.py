@@ -33,6 +33,11 @@ EXPECTED: dict[str, list[tuple[str, tuple[int, int, int, int]]]] = {
     "missing_train_yaml.yaml": [("HP009", (0, 12, 0, 32))],
     "negative_degree.yaml": [("HP109", (3, 11, 3, 13))],
     "pp_exceeds_layers.yaml": [("HP407", (3, 11, 3, 13))],
+    # Half-written models (a required fact missing): the rules whose facts are known still fire.
+    "partial_cp_heads_missing.yaml": [("HP201", (2, 2, 2, 18)), ("HP404", (10, 11, 10, 12))],
+    "partial_ep_vocab_missing.yaml": [("HP201", (1, 0, 1, 5)), ("HP405", (12, 13, 12, 14))],
+    "partial_pp_vocab_missing.yaml": [("HP201", (2, 2, 2, 18)), ("HP407", (7, 11, 7, 13))],
+    "partial_tp_heads_missing.yaml": [("HP201", (2, 2, 2, 18)), ("HP403", (7, 11, 7, 12))],
     "python_tag.yaml": [("HP007", (1, 8, 1, 39)), ("HP106", (1, 8, 1, 54))],
     "seq_not_divisible_cp.yaml": [("HP404", (3, 11, 3, 12))],
     "string_degree.yaml": [("HP103", (3, 11, 3, 14))],
