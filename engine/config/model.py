@@ -64,54 +64,11 @@ def read_model_fields(src: Source, section: Map | None, prefix: str, *, skip: fr
 
 
 @dataclass(frozen=True, slots=True)
-class ModelFacts:
-    """The model facts the degree rules read, known even when the model is incomplete.
-
-    A half-written train.yaml (heads or vocab not typed yet) has no ModelSpec, since pricing needs every
-    required fact; but `tp: 3` against `hidden_size: 4096` is already wrong, and an editor should say so. This
-    view keeps what did resolve. Field names and meanings follow ModelSpec; 0 means "not known" for the four
-    required facts (a missing or non-positive one) and "absent" for the others, as in ModelSpec.
-    """
-
-    num_layers: int
-    hidden: int
-    heads: int
-    vocab: int
-    ffn: int
-    kv_heads: int
-    seq_len: int
-    num_experts: int
-    moe_ffn: int
-    first_k_dense: int
-    kv_lora_rank: int
-    mtp_depth: int
-
-    @classmethod
-    def of(cls, spec: ModelSpec) -> ModelFacts:
-        """The view of a complete model: the same numbers the spec holds, so the rules cannot tell them apart."""
-        return cls(spec.num_layers, spec.hidden, spec.heads, spec.vocab, spec.ffn, spec.kv_heads, spec.seq_len,
-                   spec.num_experts, spec.moe_ffn, spec.first_k_dense, spec.kv_lora_rank, spec.mtp_depth)
-
-    @property
-    def is_moe(self) -> bool:
-        return self.num_experts > 1
-
-    @property
-    def is_mla(self) -> bool:
-        return self.kv_lora_rank > 0
-
-    @property
-    def kv_heads_eff(self) -> int:
-        """num_key_value_heads, else the heads (0 when neither is known)."""
-        return self.kv_heads or self.heads
-
-
-@dataclass(frozen=True, slots=True)
 class ModelResult:
     spec: ModelSpec | None
     locations: Mapping[str, Location]
     # What resolved, complete or not (None when no model facts were read at all): the degree rules use it.
-    facts: ModelFacts | None = None
+    facts: ModelSpec | None = None  # the spec, or a partial one (0 = unknown) when the model is incomplete
 
 
 def build_model(
@@ -213,8 +170,11 @@ def build_model(
         def known(key: str) -> int:
             return max(iv(key), 0)
 
-        partial = ModelFacts(
-            num_layers=known("num_hidden_layers"), hidden=known("hidden_size"), heads=known("num_attention_heads"),
+        # A half-written model (heads or vocab not typed yet) cannot be priced, but `tp: 3` against
+        # `hidden_size: 4096` is already wrong and an editor should say so: keep what did resolve as a
+        # ModelSpec with 0 for each unknown required fact, for the degree rules only.
+        partial = ModelSpec(
+            name=name, num_layers=known("num_hidden_layers"), hidden=known("hidden_size"), heads=known("num_attention_heads"),
             vocab=known("vocab_size"), ffn=known("intermediate_size"), kv_heads=known("num_key_value_heads"),
             seq_len=seq_len, num_experts=experts if experts > 1 else 0, moe_ffn=max(moe_w, 0) if experts > 1 else 0,
             first_k_dense=fkd if experts > 1 else 0, kv_lora_rank=known("kv_lora_rank"), mtp_depth=known("mtp_depth"))
@@ -249,7 +209,7 @@ def build_model(
         v_head_dim=iv("v_head_dim"),
         mtp_depth=iv("mtp_depth"),
     )
-    return ModelResult(spec, locations, ModelFacts.of(spec))
+    return ModelResult(spec, locations, spec)
 
 
 def _foreign(report: Source, v: Val) -> Source:

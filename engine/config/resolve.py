@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.config.cluster import build_cluster
-from engine.config.model import REQUIRED, ModelFacts, ModelResult, build_model
+from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, is_search_config, read_search
 from engine.config.train import TrainFacts, base_dir_of, detect_schema, read_train
@@ -54,7 +54,7 @@ class Resolved:
     kind: str | None = None
     # The model facts that resolved, also when `config.model` is None because some are missing: the degree
     # rules check what is known (an editor's half-written file is normal input). None: no model facts at all.
-    model_facts: ModelFacts | None = None
+    model_facts: ModelSpec | None = None
 
     def loaded(self) -> Loaded:
         return Loaded(self.config, tuple(self.diagnostics), tuple(self.files))

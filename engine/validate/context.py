@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config.model import ModelFacts
 from engine.config.resolve import Resolved
 from engine.config.types import Config, Location
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import Scalar, Seq, find
 from engine.positions import DOCUMENT_START, Range
+from engine.specs import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +33,11 @@ class Ctx:
     fixed: dict[str, Declared] = field(default_factory=dict)
 
     @property
-    def model(self) -> ModelFacts | None:
+    def model(self) -> ModelSpec | None:
         """The model facts the rules may use: the complete model's, or what resolved of an incomplete one
         (zeros where a required fact is missing), so a half-written file still gets every rule whose facts
         are known."""
-        if self.config.model is not None:
-            return ModelFacts.of(self.config.model)
-        return self.resolved.model_facts
+        return self.config.model or self.resolved.model_facts
 
     @property
     def world(self) -> int | None:
