@@ -8,6 +8,7 @@ states, and what the file leaves unsaid stays searched (HYPERPARALLEL.md §2.2 "
 from __future__ import annotations
 
 import os
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from engine.catalog.models import resolve as resolve_model
@@ -27,18 +28,28 @@ CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulys
 DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
 
 
-def detect_schema(root: Map) -> str | None:
-    """'automodels', 'legacy' or None (HYPERPARALLEL.md §2.5 Detection)."""
-    model = root.get("model")
-    if isinstance(model, Map) and model.get("pretrained_model_name_or_path") is not None:
+def classify_schema(root_keys: Container[object], model_keys: Container[object] | None,
+                    pretrained_set: bool) -> str | None:
+    """'automodels', 'legacy' or None (HYPERPARALLEL.md §2.5 Detection), from the facts detection reads: the
+    root keys, the model section's keys (None when there is no model mapping) and whether
+    model.pretrained_model_name_or_path holds a value. The reader and the editor of files both decide here."""
+    if pretrained_set or any(k in root_keys for k in ("training", "accelerator", "fsdp_config")):
         return "automodels"
-    if any(k in root for k in ("training", "accelerator", "fsdp_config")):
-        return "automodels"
-    if "train" in root or "data" in root or (isinstance(model, Map) and "config_overrides" in model):
+    if "train" in root_keys or "data" in root_keys or (model_keys is not None and "config_overrides" in model_keys):
         return "legacy"
-    if isinstance(model, Map) or "dataset" in root or "activation_checkpoint" in root:
+    if model_keys is not None or "dataset" in root_keys or "activation_checkpoint" in root_keys:
         return "automodels"
     return None
+
+
+def detect_schema(root: Map) -> str | None:
+    """The schema of a parsed train.yaml (see classify_schema)."""
+    model = root.get("model")
+    if not isinstance(model, Map):
+        return classify_schema(root, None, False)
+    pretrained = model.get("pretrained_model_name_or_path")
+    return classify_schema(root, model, pretrained is not None
+                           and not (isinstance(pretrained, Scalar) and pretrained.value is None))
 
 
 @dataclass

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's spellings
+from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES, classify_schema  # the reader's rules
 from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.specs import RecomputeMode, RecomputePlan, Strategy
@@ -58,20 +58,14 @@ SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b"}
 
 
 def detect_schema(data: Any) -> Schema:
-    """HYPERPARALLEL.md §2.5, exactly as engine.config.train decides: AutoModels when
-    model.pretrained_model_name_or_path is set or a root section training / accelerator / fsdp_config
-    exists; legacy when `train` or `data` is a root section or the model is `name` + `config_overrides`;
-    AutoModels otherwise (a file that says nothing yet gets the current schema)."""
+    """The schema of a loaded train.yaml, decided by the reader's own rule (engine.config.train.classify_schema);
+    a file that says nothing yet gets the current (AutoModels) schema."""
     if not isinstance(data, dict):
         return "automodels"
     model = data.get("model")
-    if isinstance(model, dict) and model.get("pretrained_model_name_or_path") is not None:
-        return "automodels"
-    if any(k in data for k in ("training", "accelerator", "fsdp_config")):
-        return "automodels"
-    if "train" in data or "data" in data or (isinstance(model, dict) and "config_overrides" in model):
-        return "legacy"
-    return "automodels"
+    model_keys = model if isinstance(model, dict) else None
+    pretrained = model_keys is not None and model_keys.get("pretrained_model_name_or_path") is not None
+    return "legacy" if classify_schema(data, model_keys, pretrained) == "legacy" else "automodels"
 
 
 # ---------------------------------------------------------------------------------------------- reading
