@@ -181,6 +181,18 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
+def refuse(message: str, doc: dict[str, Any], diagnostics: list[Diagnostic], *, file: str, as_json: bool,
+           out: TextIO, err: TextIO) -> int:
+    """Nothing is written: the JSON document (its "error" set), or the diagnostics and the reason on stderr."""
+    if as_json:
+        write_json(out, doc)
+    else:
+        for d in diagnostics:
+            err.write(format_line(d, file) + "\n")
+        err.write(f"hp-plan apply: nothing written: {message}\n")
+    return 1
+
+
 def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool, as_json: bool,
          best: Estimate | None, file: str, diagnostics: list[Diagnostic], out: TextIO, err: TextIO) -> int:
     """Write or print the planned edit as the flags ask; returns the exit code."""
@@ -198,13 +210,7 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         "diagnostics": [d.to_json() for d in diagnostics],
     }
     if planned.error:
-        if as_json:
-            write_json(out, doc)
-        else:
-            for d in diagnostics:
-                err.write(format_line(d, file) + "\n")
-            err.write(f"hp-plan apply: nothing written: {planned.error}\n")
-        return 1
+        return refuse(planned.error, doc, diagnostics, file=file, as_json=as_json, out=out, err=err)
     for note in planned.notes:
         err.write(f"hp-plan apply: note: {note}\n")
     target = planned.path if in_place else output
@@ -268,16 +274,10 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     overrides = cluster_overrides(args)
 
     def fail(message: str, diags: list[Diagnostic], best: Estimate | None = None) -> int:
-        if as_json:
-            doc = {"file": file, "train_yaml": None, "best": best.to_json() if best else None, "strategy": None,
-                   "changed": [], "edits": [], "written": None, "error": message,
-                   "diagnostics": [d.to_json() for d in diags]}
-            write_json(out, doc)
-        else:
-            for d in diags:
-                err.write(format_line(d, file) + "\n")
-            err.write(f"hp-plan apply: nothing written: {message}\n")
-        return 1
+        doc = {"file": file, "train_yaml": None, "best": best.to_json() if best else None, "strategy": None,
+               "changed": [], "edits": [], "written": None, "error": message,
+               "diagnostics": [d.to_json() for d in diags]}
+        return refuse(message, doc, diags, file=file, as_json=as_json, out=out, err=err)
 
     loaded = check_file(file, overrides=overrides)
     diags = list(loaded.diagnostics)
