@@ -6,6 +6,8 @@ traceback for a user's file).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
 from engine.diagnostics import Diagnostic
@@ -19,12 +21,16 @@ def _key(d: Diagnostic) -> tuple[str, int, int, str]:
 
 
 def check_file(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
-               max_bytes: int = DEFAULT_MAX_BYTES) -> Loaded:
+               max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None) -> Loaded:
     """Diagnostics for `path` (or the editor buffer `text` standing for it), sorted by file and position,
     and the resolved Config when the file could be read. `max_bytes` is the size above which a file gets
-    one HP005 "too large to analyse" diagnostic (the server's hpLsp.maxFileSizeKb)."""
+    one HP005 "too large to analyse" diagnostic (the server's hpLsp.maxFileSizeKb).
+
+    `texts` is the editor's view of other files (absolute path -> unsaved buffer text): the train.yaml a
+    search config references is read from it when it is there, so an unsaved edit in the linked file
+    counts at once (the language server passes its open documents; the CLI reads the disk only)."""
     try:
-        resolved = resolve(path, text, overrides, max_bytes=max_bytes)
+        resolved = resolve(path, text, overrides, max_bytes=max_bytes, texts=texts)
         diags = list(resolved.diagnostics)
         try:
             diags += validate(resolved)

@@ -8,6 +8,7 @@ row). The search is not here: it runs in the worker process (search_job.py).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.check import check_file
@@ -70,12 +71,14 @@ def too_large(text: str, max_kb: int) -> Diagnostic | None:
 
 
 def analyse(path: str | None, text: str, version: int | None, *, overrides: ClusterOverrides | None,
-            max_file_size_kb: int) -> Analysis:
-    """Check one document version; never raises (the engine reports its own failures as HP900)."""
+            max_file_size_kb: int, texts: Mapping[str, str] | None = None) -> Analysis:
+    """Check one document version; never raises (the engine reports its own failures as HP900). `texts`
+    holds the other open documents (path -> buffer): a search config's train.yaml is read from there when
+    it is open, so its unsaved edits count (the editor's view wins over the disk)."""
     big = too_large(text, max_file_size_kb)
     if big is not None:
         return Analysis(path, version, text, None, diagnostics=(big,), too_large=True)
-    loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides)
+    loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides, texts=texts)
     estimate: Estimate | None = None
     failure: str | None = None
     est_diags: tuple[Diagnostic, ...] = ()
@@ -94,10 +97,12 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
                     failure=failure)
 
 
-def cluster_from_search_config(search_path: str, text: str | None = None) -> ClusterOverrides | None:
+def cluster_from_search_config(search_path: str, text: str | None = None, *,
+                               texts: Mapping[str, str] | None = None) -> ClusterOverrides | None:
     """The cluster a search config states (and its memory budget), as explicit overrides for the train.yaml
-    it references: issue 5 puts a referencing search config first among the cluster's sources."""
-    return overrides_of(check_file(search_path, text=text).config)
+    it references: issue 5 puts a referencing search config first among the cluster's sources. `texts`:
+    open buffers (the train.yaml's own, whose context.device_num the cluster may take)."""
+    return overrides_of(check_file(search_path, text=text, texts=texts).config)
 
 
 def overrides_of(cfg: Config | None) -> ClusterOverrides | None:

@@ -34,6 +34,7 @@ DEBOUNCE_S = 0.3
 LISTS_SUFFIX = "#lists"  # worker key of a document's list job (its own key: it never supersedes the search)
 # Texts up to this size (~2 ms to check) are analysed inline on the loop; larger ones on the checker thread.
 INLINE_CHECK_CHARS = 64 * 1024
+CLUSTER_CACHE_MAX = 64
 log = logging.getLogger(__name__)
 
 
@@ -51,7 +52,7 @@ class Scheduler:
         self.ls = ls
         self.index = SearchConfigIndex()
         self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
-        self._cluster_cache: dict[tuple[str, float | int | None], ClusterOverrides | None] = {}
+        self._cluster_cache: dict[tuple[str, float | int | None, int], ClusterOverrides | None] = {}
 
     # -- document events -----------------------------------------------------------------------------
     def opened(self, uri: str) -> None:
@@ -93,6 +94,9 @@ class Scheduler:
         state = self.ls.session.close(uri)
         if state is not None and state.debounce is not None:
             state.debounce.cancel()
+        if state is not None:
+            # Its unsaved buffer no longer stands for the file: the documents that read it go back to the disk.
+            self.recheck_dependents(state.path, exclude=uri, search=False)
         self.ls.worker.cancel(uri)
         self.ls.worker.cancel(uri + LISTS_SUFFIX)
         self.ls.search_progress.finished(uri)
@@ -145,12 +149,15 @@ class Scheduler:
         text, version, generation = doc.source, doc.version, state.generation
         overrides, source = self.cluster_for(state, text)
         max_kb = self.ls.session.settings.max_file_size_kb
+        texts = self.open_texts(exclude=uri)
         if len(text) <= INLINE_CHECK_CHARS:
-            analysis = analyse(state.path, text, version, overrides=overrides, max_file_size_kb=max_kb)
+            analysis = analyse(state.path, text, version, overrides=overrides, max_file_size_kb=max_kb,
+                               texts=texts)
             self._checked(uri, generation, source, analysis)
             return analysis
         state.checking = True
-        fut = self._checker.submit(analyse, state.path, text, version, overrides=overrides, max_file_size_kb=max_kb)
+        fut = self._checker.submit(analyse, state.path, text, version, overrides=overrides, max_file_size_kb=max_kb,
+                                   texts=texts)
         fut.add_done_callback(lambda f: self.ls.call_soon(guarded, self.ls, "check", self._checked_future, uri,
                                                           generation, source, f))
         return None
@@ -185,24 +192,28 @@ class Scheduler:
         path = state.path
         if not path or "train_yaml:" in text:
             return settings, None
-        open_texts = {s.path: self.ls.workspace.get_text_document(u).source
-                      for u, s in self.ls.session.docs.items() if s.path and u != state.uri}
+        open_texts = self.open_texts(exclude=state.uri)
         roots = [p for p in (to_fs_path(f.uri) for f in self.ls.workspace.folders.values()) if p]
         if self.ls.workspace.root_path:
             roots.append(self.ls.workspace.root_path)
         source = self.index.referencing(path, sorted(set(roots)), open_texts)
         if source is None:
             return settings, None
-        return self._cluster_of(source, open_texts.get(source)) or settings, source
+        return self._cluster_of(source, open_texts.get(source), path, text) or settings, source
 
-    def _cluster_of(self, search_path: str, text: str | None) -> ClusterOverrides | None:
+    def _cluster_of(self, search_path: str, text: str | None, train_path: str,
+                    train_text: str) -> ClusterOverrides | None:
+        """The search config's cluster, read with the train.yaml as the editor holds it (the cluster may take
+        the train.yaml's context.device_num). Cached by both texts (the search config's mtime when closed)."""
         try:
             stamp: float | int | None = hash(text) if text is not None else os.stat(search_path).st_mtime
         except OSError:
             return None
-        key = (search_path, stamp)
+        key = (search_path, stamp, hash(train_text))
         if key not in self._cluster_cache:
-            self._cluster_cache[key] = cluster_from_search_config(search_path, text)
+            if len(self._cluster_cache) > CLUSTER_CACHE_MAX:
+                self._cluster_cache.clear()  # one entry per train.yaml text typed: keep it bounded
+            self._cluster_cache[key] = cluster_from_search_config(search_path, text, texts={train_path: train_text})
         return self._cluster_cache[key]
 
     # -- searches ------------------------------------------------------------------------------------
@@ -231,7 +242,8 @@ class Scheduler:
         if generation is None:
             return
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
-                                space_text=self.open_text(source) if source else None)
+                                space_text=self.open_text(source) if source else None,
+                                texts=self.open_texts(exclude=uri))
         self.ls.worker.submit(Job(uri, generation, request))
         self.publish_lenses()
 
@@ -278,7 +290,8 @@ class Scheduler:
             return
         if not any(d.state == "list" and len(d.values) > 1 for d in config.dimensions.values()):
             return
-        self.ls.worker.submit(Job(state.uri + LISTS_SUFFIX, generation, ListsRequest(request.path, request.text)))
+        self.ls.worker.submit(Job(state.uri + LISTS_SUFFIX, generation,
+                                  ListsRequest(request.path, request.text, texts=request.texts)))
 
     def _lists_done(self, outcome: Outcome) -> None:
         uri = outcome.job.key.removesuffix(LISTS_SUFFIX)
@@ -288,6 +301,12 @@ class Scheduler:
         if state is None or state.search_generation != outcome.job.generation or outcome.cancelled:
             return
         state.list_facts = outcome.result
+
+    def open_texts(self, *, exclude: str | None = None) -> dict[str, str]:
+        """path -> buffer of every open document but `exclude`: the editor's view of the files a check or a
+        search reads besides its own (a plain dict, so it pickles into the worker's job)."""
+        return {s.path: str(self.ls.workspace.get_text_document(u).source)
+                for u, s in self.ls.session.docs.items() if s.path and u != exclude}
 
     def open_text(self, path: str) -> str | None:
         """The buffer of an open document with this path, else None (read the disk)."""

@@ -31,6 +31,16 @@ class SearchRequest:
     # budget and recompute request); `space_text` is its open buffer, None to read it from disk.
     space_path: str | None = None
     space_text: str | None = None
+    # The other open documents (absolute path -> unsaved buffer), a plain dict so it pickles: a search
+    # config's train.yaml is read from here when it is open (the editor's view wins over the disk).
+    texts: dict[str, str] | None = None
+
+
+def _overlay(texts: dict[str, str] | None, path: str, text: str | None) -> dict[str, str] | None:
+    """The editor's view for the engine: the open buffers plus the searched document's own text."""
+    if text is None:
+        return texts
+    return {**(texts or {}), path: text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +93,15 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     from engine.search import compare_stated, search  # the child pays the import, not the server
 
     t0 = time.monotonic()
-    loaded = check_file(req.path, text=req.text, overrides=req.overrides)
+    texts = _overlay(req.texts, req.path, req.text)
+    loaded = check_file(req.path, text=req.text, overrides=req.overrides, texts=texts)
     config = loaded.config
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
                              note="the file has errors: fix them to search")
     space, space_file = config, None
     if req.space_path is not None:
-        space_loaded = check_file(req.space_path, text=req.space_text)
+        space_loaded = check_file(req.space_path, text=req.space_text, texts=texts)
         if space_loaded.config is not None and not any(d.is_error for d in space_loaded.diagnostics):
             space, space_file = space_loaded.config, req.space_path
     result = search(space, top=req.top, progress=progress, cancelled=cancelled)
@@ -100,13 +111,14 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     refusals = [replace(d, file=d.file or space_file) for d in result.diagnostics]
     stated_config = config
     if config.kind == "search" and config.train_yaml:
-        # The strategy a search config's train.yaml states (on disk) is the one to compare with.
+        # The strategy a search config's train.yaml states (its open buffer, else the disk) is the one to
+        # compare with.
         from hp_lsp.analysis import overrides_of
 
-        train_loaded = check_file(config.train_yaml, overrides=overrides_of(config))
+        train_loaded = check_file(config.train_yaml, overrides=overrides_of(config), texts=texts)
         stated_config = train_loaded.config or config
     advice = [replace(d, file=d.file or stated_config.path) if stated_config is not config else d
-              for d in compare_stated(stated_config, result)]
+              for d in compare_stated(stated_config, result, texts=texts)]
     stated: Estimate | None = None
     if stated_config is not config and stated_config.stated is not None and stated_config.model is not None \
             and stated_config.cluster is not None:
@@ -142,6 +154,7 @@ class ListsRequest:
     path: str
     text: str | None
     max_values: int = 16  # lists longer than this are not expanded
+    texts: dict[str, str] | None = None  # the other open buffers, as in SearchRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +169,7 @@ def run_lists(req: ListsRequest, *, progress: Callable[[float], None],
     from engine.config.types import Dimension
     from engine.search import search
 
-    loaded = check_file(req.path, text=req.text)
+    loaded = check_file(req.path, text=req.text, texts=req.texts)
     config = loaded.config
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return None

@@ -23,6 +23,7 @@ sequence length, wherever it was written), `parallelism.<dim>`, `constraint.glob
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -60,6 +61,26 @@ class Resolved:
         return Loaded(self.config, tuple(self.diagnostics), tuple(self.files))
 
 
+def overlay_text(texts: Mapping[str, str] | None, path: str) -> str | None:
+    """The text an editor holds for `path` in `texts` (absolute paths -> unsaved buffer text), else None (read
+    the disk). Keys match by normalised absolute path, then by real path (a symlinked folder or a differently
+    spelt path names the same file: the buffer must still win over the disk)."""
+    if not texts:
+        return None
+    hit = texts.get(path)
+    if hit is not None:
+        return hit
+    norm = os.path.normpath(os.path.abspath(path))
+    hit = texts.get(norm)
+    if hit is not None:
+        return hit
+    real = os.path.normcase(os.path.realpath(norm))
+    for key, text in texts.items():
+        if os.path.normcase(os.path.realpath(os.path.abspath(key))) == real:
+            return text
+    return None
+
+
 def _open(path: str, text: str | None, max_bytes: int) -> tuple[Document | None, list[Diagnostic]]:
     if text is None:
         text, diags = read_text(path, max_bytes=max_bytes)
@@ -75,7 +96,11 @@ def _only_comments(text: str) -> bool:
 
 
 def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
-            max_bytes: int = DEFAULT_MAX_BYTES) -> Resolved:
+            max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None) -> Resolved:
+    """`texts` is the editor's overlay: absolute path -> unsaved buffer text, read instead of the disk for
+    `path` (when `text` is None) and for the train.yaml a search config references."""
+    if text is None:
+        text = overlay_text(texts, path)
     doc, diags = _open(path, text, max_bytes)
     out = Resolved(None, diags, [path])
     if doc is None:
@@ -96,7 +121,7 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
     root = doc.root
     if is_search_config(root):
         out.kind = "search"
-        _resolve_search(out, src, overrides, max_bytes)
+        _resolve_search(out, src, overrides, max_bytes, texts)
     elif detect_schema(root) is not None:
         out.kind = "train"
         _resolve_train(out, src, overrides)
@@ -112,11 +137,11 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
 
 
 def load(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
-         max_bytes: int = DEFAULT_MAX_BYTES) -> Loaded:
+         max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None) -> Loaded:
     """Read and resolve a train.yaml or search config without the cross-field rules (engine.check adds
-    them). Never raises: an internal failure is an HP900 diagnostic."""
+    them); `texts` as in `resolve`. Never raises: an internal failure is an HP900 diagnostic."""
     try:
-        return resolve(path, text, overrides, max_bytes=max_bytes).loaded()
+        return resolve(path, text, overrides, max_bytes=max_bytes, texts=texts).loaded()
     except Exception as exc:  # the contract: never a traceback
         return Loaded(None, (internal_error(exc),), (path,))
 
@@ -198,14 +223,15 @@ def train_yaml_path(search_path: str | None, ref: str) -> str:
     return os.path.normpath(rel if os.path.isabs(rel) else os.path.join(base, rel))
 
 
-def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | None, max_bytes: int) -> None:
+def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | None, max_bytes: int,
+                    texts: Mapping[str, str] | None = None) -> None:
     sf = read_search(src)
     out.search = sf
     train: TrainFacts | None = None
     train_path: str | None = None
     if sf.train_yaml is not None:
         train_path = train_yaml_path(src.path, str(sf.train_yaml.value))
-        train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes)
+        train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes, overlay_text(texts, train_path))
         out.train = train
     model = _model(src, train, sf)
     out.model_facts = model.facts
@@ -275,18 +301,20 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     )
 
 
-def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes: int) -> TrainFacts | None:
-    """Read the train.yaml a search config names; problems in it carry `file=` that path."""
+def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes: int,
+                     text: str | None = None) -> TrainFacts | None:
+    """Read the train.yaml a search config names (`text`: its unsaved editor buffer, which wins over the
+    disk, also when the file is not saved yet); problems in it carry `file=` that path."""
     shown = str(ref.value)
-    if not os.path.exists(path):
+    if text is None and not os.path.exists(path):
         src.diag("HP009", f"train_yaml '{shown}' not found (looked for {path}); fix the path, relative to this "
                  "file, or remove the key", ref.loc.value, "train_yaml", data={"resolved": path})
         return None
-    if os.path.isdir(path):
+    if text is None and os.path.isdir(path):
         src.diag("HP009", f"train_yaml '{shown}' is a directory ({path}), not a train.yaml", ref.loc.value,
                  "train_yaml", data={"resolved": path})
         return None
-    doc, diags = _open(path, None, max_bytes)
+    doc, diags = _open(path, text, max_bytes)
     out.files.append(path)
     out.diagnostics.extend(replace(d, file=path) for d in diags)
     if doc is None or doc.root is None:

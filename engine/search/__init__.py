@@ -300,10 +300,11 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
     return out
 
 
-def _stated_source(config: Config) -> Config | None:
+def _stated_source(config: Config, texts: Mapping[str, str] | None = None) -> Config | None:
     """The config whose `stated` strategy and locations the advice uses: `config` itself when it states one
     (a train.yaml with a known cluster), else a search config's train.yaml read on the search config's
-    cluster (a train.yaml alone cannot state dp without one)."""
+    cluster (a train.yaml alone cannot state dp without one); `texts` are unsaved editor buffers, which win
+    over the disk (engine.check.check_file)."""
     if config.stated is not None:
         return config
     if config.kind != "search" or not config.train_yaml or config.cluster is None:
@@ -314,11 +315,12 @@ def _stated_source(config: Config) -> Config | None:
     cl = config.cluster
     overrides = ClusterOverrides(num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
                                  device_type=cl.device.name, memory_gb=cl.memory_gib, explicit=True)
-    loaded = check_file(config.train_yaml, overrides=overrides)
+    loaded = check_file(config.train_yaml, overrides=overrides, texts=texts)
     return loaded.config if loaded.config is not None and loaded.config.stated is not None else None
 
 
-def compare_stated(config: Config, result: SearchResult) -> tuple[Diagnostic, ...]:
+def compare_stated(config: Config, result: SearchResult, *,
+                   texts: Mapping[str, str] | None = None) -> tuple[Diagnostic, ...]:
     """HP610 when the strategy the files state does not fit the budget, HP611 (a hint) when the search found
     one at least FASTER_HINT_RATIO× faster. Shared by `hp-plan search` and the language server, so the codes
     and messages are one.
@@ -326,11 +328,12 @@ def compare_stated(config: Config, result: SearchResult) -> tuple[Diagnostic, ..
     `config` is the config that was searched. The stated strategy is its own (a train.yaml) or, for a search
     config, its train.yaml's, read on the search config's cluster; either is priced on the searched model,
     cluster, run and budget (the numbers the search ranked with) and positioned at the stated tensor-parallel
-    degree in the file that states it (`file` set when that is the train.yaml)."""
+    degree in the file that states it (`file` set when that is the train.yaml). `texts` (path -> unsaved
+    editor buffer) makes the language server compare with the train.yaml as the editor shows it."""
     best = result.best
     if best is None or config.model is None or config.cluster is None:
         return ()
-    source = _stated_source(config)
+    source = _stated_source(config, texts)
     if source is None or source.stated is None:
         return ()
     from engine.cost import estimate

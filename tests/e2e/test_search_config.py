@@ -200,3 +200,67 @@ async def test_utf16_columns_after_an_emoji(ctx: Ctx) -> None:
     assert fixes and fixes[0].edit is not None
     edits, _ = edits_of(fixes[0].edit, uri)
     assert edits and edits[0].range.start == types.Position(line=i, character=col + 1)
+
+
+async def test_search_config_follows_the_unsaved_train_yaml_buffer(ctx: Ctx) -> None:
+    """Open buffers win over the disk: an unsaved edit in the open train.yaml reaches the search config that
+    references it at once (fast check, debounced) and in its next search (on save); closing the train.yaml
+    without saving puts the disk back."""
+    folder = ctx.root / "linked"
+    shutil.copytree(EXAMPLES / "llama3-70b", folder)
+    search_path, train_path = folder / "search.yaml", folder / "train.yaml"
+    # tp is inherited from the train.yaml (no `tp:` in the search config), so the train.yaml's tp_size counts.
+    search_text = "".join(ln for ln in search_path.read_text().splitlines(keepends=True)
+                          if not ln.lstrip().startswith("tp: ["))
+    search_path.write_text(search_text)
+    disk = train_path.read_text()
+    uri = _open(ctx, search_path)
+    train_uri = _open(ctx, train_path)
+    key_line = find_line(search_text, "train_yaml:")[0]
+    disk_tp_line = find_line(disk, "tp_size:")[0]
+
+    def hint() -> types.Diagnostic | None:
+        return next((d for d in ctx.client.diagnostics.get(uri, []) if d.code == "HP611"), None)
+
+    async def stated_lens() -> str:
+        lenses = await ctx.client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        return next((lens.command.title for lens in lenses or []
+                     if lens.command and lens.command.title.startswith("Stated")), "")
+
+    first = await wait_until(hint, what="stated-vs-best hint from the train.yaml on disk")
+    assert first.message.startswith(f"train.yaml:{disk_tp_line + 1}:")
+    disk_lens = await stated_lens()
+    assert disk_lens.startswith("Stated (train_yaml):")
+
+    def change(text: str, version: int) -> None:
+        ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=train_uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+    # An invalid tp in the buffer (3 divides neither the heads nor the width): the search config shows the
+    # train.yaml's finding at its `train_yaml:` key, without any save.
+    change(disk.replace("tp_size: 8", "tp_size: 3"), 2)
+    await wait_until(lambda: "HP403" in codes(ctx.client, uri), what="the buffer's tp reaches the search config")
+    found = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP403")
+    assert found.range.start.line == key_line and found.message.startswith(f"train.yaml:{disk_tp_line + 1}:")
+    assert train_path.read_text() == disk  # nothing was saved
+    # Closed without saving: the search config reads the disk again.
+    ctx.client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=train_uri)))
+    await wait_until(lambda: "HP403" not in codes(ctx.client, uri), what="back to the disk after close")
+
+    # A valid tp (4) one line lower in the reopened, unsaved buffer; saving the search config searches with it:
+    # the advice points at the buffer's line and the stated plan priced is the buffer's.
+    train_uri = _open(ctx, train_path)
+    change("# an unsaved comment\n" + disk.replace("tp_size: 8", "tp_size: 4"), 2)
+    ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    moved = await wait_until(lambda: (h := hint()) is not None and h.message.startswith(
+        f"train.yaml:{disk_tp_line + 2}:") and h, what="the search reads the unsaved train.yaml")
+    assert moved.range.start.line == key_line
+    assert train_path.read_text() == disk
+    buffer_lens = await stated_lens()
+    assert buffer_lens.startswith("Stated (train_yaml):") and buffer_lens != disk_lens
+    ctx.client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=train_uri)))

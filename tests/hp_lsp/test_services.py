@@ -11,7 +11,7 @@ from hp_lsp.analysis import analyse, cluster_from_search_config
 from hp_lsp.features import code_lens, diagnostics, hover
 from hp_lsp.features.code_actions import fix_for, optimal_edits, search_config_path
 from hp_lsp.outline import scan
-from hp_lsp.search_job import SearchRequest, detach, run_search
+from hp_lsp.search_job import SearchOutcome, SearchRequest, detach, run_search
 from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
 from tests.hp_lsp.services import LLAMA, never, no_progress, state_for
 
@@ -217,3 +217,21 @@ def test_search_config_shows_its_train_yaml_stated_plan() -> None:
     text = SEARCH.read_text()
     got = hover.hover_markdown(st, st.analysis.entries, *_pos(text, "pp: auto"))
     assert got and "| | stated | best |" in got and "faster" in got
+
+
+def test_search_job_reads_the_linked_train_yaml_buffer() -> None:
+    """A search config's search (in the worker) takes the open train.yaml's unsaved buffer, passed as a plain
+    dict with the job, over the disk: the stated plan it prices and the advice's position follow it."""
+    disk = TRAIN.read_text()
+    buffer = "# unsaved edit\n" + disk.replace("tp_size: 8", "tp_size: 4")
+
+    def search(texts: dict[str, str] | None) -> SearchOutcome:
+        req = SearchRequest(str(SEARCH), SEARCH.read_text(), None, texts=texts)
+        return run_search(pickle.loads(pickle.dumps(req)), progress=no_progress, cancelled=never)
+
+    on_disk, edited = search(None), search({str(TRAIN): buffer})
+    assert on_disk.stated is not None and on_disk.stated.strategy.tp == 8
+    assert edited.stated is not None and edited.stated.strategy.tp == 4
+    disk_line = _pos(disk, "tp_size:")[0]
+    advice = [d for d in edited.diagnostics if d.file == str(TRAIN)]
+    assert advice and all(d.range.start.line == disk_line + 1 for d in advice), advice

@@ -241,3 +241,47 @@ def test_search_config_with_an_auto_dimension_states_nothing(tmp_path: Path) -> 
     s.write_text(s.read_text().replace("fsdp: auto", "fsdp: [2]"))
     cfg = check_file(str(s)).config
     assert cfg is not None and cfg.stated is not None and cfg.stated.dp_shard == 2 and cfg.stated.dp == 4
+
+
+def test_search_config_reads_its_train_yaml_from_the_editor_overlay(tmp_path: Path) -> None:
+    """`texts` (path -> unsaved buffer) wins over the disk for the referenced train.yaml: the inherited tp,
+    its location and the findings in it follow the buffer; without the overlay the disk counts."""
+    disk = ("model:\n  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B\n"
+            "accelerator:\n  tp_size: 4\n  pp_size: 2\n  cp_size: 1\n"
+            "training:\n  global_batch_size: 64\n")
+    t = tmp_path / "t.yaml"
+    t.write_text(disk)
+    s = tmp_path / "sub" / "search.yaml"
+    s.parent.mkdir()
+    s.write_text("train_yaml: ../t.yaml\ncluster: {num_nodes: 2, device_type: A100}\nparallelism:\n  pp: auto\n")
+
+    def tp(loaded) -> tuple[str, tuple[int, ...], str]:  # type: ignore[no-untyped-def]
+        cfg = loaded.config
+        assert cfg is not None
+        dim = cfg.dimensions["tp"]
+        return dim.state, dim.values, dim.origin
+
+    assert tp(check_file(str(s))) == ("fixed", (4,), "train.yaml")
+    buffer = "# unsaved\n" + disk.replace("tp_size: 4", "tp_size: 2")
+    loaded = check_file(str(s), texts={str(t): buffer})
+    assert tp(loaded) == ("fixed", (2,), "train.yaml")
+    cfg = loaded.config
+    assert cfg is not None and cfg.train_yaml == str(t)
+    assert loaded.files == (str(s), str(t))  # still a dependency of the search config (the server's map)
+    loc = cfg.dimensions["tp"].location
+    assert loc is not None and loc.file == str(t) and loc.value == Range.of(4, 11, 4, 12)  # the buffer's line
+    # A key spelt differently (not normalised) names the same file; an unrelated key changes nothing.
+    assert tp(check_file(str(s), texts={str(tmp_path / "sub" / ".." / "t.yaml"): buffer}))[1] == (2,)
+    assert tp(check_file(str(s), texts={str(tmp_path / "other.yaml"): buffer}))[1] == (4,)
+    # A finding in the buffer (tp 3 does not divide the heads) is reported in the train.yaml, not on disk.
+    bad = check_file(str(s), texts={str(t): disk.replace("tp_size: 4", "tp_size: 3")})
+    assert any(d.file == str(t) and d.is_error for d in bad.diagnostics), [d.code for d in bad.diagnostics]
+    assert not any(d.is_error for d in check_file(str(s)).diagnostics)
+    # A train.yaml that exists only as a buffer (never saved) is read too, not "not found" (HP009).
+    new = check_file(str(s), text=s.read_text().replace("../t.yaml", "../new.yaml"),
+                     texts={str(tmp_path / "new.yaml"): buffer})
+    assert "HP009" not in codes(new) and tp(new)[1] == (2,)
+    # The checked file itself comes from the overlay when no `text` is given (the server's worker).
+    assert tp(check_file(str(t), texts={str(t): buffer})) == ("absent", (), "default")
+    own = check_file(str(t), texts={str(t): buffer}).config
+    assert own is not None and own.locations["parallelism.tp"].value == Range.of(4, 11, 4, 12)
