@@ -93,9 +93,17 @@ function M.looks_like_hyperparallel(lines)
   return false
 end
 
+-- nil or 0 means the current buffer, as in Neovim's own API.
+local function resolve_buf(bufnr)
+  if bufnr == nil or bufnr == 0 then
+    return vim.api.nvim_get_current_buf()
+  end
+  return bufnr
+end
+
 --- Whether a buffer is a train.yaml or search config on disk.
 function M.is_hp_buffer(bufnr)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  bufnr = resolve_buf(bufnr)
   if vim.bo[bufnr].buftype ~= '' then
     return false
   end
@@ -154,7 +162,7 @@ function M.refresh_codelens(bufnr)
   if not M.config.codelens then
     return
   end
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  bufnr = resolve_buf(bufnr)
   if not vim.api.nvim_buf_is_loaded(bufnr) then
     return
   end
@@ -271,7 +279,7 @@ end
 
 --- Attach the server to a buffer (starting it for the buffer's root if needed); returns the client id.
 function M.attach(bufnr)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  bufnr = resolve_buf(bufnr)
   local cfg = M.client_config(bufnr)
   if vim.lsp.start then
     return vim.lsp.start(cfg, { bufnr = bufnr })
@@ -302,7 +310,7 @@ end
 
 --- The hp_lsp client attached to a buffer, if any.
 function M.get_client(bufnr)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  bufnr = resolve_buf(bufnr)
   return clients(bufnr)[1]
 end
 
@@ -349,7 +357,7 @@ end
 
 --- Ask the server to write the optimal strategy into the buffer (it sends back workspace/applyEdit).
 function M.apply_optimal_strategy(bufnr, on_done)
-  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  bufnr = resolve_buf(bufnr)
   local client = M.get_client(bufnr)
   if not client then
     vim.notify('hp_lsp: no server attached to this buffer', vim.log.levels.WARN)
