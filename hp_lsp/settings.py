@@ -29,6 +29,7 @@ class Settings:
     search_on_save: bool = True
     max_file_size_kb: int = DEFAULT_MAX_FILE_SIZE_KB
     trace_server: str = "off"
+    framework: str | None = None  # FORMATS.md §5: the framework priced when the files state none
 
     def overrides(self) -> ClusterOverrides | None:
         """The cluster facts these settings state, for files that leave the cluster unsaid.
@@ -37,7 +38,7 @@ class Settings:
         limit alone narrows the device memory the engine prices against.
         """
         mem = [v for v in (self.device_memory_gb, self.memory_limit_gb) if v]
-        if not any((self.num_nodes, self.cards_per_node, self.device_type, mem)):
+        if not any((self.num_nodes, self.cards_per_node, self.device_type, mem, self.framework)):
             return None
         devices = self.num_nodes * self.cards_per_node if self.num_nodes and self.cards_per_node else None
         source = None
@@ -51,6 +52,7 @@ class Settings:
             device_type=self.device_type,
             memory_gb=min(mem) if mem else None,
             memory_source=source,
+            framework=self.framework,
         )
 
 
@@ -70,6 +72,7 @@ _FIELDS: dict[str, tuple[str, str]] = {
     "searchOnSave": ("search_on_save", "bool"),
     "maxFileSizeKb": ("max_file_size_kb", "posint"),
     "trace.server": ("trace_server", "trace"),
+    "framework": ("framework", "framework"),
 }
 
 
@@ -106,6 +109,11 @@ def _coerce(kind: str, value: Any) -> tuple[bool, Any]:
         return (True, value) if isinstance(value, bool) else (False, None)
     if kind == "str":
         return (True, value.strip() or None) if isinstance(value, str) else (False, None)
+    if kind == "framework":
+        from engine.catalog.frameworks import find_framework
+
+        fw = find_framework(value) if isinstance(value, str) and value.strip() else None
+        return (True, fw.name) if fw is not None else (False, None)
     if kind == "trace":
         return (True, value) if value in ("off", "messages", "verbose") else (False, None)
     if isinstance(value, bool):

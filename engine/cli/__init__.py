@@ -74,6 +74,22 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-gb", type=_positive_float, metavar="X", help="device memory in GiB")
 
 
+def _framework_name(text: str) -> str:
+    from engine.catalog.frameworks import FRAMEWORKS, find_framework
+
+    fw = find_framework(text)
+    if fw is None:
+        raise argparse.ArgumentTypeError(f"unknown framework {text!r}; one of {', '.join(FRAMEWORKS)}")
+    return fw.name
+
+
+def _pricing_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("pricing flags", "win over the file's estimator section")
+    g.add_argument("--framework", type=_framework_name, metavar="NAME",
+                   help="the stack that runs the plan: hyperparallel (default), megatron, mindspeed, torchtitan "
+                   "(FORMATS.md §5; docs/cost-model.md §5)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="hp-plan",
@@ -97,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `estimate`)")
     _cluster_flags(p)
+    _pricing_flags(p)
 
     p = sub.add_parser("search", help="search the strategy space and rank what fits",
                        description="Search the strategies FILE allows and rank those that fit the memory budget.",
@@ -105,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `search`)")
     p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
     _cluster_flags(p)
+    _pricing_flags(p)
 
     p = sub.add_parser("apply", help="write the best strategy back into the train.yaml (round-trip)",
                        description="Search, then write the best strategy into the train.yaml (FILE itself, or "
@@ -119,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing anything")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _cluster_flags(p)
+    _pricing_flags(p)
     return parser
 
 
@@ -130,6 +149,7 @@ def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
         "cards_per_node": getattr(args, "cards_per_node", None),
         "device_type": getattr(args, "device_type", None),
         "memory_gb": getattr(args, "memory_gb", None),
+        "framework": getattr(args, "framework", None),
     }
     if all(v is None for v in fields.values()):
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.catalog.frameworks import FRAMEWORK_ALIASES, FRAMEWORKS
 from engine.config.cluster import ClusterFacts, read_cluster_section
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
@@ -19,6 +20,7 @@ from engine.document import Map, Node, Scalar, Seq
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
 RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
                       "true": "full", "auto": "auto", "per_layer": "per_layer"}
+FRAMEWORK_NAMES = {**{k: k for k in FRAMEWORKS}, **FRAMEWORK_ALIASES}
 SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved"}
 
 
@@ -53,6 +55,10 @@ class SearchFacts:
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
+    # estimator section (ext, FORMATS.md §2 / §5): the framework that runs the plan, torch.compile, FP8.
+    framework: Val | None = None
+    compile: Val | None = None
+    fp8: Val | None = None
     locations: dict[str, Val] = field(default_factory=dict)
 
     def note(self, *vals: Val | None) -> None:
@@ -134,9 +140,14 @@ def read_search(src: Source) -> SearchFacts:
     facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
     facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
     facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    est = src.section(root, "estimator", "estimator")
+    facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
+    facts.compile = src.bool_(est, "compile", "estimator.compile")
+    facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
+               facts.framework, facts.compile, facts.fp8,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())

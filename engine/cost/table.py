@@ -203,6 +203,11 @@ class PricedTable:
     layer_act_one_gib: np.ndarray
     layer_time_s: np.ndarray
     layer_extra_time_s: np.ndarray
+    # What was priced, for every estimate to say (FORMATS.md §3 ext): the framework and device names, and the
+    # MFU with causal attention halved (model_stats flops_per_token, the PaLM / torchtitan convention).
+    causal_mfu: np.ndarray | None = None
+    framework: str = ""
+    device: str = ""
 
     def __len__(self) -> int:
         return len(self.peak_gib)

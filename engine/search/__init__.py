@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
 from engine.diagnostics import Diagnostic
 from engine.integers import TRIAL_DIVISION_MAX
@@ -95,6 +96,17 @@ def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
     return replace(result, elapsed_s=time.perf_counter() - t0, dimensions=dims)
 
 
+def framework_restrictions(config: Config, restrict: dict[str, tuple[int, ...] | None]
+                           ) -> dict[str, tuple[int, ...] | None]:
+    """What the framework's trainer cannot execute is not searched (engine.catalog.frameworks): without
+    pipeline parallelism (HyperParallel's trainer has no PipelineStage) pp and vpp stay 1, so the search never
+    recommends a plan the stack would run as replicas; the stated plan gets HP530 instead."""
+    fw = framework_of(config.run)
+    if fw.pipelines:
+        return restrict
+    return {**restrict, "pp": (1,), "vpp": (1,)}
+
+
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
             cancelled: Callable[[], bool] | None) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
@@ -109,7 +121,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
     budget = _budget(config)
-    restrict = restrictions(config)
+    restrict = framework_restrictions(config, restrictions(config))
     os_shard = config.optimizer_shard
     space = enumerate_space(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
 
