@@ -19,6 +19,7 @@ a worker thread (the language server does).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -129,3 +130,130 @@ def read_bounded(path: str, max_bytes: int) -> ReadOk | ReadFailure:
     if len(data) > max_bytes:
         return too_large(path, None, max_bytes)
     return ReadOk(path, data)
+
+
+# -- writing -------------------------------------------------------------------------------------------------
+# What `hp-plan apply -o OUT / --in-place` does with what it finds at the target (docs/files.md):
+#   * nothing there: a new regular file, created with mode 0666 less the umask (like any editor's "save"),
+#     and never over a file that appears meanwhile (linked into place, not renamed);
+#   * a symlink: written through to the file it points to; the link itself stays;
+#   * a regular file: refused when read-only (no write bit, or no write access); else replaced atomically
+#     (a temporary file in the same folder, its mode and owner set to the target's, fsync'ed, renamed over
+#     it), or, when it has other hard links or its owner cannot be kept, rewritten in place so every link
+#     (and the owner) sees the new text;
+#   * anything else (a directory, FIFO, character or block device, socket, a dangling symlink or a symlink
+#     loop): refused, nothing written.
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailure:
+    path: str
+    reason: str
+
+
+def _create_new(path: str, data: bytes) -> WriteFailure | None:
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.hp-plan-{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        return WriteFailure(path, f"cannot create {path}: {exc.strerror or exc}")
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.link(tmp, path)  # fails (EEXIST) rather than replace a file created meanwhile
+    except OSError as exc:
+        return WriteFailure(path, f"cannot create {path}: {exc.strerror or exc}")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _rewrite_in_place(path: str, data: bytes) -> WriteFailure | None:
+    """Overwrite the file's contents (same inode: hard links and owner kept). Not atomic: used only where a
+    rename would split links or change the owner."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return WriteFailure(path, f"cannot write {path}: {exc.strerror or exc}")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return WriteFailure(path, f"{path} is no longer a regular file; nothing written")
+        _write_all(fd, data)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    except OSError as exc:
+        return WriteFailure(path, f"cannot write {path}: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    return None
+
+
+def _replace_atomic(real: str, st: os.stat_result, data: bytes) -> WriteFailure | None:
+    folder = os.path.dirname(real)
+    tmp = os.path.join(folder, f".{os.path.basename(real)}.hp-plan-{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return _rewrite_in_place(real, data)  # the folder is not writable but the file is
+    try:
+        try:
+            if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:  # the owner cannot be kept through a rename: keep the inode instead
+            os.close(fd)
+            fd = -1
+            return _rewrite_in_place(real, data)
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        _write_all(fd, data)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, real)
+        tmp = ""
+    except OSError as exc:
+        return WriteFailure(real, f"cannot write {real}: {exc.strerror or exc}")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return None
+
+
+def write_text(path: str, text: str) -> WriteFailure | None:
+    """Write `text` (UTF-8, line breaks as given) to `path` with the semantics above; None when written."""
+    data = text.encode("utf-8", errors="surrogatepass")
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return WriteFailure(path, f"{path} is a symlink loop; nothing written")
+        if exc.errno != errno.ENOENT:
+            return WriteFailure(path, f"cannot write {path}: {exc.strerror or exc}")
+        if os.path.islink(path):
+            return WriteFailure(path, f"{path} is a symlink to {os.readlink(path)}, which does not exist; nothing "
+                                      "written")
+        return _create_new(path, data)
+    if not stat.S_ISREG(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else _kind_of_mode(st.st_mode)
+        return WriteFailure(path, f"{path} is {what}, not a regular file; nothing written")
+    real = os.path.realpath(path)
+    if not st.st_mode & 0o222 or not os.access(real, os.W_OK):
+        return WriteFailure(path, f"{path} is read-only; nothing written (make it writable first)")
+    if st.st_nlink > 1:
+        return _rewrite_in_place(real, data)
+    return _replace_atomic(real, st, data)

@@ -69,3 +69,50 @@ def test_check_refuses_fifo_given_on_the_command_line(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     r = check(fifo)
     assert r.returncode == 1 and "HP004" in r.stdout and "FIFO" in r.stdout, r.stdout + r.stderr
+
+
+# -- hp-plan apply: where it writes (docs/files.md) --------------------------------------------------------
+FLAGS = ("--devices", "64", "--device-type", "H100")
+
+
+def apply(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "engine.cli", "apply", *args, *FLAGS], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("kind", ["chardev", "fifo", "proc_stdout"])
+def test_apply_output_never_replaces_a_non_regular_file(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "train.yaml").write_text((LLAMA / "train.yaml").read_text())
+    out = tmp_path / "out.yaml"
+    if kind == "chardev":
+        try:
+            os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a private /dev/null
+        except OSError:
+            pytest.skip("mknod needs root")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    else:
+        out.symlink_to("/proc/self/fd/1")  # the process's stdout: a pipe here
+    before = os.lstat(out)
+    r = apply("train.yaml", "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 1 and "nothing written" in r.stderr, r.stderr
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert r.stdout == ""
+
+
+def test_apply_in_place_writes_through_a_symlink_and_refuses_read_only(tmp_path: Path) -> None:
+    real = tmp_path / "configs" / "train.yaml"
+    real.parent.mkdir()
+    real.write_text((LLAMA / "train.yaml").read_text())
+    link = tmp_path / "train.yaml"
+    link.symlink_to(real)
+    r = apply("train.yaml", "--in-place", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and real.read_text() != (LLAMA / "train.yaml").read_text()
+    real.write_text((LLAMA / "train.yaml").read_text())
+    real.chmod(0o444)
+    r = apply("train.yaml", "--in-place", cwd=tmp_path)
+    assert r.returncode == 1 and "read-only" in r.stderr, r.stderr
+    assert real.read_text() == (LLAMA / "train.yaml").read_text()
