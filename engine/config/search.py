@@ -61,21 +61,6 @@ class SearchFacts:
                 self.locations[v.path] = v
 
 
-def is_search_config(root: Map) -> bool:
-    """A search config has one of its own top-level sections (train_yaml, parallelism, cluster, constraint,
-    pp_config) or a scalar `recompute` (a train.yaml's recompute lives under activation_checkpoint)."""
-    if any(k in root for k in ("train_yaml", "parallelism", "cluster", "constraint", "pp_config")):
-        return True
-    rc = root.get("recompute")
-    if isinstance(rc, Scalar) and rc.value is not None:
-        return True
-    # `model:` holding the facts directly (a train.yaml puts them under config_overrides)
-    model = root.get("model")
-    return isinstance(model, Map) and not any(
-        k in model for k in ("pretrained_model_name_or_path", "config_overrides")
-    ) and any(k in model for k in ("num_hidden_layers", "hidden_size", "num_attention_heads"))
-
-
 def read_search(src: Source) -> SearchFacts:
     root = src.root
     facts = SearchFacts(src)
