@@ -421,7 +421,7 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
-    if train is not None and d in train.degrees and int(train.degrees[d].value) >= 1:
+    if train is not None and d in train.degrees and int(train.degrees[d].value) >= (0 if d == "etp" else 1):
         v = train.degrees[d]
         return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
     if d == "etp":
@@ -550,7 +550,7 @@ def _stated(
         mbn = 1
     ep = vals.get("ep", 1) if model is None or model.is_moe else 1
     return Strategy(
-        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1), vpp=vals.get("vpp", 1),
+        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1) or tp, vpp=vals.get("vpp", 1),
         micro_batch_size=mbs, micro_batch_num=mbn, sequence_parallel=bool(vals.get("sequence_parallel", 0)),
         recompute=plan, pipeline_schedule=schedule, optimizer_shard=optimizer_shard,  # type: ignore[arg-type]
     )

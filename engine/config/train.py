@@ -137,7 +137,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     deg = facts.degrees
     for dim, key in (("tp", "tp_size"), ("pp", "pp_size"), ("cp", "cp_size"), ("ep", "ep_size"),
                      ("etp", "expert_tensor_parallel_degree"), ("vpp", "pp_interleave_num")):
-        v = src.int_(acc, key, f"accelerator.{key}")
+        v = src.int_(acc, key, f"accelerator.{key}", allow=(0,) if dim == "etp" else ())
         if v is not None:
             deg[dim] = v
     mbs = src.int_(training, "micro_batch_size", "training.micro_batch_size")
@@ -195,7 +195,7 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     for dim, key in (("tp", "tp_degree"), ("pp", "pipeline_parallel_degree"), ("cp", "context_parallel_degree"),
                      ("ep", "expert_parallel_degree"), ("etp", "expert_tensor_parallel_degree"),
                      ("fsdp", "dp_shard")):
-        v = src.int_(acc, key, f"train.accelerator.{key}")
+        v = src.int_(acc, key, f"train.accelerator.{key}", allow=(0,) if dim == "etp" else ())
         if v is not None:
             deg[dim] = v
     facts.dp_replicate = src.int_(acc, "dp_replicate", "train.accelerator.dp_replicate")

@@ -109,3 +109,54 @@ def test_recipe_fragment_without_a_model_names_config_path(tmp_path: Path) -> No
     path = write(tmp_path, "llama_tp.yaml", "accelerator:\n  tp_size: 2\n  sequence_parallel: true\n")
     errs = errors(path)
     assert len(errs) == 1 and errs[0].startswith("HP206") and "config_path" in errs[0]
+
+
+# The older DeepSeek-V3 search example's shape (auto_parallel/examples/deepseek_v3_671b_512devices_search.yaml).
+DSV3_SEARCH = """\
+model:
+  name: "deepseek"
+  num_hidden_layers: 61
+  hidden_size: 7168
+  intermediate_size: 18432
+  num_attention_heads: 128
+  num_key_value_heads: 128
+  vocab_size: 159744
+  max_position_embeddings: 4096
+  local_batch_size: 1
+  kv_lora_rank: 512
+  q_lora_rank: 1536
+  qk_rope_head_dim: 64
+  v_head_dim: 128
+  num_experts: 256
+  num_experts_per_tok: 8
+  num_shared_experts: 1
+  moe_intermediate_size: 2048
+  first_k_dense_replace: 3
+  mtp_depth: 1
+cluster: {num_nodes: 64, cards_per_node: 8, device_type: "A2", device_memory_gb: 58.0}
+parallelism:
+  dp: [8, 16, 32]
+  tp: [2, 4, 8]
+  pp: [4, 8, 16]
+  cp: 1
+  ep: [4, 8, 16]
+  etp: ETP
+  micro_batch_num: [8, 16, 32, 64, 128]
+constraint: {global_batch_size: 1024, memory_limit_gb: 58.0}
+recompute: "full"
+pp_config: {stage_partition_mode: "uniform", pipeline_schedule: "1F1B"}
+"""
+
+
+def test_etp_zero_means_follow_tp(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", DSV3_SEARCH.replace("ETP", "0"))
+    loaded = check_file(path)
+    assert not [d for d in loaded.diagnostics if d.is_error], loaded.diagnostics
+    assert loaded.config is not None and loaded.config.dimensions["etp"].summary() == "etp: follows tp (declared)"
+    rc, doc = cli("search", path, "--top", "3")
+    assert rc == 0, doc
+    best = doc["best"] if "best" in doc else doc["ranking"][0]
+    s = best.get("strategy", best)
+    assert s["etp"] == s["tp"] > 1  # every candidate prices its experts split over its own tp
+    bad = write(tmp_path, "bad.yaml", DSV3_SEARCH.replace("ETP", "-1"))
+    assert "HP109" in codes(bad)
