@@ -24,8 +24,8 @@ with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
 mods = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'engine', 'importlib'))
 print(json.dumps({"code": code, "modules": mods,
-                  "env": {v: os.environ.get(v) for v in %r}}))
-""" % (BLAS_THREAD_VARS,)
+                  "env": {v: os.environ.get(v) for v in VARS}}))
+""".replace("VARS", repr(BLAS_THREAD_VARS))
 
 
 def _probe(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
