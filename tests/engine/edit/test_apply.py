@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
