@@ -160,3 +160,19 @@ def test_etp_zero_means_follow_tp(tmp_path: Path) -> None:
     assert s["etp"] == s["tp"] > 1  # every candidate prices its experts split over its own tp
     bad = write(tmp_path, "bad.yaml", DSV3_SEARCH.replace("ETP", "-1"))
     assert "HP109" in codes(bad)
+
+
+def test_a_stated_1f1b_schedule_is_not_overridden_by_an_interleaved_vpp(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", DSV3_SEARCH.replace("ETP", "0"))
+    cfg = check_file(path).config
+    assert cfg is not None and cfg.dimensions["vpp"].summary() == "vpp: fixed 1 (declared)"
+    assert cfg.dimensions["vpp"].location is not None and cfg.dimensions["vpp"].location.key.start.line == 31
+    rc, doc = cli("search", path, "--top", "5")
+    assert rc == 0
+    for row in [doc["best"], *doc["top"]]:
+        s = row.get("strategy", row)
+        assert s["vpp"] == 1 and s["pipeline_schedule"] == "1F1B"
+    # without the stated schedule the search may interleave
+    free = write(tmp_path, "free.yaml", DSV3_SEARCH.replace("ETP", "0").replace(', pipeline_schedule: "1F1B"', ""))
+    cfg = check_file(free).config
+    assert cfg is not None and cfg.dimensions["vpp"].state == "absent"
