@@ -428,6 +428,8 @@ def _price_block(
     head_t = (1 + K.BWD_GEMM_RATIO) * logit_g + (1 + K.BWD_ELEMENTWISE_RATIO) * logit_e
     head_t = head_t * (1 + m_.mtp_depth)
     comp_stage = comp_stage + np.where(last, head_t[:, None], 0.0)
+    fwd_stage = stage_sum(np.broadcast_to(fwd[:, :, None], (n, 2, 3)))
+    fwd_stage = fwd_stage + np.where(last, ((logit_g + logit_e) * (1 + m_.mtp_depth))[:, None], 0.0)
     # Pipeline point-to-point: activations forward and gradients backward, b·s·h/t each with NAR21's
     # scatter/gather, v times per micro-batch when interleaved (NAR21 §2.2, §4.1).
     pp_stride = table.tp * table.cp * table.dp
@@ -518,7 +520,19 @@ def _price_block(
         stage_fixed_gib=np.where(valid, fixed_b / K.GIB, np.nan),
         layer_count=counts, in_flight=mf, layer_act_one_gib=act / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0),
+        stage_time_parts=_stage_parts(valid, fwd_stage, comp_stage, {
+            "recompute": stage_sum(rec), "tp_comm": stage_sum(tp), "cp_comm": stage_sum(cpc),
+            "ep_comm": stage_sum(epc), "pp_p2p": np.broadcast_to(p2p[:, None], valid.shape),
+            "fsdp_comm": fsdp_exp, "dp_comm": dp_exp_stage, "optimizer": np.broadcast_to(opt_t[:, None], valid.shape)}),
     )
+
+
+def _stage_parts(valid: np.ndarray, fwd_stage: np.ndarray, comp_stage: np.ndarray,
+                 rest: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """PricedTable.stage_time_parts: the per-stage, per-micro-batch terms stage_t is the sum of (forward and
+    backward compute apart), the stage's exposed end-of-step sync and the optimizer, zero past each row's pp."""
+    parts = {"forward": fwd_stage, "backward": comp_stage - fwd_stage, **rest}
+    return {k: np.where(valid, v, 0.0) for k, v in parts.items()}
 
 
 def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool) -> tuple[np.ndarray, np.ndarray]:
