@@ -4,6 +4,7 @@ and equal stages show NAR21's bubble (p − 1)/m (1F1B) and (p − 1)/(v·m) (in
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -51,7 +52,7 @@ def test_lanes_do_not_overlap_and_cover_the_step(explained: Explained) -> None:
     for stage in range(explained.estimate.strategy.pp):
         lane = sorted((iv for iv in explained.timeline if iv.stage == stage), key=lambda iv: iv.start_s)
         assert lane[0].start_s == 0.0
-        for a, b in zip(lane, lane[1:], strict=False):
+        for a, b in itertools.pairwise(lane):
             assert b.start_s >= a.end_s - EPS, (a, b)
             assert b.start_s <= a.end_s + EPS, f"gap between {a} and {b}: idle must be drawn as bubble"
         assert lane[-1].end_s == step
