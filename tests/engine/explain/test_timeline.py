@@ -13,7 +13,7 @@ import pytest
 
 from engine.check import check_file
 from engine.config.types import Config
-from engine.explain import Explained, explain_config, explain_estimate
+from engine.explain import Explained, Interval, explain_config, explain_estimate
 from engine.explain.schedule import simulate
 from engine.results import TIME_TERMS
 
@@ -94,10 +94,9 @@ def test_pipeline_dependencies(explained: Explained) -> None:
             assert iv.start_s >= ops[("forward", i, c, j)].end_s - EPS
 
 
-def _op_end(ex: Explained, iv: object) -> float:
+def _op_end(ex: Explained, iv: Interval) -> float:
     """End of the operation `iv` starts, including the comm / backward pieces drawn right after it."""
-    assert hasattr(iv, "end_s")
-    lane = sorted((x for x in ex.timeline if x.stage == iv.stage), key=lambda x: x.start_s)  # type: ignore[attr-defined]
+    lane = sorted((x for x in ex.timeline if x.stage == iv.stage), key=lambda x: x.start_s)
     k = lane.index(iv)
     end = lane[k].end_s
     for nxt in lane[k + 1:]:
@@ -107,14 +106,14 @@ def _op_end(ex: Explained, iv: object) -> float:
     return end
 
 
-def _op_start(ex: Explained, iv: object) -> float:
+def _op_start(ex: Explained, iv: Interval) -> float:
     """Start of a backward operation, recompute piece included."""
-    lane = sorted((x for x in ex.timeline if x.stage == iv.stage), key=lambda x: x.start_s)  # type: ignore[attr-defined]
+    lane = sorted((x for x in ex.timeline if x.stage == iv.stage), key=lambda x: x.start_s)
     k = lane.index(iv)
     prev = lane[k - 1] if k else None
     if prev is not None and prev.kind == "recompute" and prev.micro_batch == lane[k].micro_batch:
         return prev.start_s
-    return lane[k].start_s  # type: ignore[no-any-return]
+    return lane[k].start_s
 
 
 def test_stage_rows_add_up_to_the_step(explained: Explained) -> None:
