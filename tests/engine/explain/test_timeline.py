@@ -79,7 +79,7 @@ def test_pipeline_dependencies(explained: Explained) -> None:
     s = explained.estimate.strategy
     p = s.pp
     v = s.vpp if s.pipeline_schedule == "interleaved" else 1
-    ops = {(iv.kind, iv.stage, iv.chunk, iv.micro_batch): iv for iv in explained.timeline
+    ops = {(iv.kind, iv.stage, iv.chunk or 0, iv.micro_batch or 0): iv for iv in explained.timeline
            if iv.kind in ("forward", "backward")}
     # An operation's whole extent: forward + its comm, recompute + backward + comm, drawn back to back.
     for (kind, i, c, j), iv in ops.items():
