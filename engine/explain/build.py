@@ -11,7 +11,7 @@ stage's whole time), the difference is drawn as bubble and a diagnostic says how
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from engine.config.types import Config
 from engine.cost import CandidateTable, estimate, price_table
@@ -73,14 +73,14 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
                                 "and drain with every other stage's whole time, NAR21 §2.2 / HYPERPARALLEL.md "
                                 "§7.5); the timeline shows the difference as bubble"))
     stages = _stage_rows(priced, parts, p, m, est.step_time_s, timeline)
-    bound, time_bound, detail = _bound(config, est, stages)
-    tight = max(range(p), key=lambda i: stages[i].total_gib)
+    b = bound_of(config, est)
+    bound, time_bound, detail, tight = b.bound, b.time_bound, b.detail, b.tightest_stage
     pipe = m * max(stage_t) * scale
     bubble = est.time_breakdown_s["pp_bubble"]
     return Explained(
         estimate=est, framework=framework_of(config), schedule=_schedule_name(s, v), stages=tuple(stages),
         bound=bound, time_bound=time_bound, bound_detail=detail, tightest_stage=tight,
-        headroom_gib=est.budget_gib - stages[tight].total_gib, timeline=tuple(timeline),
+        headroom_gib=b.headroom_gib, timeline=tuple(timeline),
         bubble_fraction=bubble / pipe if pipe > 0 else 0.0, diagnostics=tuple(diags))
 
 
@@ -169,30 +169,41 @@ def _stage_rows(priced: PricedTable, parts: dict[str, list[float]], p: int, m: i
     return rows
 
 
-def _bound(config: Config, est: Estimate, stages: list[StageRow]) -> tuple[str, str, str]:
-    """(bound, largest time term, a sentence). Memory bounds a plan that does not fit, and one whose largest
-    non-compute cost is recompute that the headroom cannot do without (the same plan with recompute off
-    does not fit): there the memory, not the time term, is what to change."""
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """What bounds a plan (Explained.bound, the hover's first line) and its tightest stage's headroom."""
+
+    bound: str
+    time_bound: str
+    detail: str
+    tightest_stage: int
+    headroom_gib: float
+
+
+def bound_of(config: Config, est: Estimate) -> Bound:
+    """What bounds the step. Memory bounds a plan that does not fit, and one whose largest non-compute cost
+    is recompute the headroom cannot do without (the same plan with recompute off does not fit): there the
+    memory, not the time term, is what to change. Otherwise the largest time term. Cheap (no timeline): the
+    hover calls it."""
     terms = est.time_breakdown_s
     step = est.step_time_s
     top = max(TIME_TERMS, key=lambda k: terms[k])
-    tight = max(stages, key=lambda r: r.total_gib)
-    head = est.budget_gib - tight.total_gib
+    stages = est.stage_memory_gib or (est.peak_memory_gib,)
+    tight = max(range(len(stages)), key=lambda i: stages[i])
+    head = est.budget_gib - stages[tight]
     share = f"{100 * terms[top] / step:.0f}% of the {step:.3g} s step" if step > 0 else "the step"
     if not est.fits:
-        return "memory", top, (f"memory: stage {tight.stage} needs {tight.total_gib:.1f} GiB, "
-                               f"{-head:.1f} GiB over the {est.budget_gib:g} GiB budget")
-    rest = [k for k in TIME_TERMS if k != "compute"]
-    second = max(rest, key=lambda k: terms[k])
+        return Bound("memory", top, f"memory: stage {tight} needs {stages[tight]:.1f} GiB, {-head:.1f} GiB over "
+                     f"the {est.budget_gib:g} GiB budget", tight, head)
+    second = max((k for k in TIME_TERMS if k != "compute"), key=lambda k: terms[k])
     if second == "recompute" and terms["recompute"] > 0 and top in ("compute", "recompute"):
         off = replace(est.strategy, recompute=RecomputePlan(mode="off"))
         assert config.model is not None and config.cluster is not None
         priced_off = estimate(config.model, config.cluster, config.run, off, est.budget_gib)
         if not priced_off.fits:
-            return "memory", top, (f"memory headroom: recompute costs {terms['recompute']:.3g} s; without it "
-                                   f"stage peak {priced_off.peak_memory_gib:.1f} GiB exceeds the "
-                                   f"{est.budget_gib:g} GiB budget (tightest stage {tight.stage}: "
-                                   f"{head:.1f} GiB headroom)")
+            return Bound("memory", top, f"memory headroom: recompute costs {terms['recompute']:.3g} s; without it "
+                         f"the peak {priced_off.peak_memory_gib:.1f} GiB exceeds the {est.budget_gib:g} GiB budget "
+                         f"(tightest stage {tight}: {head:.1f} GiB headroom)", tight, head)
     after = f"; next: {second} {terms[second]:.3g} s" if terms[second] > 0 and second != top else ""
-    return top, top, (f"{top}: {share}{after}; tightest stage {tight.stage} has {head:.1f} GiB headroom "
-                      f"of {est.budget_gib:g} GiB")
+    return Bound(top, top, f"{top}: {share}{after}; tightest stage {tight} has {head:.1f} GiB headroom of "
+                 f"{est.budget_gib:g} GiB", tight, head)
