@@ -47,10 +47,7 @@
   (save-excursion (goto-char (point-min)) (when (re-search-forward re nil t) (buffer-substring (line-beginning-position) (line-end-position)))))
 
 (defun hp-run ()
-  (let* ((file (getenv "HP_FILE"))
-         (dir (file-name-directory file)))
-    ;; a folder outside any VCS: make it the project eglot starts the server for
-    (add-hook 'project-find-functions (lambda (_d) (cons 'transient dir)))
+  (let ((file (getenv "HP_FILE")))  ; outside any VCS: eglot's project is the file's folder
     (find-file file)
     (hp-check (eq major-mode 'yaml-mode) "yaml-mode")
     (apply #'eglot (eglot--guess-contact))

@@ -40,9 +40,9 @@ function! s:Finish() abort
 endfunction
 
 " --- USER: ALE, and hp_lsp as an LSP linter for YAML (Debian: apt-get install vim-ale) ----------------
-set runtimepath^=/usr/share/vim-ale
+" (a vimrc says `packadd! ale`; under -u NONE plugins are not loaded at startup, so load it now)
+packadd ale
 filetype plugin on
-runtime plugin/ale.vim
 let g:ale_linters = {'yaml': ['hp_lsp']}
 let g:ale_lint_on_enter = 1
 call ale#linter#Define('yaml', {
