@@ -189,17 +189,17 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
     if wanted("quickfix"):
         # One action per distinct fix: two findings on one value (HP403 and HP412 on tp_size) often ask for
         # the same edit, which the menu would otherwise list twice; the action names both diagnostics.
-        merged: dict[tuple[str, tuple[TextEdit, ...]], types.CodeAction] = {}
+        merged: dict[tuple[str, tuple[TextEdit, ...]], list[types.Diagnostic]] = {}
         for d in ours:
             data = d.data if isinstance(d.data, dict) else {}
             path = str(data.get("path", ""))
             for fix in fixes_for(text, path, data):
-                same = merged.get((fix.title, fix.edits))
-                if same is not None and same.diagnostics is not None:
-                    same.diagnostics.append(d)
+                named = merged.get((fix.title, fix.edits))
+                if named is not None:
+                    named.append(d)  # the action made below holds this very list
                     continue
-                merged[(fix.title, fix.edits)] = made = action(fix.title, fix.kind, fix.edits, [d], fix.preferred)
-                out.append(made)
+                merged[(fix.title, fix.edits)] = named = [d]
+                out.append(action(fix.title, fix.kind, fix.edits, named, fix.preferred))
             if wants_search_config(str(d.code) if d.code else None, data) and state.path:
                 out.append(create_search_config_action(ls, state, d))
     search_diags = [d for d in ours if d.code in SEARCH_CODES]
