@@ -18,6 +18,7 @@ from tests.e2e.conftest import (
     apply_lsp_edits,
     copy_example,
     edits_of,
+    find_line,
     record_client_requests,
     wait_until,
 )
@@ -111,3 +112,25 @@ async def test_request_composed_before_the_publish_gets_the_fix_for_the_current_
     assert apply[0].edit is not None
     _, version = edits_of(apply[0].edit, uri)
     assert version == 1
+
+
+async def test_one_action_per_distinct_fix(client: LanguageClient, tmp_path: Path) -> None:
+    """Two findings on one value that ask for the same edit (HP403 and HP412 on `tp_size: 3`) give one menu
+    entry naming both, not the same title twice."""
+    folder = copy_example("llama3-70b", tmp_path)
+    uri = from_fs_path(str(folder / "train.yaml")) or ""
+    text = (folder / "train.yaml").read_text().replace("tp_size: 8", "tp_size: 3")
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="yaml", version=1, text=text)))
+    line, _ = find_line(text, "tp_size:")
+
+    def on_tp() -> list[types.Diagnostic] | None:
+        found = [d for d in client.diagnostics.get(uri, []) if d.range.start.line == line]
+        return found if {"HP403", "HP412"} <= {str(d.code) for d in found} else None
+
+    diags = await wait_until(on_tp, what="HP403 and HP412 on tp_size")
+    res = await request(client, "dup", uri, diags[0].range, diags)
+    titles = [a.title for a in res or [] if isinstance(a, types.CodeAction)]
+    assert titles and len(titles) == len(set(titles)), titles
+    shared = [a for a in res or [] if isinstance(a, types.CodeAction) and len(a.diagnostics or []) > 1]
+    assert shared, titles
