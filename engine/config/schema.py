@@ -106,7 +106,7 @@ SEARCH = _s(
     {
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
-            "optimizer_weight_shard_size seq_length",
+            "optimizer_weight_shard_size seq_length seq_len max_seq_len",
             _HF_EXTRA + " _target_",
         ),
         "cluster": _s(

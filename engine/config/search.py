@@ -17,6 +17,7 @@ from engine.config.train import DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES
 from engine.document import Map, Node, Scalar, Seq
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
+SEQ_KEYS = ("max_position_embeddings", "seq_length", "seq_len", "max_seq_len")
 RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
                       "true": "full", "auto": "auto", "per_layer": "per_layer"}
 SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved"}
@@ -80,12 +81,13 @@ def read_search(src: Source) -> SearchFacts:
         kn = root.key_node("model")
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
-    fields = read_model_fields(src, model, "model", skip=frozenset({"max_position_embeddings", "seq_length"}))
+    fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
     facts.model_fields = fields
     facts.name = src.str_(model, "name", "model.name")
-    # In a search config max_position_embeddings IS the trained sequence length (HYPERPARALLEL.md §2.1).
-    facts.seq_len = src.int_(model, "max_position_embeddings", "model.max_position_embeddings") or src.int_(
-        model, "seq_length", "model.seq_length")
+    # In a search config max_position_embeddings IS the trained sequence length (HYPERPARALLEL.md §2.1); older
+    # examples write it seq_len (beside n_layers, dim, n_heads: §3.2 "older versions"), some seq_length.
+    for key in SEQ_KEYS:
+        facts.seq_len = facts.seq_len or src.int_(model, key, f"model.{key}")
     facts.local_batch_size = src.int_(model, "local_batch_size", "model.local_batch_size")
     facts.use_seq_parallel = src.bool_(model, "use_seq_parallel", "model.use_seq_parallel")
     facts.optimizer_shard = src.int_(model, "optimizer_weight_shard_size", "model.optimizer_weight_shard_size")

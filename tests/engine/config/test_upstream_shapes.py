@@ -279,3 +279,18 @@ def test_trainer_pipeline_keys(tmp_path: Path) -> None:
     info = [d for d in diags if d.code == "HP112"]
     assert info and info[0].path == "accelerator.pp_schedule" and "priced as 1F1B" in info[0].message
     assert "HP101" not in [d.code for d in diags]
+
+
+def test_old_key_search_config_states_its_sequence_length_as_seq_len(tmp_path: Path) -> None:
+    # examples/moe_llm_search.yaml at an older commit: n_layers, dim, inter_dim, n_heads, n_kv_heads, seq_len.
+    path = write(tmp_path, "moe.yaml", "model:\n  name: mixtral\n  n_layers: 32\n  dim: 4096\n  inter_dim: 14336\n"
+                 "  n_heads: 32\n  n_kv_heads: 8\n  vocab_size: 32000\n  seq_len: 32768\n  num_experts: 8\n"
+                 "  num_experts_per_tok: 2\n  moe_inter_dim: 14336\n"
+                 "cluster: {num_nodes: 8, cards_per_node: 8, device_type: ascend}\n"
+                 "parallelism: {tp: [1, 2, 4, 8], pp: [1, 2, 4], cp: 1, ep: [1, 2, 4, 8], etp: 1}\n"
+                 "constraint: {global_batch_size: 256}\n")
+    loaded = check_file(path)
+    assert loaded.config is not None and loaded.config.model is not None
+    assert loaded.config.model.seq_len == 32768 and loaded.config.model.num_layers == 32
+    assert "HP207" not in [d.code for d in loaded.diagnostics]
+    assert loaded.config.locations["model.max_position_embeddings"].key.start.line == 8
