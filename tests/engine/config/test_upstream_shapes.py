@@ -294,3 +294,12 @@ def test_old_key_search_config_states_its_sequence_length_as_seq_len(tmp_path: P
     assert loaded.config.model.seq_len == 32768 and loaded.config.model.num_layers == 32
     assert "HP207" not in [d.code for d in loaded.diagnostics]
     assert loaded.config.locations["model.max_position_embeddings"].key.start.line == 8
+
+
+def test_ignored_bandwidth_keys_are_named_as_ours(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", "model: {num_hidden_layers: 2, hidden_size: 256, num_attention_heads: 4, "
+                 "vocab_size: 1000, max_position_embeddings: 1024}\n"
+                 "cluster: {num_nodes: 1, device_type: A2, intra_node_bandwidth_gbps: 200.0}\n")
+    d = [d for d in check_file(path).diagnostics if d.code == "HP102"]
+    assert len(d) == 1 and d[0].data["replace_key"] == "intra_node_bandwidth_gb_s"
+    assert "ignored, by HyperParallel and by hp-plan" in d[0].message and "upstream" not in d[0].message
