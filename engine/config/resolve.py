@@ -296,6 +296,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         memory_limit_gb=float(mem.value) if mem is not None else None,
         recompute=request,  # type: ignore[arg-type]
         stated_recompute=plan,
+        recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
         pipeline_schedule=schedule,  # type: ignore[arg-type]
         stated=stated,
         optimizer_shard=int(opt.value) if opt is not None else 1,
@@ -492,6 +493,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
             kw["param_bytes"] = int(train.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
+        if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's (HYPERPARALLEL.md §4.2)
+            kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
         if sf.param_bytes is not None:
