@@ -33,7 +33,7 @@ from engine.config.kind import kind_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, read_search
-from engine.config.train import TrainFacts, base_dir_of, read_train
+from engine.config.train import DTYPES, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
@@ -500,6 +500,10 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
+    init = (sf.param_init if sf is not None else None) or (train.param_init if train is not None else None)
+    if init is not None:  # stored weights' width wins over the compute dtype (read_param_init)
+        kw["param_bytes"] = DTYPES[str(init.value)]
+        kw["master_weights"] = DTYPES[str(init.value)] < 4
     return RunOptions(**kw)
 
 
