@@ -523,7 +523,7 @@ def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
     from engine.cost import constants as K
 
     frameworks = sorted({"megatron", *(r.framework for r in runs)})
-    print(f"{'left out':<12} {'constants without its runs':<52} {'median |e|':>10} {'max |e|':>8}")
+    print(f"{'left out':<12} {'constants without its runs':<84} {'median |e|':>10} {'max |e|':>8}")
     for fw in frameworks:
         saved = {k: getattr(K, k) for k in (*FIT_GRID, "TORCH_GEMM_FRACTION_OF_MAMF")}
         try:
@@ -543,7 +543,7 @@ def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
                 setattr(K, k, v)
         ab = [abs(x) for x in errs]
         what = ", ".join(f"{k}={v:g}" for k, v in values.items()) or "none fitted on its runs"
-        print(f"{fw:<12} {what[:52]:<52} {100 * statistics.median(ab):>9.1f}% {100 * max(ab):>7.1f}%")
+        print(f"{fw:<12} {what[:84]:<84} {100 * statistics.median(ab):>9.1f}% {100 * max(ab):>7.1f}%")
 
 
 def _fit_runs(runs: list[Run]) -> dict[str, float]:

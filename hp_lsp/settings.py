@@ -52,8 +52,16 @@ class Settings:
             device_type=self.device_type,
             memory_gb=min(mem) if mem else None,
             memory_source=source,
-            framework=self.framework,
+            framework=_framework_name(self.framework),
         )
+
+
+def _framework_name(name: str | None) -> str | None:
+    """The catalog name of a framework setting (aliases such as "nemo" accepted); unknown names are unset."""
+    from engine.catalog.frameworks import find_framework
+
+    fw = find_framework(name) if name else None
+    return fw.name if fw is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,7 @@ _FIELDS: dict[str, tuple[str, str]] = {
     "searchOnSave": ("search_on_save", "bool"),
     "maxFileSizeKb": ("max_file_size_kb", "posint"),
     "trace.server": ("trace_server", "trace"),
-    "framework": ("framework", "framework"),
+    "framework": ("framework", "str"),
 }
 
 
@@ -109,11 +117,6 @@ def _coerce(kind: str, value: Any) -> tuple[bool, Any]:
         return (True, value) if isinstance(value, bool) else (False, None)
     if kind == "str":
         return (True, value.strip() or None) if isinstance(value, str) else (False, None)
-    if kind == "framework":
-        from engine.catalog.frameworks import find_framework
-
-        fw = find_framework(value) if isinstance(value, str) and value.strip() else None
-        return (True, fw.name) if fw is not None else (False, None)
     if kind == "trace":
         return (True, value) if value in ("off", "messages", "verbose") else (False, None)
     if isinstance(value, bool):

@@ -107,6 +107,20 @@ def framework_restrictions(config: Config, restrict: dict[str, tuple[int, ...] |
     return {**restrict, "pp": (1,), "vpp": (1,)}
 
 
+def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...] | None],
+                          restrict: Mapping[str, tuple[int, ...] | None]) -> Diagnostic | None:
+    """HP530 at parallelism.pp when every pp the file lists is one the framework's trainer cannot run."""
+    asked, allowed = declared.get("pp"), restrict.get("pp")
+    if asked is None or allowed is None or set(asked) & set(allowed):
+        return None
+    fw = framework_of(config.run)
+    rng, path, file = explain.dim_position(config, "pp")
+    return Diagnostic("HP530", f"{fw.name}: its trainer does not pipeline (HYPERPARALLEL.md §2.5: no PipelineStage), "
+                      f"so no plan with pp {list(asked)} can run on it; allow pp 1, or name the framework that runs "
+                      "the plan (estimator.framework: megatron | mindspeed | torchtitan, or --framework)", rng, path,
+                      file=file, data={"framework": fw.name})
+
+
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
             cancelled: Callable[[], bool] | None) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
@@ -121,7 +135,11 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
     budget = _budget(config)
-    restrict = framework_restrictions(config, restrictions(config))
+    declared = restrictions(config)
+    restrict = framework_restrictions(config, declared)
+    cannot = _framework_cannot_run(config, declared, restrict)
+    if cannot is not None:
+        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))
     os_shard = config.optimizer_shard
     space = enumerate_space(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
 
@@ -133,7 +151,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         if progress is not None:
             progress(0.9 * min(done / total, 1.0))
 
-    priced = price_space(pricer, space, config.recompute, top=top, model=model, poll=poll)
+    priced = price_space(pricer, space, config.recompute, top=top, model=model, poll=poll,
+                         allowed=_allowed(config))
     order = priced.order(top)
     fits = priced.fits
     over = int(len(space) - int(fits.sum()))
@@ -215,7 +234,8 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
 
     if restricted:
         wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
-        wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll)
+        wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
+                                  allowed=_allowed(config))
         if wide_priced.fits.any():
             light = _lightest(space, priced)
             in_lists = float(priced.peak[light]) if light is not None else None
@@ -293,7 +313,8 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo,
                                 optimizer_shard=lightest.optimizer_shard)
         if len(space):
-            priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll)
+            priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll,
+                                 allowed=_allowed(config))
             order = priced.order(1)
             if order.size:
                 r = int(order[0])
@@ -377,3 +398,9 @@ def compare_stated(config: Config, result: SearchResult, *,
             rng, path, file=file,
             data={"speedup": ratio, "strategy": best.strategy.to_json()}))
     return tuple(out)
+
+
+def _allowed(config: Config) -> tuple[int, ...]:
+    """The recompute mode codes (engine.search.rank OFF/SELECTIVE/FULL) the config lets auto / per_layer use."""
+    codes = {"off": 0, "selective": 1, "full": 2}
+    return tuple(codes[m] for m in config.recompute_modes if m in codes)
