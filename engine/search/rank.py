@@ -21,6 +21,15 @@ Pricing every candidate under every mode is what this avoids, exactly:
     KOR22 §4), so rows are priced in waves of increasing micro-batch size per group of otherwise equal
     rows, and a row whose smaller-micro-batch sibling already failed the budget under its lightest mode is
     not priced: it is over the budget.
+Branch and bound (engine.search.bound): most candidates of a large space cannot enter the top K, and
+pricing them is most of the work. A lower bound on the step time per group of candidates (the pipeline
+combination of the layers' own time, one bound for every ep, fsdp and optimizer shard of the group) orders
+the groups; the most promising are priced first (as above), which gives a K-th best time; the candidates of
+every group whose bound is below it get a second, tighter bound (per ep; FSDP and the optimizer shard left
+out), and only those below it are priced. A candidate never priced is slower than the K-th best: the top K
+is the exhaustive one (`exhaustive=True` prices everything, for the refusals' whole-space statistics and
+the tests). Its memory is not priced either: `Priced.unpriced` counts such rows, neither fit nor over.
+
 The tests check the outcome against pricing every candidate one by one (tests/engine/search).
 """
 
@@ -34,9 +43,10 @@ import numpy as np
 
 from engine.cost.table import CandidateTable, PricedTable
 from engine.results import Estimate
+from engine.search.bound import layer_bound, shard_bound
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
-from engine.search.space import Space
+from engine.search.space import Space, subspace
 from engine.specs import ModelSpec, Strategy
 
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -53,6 +63,9 @@ CHUNK = 1024
 _SLACK = 1e-9
 # Columns that, with the micro-batch size, identify a candidate (the micro-batch count follows from them).
 _GROUP = ("tp", "pp", "cp", "fsdp", "etp", "ep", "vpp", "sp", "os")
+# The bounded search first prices the candidates of the most promising bound groups, at least this many
+# rows (two pricing calls), to learn a K-th best time; four times more each round while fewer than K fit.
+SEED_ROWS = 2 * CHUNK
 
 
 class Pricing(Protocol):
@@ -88,6 +101,7 @@ class Priced:
     layer_modes: dict[int, np.ndarray] = field(default_factory=dict)
     priced: int = 0
     unfit_mode: int = FULL  # the mode `peak` is priced under where nothing fits (the lightest offered)
+    unpriced: int = 0  # rows the bound proved slower than the K-th best, left unpriced (fit unknown)
 
     @property
     def fits(self) -> np.ndarray:
@@ -155,9 +169,60 @@ def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-                poll: Poll | None = None) -> Priced:
-    """Price `space` under `request` (module docstring). `poll(rows_done)` runs between chunks (progress and
+                poll: Poll | None = None, exhaustive: bool = False) -> Priced:
+    """Price `space` under `request` (module docstring): the rows that can reach the top K exactly, the others
+    bounded out, or with `exhaustive` every row. `poll(rows_done)` runs between chunks (progress and
     cancellation); it may raise Cancelled."""
+    if exhaustive or len(space) <= SEED_ROWS:
+        return _price_all(pricer, space, request, top=top, model=model, poll=poll)
+    return _price_bounded(pricer, space, request, top=top, model=model, poll=poll)
+
+
+def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
+                   poll: Poll | None) -> Priced:
+    """Branch and bound over the bound groups (module docstring)."""
+    n = len(space)
+    cols = space.columns
+    rows = np.arange(n)
+    gcode, bound = layer_bound(pricer, cols, rows)
+    if poll is not None:
+        poll(0)
+    order = np.argsort(bound, kind="stable")
+    sizes_in_order = np.cumsum(np.bincount(gcode, minlength=bound.size)[order])
+    want = SEED_ROWS
+    while True:
+        n_groups = int(np.searchsorted(sizes_in_order, want)) + 1
+        chosen = np.zeros(bound.size, dtype=bool)
+        chosen[order[:n_groups]] = True
+        seed_rows = np.nonzero(chosen[gcode])[0]
+        seed = _price_all(pricer, subspace(space, seed_rows), request, top=top, model=model, poll=None)
+        if seed_rows.size == n:
+            return seed
+        threshold = _kth(seed, top)
+        if np.isfinite(threshold):
+            break
+        want *= 4
+    cand = rows[bound[gcode] <= threshold]
+    tcode, tight = shard_bound(pricer, cols, cand)
+    keep = cand[tight[tcode] <= threshold]
+
+    def sub_poll(done: int) -> None:
+        if poll is not None:
+            poll(n - keep.size + done)
+
+    sub = _price_all(pricer, subspace(space, keep), request, top=top, model=model, poll=sub_poll)
+    out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
+                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
+                 unfit_mode=sub.unfit_mode, priced=sub.priced + seed.priced, unpriced=n - keep.size)
+    for name in ("feasible", "exact", "mode", "step", "peak"):
+        getattr(out, name)[keep] = getattr(sub, name)
+    out.layer_modes = {int(keep[r]): lm for r, lm in sub.layer_modes.items()}
+    return out
+
+
+def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
+               poll: Poll | None = None) -> Priced:
+    """Price every row of `space` (the module docstring's passes, without the branch and bound)."""
     n = len(space)
     cols = dict(space.columns)
     modes = REQUEST_MODES[request]
