@@ -64,8 +64,9 @@ _SLACK = 1e-9
 # Columns that, with the micro-batch size, identify a candidate (the micro-batch count follows from them).
 _GROUP = ("tp", "pp", "cp", "fsdp", "etp", "ep", "vpp", "sp", "os")
 # The bounded search first prices the candidates of the most promising bound groups, at least this many
-# rows (two pricing calls), to learn a K-th best time; four times more each round while fewer than K fit.
-SEED_ROWS = 2 * CHUNK
+# rows (half a pricing call), to learn a K-th best time; four times more each round while fewer than K fit.
+# Spaces this small are priced whole.
+SEED_ROWS = 512
 
 
 class Pricing(Protocol):
@@ -183,46 +184,63 @@ def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, mod
     """Branch and bound over the bound groups (module docstring)."""
     n = len(space)
     cols = space.columns
-    rows = np.arange(n)
-    gcode, bound = layer_bound(pricer, cols, rows)
+    gcode, bound = layer_bound(pricer, cols, np.arange(n))
     if poll is not None:
         poll(0)
+    out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
+                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf))
     order = np.argsort(bound, kind="stable")
-    sizes_in_order = np.cumsum(np.bincount(gcode, minlength=bound.size)[order])
-    want = SEED_ROWS
-    while True:
-        n_groups = int(np.searchsorted(sizes_in_order, want)) + 1
-        chosen = np.zeros(bound.size, dtype=bool)
-        chosen[order[:n_groups]] = True
-        seed_rows = np.nonzero(chosen[gcode])[0]
-        seed = _price_all(pricer, subspace(space, seed_rows), request, top=top, model=model, poll=None)
-        if seed_rows.size == n:
-            return seed
-        threshold = _kth(seed, top)
-        if np.isfinite(threshold):
+    rows_in_order = np.cumsum(np.bincount(gcode, minlength=bound.size)[order])
+    chosen = np.zeros(bound.size, dtype=bool)
+    done, want, priced_rows = 0, SEED_ROWS, 0
+    while True:  # the most promising groups, until K rows fit (or every group is priced)
+        upto = min(int(np.searchsorted(rows_in_order, want)) + 1, bound.size)
+        fresh = np.zeros(bound.size, dtype=bool)
+        fresh[order[done:upto]] = True
+        chosen |= fresh
+        rows = np.nonzero(fresh[gcode])[0]
+        _price_into(out, pricer, space, rows, request, top=top, model=model, poll=None)
+        priced_rows += rows.size
+        done = upto
+        threshold = _kth(out, top)
+        if done == bound.size or np.isfinite(threshold):
             break
         want *= 4
-    cand = rows[bound[gcode] <= threshold]
-    tcode, tight = shard_bound(pricer, cols, cand)
-    keep = cand[tight[tcode] <= threshold]
+    if done < bound.size:
+        cand = np.nonzero(~chosen[gcode] & (bound[gcode] <= threshold))[0]
+        tcode, tight = shard_bound(pricer, cols, cand)
+        keep = cand[tight[tcode] <= threshold]
 
-    def sub_poll(done: int) -> None:
-        if poll is not None:
-            poll(n - keep.size + done)
+        def sub_poll(done_rows: int) -> None:
+            if poll is not None:
+                poll(n - keep.size + done_rows)
 
-    sub = _price_all(pricer, subspace(space, keep), request, top=top, model=model, poll=sub_poll)
-    out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
-                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
-                 unfit_mode=sub.unfit_mode, priced=sub.priced + seed.priced, unpriced=n - keep.size)
-    for name in ("feasible", "exact", "mode", "step", "peak"):
-        getattr(out, name)[keep] = getattr(sub, name)
-    out.layer_modes = {int(keep[r]): lm for r, lm in sub.layer_modes.items()}
+        _price_into(out, pricer, space, keep, request, top=top, model=model, poll=sub_poll)
+        priced_rows += keep.size
+    out.unpriced = n - priced_rows
     return out
 
 
+def _price_into(out: Priced, pricer: Pricing, space: Space, rows: np.ndarray, request: str, *, top: int,
+                model: ModelSpec, poll: Poll | None) -> None:
+    """Price `rows` of `space` (every pass, with the K-th best time of `out` so far as the threshold) and
+    write them into `out`. Rows are independent, so a row prices the same here as in the whole space."""
+    if rows.size == 0:
+        return
+    sub = _price_all(pricer, subspace(space, rows), request, top=top, model=model, poll=poll,
+                     threshold=_kth(out, top))
+    for name in ("feasible", "exact", "mode", "step", "peak"):
+        getattr(out, name)[rows] = getattr(sub, name)
+    out.layer_modes.update({int(rows[r]): lm for r, lm in sub.layer_modes.items()})
+    out.priced += sub.priced
+    out.unfit_mode = sub.unfit_mode
+
+
 def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-               poll: Poll | None = None) -> Priced:
-    """Price every row of `space` (the module docstring's passes, without the branch and bound)."""
+               poll: Poll | None = None, threshold: float = np.inf) -> Priced:
+    """Price every row of `space` (the module docstring's passes, without the branch and bound). Rows whose
+    lower bound exceeds `threshold` (a K-th best time found elsewhere) or the K-th best here are not priced
+    again under the slower modes."""
     n = len(space)
     cols = dict(space.columns)
     modes = REQUEST_MODES[request]
@@ -238,7 +256,8 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
     full_peak = np.full(n, np.inf)  # full recompute's peak where no recompute does not fit
     rank, prev = _waves(cols, n)
     # Chunks of equal pipeline shape keep the cost model's stage arrays small: price in (pp, vpp) order.
-    shape_order = np.argsort(cols["pp"] * (int(cols["vpp"].max()) + 1) + cols["vpp"], kind="stable")
+    pp_vpp = cols["pp"].astype(np.int64) * (int(cols["vpp"].max()) + 1) + cols["vpp"]
+    shape_order = np.argsort(pp_vpp, kind="stable")
     rank_sorted = rank[shape_order]
     done = 0
     for k in range(int(rank.max()) + 1):
@@ -278,9 +297,9 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
             if poll is not None:
                 poll(done)
     if not single:
-        _exact_modes(pricer, cols, out, bound, full_peak, budget, top)
+        _exact_modes(pricer, cols, out, bound, full_peak, budget, top, threshold)
         if request == "per_layer":
-            _per_layer(pricer, cols, out, bound, top=top, model=model)
+            _per_layer(pricer, cols, out, bound, top=top, model=model, threshold=threshold)
     return out
 
 
@@ -293,10 +312,10 @@ def _kth(out: Priced, top: int) -> float:
 
 
 def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray,
-                 full_peak: np.ndarray, budget: float, top: int) -> None:
+                 full_peak: np.ndarray, budget: float, top: int, outer: float = np.inf) -> None:
     """Price exactly, under selective and under full recompute, the feasible rows no recompute cannot fit
     whose lower bound could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
-    threshold = _kth(out, top)
+    threshold = min(_kth(out, top), outer)
     cand = np.nonzero(out.feasible & ~out.exact & (bound <= threshold))[0]
     if cand.size == 0:
         return
@@ -322,10 +341,10 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
 
 
 def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray, *, top: int,
-               model: ModelSpec) -> None:
+               model: ModelSpec, threshold: float = np.inf) -> None:
     """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
     no recompute does not fit whose all-off bound is at most the K-th best time."""
-    threshold = _kth(out, top)
+    threshold = min(_kth(out, top), threshold)
     cand = np.nonzero(out.exact & out.feasible & (out.mode != OFF) & (cols["vpp"] == 1)
                       & (bound <= threshold))[0]
     budget = float(pricer.budget_gib)

@@ -92,7 +92,8 @@ R_OS = "optimizer shard does not divide dp·cp"
 
 @dataclass(frozen=True, slots=True)
 class Space:
-    """Candidate strategies as equal-length integer columns (see COLUMNS; int32 where the values allow), plus what was refused and why.
+    """Candidate strategies as equal-length integer columns (see COLUMNS; int16/int32 where the values allow,
+    a broadcast view where a column holds one value; read-only, widen before arithmetic), plus what was refused and why.
 
     `refused` counts partial candidates by the first rule they break. `value_reasons[dim][value]` lists the
     rules a dimension's value broke at its own level, so a refusal can say why a listed value never appears.
@@ -130,9 +131,12 @@ class _Builder:
     """Accumulates refusals while the levels expand. Private to one enumeration: no state outlives it."""
 
     cols: dict[str, np.ndarray]
-    dtype: type = np.int64
     refused: Counter[str] = field(default_factory=Counter)
     value_reasons: dict[str, dict[int, list[str]]] = field(default_factory=dict)
+
+    def w(self, name: str) -> np.ndarray:
+        """A column widened to int64 for arithmetic (columns are stored narrow)."""
+        return self.cols[name].astype(np.int64)
 
     def _take(self, rows: np.ndarray) -> None:
         """Keep `rows` of every column, one column at a time (the old one freed as soon as the new one exists:
@@ -159,11 +163,11 @@ class _Builder:
             alive &= ok
         flat = np.flatnonzero(alive)  # much faster than a 2-D nonzero
         del alive
-        r, k = np.divmod(flat, shape[1])
+        new = values.astype(_narrow(values))[flat % shape[1]]
+        np.floor_divide(flat, shape[1], out=flat)  # the parent rows, in place (a large space's peak memory)
+        self._take(flat)
         del flat
-        self._take(r)
-        del r
-        self.cols[name] = values.astype(self.dtype)[k]
+        self.cols[name] = new
 
     def filter(self, checks: list[tuple[str, np.ndarray]]) -> None:
         """Drop rows failing a per-row check, counting them."""
@@ -189,6 +193,29 @@ def _domain(restricted: tuple[int, ...] | None, default: list[int]) -> np.ndarra
     return np.asarray(vals, dtype=np.int64)
 
 
+def _narrow(values: np.ndarray) -> type:
+    """The narrowest integer type that holds `values` (non-negative degrees and counts)."""
+    hi = int(values.max()) if values.size else 0
+    return np.int16 if hi < 2**15 else np.int32 if hi < 2**31 else np.int64
+
+
+def _narrowed(values: np.ndarray) -> np.ndarray:
+    return values.astype(_narrow(values))
+
+
+def _compact(col: np.ndarray) -> np.ndarray:
+    """A finished column in little memory: one value as a read-only broadcast view (no memory per row),
+    degrees below 2^15 as int16, others as built. Consumers widen before any arithmetic (pricing.table_of)."""
+    if col.size == 0:
+        return np.ascontiguousarray(col)
+    lo, hi = int(col.min()), int(col.max())
+    if col.size > 1 and lo == hi:
+        return np.broadcast_to(col[:1], col.shape)
+    if hi < 2**15:
+        return col.astype(np.int16)
+    return np.ascontiguousarray(col)
+
+
 def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                     restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
                     optimizer_shard: int = 1) -> Space:
@@ -204,10 +231,10 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     def r(name: str) -> tuple[int, ...] | None:
         return restrict.get(name)
 
-    # Columns in int32 where every product the search forms fits (devices · batch terms below 2^31): half the
-    # memory of a large space (2.9 M candidates on 110,592 devices, issue 16); int64 otherwise.
-    small = n < 2**31 and 0 <= g < 2**31
-    b = _Builder(cols={}, dtype=np.int32 if small else np.int64)
+    # Columns are stored in the narrowest integer type that holds them (int16 for every degree of a real
+    # cluster) and widened for each rule's arithmetic: a large space (2.9 M candidates on 110,592 devices,
+    # issue 16) then takes a third of the memory int64 would.
+    b = _Builder(cols={})
     # Level 1: tp.
     tp = _domain(r("tp"), dev_divs)[None, :]
     b.expand("tp", tp[0], [
@@ -217,7 +244,7 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     ])
     # Level 2: pp (vpp's share of the layer bound is checked at its own level).
     pp = _domain(r("pp"), dev_divs)[None, :]
-    t = b.cols["tp"][:, None]
+    t = b.w("tp")[:, None]
     pp_div = (n // t) % pp == 0
     b.expand("pp", pp[0], [
         (R_PP_DEVICES, pp_div),
@@ -225,7 +252,7 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     ], _auto(r("pp"), pp_div))
     # Level 3: cp, then the derived dp.
     cp = _domain(r("cp"), [v for v in dev_divs if v <= cp_auto_max(model)])[None, :]
-    t, p = b.cols["tp"][:, None], b.cols["pp"][:, None]
+    t, p = b.w("tp")[:, None], b.w("pp")[:, None]
     cp_div = (n // (t * p)) % cp == 0
     cp_checks = [
         (R_CP_DEVICES, cp_div),
@@ -234,15 +261,15 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     if cp_algo == "ulysses":
         cp_checks.append((R_CP_ULYSSES, (cp == 1) | (kv % (t * cp) == 0)))
     b.expand("cp", cp[0], cp_checks, _auto(r("cp"), cp_div))
-    b.cols["dp"] = (n // (b.cols["tp"] * b.cols["pp"] * b.cols["cp"])).astype(b.dtype)
+    b.cols["dp"] = _narrowed(n // (b.w("tp") * b.w("pp") * b.w("cp")))
     if r("dp") is not None:
-        b.filter([(R_DP_LIST, np.isin(b.cols["dp"], np.asarray(r("dp"), dtype=np.int64)))])
-    dp_values = tuple(sorted(set(b.cols["dp"].tolist())))
-    b.filter([(R_DP_BATCH, g % b.cols["dp"] == 0)])
+        b.filter([(R_DP_LIST, np.isin(b.w("dp"), np.asarray(r("dp"), dtype=np.int64)))])
+    dp_values = tuple(sorted(set(b.w("dp").tolist())))
+    b.filter([(R_DP_BATCH, g % b.w("dp") == 0)])
     # Level 4: micro_batch_size, then the derived micro_batch_num.
     mbs_default = [m for m in range(1, min(g, MBS_AUTO_MAX) + 1) if g % m == 0] if g > 0 else [1]
     mbs = _domain(r("micro_batch_size"), mbs_default)[None, :]
-    d, p = b.cols["dp"][:, None], b.cols["pp"][:, None]
+    d, p = b.w("dp")[:, None], b.w("pp")[:, None]
     per_dp = g // d
     mbn = per_dp // mbs
     mbn_checks = [
@@ -252,10 +279,10 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     if r("micro_batch_num") is not None:
         mbn_checks.append((R_MBN_LIST, np.isin(mbn, np.asarray(r("micro_batch_num"), dtype=np.int64))))
     b.expand("mbs", mbs[0], mbn_checks, _auto(r("micro_batch_size"), per_dp % mbs == 0))
-    b.cols["mbn"] = (g // (b.cols["dp"] * b.cols["mbs"])).astype(b.dtype)
+    b.cols["mbn"] = _narrowed(g // (b.w("dp") * b.w("mbs")))
     # Level 5: fsdp (dp_shard) within the dp × cp domain.
     fsdp = _domain(r("fsdp"), dev_divs)[None, :]
-    dom = (b.cols["dp"] * b.cols["cp"])[:, None]
+    dom = (b.w("dp") * b.w("cp"))[:, None]
     b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)], _auto(r("fsdp"), dom % fsdp == 0))
     # Level 6: etp (never searched: the declared value, else 1).
     etp = _domain(r("etp"), [1])[None, :]
@@ -265,8 +292,8 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     b.expand("etp", etp[0], etp_checks)
     # Level 7: ep, borrowed from dp·tp (dp·cp·tp when the FSDP shard spans cp).
     ep = _domain(r("ep"), divisors(model.num_experts) if model.is_moe else [1])[None, :]
-    d, t, c = b.cols["dp"][:, None], b.cols["tp"][:, None], b.cols["cp"][:, None]
-    f, et = b.cols["fsdp"][:, None], b.cols["etp"][:, None]
+    d, t, c = b.w("dp")[:, None], b.w("tp")[:, None], b.w("cp")[:, None]
+    f, et = b.w("fsdp")[:, None], b.w("etp")[:, None]
     if model.is_moe:
         pool = np.where(d % f == 0, d * t, d * c * t)
         t_exp = np.where(et > 1, et, t)
@@ -281,30 +308,34 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     # Level 8: vpp, the interleaved schedule's chunks per stage.
     vpp_r = r("vpp")
     vpp = _domain(vpp_r, list(range(1, max(VPP_AUTO_MAX, 1) + 1)))[None, :]
-    p = b.cols["pp"][:, None]
+    # Every rule here depends on pp alone: evaluated once per pp value, then looked up per row (a large
+    # space's rows × vpp values in int64 would be its largest temporary).
+    pp_values, pp_code = np.unique(b.cols["pp"], return_inverse=True)
+    p = pp_values.astype(np.int64)[:, None]
     eligible = None
     if vpp_r is None:
         # auto: chunks of equal whole layers, as Megatron's interleaved schedule requires ((layers // pp) %
         # vpp == 0, its `num_layers_per_virtual_pipeline_stage` check), up to VPP_AUTO_MAX, and only 1 without
         # a pipeline (not refusals: no such candidate exists). A list may ask for any vpp with pp·vpp ≤ layers.
         per_stage = np.maximum(layers // p, 1)
-        eligible = (vpp <= per_stage) & (per_stage % vpp == 0) & ((p > 1) | (vpp == 1))
+        eligible = ((vpp <= per_stage) & (per_stage % vpp == 0) & ((p > 1) | (vpp == 1)))[pp_code]
     b.expand("vpp", vpp[0], [
-        (R_VPP_PP, (vpp == 1) | (p > 1)),
-        (R_VPP_LAYERS, p * vpp <= layers),
+        (R_VPP_PP, ((vpp == 1) | (p > 1))[pp_code]),
+        (R_VPP_LAYERS, (p * vpp <= layers)[pp_code]),
     ], eligible)
+    del pp_code
     # Level 9: sequence parallelism (0/1); auto offers it only where tp > 1 (at tp 1 it is the same strategy).
     sp_r = r("sequence_parallel")
     sp = _domain(sp_r, [0, 1])[None, :]
-    t, c = b.cols["tp"][:, None], b.cols["cp"][:, None]
+    t, c = b.w("tp")[:, None], b.w("cp")[:, None]
     eligible = None if sp_r is not None else ((sp == 0) | ((t > 1) & (c == 1)))
     b.expand("sp", sp[0], [(R_SP_CP, (sp == 0) | (c == 1))], eligible)
     # The optimizer (ZeRO-1) shard is the run's, not searched; it must divide dp·cp.
-    b.cols["os"] = np.full(b.cols["tp"].shape[0], optimizer_shard, dtype=b.dtype)
+    b.cols["os"] = np.broadcast_to(_narrowed(np.asarray([optimizer_shard])), b.cols["tp"].shape)
     if optimizer_shard != 1:
-        b.filter([(R_OS, (b.cols["dp"] * b.cols["cp"]) % optimizer_shard == 0)])
+        b.filter([(R_OS, (b.w("dp") * b.w("cp")) % optimizer_shard == 0)])
 
-    cols = {k: np.ascontiguousarray(b.cols[k]) for k in COLUMNS}
+    cols = {k: _compact(b.cols[k]) for k in COLUMNS}
     return Space(
         columns=cols,
         refused=dict(b.refused),
