@@ -29,10 +29,11 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.config.cluster import build_cluster
+from engine.config.kind import kind_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
-from engine.config.search import Decl, SearchFacts, is_search_config, read_search
-from engine.config.train import TrainFacts, base_dir_of, detect_schema, read_train
+from engine.config.search import Decl, SearchFacts, read_search
+from engine.config.train import TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
@@ -110,25 +111,28 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
             out.diagnostics.append(Diagnostic("HP010", "empty file: nothing to check", DOCUMENT_START))
         return out
     if not isinstance(doc.root, Map):
-        rng = doc.root.range
+        # An empty scalar after `---` starts past the text's end: clamp both ends so the range stays ordered.
+        start = clamp(doc.text, doc.root.range.start)
         out.diagnostics.append(Diagnostic(
             "HP002", "a config must hold a YAML mapping (key: value) at the top level, got a "
             f"{'list' if type(doc.root).__name__ == 'Seq' else 'scalar'}",
-            Range(rng.start, clamp(doc.text, Position(rng.start.line, rng.start.character + 1)))))
+            Range(start, clamp(doc.text, Position(start.line, start.character + 1)))))
         return out
     src = Source(doc, path, primary=True)
     out.sources.append(src)
     root = doc.root
-    if is_search_config(root):
+    kind = kind_of(root)
+    if kind == "search":
         out.kind = "search"
         _resolve_search(out, src, overrides, max_bytes, texts)
-    elif detect_schema(root) is not None:
+    elif kind is not None:
         out.kind = "train"
         _resolve_train(out, src, overrides)
     else:
         out.diagnostics.append(Diagnostic(
-            "HP008", "not a HyperParallel train.yaml or search config (no model, training, accelerator, "
-            "parallelism or cluster section): left alone", DOCUMENT_START))
+            "HP008", "not a HyperParallel train.yaml (no training, accelerator or fsdp_config section, no named "
+            "model, no model.config_overrides) nor a search config (no parallelism, cluster, constraint or "
+            "train_yaml): left alone", DOCUMENT_START))
         return out
     for s in out.sources:
         out.diagnostics.extend(s.diags)
@@ -292,6 +296,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         memory_limit_gb=float(mem.value) if mem is not None else None,
         recompute=request,  # type: ignore[arg-type]
         stated_recompute=plan,
+        recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
         pipeline_schedule=schedule,  # type: ignore[arg-type]
         stated=stated,
         optimizer_shard=int(opt.value) if opt is not None else 1,
@@ -322,7 +327,7 @@ def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes:
         src.diag("HP009", f"train_yaml '{shown}' cannot be read: {why}", ref.loc.value, "train_yaml",
                  data={"resolved": path})
         return None
-    if not isinstance(doc.root, Map) or is_search_config(doc.root):
+    if not isinstance(doc.root, Map) or kind_of(doc.root) == "search":
         what = "a search config" if isinstance(doc.root, Map) else "not a YAML mapping"
         src.diag("HP009", f"train_yaml '{shown}' is {what}, not a trainer train.yaml", ref.loc.value, "train_yaml",
                  data={"resolved": path})
@@ -350,7 +355,9 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
                   train.pretrained.loc.value, train.pretrained.path,
                   severity=Severity.WARNING if covered else None,
                   data={"name": str(train.pretrained.value)})
-        if not covered and not explicit:
+        if not covered:
+            # The model is whatever the name resolves to: the facts written beside it only override some of
+            # it, so neither "missing" errors nor a dense/MoE judgement can be made without it.
             return ModelResult(None, {})
     if not written and (train is None or train.pretrained is None):
         anchor = (sf.model_anchor if sf is not None and sf.model_anchor else
@@ -358,8 +365,8 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         if sf is not None and sf.train_yaml is not None and train is None:
             return ModelResult(None, {})  # the missing train_yaml is the diagnostic
         src.diag("HP206", "no model stated: set model.pretrained_model_name_or_path (a catalog id or a local "
-                 "config.json) or model.config_overrides with num_hidden_layers, hidden_size, "
-                 "num_attention_heads and vocab_size", anchor.loc.key if anchor else DOCUMENT_START, "model")
+                 "config.json; from-config factories call it model.config_path) or model.config_overrides with "
+                 "num_hidden_layers, hidden_size, num_attention_heads and vocab_size", anchor.loc.key if anchor else DOCUMENT_START, "model")
         return ModelResult(None, {})
     seq = _seq_len(src, train, sf, layers)
     name = (sf.name.value if sf is not None and sf.name is not None else None) or (
@@ -414,9 +421,15 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
     model_level = {"micro_batch_size": sf.local_batch_size, "vpp": sf.pp_interleave_num}.get(d)
     if model_level is not None:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
+    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value == "1F1B":
+        # A stated plain 1F1B schedule has one chunk per stage: an interleaved vpp is no candidate.
+        return Dimension(d, "fixed", (1,), "declared", sf.pipeline_schedule.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
-    if train is not None and d in train.degrees and int(train.degrees[d].value) >= 1:
+    # micro_batch_num is no search-space key of either train.yaml reader (HYPERPARALLEL.md §2.5-§2.6): it
+    # follows the searched dp through the batch rule, so a train.yaml's value is not inherited.
+    if (train is not None and d in train.degrees and d != "micro_batch_num"
+            and int(train.degrees[d].value) >= (0 if d == "etp" else 1)):
         v = train.degrees[d]
         return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
     if d == "etp":
@@ -480,6 +493,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
             kw["param_bytes"] = int(train.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
+        if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's (HYPERPARALLEL.md §4.2)
+            kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
         if sf.param_bytes is not None:
@@ -545,7 +560,7 @@ def _stated(
         mbn = 1
     ep = vals.get("ep", 1) if model is None or model.is_moe else 1
     return Strategy(
-        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1), vpp=vals.get("vpp", 1),
+        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1) or tp, vpp=vals.get("vpp", 1),
         micro_batch_size=mbs, micro_batch_num=mbn, sequence_parallel=bool(vals.get("sequence_parallel", 0)),
         recompute=plan, pipeline_schedule=schedule, optimizer_shard=optimizer_shard,  # type: ignore[arg-type]
     )

@@ -170,17 +170,18 @@ def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-                poll: Poll | None = None, exhaustive: bool = False) -> Priced:
+                poll: Poll | None = None, allowed: tuple[int, ...] = (), exhaustive: bool = False) -> Priced:
     """Price `space` under `request` (module docstring): the rows that can reach the top K exactly, the others
     bounded out, or with `exhaustive` every row. `poll(rows_done)` runs between chunks (progress and
-    cancellation); it may raise Cancelled."""
+    cancellation); it may raise Cancelled. `allowed` narrows the modes auto / per_layer choose among
+    (HyperParallel's recompute_modes, e.g. (OFF, FULL)); () keeps all three."""
     if exhaustive or len(space) <= SEED_ROWS:
-        return _price_all(pricer, space, request, top=top, model=model, poll=poll)
-    return _price_bounded(pricer, space, request, top=top, model=model, poll=poll)
+        return _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
+    return _price_bounded(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
 
 
 def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-                   poll: Poll | None) -> Priced:
+                   poll: Poll | None, allowed: tuple[int, ...]) -> Priced:
     """Branch and bound over the bound groups (module docstring)."""
     n = len(space)
     cols = space.columns
@@ -199,7 +200,7 @@ def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, mod
         fresh[order[done:upto]] = True
         chosen |= fresh
         rows = np.nonzero(fresh[gcode])[0]
-        _price_into(out, pricer, space, rows, request, top=top, model=model, poll=None)
+        _price_into(out, pricer, space, rows, request, top=top, model=model, poll=None, allowed=allowed)
         priced_rows += rows.size
         done = upto
         threshold = _kth(out, top)
@@ -215,20 +216,20 @@ def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, mod
             if poll is not None:
                 poll(n - keep.size + done_rows)
 
-        _price_into(out, pricer, space, keep, request, top=top, model=model, poll=sub_poll)
+        _price_into(out, pricer, space, keep, request, top=top, model=model, poll=sub_poll, allowed=allowed)
         priced_rows += keep.size
     out.unpriced = n - priced_rows
     return out
 
 
 def _price_into(out: Priced, pricer: Pricing, space: Space, rows: np.ndarray, request: str, *, top: int,
-                model: ModelSpec, poll: Poll | None) -> None:
+                model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...]) -> None:
     """Price `rows` of `space` (every pass, with the K-th best time of `out` so far as the threshold) and
     write them into `out`. Rows are independent, so a row prices the same here as in the whole space."""
     if rows.size == 0:
         return
     sub = _price_all(pricer, subspace(space, rows), request, top=top, model=model, poll=poll,
-                     threshold=_kth(out, top))
+                     allowed=allowed, threshold=_kth(out, top))
     for name in ("feasible", "exact", "mode", "step", "peak"):
         getattr(out, name)[rows] = getattr(sub, name)
     out.layer_modes.update({int(rows[r]): lm for r, lm in sub.layer_modes.items()})
@@ -237,19 +238,22 @@ def _price_into(out: Priced, pricer: Pricing, space: Space, rows: np.ndarray, re
 
 
 def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-               poll: Poll | None = None, threshold: float = np.inf) -> Priced:
+               poll: Poll | None = None, allowed: tuple[int, ...] = (), threshold: float = np.inf) -> Priced:
     """Price every row of `space` (the module docstring's passes, without the branch and bound). Rows whose
     lower bound exceeds `threshold` (a K-th best time found elsewhere) or the K-th best here are not priced
     again under the slower modes."""
     n = len(space)
     cols = dict(space.columns)
     modes = REQUEST_MODES[request]
+    if allowed and len(modes) > 1:
+        modes = tuple(m for m in modes if m in allowed) or modes
     single = len(modes) == 1
     first_mode = modes[0]
+    light = max(modes)  # the lightest mode offered (full, else selective): it decides whether any mode fits
     budget = float(pricer.budget_gib)
     out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
                  mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
-                 unfit_mode=first_mode if single else FULL)
+                 unfit_mode=first_mode if single else light)
     if n == 0:
         return out
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
@@ -268,7 +272,7 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
             break
         for start in range(0, rows.size, CHUNK):
             idx = rows[start:start + CHUNK]
-            pt = pricer.price(table_of(cols, idx, first_mode))
+            pt = pricer.price(table_of(cols, idx, first_mode if single else OFF))
             out.priced += idx.size
             bound[idx] = pt.step_time_s
             if single:
@@ -279,13 +283,14 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
                 out.peak[idx] = pt.peak_gib
                 out.mode[idx] = np.where(fits, first_mode, -1)
             else:
-                off_fits = np.asarray(pt.fits, dtype=bool)
+                # no recompute, priced as the lower bound of every mode; a choice only where it is offered
+                off_fits = np.asarray(pt.fits, dtype=bool) & (OFF in modes)
                 # Where no recompute fits the row is feasible already; elsewhere full recompute, the lightest
                 # mode, decides whether any mode fits (the faster ones are priced exactly if they matter).
                 full = np.full(idx.size, -np.inf)
                 unfit = np.nonzero(~off_fits)[0]
                 if unfit.size:
-                    full[unfit] = mode_peaks(pt, unfit, (FULL,))[:, 0]
+                    full[unfit] = mode_peaks(pt, unfit, (light,))[:, 0]
                 full_peak[idx] = full
                 feasible = off_fits | (full <= budget + _SLACK * max(budget, 1.0))
                 out.feasible[idx] = feasible
@@ -297,9 +302,9 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
             if poll is not None:
                 poll(done)
     if not single:
-        _exact_modes(pricer, cols, out, bound, full_peak, budget, top, threshold)
+        _exact_modes(pricer, cols, out, bound, full_peak, budget, top, modes, threshold)
         if request == "per_layer":
-            _per_layer(pricer, cols, out, bound, top=top, model=model, threshold=threshold)
+            _per_layer(pricer, cols, out, bound, top=top, model=model, modes=modes, threshold=threshold)
     return out
 
 
@@ -312,7 +317,8 @@ def _kth(out: Priced, top: int) -> float:
 
 
 def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray,
-                 full_peak: np.ndarray, budget: float, top: int, outer: float = np.inf) -> None:
+                 full_peak: np.ndarray, budget: float, top: int,
+                 modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), outer: float = np.inf) -> None:
     """Price exactly, under selective and under full recompute, the feasible rows no recompute cannot fit
     whose lower bound could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
     threshold = min(_kth(out, top), outer)
@@ -322,7 +328,7 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
     best_t = np.full(cand.size, np.inf)
     best_m = np.full(cand.size, np.inf)
     best_mode = np.full(cand.size, -1, dtype=np.int8)
-    for m in (SELECTIVE, FULL):
+    for m in (m for m in (SELECTIVE, FULL) if m in modes):
         for start in range(0, cand.size, CHUNK):
             j = np.arange(start, min(start + CHUNK, cand.size))
             pt = pricer.price(table_of(cols, cand[j], m))
@@ -341,7 +347,7 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
 
 
 def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray, *, top: int,
-               model: ModelSpec, threshold: float = np.inf) -> None:
+               model: ModelSpec, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), threshold: float = np.inf) -> None:
     """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
     no recompute does not fit whose all-off bound is at most the K-th best time."""
     threshold = min(_kth(out, top), threshold)
@@ -352,7 +358,7 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
         rows = cand[start:start + CHUNK]
         pt = pricer.price(table_of(cols, rows, FULL))
         out.priced += rows.size
-        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget)
+        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget, modes)
         has_plan = np.array([p is not None for p in plans], dtype=bool)
         if not has_plan.any():
             continue
@@ -370,12 +376,15 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
             out.layer_modes[r] = lm[j]
 
 
-def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float) -> list[np.ndarray | None]:
+def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float,
+                    modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> list[np.ndarray | None]:
     """Solve every stage of every row; return per-row layer mode codes over the body and MTP layers (None
     where a stage cannot fit)."""
     n, n_stages = pt.stage_static_gib.shape
     counts = np.rint(np.nan_to_num(pt.layer_count, nan=0.0)).astype(np.int64)  # (n, P, 2)
     act = np.nan_to_num(pt.layer_act_gib, nan=0.0)  # (n, P, 2, 3)
+    # a mode not offered never fits (finite: an option taken 0 times must still cost 0)
+    act[..., [m for m in (OFF, SELECTIVE, FULL) if m not in modes]] = 1e30
     time = pt.layer_time_s  # (n, 2, 3)
     chosen = np.zeros((n, n_stages, 2, 3), dtype=np.int64)
     feasible = np.ones(n, dtype=bool)
