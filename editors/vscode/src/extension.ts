@@ -15,8 +15,10 @@ import {
 import { ClientHandle, ClientSpec, Controller } from './controller';
 import { DOCUMENT_SELECTOR } from './documents';
 import { SECTION, configurationItem } from './settings';
+import { PlanViews, SHOW_PLAN } from './planView';
 
 let controller: Controller | undefined;
+let planViews: PlanViews | undefined;
 
 function createClient(spec: ClientSpec): ClientHandle {
   const serverOptions: ServerOptions = {
@@ -31,6 +33,14 @@ function createClient(spec: ClientSpec): ClientHandle {
     outputChannel: spec.outputChannel,
     initializationOptions: spec.initializationOptions,
     middleware: {
+      // The "▸ Plan view" code lens runs hpLsp.showPlan on the server; its answer opens the plan view.
+      executeCommand: async (command, args, next) => {
+        const result = await next(command, args);
+        if (command === SHOW_PLAN) {
+          planViews?.show(result);
+        }
+        return result;
+      },
       workspace: {
         configuration: async (params: ConfigurationParams, token, next) => {
           const answers = await next(params, token);
@@ -48,6 +58,7 @@ function createClient(spec: ClientSpec): ClientHandle {
   };
   // The id `hpLsp` makes the client read `hpLsp.trace.server` for its protocol trace.
   const client = new LanguageClient('hpLsp', 'HyperParallel', serverOptions, clientOptions);
+  planViews?.setRequester((uri) => client.sendRequest('workspace/executeCommand', { command: SHOW_PLAN, arguments: [uri] }));
   return {
     start: () => client.start(),
     stop: () => client.stop(2000),
@@ -57,6 +68,8 @@ function createClient(spec: ClientSpec): ClientHandle {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  planViews = new PlanViews();
+  context.subscriptions.push(planViews);
   controller = new Controller(createClient);
   context.subscriptions.push(controller);
   await controller.activate();
