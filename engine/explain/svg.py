@@ -5,8 +5,7 @@ coloured by kind, micro-batch numbers where they fit, a time axis in seconds) an
 Written by hand with xml.sax.saxutils escaping rather than a plotting library: the picture is a few hundred
 rectangles and lines, the output must be deterministic and byte-identical offline in the CLI and the
 editor's webview, and a dependency (matplotlib, plotly, d3) would add megabytes and a network-loading or
-font-cache surface for no drawing this needs. Colours: the Tableau 10 palette (distinct under the common
-colour-vision deficiencies for adjacent kinds)."""
+font-cache surface for no drawing this needs. Colours: the Tableau 10 palette."""
 
 from __future__ import annotations
 
