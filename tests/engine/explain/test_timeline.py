@@ -169,3 +169,15 @@ def test_uneven_stages_say_the_schedule_ends_early() -> None:
     assert all(d.code != "HP751" for d in ex.diagnostics)
     again = explain_estimate(config, ex.estimate)
     assert again.timeline == ex.timeline
+
+
+def test_the_readme_picture_is_a_timeline_of_every_stage() -> None:
+    """README.md and docs/explain.md show docs/img/timeline-interleaved.svg (`hp-plan explain
+    examples/explain/interleaved.yaml --svg docs/img/timeline-interleaved.svg`): a well-formed picture with
+    every stage's lane and memory bar."""
+    import xml.etree.ElementTree as ET
+
+    svg = ET.parse(ROOT / "docs" / "img" / "timeline-interleaved.svg").getroot()
+    texts = [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert all(texts.count(f"stage {i}") == 2 for i in range(4))
+    assert "docs/img/timeline-interleaved.svg" in (ROOT / "README.md").read_text()
