@@ -64,6 +64,7 @@ _CORE_TAGS = frozenset(
               "omap", "pairs", "set", "value")
 )
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_TYPED_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("int", "float", "bool", "timestamp", "binary"))
 _STR_TAG = "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
@@ -351,6 +352,7 @@ class _Builder:
         cap = self.max_nodes + 1
         scalar_cls = yaml.ScalarNode
         core = _CORE_TAGS
+        explicit = "!" in self.text  # explicit tags (`!!timestamp 5`) can name a type the text is not
         if isinstance(root, scalar_cls):
             if root.tag not in core and root.tag != "!":
                 self._tag(root)
@@ -378,6 +380,8 @@ class _Builder:
                     if c.__class__ is scalar_cls:
                         if c.tag not in core and c.tag != "!":
                             self._tag(c)
+                        elif explicit and c.tag in _TYPED_TAGS:
+                            self._typed(c)
                     elif id(c) not in sizes:
                         stack.append((c, depth + 1, False))
                 continue
@@ -394,6 +398,23 @@ class _Builder:
                 _first_alias_range(self.text),
             )
         return None
+
+    def _typed(self, node: yaml.ScalarNode) -> None:
+        """An explicitly typed scalar the trainer's loader cannot construct (`!!timestamp 5`, `!!int x`,
+        `!!bool maybe`): yaml.safe_load fails on the whole file, so it is an error here too."""
+        try:
+            self.constructor.construct_object(node, deep=False)
+            return
+        except Exception:  # PyYAML's constructors raise AttributeError, KeyError, ValueError
+            pass
+        shown = node.tag.replace("tag:yaml.org,2002:", "!!")
+        self.diags.append(Diagnostic(
+            "HP007",
+            f"{node.value!r} is not a valid {shown} value: the trainer's yaml.safe_load fails on this file. "
+            f"Remove the tag or fix the value",
+            self.marks.range(node),
+            data={"tag": shown},
+        ))
 
     def _tag(self, node: yaml.Node) -> None:
         tag = node.tag or ""
@@ -485,8 +506,8 @@ class _Builder:
         elif tag in _CORE_TAGS and tag != _MERGE_TAG:
             try:
                 value = self.constructor.construct_object(node, deep=False)
-            except (ValueError, OverflowError, yaml.YAMLError, TypeError):
-                value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text
+            except Exception:  # AttributeError for `!!timestamp 5`, KeyError for `!!bool x`
+                value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text (check() reported it)
         rng = self.marks.range(node)
         if raw == "" and not node.style and rng.start != rng.end:
             rng = Range(rng.start, rng.start)
