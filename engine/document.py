@@ -592,7 +592,38 @@ def _parse_body(text: str, body: str, path: str | None, max_nodes: int, max_dept
         refusal = Diagnostic("HP005", "nesting too deep to analyse")
     if refusal is not None:
         return Document(text, None, (refusal,), path)
-    return Document(text, builder.build(composed), tuple(builder.diags), path)
+    trainer = _trainer_refusal(text, body, marks) if "\t" in body else None
+    return Document(text, builder.build(composed), (*((trainer,) if trainer else ()), *builder.diags), path)
+
+
+def _offset_of(text: str, pos: Position) -> int:
+    """Code-point offset of an LSP position in `text` (clamped)."""
+    lines = _BREAK_RE.split(text)
+    breaks = [m.group(0) for m in _BREAK_RE.finditer(text)]
+    line = min(pos.line, len(lines) - 1)
+    return sum(len(lines[i]) + len(breaks[i]) for i in range(line)) + min(pos.character, len(lines[line]))
+
+
+def _trainer_refusal(text: str, body: str, marks: Marks) -> Diagnostic | None:
+    """What the trainer's own loader refuses although libyaml accepts it. HyperParallel loads its config with
+    PyYAML's pure-Python `yaml.safe_load`, whose scanner skips only spaces between tokens: a tab after a
+    value (`tp_size: 8\t# c`), after a colon (`mode:\tfull`) or inside a flow list is "found character
+    '\t' that cannot start any token" there, while libyaml takes tabs as separators. Only texts holding a
+    tab pay for this second, pure-Python pass (events only, nothing constructed)."""
+    try:
+        for _event in yaml.parse(body, Loader=yaml.SafeLoader):
+            pass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = clamp(text, marks.pos(mark)) if mark is not None else Position(0, 0)
+        at_tab = "'\\t'" in str(exc.problem or "") or text[_offset_of(text, pos):][:1] == "\t"
+        what = ("a tab here: HyperParallel's trainer loads with PyYAML's pure-Python safe_load, which refuses "
+                "tabs between tokens (libyaml accepts them); use spaces" if at_tab else
+                f"HyperParallel's trainer (PyYAML safe_load) refuses this file: {exc.problem}")
+        return Diagnostic("HP001", f"YAML syntax error: {what}", Range(pos, clamp(text, Position(pos.line, pos.character + 1))))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    return None
 
 
 _ALIAS_RE = re.compile(r"(?<![\w'\"])\*[^\s,\[\]{}]+")
