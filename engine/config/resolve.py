@@ -111,11 +111,12 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
             out.diagnostics.append(Diagnostic("HP010", "empty file: nothing to check", DOCUMENT_START))
         return out
     if not isinstance(doc.root, Map):
-        rng = doc.root.range
+        # An empty scalar after `---` starts past the text's end: clamp both ends so the range stays ordered.
+        start = clamp(doc.text, doc.root.range.start)
         out.diagnostics.append(Diagnostic(
             "HP002", "a config must hold a YAML mapping (key: value) at the top level, got a "
             f"{'list' if type(doc.root).__name__ == 'Seq' else 'scalar'}",
-            Range(rng.start, clamp(doc.text, Position(rng.start.line, rng.start.character + 1)))))
+            Range(start, clamp(doc.text, Position(start.line, start.character + 1)))))
         return out
     src = Source(doc, path, primary=True)
     out.sources.append(src)
