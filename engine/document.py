@@ -15,6 +15,7 @@ the tree (a DAG); the expanded size is computed with memoisation and a document 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
 import re
@@ -184,13 +185,15 @@ class Document:
         return end_position(self.text)
 
 
-# Line breaks as YAML (libyaml) counts them, so ranges built from its marks and from text offsets agree:
-# LF, CR, CRLF, and the Unicode NEL / LS / PS.
-_BREAK_RE = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+# Line breaks as LSP counts them (LF, CR, CRLF), which every range here uses: editors number lines so.
+# libyaml also breaks lines at NEL, LS and PS (YAML 1.1), so with one of those in the text its mark lines
+# run ahead of the editor's; marks are then converted from their code-point index (`Marks`).
+_BREAK_RE = re.compile("\r\n|[\r\n]")
+_YAML_ONLY_BREAKS = re.compile("[\x85\u2028\u2029]")
 
 
 def split_lines(text: str) -> list[str]:
-    """The text's lines without their breaks (YAML's notion of a line break)."""
+    """The text's lines without their breaks (LSP's notion of a line break)."""
     return _BREAK_RE.split(text)
 
 
@@ -214,12 +217,34 @@ def _pos_of_index(text: str, index: int) -> Position:
     return end_position(text[:index])
 
 
-def _mark_pos(mark: Any) -> Position:
-    return Position(int(mark.line), int(mark.column))
+class Marks:
+    """libyaml marks -> LSP positions in `text`. A mark's line and column are used as they are unless the
+    text holds a break only YAML counts (NEL, LS, PS) or a BOM that was cut off before composing; then the
+    position comes from the mark's code-point index (`shift`: characters cut off the front)."""
 
+    __slots__ = ("_starts", "shift", "text")
 
-def _node_range(node: yaml.Node) -> Range:
-    return Range(_mark_pos(node.start_mark), _mark_pos(node.end_mark))
+    def __init__(self, text: str, shift: int = 0) -> None:
+        self.text = text
+        self.shift = shift
+        self._starts: list[int] | None = None
+        if shift or _YAML_ONLY_BREAKS.search(text):
+            self._starts = [0] + [m.end() for m in _BREAK_RE.finditer(text)]
+
+    def at_index(self, index: int) -> Position:
+        if self._starts is None:
+            return _pos_of_index(self.text, index)
+        index = max(0, min(index, len(self.text)))
+        line = bisect.bisect_right(self._starts, index) - 1
+        return Position(line, index - self._starts[line])
+
+    def pos(self, mark: Any) -> Position:
+        if self._starts is None:
+            return Position(int(mark.line), int(mark.column))
+        return self.at_index(int(mark.index) + self.shift)
+
+    def range(self, node: yaml.Node) -> Range:
+        return Range(self.pos(node.start_mark), self.pos(node.end_mark))
 
 
 def decode(data: bytes, *, path: str | None = None) -> tuple[str | None, tuple[Diagnostic, ...]]:
@@ -268,15 +293,27 @@ def _too_large(size: int | None, max_bytes: int) -> Diagnostic:
     return Diagnostic("HP005", f"file too large to analyse: {what} (raise the size limit, hpLsp.maxFileSizeKb)")
 
 
-def _syntax_diag(exc: yaml.YAMLError, text: str) -> Diagnostic:
+def _reader_diag(exc: yaml.reader.ReaderError, text: str, body: str, marks: Marks) -> Diagnostic:
+    """A character YAML does not allow (VT, FF, \x1c, other C0 controls...): libyaml reports its UTF-8
+    byte offset in the composed body."""
+    index = len(body.encode("utf-8", errors="surrogatepass")[: max(0, int(exc.position))].decode("utf-8", "ignore"))
+    pos = marks.at_index(index + marks.shift)
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+    return Diagnostic("HP001", f"YAML syntax error: character U+{code:04X} is not allowed in YAML ({exc.reason}); "
+                      "remove it or write it as an escape in a double-quoted string",
+                      Range(pos, clamp(text, Position(pos.line, pos.character + 1))))
+
+
+def _syntax_diag(exc: yaml.YAMLError, text: str, marks: Marks | None = None) -> Diagnostic:
+    marks = marks or Marks(text)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
-    pos = clamp(text, _mark_pos(mark) if mark is not None else end_position(text))
+    pos = clamp(text, marks.pos(mark) if mark is not None else end_position(text))
     ctx_mark = getattr(exc, "context_mark", None)
     if ctx_mark is not None and pos >= clamp(text, end_position(text)):
         # An unclosed bracket or quote is reported at the end of the text; point at where it was opened.
-        pos = clamp(text, _mark_pos(ctx_mark))
+        pos = clamp(text, marks.pos(ctx_mark))
     end = clamp(text, Position(pos.line, pos.character + 1))
     lines = split_lines(text)
     at_tab = pos.line < len(lines) and pos.character < len(lines[pos.line]) and lines[pos.line][pos.character] == "\t"
@@ -297,8 +334,9 @@ class _Builder:
     """Checks the composed tree once (size with aliases expanded, depth, tags, duplicate keys) and then
     converts nodes on demand, sharing aliased nodes."""
 
-    def __init__(self, text: str, max_nodes: int, max_depth: int) -> None:
+    def __init__(self, text: str, max_nodes: int, max_depth: int, marks: Marks | None = None) -> None:
         self.text = text
+        self.marks = marks or Marks(text)
         self.max_nodes = max_nodes
         self.max_depth = max_depth
         self.memo: dict[int, Node] = {}
@@ -328,7 +366,7 @@ class _Builder:
             children = [x for pair in value for x in pair] if is_map else value
             if not done:
                 if depth > self.max_depth:
-                    rng = _node_range(node)
+                    rng = self.marks.range(node)
                     return Diagnostic("HP005", f"nesting too deep to analyse (more than {self.max_depth} levels)",
                                       Range(rng.start, rng.start))
                 if node.tag not in core:
@@ -360,7 +398,7 @@ class _Builder:
     def _tag(self, node: yaml.Node) -> None:
         tag = node.tag or ""
         shown = tag.replace("tag:yaml.org,2002:", "!!")
-        rng = _node_range(node)
+        rng = self.marks.range(node)
         end = Position(rng.start.line, rng.start.character + len(shown))
         self.diags.append(Diagnostic(
             "HP007",
@@ -380,7 +418,7 @@ class _Builder:
             if first is None:
                 seen[ident] = k
                 continue
-            first_rng, rng = _node_range(first), _node_range(k)
+            first_rng, rng = self.marks.range(first), self.marks.range(k)
             key = k.value
             self.diags.append(Diagnostic(
                 "HP003",
@@ -415,7 +453,7 @@ class _Builder:
         return out
 
     def _collection_range(self, node: Any) -> Range:
-        rng = _node_range(node)
+        rng = self.marks.range(node)
         if node.flow_style or not node.value:
             return rng
         # A block collection's end mark runs to the next token (often the next line): end at the last child's
@@ -427,9 +465,9 @@ class _Builder:
             if isinstance(last, yaml.ScalarNode) or last.flow_style or not last.value:
                 break
             last = last.value[-1]
-        end = _mark_pos(last.end_mark)
+        end = self.marks.pos(last.end_mark)
         if isinstance(last, yaml.ScalarNode) and last.value == "" and not last.style:
-            end = _mark_pos(last.start_mark)
+            end = self.marks.pos(last.start_mark)
         return Range(rng.start, max(rng.start, min(end, rng.end)))
 
     def _scalar(self, node: yaml.ScalarNode) -> Scalar:
@@ -449,7 +487,7 @@ class _Builder:
                 value = self.constructor.construct_object(node, deep=False)
             except (ValueError, OverflowError, yaml.YAMLError, TypeError):
                 value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text
-        rng = _node_range(node)
+        rng = self.marks.range(node)
         if raw == "" and not node.style and rng.start != rng.end:
             rng = Range(rng.start, rng.start)
         return Scalar(rng, value, str(raw), tag, node.style or "")
@@ -513,17 +551,20 @@ def parse(
 
 
 def _parse_body(text: str, body: str, path: str | None, max_nodes: int, max_depth: int) -> Document:
+    marks = Marks(text, len(text) - len(body))
     try:
         composed = yaml.compose(body, Loader=_LOADER)
+    except yaml.reader.ReaderError as exc:
+        return Document(text, None, (_reader_diag(exc, text, body, marks),), path)
     except yaml.YAMLError as exc:
-        return Document(text, None, (_syntax_diag(exc, text),), path)
+        return Document(text, None, (_syntax_diag(exc, text, marks),), path)
     except RecursionError:
         return Document(text, None, (Diagnostic("HP005", "nesting too deep to analyse"),), path)
     except (ValueError, UnicodeError) as exc:  # libyaml reader errors on odd code points
         return Document(text, None, (Diagnostic("HP001", f"YAML syntax error: {exc}"),), path)
     if composed is None:
         return Document(text, None, (), path)
-    builder = _Builder(text, max_nodes, max_depth)
+    builder = _Builder(text, max_nodes, max_depth, marks)
     try:
         refusal = builder.check(composed)
     except RecursionError:  # pragma: no cover - the check is iterative

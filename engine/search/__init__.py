@@ -125,7 +125,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
                          allowed=_allowed(config))
     order = priced.order(top)
     fits = priced.fits
-    over = int(len(space) - int(fits.sum()))
+    over = int(len(space) - int(fits.sum()) - priced.unpriced)
     diags: list[Diagnostic] = []
     estimates: list[Estimate] = []
     if order.size:
@@ -140,7 +140,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         progress(1.0)
     best = estimates[0] if estimates else None
     return SearchResult(best, tuple(estimates), len(space), int(fits.sum()), 0.0, {},
-                        refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags))
+                        refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
+                        unpriced=priced.unpriced)
 
 
 def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) -> list[Estimate]:
@@ -204,8 +205,9 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
 
     if restricted:
         wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
+        # The list refusals read every row's fit, step and peak: price the widened space whole.
         wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
-                                  allowed=_allowed(config))
+                                  allowed=_allowed(config), exhaustive=True)
         if wide_priced.fits.any():
             light = _lightest(space, priced)
             in_lists = float(priced.peak[light]) if light is not None else None

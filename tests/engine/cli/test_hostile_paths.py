@@ -116,3 +116,12 @@ def test_apply_in_place_writes_through_a_symlink_and_refuses_read_only(tmp_path:
     r = apply("train.yaml", "--in-place", cwd=tmp_path)
     assert r.returncode == 1 and "read-only" in r.stderr, r.stderr
     assert real.read_text() == (LLAMA / "train.yaml").read_text()
+
+
+def test_apply_in_place_on_a_file_with_a_bom_keeps_it(tmp_path: Path) -> None:
+    original = b"\xef\xbb\xbf" + (LLAMA / "train.yaml").read_bytes()
+    (tmp_path / "train.yaml").write_bytes(original)
+    r = apply("train.yaml", "--in-place", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    written = (tmp_path / "train.yaml").read_bytes()
+    assert written.startswith(b"\xef\xbb\xbf#") and written != original
