@@ -351,10 +351,12 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         explicit = set(train.overrides) | (set(sf.model_fields) if sf else set())
         covered = all(f in explicit for f in REQUIRED)
         tsrc = train.src
-        tsrc.diag("HP205", train.resolution_error + ("; using the facts written in the file instead" if covered else ""),
-                  train.pretrained.loc.value, train.pretrained.path,
-                  severity=Severity.WARNING if covered else None,
-                  data={"name": str(train.pretrained.value)})
+        # A warning, not an error: the file is right (the trainer resolves the name where it runs, as upstream
+        # does online); only this offline planner cannot know the model, and says what would let it price it.
+        tail = ("; using the facts written in the file instead" if covered else
+                ". The trainer resolves it where it runs; hp-plan prices nothing until it knows the model")
+        tsrc.diag("HP205", train.resolution_error + tail, train.pretrained.loc.value, train.pretrained.path,
+                  severity=Severity.WARNING, data={"name": str(train.pretrained.value)})
         if not covered:
             # The model is whatever the name resolves to: the facts written beside it only override some of
             # it, so neither "missing" errors nor a dense/MoE judgement can be made without it.

@@ -105,6 +105,11 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         missing.append(f"a global_batch_size below {MAX_GLOBAL_BATCH:,} (it is {g:,})")
     if config.cluster is not None and config.cluster.world_size > MAX_DEVICES:
         missing.append(f"a cluster below {MAX_DEVICES:,} devices (it has {config.cluster.world_size:,})")
+    for name, dim in sorted(config.dimensions.items()):
+        # A degree no cluster here can hold (a 28-digit pp) overflowed numpy's int64 inside the space.
+        huge = [v for v in dim.values if v > MAX_DEVICES]
+        if huge:
+            missing.append(f"{name} below {MAX_DEVICES:,} (it is {huge[0]:,})")
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster

@@ -3,9 +3,11 @@
 The .vsix is built exactly as the README says, in a clean copy of editors/vscode (`npm ci && npm run
 package`), installed with a test-only probe extension (tests/vscode/probe) that checks, through VS Code's API
 inside the real extension host, that the server starts, diagnostics arrive, the hover shows GiB and seconds,
-"Apply optimal strategy" rewrites the file keeping its comments and the commands exist. The browser driver
+"Apply optimal strategy" rewrites the file keeping its comments, the "▸ Plan view" lens returns the explain
+data and opens the plan view panel, and the commands exist. The browser driver
 (tests/vscode/e2e.mjs) screenshots every step into out/vscode-e2e/ (CI keeps them) and checks the Problems
-panel, the hover widget, the quick-fix menu and the palette. Tools come from tests/vscode/setup.sh (cached
+panel, the hover widget, the quick-fix menu, the plan view's page (timeline, memory chart, every stage) and
+the palette. Tools come from tests/vscode/setup.sh (cached
 under ~/.cache/hp-lsp-e2e). Under CI=true nothing here may skip: missing tools fail the run.
 """
 

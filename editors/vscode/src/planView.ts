@@ -122,8 +122,9 @@ export class PlanViews implements vscode.Disposable {
     this.requester = requester;
   }
 
-  /** Show what the server returned for hpLsp.showPlan (the code lens path, through the middleware). */
-  show(result: unknown): void {
+  /** Show what the server returned for hpLsp.showPlan (the code lens path, through the middleware); while
+   * the best plan is stale (its search is still running), ask again a little later. */
+  show(result: unknown, attempt = 0): void {
     const data = (result && typeof result === 'object' ? result : { error: 'no answer from the server' }) as PlanData;
     const uri = data.uri;
     if (!uri) {
@@ -140,6 +141,9 @@ export class PlanViews implements vscode.Disposable {
     }
     panel.webview.html = planHtml(data, title);
     panel.reveal(undefined, true);
+    if (data.stale && this.requester && attempt < STALE_RETRIES) {
+      setTimeout(() => void this.request(uri, attempt + 1), STALE_RETRY_MS);
+    }
   }
 
   private async showActive(): Promise<void> {
@@ -152,6 +156,9 @@ export class PlanViews implements vscode.Disposable {
   }
 
   private async request(uri: string, attempt = 0): Promise<void> {
+    if (attempt > 0 && !this.panels.has(uri)) {
+      return; // closed meanwhile
+    }
     if (!this.requester) {
       void vscode.window.showWarningMessage('HyperParallel: the server is not running yet.');
       return;
@@ -161,10 +168,7 @@ export class PlanViews implements vscode.Disposable {
       if (result && typeof result === 'object' && !result.uri) {
         result.uri = uri;
       }
-      this.show(result);
-      if (result?.stale && attempt < STALE_RETRIES) {
-        setTimeout(() => void this.request(uri, attempt + 1), STALE_RETRY_MS);
-      }
+      this.show(result, attempt);
     } catch (err) {
       void vscode.window.showErrorMessage(`HyperParallel: ${err instanceof Error ? err.message : String(err)}`);
     }
