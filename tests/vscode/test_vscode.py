@@ -144,8 +144,7 @@ def test_extension_in_real_vscode(tmp_path: Path) -> None:
         (data / scope / "settings.json").write_text(settings)
     verdict = tmp_path / "verdict.json"
     env = code_server_env(cache, tmp_path, verdict, ws / "train.yaml")
-    env["HP_LSP_E2E_BREAK"] = json.dumps({"settings": [str(data / s / "settings.json") for s in ("User", "Machine")],
-                                          **broken_interpreter(tmp_path)})
+    env["HP_LSP_E2E_BREAK"] = json.dumps(broken_interpreter(tmp_path))
     cs = [str(cache / "code-server" / "bin" / "code-server"), "--user-data-dir", str(data), "--extensions-dir",
           str(exts), "--config", str(tmp_path / "code-server.yaml")]
     timings = {"vsix": time.monotonic() - started}
