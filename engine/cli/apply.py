@@ -262,7 +262,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan apply` on parsed arguments (file, output, in_place, dry_run, json, cluster flags)."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
+    from engine.cli import cluster_overrides, ratios_request
 
     out = stdout or sys.stdout
     err = stderr or sys.stderr
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                "diagnostics": [d.to_json() for d in diags]}
         return refuse(message, doc, diags, file=file, as_json=as_json, out=out, err=err)
 
-    loaded = check_file(file, overrides=overrides)
+    loaded = check_file(file, overrides=overrides, ratios=ratios_request(args))
     diags = list(loaded.diagnostics)
     config = loaded.config
     if config is None:

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
+    from engine.cli import cluster_overrides, ratios_request
     from engine.cli.check import format_line
     from engine.search import compare_stated, search
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     top = int(getattr(args, "top", None) or 10)
     as_json = bool(getattr(args, "json", False))
-    loaded = check_file(file, overrides=cluster_overrides(args))
+    loaded = check_file(file, overrides=cluster_overrides(args), ratios=ratios_request(args))
     config = loaded.config
     file_diags = list(loaded.diagnostics)
     result: SearchResult | None = None
@@ -137,6 +137,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         if diags:
             out.write("\n")
         render(result, config.summary_lines(), out)
+        if result.best is not None:
+            out.write(f"{result.best.calibration_note()}\n")
     if result is not None and result.best is None and not diags:
         out.write("no strategy fits\n")
     return 0 if ok else 1

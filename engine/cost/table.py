@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from engine.specs import GIB as GIB_BYTES
-from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
+from engine.specs import RECOMPUTE_MODES, Ratios, RecomputePlan, Strategy
 
 RECOMPUTE_CODE: dict[str, int] = {m: i for i, m in enumerate(RECOMPUTE_MODES)}  # off 0, selective 1, full 2
 SCHEDULE_CODE: dict[str, int] = {"1F1B": 0, "interleaved": 1}
@@ -203,6 +203,8 @@ class PricedTable:
     layer_act_one_gib: np.ndarray
     layer_time_s: np.ndarray
     layer_extra_time_s: np.ndarray
+    # The ratios applied over these numbers (engine.calibrate.ratios), None when uncalibrated.
+    calibration: Ratios | None = None
 
     def __len__(self) -> int:
         return len(self.peak_gib)
