@@ -44,7 +44,7 @@ def test_megatron_excerpt_reads_ms_and_max_reserved_mb() -> None:
 
 
 def test_checkpoint_step_is_an_outlier_not_the_mean() -> None:
-    lines = ["step_time_s"] + ["3.0"] + ["1.00", "1.01", "0.99", "1.00", "9.5", "1.01", "1.00", "0.99", "1.00"]
+    lines = ["step_time_s", "3.0", "1.00", "1.01", "0.99", "1.00", "9.5", "1.01", "1.00", "0.99", "1.00"]
     r = parse_log(lines)
     assert r.format == "csv" and r.steady.outliers == 1
     assert r.steady.value == pytest.approx(1.0, abs=0.01)
