@@ -33,7 +33,13 @@ CASES = {
     "llama70b-auto": ("Llama-3.1-70B, 1024 H100, all auto, recompute auto", 0.100),
     "deepseekv3-auto": ("DeepSeek-V3, 2048 H800, all auto, recompute auto", 0.500),
     "llama70b-per_layer": ("Llama-3.1-70B, 1024 H100, all auto, recompute per_layer", 2.0),
+    "deepseekv3-nvl72": ("DeepSeek-V3, 110,592 H800 (72 per node), G 221,184, all auto", 1.0),
 }
+# Clusters that differ from the bundled example: (nodes, cards per node, global batch per device).
+# NVL72-class racks hold 72 devices in one NVLink domain; 1536 of them make 110,592 devices, and two
+# sequences per device make a global batch of 221,184: both divisor-rich (2^12 · 3^3, 2^13 · 3^3), the
+# largest space of the cases, 2.9 M candidates (issue 16).
+CLUSTERS = {"deepseekv3-nvl72": (1536, 72, 2)}
 
 
 def build(case: str):  # type: ignore[no-untyped-def]
@@ -46,7 +52,12 @@ def build(case: str):  # type: ignore[no-untyped-def]
     cfg = loaded.config
     assert cfg is not None and cfg.model is not None and cfg.cluster is not None, loaded.diagnostics
     recompute = "per_layer" if case.endswith("per_layer") else "auto"
-    return replace(cfg, dimensions={}, recompute=recompute, stated=None)
+    cluster, batch = cfg.cluster, cfg.global_batch_size
+    if case in CLUSTERS:
+        nodes, cards, per_device = CLUSTERS[case]
+        cluster = replace(cluster, num_nodes=nodes, cards_per_node=cards)
+        batch = per_device * cluster.world_size
+    return replace(cfg, dimensions={}, recompute=recompute, stated=None, cluster=cluster, global_batch_size=batch)
 
 
 def run_case(case: str, repeat: int) -> dict[str, object]:
@@ -71,6 +82,8 @@ def run_case(case: str, repeat: int) -> dict[str, object]:
         "best_peak_gib": best.peak_memory_gib if best else None,
         "same_as_warmup": (first.best.strategy == best.strategy) if (first.best and best) else first.best is best,
         "diagnostics": [d.code for d in res.diagnostics],
+        # The whole top 10 to the last digit: compare runs before and after a change with --top-out.
+        "top": [[e.strategy.short(), repr(e.step_time_s), repr(e.peak_memory_gib)] for e in res.top],
     }
 
 
@@ -79,6 +92,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--case", choices=sorted(CASES))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--top-out", metavar="FILE", help="write every case's top 10 (strategy, step s, peak GiB, "
+                    "to the last digit) to FILE as JSON, to diff the plans of two versions")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(run_case(args.case, args.repeat)))
@@ -88,6 +103,7 @@ def main() -> int:
           "time does not)")
     print(f"{'case':<58} {'median':>9} {'cpu':>8} {'target':>7} {'evaluated':>10} {'cand/s':>10} {'RSS MB':>7}  best")
     worst = 0
+    tops: dict[str, object] = {}
     for case in cases:
         proc = subprocess.run([sys.executable, __file__, "--child", "--case", case, "--repeat", str(args.repeat)],
                               capture_output=True, text=True, cwd=ROOT, check=False)
@@ -96,6 +112,7 @@ def main() -> int:
             worst = 1
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
+        tops[case] = r["top"]
         title, target = CASES[case]
         flag = "ok" if r["median_s"] <= target and r["peak_rss_mb"] < 300 else "SLOW"
         print(f"{title:<58} {r['median_s'] * 1000:>7.1f}ms {r['median_cpu_s'] * 1000:>6.1f}ms {target * 1000:>5.0f}ms "
@@ -103,6 +120,9 @@ def main() -> int:
               f"{r['candidates_per_s']:>10,.0f} {r['peak_rss_mb']:>7.0f}  {r['best']} "
               f"({r['best_step_s']:.3f} s, {r['best_peak_gib']:.1f} GiB) {flag}"
               if r["best"] else f"{title:<58} {r['median_s'] * 1000:>7.1f}ms  no strategy: {r['diagnostics']}")
+    if args.top_out:
+        with open(args.top_out, "w", encoding="utf-8") as fh:
+            json.dump(tops, fh, indent=1)
     return worst
 
 

@@ -46,6 +46,22 @@ Some facts can be found by two stages (the checks HP4xx, the pricing HP5xx, the 
 micro-batches (HP415 / HP506) or a stated plan over the budget (HP610 / HP520). `hp-plan estimate`,
 `hp-plan search` and the language server then show each fact once, under one owner code (`engine/facts.py`,
 the first code of each group there) at the strictest severity the stages gave it.
+
+## Severities
+
+A severity says what the user must see, chosen for how editors show them (VS Code leaves `hint` out of the
+Problems panel and the status-bar count and draws it as faint dots; eglot shows it as a note; ALE as a
+warning):
+
+- `error`: the trainer or the planner would refuse the file, or a value is impossible (a degree that does not
+  divide, a batch that cannot be made). Fix it before training.
+- `warning`: the file may run, but as written it is likely wrong or wasteful: the stated plan does not fit
+  the memory budget (HP610), a key is unknown and ignored (HP102), a setting has no effect (HP510), a fact the
+  prices need is missing (HP207).
+- `information`: nothing is wrong, but there is something to act on or a fact the numbers rest on: a faster
+  plan fits (HP611, with a quick fix), a default was assumed (HP303, HP521), the file is not analysed (HP008).
+  Listed in the Problems panel and counted in the status bar.
+- `hint` is not used: a finding worth showing is worth listing.
 """
 
 

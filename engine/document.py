@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from engine.diagnostics import Diagnostic, Severity
+from engine.files import ReadFailure, read_bounded
 from engine.positions import DOCUMENT_START, Position, Range
 
 try:  # libyaml: fast, bounded nesting
@@ -245,19 +246,16 @@ def decode(data: bytes, *, path: str | None = None) -> tuple[str | None, tuple[D
 
 
 def read_text(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str | None, tuple[Diagnostic, ...]]:
-    """Read a file from disk as UTF-8 text, refusing (HP004/HP005) what cannot be analysed."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except IsADirectoryError:
-        return None, (Diagnostic("HP004", f"{path} is a directory, not a YAML file"),)
-    except FileNotFoundError:
-        return None, (Diagnostic("HP004", f"config file not found: {path}"),)
-    except OSError as exc:
-        return None, (Diagnostic("HP004", f"cannot read {path}: {exc.strerror or exc}"),)
-    if len(data) > max_bytes:
-        return None, (_too_large(None, max_bytes),)
-    return decode(data, path=path)
+    """Read a file from disk as UTF-8 text, refusing (HP004/HP005) what cannot be analysed. Goes through the
+    bounded reader (engine.files): regular files only, size checked before reading."""
+    got = read_bounded(path, max_bytes)
+    if isinstance(got, ReadFailure):
+        if got.kind == "too_large":
+            return None, (_too_large(got.size, max_bytes),)
+        if got.kind == "missing":
+            return None, (Diagnostic("HP004", f"config file not found: {path}"),)
+        return None, (Diagnostic("HP004", got.reason),)
+    return decode(got.data, path=path)
 
 
 def _fmt_size(n: int) -> str:

@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from engine.calibrate.attach import RatiosRequest
-from engine.config.types import ClusterOverrides
+from engine import __version__
+
+if TYPE_CHECKING:
+    from engine.calibrate.attach import RatiosRequest
+    from engine.config.types import ClusterOverrides
 
 SUBCOMMANDS = ("check", "estimate", "search", "apply", "calibrate")
 
@@ -35,13 +39,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
+# BLAS libraries start one thread per core when numpy loads (OpenBLAS: half of numpy's import time, issue
+# 16); the CLI's arrays are small and element-wise, so one thread is all it uses. Set before any subcommand
+# imports numpy, and only where the user has not chosen a value.
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
-        return version("hp-lsp")
-    except Exception:
-        return "unknown"
+
+def _one_blas_thread() -> None:
+    for var in BLAS_THREAD_VARS:
+        os.environ.setdefault(var, "1")
 
 
 def _positive_int(text: str) -> int:
@@ -85,7 +91,7 @@ def ratios_request(args: argparse.Namespace) -> RatiosRequest | None:
     path = getattr(args, "ratios", None)
     if not path:
         return None
-    import os
+    from engine.calibrate.attach import RatiosRequest
 
     return RatiosRequest(os.path.abspath(os.path.expanduser(path)), "--ratios", explicit=True)
 
@@ -97,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         "configs.",
         epilog=POSITIONS_NOTE + " Exit codes: 0 success, 1 errors in the input or no strategy fits, 2 usage.",
     )
-    parser.add_argument("--version", action="version", version=f"hp-plan {_version()}")
+    parser.add_argument("--version", action="version", version=f"hp-plan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("check", help="validate a train.yaml or search config (exit 1 on any error)",
@@ -157,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
     """The cluster flags as ClusterOverrides (explicit: they win over the files), or None if none given."""
+    from engine.config.types import ClusterOverrides
+
     fields = {
         "devices": getattr(args, "devices", None),
         "num_nodes": getattr(args, "nodes", None),
@@ -192,6 +200,7 @@ def _internal(args_json: bool, file: str, exc: BaseException) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point `hp-plan`; returns the exit code (the console script exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _one_blas_thread()
     as_json = _wants_json(argv)
     parser = build_parser()
     try:

@@ -6,7 +6,9 @@ layout stay byte-identical, only the changed tokens and the missing keys differ.
 
 Where the result goes:
 * default: the edited train.yaml on stdout (nothing on disk changes);
-* `-o OUT`: written to OUT; `--in-place`: the train.yaml itself is replaced (atomically);
+* `-o OUT`: written to OUT; `--in-place`: the train.yaml itself is replaced (atomically); symlinks are
+  written through, read-only files and anything but a regular file are refused, mode, owner and hard links
+  are kept, a new file follows the umask (engine.files.write_text, docs/files.md);
 * `--dry-run`: a unified diff on stdout, nothing written (whatever else is asked);
 * `--json`: one JSON document (best estimate, changed keys, edits, the diff or new text, diagnostics).
 The summary (best strategy, what changed, where it went) goes to stderr, so stdout stays the file or diff.
@@ -27,7 +29,6 @@ import dataclasses
 import difflib
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -36,7 +37,9 @@ from engine.cli.check import format_line
 from engine.cli.search import write_json
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
+from engine.document import DEFAULT_MAX_BYTES
 from engine.edit import EditResult, strategy_edits
+from engine.files import ReadFailure, read_bounded, write_text
 from engine.results import Estimate, SearchResult
 from engine.specs import Strategy
 
@@ -53,9 +56,13 @@ class Planned:
 
 
 def _read_text(path: str) -> str:
-    # newline="" keeps CRLF line breaks as they are, so the edits (and the written file) keep them too
-    with open(path, encoding="utf-8", newline="") as f:
-        return f.read()
+    """The train.yaml's text through the bounded reader (regular files only, size checked first); raises
+    OSError with the reason. Decoding bytes keeps CRLF line breaks as they are, so the edits (and the
+    written file) keep them too."""
+    got = read_bounded(path, DEFAULT_MAX_BYTES)
+    if isinstance(got, ReadFailure):
+        raise OSError(got.reason)
+    return got.data.decode("utf-8")
 
 
 def _with_world(overrides: ClusterOverrides | None, world: int) -> ClusterOverrides:
@@ -165,22 +172,6 @@ def describe(res: EditResult) -> list[str]:
     return lines
 
 
-def _write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder, so a failure leaves it intact."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".hp-plan-", suffix=".yaml", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        if os.path.exists(path):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def refuse(message: str, doc: dict[str, Any], diagnostics: list[Diagnostic], *, file: str, as_json: bool,
            out: TextIO, err: TextIO) -> int:
     """Nothing is written: the JSON document (its "error" set), or the diagnostics and the reason on stderr."""
@@ -241,10 +232,9 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         else:
             err.write(f"hp-plan apply: {planned.path} already states the best strategy; nothing written\n")
         return 0
-    try:
-        _write_atomic(target, res.new_text)
-    except OSError as e:
-        doc["error"] = f"cannot write {target}: {e.strerror or e}"
+    failed = write_text(target, res.new_text)
+    if failed is not None:
+        doc["error"] = failed.reason
         if as_json:
             write_json(out, doc)
         else:

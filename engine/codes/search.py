@@ -3,6 +3,9 @@
 The refusals keep the meaning of HyperParallel's three runner refusals (HYPERPARALLEL.md §5.11: nothing
 fits the lists, nothing fits the budget, no candidate makes the global batch) and add what its messages
 lack: where the offending value was written and, in numbers, what would work instead.
+
+HP611 is "information", not "hint": it is the finding a user opens the file for, and VS Code leaves hints out
+of the Problems panel and the status-bar count and draws them as faint dots (docs/diagnostics.md, Severities).
 """
 
 ROWS: list[tuple[str, str, str]] = [
@@ -12,5 +15,5 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP603", "error", "every candidate strategy breaks a validity rule"),
     ("HP604", "error", "the search cannot run: the model, the cluster or the global batch is unknown"),
     ("HP610", "warning", "the stated strategy does not fit the memory budget"),
-    ("HP611", "hint", "a faster strategy exists"),
+    ("HP611", "information", "a faster strategy exists"),
 ]

@@ -29,10 +29,11 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.config.cluster import build_cluster
+from engine.config.kind import kind_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
-from engine.config.search import Decl, SearchFacts, is_search_config, read_search
-from engine.config.train import TrainFacts, base_dir_of, detect_schema, read_train
+from engine.config.search import Decl, SearchFacts, read_search
+from engine.config.train import TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
@@ -119,16 +120,18 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
     src = Source(doc, path, primary=True)
     out.sources.append(src)
     root = doc.root
-    if is_search_config(root):
+    kind = kind_of(root)
+    if kind == "search":
         out.kind = "search"
         _resolve_search(out, src, overrides, max_bytes, texts)
-    elif detect_schema(root) is not None:
+    elif kind is not None:
         out.kind = "train"
         _resolve_train(out, src, overrides)
     else:
         out.diagnostics.append(Diagnostic(
-            "HP008", "not a HyperParallel train.yaml or search config (no model, training, accelerator, "
-            "parallelism or cluster section): left alone", DOCUMENT_START))
+            "HP008", "not a HyperParallel train.yaml (no training, accelerator or fsdp_config section, no named "
+            "model, no model.config_overrides) nor a search config (no parallelism, cluster, constraint or "
+            "train_yaml): left alone", DOCUMENT_START))
         return out
     for s in out.sources:
         out.diagnostics.extend(s.diags)
@@ -325,7 +328,7 @@ def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes:
         src.diag("HP009", f"train_yaml '{shown}' cannot be read: {why}", ref.loc.value, "train_yaml",
                  data={"resolved": path})
         return None
-    if not isinstance(doc.root, Map) or is_search_config(doc.root):
+    if not isinstance(doc.root, Map) or kind_of(doc.root) == "search":
         what = "a search config" if isinstance(doc.root, Map) else "not a YAML mapping"
         src.diag("HP009", f"train_yaml '{shown}' is {what}, not a trainer train.yaml", ref.loc.value, "train_yaml",
                  data={"resolved": path})
@@ -353,7 +356,9 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
                   train.pretrained.loc.value, train.pretrained.path,
                   severity=Severity.WARNING if covered else None,
                   data={"name": str(train.pretrained.value)})
-        if not covered and not explicit:
+        if not covered:
+            # The model is whatever the name resolves to: the facts written beside it only override some of
+            # it, so neither "missing" errors nor a dense/MoE judgement can be made without it.
             return ModelResult(None, {})
     if not written and (train is None or train.pretrained is None):
         anchor = (sf.model_anchor if sf is not None and sf.model_anchor else
@@ -361,8 +366,8 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         if sf is not None and sf.train_yaml is not None and train is None:
             return ModelResult(None, {})  # the missing train_yaml is the diagnostic
         src.diag("HP206", "no model stated: set model.pretrained_model_name_or_path (a catalog id or a local "
-                 "config.json) or model.config_overrides with num_hidden_layers, hidden_size, "
-                 "num_attention_heads and vocab_size", anchor.loc.key if anchor else DOCUMENT_START, "model")
+                 "config.json; from-config factories call it model.config_path) or model.config_overrides with "
+                 "num_hidden_layers, hidden_size, num_attention_heads and vocab_size", anchor.loc.key if anchor else DOCUMENT_START, "model")
         return ModelResult(None, {})
     seq = _seq_len(src, train, sf, layers)
     name = (sf.name.value if sf is not None and sf.name is not None else None) or (
@@ -419,7 +424,7 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
-    if train is not None and d in train.degrees and int(train.degrees[d].value) >= 1:
+    if train is not None and d in train.degrees and int(train.degrees[d].value) >= (0 if d == "etp" else 1):
         v = train.degrees[d]
         return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
     if d == "etp":
@@ -548,7 +553,7 @@ def _stated(
         mbn = 1
     ep = vals.get("ep", 1) if model is None or model.is_moe else 1
     return Strategy(
-        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1), vpp=vals.get("vpp", 1),
+        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1) or tp, vpp=vals.get("vpp", 1),
         micro_batch_size=mbs, micro_batch_num=mbn, sequence_parallel=bool(vals.get("sequence_parallel", 0)),
         recompute=plan, pipeline_schedule=schedule, optimizer_shard=optimizer_shard,  # type: ignore[arg-type]
     )

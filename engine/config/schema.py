@@ -45,7 +45,7 @@ TRAIN_AUTOMODELS = _s(
     "trainer output_dir resume wandb profiler data tokenizer loss evaluation callbacks",
     {
         "model": _s(
-            "name pretrained_model_name_or_path torch_dtype",
+            "name pretrained_model_name_or_path config_path torch_dtype " + " ".join(MODEL_FIELDS),
             "_target_ attn_implementation cache_dir local_files_only revision subfolder token trust_remote_code "
             "param_init_type compute_dtype softmax_compute_type",
             {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)},

@@ -62,21 +62,6 @@ class SearchFacts:
                 self.locations[v.path] = v
 
 
-def is_search_config(root: Map) -> bool:
-    """A search config has one of its own top-level sections (train_yaml, parallelism, cluster, constraint,
-    pp_config) or a scalar `recompute` (a train.yaml's recompute lives under activation_checkpoint)."""
-    if any(k in root for k in ("train_yaml", "parallelism", "cluster", "constraint", "pp_config")):
-        return True
-    rc = root.get("recompute")
-    if isinstance(rc, Scalar) and rc.value is not None:
-        return True
-    # `model:` holding the facts directly (a train.yaml puts them under config_overrides)
-    model = root.get("model")
-    return isinstance(model, Map) and not any(
-        k in model for k in ("pretrained_model_name_or_path", "config_overrides")
-    ) and any(k in model for k in ("num_hidden_layers", "hidden_size", "num_attention_heads"))
-
-
 def read_search(src: Source) -> SearchFacts:
     root = src.root
     facts = SearchFacts(src)
@@ -115,7 +100,9 @@ def read_search(src: Source) -> SearchFacts:
     par = src.section(root, "parallelism", "parallelism")
     if par is not None:
         for key in DIMENSION_KEYS:
-            decl = read_decl(src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"))
+            # etp 0 is HyperParallel's default and means "the experts follow tp" (HYPERPARALLEL.md §4.2, §5.5).
+            decl = read_decl(src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"),
+                             minimum=0 if key == "etp" else 1)
             if decl is not None:
                 facts.dims[key] = decl
 
@@ -152,7 +139,7 @@ def _is_auto(node: Node) -> bool:
 
 
 def read_decl(src: Source, parent: Map | None, key: str, dotted: str, *, boolean: bool = False,
-              allow_auto: bool = True) -> Decl | None:
+              allow_auto: bool = True, minimum: int = 1) -> Decl | None:
     """int -> fixed; list -> candidates; auto -> searched. Wrong forms are HP103/HP108/HP109/HP111."""
     hit = src.raw(parent, key, dotted)
     if hit is None:
@@ -165,7 +152,7 @@ def read_decl(src: Source, parent: Map | None, key: str, dotted: str, *, boolean
     if isinstance(vn, Seq):
         values: list[int] = []
         for i, item in enumerate(vn.items):
-            iv = _item(src, item, f"{dotted}.{i}", boolean)
+            iv = _item(src, item, f"{dotted}.{i}", boolean, minimum=minimum)
             if iv is not None:
                 values.append(iv)
         if not vn.items:
@@ -176,7 +163,7 @@ def read_decl(src: Source, parent: Map | None, key: str, dotted: str, *, boolean
             return None
         return Decl("list", tuple(sorted(set(values))), val)
     if isinstance(vn, Scalar):
-        iv = _item(src, vn, dotted, boolean, scalar=True, allow_auto=allow_auto)
+        iv = _item(src, vn, dotted, boolean, scalar=True, allow_auto=allow_auto, minimum=minimum)
         if iv is None:
             return None
         return Decl("fixed", (iv,), val)
@@ -186,7 +173,7 @@ def read_decl(src: Source, parent: Map | None, key: str, dotted: str, *, boolean
 
 
 def _item(src: Source, node: Node, dotted: str, boolean: bool, *, scalar: bool = False,
-          allow_auto: bool = True) -> int | None:
+          allow_auto: bool = True, minimum: int = 1) -> int | None:
     if not isinstance(node, Scalar):
         src.diag("HP108", f"{dotted} must be {'true or false' if boolean else 'an integer'}, got a collection",
                  node.range, dotted)
@@ -199,9 +186,10 @@ def _item(src: Source, node: Node, dotted: str, boolean: bool, *, scalar: bool =
                  f"got {describe(v)}", node.range, dotted)
         return None
     if isinstance(v, int) and not isinstance(v, bool):
-        if v >= 1:
+        if v >= minimum:
             return v
-        src.diag("HP109", f"{dotted} must be a positive degree, got {v}", node.range, dotted,
+        what = "a positive degree" if minimum == 1 else "a degree >= 0 (0: follow tp)"
+        src.diag("HP109", f"{dotted} must be {what}, got {v}", node.range, dotted,
                  data={"replace_value": 1})
         return None
 

@@ -8,10 +8,10 @@ states, and what the file leaves unsaid stays searched (HYPERPARALLEL.md §2.2 "
 from __future__ import annotations
 
 import os
-from collections.abc import Container
 from dataclasses import dataclass, field
 
 from engine.catalog.models import resolve as resolve_model
+from engine.config.kind import kind_of
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, parse_memory_gb
 from engine.document import Map, Scalar
@@ -28,28 +28,10 @@ CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulys
 DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
 
 
-def classify_schema(root_keys: Container[object], model_keys: Container[object] | None,
-                    pretrained_set: bool) -> str | None:
-    """'automodels', 'legacy' or None (HYPERPARALLEL.md §2.5 Detection), from the facts detection reads: the
-    root keys, the model section's keys (None when there is no model mapping) and whether
-    model.pretrained_model_name_or_path holds a value. The reader and the editor of files both decide here."""
-    if pretrained_set or any(k in root_keys for k in ("training", "accelerator", "fsdp_config")):
-        return "automodels"
-    if "train" in root_keys or "data" in root_keys or (model_keys is not None and "config_overrides" in model_keys):
-        return "legacy"
-    if model_keys is not None or "dataset" in root_keys or "activation_checkpoint" in root_keys:
-        return "automodels"
-    return None
-
-
 def detect_schema(root: Map) -> str | None:
-    """The schema of a parsed train.yaml (see classify_schema)."""
-    model = root.get("model")
-    if not isinstance(model, Map):
-        return classify_schema(root, None, False)
-    pretrained = model.get("pretrained_model_name_or_path")
-    return classify_schema(root, model, pretrained is not None
-                           and not (isinstance(pretrained, Scalar) and pretrained.value is None))
+    """'automodels' or 'legacy' for a train.yaml, None for anything else (engine.config.kind decides)."""
+    kind = kind_of(root)
+    return kind if kind in ("automodels", "legacy") else None
 
 
 @dataclass
@@ -113,13 +95,18 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
     facts.name = src.str_(model, "name", "model.name")
-    facts.pretrained = src.str_(model, "pretrained_model_name_or_path", "model.pretrained_model_name_or_path")
+    # config_path: the from-config factories' name for the same thing (HYPERPARALLEL.md §2.5, ttachon recipes).
+    facts.pretrained = (src.str_(model, "pretrained_model_name_or_path", "model.pretrained_model_name_or_path")
+                        or src.str_(model, "config_path", "model.config_path"))
     overrides = src.section(model, "config_overrides", "model.config_overrides")
     if model is not None and "config_overrides" in model:
         okn = model.key_node("config_overrides")
         if okn is not None:
             facts.overrides_anchor = Val(None, "model.config_overrides", src.location(okn, model.get("config_overrides")))
-    facts.overrides = read_model_fields(src, overrides, "model.config_overrides")
+    # Model facts beside `_target_` are the factory's (or from_pretrained's) keyword overrides of the named
+    # config; config_overrides, when also given, win (HYPERPARALLEL.md §2.5: explicit overrides always win).
+    direct = read_model_fields(src, model, "model") if facts.schema == "automodels" else {}
+    facts.overrides = {**direct, **read_model_fields(src, overrides, "model.config_overrides")}
     if facts.pretrained is not None:
         res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
         if res.error is not None:
@@ -150,7 +137,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     deg = facts.degrees
     for dim, key in (("tp", "tp_size"), ("pp", "pp_size"), ("cp", "cp_size"), ("ep", "ep_size"),
                      ("etp", "expert_tensor_parallel_degree"), ("vpp", "pp_interleave_num")):
-        v = src.int_(acc, key, f"accelerator.{key}")
+        v = src.int_(acc, key, f"accelerator.{key}", allow=(0,) if dim == "etp" else ())
         if v is not None:
             deg[dim] = v
     mbs = src.int_(training, "micro_batch_size", "training.micro_batch_size")
@@ -208,7 +195,7 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     for dim, key in (("tp", "tp_degree"), ("pp", "pipeline_parallel_degree"), ("cp", "context_parallel_degree"),
                      ("ep", "expert_parallel_degree"), ("etp", "expert_tensor_parallel_degree"),
                      ("fsdp", "dp_shard")):
-        v = src.int_(acc, key, f"train.accelerator.{key}")
+        v = src.int_(acc, key, f"train.accelerator.{key}", allow=(0,) if dim == "etp" else ())
         if v is not None:
             deg[dim] = v
     facts.dp_replicate = src.int_(acc, "dp_replicate", "train.accelerator.dp_replicate")

@@ -49,6 +49,8 @@ class Dimension:
 
     def summary(self) -> str:
         """One line as HyperParallel prints it: `tp: searched over [1, 2, 4, 8]`, `pp: fixed 4 (train.yaml)`."""
+        if self.state == "fixed" and self.name == "etp" and self.values[0] == 0:
+            return f"etp: follows tp ({self.origin})"  # HyperParallel's etp 0
         if self.state == "fixed":
             return f"{self.name}: fixed {self.values[0]} ({self.origin})"
         if self.state == "list":

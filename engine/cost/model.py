@@ -72,6 +72,12 @@ def mlp_mats(m: ModelSpec) -> int:
     return 3 if m.gated_mlp else 2
 
 
+def routed_copies(m: ModelSpec) -> float:
+    """Copies of each token a MoE layer routes: top-k experts, padded to the capacity factor when it
+    drops (a capacity factor below 1 still moves every chosen copy)."""
+    return m.experts_per_tok * max(m.capacity_factor, 1.0)
+
+
 def _norm(m: ModelSpec) -> float:
     return 2.0 * m.hidden if m.linear_bias else float(m.hidden)  # LayerNorm (γ, β) or RMSNorm (γ)
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES, classify_schema  # the reader's rules
+from engine.config.kind import classify, shape_of_data  # the reader's rule
+from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
 from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.specs import RecomputeMode, RecomputePlan, Strategy
@@ -62,10 +63,7 @@ def detect_schema(data: Any) -> Schema:
     a file that says nothing yet gets the current (AutoModels) schema."""
     if not isinstance(data, dict):
         return "automodels"
-    model = data.get("model")
-    model_keys = model if isinstance(model, dict) else None
-    pretrained = model_keys is not None and model_keys.get("pretrained_model_name_or_path") is not None
-    return "legacy" if classify_schema(data, model_keys, pretrained) == "legacy" else "automodels"
+    return "legacy" if classify(shape_of_data(data)) == "legacy" else "automodels"
 
 
 # ---------------------------------------------------------------------------------------------- reading

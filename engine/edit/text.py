@@ -151,14 +151,45 @@ def diff_splices(old: str, new: str) -> list[Splice]:
     return _diff(old, new)
 
 
+# Above this many element comparisons (len(a) * len(b) of what differs once the common ends are trimmed),
+# difflib's matcher (quadratic on repeated elements: a comment of 6,000 ": " took 6.7 s, issue 13) is not
+# run: the differing middle is replaced as one block instead. A strategy rewrite changes a few tokens of a
+# few lines, far below it.
+MATCH_BUDGET = 250_000
+
+
+def opcodes(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes for a -> b in linear time before the matcher: the common prefix and suffix are
+    trimmed first (one changed value in a long line or file leaves a tiny middle), and a middle too large
+    to match cheaply is one "replace"."""
+    n, m = len(a), len(b)
+    lo = 0
+    while lo < n and lo < m and a[lo] == b[lo]:
+        lo += 1
+    hi = 0
+    while hi < n - lo and hi < m - lo and a[n - 1 - hi] == b[m - 1 - hi]:
+        hi += 1
+    out: list[tuple[str, int, int, int, int]] = [("equal", 0, lo, 0, lo)] if lo else []
+    ma, mb = a[lo : n - hi], b[lo : m - hi]
+    if ma or mb:
+        if not ma or not mb or len(ma) * len(mb) > MATCH_BUDGET:
+            tag = "insert" if not ma else "delete" if not mb else "replace"
+            out.append((tag, lo, n - hi, lo, m - hi))
+        else:
+            matcher = difflib.SequenceMatcher(a=ma, b=mb, autojunk=False)
+            out.extend((t, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for t, i1, i2, j1, j2 in matcher.get_opcodes())
+    if hi:
+        out.append(("equal", n - hi, n, m - hi, m))
+    return out
+
+
 def _diff(old: str, new: str) -> list[Splice]:
     a, b = split_lines(old), split_lines(new)
     starts = [0]
     for line in a:
         starts.append(starts[-1] + len(line))
     out: list[Splice] = []
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in opcodes(a, b):
         if tag == "equal":
             continue
         if tag != "replace":
@@ -182,9 +213,8 @@ def _refine(a: list[str], b: list[str], base: int) -> list[Splice]:
     offs = [base]
     for line in a:
         offs.append(offs[-1] + len(line))
-    sm = difflib.SequenceMatcher(a=[_signature(x) for x in a], b=[_signature(x) for x in b], autojunk=False)
     out: list[Splice] = []
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+    for tag, i1, i2, j1, j2 in opcodes([_signature(x) for x in a], [_signature(x) for x in b]):
         if tag == "equal":
             for k in range(i2 - i1):
                 if a[i1 + k] != b[j1 + k]:
@@ -200,7 +230,7 @@ def _token_diff(old: str, new: str, base: int) -> list[Splice]:
     for t in ta:
         offs.append(offs[-1] + len(t))
     out: list[Splice] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=ta, b=tb, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in opcodes(ta, tb):
         if tag != "equal":
             out.append(Splice(base + offs[i1], base + offs[i2], "".join(tb[j1:j2])))
     return out

@@ -236,12 +236,17 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     fsdp = _domain(r("fsdp"), dev_divs)[None, :]
     dom = (b.cols["dp"] * b.cols["cp"])[:, None]
     b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)], _auto(r("fsdp"), dom % fsdp == 0))
-    # Level 6: etp (never searched: the declared value, else 1).
-    etp = _domain(r("etp"), [1])[None, :]
-    etp_checks: list[tuple[str, np.ndarray]] = []
-    if model.is_moe:
-        etp_checks.append((R_ETP_WIDTH, (etp == 1) | (model.moe_ffn % etp == 0)))
-    b.expand("etp", etp[0], etp_checks)
+    # Level 6: etp (never searched: the declared value, else 1; 0 = HyperParallel's "follow tp", per row).
+    if r("etp") == (0,):
+        b.cols["etp"] = b.cols["tp"].copy()
+        if model.is_moe:
+            b.filter([(R_ETP_WIDTH, (b.cols["etp"] == 1) | (model.moe_ffn % b.cols["etp"] == 0))])
+    else:
+        etp = _domain(r("etp"), [1])[None, :]
+        etp_checks: list[tuple[str, np.ndarray]] = []
+        if model.is_moe:
+            etp_checks.append((R_ETP_WIDTH, (etp == 1) | (model.moe_ffn % etp == 0)))
+        b.expand("etp", etp[0], etp_checks)
     # Level 7: ep, borrowed from dp·tp (dp·cp·tp when the FSDP shard spans cp).
     ep = _domain(r("ep"), divisors(model.num_experts) if model.is_moe else [1])[None, :]
     d, t, c = b.cols["dp"][:, None], b.cols["tp"][:, None], b.cols["cp"][:, None]

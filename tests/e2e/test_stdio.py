@@ -59,3 +59,24 @@ def test_stdout_carries_only_frames(tmp_path: Path) -> None:
 def test_console_script_entry_point() -> None:
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
     assert scripts.get("hp-lsp") == "hp_lsp.__main__:main"
+
+
+def test_stdio_flag_is_accepted() -> None:
+    """`vscode-languageclient` appends `--stdio` with TransportKind.stdio; the server must speak stdio then."""
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None},
+        {"jsonrpc": "2.0", "method": "exit", "params": None},
+    ]
+    proc = subprocess.run([sys.executable, "-m", "hp_lsp", "--stdio"], input=b"".join(frame(m) for m in msgs),
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert {f.get("id") for f in parse_frames(proc.stdout)} >= {1, 2}
+
+
+def test_help_documents_stdio_and_unknown_flags_fail() -> None:
+    out = subprocess.run([sys.executable, "-m", "hp_lsp", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--stdio" in out.stdout and "--tcp" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "hp_lsp", "--bogus"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--bogus" in bad.stderr

@@ -22,3 +22,10 @@ def test_doc_is_exactly_the_generated_one() -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert (DOCS / "diagnostics.md").read_text() == mod.render(), "run `python docs/gen_diagnostics.py`"
+
+
+def test_no_code_is_a_hint() -> None:
+    """Severities follow what the user must see (docs/diagnostics.md, Severities): VS Code hides hints from
+    the Problems panel, so no finding worth reporting may be one; HP611 (a faster plan) is information."""
+    assert [c.code for c in CODES.values() if c.severity.value == "hint"] == []
+    assert CODES["HP611"].severity.value == "information"

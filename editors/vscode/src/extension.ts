@@ -11,7 +11,6 @@ import {
   LanguageClient,
   LanguageClientOptions,
   ServerOptions,
-  TransportKind,
 } from 'vscode-languageclient/node';
 import { ClientHandle, ClientSpec, Controller } from './controller';
 import { DOCUMENT_SELECTOR } from './documents';
@@ -23,7 +22,8 @@ function createClient(spec: ClientSpec): ClientHandle {
   const serverOptions: ServerOptions = {
     command: spec.command,
     args: spec.args,
-    transport: TransportKind.stdio,
+    // No `transport`: with TransportKind.stdio the client appends `--stdio` to the command line. Without it
+    // the client still speaks over the process's stdin/stdout and runs exactly the command line shown.
     options: { cwd: spec.cwd, env: spec.env },
   };
   const clientOptions: LanguageClientOptions = {

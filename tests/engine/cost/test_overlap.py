@@ -11,7 +11,7 @@ import pytest
 
 from engine.cost import constants as K
 from engine.cost import estimate
-from engine.cost.price import dp_buckets, dp_exposed_time, tp_exposed
+from engine.cost.communication import dp_buckets, dp_exposed_time, tp_exposed
 from engine.specs import RunOptions, Strategy
 from tests.engine.cost.shapes import MEGATRON_RUN, cluster, gpt
 

@@ -1,0 +1,202 @@
+"""Communication terms: tensor-, context- and expert-parallel collectives per layer, pipeline
+point-to-point, FSDP traffic per micro-batch and the end-of-step data-parallel synchronisation, each as the
+seconds it leaves exposed after the overlaps the frameworks implement (docs/cost-model.md §3, "Overlap").
+Collective times come from engine.cost.comm.Links (alpha-beta over the two-level hierarchy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.cost import constants as K
+from engine.cost.comm import Links
+from engine.cost.memory import StageParams, state_bytes
+from engine.cost.rows import FULL, MOE, SELECTIVE, Rows
+from engine.cost.timing import LayerCompute
+
+
+@dataclass(frozen=True, slots=True)
+class LayerComm:
+    """(n, 2, 3) exposed seconds per layer, per micro-batch, per type and recompute mode."""
+
+    tp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+
+
+def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Exposed seconds of one forward and one backward tensor-parallel collective of `coll` seconds, per
+    layer type, given the layer's forward weight-GEMM time `gemm` (n, 2).
+
+    Without comm-GEMM overlap, Megatron still runs the backward all-reduce asynchronously with the weight-
+    gradient GEMM: a fixed share TP_OVERLAP is hidden (KOR22 §6.2 note; FITTED). With it
+    (--tp-comm-overlap, TransformerEngine userbuffers; constants.TP_COMM_OVERLAP_SPLITS), a forward
+    all-gather + reduce-scatter pair shows only the last of the reduce-scatter's chunks, 1/(2·splits) of
+    the pair, and a backward pair runs beside the other backward GEMM; either hides at most the time of
+    the GEMMs it overlaps (a layer's forward weight GEMMs serve two pairs, g/2 each; backward GEMMs are
+    BWD_GEMM_RATIO times longer)."""
+    c = coll[:, None]
+    if not overlap:
+        e = np.broadcast_to((1 - K.TP_OVERLAP) * c, gemm.shape)
+        return e, e
+    fwd_e = c - np.minimum((1 - 0.5 / K.TP_COMM_OVERLAP_SPLITS) * c, 0.5 * gemm)
+    bwd_e = c - np.minimum(c, 0.5 * K.BWD_GEMM_RATIO * gemm)
+    return fwd_e, bwd_e
+
+
+def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
+    """(n, 2, 3) TP collectives: 2 forward + 2 backward (AR, or AG + RS with SP: same bytes), NAR21 §3 /
+    KOR22 §4.2; the recomputed forward repeats its collectives."""
+    tp_ar = r.links.allreduce(K.ACT_BYTES * r.T * r.h, r.table.tp, np.ones(r.n))  # residual stream all-reduce
+    tp_fwd_e, tp_bwd_e = tp_exposed(tp_ar, lc.gemm, r.run.tp_comm_overlap)
+    tp = np.zeros((r.n, 2, 3))
+    tp[:, :, :] = (2 * tp_fwd_e + 2 * tp_bwd_e)[:, :, None]
+    tp[:, :, FULL] += 2 * tp_fwd_e
+    if r.run.selective_policy != "attention":
+        tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run (HYPERPARALLEL.md §8.2)
+    return tp
+
+
+def _cp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
+    """(n, 2, 3) context parallelism: Ulysses all-to-alls of Q, K, V and the output, or ring attention's
+    KV passes (cp − 1 steps forward, twice that backward) hidden under the attention core by CP_OVERLAP."""
+    cpc = np.zeros((r.n, 2, 3))
+    table = r.table
+    if not (table.cp > 1).any():
+        return cpc
+    a, T, t = r.attn, r.T, r.t
+    if r.run.cp_algo == "ulysses":
+        size = K.ACT_BYTES * T * (a.q_width + a.kv_width + a.out_width) / t
+        t_cp = 2 * r.links.alltoall(size, table.cp, table.tp)
+        t_cp_fwd = 0.5 * t_cp
+    else:
+        g_cp, _k = r.links.split(table.cp, table.tp)
+        step = r.links.p2p(K.ACT_BYTES * T * a.kv_width / t, g_cp < table.cp)
+        t_fwd = (r.cp - 1) * step
+        t_cp = np.maximum(0.0, 3 * t_fwd - K.CP_OVERLAP * (lc.attn_fwd.max(axis=1) + lc.attn_bwd.max(axis=1)))
+        t_cp_fwd = np.maximum(0.0, t_fwd - K.CP_OVERLAP * lc.attn_fwd.max(axis=1))
+    t_cp = np.where(table.cp > 1, t_cp, 0.0)
+    t_cp_fwd = np.where(table.cp > 1, t_cp_fwd, 0.0)
+    cpc[:, :, :] = t_cp[:, None, None]
+    cpc[:, :, FULL] += t_cp_fwd[:, None]
+    return cpc
+
+
+def _ep_comm(r: Rows) -> np.ndarray:
+    """(n, 2, 3) expert parallelism: dispatch + combine all-to-alls, forward and backward (and again for a
+    recomputed forward)."""
+    epc = np.zeros((r.n, 2, 3))
+    if r.is_moe:
+        table = r.table
+        a2a = r.links.alltoall(K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h, table.ep, table.tp * table.cp)
+        epc[:, MOE, :] = 4 * a2a[:, None]
+        epc[:, MOE, FULL] += 2 * a2a
+    return epc
+
+
+def layer_comm(r: Rows, lc: LayerCompute) -> LayerComm:
+    """The TP, CP and EP communication of one layer, per micro-batch."""
+    return LayerComm(_tp_comm(r, lc), _cp_comm(r, lc), _ep_comm(r))
+
+
+def pp_stride(r: Rows) -> np.ndarray:
+    """Rank distance between neighbouring pipeline stages (pp is outermost in Megatron's rank order)."""
+    return r.table.tp * r.table.cp * r.table.dp
+
+
+def pp_p2p(r: Rows) -> np.ndarray:
+    """(n,) pipeline point-to-point per micro-batch: activations forward and gradients backward, b·s·h/t
+    each with NAR21's scatter/gather, v times per micro-batch when interleaved (NAR21 §2.2, §4.1)."""
+    cross_pp = pp_stride(r) >= r.cluster.cards_per_node
+    p2p_one = r.links.p2p(K.ACT_BYTES * r.T * r.h / r.t, cross_pp)
+    return np.where(r.p > 1, 2 * r.v * p2p_one * (1 - K.P2P_OVERLAP), 0.0)
+
+
+def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarray:
+    """(n, P) exposed FSDP traffic per micro-batch: ZeRO-3 gathers the stage's parameters for forward and
+    backward and reduce-scatters its gradients (ZERO20 §5: 1.5× DP volume); ZeRO-2-like gathers once per
+    step. Gradients are reduce-scattered in the parameter dtype (FSDP's default reduce dtype; DeepSpeed
+    fp16). FSDP_OVERLAP of the stage's compute hides it."""
+    fs, table = r.fs, r.table
+    fsdp_raw = np.zeros((r.n, r.P))
+    if (fs > 1).any():
+        Bp = float(r.run.param_bytes)
+        coef = r.links.gather_flat_coef if K.FSDP_FLAT_RING else r.links.gather_coef
+        a_ne, l_ne = coef(table.dp_shard, table.tp)
+        ag = (Bp * sp_.ne_stage) * a_ne[:, None] + l_ne[:, None]
+        if r.is_moe:  # routed experts are sharded over the expert-data-parallel ranks only
+            efs = np.minimum(table.dp_shard, r.edp_i)
+            a_ex, l_ex = coef(efs, table.tp * table.cp * table.ep)
+            ag = ag + (Bp * sp_.ex_stage) * a_ex[:, None] + l_ex[:, None]
+        gathers = 2.0 if r.run.reshard_after_forward else 1.0 / r.mb[:, None]
+        fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
+    return np.maximum(0.0, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
+
+
+def dp_sync_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray, rec_stage: np.ndarray) -> np.ndarray:
+    """(n, P) exposed end-of-step data-parallel synchronisation per stage. Gradient reduction overlaps the
+    last micro-batch's backward (with its recomputed forward `rec_stage`); the ZeRO-1 weight all-gather
+    overlaps the first micro-batch's forward of the next step (Megatron --overlap-grad-reduce /
+    --overlap-param-gather), bucket by bucket: dp_exposed_time."""
+    table, links = r.table, r.links
+    _, Bg, _ = state_bytes(r.run)
+    Bp = float(r.run.param_bytes)
+    red, gat = _dp_sync(links, Bg * sp_.ne_stage, Bp * sp_.ne_stage, table.dp * table.cp, table.dp_shard,
+                        table.optimizer_shard, table.tp)
+    if r.is_moe:
+        e = r.edp_i
+        r2, g2 = _dp_sync(links, Bg * sp_.ex_stage, Bp * sp_.ex_stage, e, np.minimum(table.dp_shard, e),
+                          np.minimum(table.optimizer_shard, e), table.tp * table.cp * table.ep)
+        red, gat = red + r2, gat + g2
+    if r.model.tie_embeddings:
+        emb_ar = links.allreduce(np.full(r.n, Bg * sp_.e_split) / r.t, np.full(r.n, 2), pp_stride(r))
+        red = red + np.where((r.p > 1)[:, None] & (r.first | r.last), emb_ar[:, None], 0.0)
+    bwd_last = comp_stage * (K.BWD_GEMM_RATIO / (1 + K.BWD_GEMM_RATIO)) + rec_stage
+    fwd_first = comp_stage * (1 / (1 + K.BWD_GEMM_RATIO))
+    buckets = dp_buckets(sp_.ne_stage + sp_.ex_stage, r.dp)
+    red_e = dp_exposed_time(red, K.DP_OVERLAP * bwd_last, buckets) if r.run.overlap_grad_reduce else red
+    gat_e = dp_exposed_time(gat, K.DP_OVERLAP * fwd_first, buckets) if r.run.overlap_param_gather else gat
+    return np.where(r.valid, red_e + gat_e, 0.0)
+
+
+def dp_buckets(params: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """(n, P) number of gradient buckets of each stage: Megatron's DDP groups gradients into buckets of
+    max(DP_BUCKET_PARAMS, DP_BUCKET_PARAMS_PER_RANK × dp) parameters (constants.py), at least one."""
+    size = np.maximum(K.DP_BUCKET_PARAMS, K.DP_BUCKET_PARAMS_PER_RANK * dp)[:, None]
+    return np.maximum(np.ceil(params / size), 1.0)
+
+
+def dp_exposed_time(comm: np.ndarray, window: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+    """Exposed seconds of a bucketed data-parallel collective of `comm` seconds launched bucket by bucket
+    during a compute window of `window` seconds that produces (or, for the gather, consumes) the buckets
+    at an even rate. With nb buckets of c = comm/nb seconds and compute chunks of w = window/nb: if c ≤ w
+    every bucket's collective finishes under the next chunk and only the last one (first one, for the
+    gather) shows, c; otherwise the collectives run back to back from the first bucket and
+    comm + w − window shows. Hence max(c, comm − window·(1 − 1/nb)), between c and comm."""
+    per = comm / buckets
+    return np.maximum(per, comm - window * (1 - 1 / buckets))
+
+
+def _dp_sync(links: Links, grad_b: np.ndarray, param_b: np.ndarray, group: np.ndarray, fsdp: np.ndarray,
+             opt_shard: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """End-of-step synchronisation of one stage (n, P) as (gradient reduction, weight all-gather) times, by
+    how the state is sharded. None: all-reduce over the data-parallel group. ZeRO-1 (optimizer_shard o):
+    reduce-scatter over o, all-reduce of the 1/o shard across the group/o replicas, then all-gather of the
+    updated weights (MLM-DISTOPT). FSDP (dp_shard f; its per-micro-batch traffic is priced per stage):
+    all-reduce of the 1/f gradient shard across the group/f replicas (HSDP). Times are linear in bytes, so
+    each row's coefficients are computed once and applied to every stage."""
+    o = np.maximum(opt_shard, 1)
+    f = np.maximum(fsdp, 1)
+    zero1 = (f <= 1) & (o > 1)
+    hsdp = f > 1
+    # Reduction: one all-reduce (plain / HSDP replicas / ZeRO-1 replicas) plus ZeRO-1's reduce-scatter.
+    ar_n = np.where(hsdp, np.maximum(group // f, 1), np.where(zero1, np.maximum(group // o, 1), group))
+    ar_stride = np.where(hsdp, stride * f, np.where(zero1, stride * o, stride))
+    ar_div = np.where(hsdp, f, np.where(zero1, o, 1)).astype(np.float64)
+    a_ar, l_ar = links.gather_coef(ar_n, ar_stride)
+    a_rs, l_rs = links.gather_coef(np.where(zero1, o, 1), stride)
+    red = grad_b * (2 * a_ar / ar_div + a_rs)[:, None] + (2 * l_ar + l_rs)[:, None]
+    gat = param_b * a_rs[:, None] + l_rs[:, None]
+    return red, gat

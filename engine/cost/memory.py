@@ -1,0 +1,263 @@
+"""Memory terms: the bytes each pipeline stage holds (docs/cost-model.md §2).
+
+Stage memory = parameters + gradients + optimizer states (static, by how they shard) + activations (one
+layer's kept bytes × layers × micro-batches in flight, plus the embedding/output side and one layer's
+backward working set) + communication buffers + the allocator reserve. Every coefficient comes from
+engine.cost.constants; the row context (engine.cost.rows.Rows) supplies the degrees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.cost import constants as K
+from engine.cost.model import (
+    attn_shape,
+    embedding_params,
+    head_params,
+    layer_params,
+    mlp_mats,
+    mtp_extra_params,
+    routed_copies,
+)
+from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
+from engine.specs import ModelSpec, RunOptions
+
+STATE_TERMS = ("parameters", "gradients", "optimizer")
+
+
+@dataclass(frozen=True, slots=True)
+class ActTerms:
+    """Bytes per token of one layer's kept activations, split by how they shard (KOR22 Table 2 terms).
+
+    unsplit: sharded by tp only with sequence parallelism (norm inputs, norm outputs, block dropout masks,
+      MLA latents, router logits); split: always sharded by tp (Q, K, V, attention output, MLP
+      intermediates, routed tokens); score: the a·s score tensors per token (no flash attention), ÷ tp.
+    """
+
+    unsplit: float
+    split: float
+    score: float
+
+
+def dropout(m: ModelSpec) -> bool:
+    """GPT-style recipes (plain GeLU MLP) train with dropout 0.1 and keep 1-byte masks (KOR22 §4.1);
+    gated-MLP (Llama-style) recipes train without dropout."""
+    return not m.gated_mlp
+
+
+def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
+    """Activation bytes per token of one layer in a recompute mode (before dividing by tp and cp).
+
+    KOR22 Table 2 / §4.1 generalised: attention keeps its input, norm output, Q, K, V (GQA widths),
+    the output-projection input and (without flash attention) softmax output + dropout mask + dropout
+    output (5·a·s bytes per token; 2·a·s without dropout); flash attention keeps an fp32 log-sum-exp per
+    head instead. The GeLU MLP keeps its input, norm output, fc1 output and GeLU output (2 + 2 + 2f + 2f);
+    a gated MLP keeps gate, up and their product (3 × 2f). MoE keeps, per routed copy of a token (top-k ×
+    capacity), its permuted input, the expert's intermediates and its output, plus fp32 router logits and
+    probabilities. Full recompute keeps only the layer input (2 bytes × h). Selective "attention" (KOR22)
+    drops the score tensors; selective "hyperparallel" (HYPERPARALLEL.md §8.2) keeps matmul and
+    communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks.
+    """
+    h = float(m.hidden)
+    a = attn_shape(m)
+    B = K.ACT_BYTES
+    drop = dropout(m)
+    mask = K.MASK_BYTES if drop else 0.0
+    if mode == FULL:
+        return ActTerms(B * h, 0.0, 0.0)
+    # Attention block.
+    norm_in = 2 * B * h  # two norm inputs (residual stream)
+    norm_out = 2 * B * h  # QKV input and MLP input (norm outputs)
+    masks = 2 * mask * h  # block-output dropout masks
+    latent = B * a.latent
+    qkv = B * (a.q_width + a.kv_width)
+    proj_in = B * a.out_width
+    if m.use_flash_attention:
+        score = 0.0
+        lse = K.FLASH_LSE_BYTES * a.heads
+    else:
+        score = (2 * B + mask) * a.heads * m.seq_len if drop else B * a.heads * m.seq_len
+        lse = 0.0
+    mlp_split, act_out, router = _mlp_act(m, moe)
+    unsplit = norm_in + norm_out + masks + latent + router
+    split = qkv + proj_in + lse + mlp_split
+    if mode == SELECTIVE:
+        if policy == "attention":
+            score = 0.0  # QKᵀ, softmax, dropout and attention·V are recomputed (KOR22 §4.3)
+        else:
+            unsplit -= norm_out + masks
+            split -= act_out
+            if score:
+                score = B * a.heads * m.seq_len  # keep the QKᵀ matmul output only
+    return ActTerms(unsplit, split, score)
+
+
+def _mlp_act(m: ModelSpec, moe: bool) -> tuple[float, float, float]:
+    """(tp-split bytes, activation-output bytes, router bytes) per token the MLP block keeps (act_terms)."""
+    B = K.ACT_BYTES
+    h = float(m.hidden)
+    nm = mlp_mats(m)
+    if moe:
+        f_e = float(m.moe_ffn or m.ffn_eff)
+        f_s = float(m.shared_ffn or f_e)
+        copies = routed_copies(m)
+        per_copy_inter = B * f_e * (3 if nm == 3 else 2)
+        routed_io = 2 * B * h
+        mlp_split = copies * (routed_io + per_copy_inter) + m.num_shared_experts * B * f_s * (3 if nm == 3 else 2)
+        act_out = B * (copies * f_e + m.num_shared_experts * f_s)  # GeLU output / gated product
+        router = 2 * 4.0 * m.num_experts  # fp32 logits + probabilities
+        return mlp_split, act_out, router
+    f = float(m.ffn_eff)
+    return B * f * (3 if nm == 3 else 2), B * f, 0.0
+
+
+def layer_activations(r: Rows) -> np.ndarray:
+    """(n, 2, 3) bytes one layer keeps for one micro-batch, per layer type and recompute mode."""
+    act = np.zeros((r.n, 2, 3))
+    for ty in r.types:
+        for mode in (OFF, SELECTIVE, FULL):
+            at = act_terms(r.model, ty == MOE, mode, r.run.selective_policy)
+            if mode == FULL:
+                # The checkpointed layer input is the (sequence-parallel sharded) residual stream.
+                act[:, ty, mode] = r.T * at.unsplit / r.sp_div
+            else:
+                act[:, ty, mode] = r.T * (at.unsplit / r.sp_div + at.split / r.t + at.score / r.t)
+    if not r.is_moe:
+        act[:, MOE, :] = act[:, DENSE, :]
+    return act
+
+
+@dataclass(frozen=True, slots=True)
+class StageParams:
+    """Parameters each stage holds on one rank and the bytes each costs after sharding.
+
+    ne_layer / ex_layer (n, 2): non-expert / routed-expert parameters of one layer per type on one rank;
+    ne_stage / ex_stage (n, P): per stage (zero past a row's pp), apart because they shard over different
+    data-parallel groups; coef_ne / coef_ex: bytes per held parameter for each STATE_TERMS name (n,);
+    shard_o (n,): the optimizer-state shard; e_split: the tp-split embedding parameters (tied copy, its
+    all-reduce); static_b (n, P): parameters + gradients + optimizer bytes per stage.
+    """
+
+    ne_layer: np.ndarray
+    ex_layer: np.ndarray
+    ne_stage: np.ndarray
+    ex_stage: np.ndarray
+    coef_ne: dict[str, np.ndarray]
+    coef_ex: dict[str, np.ndarray]
+    shard_o: np.ndarray
+    e_split: float
+    static_b: np.ndarray
+
+
+def state_bytes(run: RunOptions) -> tuple[float, float, float]:
+    """Bytes per parameter of (weights, gradients, optimizer states + fp32 master copy) before sharding."""
+    Bo = float(run.optimizer_states * run.optimizer_state_bytes + (4 if run.master_weights else 0))
+    return float(run.param_bytes), float(run.grad_bytes), Bo
+
+
+def stage_params(r: Rows) -> StageParams:
+    """Parameters per stage and their bytes by how weights, gradients and optimizer states shard
+    (docs/cost-model.md §2.1)."""
+    m, t, n = r.model, r.t, r.n
+    lp_d = layer_params(m, False)
+    lp_m = layer_params(m, True) if r.is_moe else lp_d
+    e_split, e_rep = embedding_params(m)
+    h_split, h_rep = head_params(m)
+    x_split, x_rep = mtp_extra_params(m)
+    ne_layer = np.stack([lp_d.split / t + lp_d.rep, lp_m.split / t + lp_m.rep], axis=1)  # (n, 2)
+    ex_layer = np.stack([np.zeros(n), lp_m.routed / (r.ep * r.etp)], axis=1)
+    ne_stage = r.counts[:, :, 0] * ne_layer[:, None, 0]
+    if r.is_moe:
+        ne_stage = ne_stage + r.counts[:, :, 1] * ne_layer[:, None, 1]
+        ex_stage = r.counts[:, :, 1] * ex_layer[:, None, 1]
+    else:
+        ex_stage = np.zeros_like(ne_stage)
+    tied_copy = e_split if m.tie_embeddings else 0.0
+    ne_stage += np.where(r.first, (e_split / t + e_rep)[:, None], 0.0)
+    head_local = (h_split / t + h_rep) + np.where(r.p > 1, tied_copy / t, 0.0)
+    if m.mtp_depth:
+        head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
+    ne_stage += np.where(r.last, head_local[:, None], 0.0)
+    fs = r.fs
+    shard_p = np.where(fs > 1, fs if r.run.reshard_after_forward else 1.0, 1.0)
+    shard_o = np.maximum(fs, r.os_)
+    Bp, Bg, Bo = state_bytes(r.run)
+    coef_ne = {"parameters": Bp / shard_p, "gradients": Bg / fs, "optimizer": Bo / shard_o}
+    coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp), "gradients": Bg / np.minimum(fs, r.edp),
+               "optimizer": Bo / np.minimum(shard_o, r.edp)}
+    static_b = ne_stage * (coef_ne["parameters"] + coef_ne["gradients"] + coef_ne["optimizer"])[:, None]
+    if r.is_moe:
+        static_b = static_b + ex_stage * (coef_ex["parameters"] + coef_ex["gradients"] + coef_ex["optimizer"])[:, None]
+    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b)
+
+
+def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
+    """(n,) communication buffers each stage holds beside its activations."""
+    T, t, h = r.T, r.t, r.h
+    Bp = float(r.run.param_bytes)
+    ne_l, ex_l = sp_.ne_layer, sp_.ex_layer
+    layer_local = np.maximum(ne_l[:, DENSE] + ex_l[:, DENSE], ne_l[:, MOE] + ex_l[:, MOE])
+    buf = np.where(r.sp, 2 * K.ACT_BYTES * T * h, 0.0)  # all-gathered norm output (sequence parallel)
+    buf = buf + np.where(r.p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
+    # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
+    # DS-EST's "4 × largest layer's params" at 16-bit (CALIBRATION §6.3); ZeRO-2-like keeps the weights
+    # whole (counted as parameters) and needs only the gradient buffer.
+    buf = buf + np.where(r.fs > 1, 2 * Bp * layer_local if r.run.reshard_after_forward else Bp * layer_local, 0.0)
+    if r.is_moe:
+        buf = buf + np.where(r.ep > 1, 2 * K.ACT_BYTES * T / t * r.moe_copies * h, 0.0)
+    return buf + np.where(r.cp > 1, 2 * K.ACT_BYTES * T * r.attn.kv_width / t, 0.0)  # ring KV double buffer
+
+
+def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
+    """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
+    (one micro-batch), the embedding dropout mask (stage 0, per micro-batch in flight) and the output side
+    (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, fp32 logits 4·V/t)."""
+    T, t, h = r.T, r.t, r.h
+    m = r.model
+    emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
+    head_act = T * (4.0 * h / r.sp_div + K.LOGIT_BYTES * r.V / t) * (1 + m.mtp_depth)
+    working = act[:, MOE if r.is_moe else DENSE, OFF]
+    return working[:, None] + np.where(r.first, (emb_act[:, None] * r.mf), 0.0) + np.where(r.last, head_act[:, None], 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """The priced memory of a block: per-stage bytes and GiB, the peak stage and its MEMORY_TERMS (GiB)."""
+
+    act: np.ndarray  # (n, 2, 3) bytes one layer keeps per micro-batch
+    params: StageParams
+    buf: np.ndarray
+    fixed_b: np.ndarray
+    peak_gib: np.ndarray
+    stage_gib: np.ndarray
+    peak_stage: np.ndarray
+    terms: dict[str, np.ndarray]
+    stage_parts: dict[str, np.ndarray]
+
+
+def price_memory(r: Rows) -> Memory:
+    """Every stage's memory, its peak, and the peak stage's breakdown."""
+    act = layer_activations(r)
+    sp_ = stage_params(r)
+    buf = buffers(r, sp_)
+    fixed_act = fixed_activations(r, act)
+    reserved_b = K.RESERVED_GIB * K.GIB
+    fixed_b = fixed_act + buf[:, None] + reserved_b
+    act_stage = fixed_act + r.mf * r.stage_sum(act)
+    tot = sp_.static_b + act_stage + (buf[:, None] + reserved_b)
+    tot[~r.valid] = -np.inf
+    peak_stage = np.argmax(tot, axis=1)
+    pick = (r.rows, peak_stage)
+    stage_gib = tot / K.GIB
+    stage_gib[~r.valid] = np.nan
+    ne_pk, ex_pk = sp_.ne_stage[pick], sp_.ex_stage[pick]
+    terms = {k: (ne_pk * sp_.coef_ne[k] + ex_pk * sp_.coef_ex[k]) / K.GIB for k in STATE_TERMS}
+    terms["activations"] = act_stage[pick] / K.GIB
+    terms["buffers"] = buf / K.GIB
+    terms["reserved"] = np.full(r.n, K.RESERVED_GIB)
+    stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "act": act_stage, "buf": buf, "valid": r.valid,
+                   **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
+    return Memory(act, sp_, buf, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts)

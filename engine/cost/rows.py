@@ -1,0 +1,196 @@
+"""The row context of one priced block: every per-row quantity the memory and time terms share, built once.
+
+A CandidateTable holds raw integer columns (degrees, sizes, codes); pricing needs them as float arrays
+with their floors applied (pp ≥ 1, cp ≥ 1, ...), a few derived sizes (T tokens per rank, the expert
+data-parallel group), the device's rates, and where each row's layers sit (stage layout, micro-batches in
+flight). `Rows` is that, computed once per block so that engine.cost.memory, engine.cost.timing and
+engine.cost.communication read the same values instead of recomputing them. Notation as in engine.cost.price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.catalog.devices import matmul_efficiency
+from engine.cost import constants as K
+from engine.cost.comm import Links
+from engine.cost.layout import in_flight, layer_stage, stage_type_counts
+from engine.cost.model import AttnShape, attn_shape, routed_copies
+from engine.cost.table import CandidateTable
+from engine.specs import ClusterSpec, ModelSpec, RunOptions
+
+DENSE, MOE = 0, 1
+OFF, SELECTIVE, FULL = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Per-row arrays (n,) and stage-layout arrays (n, P) of one block, plus the model, run and device rates.
+
+    Degrees are float64 with their floors applied; `sp` is sequence parallelism in effect (tp > 1);
+    `sp_div` is what sequence parallelism divides the residual stream by (t, or 1 without it); `edp` the
+    expert data-parallel size dp·cp·t/(ep·etp) and `edp_i` it rounded to a group size (≥ 1);
+    `moe_copies` the routed copies of a token a MoE layer moves and computes (top-k × capacity ×
+    MOE_IMBALANCE; 0 for dense models). Stage layout: `counts` (n, P, 2) layers per stage and type,
+    `counts_m` (n, P, 2, 3) per mode too when the table has per-layer modes, `mode_row` each row's uniform
+    mode, `first`/`last`/`valid` (n, P) stage masks, `mf` micro-batches in flight per stage.
+    """
+
+    model: ModelSpec
+    run: RunOptions
+    cluster: ClusterSpec
+    table: CandidateTable
+    n: int
+    P: int
+    rows: np.ndarray
+    t: np.ndarray
+    p_i: np.ndarray
+    p: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    v: np.ndarray
+    b: np.ndarray
+    mb: np.ndarray
+    sp: np.ndarray
+    sp_div: np.ndarray
+    dp: np.ndarray
+    fs: np.ndarray
+    os_: np.ndarray
+    edp: np.ndarray
+    edp_i: np.ndarray
+    T: np.ndarray
+    s: float
+    h: float
+    V: float
+    is_moe: bool
+    moe_copies: float
+    attn: AttnShape
+    peak: float
+    gemm_rate: float
+    hbm: float
+    links: Links
+    counts: np.ndarray
+    counts_m: np.ndarray | None
+    mode_row: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    valid: np.ndarray
+    mf: np.ndarray
+
+    @property
+    def types(self) -> tuple[int, ...]:
+        """The layer types this model has (a dense model's "MoE" column repeats the dense one)."""
+        return (DENSE, MOE) if self.is_moe else (DENSE,)
+
+    def stage_sum(self, per_layer: np.ndarray) -> np.ndarray:
+        """(n, 2, 3) per layer -> (n, P) per stage: Σ over type and mode of layers × value."""
+        if self.counts_m is None:  # uniform mode: one column per type
+            sel = per_layer[self.rows, :, self.mode_row]  # (n, 2)
+            out = self.counts[:, :, 0] * sel[:, None, 0]
+            return out + self.counts[:, :, 1] * sel[:, None, 1] if self.is_moe else out
+        return _contract(self.counts_m, per_layer[:, None, :, :])
+
+    def at_stage(self, stage: np.ndarray, per_layer: np.ndarray) -> np.ndarray:
+        """(n,) Σ over the layers of each row's given stage of a per-layer (n, 2, 3) value."""
+        rows = np.arange(len(stage))
+        if self.counts_m is None:
+            sel = per_layer[rows, :, self.mode_row]
+            c = self.counts[rows, stage]
+            return c[:, 0] * sel[:, 0] + c[:, 1] * sel[:, 1]
+        cm = self.counts_m[rows, stage]  # (n, 2, 3)
+        out = cm[:, 0, 0] * per_layer[:, 0, 0]
+        for k in range(2):
+            for mo in range(3):
+                if k or mo:
+                    out = out + cm[:, k, mo] * per_layer[:, k, mo]
+        return out
+
+
+def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, P: int) -> Rows:
+    """The row context of `table`, with stage arrays P wide (the whole table's largest pp)."""
+    m = model
+    n = len(table)
+    f64 = np.float64
+    t = table.tp.astype(f64)
+    p_i = np.maximum(table.pp, 1)
+    cp = np.maximum(table.cp, 1).astype(f64)
+    ep = np.maximum(table.ep, 1).astype(f64)
+    etp = np.maximum(table.etp, 1).astype(f64)
+    v_i = np.where(table.schedule == 1, np.maximum(table.vpp, 1), 1)
+    b = table.micro_batch_size.astype(f64)
+    mb = np.maximum(table.micro_batch_num, 1).astype(f64)
+    sp = table.sequence_parallel.astype(bool) & (table.tp > 1)
+    dp = np.maximum(table.dp, 1).astype(f64)
+    edp = np.maximum(dp * cp * t / (ep * etp), 1.0)
+    dev = cluster.device
+    peak = dev.peak_tflops * K.TERA
+    counts, counts_m, last = _layout(m, table, p_i, v_i, P)
+    stage_idx = np.arange(P)[None, :]
+    return Rows(
+        model=m, run=run, cluster=cluster, table=table, n=n, P=P, rows=np.arange(n),
+        t=t, p_i=p_i, p=p_i.astype(f64), cp=cp, ep=ep, etp=etp, v=v_i.astype(f64), b=b, mb=mb,
+        sp=sp, sp_div=np.where(sp, t, 1.0), dp=dp,
+        fs=np.maximum(table.dp_shard, 1).astype(f64), os_=np.maximum(table.optimizer_shard, 1).astype(f64),
+        edp=edp, edp_i=np.maximum(np.round(edp).astype(np.int64), 1),
+        T=b * float(m.seq_len) / cp, s=float(m.seq_len), h=float(m.hidden), V=float(m.vocab),
+        is_moe=m.is_moe, moe_copies=routed_copies(m) * K.MOE_IMBALANCE if m.is_moe else 0.0,
+        attn=attn_shape(m), peak=peak,
+        gemm_rate=peak * matmul_efficiency(dev.name) * K.GEMM_FRACTION_OF_MAMF,
+        hbm=dev.hbm_tb_s * K.TERA * K.HBM_EFFICIENCY,
+        links=Links(cluster.cards_per_node, cluster.intra_node_gb_s, cluster.inter_node_gb_s),
+        counts=counts, counts_m=counts_m, mode_row=np.clip(table.recompute, 0, 2), first=stage_idx == 0,
+        last=last, valid=stage_idx < p_i[:, None], mf=in_flight(p_i, v_i, mb, P),
+    )
+
+
+def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
+            P: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Where each row's layers sit: (layers per stage and type, the same per mode too when the table has
+    per-layer modes, the last-stage mask)."""
+    n = len(table)
+    vmax = int(v_i.max()) if n else 1
+    first_dense = m.first_k_dense if m.is_moe else m.num_layers
+    counts = stage_type_counts(m.num_layers, first_dense, p_i, v_i, P, vmax)  # (n, P, 2)
+    stage_idx = np.arange(P)[None, :]
+    last = stage_idx == (p_i[:, None] - 1)
+    mtp_type = MOE if m.is_moe else DENSE
+    if m.mtp_depth:
+        counts[:, :, mtp_type] += np.where(last, m.mtp_depth, 0)
+    counts_m = None  # (n, P, 2, 3) only with per-layer modes
+    if table.layer_modes is not None:
+        counts_m = _mode_counts(m, table, p_i, v_i, P, first_dense, mtp_type)
+    return counts, counts_m, last
+
+
+def _contract(counts_m: np.ndarray, per: np.ndarray) -> np.ndarray:
+    """Σ over layer type and mode of counts × per-layer value, in a fixed order, so a row's result never
+    depends on the other rows of the table (einsum/BLAS may re-associate)."""
+    out = counts_m[:, :, 0, 0] * per[:, :, 0, 0]
+    for k in range(2):
+        for mo in range(3):
+            if k or mo:
+                out = out + counts_m[:, :, k, mo] * per[:, :, k, mo]
+    return out
+
+
+def _mode_counts(m: ModelSpec, table: CandidateTable, p: np.ndarray, v: np.ndarray, P: int, first_dense: int,
+                 mtp_type: int) -> np.ndarray:
+    """(n, P, 2, 3) layers per stage, type and mode from per-layer mode codes."""
+    lm = np.asarray(table.layer_modes, dtype=np.int64)
+    n = len(table)
+    L = m.num_layers
+    total = L + m.mtp_depth
+    if lm.shape != (n, total):
+        raise ValueError(f"layer_modes must be (rows, {total}), got {lm.shape}")
+    st = np.empty((n, total), dtype=np.int64)
+    st[:, :L] = layer_stage(L, p, v)
+    st[:, L:] = (p - 1)[:, None]
+    ty = np.empty(total, dtype=np.int64)
+    ty[:L] = np.where(np.arange(L) < first_dense, DENSE, MOE)
+    ty[L:] = mtp_type
+    idx = ((np.arange(n)[:, None] * P + st) * 2 + ty[None, :]) * 3 + np.clip(lm, 0, 2)
+    out = np.bincount(idx.ravel(), minlength=n * P * 6).astype(np.float64)
+    return out.reshape(n, P, 2, 3)

@@ -1,0 +1,159 @@
+"""Time terms: compute and recompute per layer, the output layer, and how stages combine into a step
+(docs/cost-model.md §3). Communication terms are in engine.cost.communication.
+
+GEMMs run at peak × MAMF fraction × a shape factor; element-wise work streams its kept bytes through HBM;
+flash attention runs at a fixed fraction of peak. Every coefficient comes from engine.cost.constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.cost import constants as K
+from engine.cost.memory import act_terms
+from engine.cost.model import mlp_mats
+from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
+
+
+def gemm_time(flops: np.ndarray, min_dim: np.ndarray, rate: float) -> np.ndarray:
+    """FLOPs over peak × MAMF fraction × shape factor x/(x + GEMM_HALF_DIM) (constants.py)."""
+    x = np.maximum(min_dim, 1.0)
+    return flops / (rate * x / (x + K.GEMM_HALF_DIM))
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCompute:
+    """Seconds of one layer, one micro-batch, per layer type (n, 2).
+
+    fwd: forward (weight GEMMs + attention core + element-wise); gemm: the forward weight GEMMs alone (what
+    TP comm-GEMM overlap hides under); attn_fwd / attn_bwd: the attention core; compute: forward + backward.
+    """
+
+    fwd: np.ndarray
+    gemm: np.ndarray
+    attn_fwd: np.ndarray
+    attn_bwd: np.ndarray
+    compute: np.ndarray
+
+
+def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
+    """(n,) forward seconds of the attention weight GEMMs: (tokens, output width / t, input width)."""
+    m, a, T, t, h, rate = r.model, r.attn, r.T, r.t, r.h, r.gemm_rate
+    g = np.zeros(r.n)
+    if m.is_mla:
+        nope = m.qk_nope_head_dim or m.head_dim_eff
+        if m.q_lora_rank:
+            g += gemm_time(2 * tokens_rep * h * m.q_lora_rank, np.minimum(tokens_rep, m.q_lora_rank), rate)
+            g += gemm_time(2 * T * m.q_lora_rank * a.heads * a.d_qk / t, np.minimum(a.heads * a.d_qk / t, m.q_lora_rank), rate)
+        else:
+            g += gemm_time(2 * T * h * a.heads * a.d_qk / t, np.minimum(a.heads * a.d_qk / t, h), rate)
+        kv_down = m.kv_lora_rank + m.qk_rope_head_dim
+        g += gemm_time(2 * tokens_rep * h * kv_down, np.minimum(tokens_rep, kv_down), rate)
+        g += gemm_time(2 * T * m.kv_lora_rank * a.heads * (nope + a.d_v) / t,
+                       np.minimum(a.heads * (nope + a.d_v) / t, m.kv_lora_rank), rate)
+    else:
+        qkv_w = a.q_width + 2 * a.kv_heads * a.d_qk
+        g += gemm_time(2 * T * h * qkv_w / t, np.minimum(qkv_w / t, h), rate)
+    g += gemm_time(2 * T * a.out_width * h / t, np.minimum(a.out_width / t, h), rate)
+    return g
+
+
+def _add_mlp_gemms(r: Rows, g: np.ndarray, tokens_rep: np.ndarray, moe: bool) -> np.ndarray:
+    """`g` plus the (n,) forward seconds of the MLP (dense) or router + routed + shared expert (MoE) GEMMs,
+    added term by term (the order of the sum is part of the to-the-last-digit contract)."""
+    m, T, t, h, rate = r.model, r.T, r.t, r.h, r.gemm_rate
+    nm = mlp_mats(m)
+    if not moe:
+        f = float(m.ffn_eff)
+        return g + gemm_time(2 * T * nm * h * f / t, np.minimum(f / t, h), rate)
+    f_e = float(m.moe_ffn or m.ffn_eff)
+    f_s = float(m.shared_ffn or f_e)
+    copies = r.moe_copies
+    per_expert_tokens = T / t * copies * r.ep / m.num_experts * r.etp
+    g = g + gemm_time(2 * tokens_rep * h * m.num_experts, np.minimum(tokens_rep, m.num_experts), rate)
+    g = g + gemm_time(2 * T / t * copies * nm * h * f_e, np.minimum(np.minimum(per_expert_tokens, f_e / r.etp), h), rate)
+    if m.num_shared_experts:
+        g = g + gemm_time(2 * T * m.num_shared_experts * nm * h * f_s / t, np.minimum(f_s / t, h), rate)
+    return g
+
+
+def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of QKᵀ and attention·V over T queries × s keys."""
+    a = r.attn
+    core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t
+    if r.model.use_flash_attention:
+        af = 0.5 * core / (r.peak * K.FLASH_ATTN_FRACTION)  # causal blocks skipped
+        return af, K.BWD_FLASH_RATIO * af
+    # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
+    af = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)
+    return af, K.BWD_GEMM_RATIO * af
+
+
+def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
+    """Forward and backward seconds of one layer, one micro-batch, per type; element-wise work streams the
+    layer's kept activations ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE times through HBM."""
+    n = r.n
+    fwd, gemm, attn_fwd, attn_bwd, compute = (np.zeros((n, 2)) for _ in range(5))
+    tokens_rep = r.T / r.sp_div  # tokens a replicated (non-TP) GEMM sees
+    g_attn = _attention_gemms(r, tokens_rep)
+    af, ab = _attention_core(r)
+    for ty in r.types:
+        g = _add_mlp_gemms(r, g_attn, tokens_rep, ty == MOE)
+        e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * act[:, ty, OFF] / r.hbm
+        gemm[:, ty] = g
+        attn_fwd[:, ty] = af
+        attn_bwd[:, ty] = ab
+        fwd[:, ty] = g + af + e
+        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e
+        compute[:, ty] = fwd[:, ty] + bwd
+    if not r.is_moe:
+        for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):
+            arr[:, MOE] = arr[:, DENSE]
+    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute)
+
+
+def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
+    """(n, 2, 3) extra seconds per layer and micro-batch each recompute mode adds: full repeats the forward;
+    selective "attention" repeats the attention core and its score element-wise work (KOR22 §4.3), the
+    other policies the element-wise work of what they dropped."""
+    rec = np.zeros((r.n, 2, 3))
+    rec[:, :, FULL] = lc.fwd
+    policy = r.run.selective_policy
+    if policy == "attention":
+        score_elem = np.zeros((r.n, 2))
+        for ty in (DENSE, MOE):
+            at = act_terms(r.model, ty == MOE and r.is_moe, OFF, policy)
+            score_elem[:, ty] = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * r.T * at.score / r.t / r.hbm
+        rec[:, :, SELECTIVE] = lc.attn_fwd + score_elem
+    else:
+        rec[:, :, SELECTIVE] = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * (act[:, :, OFF] - act[:, :, SELECTIVE]) / r.hbm
+    return rec
+
+
+def head_time(r: Rows) -> np.ndarray:
+    """(n,) seconds of the output layer on the last stage: logits GEMM forward + backward and fp32
+    cross-entropy streaming, once per MTP depth more."""
+    T, t, h, V = r.T, r.t, r.h, r.V
+    logit_g = gemm_time(2 * T * h * V / t, np.minimum(V / t, h), r.gemm_rate)
+    logit_e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * K.LOGIT_BYTES * T * V / t / r.hbm
+    head_t = (1 + K.BWD_GEMM_RATIO) * logit_g + (1 + K.BWD_ELEMENTWISE_RATIO) * logit_e
+    return head_t * (1 + r.model.mtp_depth)
+
+
+def optimizer_time(r: Rows, ne_stage: np.ndarray, ex_stage: np.ndarray, shard_o: np.ndarray) -> np.ndarray:
+    """(n,) seconds of the optimizer step: it updates what each rank holds of the optimizer shard
+    (ZeRO-1/FSDP divide it), streaming OPTIMIZER_BYTES_PER_PARAM per parameter through HBM."""
+    opt_held = ne_stage / shard_o[:, None]
+    if r.is_moe:
+        opt_held = opt_held + ex_stage / np.minimum(shard_o, r.edp)[:, None]
+    return opt_held.max(axis=1) * K.OPTIMIZER_BYTES_PER_PARAM / r.hbm
+
+
+def ordered_sum(x: np.ndarray) -> np.ndarray:
+    """Row sums over stages, left to right (numpy's pairwise sum depends on the padded width)."""
+    out = x[:, 0].copy()
+    for i in range(1, x.shape[1]):
+        out += x[:, i]
+    return out

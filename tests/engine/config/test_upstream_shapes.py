@@ -1,0 +1,162 @@
+"""Files shaped like the ones HyperParallel's repositories ship (HYPERPARALLEL.md §2, issue 12): each is read
+as upstream reads it, through `hp-plan check` in a subprocess or check_file. The fixtures are written here, in
+the shape of upstream's recipes, examples and SAPP-ND demos (never read from ../shared at test time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.check import check_file
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    return str(p)
+
+
+def cli(*args: str) -> tuple[int, dict]:
+    r = subprocess.run([sys.executable, "-m", "engine.cli", *args, "--json"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    return r.returncode, json.loads(r.stdout)
+
+
+def codes(path: str, **kw) -> list[str]:  # type: ignore[no-untyped-def]
+    return [d.code for d in check_file(path, **kw).diagnostics]
+
+
+def errors(path: str) -> list[str]:
+    return [f"{d.code} {d.message}" for d in check_file(path).diagnostics if d.is_error]
+
+
+# A from-config trainer recipe (ttachon examples/training_demo/train_qwen3_5_moe.yaml's shape): the model holds
+# factory arguments directly, beside `_target_` and `config_path`.
+FROM_CONFIG = """\
+model:
+  _target_: examples.training_demo.cropped.build_cropped_model
+  config_path: {config_path}
+  num_hidden_layers: 8
+  num_experts: null
+  experts_implementation: eager
+  local_files_only: true
+  torch_dtype: bfloat16
+training: {{global_batch_size: 16, micro_batch_size: 1, max_grad_norm: 1.0}}
+accelerator: {{tp_size: 1, cp_size: 1, ep_size: 8, pp_size: 1, sequence_parallel: false}}
+fsdp_config: {{dp_shard_size: 16, reshard_after_forward: true}}
+plan_overrides:
+  - match: "*.mlp"
+    when: ep
+activation_checkpoint: {{mode: "off"}}
+dataset: {{data_config: {{seq_length: 4096}}}}
+dataloader: {{batch_size: 1}}
+checkpoint: {{save_ckpt: false}}
+debug: {{check_nan_inf: false}}
+"""
+
+CONFIG_JSON = {"model_type": "qwen3_moe", "num_hidden_layers": 40, "hidden_size": 2048, "num_attention_heads": 16,
+               "num_key_value_heads": 4, "vocab_size": 151936, "intermediate_size": 6144, "head_dim": 128,
+               "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 512}
+
+
+def test_a_root_training_section_makes_a_train_yaml_even_with_model_facts_beside_target(tmp_path: Path) -> None:
+    local = tmp_path / "cfg"
+    local.mkdir()
+    (local / "config.json").write_text(json.dumps(CONFIG_JSON))
+    path = write(tmp_path, "train.yaml", FROM_CONFIG.format(config_path=str(local)))
+    loaded = check_file(path, overrides=None)
+    cfg = loaded.config
+    assert cfg is not None and cfg.kind == "train"
+    assert not [d for d in loaded.diagnostics if d.is_error], loaded.diagnostics
+    assert "HP101" not in codes(path)
+    # config_path names the config; the factory argument beside _target_ overrides its layer count
+    assert cfg.model is not None and cfg.model.num_layers == 8 and cfg.model.hidden == 2048
+    assert cfg.model.num_experts == 128  # `num_experts: null` keeps the config's experts
+    assert cfg.locations["model.num_hidden_layers"].key.start.line == 3
+
+
+def test_unresolvable_config_path_is_one_error_at_the_name(tmp_path: Path) -> None:
+    path = write(tmp_path, "train.yaml", FROM_CONFIG.format(config_path="/nonexistent/Qwen3.5-35B-A3B-Base"))
+    errs = errors(path)
+    assert len(errs) == 1 and errs[0].startswith("HP205"), errs
+    assert "HP410" not in codes(path)  # the experts are unknown: no "dense model" judgement
+
+
+def test_yaml_of_another_tool_is_left_alone(tmp_path: Path) -> None:
+    # hyper_parallel/compile/examples/automodel_tp/config.yaml's shape: model facts, but train/parallel sections
+    # that neither HyperParallel reader knows.
+    path = write(tmp_path, "config.yaml", "model:\n  vocab_size: 32000\n  hidden_size: 256\n  num_hidden_layers: 2\n"
+                 "  num_attention_heads: 4\ntrain:\n  max_steps: 10\n  batch_size: 2\n  seq_len: 128\n"
+                 "parallel:\n  tp_size: 2\n  dp_size: 2\nlogging:\n  log_interval: 1\n")
+    rc, doc = cli("check", path)
+    assert rc == 0
+    assert [d["code"] for d in doc["diagnostics"]] == ["HP008"]
+
+
+def test_a_search_config_being_written_is_still_one(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", "model:\n  num_hidden_layers: 10\n  hidden_size: 1024\n")
+    cfg = check_file(path).config
+    assert cfg is not None and cfg.kind == "search"
+
+
+def test_recipe_fragment_without_a_model_names_config_path(tmp_path: Path) -> None:
+    # examples/recipes/llama_tp.yaml: accelerator only. Upstream refuses it for a search too.
+    path = write(tmp_path, "llama_tp.yaml", "accelerator:\n  tp_size: 2\n  sequence_parallel: true\n")
+    errs = errors(path)
+    assert len(errs) == 1 and errs[0].startswith("HP206") and "config_path" in errs[0]
+
+
+# The older DeepSeek-V3 search example's shape (auto_parallel/examples/deepseek_v3_671b_512devices_search.yaml).
+DSV3_SEARCH = """\
+model:
+  name: "deepseek"
+  num_hidden_layers: 61
+  hidden_size: 7168
+  intermediate_size: 18432
+  num_attention_heads: 128
+  num_key_value_heads: 128
+  vocab_size: 159744
+  max_position_embeddings: 4096
+  local_batch_size: 1
+  kv_lora_rank: 512
+  q_lora_rank: 1536
+  qk_rope_head_dim: 64
+  v_head_dim: 128
+  num_experts: 256
+  num_experts_per_tok: 8
+  num_shared_experts: 1
+  moe_intermediate_size: 2048
+  first_k_dense_replace: 3
+  mtp_depth: 1
+cluster: {num_nodes: 64, cards_per_node: 8, device_type: "A2", device_memory_gb: 58.0}
+parallelism:
+  dp: [8, 16, 32]
+  tp: [2, 4, 8]
+  pp: [4, 8, 16]
+  cp: 1
+  ep: [4, 8, 16]
+  etp: ETP
+  micro_batch_num: [8, 16, 32, 64, 128]
+constraint: {global_batch_size: 1024, memory_limit_gb: 58.0}
+recompute: "full"
+pp_config: {stage_partition_mode: "uniform", pipeline_schedule: "1F1B"}
+"""
+
+
+def test_etp_zero_means_follow_tp(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", DSV3_SEARCH.replace("ETP", "0"))
+    loaded = check_file(path)
+    assert not [d for d in loaded.diagnostics if d.is_error], loaded.diagnostics
+    assert loaded.config is not None and loaded.config.dimensions["etp"].summary() == "etp: follows tp (declared)"
+    rc, doc = cli("search", path, "--top", "3")
+    assert rc == 0, doc
+    best = doc["best"] if "best" in doc else doc["ranking"][0]
+    s = best.get("strategy", best)
+    assert s["etp"] == s["tp"] > 1  # every candidate prices its experts split over its own tp
+    bad = write(tmp_path, "bad.yaml", DSV3_SEARCH.replace("ETP", "-1"))
+    assert "HP109" in codes(bad)
