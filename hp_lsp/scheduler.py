@@ -28,6 +28,7 @@ from hp_lsp.worker import Job, Outcome
 from hp_lsp.workspace import SearchConfigIndex
 
 if TYPE_CHECKING:
+    from engine.calibrate.attach import RatiosRequest
     from hp_lsp.server import HpLanguageServer
 
 DEBOUNCE_S = 0.3
@@ -150,17 +151,22 @@ class Scheduler:
         overrides, source = self.cluster_for(state, text)
         max_kb = self.ls.session.settings.max_file_size_kb
         texts = self.open_texts(exclude=uri)
+        ratios = self.ratios_request()
         if len(text) <= INLINE_CHECK_CHARS:
             analysis = analyse(state.path, text, version, overrides=overrides, max_file_size_kb=max_kb,
-                               texts=texts)
+                               texts=texts, ratios=ratios)
             self._checked(uri, generation, source, analysis)
             return analysis
         state.checking = True
         fut = self._checker.submit(analyse, state.path, text, version, overrides=overrides, max_file_size_kb=max_kb,
-                                   texts=texts)
+                                   texts=texts, ratios=ratios)
         fut.add_done_callback(lambda f: self.ls.call_soon(guarded, self.ls, "check", self._checked_future, uri,
                                                           generation, source, f))
         return None
+
+    def ratios_request(self) -> RatiosRequest | None:
+        """The setting hpLsp.ratiosFile, relative to the workspace root (FORMATS.md §4, §6)."""
+        return self.ls.session.settings.ratios_request(self.ls.workspace.root_path)
 
     def _checked_future(self, uri: str, generation: int, source: str | None, fut: Future[Analysis]) -> None:
         state = self.ls.session.get(uri)
@@ -243,7 +249,7 @@ class Scheduler:
             return
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
-                                texts=self.open_texts(exclude=uri))
+                                texts=self.open_texts(exclude=uri), ratios=self.ratios_request())
         self.ls.worker.submit(Job(uri, generation, request))
         self.publish_lenses()
 
