@@ -291,6 +291,6 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     if not as_json:
         b = result.best
         err.write(f"hp-plan apply: best {b.strategy.short()}: step {b.step_time_s:.3f} s, "
-                  f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}\n")
+                  f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}; {b.calibration_note()}\n")
     return emit(planned, output=output, in_place=in_place, dry_run=dry_run, as_json=as_json, best=result.best,
                 file=file, diagnostics=notes if not planned.error else diags, out=out, err=err)

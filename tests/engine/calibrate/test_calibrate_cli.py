@@ -130,3 +130,34 @@ def test_bad_input_is_positioned_exit_1_nothing_written(runs_dir: Path, case: st
     assert hits[0]["range"]["start"]["line"] == line
     text_out = hp_plan("calibrate", str(runs), "-o", str(out)).stdout
     assert f"runs.yaml:{line + 1}:" in text_out and "nothing written" in text_out
+
+
+def test_a_torchtitan_log_gives_the_step_and_the_peak(runs_dir: Path) -> None:
+    # a.yaml: 16 sequences of 8192 tokens on 8 devices = 16,384 tokens per device per step
+    peak = round(_estimate(runs_dir / "a.yaml")["peak_memory_gib"] * 1.1, 2)
+    lines = ["step:  1  loss: 12.0  memory: 20.00GiB(21.05%)  tps: 900  tflops: 50.0  mfu: 5.0%"]
+    lines += [f"step: {i}  loss:  7.9  memory: {peak:.2f}GiB(50.00%)  tps: 8,192  tflops: 400.0  mfu: 40.0%"
+              for i in range(2, 12)]
+    (runs_dir / "train.log").write_text("\n".join(lines) + "\n")
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n  - config: a.yaml\n    log: train.log\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    (run,) = doc["runs"]
+    assert run["measured_step_s"] == pytest.approx(2.0, rel=1e-6)
+    assert run["measured_peak_gib"] == pytest.approx(peak)
+    assert run["calibrated_peak_gib"] == pytest.approx(peak, rel=1e-3)
+    assert run["log"] == {"format": "torchtitan", "steps_used": 9, "warmup_dropped": 2, "outliers_dropped": 0}
+
+
+def test_apply_prices_the_search_with_the_ratios(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "llama3-70b"
+    for name in ("search.yaml", "train.yaml"):
+        (tmp_path / name).write_text((example / name).read_text())
+    ratios = tmp_path / "r.yaml"
+    ratios.write_text("framework: hyperparallel\nratios: {compute: 1.5}\nmemory_ratio: 1.0\n"
+                      "fitted_on: [{config: a.yaml, measured_step_s: 1, uncalibrated_step_s: 1, calibrated_step_s: 1}]\n")
+    doc = json.loads(hp_plan("apply", str(tmp_path / "search.yaml"), "--json", "--ratios", str(ratios)).stdout)
+    assert doc["best"]["calibration"] == {"file": str(ratios), "runs": 1}
+    plain = json.loads(hp_plan("apply", str(tmp_path / "search.yaml"), "--json").stdout)
+    assert plain["best"]["calibration"] is None
+    assert doc["best"]["step_time_s"] > plain["best"]["step_time_s"] * 1.2
