@@ -111,11 +111,12 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
             out.diagnostics.append(Diagnostic("HP010", "empty file: nothing to check", DOCUMENT_START))
         return out
     if not isinstance(doc.root, Map):
-        rng = doc.root.range
+        # An empty scalar after `---` starts past the text's end: clamp both ends so the range stays ordered.
+        start = clamp(doc.text, doc.root.range.start)
         out.diagnostics.append(Diagnostic(
             "HP002", "a config must hold a YAML mapping (key: value) at the top level, got a "
             f"{'list' if type(doc.root).__name__ == 'Seq' else 'scalar'}",
-            Range(rng.start, clamp(doc.text, Position(rng.start.line, rng.start.character + 1)))))
+            Range(start, clamp(doc.text, Position(start.line, start.character + 1)))))
         return out
     src = Source(doc, path, primary=True)
     out.sources.append(src)
@@ -296,6 +297,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         memory_limit_gb=float(mem.value) if mem is not None else None,
         recompute=request,  # type: ignore[arg-type]
         stated_recompute=plan,
+        recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
         pipeline_schedule=schedule,  # type: ignore[arg-type]
         stated=stated,
         optimizer_shard=int(opt.value) if opt is not None else 1,
@@ -422,9 +424,15 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
     model_level = {"micro_batch_size": sf.local_batch_size, "vpp": sf.pp_interleave_num}.get(d)
     if model_level is not None:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
+    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value == "1F1B":
+        # A stated plain 1F1B schedule has one chunk per stage: an interleaved vpp is no candidate.
+        return Dimension(d, "fixed", (1,), "declared", sf.pipeline_schedule.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
-    if train is not None and d in train.degrees and int(train.degrees[d].value) >= (0 if d == "etp" else 1):
+    # micro_batch_num is no search-space key of either train.yaml reader (HYPERPARALLEL.md §2.5-§2.6): it
+    # follows the searched dp through the batch rule, so a train.yaml's value is not inherited.
+    if (train is not None and d in train.degrees and d != "micro_batch_num"
+            and int(train.degrees[d].value) >= (0 if d == "etp" else 1)):
         v = train.degrees[d]
         return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
     if d == "etp":
@@ -488,6 +496,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
             kw["param_bytes"] = int(train.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
+        if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's (HYPERPARALLEL.md §4.2)
+            kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
         if sf.param_bytes is not None:

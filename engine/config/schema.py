@@ -58,7 +58,8 @@ TRAIN_AUTOMODELS = _s(
         "accelerator": _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
-            "overlap_grad_reduce overlap_param_gather",
+            "overlap_grad_reduce overlap_param_gather pp_schedule pp_vpp pp_micro_batch_num "
+            "enable_parallel_optimizer",
             "loss_parallel etp_size dp_size dp_replicate_size",
         ),
         "fsdp_config": _s(
@@ -79,17 +80,19 @@ TRAIN_LEGACY = _s(
     {
         "model": _s("name", "", {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)}),
         "train": _s(
-            "global_batch_size micro_batch_size",
+            "global_batch_size micro_batch_size micro_batch_num",
             "optimizer mixed_precision train_iters max_grad_norm lr seed",
             {
                 "accelerator": _s(
                     "dp_shard dp_replicate tp_degree pipeline_parallel_degree context_parallel_degree "
-                    "expert_parallel_degree expert_tensor_parallel_degree", "sequence_parallel",
+                    "expert_parallel_degree expert_tensor_parallel_degree use_seq_parallel "
+                    "enable_parallel_optimizer optimizer_weight_shard_size", "sequence_parallel",
                 ),
                 "gradient_checkpointing": _s("activation_checkpoint", ""),
             },
         ),
         "data": _s("max_seq_len", "path tokenizer num_workers"),
+        "context": _s("device_num max_device_memory", "expert_shard visual_seq_len mode device_target"),
     },
 )
 
@@ -98,19 +101,24 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather",
-    "estimator",
+    "train_yaml recompute recompute_modes selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather",
+    "",
     {
+        # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its
+        # loader writes there (HYPERPARALLEL.md §2.1): accepted. Open: other tools' keys are theirs.
+        "estimator": _s("cp_algo recompute_modes ratios_file",
+                        "type recompute_strategy enable_profiling_calibration framework compile fp8 "
+                        "moe_dispatcher"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
-            "optimizer_weight_shard_size seq_length",
+            "optimizer_weight_shard_size seq_length seq_len max_seq_len",
             _HF_EXTRA + " _target_",
         ),
         "cluster": _s(
             "num_nodes cards_per_node device_type device_memory_gb intra_node_bandwidth_gb_s "
             "inter_node_bandwidth_gb_s", "intra_node_bandwidth_gbps inter_node_bandwidth_gbps", open=False,
         ),
-        "parallelism": _s(SEARCH_DIMENSION_KEYS, "", open=False),
+        "parallelism": _s(SEARCH_DIMENSION_KEYS + " recompute", "", open=False),
         "constraint": _s("global_batch_size memory_limit_gb", "", open=False),
         "pp_config": _s(
             "pipeline_schedule pp_interleave_num pp_degree",
