@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from engine.calibrate.runs import is_runs_file
 from engine.config.types import ClusterOverrides
 from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
 from hp_lsp.features import diagnostics
@@ -152,7 +153,8 @@ class Scheduler:
         max_kb = self.ls.session.settings.max_file_size_kb
         texts = self.open_texts(exclude=uri)
         ratios = self.ratios_request()
-        if len(text) <= INLINE_CHECK_CHARS:
+        # A RUNS file prices every run and may read long logs: always off the loop (hp_lsp.analysis.analyse_runs).
+        if len(text) <= INLINE_CHECK_CHARS and not is_runs_file(text):
             analysis = analyse(state.path, text, version, overrides=overrides, max_file_size_kb=max_kb,
                                texts=texts, ratios=ratios)
             self._checked(uri, generation, source, analysis)

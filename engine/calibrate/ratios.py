@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 # The memory parts kept per stage for printing (engine.cost.table.PricedTable.stage_memory_terms): every
 # byte array among them scales with the memory ratio; the counts ("valid", "ne", "ex") do not.
 _COUNT_PARTS = frozenset({"valid", "ne", "ex"})
+# The per-stage parts the pipeline timeline is drawn from (engine.cost.table.STAGE_TIME_PARTS, plus the
+# end-of-step dp_comm and optimizer) -> the ratio group that scales them, so a calibrated timeline still ends
+# at the calibrated step time (exactly when the bubble moves with the stage times, as under the step rule).
+_STAGE_PART_GROUP = {"forward": "compute", "backward": "compute", "recompute": "compute", "tp_comm": "tp_comm",
+                     "cp_comm": "cp_comm", "ep_comm": "ep_comm", "pp_p2p": "pp", "fsdp_comm": "dp_comm",
+                     "dp_comm": "dp_comm", "optimizer": "optimizer"}
 
 
 def part_ratio(ratios: Ratios, part: str) -> float:
@@ -63,5 +69,7 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None) -> PricedTable:
         # with the compute ratio (its communication share is small beside it and scaled by the same step).
         layer_time_s=priced.layer_time_s * compute,
         layer_extra_time_s=priced.layer_extra_time_s * compute,
+        stage_time_parts={k: v * ratios.of(_STAGE_PART_GROUP.get(k, "compute"))
+                          for k, v in priced.stage_time_parts.items()},
         calibration=ratios,
     )

@@ -73,6 +73,8 @@ class RunsFile:
 
 def is_runs_file(text: str) -> bool:
     """A RUNS file's top level is `runs:` holding a list (cheap test for the editor's file detection)."""
+    if "runs" not in text:
+        return False  # the common case (every config), without a parse
     doc = parse(text)
     return isinstance(doc.root, Map) and isinstance(doc.root.get("runs"), Seq)
 

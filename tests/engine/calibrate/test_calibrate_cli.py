@@ -161,3 +161,13 @@ def test_apply_prices_the_search_with_the_ratios(tmp_path: Path) -> None:
     plain = json.loads(hp_plan("apply", str(tmp_path / "search.yaml"), "--json").stdout)
     assert plain["best"]["calibration"] is None
     assert doc["best"]["step_time_s"] > plain["best"]["step_time_s"] * 1.2
+
+
+def test_explain_timeline_follows_the_calibrated_step(runs_dir: Path) -> None:
+    ratios = runs_dir / "r.yaml"
+    ratios.write_text("framework: torchtitan\ndevice_type: H100\nratios: {compute: 1.3}\nmemory_ratio: 1.0\n"
+                      "fitted_on: []\n")
+    doc = json.loads(hp_plan("explain", str(runs_dir / "b.yaml"), "--json", "--ratios", str(ratios)).stdout)
+    assert doc["step_time_s"] == pytest.approx(_estimate(runs_dir / "b.yaml")["step_time_s"] * 1.3, rel=1e-6)
+    assert max(t["end_s"] for t in doc["timeline"]) == pytest.approx(doc["step_time_s"], rel=1e-3)
+    assert not [d for d in doc["diagnostics"] if d["code"] == "HP750"]  # no rescaling needed
