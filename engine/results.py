@@ -62,7 +62,9 @@ class Estimate:
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """The outcome of a search (FORMATS.md §3 `search`). `best` is None when nothing fits; `refused` counts
-    candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value."""
+    candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value.
+    `unpriced` counts candidates the search proved slower than its K-th best without pricing them (their
+    memory is unknown): `feasible` + `over_budget` + `unpriced` = `evaluated`."""
 
     best: Estimate | None
     top: tuple[Estimate, ...]
@@ -73,6 +75,7 @@ class SearchResult:
     refused: Mapping[str, int] = field(default_factory=dict)
     over_budget: int = 0
     diagnostics: tuple[Diagnostic, ...] = ()
+    unpriced: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,5 +87,6 @@ class SearchResult:
             "dimensions": dict(self.dimensions),
             "refused": dict(self.refused),
             "over_budget": self.over_budget,
+            "unpriced": self.unpriced,
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }

@@ -1,6 +1,6 @@
 """The fast analysis of one document version, as a pure function over the engine (no pygls here).
 
-`analyse` runs on the event loop after the debounce: read + resolve + validate (`engine.check.check_file`,
+`analyse` runs on the server's checker thread after the debounce (never on the event loop: it reads files): read + resolve + validate (`engine.check.check_file`,
 about 20 ms for a real config) and the price of the stated strategy (`engine.cost.estimate_config`, one
 row). The search is not here: it runs in the worker process (search_job.py).
 """
@@ -43,6 +43,8 @@ class Analysis:
     too_large: bool = False
     failure: str | None = None  # an engine exception caught here (logged by the server, never shown as a popup)
     calibration: Calibration | None = None  # a RUNS file's calibration (hp_lsp.features.calibration)
+    overrides: ClusterOverrides | None = None  # the cluster this version was checked with (the search reuses it)
+    cluster_source: str | None = None  # the search config that gave it, if any
 
     @property
     def config(self) -> Config | None:

@@ -68,7 +68,9 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         best = result.top[0]
         out.write(f"\nbest: {best.strategy.short()} (budget {best.budget_gib:.1f} GiB)\n")
     out.write(f"\nevaluated {result.evaluated:,} strategies in {result.elapsed_s * 1000:.0f} ms: "
-              f"{result.feasible:,} fit, {result.over_budget:,} over the budget\n")
+              f"{result.feasible:,} fit, {result.over_budget:,} over the budget"
+              + (f", {result.unpriced:,} bounded out (slower than the top {len(result.top)}; memory not priced)"
+                 if result.unpriced else "") + "\n")
     if result.refused:
         out.write("refused before pricing:\n")
         for reason, n in sorted(result.refused.items(), key=lambda kv: (-kv[1], kv[0])):

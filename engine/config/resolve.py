@@ -33,7 +33,7 @@ from engine.config.kind import kind_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, read_search
-from engine.config.train import TrainFacts, base_dir_of, read_train
+from engine.config.train import DTYPES, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
@@ -354,10 +354,12 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         explicit = set(train.overrides) | (set(sf.model_fields) if sf else set())
         covered = all(f in explicit for f in REQUIRED)
         tsrc = train.src
-        tsrc.diag("HP205", train.resolution_error + ("; using the facts written in the file instead" if covered else ""),
-                  train.pretrained.loc.value, train.pretrained.path,
-                  severity=Severity.WARNING if covered else None,
-                  data={"name": str(train.pretrained.value)})
+        # A warning, not an error: the file is right (the trainer resolves the name where it runs, as upstream
+        # does online); only this offline planner cannot know the model, and says what would let it price it.
+        tail = ("; using the facts written in the file instead" if covered else
+                ". The trainer resolves it where it runs; hp-plan prices nothing until it knows the model")
+        tsrc.diag("HP205", train.resolution_error + tail, train.pretrained.loc.value, train.pretrained.path,
+                  severity=Severity.WARNING, data={"name": str(train.pretrained.value)})
         if not covered:
             # The model is whatever the name resolves to: the facts written beside it only override some of
             # it, so neither "missing" errors nor a dense/MoE judgement can be made without it.
@@ -503,6 +505,10 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
+    init = (sf.param_init if sf is not None else None) or (train.param_init if train is not None else None)
+    if init is not None:  # stored weights' width wins over the compute dtype (read_param_init)
+        kw["param_bytes"] = DTYPES[str(init.value)]
+        kw["master_weights"] = DTYPES[str(init.value)] < 4
     return RunOptions(**kw)
 
 

@@ -13,7 +13,7 @@ from engine.config.cluster import ClusterFacts, read_cluster_section
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
-from engine.config.train import CP_ALGOS, DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES
+from engine.config.train import CP_ALGOS, DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES, read_param_init
 from engine.document import Map, Node, Scalar, Seq
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
@@ -45,6 +45,7 @@ class SearchFacts:
     use_seq_parallel: Val | None = None
     optimizer_shard: Val | None = None
     param_bytes: Val | None = None
+    param_init: Val | None = None  # model.param_init_type (a dtype name)
     cluster: ClusterFacts | None = None
     dims: dict[str, Decl] = field(default_factory=dict)
     global_batch_size: Val | None = None
@@ -99,6 +100,7 @@ def read_search(src: Source) -> SearchFacts:
         dv = src.choice(model, key, f"model.{key}", {k: k for k in DTYPES})
         if dv is not None:
             facts.param_bytes = Val(DTYPES[dv.value], dv.path, dv.loc)
+    facts.param_init = read_param_init(src, model, "model")
 
     facts.cluster = read_cluster_section(src, root)
 
@@ -138,7 +140,7 @@ def read_search(src: Source) -> SearchFacts:
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
-               facts.cp_algo, facts.recompute_modes,
+               facts.cp_algo, facts.recompute_modes, facts.param_init,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())

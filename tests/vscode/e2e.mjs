@@ -54,11 +54,35 @@ async function followProbe(page, timeoutMs) {
     for (; seen < steps.length; seen++) {
       await sleep(700); // let the editor draw what the step changed (squiggles, code lens, edits)
       await shot(page, `probe-${steps[seen].name}`);
+      if (steps[seen].name === 'plan-view') await lookAtPlanView(page);
     }
     if (v?.done) return v;
     await sleep(250);
   }
   return readVerdict();
+}
+
+/** The plan view panel the probe opened: its page (a webview frame) shows the timeline and the memory chart.
+ * Then tell the probe (it closes the panel for the steps after). */
+async function lookAtPlanView(page) {
+  const plan = await frameText(page, /Pipeline timeline/, 20000);
+  check('plan view shows the timeline, the memory chart and every stage',
+    plan && /Memory per stage/.test(plan) && /stage 0/.test(plan) && /Bound: /.test(plan), plan?.slice(0, 600));
+  await shot(page, 'plan-view');
+  writeFileSync(`${verdictPath}.plan-seen`, 'seen');
+}
+
+/** The text of the first frame (webviews are nested iframes) whose page matches `re`. */
+async function frameText(page, re, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    for (const frame of page.frames()) {
+      const t = await frame.evaluate(() => (document.body ? document.body.textContent : '')).catch(() => '');
+      if (t && re.test(t)) return t;
+    }
+    await sleep(300);
+  }
+  return undefined;
 }
 
 async function goTo(page, line, column) {
@@ -144,7 +168,7 @@ async function main() {
     await page.keyboard.type('HyperParallel');
     const palette = await waitText(page, '.quick-input-list', /Restart server/, 10000);
     check('palette lists the commands',
-      palette && ['Apply optimal strategy', 'Restart server', 'Show search output'].every((t) => palette.includes(t)),
+      palette && ['Apply optimal strategy', 'Restart server', 'Show search output', 'Show plan'].every((t) => palette.includes(t)),
       palette ?? '(no palette)');
     await shot(page, 'palette');
     await page.keyboard.press('Escape');
