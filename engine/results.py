@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import Strategy
+from engine.specs import Ratios, Strategy
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
 TIME_TERMS: tuple[str, ...] = (
@@ -32,6 +32,14 @@ class Estimate:
     mfu: float
     time_breakdown_s: Mapping[str, float]
     diagnostics: tuple[Diagnostic, ...] = ()
+    calibration: Ratios | None = None  # the ratios file applied (FORMATS.md §3: "calibration")
+
+    def calibration_note(self) -> str:
+        """One line saying whether and how the numbers are calibrated (every output says so)."""
+        c = self.calibration
+        if c is None:
+            return "uncalibrated (fit ratios on your own runs with hp-plan calibrate)"
+        return f"calibrated on {c.runs} run{'s' if c.runs != 1 else ''} from {c.file}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +55,7 @@ class Estimate:
             "mfu": self.mfu,
             "time_breakdown_s": {k: self.time_breakdown_s[k] for k in TIME_TERMS},
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "calibration": self.calibration.to_json() if self.calibration is not None else None,
         }
 
 

@@ -257,6 +257,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     _canonical(locations, "constraint.memory_limit_gb", mem)
     _canonical(locations, "recompute", sf.recompute or (train.recompute if train else None))
     _canonical(locations, "train_yaml", sf.train_yaml)
+    _canonical(locations, "estimator.ratios_file", sf.ratios_file)
 
     request = _request(sf, train)
     if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
@@ -302,6 +303,8 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         optimizer_shard=int(opt.value) if opt is not None else 1,
         budget_source=_budget_source(overrides, cluster, mem),
         train_yaml=train_path,
+        ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
+                     if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
         locations=MappingProxyType(locations),
     )
 
