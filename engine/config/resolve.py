@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES
 from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
 from engine.config.model import REQUIRED, ModelResult, build_model
@@ -200,7 +201,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         path=src.path,
         model=model.spec,
         cluster=cluster,
-        run=_run(facts, None),
+        run=_run(facts, None, overrides),
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
         memory_limit_gb=float(facts.max_device_memory.value) if facts.max_device_memory else None,
@@ -291,7 +292,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         path=src.path,
         model=model.spec,
         cluster=cluster,
-        run=_run(train, sf),
+        run=_run(train, sf, overrides),
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
         memory_limit_gb=float(mem.value) if mem is not None else None,
@@ -485,8 +486,24 @@ def _schedule(sf: SearchFacts | None, train: TrainFacts | None) -> str:
     return "1F1B"
 
 
-def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
-    kw: dict[str, Any] = {}
+def _framework(sf: SearchFacts | None, overrides: ClusterOverrides | None) -> str:
+    """The framework priced: --framework (explicit) > estimator.framework > hpLsp.framework > the default."""
+    stated = str(sf.framework.value) if sf is not None and sf.framework is not None else None
+    ov = overrides.framework if overrides is not None else None
+    if ov and ((overrides is not None and overrides.explicit) or stated is None):
+        return FRAMEWORK_ALIASES.get(ov.strip().lower(), ov.strip().lower())
+    return stated or DEFAULT_FRAMEWORK
+
+
+def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOverrides | None = None) -> RunOptions:
+    kw: dict[str, Any] = {"framework": _framework(sf, overrides)}
+    if train is not None and train.fp8 is not None:
+        kw["fp8"] = bool(train.fp8.value)
+    if sf is not None:
+        if sf.compile is not None:
+            kw["compile"] = bool(sf.compile.value)
+        if sf.fp8 is not None:
+            kw["fp8"] = bool(sf.fp8.value)
     if train is not None:
         if train.reshard_after_forward is not None:
             kw["reshard_after_forward"] = bool(train.reshard_after_forward.value)

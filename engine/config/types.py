@@ -124,6 +124,9 @@ class ClusterOverrides:
     # True for flags typed on the command line: each given field then wins over the files (a user who types
     # `--devices 512` means it); False for editor settings, which only fill what the files leave unsaid.
     explicit: bool = False
+    # The framework priced (FORMATS.md §5): --framework wins over estimator.framework (explicit), the setting
+    # hpLsp.framework fills it only when the files state none.
+    framework: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ def _concat(parts: list[PricedTable]) -> PricedTable:
         vals = [getattr(pt, f.name) for pt in parts]
         if isinstance(vals[0], dict):
             kw[f.name] = {k: np.concatenate([v[k] for v in vals]) for k in vals[0]}
-        elif isinstance(vals[0], np.ndarray):
+        elif isinstance(vals[0], np.ndarray) or (vals[0] is None and f.name == "causal_mfu"):
             kw[f.name] = np.concatenate(vals)
         else:
             kw[f.name] = vals[0]
@@ -133,7 +133,9 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
     tokens = r.dp * r.b * mb * r.s
     world = r.dp * r.t * r.p * r.cp
     tok_s = tokens / step
-    mfu = model_stats(r.model).flops_per_token_noncausal * tokens / (step * world * r.peak)
+    stats = model_stats(r.model)
+    mfu = stats.flops_per_token_noncausal * tokens / (step * world * r.peak)
+    causal_mfu = stats.flops_per_token * tokens / (step * world * r.peak)
     per_step_layer = mb[:, None, None] * per_layer
     extra = per_step_layer - per_step_layer[:, :, OFF:OFF + 1]
     valid = r.valid
@@ -145,5 +147,6 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
         stage_static_gib=np.where(valid, mem.params.static_b / K.GIB, np.nan),
         stage_fixed_gib=np.where(valid, mem.fixed_b / K.GIB, np.nan),
         layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.act / K.GIB, layer_time_s=per_step_layer,
-        layer_extra_time_s=np.maximum(extra, 0.0),
+        layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
+        device=r.cluster.device.name,
     )

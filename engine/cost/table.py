@@ -207,6 +207,11 @@ class PricedTable:
     layer_act_one_gib: np.ndarray
     layer_time_s: np.ndarray
     layer_extra_time_s: np.ndarray
+    # What was priced, for every estimate to say (FORMATS.md §3 ext): the framework and device names, and the
+    # MFU with causal attention halved (model_stats flops_per_token, the PaLM / torchtitan convention).
+    causal_mfu: np.ndarray | None = None
+    framework: str = ""
+    device: str = ""
     # Per stage, per micro-batch seconds of each part of stage time (STAGE_TIME_PARTS, (n, P), 0 past a
     # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the
     # update; what engine.explain draws the pipeline timeline from (the step time is built from the same).

@@ -27,6 +27,7 @@ export interface ClusterSettings {
 export interface ServerSettings {
   cluster: ClusterSettings;
   memoryLimitGb: number | null;
+  framework: string | null;
   searchOnSave: boolean | null;
   maxFileSizeKb: number | null;
   ratiosFile: string | null;
@@ -47,6 +48,7 @@ export const SERVER_KEYS: ReadonlyArray<readonly [string, Kind]> = [
   ['cluster.deviceType', 'string'],
   ['cluster.deviceMemoryGb', 'posnumber'],
   ['memoryLimitGb', 'posnumber'],
+  ['framework', 'string'],
   ['searchOnSave', 'boolean'],
   ['maxFileSizeKb', 'posint'],
   ['ratiosFile', 'string'],
@@ -76,6 +78,7 @@ export function readServerSettings(config: ConfigurationLike): ReadSettings {
   const settings: ServerSettings = {
     cluster: { numNodes: null, cardsPerNode: null, deviceType: null, deviceMemoryGb: null },
     memoryLimitGb: null,
+    framework: null,
     searchOnSave: null,
     maxFileSizeKb: null,
     ratiosFile: null,
