@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import Strategy
+from engine.specs import Ratios, Strategy
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
 # Which FLOP count `mfu` uses (FORMATS.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
@@ -36,19 +36,26 @@ class Estimate:
     mfu: float
     time_breakdown_s: Mapping[str, float]
     diagnostics: tuple[Diagnostic, ...] = ()
+    calibration: Ratios | None = None  # the ratios file applied (FORMATS.md §3: "calibration")
     framework: str = ""  # the framework priced (FORMATS.md §5)
     device: str = ""  # the catalog device priced
     causal_mfu: float = 0.0
-    calibration: Mapping[str, Any] | None = None  # {"file", "runs"} when a ratios file was applied
     calibrated_framework: bool = False  # the framework's constants were checked on published runs
+
+    def calibration_note(self) -> str:
+        """One line saying whether and how the numbers are calibrated (every output says so)."""
+        c = self.calibration
+        if c is None:
+            return "uncalibrated (fit ratios on your own runs with hp-plan calibrate)"
+        return f"calibrated on {c.runs} run{'s' if c.runs != 1 else ''} from {c.file}"
 
     @property
     def priced_for(self) -> str:
-        """What the numbers price, said plainly: "torchtitan on H100-96G", and whether the framework's figures
-        were checked on published runs or can be calibrated (hp-plan calibrate, FORMATS.md §6)."""
+        """What the numbers price, said plainly: "torchtitan on H100-96G", and whether they are calibrated
+        (a ratios file), checked on published runs, or can be calibrated (hp-plan calibrate, FORMATS.md §6)."""
         what = f"{self.framework or '?'} on {self.device or '?'}"
         if self.calibration is not None:
-            return f"{what}, calibrated with {self.calibration.get('file')} ({self.calibration.get('runs')} runs)"
+            return f"{what}, {self.calibration_note()}"
         if self.calibrated_framework:
             return f"{what} (framework checked on published runs; `hp-plan calibrate` fits your own)"
         return f"{what} (uncalibrated framework: measure a run and fit it with `hp-plan calibrate`)"
@@ -68,17 +75,19 @@ class Estimate:
             "time_breakdown_s": {k: self.time_breakdown_s[k] for k in TIME_TERMS},
             "framework": self.framework,
             "device": self.device,
-            "calibration": dict(self.calibration) if self.calibration is not None else None,
             "mfu_convention": MFU_CONVENTION,
             "causal_mfu": self.causal_mfu,
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "calibration": self.calibration.to_json() if self.calibration is not None else None,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """The outcome of a search (FORMATS.md §3 `search`). `best` is None when nothing fits; `refused` counts
-    candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value."""
+    candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value.
+    `unpriced` counts candidates the search proved slower than its K-th best without pricing them (their
+    memory is unknown): `feasible` + `over_budget` + `unpriced` = `evaluated`."""
 
     best: Estimate | None
     top: tuple[Estimate, ...]
@@ -89,6 +98,7 @@ class SearchResult:
     refused: Mapping[str, int] = field(default_factory=dict)
     over_budget: int = 0
     diagnostics: tuple[Diagnostic, ...] = ()
+    unpriced: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,5 +110,6 @@ class SearchResult:
             "dimensions": dict(self.dimensions),
             "refused": dict(self.refused),
             "over_budget": self.over_budget,
+            "unpriced": self.unpriced,
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }

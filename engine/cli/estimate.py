@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from engine.cli import cluster_overrides
+from engine.cli import cluster_overrides, ratios_request
 from engine.cli.check import format_line
 from engine.config.types import Config
 from engine.cost.validate import estimate_config
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from engine.check import check_file
 
-        loaded = check_file(path, overrides=cluster_overrides(args))
+        loaded = check_file(path, overrides=cluster_overrides(args), ratios=ratios_request(args))
         diags = tuple(loaded.diagnostics)
         est: Estimate | None = None
         if loaded.config is not None and not has_errors(diags):

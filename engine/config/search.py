@@ -58,6 +58,7 @@ class SearchFacts:
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
+    ratios_file: Val | None = None  # estimator.ratios_file (FORMATS.md §6), as written
     # estimator section (ext, FORMATS.md §2 / §5): the framework that runs the plan, torch.compile, FP8.
     framework: Val | None = None
     compile: Val | None = None
@@ -140,6 +141,8 @@ def read_search(src: Source) -> SearchFacts:
     facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
     facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
     facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
+    facts.note(facts.ratios_file)
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")

@@ -97,6 +97,7 @@ class Config:
     # "--memory-gb"); None when a file states it or the device's own memory is the budget.
     budget_source: str | None = None
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
+    ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; FORMATS.md §6)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)
 
     @property

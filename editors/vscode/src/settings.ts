@@ -30,6 +30,7 @@ export interface ServerSettings {
   framework: string | null;
   searchOnSave: boolean | null;
   maxFileSizeKb: number | null;
+  ratiosFile: string | null;
 }
 
 export interface ReadSettings {
@@ -50,6 +51,7 @@ export const SERVER_KEYS: ReadonlyArray<readonly [string, Kind]> = [
   ['framework', 'string'],
   ['searchOnSave', 'boolean'],
   ['maxFileSizeKb', 'posint'],
+  ['ratiosFile', 'string'],
 ];
 
 function coerce(kind: Kind, value: unknown): { ok: boolean; value?: number | string | boolean } {
@@ -79,6 +81,7 @@ export function readServerSettings(config: ConfigurationLike): ReadSettings {
     framework: null,
     searchOnSave: null,
     maxFileSizeKb: null,
+    ratiosFile: null,
   };
   const problems: string[] = [];
   for (const [key, kind] of SERVER_KEYS) {
