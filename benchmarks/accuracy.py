@@ -32,6 +32,10 @@ from engine.cost.table import CandidateTable  # noqa: E402
 from engine.specs import GIB, ModelSpec, RunOptions, Strategy  # noqa: E402
 
 CASES_DIR = ROOT / "benchmarks" / "cases"
+# CALIBRATION.md §10: the six runs on other stacks, copied from ../shared/reference/calibration_runs/ as
+# published (train.yaml, search.yaml naming estimator.framework, expected.json with the measured figures).
+RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"
+MEGATRON = RunOptions(selective_policy="attention", framework="megatron")
 
 # CALIBRATION.md §1, §2, §4, §5 [U] defaults, stated once.
 ASSUMED = {
@@ -155,6 +159,8 @@ def case_yaml(c: Case) -> dict[str, Any]:
         "selective_policy": "attention",
         **c.overlaps,
         "pp_config": {"pipeline_schedule": "interleaved" if c.vpp > 1 else "1F1B", "pp_interleave_num": c.vpp},
+        # CALIBRATION §1-§5 are Megatron-LM / Megatron-Core runs (FORMATS.md §5 frameworks).
+        "estimator": {"framework": "megatron"},
     }
 
 
@@ -247,7 +253,7 @@ def k4_rows() -> list[tuple[str, float, float]]:
                                  ("K4-5 selective+SP", True, 1, 20.3)):
         tab = CandidateTable.from_columns(dp=[1], tp=[8], pp=[1], micro_batch_size=4, micro_batch_num=1,
                                           sequence_parallel=sp, recompute=mode)
-        pr = price_table(m, cl, RunOptions(selective_policy="attention"), tab, 80.0)
+        pr = price_table(m, cl, MEGATRON, tab, 80.0)
         rows.append((label, 1e3 * float(pr.layer_time_s[0, 0, mode]), pub))
     return rows
 
@@ -277,7 +283,7 @@ def kor22_rows() -> list[tuple[str, float, float]]:
         m = ModelSpec(name=name, num_layers=L, hidden=h, heads=a, vocab=51200, ffn=4 * h, seq_len=2048,
                       tie_embeddings=True, gated_mlp=False, use_flash_attention=False)
         cl = ClusterSpec(dev, max(t * p // 8, 1), 8, 80.0, 300.0, 25.0)
-        run = RunOptions(selective_policy="attention")
+        run = MEGATRON
         combos = [("TP", False, 0), ("TP+SP", True, 0), ("TP+sel", False, 1), ("TP+SP+sel", True, 1), ("full", False, 2)]
         for (label, sp, mode), pub in zip(combos, acts, strict=True):
             tab = CandidateTable.from_columns(dp=[1], tp=[t], pp=[p], vpp=v, micro_batch_size=b, micro_batch_num=max(p, 1) * 8,
@@ -317,7 +323,8 @@ def zero_rows() -> list[tuple[str, float, float]]:
     out = []
     for label, fs, os_, reshard, pub in (("DP", 1, 1, True, 120.0), ("ZeRO-1", 1, 64, True, 31.4),
                                          ("ZeRO-2", 64, 1, False, 16.6), ("ZeRO-3", 64, 1, True, 1.9)):
-        run = RunOptions(param_bytes=2, grad_bytes=2, master_weights=True, reshard_after_forward=reshard)
+        run = RunOptions(param_bytes=2, grad_bytes=2, master_weights=True, reshard_after_forward=reshard,
+                         framework="megatron")
         s = Strategy(dp=64, dp_shard=fs, optimizer_shard=os_, micro_batch_num=1)
         e = estimate(m, cl, run, s, 1e9)
         b = e.memory_breakdown_gib
@@ -399,10 +406,172 @@ def fit_report(cases: list[Case]) -> None:
         print(f"  {held:<3} {how} -> median |e| {100 * statistics.median(ab):.1f}%, max |e| {100 * max(ab):.1f}%")
 
 
+# ----------------------------------------------------------------------------------- CALIBRATION.md §10
+@dataclass(frozen=True)
+class Run:
+    """One §10 run: its folder, the framework and device its search.yaml names, what was measured."""
+
+    id: str
+    framework: str
+    measured_step_s: float
+    measured_peak_gib: float | None
+    tolerance: float
+
+
+def s10_runs() -> list[Run]:
+    """The §10 runs; a run published as tokens/s/device is scored on the step it implies (expected.json notes):
+    step = global_batch_size · seq_len / (devices · tokens/s/device)."""
+    import json
+
+    out = []
+    for folder in sorted(RUNS_DIR.iterdir()):
+        exp = json.loads((folder / "expected.json").read_text())
+        search_cfg = yaml.safe_load((folder / "search.yaml").read_text())
+        step = exp["step_time_s"] or exp["global_batch_size"] * exp["seq_len"] / (
+            exp["devices"] * exp["tokens_per_s_per_device"])
+        out.append(Run(folder.name, search_cfg.get("estimator", {}).get("framework", "hyperparallel"), float(step),
+                       exp.get("peak_memory_gib"), float(exp["tolerance"])))
+    return out
+
+
+def estimate_json(path: Path, *flags: str) -> dict[str, Any]:
+    """`hp-plan estimate FILE --json` run in-process (CALIBRATION §9.2)."""
+    import contextlib
+    import io
+    import json
+
+    from engine.cli import main as hp_plan
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        hp_plan(["estimate", str(path), "--json", *flags])
+    doc: dict[str, Any] = json.loads(buf.getvalue())
+    return doc
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A priced case of any section: its framework and device as the estimate states them, signed errors."""
+
+    id: str
+    framework: str
+    device: str
+    error: float | None
+    memory_error: float | None = None
+
+
+def score_s10(runs: list[Run]) -> list[Scored]:
+    out = []
+    for r in runs:
+        doc = estimate_json(RUNS_DIR / r.id / "search.yaml")
+        if "step_time_s" not in doc:
+            out.append(Scored(r.id, r.framework, "?", None))
+            continue
+        mem_e = (doc["peak_memory_gib"] / r.measured_peak_gib - 1) if r.measured_peak_gib else None
+        out.append(Scored(r.id, doc["framework"], doc["device"], doc["step_time_s"] / r.measured_step_s - 1, mem_e))
+    return out
+
+
+def print_s10(runs: list[Run], scored: list[Scored]) -> None:
+    print(f"{'§10 run':<46} {'framework':<10} {'device':<9} {'measured s':>10} {'error':>7} {'tol':>5}  memory")
+    for r, sc in zip(runs, scored, strict=True):
+        if sc.error is None:
+            print(f"{r.id:<46} {r.framework:<10} {'-':<9} {r.measured_step_s:>10.3f}  NOT PRICED")
+            continue
+        mem = f"{100 * sc.memory_error:+.1f}% of the measured {r.measured_peak_gib} GiB" if sc.memory_error is not None else "-"
+        print(f"{r.id:<46} {sc.framework:<10} {sc.device:<9} {r.measured_step_s:>10.3f} {100 * sc.error:>+6.1f}% "
+              f"{100 * r.tolerance:>4.0f}%  {mem}")
+
+
+def print_groups(scored: list[Scored]) -> None:
+    """Median |e|, mean e, max |e| per framework, per framework and device, and the targets of issue 9."""
+    def table(title: str, key: Any) -> None:
+        groups: dict[str, list[float]] = {}
+        for sc in scored:
+            if sc.error is not None:
+                groups.setdefault(key(sc), []).append(sc.error)
+        print(f"{title:<22} {'cases':>5} {'median |e|':>10} {'mean e':>8} {'max |e|':>8}")
+        for name in sorted(groups):
+            es = groups[name]
+            ab = [abs(x) for x in es]
+            print(f"{name:<22} {len(es):>5} {100 * statistics.median(ab):>9.1f}% {100 * statistics.mean(es):>+7.1f}% "
+                  f"{100 * max(ab):>7.1f}%")
+    table("framework", lambda sc: sc.framework)
+    print()
+    table("framework / device", lambda sc: f"{sc.framework} / {sc.device}")
+    per: dict[str, list[float]] = {}
+    for sc in scored:
+        if sc.error is not None:
+            per.setdefault(sc.framework, []).append(abs(sc.error))
+    med_ok = all(statistics.median(v) <= 0.05 for v in per.values())
+    worst = max((x for v in per.values() for x in v), default=0.0)
+    mems = [abs(sc.memory_error) for sc in scored if sc.memory_error is not None]
+    print(f"targets (issue 9): median |e| ≤ 5% per framework: {'met' if med_ok else 'MISSED'}; none worse than "
+          f"25%: {'met' if worst <= 0.25 else f'MISSED (worst {100 * worst:.1f}%)'}; measured memory within 10%: "
+          f"{'met' if all(m <= 0.10 for m in mems) else 'MISSED'} ({', '.join(f'{100 * m:.1f}%' for m in mems)})")
+
+
+# What each framework's own runs set (CALIBRATION §10 tuning rule): leave-one-framework-out re-derives these
+# without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the PyTorch
+# GEMM fraction (without its runs, the Megatron fraction is all the other runs can say); mindspeed and
+# hyperparallel: none (their constants are device facts and the shared fit).
+OWN_CONSTANTS = {"torchtitan": ("TORCH_GEMM_FRACTION_OF_MAMF",)}
+
+
+def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
+    """Each framework priced with the constants the other frameworks' runs give (CALIBRATION §9.7, §10)."""
+    from engine.cost import constants as K
+
+    frameworks = sorted({"megatron", *(r.framework for r in runs)})
+    print(f"{'left out':<12} {'constants without its runs':<84} {'median |e|':>10} {'max |e|':>8}")
+    for fw in frameworks:
+        saved = {k: getattr(K, k) for k in (*FIT_GRID, "TORCH_GEMM_FRACTION_OF_MAMF")}
+        try:
+            if fw == "megatron":
+                values = _fit_runs([r for r in runs if r.framework != "megatron"])
+            elif fw in OWN_CONSTANTS:
+                values = {k: K.GEMM_FRACTION_OF_MAMF for k in OWN_CONSTANTS[fw]}
+            else:
+                values = {}
+            for k, v in values.items():
+                setattr(K, k, v)
+            errs = [sc.error for sc in score_s10([r for r in runs if r.framework == fw]) if sc.error is not None]
+            if fw == "megatron":
+                errs += [e for es in errors_with(cases, values).values() for e in es]
+        finally:
+            for k, v in saved.items():
+                setattr(K, k, v)
+        ab = [abs(x) for x in errs]
+        what = ", ".join(f"{k}={v:g}" for k, v in values.items()) or "none fitted on its runs"
+        print(f"{fw:<12} {what[:84]:<84} {100 * statistics.median(ab):>9.1f}% {100 * max(ab):>7.1f}%")
+
+
+def _fit_runs(runs: list[Run]) -> dict[str, float]:
+    """FIT_GRID fitted on §10 runs only (mean |step error|), for the Megatron leave-out."""
+    import itertools
+
+    from engine.cost import constants as K
+
+    saved = {k: getattr(K, k) for k in FIT_GRID}
+    best: tuple[float, dict[str, float]] = (float("inf"), saved)
+    try:
+        for combo in itertools.product(*FIT_GRID.values()):
+            for k, v in zip(FIT_GRID, combo, strict=True):
+                setattr(K, k, v)
+            es = [abs(sc.error) for sc in score_s10(runs) if sc.error is not None]
+            if es and statistics.mean(es) < best[0]:
+                best = (statistics.mean(es), dict(zip(FIT_GRID, combo, strict=True)))
+    finally:
+        for k, v in saved.items():
+            setattr(K, k, v)
+    return best[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-write", action="store_true", help="price the committed case files without rewriting them")
     ap.add_argument("--fit", action="store_true", help="grid-fit FIT_GRID and run the leave-one-family-out check")
+    ap.add_argument("--no-lofo", action="store_true", help="skip the leave-one-framework-out check (a grid fit)")
     args = ap.parse_args(argv)
     cases = _cases()
     if not args.no_write:
@@ -412,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{'case':<16} {'published s':>11} {'predicted s':>11} {'error':>8}  notes")
     errs: dict[str, list[float]] = {}
+    case_err: dict[str, float] = {}
     all_e: list[float] = []
     for c in cases:
         pred, note = price_case(c)
@@ -420,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         e = (pred - c.published_step_s) / c.published_step_s
         errs.setdefault(c.family, []).append(e)
+        case_err[c.id] = e
         all_e.append(e)
         extra = band(c)
         print(f"{c.id:<16} {c.published_step_s:>11.3f} {pred:>11.3f} {100 * e:>+7.1f}%  {note}{extra}")
@@ -435,6 +606,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"targets: median |e| ≤ 10%: {'met' if ok_med else 'MISSED'}; none worse than 25%: "
           f"{'met' if ok_max else 'MISSED'}")
     print()
+    runs = s10_runs()
+    s10 = score_s10(runs)
+    print_s10(runs, s10)
+    print()
+    scored = [Scored(c.id, "megatron", c.device, case_err[c.id]) for c in cases if c.id in case_err] + s10
+    print_groups(scored)
+    print()
+    if not args.no_lofo:
+        leave_one_framework_out(cases, runs)
+        print()
     print(f"{'per layer (optional)':<34} {'ours ms':>9} {'published':>9} {'error':>7}")
     for label, ours, pub in k4_rows():
         print(f"{label:<34} {ours:>9.2f} {pub:>9.2f} {100 * (ours - pub) / pub:>+6.1f}%")

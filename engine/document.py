@@ -64,6 +64,7 @@ _CORE_TAGS = frozenset(
               "omap", "pairs", "set", "value")
 )
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_TYPED_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("int", "float", "bool", "timestamp", "binary"))
 _STR_TAG = "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
@@ -351,6 +352,7 @@ class _Builder:
         cap = self.max_nodes + 1
         scalar_cls = yaml.ScalarNode
         core = _CORE_TAGS
+        explicit = "!" in self.text  # explicit tags (`!!timestamp 5`) can name a type the text is not
         if isinstance(root, scalar_cls):
             if root.tag not in core and root.tag != "!":
                 self._tag(root)
@@ -378,6 +380,8 @@ class _Builder:
                     if c.__class__ is scalar_cls:
                         if c.tag not in core and c.tag != "!":
                             self._tag(c)
+                        elif explicit and c.tag in _TYPED_TAGS:
+                            self._typed(c)
                     elif id(c) not in sizes:
                         stack.append((c, depth + 1, False))
                 continue
@@ -394,6 +398,23 @@ class _Builder:
                 _first_alias_range(self.text),
             )
         return None
+
+    def _typed(self, node: yaml.ScalarNode) -> None:
+        """An explicitly typed scalar the trainer's loader cannot construct (`!!timestamp 5`, `!!int x`,
+        `!!bool maybe`): yaml.safe_load fails on the whole file, so it is an error here too."""
+        try:
+            self.constructor.construct_object(node, deep=False)
+            return
+        except Exception:  # PyYAML's constructors raise AttributeError, KeyError, ValueError
+            pass
+        shown = node.tag.replace("tag:yaml.org,2002:", "!!")
+        self.diags.append(Diagnostic(
+            "HP007",
+            f"{node.value!r} is not a valid {shown} value: the trainer's yaml.safe_load fails on this file. "
+            f"Remove the tag or fix the value",
+            self.marks.range(node),
+            data={"tag": shown},
+        ))
 
     def _tag(self, node: yaml.Node) -> None:
         tag = node.tag or ""
@@ -485,8 +506,8 @@ class _Builder:
         elif tag in _CORE_TAGS and tag != _MERGE_TAG:
             try:
                 value = self.constructor.construct_object(node, deep=False)
-            except (ValueError, OverflowError, yaml.YAMLError, TypeError):
-                value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text
+            except Exception:  # AttributeError for `!!timestamp 5`, KeyError for `!!bool x`
+                value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text (check() reported it)
         rng = self.marks.range(node)
         if raw == "" and not node.style and rng.start != rng.end:
             rng = Range(rng.start, rng.start)
@@ -571,7 +592,38 @@ def _parse_body(text: str, body: str, path: str | None, max_nodes: int, max_dept
         refusal = Diagnostic("HP005", "nesting too deep to analyse")
     if refusal is not None:
         return Document(text, None, (refusal,), path)
-    return Document(text, builder.build(composed), tuple(builder.diags), path)
+    trainer = _trainer_refusal(text, body, marks) if "\t" in body else None
+    return Document(text, builder.build(composed), (*((trainer,) if trainer else ()), *builder.diags), path)
+
+
+def _offset_of(text: str, pos: Position) -> int:
+    """Code-point offset of an LSP position in `text` (clamped)."""
+    lines = _BREAK_RE.split(text)
+    breaks = [m.group(0) for m in _BREAK_RE.finditer(text)]
+    line = min(pos.line, len(lines) - 1)
+    return sum(len(lines[i]) + len(breaks[i]) for i in range(line)) + min(pos.character, len(lines[line]))
+
+
+def _trainer_refusal(text: str, body: str, marks: Marks) -> Diagnostic | None:
+    """What the trainer's own loader refuses although libyaml accepts it. HyperParallel loads its config with
+    PyYAML's pure-Python `yaml.safe_load`, whose scanner skips only spaces between tokens: a tab after a
+    value (`tp_size: 8\t# c`), after a colon (`mode:\tfull`) or inside a flow list is "found character
+    '\t' that cannot start any token" there, while libyaml takes tabs as separators. Only texts holding a
+    tab pay for this second, pure-Python pass (events only, nothing constructed)."""
+    try:
+        for _event in yaml.parse(body, Loader=yaml.SafeLoader):
+            pass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = clamp(text, marks.pos(mark)) if mark is not None else Position(0, 0)
+        at_tab = "'\\t'" in str(exc.problem or "") or text[_offset_of(text, pos):][:1] == "\t"
+        what = ("a tab here: HyperParallel's trainer loads with PyYAML's pure-Python safe_load, which refuses "
+                "tabs between tokens (libyaml accepts them); use spaces" if at_tab else
+                f"HyperParallel's trainer (PyYAML safe_load) refuses this file: {exc.problem}")
+        return Diagnostic("HP001", f"YAML syntax error: {what}", Range(pos, clamp(text, Position(pos.line, pos.character + 1))))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    return None
 
 
 _ALIAS_RE = re.compile(r"(?<![\w'\"])\*[^\s,\[\]{}]+")

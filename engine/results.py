@@ -7,9 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import Strategy
+from engine.specs import Ratios, Strategy
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
+# Which FLOP count `mfu` uses (FORMATS.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
+MFU_CONVENTION = ("model FLOPs per token, forward + backward, no recompute, attention not halved for causal "
+                  "masking (Megatron's counter, KOR22 Eq. 7), over the device's dense BF16 peak")
+MFU_LABEL = "MFU (model FLOPs, non-causal)"
 TIME_TERMS: tuple[str, ...] = (
     "compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_bubble", "pp_p2p", "optimizer",
 )
@@ -32,6 +36,29 @@ class Estimate:
     mfu: float
     time_breakdown_s: Mapping[str, float]
     diagnostics: tuple[Diagnostic, ...] = ()
+    calibration: Ratios | None = None  # the ratios file applied (FORMATS.md §3: "calibration")
+    framework: str = ""  # the framework priced (FORMATS.md §5)
+    device: str = ""  # the catalog device priced
+    causal_mfu: float = 0.0
+    calibrated_framework: bool = False  # the framework's constants were checked on published runs
+
+    def calibration_note(self) -> str:
+        """One line saying whether and how the numbers are calibrated (every output says so)."""
+        c = self.calibration
+        if c is None:
+            return "uncalibrated (fit ratios on your own runs with hp-plan calibrate)"
+        return f"calibrated on {c.runs} run{'s' if c.runs != 1 else ''} from {c.file}"
+
+    @property
+    def priced_for(self) -> str:
+        """What the numbers price, said plainly: "torchtitan on H100-96G", and whether they are calibrated
+        (a ratios file), checked on published runs, or can be calibrated (hp-plan calibrate, FORMATS.md §6)."""
+        what = f"{self.framework or '?'} on {self.device or '?'}"
+        if self.calibration is not None:
+            return f"{what}, {self.calibration_note()}"
+        if self.calibrated_framework:
+            return f"{what} (framework checked on published runs; `hp-plan calibrate` fits your own)"
+        return f"{what} (uncalibrated framework: measure a run and fit it with `hp-plan calibrate`)"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,7 +73,12 @@ class Estimate:
             "tokens_per_s_per_device": self.tokens_per_s_per_device,
             "mfu": self.mfu,
             "time_breakdown_s": {k: self.time_breakdown_s[k] for k in TIME_TERMS},
+            "framework": self.framework,
+            "device": self.device,
+            "mfu_convention": MFU_CONVENTION,
+            "causal_mfu": self.causal_mfu,
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "calibration": self.calibration.to_json() if self.calibration is not None else None,
         }
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 RecomputeMode = Literal["off", "selective", "full"]
 RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("off", "selective", "full")
 PipelineSchedule = Literal["1F1B", "interleaved"]
-SelectivePolicy = Literal["hyperparallel", "attention"]
+SelectivePolicy = Literal["hyperparallel", "attention", "op"]
 CpAlgo = Literal["ring", "ulysses", "hybrid"]
 
 GIB = float(1 << 30)
@@ -100,6 +100,20 @@ class DeviceSpec:
     cards_per_node: int = 8
     aliases: tuple[str, ...] = ()
     notes: str = ""
+    # Where the figures come from (HARDWARE.md tags): `source` names the rows' references; `unconfirmed`
+    # lists the fields that are [U] (secondary sources only, or sources conflict), shown in the hover.
+    source: str = ""
+    unconfirmed: tuple[str, ...] = ()
+    matmul_efficiency: float = 0.0  # best-shape BF16 matmul / peak (HARDWARE.md §3.1, §4); 0 = catalog default
+    fp8_tflops: float = 0.0  # dense FP8 tensor TFLOP/s; 0 = no FP8 GEMMs on this device
+    fp8_matmul_efficiency: float = 0.0  # best-shape FP8 matmul / FP8 peak
+    # Sustained share of the peak clock under the part's power cap (1 = the datasheet clock holds).
+    clock_fraction: float = 1.0
+    # Scale-up links form a full mesh (HCCS, Infinity Fabric): a group of g < cards_per_node members uses
+    # only its g − 1 links of the device's cards_per_node − 1, so it gets that share of intra_node_gb_s.
+    full_mesh: bool = False
+    coll_eff_intra: float = 0.0  # measured collective bus bandwidth / intra_node_gb_s; 0 = the NVLink default
+    generation: str = ""  # kernel generation for attention rates: volta, ampere, hopper, blackwell, cdna3, ascend
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +130,40 @@ class ClusterSpec:
         return self.num_nodes * self.cards_per_node
 
 
+# Calibration ratio groups (FORMATS.md §6) and the time parts (engine.results.TIME_TERMS) each one scales.
+# HyperParallel fits one ratio per group of its score parts (HYPERPARALLEL.md §7.8: COMPUTE covers FW, BW and
+# RECOMPUTE; PP_COMM covers PP_COMM and BUBBLE); ours are the same groups over seconds.
+RATIO_GROUPS: dict[str, tuple[str, ...]] = {
+    "compute": ("compute", "recompute"),
+    "tp_comm": ("tp_comm",),
+    "cp_comm": ("cp_comm",),
+    "ep_comm": ("ep_comm",),
+    "dp_comm": ("dp_comm",),
+    "pp": ("pp_bubble", "pp_p2p"),
+    "optimizer": ("optimizer",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Ratios:
+    """Calibration read from a ratios file (`hp-plan calibrate`, FORMATS.md §6): each time part is multiplied
+    by its group's ratio and every memory term by `memory`. `file`, `runs`, `framework` and `device_type` say
+    where the ratios come from, so every calibrated output can say so."""
+
+    time: tuple[tuple[str, float], ...] = tuple((g, 1.0) for g in RATIO_GROUPS)
+    memory: float = 1.0
+    file: str = ""
+    runs: int = 0
+    framework: str = ""
+    device_type: str = ""
+
+    def of(self, group: str) -> float:
+        return dict(self.time).get(group, 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "runs": self.runs}
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How the run trains, beyond the parallel degrees: precision, optimizer, FSDP and recompute policy."""
@@ -129,6 +177,10 @@ class RunOptions:
     selective_policy: SelectivePolicy = "hyperparallel"
     cp_algo: CpAlgo = "ring"
     fp8: bool = False
+    # The stack that runs the plan (FORMATS.md §5; engine.catalog.frameworks) and whether torch.compile / graph
+    # mode fuses its element-wise kernels (estimator.compile).
+    framework: str = "hyperparallel"
+    compile: bool = False
     # Megatron-style overlaps (docs/cost-model.md "Overlap"): TP collectives pipelined with their GEMMs
     # (--tp-comm-overlap, TransformerEngine userbuffers); data-parallel gradient reduction bucketed and
     # launched during the last micro-batch's backward (--overlap-grad-reduce); the distributed optimizer's
@@ -137,6 +189,8 @@ class RunOptions:
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
+    ratios: Ratios | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from hp_lsp.worker import Job, Outcome
 from hp_lsp.workspace import SearchConfigIndex
 
 if TYPE_CHECKING:
+    from engine.calibrate.attach import RatiosRequest
     from hp_lsp.server import HpLanguageServer
 
 T = TypeVar("T")
@@ -61,6 +62,7 @@ class CheckInput:
     max_kb: int
     texts: dict[str, str]
     roots: tuple[str, ...]
+    ratios: RatiosRequest | None = None  # the setting hpLsp.ratiosFile (engine.calibrate.attach)
 
 
 class Scheduler:
@@ -170,18 +172,22 @@ class Scheduler:
         text, version, generation = doc.source, doc.version, state.generation
         snapshot = CheckInput(state.path, uri, text, version, self.ls.session.settings.overrides(),
                               self.ls.session.settings.max_file_size_kb, self.open_texts(exclude=uri),
-                              tuple(self.roots()))
+                              tuple(self.roots()), self.ratios_request())
         state.checking = True
         fut = self._checker.submit(self.analyse_off_loop, snapshot)
         fut.add_done_callback(lambda f: self.ls.call_soon(guarded, self.ls, "check", self._checked_future, uri,
                                                           generation, f))
         return None
 
+    def ratios_request(self) -> RatiosRequest | None:
+        """The setting hpLsp.ratiosFile, relative to the workspace root (FORMATS.md §4, §6)."""
+        return self.ls.session.settings.ratios_request(self.ls.workspace.root_path)
+
     def analyse_off_loop(self, job: CheckInput) -> Analysis:
         """Checker thread: the cluster (a search config on disk may give it) and the analysis."""
         overrides, source = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots)
         analysis = analyse(job.path, job.text, job.version, overrides=overrides, max_file_size_kb=job.max_kb,
-                           texts=job.texts)
+                           texts=job.texts, ratios=job.ratios)
         return dataclasses.replace(analysis, overrides=overrides, cluster_source=source)
 
     def _checked_future(self, uri: str, generation: int, fut: Future[Analysis]) -> None:
@@ -277,7 +283,7 @@ class Scheduler:
             return
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
-                                texts=self.open_texts(exclude=uri))
+                                texts=self.open_texts(exclude=uri), ratios=self.ratios_request())
         self.ls.worker.submit(Job(uri, generation, request))
         self.publish_lenses()
 

@@ -23,7 +23,7 @@ from pygls.lsp.server import LanguageServer
 
 from hp_lsp import __version__
 from hp_lsp.documents import HpProtocol
-from hp_lsp.features import code_actions, code_lens, completion, hover, plan, symbols
+from hp_lsp.features import calibration, code_actions, code_lens, completion, hover, plan, symbols
 from hp_lsp.features.progress import SearchProgress
 from hp_lsp.outline import Entry, scan
 from hp_lsp.positions import from_client_position
@@ -198,7 +198,10 @@ def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
             return None
         doc = ls.workspace.get_text_document(params.text_document.uri)
         pos = from_client_position(doc.lines, doc.position_codec, params.position)
-        text = hover.hover_markdown(state, current_entries(ls, state.analysis, doc), pos.line, pos.character)
+        if state.analysis.calibration is not None:  # a RUNS file
+            text = calibration.runs_hover(state.analysis.calibration, pos.line)
+        else:
+            text = hover.hover_markdown(state, current_entries(ls, state.analysis, doc), pos.line, pos.character)
         if not text:
             return None
         return types.Hover(contents=types.MarkupContent(kind=hover_kind(ls), value=text))
@@ -242,7 +245,8 @@ def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
             types.CodeLens(range=to_client_range(doc.lines, doc.position_codec, lens.range),
                            command=types.Command(title=lens.title, command=lens.command,
                                                  arguments=list(lens.arguments) or None))
-            for lens in code_lens.lenses(state, current_entries(ls, state.analysis, doc))
+            for lens in [*code_lens.lenses(state, current_entries(ls, state.analysis, doc)),
+                         *calibration.ratios_lenses(state)]
         ]
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(

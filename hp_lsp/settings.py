@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config.types import ClusterOverrides
+
+if TYPE_CHECKING:
+    from engine.calibrate.attach import RatiosRequest
 
 SECTION = "hpLsp"
 DEFAULT_MAX_FILE_SIZE_KB = 1024
@@ -29,6 +32,22 @@ class Settings:
     search_on_save: bool = True
     max_file_size_kb: int = DEFAULT_MAX_FILE_SIZE_KB
     trace_server: str = "off"
+    framework: str | None = None  # FORMATS.md §5: the framework priced when the files state none
+    ratios_file: str | None = None  # hpLsp.ratiosFile (FORMATS.md §4, §6): used when a file states none
+
+    def ratios_request(self, root: str | None = None) -> RatiosRequest | None:
+        """The setting as a ratios request (a relative path is relative to the workspace root); the file's
+        own estimator.ratios_file wins over it."""
+        if not self.ratios_file:
+            return None
+        import os
+
+        from engine.calibrate.attach import RatiosRequest
+
+        path = os.path.expanduser(self.ratios_file)
+        if not os.path.isabs(path):
+            path = os.path.join(root or os.getcwd(), path)
+        return RatiosRequest(os.path.normpath(path), f"setting {SECTION}.ratiosFile")
 
     def overrides(self) -> ClusterOverrides | None:
         """The cluster facts these settings state, for files that leave the cluster unsaid.
@@ -37,7 +56,7 @@ class Settings:
         limit alone narrows the device memory the engine prices against.
         """
         mem = [v for v in (self.device_memory_gb, self.memory_limit_gb) if v]
-        if not any((self.num_nodes, self.cards_per_node, self.device_type, mem)):
+        if not any((self.num_nodes, self.cards_per_node, self.device_type, mem, self.framework)):
             return None
         devices = self.num_nodes * self.cards_per_node if self.num_nodes and self.cards_per_node else None
         source = None
@@ -51,7 +70,16 @@ class Settings:
             device_type=self.device_type,
             memory_gb=min(mem) if mem else None,
             memory_source=source,
+            framework=_framework_name(self.framework),
         )
+
+
+def _framework_name(name: str | None) -> str | None:
+    """The catalog name of a framework setting (aliases such as "nemo" accepted); unknown names are unset."""
+    from engine.catalog.frameworks import find_framework
+
+    fw = find_framework(name) if name else None
+    return fw.name if fw is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +98,8 @@ _FIELDS: dict[str, tuple[str, str]] = {
     "searchOnSave": ("search_on_save", "bool"),
     "maxFileSizeKb": ("max_file_size_kb", "posint"),
     "trace.server": ("trace_server", "trace"),
+    "ratiosFile": ("ratios_file", "str"),
+    "framework": ("framework", "str"),
 }
 
 

@@ -19,11 +19,11 @@ from engine.diagnostics import Diagnostic, has_errors
 def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic]]:
     """(config, Explained | None, diagnostics) for args.file: the file's diagnostics and the explanation's."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
+    from engine.cli import cluster_overrides, ratios_request
     from engine.explain import explain_config
     from engine.facts import merge
 
-    loaded = check_file(str(args.file), overrides=cluster_overrides(args))
+    loaded = check_file(str(args.file), overrides=cluster_overrides(args), ratios=ratios_request(args))
     diags = list(loaded.diagnostics)
     if loaded.config is None or has_errors(tuple(diags)):
         return loaded.config, None, diags

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from engine.diagnostics import has_errors
-from engine.results import SearchResult
+from engine.results import MFU_LABEL, SearchResult
 
 # The bar appears only when the search has run this long (a quick search prints nothing extra).
 PROGRESS_AFTER_S = 0.3
@@ -54,7 +54,7 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         for line in summary:
             out.write(f"  {line}\n")
     if result.top:
-        rows = [("#", "strategy", "peak GiB", "step s", "tokens/s", "MFU")]
+        rows = [("#", "strategy", "peak GiB", "step s", "tokens/s", MFU_LABEL)]
         for i, e in enumerate(result.top, 1):
             rows.append((str(i), e.strategy.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f}",
                          f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}"))
@@ -67,6 +67,7 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
                 out.write("  ".join("-" * w for w in widths) + "\n")
         best = result.top[0]
         out.write(f"\nbest: {best.strategy.short()} (budget {best.budget_gib:.1f} GiB)\n")
+        out.write(f"priced for {best.priced_for}\n")
     out.write(f"\nevaluated {result.evaluated:,} strategies in {result.elapsed_s * 1000:.0f} ms: "
               f"{result.feasible:,} fit, {result.over_budget:,} over the budget"
               + (f", {result.unpriced:,} bounded out (slower than the top {len(result.top)}; memory not priced)"
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
+    from engine.cli import cluster_overrides, ratios_request
     from engine.cli.check import format_line
     from engine.search import compare_stated, search
 
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     top = int(getattr(args, "top", None) or 10)
     as_json = bool(getattr(args, "json", False))
-    loaded = check_file(file, overrides=cluster_overrides(args))
+    loaded = check_file(file, overrides=cluster_overrides(args), ratios=ratios_request(args))
     config = loaded.config
     file_diags = list(loaded.diagnostics)
     result: SearchResult | None = None
@@ -160,6 +161,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             from engine.explain.tokens import time_to_train
 
             out.write(f"time to train (best): {time_to_train(result.best, tokens, config.model.seq_len).line()}\n")
+        if result.best is not None:
+            out.write(f"{result.best.calibration_note()}\n")
     if result is not None and result.best is None and not diags:
         out.write("no strategy fits\n")
     return 0 if ok else 1

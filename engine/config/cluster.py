@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog.devices import device_names, find_device
+from engine.catalog.devices import device_names, find_device, memory_variant
 from engine.config.reader import Source, Val, did_you_mean
 from engine.config.types import ClusterOverrides, Location
 from engine.document import Map
@@ -158,7 +158,14 @@ def build_cluster(
                  "context.device_num")
             nodes, cards = 1, world
     assert nodes is not None
-    mem, _ = pick(vals.get("device_memory_gb"), ov.memory_gb)
+    mem, mem_val = pick(vals.get("device_memory_gb"), ov.memory_gb)
+    variant = memory_variant(device, float(mem)) if mem else None
+    if variant is not None:
+        emit("HP305", f"{device.name} with {float(mem):g} GB is the {variant.name} part: priced with its figures "
+             f"({variant.hbm_tb_s:g} TB/s HBM, {variant.peak_tflops * variant.clock_fraction:.0f} TF sustained); "
+             f"write device_type: {variant.name} to say so", mem_val, "cluster.device_memory_gb",
+             {"device": variant.name})
+        device = variant
     intra = vals.get("intra_node_bandwidth_gb_s")
     inter = vals.get("inter_node_bandwidth_gb_s")
     spec = ClusterSpec(

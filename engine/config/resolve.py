@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES
 from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
 from engine.config.model import REQUIRED, ModelResult, build_model
@@ -200,7 +201,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         path=src.path,
         model=model.spec,
         cluster=cluster,
-        run=_run(facts, None),
+        run=_run(facts, None, overrides),
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
         memory_limit_gb=float(facts.max_device_memory.value) if facts.max_device_memory else None,
@@ -257,6 +258,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     _canonical(locations, "constraint.memory_limit_gb", mem)
     _canonical(locations, "recompute", sf.recompute or (train.recompute if train else None))
     _canonical(locations, "train_yaml", sf.train_yaml)
+    _canonical(locations, "estimator.ratios_file", sf.ratios_file)
 
     request = _request(sf, train)
     if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
@@ -290,7 +292,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         path=src.path,
         model=model.spec,
         cluster=cluster,
-        run=_run(train, sf),
+        run=_run(train, sf, overrides),
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
         memory_limit_gb=float(mem.value) if mem is not None else None,
@@ -302,6 +304,8 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         optimizer_shard=int(opt.value) if opt is not None else 1,
         budget_source=_budget_source(overrides, cluster, mem),
         train_yaml=train_path,
+        ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
+                     if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
         locations=MappingProxyType(locations),
     )
 
@@ -351,10 +355,12 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         explicit = set(train.overrides) | (set(sf.model_fields) if sf else set())
         covered = all(f in explicit for f in REQUIRED)
         tsrc = train.src
-        tsrc.diag("HP205", train.resolution_error + ("; using the facts written in the file instead" if covered else ""),
-                  train.pretrained.loc.value, train.pretrained.path,
-                  severity=Severity.WARNING if covered else None,
-                  data={"name": str(train.pretrained.value)})
+        # A warning, not an error: the file is right (the trainer resolves the name where it runs, as upstream
+        # does online); only this offline planner cannot know the model, and says what would let it price it.
+        tail = ("; using the facts written in the file instead" if covered else
+                ". The trainer resolves it where it runs; hp-plan prices nothing until it knows the model")
+        tsrc.diag("HP205", train.resolution_error + tail, train.pretrained.loc.value, train.pretrained.path,
+                  severity=Severity.WARNING, data={"name": str(train.pretrained.value)})
         if not covered:
             # The model is whatever the name resolves to: the facts written beside it only override some of
             # it, so neither "missing" errors nor a dense/MoE judgement can be made without it.
@@ -480,8 +486,24 @@ def _schedule(sf: SearchFacts | None, train: TrainFacts | None) -> str:
     return "1F1B"
 
 
-def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
-    kw: dict[str, Any] = {}
+def _framework(sf: SearchFacts | None, overrides: ClusterOverrides | None) -> str:
+    """The framework priced: --framework (explicit) > estimator.framework > hpLsp.framework > the default."""
+    stated = str(sf.framework.value) if sf is not None and sf.framework is not None else None
+    ov = overrides.framework if overrides is not None else None
+    if ov and ((overrides is not None and overrides.explicit) or stated is None):
+        return FRAMEWORK_ALIASES.get(ov.strip().lower(), ov.strip().lower())
+    return stated or DEFAULT_FRAMEWORK
+
+
+def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOverrides | None = None) -> RunOptions:
+    kw: dict[str, Any] = {"framework": _framework(sf, overrides)}
+    if train is not None and train.fp8 is not None:
+        kw["fp8"] = bool(train.fp8.value)
+    if sf is not None:
+        if sf.compile is not None:
+            kw["compile"] = bool(sf.compile.value)
+        if sf.fp8 is not None:
+            kw["fp8"] = bool(sf.fp8.value)
     if train is not None:
         if train.reshard_after_forward is not None:
             kw["reshard_after_forward"] = bool(train.reshard_after_forward.value)

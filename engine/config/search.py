@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.catalog.frameworks import FRAMEWORK_ALIASES, FRAMEWORKS
 from engine.config.cluster import ClusterFacts, read_cluster_section
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
@@ -21,6 +22,7 @@ MODE_ORDER = ("off", "selective", "full")
 SEQ_KEYS = ("max_position_embeddings", "seq_length", "seq_len", "max_seq_len")
 RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
                       "true": "full", "auto": "auto", "per_layer": "per_layer"}
+FRAMEWORK_NAMES = {**{k: k for k in FRAMEWORKS}, **FRAMEWORK_ALIASES}
 SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved"}
 
 
@@ -56,6 +58,11 @@ class SearchFacts:
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
+    ratios_file: Val | None = None  # estimator.ratios_file (FORMATS.md §6), as written
+    # estimator section (ext, FORMATS.md §2 / §5): the framework that runs the plan, torch.compile, FP8.
+    framework: Val | None = None
+    compile: Val | None = None
+    fp8: Val | None = None
     cp_algo: Val | None = None  # estimator.cp_algo
     recompute_modes: Val | None = None  # a tuple of off/selective/full
     locations: dict[str, Val] = field(default_factory=dict)
@@ -134,9 +141,15 @@ def read_search(src: Source) -> SearchFacts:
     facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
     facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
     facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
+    facts.note(facts.ratios_file)
+    facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
+    facts.compile = src.bool_(est, "compile", "estimator.compile")
+    facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
+               facts.framework, facts.compile, facts.fp8,
                facts.cp_algo, facts.recompute_modes, facts.param_init,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:

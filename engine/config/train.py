@@ -22,7 +22,8 @@ RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "se
                    "true": "full"}
 # Overlap switches (engine.specs.RunOptions fields of the same names; hp-lsp extensions, not HyperParallel's).
 OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather")
-SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention"}
+SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
+                      "op": "op", "torchtitan": "op"}
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
                        "vpp": "interleaved"}
 CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
@@ -64,6 +65,7 @@ class TrainFacts:
     optimizer_shard: Val | None = None
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
     param_bytes: Val | None = None
+    fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
     param_init: Val | None = None  # model.param_init_type (a dtype name)
     device_num: Val | None = None
     max_device_memory: Val | None = None
@@ -181,6 +183,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         ov = src.bool_(acc, key, f"accelerator.{key}")
         if ov is not None:
             facts.overlaps[key] = ov
+    facts.fp8 = src.bool_(acc, "fp8", "accelerator.fp8")
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
                                         SELECTIVE_POLICIES)
@@ -192,7 +195,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     _read_context(facts, context)
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
-               facts.device_num, facts.max_device_memory, *facts.overlaps.values())
+               facts.device_num, facts.max_device_memory, facts.fp8, *facts.overlaps.values())
 
 
 def _read_context(facts: TrainFacts, context: Map | None) -> None:

@@ -97,6 +97,7 @@ class Config:
     # "--memory-gb"); None when a file states it or the device's own memory is the budget.
     budget_source: str | None = None
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
+    ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; FORMATS.md §6)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)
 
     @property
@@ -123,6 +124,9 @@ class ClusterOverrides:
     # True for flags typed on the command line: each given field then wins over the files (a user who types
     # `--devices 512` means it); False for editor settings, which only fill what the files leave unsaid.
     explicit: bool = False
+    # The framework priced (FORMATS.md §5): --framework wins over estimator.framework (explicit), the setting
+    # hpLsp.framework fills it only when the files state none.
+    framework: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,30 @@ from engine.cost import constants as K
 
 
 class Links:
-    """Effective link rates (B/s) and per-step latencies of one cluster."""
+    """Effective link rates (B/s) and per-step latencies of one cluster.
 
-    def __init__(self, cards_per_node: int, intra_gb_s: float, inter_gb_s: float) -> None:
+    On a full-mesh scale-up fabric (Ascend HCCS, MI300X Infinity Fabric; HARDWARE.md §3.2 and §4) a device's
+    intra-node rate is the sum of its cards_per_node − 1 peer links, so a group with g members per node
+    uses only g − 1 of them: (g − 1)/(cards_per_node − 1) of the rate (8 × 910B all-gather 149 GB/s bus
+    bandwidth, 4 cards 64: the share; MI300X 2-GPU all-reduce 47.7 vs 312.9 on 8). A point-to-point
+    transfer then uses one link. `coll_eff_intra` is the device's measured collective efficiency (0: the
+    NVLink ring default, constants.COLL_EFF_INTRA)."""
+
+    def __init__(self, cards_per_node: int, intra_gb_s: float, inter_gb_s: float, *, full_mesh: bool = False,
+                 coll_eff_intra: float = 0.0) -> None:
         self.cpn = max(int(cards_per_node), 1)
-        self.bi = max(intra_gb_s, 1e-9) * K.GB * K.COLL_EFF_INTRA
+        self.bi = max(intra_gb_s, 1e-9) * K.GB * (coll_eff_intra or K.COLL_EFF_INTRA)
         self.be = max(inter_gb_s, 1e-9) * K.GB * K.COLL_EFF_INTER
-        self.p2p_intra = max(intra_gb_s, 1e-9) * K.GB * K.P2P_EFF
+        self.full_mesh = full_mesh and self.cpn > 2
+        link_share = 1.0 / (self.cpn - 1) if self.full_mesh else 1.0
+        self.p2p_intra = max(intra_gb_s, 1e-9) * K.GB * K.P2P_EFF * link_share
         self.p2p_inter = max(inter_gb_s, 1e-9) * K.GB * K.P2P_EFF
+
+    def _bi(self, g: np.ndarray) -> np.ndarray | float:
+        """Intra-node collective rate of groups with g members per node (full mesh: their links' share)."""
+        if not self.full_mesh:
+            return self.bi
+        return self.bi * np.maximum(g - 1, 1) / (self.cpn - 1)
 
     def split(self, n: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(members per node g, nodes spanned k) of groups of size n with the given stride."""
@@ -36,7 +52,7 @@ class Links:
         """(seconds per byte, latency) of an all-gather / reduce-scatter per group, 0 for groups of one: the
         collective is linear in its size, so a table prices many sizes per row by one multiply-add."""
         g, k = self.split(n, stride)
-        a = (g - 1) / g / self.bi + (k - 1) / k / (g * self.be)
+        a = (g - 1) / g / self._bi(g) + (k - 1) / k / (g * self.be)
         lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
         one = n <= 1
         return np.where(one, 0.0, a), np.where(one, 0.0, lat)
@@ -44,7 +60,7 @@ class Links:
     def gather(self, size: np.ndarray, n: np.ndarray, stride: np.ndarray) -> np.ndarray:
         """All-gather (output S bytes) or reduce-scatter (input S bytes) time, seconds."""
         g, k = self.split(n, stride)
-        t = (g - 1) / g * size / self.bi + (k - 1) / k * size / (g * self.be)
+        t = (g - 1) / g * size / self._bi(g) + (k - 1) / k * size / (g * self.be)
         lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
         return np.where(n > 1, t + lat, 0.0)
 
@@ -55,7 +71,7 @@ class Links:
         it is the NVLink ring."""
         g, k = self.split(n, stride)
         nn = np.maximum(n, 1).astype(np.float64)
-        a = np.where(k > 1, (nn - 1) / nn / self.be, (g - 1) / g / self.bi)
+        a = np.where(k > 1, (nn - 1) / nn / self.be, (g - 1) / g / self._bi(g))
         lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
         one = n <= 1
         return np.where(one, 0.0, a), np.where(one, 0.0, lat)
@@ -68,7 +84,7 @@ class Links:
         concurrently, so the slower one counts."""
         g, k = self.split(n, stride)
         nn = np.maximum(n, 1).astype(np.float64)
-        t = np.maximum(size * (g - 1) / nn / self.bi, size * (nn - g) / nn / self.be)
+        t = np.maximum(size * (g - 1) / nn / self._bi(g), size * (nn - g) / nn / self.be)
         lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
         return np.where(n > 1, t + lat, 0.0)
 

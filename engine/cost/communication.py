@@ -26,7 +26,8 @@ class LayerComm:
     ep: np.ndarray
 
 
-def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool) -> tuple[np.ndarray, np.ndarray]:
+def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool,
+               base_overlap: float = K.TP_OVERLAP) -> tuple[np.ndarray, np.ndarray]:
     """Exposed seconds of one forward and one backward tensor-parallel collective of `coll` seconds, per
     layer type, given the layer's forward weight-GEMM time `gemm` (n, 2).
 
@@ -36,10 +37,11 @@ def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool) -> tuple[np.nd
     all-gather + reduce-scatter pair shows only the last of the reduce-scatter's chunks, 1/(2·splits) of
     the pair, and a backward pair runs beside the other backward GEMM; either hides at most the time of
     the GEMMs it overlaps (a layer's forward weight GEMMs serve two pairs, g/2 each; backward GEMMs are
-    BWD_GEMM_RATIO times longer)."""
+    BWD_GEMM_RATIO times longer). `base_overlap` is the share hidden without the option: TP_OVERLAP on
+    stacks that run the backward collective asynchronously (Framework.tp_overlap), 0 on plain DTensor TP."""
     c = coll[:, None]
     if not overlap:
-        e = np.broadcast_to((1 - K.TP_OVERLAP) * c, gemm.shape)
+        e = np.broadcast_to((1 - base_overlap) * c, gemm.shape)
         return e, e
     fwd_e = c - np.minimum((1 - 0.5 / K.TP_COMM_OVERLAP_SPLITS) * c, 0.5 * gemm)
     bwd_e = c - np.minimum(c, 0.5 * K.BWD_GEMM_RATIO * gemm)
@@ -50,11 +52,12 @@ def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     """(n, 2, 3) TP collectives: 2 forward + 2 backward (AR, or AG + RS with SP: same bytes), NAR21 §3 /
     KOR22 §4.2; the recomputed forward repeats its collectives."""
     tp_ar = r.links.allreduce(K.ACT_BYTES * r.T * r.h, r.table.tp, np.ones(r.n))  # residual stream all-reduce
-    tp_fwd_e, tp_bwd_e = tp_exposed(tp_ar, lc.gemm, r.run.tp_comm_overlap)
+    base = K.TP_OVERLAP if r.fw.tp_overlap else 0.0
+    tp_fwd_e, tp_bwd_e = tp_exposed(tp_ar, lc.gemm, r.run.tp_comm_overlap, base)
     tp = np.zeros((r.n, 2, 3))
     tp[:, :, :] = (2 * tp_fwd_e + 2 * tp_bwd_e)[:, :, None]
     tp[:, :, FULL] += 2 * tp_fwd_e
-    if r.run.selective_policy != "attention":
+    if r.policy != "attention":
         tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run (HYPERPARALLEL.md §8.2)
     return tp
 
@@ -118,21 +121,50 @@ def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarra
     """(n, P) exposed FSDP traffic per micro-batch: ZeRO-3 gathers the stage's parameters for forward and
     backward and reduce-scatters its gradients (ZERO20 §5: 1.5× DP volume); ZeRO-2-like gathers once per
     step. Gradients are reduce-scattered in the parameter dtype (FSDP's default reduce dtype; DeepSpeed
-    fp16). FSDP_OVERLAP of the stage's compute hides it."""
+    fp16). FSDP_OVERLAP of the stage's compute hides it.
+
+    FSDP2 stacks (Framework.fsdp2: torchtitan, HyperParallel) reduce-scatter in `fsdp_reduce_bytes` (fp32)
+    and gather per parameter one layer ahead: the first layer's gather and the last layer's reduce-scatter
+    have nothing to hide under, so at least one layer's share stays exposed. FP8 weights are gathered in
+    FP8 (torchao float8 all-gather) on those stacks."""
     fs, table = r.fs, r.table
     fsdp_raw = np.zeros((r.n, r.P))
+    floor: np.ndarray | float = 0.0
     if (fs > 1).any():
         Bp = float(r.run.param_bytes)
         coef = r.links.gather_flat_coef if K.FSDP_FLAT_RING else r.links.gather_coef
         a_ne, l_ne = coef(table.dp_shard, table.tp)
-        ag = (Bp * sp_.ne_stage) * a_ne[:, None] + l_ne[:, None]
+        ag = sp_.ne_stage * a_ne[:, None] + l_ne[:, None]  # seconds per parameter byte … times bytes below
+        ag_ex = None
         if r.is_moe:  # routed experts are sharded over the expert-data-parallel ranks only
             efs = np.minimum(table.dp_shard, r.edp_i)
             a_ex, l_ex = coef(efs, table.tp * table.cp * table.ep)
-            ag = ag + (Bp * sp_.ex_stage) * a_ex[:, None] + l_ex[:, None]
+            ag_ex = (sp_.ex_stage, a_ex, l_ex)
         gathers = 2.0 if r.run.reshard_after_forward else 1.0 / r.mb[:, None]
-        fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
-    return np.maximum(0.0, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
+        if not r.fw.fsdp2:
+            ag = (Bp * sp_.ne_stage) * a_ne[:, None] + l_ne[:, None]
+            if ag_ex is not None:
+                ag = ag + (Bp * ag_ex[0]) * ag_ex[1][:, None] + ag_ex[2][:, None]
+            fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
+        else:
+            fsdp_raw, floor = _fsdp2_traffic(r, sp_, a_ne, l_ne, ag_ex, gathers)
+    return np.maximum(floor, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
+
+
+def _fsdp2_traffic(r: Rows, sp_: StageParams, a_ne: np.ndarray, l_ne: np.ndarray,
+                   ag_ex: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+                   gathers: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """(per-micro-batch FSDP2 traffic, the one layer's share prefetching cannot hide), both (n, P)."""
+    gather_b = 1.0 if r.fp8 else float(r.run.param_bytes)
+    reduce_b = r.fw.fsdp_reduce_bytes or float(r.run.param_bytes)
+    per = (gathers * gather_b + reduce_b) * sp_.ne_stage * a_ne[:, None] + (gathers + 1.0) * l_ne[:, None]
+    if ag_ex is not None:
+        ex, a_ex, l_ex = ag_ex
+        per = per + (gathers * gather_b + reduce_b) * ex * a_ex[:, None] + (gathers + 1.0) * l_ex[:, None]
+    on = (r.fs > 1)[:, None]
+    layers = np.maximum(r.counts[:, :, 0] + r.counts[:, :, 1], 1.0)
+    raw = np.where(on, per, 0.0)
+    return raw, np.where(on, raw / layers, 0.0)
 
 
 def dp_sync_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray, rec_stage: np.ndarray) -> np.ndarray:

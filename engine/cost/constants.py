@@ -20,6 +20,8 @@ MASK_BYTES = 1.0
 LOGIT_BYTES = 4.0
 # Flash attention keeps one fp32 log-sum-exp per query and head (Dao et al. 2022, Alg. 2).
 FLASH_LSE_BYTES = 4.0
+# FP8 (TransformerEngine): the FP8 copy of each weight and of its transpose, cached between micro-batches.
+FP8_WEIGHT_CACHE_BYTES = 2.0
 
 # ------------------------------------------------------------------------------------- compute
 # Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency
@@ -27,18 +29,30 @@ FLASH_LSE_BYTES = 4.0
 # FITTED (grid fit on N1 + N2 + K5, benchmarks/accuracy.py --fit): the fraction of best-shape MAMF that a training run's large GEMMs achieve
 # end to end (cuBLAS on real shapes, launch gaps, clocks under power limits).
 GEMM_FRACTION_OF_MAMF = 0.80
+# FITTED (torchtitan runs of CALIBRATION.md §10: llama31-8b-8xh100-96g-torchtitan-compile and
+# llama31-70b-256xh100-96g-torchtitan-fsdp32tp8): the same fraction for stacks whose linear layers are plain
+# PyTorch GEMMs between FSDP2 hooks and DTensor dispatch (Framework.pytorch_gemms: torchtitan, and
+# HyperParallel's trainer, which runs the same kind of stack and has no published run). Both runs are on the
+# 500 W H100 96 GB, so the fit also absorbs the [U] sustained clock of that part (engine.catalog.devices).
+TORCH_GEMM_FRACTION_OF_MAMF = 0.68
 # Shape penalty: a GEMM whose smallest dimension is x runs at x / (x + GEMM_HALF_DIM) of the large-shape
 # efficiency (tile quantisation and poor occupancy on thin shards; cf. Calculon's size-bucketed table,
 # HARDWARE.md §3.3). 128 = one tensor-core CTA tile edge: a dimension of 128 reaches half efficiency.
 GEMM_HALF_DIM = 128.0
-# Flash attention (causal) kernels as a fraction of peak; FA2 reaches ~50-70 % of A100/H100 peak forward
-# and less backward (Dao 2023, §4.1). Applied to the executed attention FLOPs.
-FLASH_ATTN_FRACTION = 0.50
+# The attention kernel's rate as a fraction of peak is a framework fact: engine.catalog.frameworks
+# (Megatron's FLASH_ATTN_FRACTION = 0.50 there).
 # Memory-bound element-wise work (norms, activations, dropout, softmax without flash, residual adds):
 # bytes of HBM traffic per byte of activation the layer keeps, forward; backward moves twice that.
 # FITTED (same fit; N1's small models and K5-22B are the most sensitive). KOR22 Table 4 (a 22B layer,
 # not fitted) then reads +4 % to +8 %.
 ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE = 1.5
+# Eager element-wise kernels (torchtitan / HyperParallel without torch.compile: RMSNorm as pow, mean, rsqrt
+# and two multiplies; RoPE as slices, multiplies and a concatenation; SiLU and the gate multiply apart; each
+# a separate read and write of the activation, CALIBRATION.md §10) move this many times the HBM traffic of
+# the fused kernels the fit above describes. FITTED on one named pair: torchtitan's Llama 3.1 8B on 8 H100
+# 96 GB, eager 5,762 vs compiled 6,667 tokens/s/GPU (llama31-8b-8xh100-96g-torchtitan-compile notes: the
+# same table's eager row; step +15.7 % eager).
+EAGER_ELEMENTWISE_FACTOR = 2.4
 HBM_EFFICIENCY = 0.80  # achievable fraction of HBM bandwidth for streaming kernels (HARDWARE.md §3.3, Calculon ≥ 10 MB: 0.75-0.90)
 # Backward over forward FLOPs: 2 for GEMMs (dgrad + wgrad); flash attention's backward re-runs QK^T: 2.5.
 BWD_GEMM_RATIO = 2.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.catalog.frameworks import find_framework
 from engine.cost.price import price_table
 from engine.cost.table import CandidateTable, PricedTable
 from engine.diagnostics import Diagnostic
@@ -27,7 +28,17 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         mfu=float(priced.mfu[i]),
         time_breakdown_s={k: float(priced.time_terms[k][i]) for k in TIME_TERMS},
         diagnostics=diagnostics,
+        calibration=priced.calibration,
+        framework=priced.framework,
+        device=priced.device,
+        causal_mfu=float(priced.causal_mfu[i]) if priced.causal_mfu is not None else 0.0,
+        calibrated_framework=_calibrated(priced.framework),
     )
+
+
+def _calibrated(name: str) -> bool:
+    fw = find_framework(name) if name else None
+    return fw.calibrated if fw is not None else False
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, strategy: Strategy,

@@ -84,6 +84,8 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
     mlp_split, act_out, router = _mlp_act(m, moe)
     unsplit = norm_in + norm_out + masks + latent + router
     split = qkv + proj_in + lse + mlp_split
+    if mode == SELECTIVE and policy == "op":
+        return _op_policy_terms(m, moe, lse)
     if mode == SELECTIVE:
         if policy == "attention":
             score = 0.0  # QKᵀ, softmax, dropout and attention·V are recomputed (KOR22 §4.3)
@@ -93,6 +95,39 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
             if score:
                 score = B * a.heads * m.seq_len  # keep the QKᵀ matmul output only
     return ActTerms(unsplit, split, score)
+
+
+def op_policy_recomputed_share(m: ModelSpec) -> float:
+    """Share of a layer's forward weight-GEMM FLOPs that torchtitan's selective "op" policy recomputes.
+
+    torchtitan (`torchtitan/distributed/activation_checkpoint.py`, `_save_list`) saves the outputs of
+    matmuls and SDPA but, counting the layer's mm calls, recomputes every second one: for a Llama layer the
+    order is wq, wk, wv, wo, w1, w3, w2 (wq, wv, w1, w2 saved; wk, wo, w3 recomputed); a GeLU MLP has
+    fc1, fc2 (fc2 recomputed). Models of other shapes (MLA, MoE) are priced at half the matmuls."""
+    if m.is_mla or m.is_moe:
+        return 0.5
+    a = attn_shape(m)
+    h, f = float(m.hidden), float(m.ffn_eff)
+    kv = a.kv_width / 2  # K and V projections are equal
+    total = h * (a.q_width + a.kv_width) + a.out_width * h + mlp_mats(m) * h * f
+    mlp_recomputed = h * f if m.gated_mlp else f * h  # w3 (gated) or fc2 (GeLU)
+    return (h * kv + a.out_width * h + mlp_recomputed) / total
+
+
+def _op_policy_terms(m: ModelSpec, moe: bool, lse: float) -> ActTerms:
+    """Bytes per token torchtitan's "op" policy keeps: the layer input, the saved matmul outputs (wq, wv,
+    w1, w2 for a Llama layer; every other mm), the SDPA output and its log-sum-exp; norms, RoPE, SiLU and
+    the gate product are recomputed from them (op_policy_recomputed_share)."""
+    B = K.ACT_BYTES
+    h = float(m.hidden)
+    a = attn_shape(m)
+    if moe:
+        f = routed_copies(m) * float(m.moe_ffn or m.ffn_eff) + m.num_shared_experts * float(m.shared_ffn or m.moe_ffn)
+    else:
+        f = float(m.ffn_eff)
+    router = 2 * 4.0 * m.num_experts if moe else 0.0
+    saved_mm = a.q_width + a.kv_width / 2 + f + h
+    return ActTerms(B * h + router, B * (saved_mm + a.out_width) + lse, 0.0)
 
 
 def _mlp_act(m: ModelSpec, moe: bool) -> tuple[float, float, float]:
@@ -119,7 +154,7 @@ def layer_activations(r: Rows) -> np.ndarray:
     act = np.zeros((r.n, 2, 3))
     for ty in r.types:
         for mode in (OFF, SELECTIVE, FULL):
-            at = act_terms(r.model, ty == MOE, mode, r.run.selective_policy)
+            at = act_terms(r.model, ty == MOE, mode, r.policy)
             if mode == FULL:
                 # The checkpointed layer input is the (sequence-parallel sharded) residual stream.
                 act[:, ty, mode] = r.T * at.unsplit / r.sp_div
@@ -188,6 +223,11 @@ def stage_params(r: Rows) -> StageParams:
     coef_ne = {"parameters": Bp / shard_p, "gradients": Bg / fs, "optimizer": Bo / shard_o}
     coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp), "gradients": Bg / np.minimum(fs, r.edp),
                "optimizer": Bo / np.minimum(shard_o, r.edp)}
+    if r.fp8 and not r.fw.fsdp2:
+        # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM
+        # (1 + 1 bytes per parameter, not sharded); torchao's dynamic casting (FSDP2 stacks) caches none.
+        coef_ne["parameters"] = coef_ne["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
+        coef_ex["parameters"] = coef_ex["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
     static_b = ne_stage * (coef_ne["parameters"] + coef_ne["gradients"] + coef_ne["optimizer"])[:, None]
     if r.is_moe:
         static_b = static_b + ex_stage * (coef_ex["parameters"] + coef_ex["gradients"] + coef_ex["optimizer"])[:, None]
@@ -215,10 +255,10 @@ def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
     """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
     (one micro-batch), the embedding dropout mask (stage 0, per micro-batch in flight) and the output side
     (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, fp32 logits 4·V/t)."""
-    T, t, h = r.T, r.t, r.h
+    T, h = r.T, r.h
     m = r.model
     emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
-    head_act = T * (4.0 * h / r.sp_div + K.LOGIT_BYTES * r.V / t) * (1 + m.mtp_depth)
+    head_act = T * (4.0 * h / r.sp_div + r.logit_bytes * r.V / r.loss_div) * (1 + m.mtp_depth)
     working = act[:, MOE if r.is_moe else DENSE, OFF]
     return working[:, None] + np.where(r.first, (emb_act[:, None] * r.mf), 0.0) + np.where(r.last, head_act[:, None], 0.0)
 

@@ -13,6 +13,7 @@ from dataclasses import fields, replace
 
 import numpy as np
 
+from engine.calibrate.ratios import apply_ratios
 from engine.cost import constants as K
 from engine.cost.communication import LayerComm, dp_sync_exposed, fsdp_exposed, layer_comm, pp_p2p
 from engine.cost.memory import Memory, price_memory
@@ -43,10 +44,10 @@ def price_table(
     n = len(table)
     P = int(np.maximum(table.pp, 1).max()) if n else 1
     if n <= BLOCK_ROWS:
-        return _price_block(model, cluster, run, table, budget_gib, P)
+        return apply_ratios(_price_block(model, cluster, run, table, budget_gib, P), run.ratios)
     parts = [_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))), budget_gib, P)
              for i in range(0, n, BLOCK_ROWS)]
-    return _concat(parts)
+    return apply_ratios(_concat(parts), run.ratios)
 
 
 def _concat(parts: list[PricedTable]) -> PricedTable:
@@ -55,7 +56,7 @@ def _concat(parts: list[PricedTable]) -> PricedTable:
         vals = [getattr(pt, f.name) for pt in parts]
         if isinstance(vals[0], dict):
             kw[f.name] = {k: np.concatenate([v[k] for v in vals]) for k in vals[0]}
-        elif isinstance(vals[0], np.ndarray):
+        elif isinstance(vals[0], np.ndarray) or (vals[0] is None and f.name == "causal_mfu"):
             kw[f.name] = np.concatenate(vals)
         else:
             kw[f.name] = vals[0]
@@ -132,7 +133,9 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
     tokens = r.dp * r.b * mb * r.s
     world = r.dp * r.t * r.p * r.cp
     tok_s = tokens / step
-    mfu = model_stats(r.model).flops_per_token_noncausal * tokens / (step * world * r.peak)
+    stats = model_stats(r.model)
+    mfu = stats.flops_per_token_noncausal * tokens / (step * world * r.peak)
+    causal_mfu = stats.flops_per_token * tokens / (step * world * r.peak)
     per_step_layer = mb[:, None, None] * per_layer
     extra = per_step_layer - per_step_layer[:, :, OFF:OFF + 1]
     valid = r.valid
@@ -144,5 +147,6 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
         stage_static_gib=np.where(valid, mem.params.static_b / K.GIB, np.nan),
         stage_fixed_gib=np.where(valid, mem.fixed_b / K.GIB, np.nan),
         layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.act / K.GIB, layer_time_s=per_step_layer,
-        layer_extra_time_s=np.maximum(extra, 0.0),
+        layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
+        device=r.cluster.device.name,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.catalog.devices import matmul_efficiency
+from engine.catalog.frameworks import Framework, effective_policy, framework_of
 from engine.cost import constants as K
 from engine.cost.comm import Links
 from engine.cost.layout import in_flight, layer_stage, stage_type_counts
@@ -36,6 +37,12 @@ class Rows:
     MOE_IMBALANCE; 0 for dense models). Stage layout: `counts` (n, P, 2) layers per stage and type,
     `counts_m` (n, P, 2, 3) per mode too when the table has per-layer modes, `mode_row` each row's uniform
     mode, `first`/`last`/`valid` (n, P) stage masks, `mf` micro-batches in flight per stage.
+
+    Framework facts (engine.catalog.frameworks): `fw`; `elem_traffic` HBM bytes per kept activation byte of the
+    element-wise work (× EAGER_ELEMENTWISE_FACTOR where the kernels run eager); `attn_frac` the attention
+    kernel's rate as a fraction of peak; `wgemm_rate` the weight GEMMs' rate (FP8 where `fp8` is on and the
+    device has FP8 GEMMs), `gemm_rate` the BF16 rate (attention core, router, output layer); `loss_div` what
+    divides the vocabulary each TP rank's loss streams (t with loss parallel, else 1: the full vocabulary).
     """
 
     model: ModelSpec
@@ -70,6 +77,14 @@ class Rows:
     attn: AttnShape
     peak: float
     gemm_rate: float
+    wgemm_rate: float
+    fp8: bool
+    fw: Framework
+    policy: str
+    elem_traffic: float
+    attn_frac: float
+    loss_div: np.ndarray
+    logit_bytes: float
     hbm: float
     links: Links
     counts: np.ndarray
@@ -127,6 +142,14 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     edp = np.maximum(dp * cp * t / (ep * etp), 1.0)
     dev = cluster.device
     peak = dev.peak_tflops * K.TERA
+    fw = framework_of(run)
+    eff = dev.matmul_efficiency or matmul_efficiency(dev.name)
+    frac = K.TORCH_GEMM_FRACTION_OF_MAMF if fw.pytorch_gemms else K.GEMM_FRACTION_OF_MAMF
+    gemm_rate = peak * eff * dev.clock_fraction * frac
+    fp8 = bool(run.fp8 and dev.fp8_tflops > 0)
+    wgemm_rate = (dev.fp8_tflops * K.TERA * (dev.fp8_matmul_efficiency or eff) * dev.clock_fraction
+                  * frac) if fp8 else gemm_rate
+    elem = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * (1.0 if fw.fused(run) else K.EAGER_ELEMENTWISE_FACTOR)
     counts, counts_m, last = _layout(m, table, p_i, v_i, P)
     stage_idx = np.arange(P)[None, :]
     return Rows(
@@ -137,13 +160,33 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         edp=edp, edp_i=np.maximum(np.round(edp).astype(np.int64), 1),
         T=b * float(m.seq_len) / cp, s=float(m.seq_len), h=float(m.hidden), V=float(m.vocab),
         is_moe=m.is_moe, moe_copies=routed_copies(m) * K.MOE_IMBALANCE if m.is_moe else 0.0,
-        attn=attn_shape(m), peak=peak,
-        gemm_rate=peak * matmul_efficiency(dev.name) * K.GEMM_FRACTION_OF_MAMF,
+        attn=attn_shape(m), peak=peak, gemm_rate=gemm_rate, wgemm_rate=wgemm_rate, fp8=fp8, fw=fw,
+        policy=effective_policy(fw, run),
+        elem_traffic=elem, attn_frac=fw.attention_fraction(dev),
+        loss_div=t if fw.loss_parallel else np.ones(n), logit_bytes=fw.loss_bytes_per_logit,
         hbm=dev.hbm_tb_s * K.TERA * K.HBM_EFFICIENCY,
-        links=Links(cluster.cards_per_node, cluster.intra_node_gb_s, cluster.inter_node_gb_s),
+        links=Links(cluster.cards_per_node, cluster.intra_node_gb_s, cluster.inter_node_gb_s,
+                    full_mesh=dev.full_mesh, coll_eff_intra=dev.coll_eff_intra),
         counts=counts, counts_m=counts_m, mode_row=np.clip(table.recompute, 0, 2), first=stage_idx == 0,
-        last=last, valid=stage_idx < p_i[:, None], mf=in_flight(p_i, v_i, mb, P),
+        last=last, valid=stage_idx < p_i[:, None], mf=_in_flight_distinct(p_i, v_i, mb, P),
     )
+
+
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(one row of each distinct key, each row's key index). A search's table holds a few pipeline shapes
+    over hundreds of rows: the layout is computed once per shape and broadcast (issue 16)."""
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return first, inv.reshape(-1)
+
+
+def _in_flight_distinct(p_i: np.ndarray, v_i: np.ndarray, mb: np.ndarray, P: int) -> np.ndarray:
+    """layout.in_flight, once per distinct (pp, vpp, micro-batch count): a per-row function, so the same
+    digits."""
+    if p_i.size < 2 or float(mb.max()) >= 2**31:
+        return in_flight(p_i, v_i, mb, P)
+    key = (p_i.astype(np.int64) * (int(v_i.max()) + 1) + v_i) * (int(mb.max()) + 1) + mb.astype(np.int64)
+    first, inv = _distinct(key)
+    return in_flight(p_i[first], v_i[first], mb[first], P)[inv]
 
 
 def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
@@ -153,7 +196,9 @@ def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarra
     n = len(table)
     vmax = int(v_i.max()) if n else 1
     first_dense = m.first_k_dense if m.is_moe else m.num_layers
-    counts = stage_type_counts(m.num_layers, first_dense, p_i, v_i, P, vmax)  # (n, P, 2)
+    # (n, P, 2), once per distinct (pp, vpp): a per-row function, so the same digits.
+    first, inv = _distinct(p_i.astype(np.int64) * (vmax + 1) + v_i) if n > 1 else (np.arange(n), np.arange(n))
+    counts = stage_type_counts(m.num_layers, first_dense, p_i[first], v_i[first], P, vmax)[inv]
     stage_idx = np.arange(P)[None, :]
     last = stage_idx == (p_i[:, None] - 1)
     mtp_type = MOE if m.is_moe else DENSE

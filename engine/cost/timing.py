@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
-from engine.cost.memory import act_terms
+from engine.cost.memory import act_terms, op_policy_recomputed_share
 from engine.cost.model import mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
@@ -40,7 +40,7 @@ class LayerCompute:
 
 def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
     """(n,) forward seconds of the attention weight GEMMs: (tokens, output width / t, input width)."""
-    m, a, T, t, h, rate = r.model, r.attn, r.T, r.t, r.h, r.gemm_rate
+    m, a, T, t, h, rate = r.model, r.attn, r.T, r.t, r.h, r.wgemm_rate
     g = np.zeros(r.n)
     if m.is_mla:
         nope = m.qk_nope_head_dim or m.head_dim_eff
@@ -63,7 +63,7 @@ def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
 def _add_mlp_gemms(r: Rows, g: np.ndarray, tokens_rep: np.ndarray, moe: bool) -> np.ndarray:
     """`g` plus the (n,) forward seconds of the MLP (dense) or router + routed + shared expert (MoE) GEMMs,
     added term by term (the order of the sum is part of the to-the-last-digit contract)."""
-    m, T, t, h, rate = r.model, r.T, r.t, r.h, r.gemm_rate
+    m, T, t, h, rate = r.model, r.T, r.t, r.h, r.wgemm_rate
     nm = mlp_mats(m)
     if not moe:
         f = float(m.ffn_eff)
@@ -72,7 +72,8 @@ def _add_mlp_gemms(r: Rows, g: np.ndarray, tokens_rep: np.ndarray, moe: bool) ->
     f_s = float(m.shared_ffn or f_e)
     copies = r.moe_copies
     per_expert_tokens = T / t * copies * r.ep / m.num_experts * r.etp
-    g = g + gemm_time(2 * tokens_rep * h * m.num_experts, np.minimum(tokens_rep, m.num_experts), rate)
+    # The router stays in BF16 under FP8 (TransformerEngine and torchao cast only the expert/linear GEMMs).
+    g = g + gemm_time(2 * tokens_rep * h * m.num_experts, np.minimum(tokens_rep, m.num_experts), r.gemm_rate)
     g = g + gemm_time(2 * T / t * copies * nm * h * f_e, np.minimum(np.minimum(per_expert_tokens, f_e / r.etp), h), rate)
     if m.num_shared_experts:
         g = g + gemm_time(2 * T * m.num_shared_experts * nm * h * f_s / t, np.minimum(f_s / t, h), rate)
@@ -84,7 +85,7 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     a = r.attn
     core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t
     if r.model.use_flash_attention:
-        af = 0.5 * core / (r.peak * K.FLASH_ATTN_FRACTION)  # causal blocks skipped
+        af = 0.5 * core / (r.peak * r.attn_frac)  # causal blocks skipped
         return af, K.BWD_FLASH_RATIO * af
     # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
     af = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)
@@ -101,7 +102,7 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     af, ab = _attention_core(r)
     for ty in r.types:
         g = _add_mlp_gemms(r, g_attn, tokens_rep, ty == MOE)
-        e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * act[:, ty, OFF] / r.hbm
+        e = r.elem_traffic * act[:, ty, OFF] / r.hbm
         gemm[:, ty] = g
         attn_fwd[:, ty] = af
         attn_bwd[:, ty] = ab
@@ -116,19 +117,24 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
 
 def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
     """(n, 2, 3) extra seconds per layer and micro-batch each recompute mode adds: full repeats the forward;
-    selective "attention" repeats the attention core and its score element-wise work (KOR22 §4.3), the
-    other policies the element-wise work of what they dropped."""
+    selective "attention" repeats the attention core and its score element-wise work (KOR22 §4.3); "op"
+    (torchtitan) every second matmul and the element-wise work it dropped; "hyperparallel" the element-wise
+    work of what it dropped."""
     rec = np.zeros((r.n, 2, 3))
     rec[:, :, FULL] = lc.fwd
-    policy = r.run.selective_policy
-    if policy == "attention":
+    policy = r.policy
+    if policy == "op":
+        # torchtitan "op": every second matmul's forward again, plus the element-wise work it dropped.
+        share = op_policy_recomputed_share(r.model)
+        rec[:, :, SELECTIVE] = share * lc.gemm + r.elem_traffic * (act[:, :, OFF] - act[:, :, SELECTIVE]) / r.hbm
+    elif policy == "attention":
         score_elem = np.zeros((r.n, 2))
         for ty in (DENSE, MOE):
             at = act_terms(r.model, ty == MOE and r.is_moe, OFF, policy)
-            score_elem[:, ty] = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * r.T * at.score / r.t / r.hbm
+            score_elem[:, ty] = r.elem_traffic * r.T * at.score / r.t / r.hbm
         rec[:, :, SELECTIVE] = lc.attn_fwd + score_elem
     else:
-        rec[:, :, SELECTIVE] = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * (act[:, :, OFF] - act[:, :, SELECTIVE]) / r.hbm
+        rec[:, :, SELECTIVE] = r.elem_traffic * (act[:, :, OFF] - act[:, :, SELECTIVE]) / r.hbm
     return rec
 
 
@@ -136,7 +142,7 @@ def _head_forward_parts(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     """(n,) forward seconds of the output layer: the logits GEMM and the fp32 cross-entropy streaming."""
     T, t, h, V = r.T, r.t, r.h, r.V
     logit_g = gemm_time(2 * T * h * V / t, np.minimum(V / t, h), r.gemm_rate)
-    logit_e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * K.LOGIT_BYTES * T * V / t / r.hbm
+    logit_e = r.elem_traffic * r.logit_bytes * T * V / r.loss_div / r.hbm
     return logit_g, logit_e
 
 

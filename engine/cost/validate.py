@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.catalog.frameworks import effective_policy, framework_of
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.diagnostics import Diagnostic, has_errors
@@ -37,6 +38,9 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "world": ("cluster.num_nodes", "context.device_num", "cluster.cards_per_node"),
     "seq_len": ("model.max_position_embeddings", "dataset.data_transform.max_seq_len"),
     "memory": ("constraint.memory_limit_gb", "context.max_device_memory", "cluster.device_memory_gb"),
+    "framework": ("estimator.framework",),
+    "fp8": ("estimator.fp8", "accelerator.fp8"),
+    "selective_policy": ("selective_policy", "activation_checkpoint.selective_policy"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
@@ -112,6 +116,30 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy) -
     return out
 
 
+def check_framework(config: Config, s: Strategy) -> list[Problem]:
+    """What the framework that runs the plan cannot execute or does not offer (engine.catalog.frameworks):
+    pipeline parallelism or a schedule its trainer does not run (HP530), a selective policy it does not offer
+    (HP531, priced with its own), FP8 on a device without FP8 GEMMs (HP532, priced in BF16)."""
+    fw = framework_of(config.run)
+    out: list[Problem] = []
+    if s.pp > 1 and not fw.pipelines:
+        out.append(Problem("HP530", f"{fw.name}: its trainer does not pipeline (no PipelineStage; pp > 1 trains "
+                           f"replicas, HYPERPARALLEL.md §2.5), so pp {s.pp} cannot run as priced; use pp 1, or "
+                           "name the framework that runs it (estimator.framework, --framework)", "pp"))
+    elif s.pp > 1 and s.pipeline_schedule not in fw.schedules:
+        out.append(Problem("HP530", f"{fw.name} does not run the {s.pipeline_schedule} schedule "
+                           f"(it runs {', '.join(fw.schedules)})", "schedule"))
+    stated_policy = config.run.selective_policy
+    uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
+    if uses_selective and stated_policy not in fw.selective_policies and _locate(config, "selective_policy")[1]:
+        out.append(Problem("HP531", f"{fw.name} offers no '{stated_policy}' selective recompute; priced with its "
+                           f"own policy '{effective_policy(fw, config.run)}' ({', '.join(fw.selective_policies)})",
+                           "selective_policy"))
+    if config.run.fp8 and config.cluster is not None and config.cluster.device.fp8_tflops <= 0:
+        out.append(Problem("HP532", f"{config.cluster.device.name} has no FP8 GEMMs; priced in BF16", "fp8"))
+    return out
+
+
 def _locate(config: Config, field: str) -> tuple[str, Location | None]:
     if field in _DIM_NAMES:
         dim = config.dimensions.get(field)
@@ -149,6 +177,7 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
                                  f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
                                  field, {"searched": open_dims}),)
     diags = [positioned(config, p.code, p.message, p.field) for p in check_strategy(config.model, config.cluster, s)]
+    diags += [positioned(config, p.code, p.message, p.field) for p in check_framework(config, s)]
     if has_errors(diags):
         return None, tuple(diags)
     budget = config.budget_gib

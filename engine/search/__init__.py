@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
 from engine.diagnostics import Diagnostic
 from engine.integers import TRIAL_DIVISION_MAX
@@ -95,6 +96,31 @@ def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
     return replace(result, elapsed_s=time.perf_counter() - t0, dimensions=dims)
 
 
+def framework_restrictions(config: Config, restrict: dict[str, tuple[int, ...] | None]
+                           ) -> dict[str, tuple[int, ...] | None]:
+    """What the framework's trainer cannot execute is not searched (engine.catalog.frameworks): without
+    pipeline parallelism (HyperParallel's trainer has no PipelineStage) pp and vpp stay 1, so the search never
+    recommends a plan the stack would run as replicas; the stated plan gets HP530 instead."""
+    fw = framework_of(config.run)
+    if fw.pipelines:
+        return restrict
+    return {**restrict, "pp": (1,), "vpp": (1,)}
+
+
+def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...] | None],
+                          restrict: Mapping[str, tuple[int, ...] | None]) -> Diagnostic | None:
+    """HP530 at parallelism.pp when every pp the file lists is one the framework's trainer cannot run."""
+    asked, allowed = declared.get("pp"), restrict.get("pp")
+    if asked is None or allowed is None or set(asked) & set(allowed):
+        return None
+    fw = framework_of(config.run)
+    rng, path, file = explain.dim_position(config, "pp")
+    return Diagnostic("HP530", f"{fw.name}: its trainer does not pipeline (HYPERPARALLEL.md §2.5: no PipelineStage), "
+                      f"so no plan with pp {list(asked)} can run on it; allow pp 1, or name the framework that runs "
+                      "the plan (estimator.framework: megatron | mindspeed | torchtitan, or --framework)", rng, path,
+                      file=file, data={"framework": fw.name})
+
+
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
             cancelled: Callable[[], bool] | None) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
@@ -105,11 +131,20 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         missing.append(f"a global_batch_size below {MAX_GLOBAL_BATCH:,} (it is {g:,})")
     if config.cluster is not None and config.cluster.world_size > MAX_DEVICES:
         missing.append(f"a cluster below {MAX_DEVICES:,} devices (it has {config.cluster.world_size:,})")
+    for name, dim in sorted(config.dimensions.items()):
+        # A degree no cluster here can hold (a 28-digit pp) overflowed numpy's int64 inside the space.
+        huge = [v for v in dim.values if v > MAX_DEVICES]
+        if huge:
+            missing.append(f"{name} below {MAX_DEVICES:,} (it is {huge[0]:,})")
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
     budget = _budget(config)
-    restrict = restrictions(config)
+    declared = restrictions(config)
+    restrict = framework_restrictions(config, declared)
+    cannot = _framework_cannot_run(config, declared, restrict)
+    if cannot is not None:
+        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))
     os_shard = config.optimizer_shard
     space = enumerate_space(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
 

@@ -258,7 +258,10 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
         return out
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
     full_peak = np.full(n, np.inf)  # full recompute's peak where no recompute does not fit
-    rank, prev = _waves(cols, n)
+    if n <= CHUNK:  # one call prices them all: waves would only add calls
+        rank, prev = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    else:
+        rank, prev = _waves(cols, n)
     # Chunks of equal pipeline shape keep the cost model's stage arrays small: price in (pp, vpp) order.
     pp_vpp = cols["pp"].astype(np.int64) * (int(cols["vpp"].max()) + 1) + cols["vpp"]
     shape_order = np.argsort(pp_vpp, kind="stable")
@@ -328,15 +331,22 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
     best_t = np.full(cand.size, np.inf)
     best_m = np.full(cand.size, np.inf)
     best_mode = np.full(cand.size, -1, dtype=np.int8)
-    for m in (m for m in (SELECTIVE, FULL) if m in modes):
-        for start in range(0, cand.size, CHUNK):
-            j = np.arange(start, min(start + CHUNK, cand.size))
-            pt = pricer.price(table_of(cols, cand[j], m))
-            out.priced += j.size
-            fits = np.asarray(pt.fits, dtype=bool)
-            better = fits & ((pt.step_time_s < best_t[j]) | ((pt.step_time_s == best_t[j]) & (pt.peak_gib < best_m[j])))
-            best_t[j] = np.where(better, pt.step_time_s, best_t[j])
-            best_m[j] = np.where(better, pt.peak_gib, best_m[j])
+    offered = [m for m in (SELECTIVE, FULL) if m in modes]
+    # Every offered mode of a row in one table (rows are independent: the same digits as one call per mode,
+    # in fewer calls); modes in order, so a tie in time and memory keeps the first, as before.
+    step = max(CHUNK // max(len(offered), 1), 1)
+    for start in range(0, cand.size, step):
+        j = np.arange(start, min(start + step, cand.size))
+        rc = np.repeat(np.asarray(offered, dtype=np.int64), j.size)
+        pt = pricer.price(table_of(cols, np.tile(cand[j], len(offered)), rc))
+        out.priced += rc.size
+        for i, m in enumerate(offered):
+            part = slice(i * j.size, (i + 1) * j.size)
+            t, pk = pt.step_time_s[part], pt.peak_gib[part]
+            fits = np.asarray(pt.fits[part], dtype=bool)
+            better = fits & ((t < best_t[j]) | ((t == best_t[j]) & (pk < best_m[j])))
+            best_t[j] = np.where(better, t, best_t[j])
+            best_m[j] = np.where(better, pk, best_m[j])
             best_mode[j] = np.where(better, m, best_mode[j])
     ok = best_mode >= 0
     out.exact[cand] = True

@@ -41,7 +41,8 @@ _BOOL = {"true": "true", "false": "false"}
 # The schema tables record no types; tests/hp_lsp/test_completion_symbols.py derives this set from the readers'
 # HP104 ("must be true or false") over every schema key, so a new boolean key the readers gain fails there.
 BOOLEAN_KEYS = frozenset(BOOL_FIELDS | set(OVERLAP_KEYS) | {"sequence_parallel", "reshard_after_forward",
-                                                              "use_seq_parallel", "enable_parallel_optimizer"})
+                                                              "use_seq_parallel", "enable_parallel_optimizer",
+                                                              "compile", "fp8"})
 # key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
 # exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).
 ENUMS: dict[str, dict[str, str]] = {

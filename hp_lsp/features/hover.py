@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.catalog.devices import find_device
-from engine.results import Estimate, SearchResult
+from engine.catalog.devices import find_device, unconfirmed_note
+from engine.results import MFU_LABEL, Estimate, SearchResult
 from hp_lsp.outline import Entry, entry_at
 from hp_lsp.session import DocState
 
@@ -64,10 +64,11 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
         row("peak memory", lambda e: f"**{_gib(e.peak_memory_gib)}**{'' if e.fits else ' ✗'} / {e.budget_gib:.0f}")
         + row("step time", lambda e: f"{e.step_time_s:.2f} s")
         + row("tokens/s", lambda e: _tokens(e.tokens_per_s))
-        + row("MFU", lambda e: f"{e.mfu:.0%}")
+        + row(MFU_LABEL, lambda e: f"{e.mfu:.0%} (causal {e.causal_mfu:.0%})")
     )
     return head + body + (f"\nstated plan per stage (GiB): {_stages(stated)}\n" if stated and _stages(stated) else "") \
         + (f"\nbest: `{best.strategy.short()}`\n" if best else "") \
+        + f"\npriced for {cols[0][1].priced_for}\n" \
         + ("\n*best plan from an earlier version; save to refresh*\n" if stale else "")
 
 
@@ -106,7 +107,9 @@ def model_hover(state: DocState) -> str | None:
         parts.append(f"{_count(active)} active per token")
     lines = [" · ".join(parts)]
     if flops:
-        lines.append(f"training FLOPs/token: {_count(flops)}")
+        # The MFU column counts the non-causal figure (results.MFU_CONVENTION); "causal MFU" counts this one.
+        lines.append(f"training FLOPs/token: {_count(flops)} with causal attention halved "
+                     f"({_count(stats.flops_per_token_noncausal)} non-causal, what the MFU counts)")
     shape = f"{m.num_layers} layers · hidden {m.hidden} · {m.heads} heads"
     if m.kv_heads and m.kv_heads != m.heads:
         shape += f" ({m.kv_heads} KV)"
@@ -125,6 +128,7 @@ def device_hover(name: str) -> str | None:
         f"HBM {dev.hbm_tb_s:.2f} TB/s · intra-node {dev.intra_node_gb_s:.0f} GB/s · "
         f"inter-node {dev.inter_node_gb_s:.0f} GB/s · {dev.cards_per_node} per node"
         + (f"\n\n{dev.notes}" if dev.notes else "")
+        + (f"\n\n{unconfirmed_note(dev)}" if unconfirmed_note(dev) else "")
     )
 
 

@@ -71,8 +71,9 @@
       (goto-char (flymake-diagnostic-beg diag))
       (eglot-code-actions (flymake-diagnostic-beg diag) (flymake-diagnostic-end diag) "quickfix" t)
       (hp-check (not (equal before (buffer-string))) "the quick fix changed the buffer")
-      (hp-check (string-match-p "tp_size: 4$" (or (hp-line "^\\s-+tp_size:") "")) "tp_size is the best plan's 4"
-                (hp-line "^\\s-+tp_size:"))
+      (hp-check (string-match-p "pp_size: 1" (or (hp-line "^\\s-+pp_size:") ""))
+                "pp_size is the best plan's 1 (the hyperparallel trainer does not pipeline)"
+                (hp-line "^\\s-+pp_size:"))
       (hp-check (equal comments (hp-comments)) "every comment kept" (hp-comments))
       (hp-check (string-match-p "# was 5: " (or (hp-line "^\\s-+pp_interleave_num:") "")) "the stale comment is marked"
                 (hp-line "^\\s-+pp_interleave_num:")))))

@@ -98,6 +98,8 @@ def test_hover_strategy_model_device_list() -> None:
     model = hover.hover_markdown(st, entries, *_pos(text, "pretrained_model_name_or_path"))
     assert model and "parameters" in model and "FLOPs" in model
     assert hover.device_hover("h100") and "80 GiB" in (hover.device_hover("H100") or "")
+    a2 = hover.device_hover("ascend910b") or ""
+    assert "354 TFLOP/s" in a2 and "[U] unconfirmed figures: intra_node_gb_s" in a2 and "sources:" in a2
     _, sst = state_for(SEARCH)
     stext = SEARCH.read_text()
     assert sst.analysis is not None

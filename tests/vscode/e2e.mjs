@@ -44,19 +44,19 @@ async function waitText(page, selector, re, timeoutMs) {
   return undefined;
 }
 
-/** Follow the probe: a screenshot for every step it reports, until it is done. */
-async function followProbe(page, timeoutMs) {
+/** Follow the probe: a screenshot for every step it reports, until it reports step `until` or is done. */
+let seenSteps = 0;
+async function followProbe(page, until, timeoutMs) {
   const end = Date.now() + timeoutMs;
-  let seen = 0;
   while (Date.now() < end) {
     const v = readVerdict();
     const steps = v?.steps ?? [];
-    for (; seen < steps.length; seen++) {
+    for (; seenSteps < steps.length; seenSteps++) {
       await sleep(700); // let the editor draw what the step changed (squiggles, code lens, edits)
-      await shot(page, `probe-${steps[seen].name}`);
-      if (steps[seen].name === 'plan-view') await lookAtPlanView(page);
+      await shot(page, `probe-${steps[seenSteps].name}`);
+      if (steps[seenSteps].name === 'plan-view') await lookAtPlanView(page);
     }
-    if (v?.done) return v;
+    if (v?.done || steps.some((st) => st.name === until)) return v;
     await sleep(250);
   }
   return readVerdict();
@@ -94,18 +94,17 @@ async function goTo(page, line, column) {
 }
 
 /**
- * A server that cannot start: the settings switch to an interpreter that exits at once with a message on
- * stderr (HP_LSP_E2E_BREAK: {settings: [files], interpreter, count}). Exactly one notification, carrying that
- * line, and no restarts (the fake interpreter counts its runs).
+ * A server that cannot start: the probe switches hpLsp.interpreter to one that exits at once with a message
+ * on stderr (HP_LSP_E2E_BREAK: {interpreter, count}). Exactly one notification, carrying that line, and no
+ * restarts (the fake interpreter counts its runs).
  */
 async function brokenInterpreter(page) {
   const broken = JSON.parse(process.env.HP_LSP_E2E_BREAK);
-  for (const file of broken.settings) {
-    const settings = JSON.parse(readFileSync(file, 'utf8'));
-    writeFileSync(file, JSON.stringify({ ...settings, 'hpLsp.interpreter': broken.interpreter }, null, 2));
-  }
+  writeFileSync(`${verdictPath}.break`, JSON.stringify(broken)); // the probe sets hpLsp.interpreter to it
+  const verdict = await followProbe(page, 'broken', 60000);
+  check('probe finished', verdict?.done, verdict);
   const toasts = '.notifications-toasts .notification-toast';
-  const first = await waitText(page, toasts, /did not start/, 30000);
+  const first = await waitText(page, toasts, /did not start/, 60000);
   await sleep(6000); // time for restarts and further messages, if any came
   const texts = await page.locator(toasts).allInnerTexts();
   // every toast about the server (another one, "not applied: the file already states the best plan", may linger)
@@ -127,9 +126,8 @@ async function main() {
     await page.goto(url);
     await page.waitForSelector('.monaco-workbench', { timeout: 90000 });
     check('workbench loaded', true, url);
-    const verdict = await followProbe(page, 240000);
-    if (!check('probe finished', verdict?.done, verdict)) return;
-    const error = verdict.error;
+    const verdict = await followProbe(page, 'error', 240000);
+    const error = verdict?.error;
     if (!check('probe left an error to look at', error, verdict.checks)) return;
 
     // The Problems panel lists the error the edit made.

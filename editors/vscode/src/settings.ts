@@ -27,8 +27,10 @@ export interface ClusterSettings {
 export interface ServerSettings {
   cluster: ClusterSettings;
   memoryLimitGb: number | null;
+  framework: string | null;
   searchOnSave: boolean | null;
   maxFileSizeKb: number | null;
+  ratiosFile: string | null;
 }
 
 export interface ReadSettings {
@@ -46,8 +48,10 @@ export const SERVER_KEYS: ReadonlyArray<readonly [string, Kind]> = [
   ['cluster.deviceType', 'string'],
   ['cluster.deviceMemoryGb', 'posnumber'],
   ['memoryLimitGb', 'posnumber'],
+  ['framework', 'string'],
   ['searchOnSave', 'boolean'],
   ['maxFileSizeKb', 'posint'],
+  ['ratiosFile', 'string'],
 ];
 
 function coerce(kind: Kind, value: unknown): { ok: boolean; value?: number | string | boolean } {
@@ -74,8 +78,10 @@ export function readServerSettings(config: ConfigurationLike): ReadSettings {
   const settings: ServerSettings = {
     cluster: { numNodes: null, cardsPerNode: null, deviceType: null, deviceMemoryGb: null },
     memoryLimitGb: null,
+    framework: null,
     searchOnSave: null,
     maxFileSizeKb: null,
+    ratiosFile: null,
   };
   const problems: string[] = [];
   for (const [key, kind] of SERVER_KEYS) {

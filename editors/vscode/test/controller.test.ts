@@ -136,6 +136,7 @@ test('the client is spawned with the chosen interpreter, folder, env and initial
       memoryLimitGb: null,
       searchOnSave: true,
       maxFileSizeKb: null,
+      ratiosFile: null,
     },
   });
   const log = s.channels[0].lines.map((l) => `${l.level}: ${l.text}`).join('\n');
@@ -194,6 +195,7 @@ test('settings changes are pushed with didChangeConfiguration; an interpreter ch
             memoryLimitGb: 60,
             searchOnSave: null,
             maxFileSizeKb: null,
+            ratiosFile: null,
           },
         },
       },

@@ -33,7 +33,7 @@ DSV3 = ModelSpec(name="deepseek-v3", num_layers=61, hidden=7168, heads=128, kv_h
                  ffn=18432, num_experts=256, experts_per_tok=8, num_shared_experts=1, moe_ffn=2048,
                  first_k_dense=3, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, qk_nope_head_dim=128,
                  v_head_dim=128, mtp_depth=1, seq_len=4096)
-MEGATRON_RUN = RunOptions(selective_policy="attention")
+MEGATRON_RUN = RunOptions(selective_policy="attention", framework="megatron")
 
 
 @pytest.fixture

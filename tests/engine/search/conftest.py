@@ -9,7 +9,7 @@ import pytest
 from engine.catalog.devices import find_device
 from engine.config.types import Config, Dimension, Location
 from engine.positions import Range
-from engine.specs import ClusterSpec, ModelSpec
+from engine.specs import ClusterSpec, ModelSpec, RunOptions
 
 TINY = ModelSpec(name="tiny", num_layers=8, hidden=1024, heads=16, vocab=32000, ffn=2816, kv_heads=4, seq_len=2048)
 TINY_MOE = ModelSpec(name="tiny-moe", num_layers=6, hidden=1024, heads=16, vocab=32000, ffn=2816, kv_heads=4,
@@ -44,7 +44,10 @@ def make(model: ModelSpec = TINY, *, nodes: int = 2, gbs: int = 64, recompute: s
     locations["constraint.global_batch_size"] = loc(3)
     if memory_limit is not None:
         locations["constraint.memory_limit_gb"] = loc(4)
+    # The search's mechanics are tested on the Megatron stack (it pipelines; the default hyperparallel trainer
+    # does not, engine.catalog.frameworks), so pp and vpp stay in the space.
     cfg = Config(kind="search", path="search.yaml", model=model, cluster=cluster(nodes), dimensions=dimensions,
+                 run=RunOptions(framework="megatron"),
                  global_batch_size=gbs, memory_limit_gb=memory_limit, recompute=recompute,  # type: ignore[arg-type]
                  locations=locations)
     return replace(cfg, **kw)  # type: ignore[arg-type]

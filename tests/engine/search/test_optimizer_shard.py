@@ -17,6 +17,7 @@ parallelism: {dp: auto, fsdp: 1, tp: [4, 8], pp: 1, cp: 1, ep: 1, vpp: 1, micro_
               sequence_parallel: true}
 constraint: {global_batch_size: 64, memory_limit_gb: 200}
 recompute: full
+estimator: {framework: megatron}
 """
 
 

@@ -98,7 +98,7 @@ def test_nothing_fits_the_budget_quotes_the_lightest_and_what_would_fit() -> Non
 
 
 def test_every_candidate_breaking_a_rule() -> None:
-    cfg = make(TINY, nodes=1, gbs=1, run=RunOptions(cp_algo="ulysses"))
+    cfg = make(TINY, nodes=1, gbs=1, run=RunOptions(cp_algo="ulysses", framework="megatron"))
     res = search(cfg)
     assert codes(res) == ["HP603"]
     assert "micro_batch_num below pp" in res.diagnostics[0].message

@@ -99,7 +99,12 @@ async function run() {
     'hyperparallel.showPlan'];
   check('commands registered', ids.every((id) => all.includes(id)), ids.filter((id) => !all.includes(id)));
   const titles = (ext.packageJSON.contributes.commands || []).map((c) => c.title);
-  check('command titles contributed', titles.length === ids.length, titles);
+  const wanted = ['HyperParallel: Apply optimal strategy', 'HyperParallel: Restart server',
+    'HyperParallel: Show search output', 'HyperParallel: Show plan'];
+  check('command titles contributed', wanted.every((t) => titles.includes(t)), titles);
+  const contributed = (ext.packageJSON.contributes.commands || []).map((c) => c.command);
+  check('every contributed command is registered', contributed.every((id) => all.includes(id)),
+    contributed.filter((id) => !all.includes(id)));
   const result = await vscode.commands.executeCommand('hyperparallel.applyOptimalStrategy');
   check('"Apply optimal strategy" on the best plan says there is nothing to do',
     result && result.applied === false && /already/.test(result.reason || ''), result);
@@ -147,6 +152,15 @@ async function run() {
   check('an edit that breaks a value gives an error', error, { code: codeOf(error), message: error.message, line });
   verdict.error = { code: codeOf(error), message: error.message, line: error.range.start.line };
   step('error');
+
+  // Last, when the browser has looked at everything: switch to an interpreter that cannot run the server
+  // (the browser then counts the messages). Through the API, not the settings file: no file watcher needed.
+  const trigger = `${process.env.HP_LSP_E2E_VERDICT}.break`;
+  await waitFor('the browser to ask for a broken interpreter', () => fs.existsSync(trigger), 300000);
+  const broken = JSON.parse(fs.readFileSync(trigger, 'utf8'));
+  await vscode.workspace.getConfiguration('hpLsp')
+    .update('interpreter', broken.interpreter, vscode.ConfigurationTarget.Workspace);
+  step('broken');
 }
 
 exports.activate = function activate() {

@@ -1,0 +1,163 @@
+"""Frameworks: the stack that runs the plan (FORMATS.md §5), as stated facts the cost model prices.
+
+The same strategy runs at different speeds under different stacks. A `Framework` is not a fudge factor: each
+field is a fact about the stack's kernels, overlaps, sharding and recompute policies, with its source in
+docs/cost-model.md §5 (CALIBRATION.md §10 quotes the stacks' own code and scripts). What a framework's
+trainer cannot execute (`pipelines`, `schedules`, `selective_policies`) becomes a diagnostic on the stated
+plan and a filter on the search (engine.cost.validate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from engine.specs import DeviceSpec, RunOptions
+
+
+def _rates(**kw: float) -> Mapping[str, float]:
+    return MappingProxyType(dict(kw))
+
+
+@dataclass(frozen=True, slots=True)
+class Framework:
+    """Facts of one training stack (docs/cost-model.md §5 gives each with its source).
+
+    pytorch_gemms: linear layers run as plain PyTorch (aten/cuBLAS or torch_npu) GEMMs between FSDP2 hooks
+      and DTensor dispatch, not TransformerEngine / Megatron fused modules: priced at
+      constants.TORCH_GEMM_FRACTION_OF_MAMF instead of GEMM_FRACTION_OF_MAMF.
+    fused_elementwise: norms, RoPE, activation and gate multiply run as fused kernels (TransformerEngine,
+      Ascend fused operators) rather than eager PyTorch ops; `compile_fuses`: torch.compile / graph mode fuses
+      them when `estimator.compile` is on.
+    attention_kernel / attention_rate: the causal attention kernel and its forward rate as a fraction of the
+      device's BF16 peak, per device generation ("" = any other generation).
+    tp_overlap: a share of the tensor-parallel collectives hides under GEMMs without any option (Megatron's
+      asynchronous backward all-reduce beside the weight-gradient GEMM); False: every TP collective is exposed
+      (plain DTensor TP). `tp_comm_overlap_name`: the option that pipelines TP collectives with GEMMs.
+    fsdp2: per-parameter FSDP2 (`fully_shard`): gathers prefetched one layer ahead (the first layer's gather
+      and the last one's reduce-scatter stay exposed), gradients reduce-scattered in `fsdp_reduce_bytes`.
+    selective_policies: what `recompute: selective` can mean on this stack (the first is its default).
+    loss_parallel: the cross-entropy runs on the vocabulary-parallel logits (÷ tp); else over the full
+      vocabulary on every TP rank. loss_bytes_per_logit: bytes per logit the loss holds at its peak:
+      Megatron's fused vocab-parallel cross-entropy keeps the fp32 logits (4, KOR22 §4.3); a PyTorch loss in
+      fp32 holds the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10).
+    pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
+    calibrated_on: the CALIBRATION.md cases its constants were checked against (empty: uncalibrated).
+    """
+
+    name: str
+    label: str
+    fused_elementwise: bool
+    compile_fuses: bool
+    pytorch_gemms: bool
+    attention_kernel: str
+    attention_rate: Mapping[str, float]
+    tp_overlap: bool
+    tp_comm_overlap_name: str
+    fsdp2: bool
+    fsdp_reduce_bytes: float
+    selective_policies: tuple[str, ...]
+    loss_parallel: bool
+    loss_bytes_per_logit: float
+    pipelines: bool
+    schedules: tuple[str, ...]
+    calibrated_on: tuple[str, ...] = ()
+    fp8_keeps: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def attention_fraction(self, device: DeviceSpec) -> float:
+        """Forward rate of the causal attention kernel as a fraction of the device's peak."""
+        return self.attention_rate.get(device.generation, self.attention_rate[""])
+
+    def fused(self, run: RunOptions) -> bool:
+        """Element-wise kernels fused: by the stack itself, or by torch.compile where it is on."""
+        return self.fused_elementwise or (self.compile_fuses and run.compile)
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.calibrated_on)
+
+
+# Megatron-Core's attention through TransformerEngine / cuDNN fused attention: FA2 reaches ~50-70 % of
+# A100/H100 peak forward and less backward (Dao 2023, §4.1); 0.50 is the cost model's value since its first
+# fit on N1 + N2 + K5 (engine/cost/constants.py) and prices the M family (FA on H100) within its errors.
+FLASH_ATTN_FRACTION = 0.50
+_TE_ATTN = _rates(**{"": FLASH_ATTN_FRACTION})
+# PyTorch SDPA dispatches FlashAttention-2: ~35 % of H100 peak forward (FA3 paper, Shah et al. 2024), 50-73 %
+# of A100 peak (Dao 2023): 0.50 on Ampere; torch_npu's fused attention on Ascend: no published rate [U],
+# priced as MindSpeed's.
+_SDPA_ATTN = _rates(**{"": 0.50, "hopper": 0.35, "blackwell": 0.35, "ascend": 0.50})
+
+FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
+    "megatron": Framework(
+        name="megatron", label="Megatron-LM / Megatron-Core / NeMo", fused_elementwise=True, compile_fuses=False,
+        pytorch_gemms=False,
+        attention_kernel="TransformerEngine fused attention (cuDNN / FlashAttention)", attention_rate=_TE_ATTN,
+        tp_overlap=True, tp_comm_overlap_name="--tp-comm-overlap (TransformerEngine userbuffers)", fsdp2=False,
+        fsdp_reduce_bytes=0.0, selective_policies=("attention",), loss_parallel=True,
+        loss_bytes_per_logit=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
+        calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
+        fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
+                  "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter"),
+    "mindspeed": Framework(
+        name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
+        compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
+        attention_rate=_rates(**{"": 0.50}), tp_overlap=True,
+        tp_comm_overlap_name="MC2 (matmul fused with the TP collective)", fsdp2=False, fsdp_reduce_bytes=0.0,
+        selective_policies=("attention",), loss_parallel=True, loss_bytes_per_logit=4.0, pipelines=True,
+        schedules=("1F1B", "interleaved"),
+        calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
+                       "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
+        fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)"),
+    "torchtitan": Framework(
+        name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
+        compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
+        tp_overlap=False, tp_comm_overlap_name="async TP (torch._inductor micro-pipelining)", fsdp2=True,
+        fsdp_reduce_bytes=4.0, selective_policies=("op",), loss_parallel=True, loss_bytes_per_logit=10.0,
+        pipelines=True,
+        schedules=("1F1B", "interleaved"),
+        calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
+        fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
+                  "BF16; FSDP2 all-gathers the weights in FP8"),
+    "hyperparallel": Framework(
+        name="hyperparallel", label="HyperParallel trainer (FSDP2-style, PyTorch / torch_npu kernels)",
+        fused_elementwise=False, compile_fuses=True, pytorch_gemms=True,
+        attention_kernel="PyTorch SDPA / torch_npu fused attention",
+        attention_rate=_SDPA_ATTN, tp_overlap=False, tp_comm_overlap_name="", fsdp2=True, fsdp_reduce_bytes=4.0,
+        selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0, pipelines=False,
+        schedules=("1F1B",),
+        fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16"),
+})
+
+DEFAULT_FRAMEWORK = "hyperparallel"
+FRAMEWORK_ALIASES = {"nemo": "megatron", "megatron-lm": "megatron", "megatron-core": "megatron", "mcore": "megatron",
+                     "mindspeed-llm": "mindspeed", "titan": "torchtitan", "hyper_parallel": "hyperparallel",
+                     "hyper-parallel": "hyperparallel"}
+
+
+def find_framework(name: str | None) -> Framework | None:
+    """Case-insensitive lookup by name or alias; None when unknown."""
+    if name is None:
+        return FRAMEWORKS[DEFAULT_FRAMEWORK]
+    key = str(name).strip().lower()
+    return FRAMEWORKS.get(FRAMEWORK_ALIASES.get(key, key))
+
+
+def framework_of(run: RunOptions) -> Framework:
+    """The framework a RunOptions prices (unknown names were refused where they were read)."""
+    return find_framework(run.framework) or FRAMEWORKS[DEFAULT_FRAMEWORK]
+
+
+def effective_policy(fw: Framework, run: RunOptions) -> str:
+    """The selective-recompute policy priced: the stated one where the framework offers it, else the
+    framework's own (a stated policy it does not offer gets a diagnostic: engine.cost.validate)."""
+    return run.selective_policy if run.selective_policy in fw.selective_policies else fw.selective_policies[0]
+
+
+def calibration_hint(fw: Framework) -> str:
+    """What an estimate says about how far its framework's figures are checked."""
+    if fw.calibrated:
+        return f"{fw.name} checked against {len(fw.calibrated_on)} published run families (CALIBRATION.md)"
+    return (f"{fw.name} is uncalibrated: priced from its stack's facts; measure a run and fit it with "
+            "`hp-plan calibrate RUNS -o ratios.yaml`, then set estimator.ratios_file")

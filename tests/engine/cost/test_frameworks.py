@@ -1,0 +1,135 @@
+"""Frameworks (FORMATS.md §5): stated facts change the price, what a trainer cannot run is a diagnostic and is
+not searched, and every estimate says what it priced. Through the CLI where a user touches it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from engine.catalog.devices import find_device
+from engine.catalog.frameworks import FRAMEWORKS, find_framework
+from engine.check import check_file
+from engine.cost import CandidateTable, estimate, estimate_config, price_table
+from engine.cost.comm import Links
+from engine.cost.memory import op_policy_recomputed_share
+from engine.search import search
+from engine.specs import RecomputePlan, RunOptions, Strategy
+from tests.engine.cost.shapes import LLAMA70B, cluster
+
+ROOT = Path(__file__).resolve().parents[3]
+RUNS = ROOT / "benchmarks" / "calibration_runs"
+TITAN_8B = RUNS / "llama31-8b-8xh100-96g-torchtitan-compile" / "search.yaml"
+
+
+def hp_plan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+def test_every_framework_states_its_facts() -> None:
+    for fw in FRAMEWORKS.values():
+        assert fw.selective_policies and fw.schedules and fw.attention_rate[""] > 0
+    assert find_framework("NeMo") is FRAMEWORKS["megatron"] and find_framework("nonsense") is None
+    assert not FRAMEWORKS["hyperparallel"].pipelines and not FRAMEWORKS["hyperparallel"].calibrated
+
+
+def test_eager_kernels_cost_more_than_compiled_ones() -> None:
+    cl = cluster(1, "H100")
+    s = Strategy(dp=8, dp_shard=8, micro_batch_size=1, recompute=RecomputePlan("full"))
+    eager = estimate(LLAMA70B, cl, RunOptions(framework="torchtitan"), s, 1e6)
+    compiled = estimate(LLAMA70B, cl, RunOptions(framework="torchtitan", compile=True), s, 1e6)
+    fused = estimate(LLAMA70B, cl, RunOptions(framework="megatron"), s, 1e6)
+    assert eager.step_time_s > compiled.step_time_s
+    assert compiled.framework == "torchtitan" and fused.framework == "megatron"
+
+
+def test_op_policy_recomputes_every_second_matmul() -> None:
+    share = op_policy_recomputed_share(LLAMA70B)
+    assert 0.3 < share < 0.5  # wk, wo, w3 of wq, wk, wv, wo, w1, w3, w2
+    cl = cluster(1, "H100")
+    sel = Strategy(dp=8, dp_shard=8, recompute=RecomputePlan("selective"))
+    op = estimate(LLAMA70B, cl, RunOptions(framework="torchtitan", selective_policy="op"), sel, 1e6)
+    off = estimate(LLAMA70B, cl, RunOptions(framework="torchtitan"), replace(sel, recompute=RecomputePlan("off")), 1e6)
+    assert op.time_breakdown_s["recompute"] > 0 and op.peak_memory_gib < off.peak_memory_gib
+
+
+def test_full_mesh_groups_get_their_links_share() -> None:
+    a2 = find_device("A2")
+    assert a2 is not None and a2.full_mesh and a2.peak_tflops == 354.0
+    links = Links(8, a2.intra_node_gb_s, a2.inter_node_gb_s, full_mesh=True, coll_eff_intra=a2.coll_eff_intra)
+    t8 = links.gather(np.array([1e9]), np.array([8]), np.array([1]))[0]
+    t4 = links.gather(np.array([1e9]), np.array([4]), np.array([1]))[0]
+    # bus bandwidth (n-1)/n·S/t: 8 cards ≈ 149 GB/s measured, 4 cards ≈ 64 (HARDWARE.md §4)
+    assert abs(7 / 8 * 1e9 / t8 / 1e9 - 149) < 5 and abs(3 / 4 * 1e9 / t4 / 1e9 - 64) < 5
+    b3 = find_device("ascend910b4")
+    assert b3 is not None and b3.peak_tflops == 295.0 and "intra_node_gb_s" in b3.unconfirmed
+
+
+def test_fp8_is_faster_where_the_device_has_it() -> None:
+    s = Strategy(dp=8, dp_shard=8, recompute=RecomputePlan("full"))
+    bf16 = estimate(LLAMA70B, cluster(1, "H100"), RunOptions(framework="megatron"), s, 1e6)
+    fp8 = estimate(LLAMA70B, cluster(1, "H100"), RunOptions(framework="megatron", fp8=True), s, 1e6)
+    assert fp8.time_breakdown_s["compute"] < bf16.time_breakdown_s["compute"]
+    a2 = estimate(LLAMA70B, cluster(1, "A2"), RunOptions(framework="mindspeed", fp8=True), s, 1e6)
+    a2_bf16 = estimate(LLAMA70B, cluster(1, "A2"), RunOptions(framework="mindspeed"), s, 1e6)
+    assert a2.step_time_s == a2_bf16.step_time_s  # no FP8 GEMMs: priced in BF16 (and HP532 says so)
+
+
+def test_estimate_json_says_what_it_priced_and_the_flag_wins(tmp_path: Path) -> None:
+    doc = json.loads(hp_plan("estimate", str(TITAN_8B), "--json").stdout)
+    assert doc["framework"] == "torchtitan" and doc["device"] == "H100-96G"
+    assert doc["calibration"] is None and "non" not in doc["mfu_convention"][:5]
+    assert 0 < doc["causal_mfu"] < doc["mfu"]
+    codes = {d["code"] for d in doc["diagnostics"]}
+    assert {"HP305", "HP531"} <= codes  # 96 GB H100 is the 500 W part; torchtitan has no "hyperparallel" policy
+    flagged = json.loads(hp_plan("estimate", str(TITAN_8B), "--json", "--framework", "megatron").stdout)
+    assert flagged["framework"] == "megatron" and flagged["step_time_s"] < doc["step_time_s"]
+    text = hp_plan("estimate", str(TITAN_8B)).stdout
+    assert "priced for torchtitan on H100-96G" in text and "MFU (model FLOPs, non-causal)" in text
+    bad = hp_plan("estimate", str(TITAN_8B), "--framework", "caffe")
+    assert bad.returncode == 2 and "unknown framework" in bad.stderr
+
+
+def test_a_trainer_that_does_not_pipeline_gets_a_diagnostic_and_no_pipelined_plan(tmp_path: Path) -> None:
+    f = tmp_path / "search.yaml"
+    f.write_text(
+        "model: {num_hidden_layers: 32, hidden_size: 4096, intermediate_size: 14336, num_attention_heads: 32,\n"
+        "        num_key_value_heads: 8, vocab_size: 128256, max_position_embeddings: 4096}\n"
+        "cluster: {num_nodes: 1, cards_per_node: 8, device_type: A2}\n"
+        "parallelism: {dp: 4, fsdp: 4, tp: 1, pp: 2, cp: 1, ep: 1, vpp: 1, micro_batch_size: 1, micro_batch_num: 8}\n"
+        "constraint: {global_batch_size: 32, memory_limit_gb: 60}\n"
+        "recompute: full\n")
+    doc = json.loads(hp_plan("estimate", str(f), "--json").stdout)
+    hit = [d for d in doc["diagnostics"] if d["code"] == "HP530"]
+    assert doc["framework"] == "hyperparallel" and hit and hit[0]["path"] == "parallelism.pp"
+    assert hit[0]["range"]["start"]["line"] == 3
+    assert "uncalibrated" in hp_plan("estimate", str(f)).stdout
+    f.write_text(f.read_text().replace("pp: 2", "pp: auto").replace("dp: 4, fsdp: 4", "dp: auto, fsdp: auto")
+                 .replace("micro_batch_num: 8", "micro_batch_num: auto"))
+    cfg = check_file(str(f)).config
+    assert cfg is not None
+    result = search(cfg, top=5)
+    assert result.top and all(e.strategy.pp == 1 for e in result.top)
+    mega = search(replace(cfg, run=replace(cfg.run, framework="megatron")), top=50)
+    assert any(e.strategy.pp > 1 for e in mega.top) or mega.evaluated > result.evaluated
+
+
+def test_estimator_section_is_read(tmp_path: Path) -> None:
+    f = tmp_path / "search.yaml"
+    f.write_text(TITAN_8B.read_text().replace("  compile: true", "  compile: false\n  fp8: true"))
+    (tmp_path / "train.yaml").write_text((TITAN_8B.parent / "train.yaml").read_text())
+    cfg = check_file(str(f)).config
+    assert cfg is not None and cfg.run.framework == "torchtitan" and not cfg.run.compile and cfg.run.fp8
+    est, _ = estimate_config(cfg)
+    assert est is not None and est.framework == "torchtitan"
+
+
+def test_blocked_table_carries_framework_and_causal_mfu() -> None:
+    tab = CandidateTable.from_strategies([Strategy(dp=8, dp_shard=8)] * 3)
+    pr = price_table(LLAMA70B, cluster(1, "H100"), RunOptions(framework="megatron"), tab, 1e6)
+    assert pr.framework == "megatron" and pr.causal_mfu is not None and (pr.causal_mfu < pr.mfu).all()
