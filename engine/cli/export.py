@@ -3,7 +3,8 @@
 Prints the plan (the stated one; for a search config with searched dimensions, or with --best, the search's
 best) as the target stack's arguments: Megatron-LM / MindSpeed-LLM flags one per line, or a torchtitan TOML
 fragment (engine.explain.export has the mapping of every key; docs/explain.md the same table). Settings the
-target cannot express are HP753 warnings on stderr (in `diagnostics` with --json). Exit 0 when exported.
+target cannot express are HP753 warnings on stderr (in `diagnostics` with --json). Exit 0 when exported; 1
+when nothing could be exported or the input has errors (a plan over the budget is still printed, HP520).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         if est is not None:
             exported = export(est.strategy, config.model, config.run, str(args.to))
             diags += list(exported.diagnostics)
-    blocking = [d for d in diags if d.is_error and d.code != "HP520"]
+    errors = [d for d in diags if d.is_error]  # HP520 (does not fit) included: exported, but exit 1
     if as_json:
         doc: dict[str, Any] = {"file": file, "to": str(args.to),
                                "strategy": est.strategy.to_json() if est is not None else None,
@@ -52,4 +53,4 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             err.write(format_line(d, file) + "\n")
         if exported is not None:
             out.write(exported.text)
-    return 0 if exported is not None and not blocking else 1
+    return 0 if exported is not None and not errors else 1

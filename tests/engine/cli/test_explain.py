@@ -198,3 +198,8 @@ def test_tokens_on_search_and_compare() -> None:
 def test_tokens_rejects_nonsense() -> None:
     r = hp_plan("estimate", ONE, "--tokens", "lots")
     assert r.returncode == 2 and "token count" in r.stderr
+
+
+def test_export_of_a_plan_over_budget_prints_it_and_exits_1() -> None:
+    doc = _json("export", ONE, "--to", "megatron", "--memory-gb", "20", code=1)
+    assert doc["args"] and any(d["code"] == "HP520" for d in doc["diagnostics"])
