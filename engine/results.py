@@ -64,11 +64,17 @@ class SearchResult:
     refused: Mapping[str, int] = field(default_factory=dict)
     over_budget: int = 0
     diagnostics: tuple[Diagnostic, ...] = ()
+    # Per `top` entry: within `band` (a fraction of the fastest step time) of the fastest, hence ranked by
+    # simplicity rather than speed (engine.search.equivalence).
+    equivalent: tuple[bool, ...] = ()
+    band: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "best": self.best.to_json() if self.best else None,
             "top": [e.to_json() for e in self.top],
+            "equivalent": list(self.equivalent),
+            "equivalence_band": self.band,
             "evaluated": self.evaluated,
             "feasible": self.feasible,
             "elapsed_s": self.elapsed_s,

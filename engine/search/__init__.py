@@ -21,6 +21,7 @@ from engine.diagnostics import Diagnostic
 from engine.integers import TRIAL_DIVISION_MAX
 from engine.results import Estimate, SearchResult
 from engine.search import explain
+from engine.search.equivalence import POOL, rank_equivalent
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_space
 from engine.search.space import Space, enumerate_space, restrictions
@@ -121,8 +122,9 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         if progress is not None:
             progress(0.9 * min(done / total, 1.0))
 
-    priced = price_space(pricer, space, config.recompute, top=top, model=model, poll=poll)
-    order = priced.order(top)
+    pool = max(top, POOL)  # the near-tie band needs the simpler plans priced too (engine.search.equivalence)
+    priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll)
+    order = priced.order(pool)
     fits = priced.fits
     over = int(len(space) - int(fits.sum()))
     diags: list[Diagnostic] = []
@@ -132,14 +134,16 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
             raise Cancelled
         estimates = _estimates(pricer, [_strategy(space, priced, r) for r in order.tolist()], model)
         estimates = [e for e in estimates if e.fits]  # the ranking priced these exactly; this only guards
-        estimates.sort(key=lambda e: (e.step_time_s, e.peak_memory_gib))
     else:
         diags.extend(_refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
     if progress is not None:
         progress(1.0)
-    best = estimates[0] if estimates else None
-    return SearchResult(best, tuple(estimates), len(space), int(fits.sum()), 0.0, {},
-                        refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags))
+    ranked = rank_equivalent(estimates)
+    kept = ranked.estimates[:top]
+    best = kept[0] if kept else None
+    return SearchResult(best, kept, len(space), int(fits.sum()), 0.0, {},
+                        refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
+                        equivalent=ranked.equivalent[:top], band=ranked.band)
 
 
 def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) -> list[Estimate]:
