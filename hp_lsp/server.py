@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from hp_lsp import __version__
-from hp_lsp.features import code_actions, code_lens, completion, hover, symbols
+from hp_lsp.features import code_actions, code_lens, completion, hover, plan, symbols
 from hp_lsp.features.progress import SearchProgress
 from hp_lsp.outline import Entry, scan
 from hp_lsp.positions import from_client_position
@@ -247,6 +247,10 @@ def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
         from hp_lsp.features.code_actions import create_search_config_command
 
         return await create_search_config_command(ls, args)
+
+    @server.command(plan.SHOW_PLAN_COMMAND)
+    async def show_plan(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
+        return await plan.show_plan_command(ls, args)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(ls: HpLanguageServer, params: types.WorkDoneProgressCancelParams) -> None:

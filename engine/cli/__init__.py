@@ -1,4 +1,4 @@
-"""`hp-plan`: check, estimate, search and apply HyperParallel configs from the command line (FORMATS.md §3).
+"""`hp-plan`: check, estimate, search, apply, explain, compare and export HyperParallel configs from the command line (FORMATS.md §3).
 
 The parser is defined here for every subcommand; each subcommand lives in `engine.cli.<name>` with
 `run(args) -> int` and is imported only when used, so `hp-plan check` never pays for numpy or the search.
@@ -21,7 +21,7 @@ from engine import __version__
 if TYPE_CHECKING:
     from engine.config.types import ClusterOverrides
 
-SUBCOMMANDS = ("check", "estimate", "search", "apply")
+SUBCOMMANDS = ("check", "estimate", "search", "apply", "explain", "compare", "export")
 
 POSITIONS_NOTE = (
     "Text output writes positions as path:line:column, 1-based like a compiler's; --json ranges are 0-based "
@@ -80,6 +80,61 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-gb", type=_positive_float, metavar="X", help="device memory in GiB")
 
 
+def _tokens(text: str) -> float:
+    from engine.explain.tokens import parse_tokens
+
+    try:
+        return parse_tokens(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _tokens_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tokens", type=_tokens, metavar="N",
+                   help="a token budget (15e12, 15T, 300B): wall-clock days and device-hours for the plan")
+
+
+def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """explain, compare and export (FORMATS.md §7; docs/explain.md)."""
+    p = sub.add_parser("explain", help="per-stage time and memory, what bounds the step, the pipeline timeline",
+                       description="Price the plan FILE states (for a search config with searched dimensions, "
+                       "the best one) and show one row per pipeline stage (layers, memory by part, forward, "
+                       "backward, recompute, exposed communication, idle), what bounds the step, and the "
+                       "pipeline schedule as a timeline of micro-batches whose last interval ends at the "
+                       "step time.", epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §7 `explain`)")
+    p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
+    p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
+    p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
+    _tokens_flag(p)
+    _cluster_flags(p)
+
+    p = sub.add_parser("compare", help="two plans side by side: every term, the speedup, the error band",
+                       description="Price two complete plans on the same model and cluster (two files, or "
+                       "--best: FILE_A's stated plan against the best the search finds) and show every time and "
+                       "memory term side by side, the speedup in tokens/s at the same global batch size, the terms "
+                       "that make the difference and whether the gap is inside the cost model's error band.",
+                       epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="FILE_A")
+    p.add_argument("file_b", metavar="FILE_B", nargs="?")
+    p.add_argument("--best", action="store_true", help="compare FILE_A's stated plan with the search's best")
+    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §7 `compare`)")
+    _tokens_flag(p)
+    _cluster_flags(p)
+
+    p = sub.add_parser("export", help="the plan as Megatron / MindSpeed flags or a torchtitan TOML fragment",
+                       description="Print the plan FILE states (for a search config with searched dimensions, "
+                       "the best one) as the arguments of another training stack: Megatron-LM or MindSpeed-LLM "
+                       "command-line flags, or a torchtitan TOML fragment. Settings the stack cannot express get "
+                       "a warning (HP753). The mapping is in docs/explain.md.", epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--to", required=True, choices=("megatron", "torchtitan", "mindspeed"), help="the target stack")
+    p.add_argument("--best", action="store_true", help="export the search's best plan, not the stated one")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    _cluster_flags(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="hp-plan",
@@ -102,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `estimate`)")
+    _tokens_flag(p)
     _cluster_flags(p)
 
     p = sub.add_parser("search", help="search the strategy space and rank what fits",
@@ -110,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `search`)")
     p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
+    _tokens_flag(p)
     _cluster_flags(p)
 
     p = sub.add_parser("apply", help="write the best strategy back into the train.yaml (round-trip)",
@@ -125,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing anything")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _cluster_flags(p)
+    _explain_parsers(sub)
     return parser
 
 

@@ -67,6 +67,16 @@ def render_text(path: str, config: Config | None, est: Estimate | None, diags: t
             print(f"  {k:<10} {v:10.3f} s  {100 * v / tot:5.1f}%", file=out)
 
 
+def _time_to_train(args: argparse.Namespace, loaded: Any, est: Estimate) -> Any:
+    """`--tokens N`: the plan's TimeToTrain (engine.explain.tokens), None without the flag."""
+    tokens = getattr(args, "tokens", None)
+    if tokens is None or loaded is None or loaded.config is None or loaded.config.model is None:
+        return None
+    from engine.explain.tokens import time_to_train
+
+    return time_to_train(est, tokens, loaded.config.model.seq_len)
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point used by engine.cli.main for the `estimate` subcommand."""
     path: str = args.file
@@ -92,12 +102,18 @@ def run(args: argparse.Namespace) -> int:
         if est is not None:
             doc = est.to_json()
             doc["diagnostics"] = [d.to_json() for d in diags]
+            ttt = _time_to_train(args, loaded, est)
+            if ttt is not None:
+                doc["time_to_train"] = ttt.to_json()
         else:
             doc = {"file": path, "diagnostics": [d.to_json() for d in diags]}
         json.dump(doc, out, indent=2)
         out.write("\n")
     else:
         render_text(path, loaded.config if loaded is not None else None, est, diags, out)
+        ttt = _time_to_train(args, loaded, est) if est is not None else None
+        if ttt is not None:
+            print(f"\nTime to train: {ttt.line()}", file=out)
     if est is None or has_errors(diags) or not est.fits:
         return 1
     return 0

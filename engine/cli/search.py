@@ -99,6 +99,21 @@ def write_json(out: TextIO, doc: object) -> None:
     out.write(json.dumps(json_safe(doc), indent=2) + "\n")
 
 
+def _add_time_to_train(doc: dict[str, object], args: argparse.Namespace, config: object,
+                       result: SearchResult) -> None:
+    """`--tokens N`: each ranked estimate of the JSON document gets its `time_to_train`."""
+    tokens = getattr(args, "tokens", None)
+    model = getattr(config, "model", None)
+    if tokens is None or model is None:
+        return
+    from engine.explain.tokens import time_to_train
+
+    ests = ([("best", result.best)] if result.best is not None else []) + [(i, e) for i, e in enumerate(result.top)]
+    for key, est in ests:
+        target = doc["best"] if key == "best" else doc["top"][key]  # type: ignore[index]
+        target["time_to_train"] = time_to_train(est, tokens, model.seq_len).to_json()  # type: ignore[index]
+
+
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
@@ -133,6 +148,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         doc: dict[str, object] = {"file": file}
         if result is not None:
             doc.update(result.to_json())
+            _add_time_to_train(doc, args, config, result)
         else:
             doc.update({"best": None, "top": [], "evaluated": 0, "feasible": 0, "elapsed_s": 0.0,
                         "dimensions": {}})
@@ -145,6 +161,11 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         if diags:
             out.write("\n")
         render(result, config.summary_lines(), out)
+        tokens = getattr(args, "tokens", None)
+        if tokens is not None and result.best is not None and config.model is not None:
+            from engine.explain.tokens import time_to_train
+
+            out.write(f"time to train (best): {time_to_train(result.best, tokens, config.model.seq_len).line()}\n")
     if result is not None and result.best is None and not diags:
         out.write("no strategy fits\n")
     return 0 if ok else 1

@@ -12,4 +12,5 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP109", "error", "value must be positive"),
     ("HP110", "error", "value out of range"),
     ("HP111", "error", "empty candidate list"),
+    ("HP112", "information", "read by HyperParallel, not priced by hp-plan"),
 ]

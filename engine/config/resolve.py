@@ -419,9 +419,15 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
     model_level = {"micro_batch_size": sf.local_batch_size, "vpp": sf.pp_interleave_num}.get(d)
     if model_level is not None:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
+    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value == "1F1B":
+        # A stated plain 1F1B schedule has one chunk per stage: an interleaved vpp is no candidate.
+        return Dimension(d, "fixed", (1,), "declared", sf.pipeline_schedule.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
-    if train is not None and d in train.degrees and int(train.degrees[d].value) >= (0 if d == "etp" else 1):
+    # micro_batch_num is no search-space key of either train.yaml reader (HYPERPARALLEL.md §2.5-§2.6): it
+    # follows the searched dp through the batch rule, so a train.yaml's value is not inherited.
+    if (train is not None and d in train.degrees and d != "micro_batch_num"
+            and int(train.degrees[d].value) >= (0 if d == "etp" else 1)):
         v = train.degrees[d]
         return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
     if d == "etp":

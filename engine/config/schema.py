@@ -58,7 +58,8 @@ TRAIN_AUTOMODELS = _s(
         "accelerator": _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
-            "overlap_grad_reduce overlap_param_gather",
+            "overlap_grad_reduce overlap_param_gather pp_schedule pp_vpp pp_micro_batch_num "
+            "enable_parallel_optimizer",
             "loss_parallel etp_size dp_size dp_replicate_size",
         ),
         "fsdp_config": _s(
@@ -79,17 +80,19 @@ TRAIN_LEGACY = _s(
     {
         "model": _s("name", "", {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)}),
         "train": _s(
-            "global_batch_size micro_batch_size",
+            "global_batch_size micro_batch_size micro_batch_num",
             "optimizer mixed_precision train_iters max_grad_norm lr seed",
             {
                 "accelerator": _s(
                     "dp_shard dp_replicate tp_degree pipeline_parallel_degree context_parallel_degree "
-                    "expert_parallel_degree expert_tensor_parallel_degree", "sequence_parallel",
+                    "expert_parallel_degree expert_tensor_parallel_degree use_seq_parallel "
+                    "enable_parallel_optimizer optimizer_weight_shard_size", "sequence_parallel",
                 ),
                 "gradient_checkpointing": _s("activation_checkpoint", ""),
             },
         ),
         "data": _s("max_seq_len", "path tokenizer num_workers"),
+        "context": _s("device_num max_device_memory", "expert_shard visual_seq_len mode device_target"),
     },
 )
 

@@ -16,6 +16,8 @@ from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, parse_memory_gb
 from engine.document import Map, Scalar
 
+# How every "read by HyperParallel, not priced by hp-plan" information (HP112) begins.
+NOT_PRICED = "read by HyperParallel, not priced by hp-plan"
 RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "selective", "full": "full",
                    "true": "full"}
 # Overlap switches (engine.specs.RunOptions fields of the same names; hp-lsp extensions, not HyperParallel's).
@@ -140,6 +142,13 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         v = src.int_(acc, key, f"accelerator.{key}", allow=(0,) if dim == "etp" else ())
         if v is not None:
             deg[dim] = v
+    # The trainer's pipeline keys (examples/dryrun/pp_fsdp.yaml): pp_vpp chunks per stage, pp_micro_batch_num.
+    vpp = src.int_(acc, "pp_vpp", "accelerator.pp_vpp")
+    if vpp is not None and "vpp" not in deg:
+        deg["vpp"] = vpp
+    mbn = src.int_(acc, "pp_micro_batch_num", "accelerator.pp_micro_batch_num")
+    if mbn is not None:
+        deg["micro_batch_num"] = mbn
     mbs = src.int_(training, "micro_batch_size", "training.micro_batch_size")
     if mbs is not None:
         deg["micro_batch_size"] = mbs
@@ -151,10 +160,10 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     if shard is not None:
         deg["fsdp"] = shard
     facts.reshard_after_forward = src.bool_(fsdp, "reshard_after_forward", "fsdp_config.reshard_after_forward")
-    facts.pipeline_schedule = src.choice(acc, "pipeline_scheduler", "accelerator.pipeline_scheduler",
-                                         PIPELINE_SCHEDULERS)
+    facts.pipeline_schedule = (src.choice(acc, "pipeline_scheduler", "accelerator.pipeline_scheduler",
+                                          PIPELINE_SCHEDULERS) or _trainer_schedule(src, acc))
     facts.cp_algo = src.choice(acc, "context_parallel_algo", "accelerator.context_parallel_algo", CP_ALGOS)
-    facts.optimizer_shard = src.int_(acc, "optimizer_weight_shard_size", "accelerator.optimizer_weight_shard_size")
+    _read_parallel_optimizer(facts, acc, "accelerator")
     for key in OVERLAP_KEYS:
         ov = src.bool_(acc, key, f"accelerator.{key}")
         if ov is not None:
@@ -167,6 +176,15 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     data = src.section(root, "data", "data")
     if facts.seq_len is None:
         facts.seq_len = src.int_(data, "max_seq_len", "data.max_seq_len")
+    _read_context(facts, context)
+    facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
+               facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
+               facts.device_num, facts.max_device_memory, *facts.overlaps.values())
+
+
+def _read_context(facts: TrainFacts, context: Map | None) -> None:
+    """`context.device_num` and `context.max_device_memory` ("54GB"): both schemas state them there."""
+    src = facts.src
     facts.device_num = src.int_(context, "device_num", "context.device_num")
     mem = src.val(context, "max_device_memory", "context.max_device_memory")
     if mem is not None:
@@ -176,9 +194,41 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
                      mem.loc.value, mem.path, data={"replace_value": "76GB"})
         else:
             facts.max_device_memory = Val(gb, mem.path, mem.loc)
-    facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
-               facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
-               facts.device_num, facts.max_device_memory, *facts.overlaps.values())
+
+
+def _trainer_schedule(src: Source, acc: Map | None) -> Val | None:
+    """The trainer's `accelerator.pp_schedule` (1f1b, interleaved_1f1b, ...). A schedule this planner does not
+    price is said so at the key and priced as 1F1B, not refused: the trainer runs it."""
+    v = src.val(acc, "pp_schedule", "accelerator.pp_schedule")
+    if v is None:
+        return None
+    text = str(v.value).strip().lower() if isinstance(v.value, str) else None
+    if text in PIPELINE_SCHEDULERS:
+        return Val(PIPELINE_SCHEDULERS[text], v.path, v.loc)
+    if text is None:
+        src.diag("HP106", f"accelerator.pp_schedule must be a schedule name such as 1f1b, got {v.value!r}",
+                 v.loc.value, v.path)
+        return None
+    src.diag("HP112", f"{NOT_PRICED}: pipeline schedule '{v.value}' is priced as 1F1B (hp-plan prices 1f1b and "
+             "interleaved_1f1b)", v.loc.key, v.path)
+    return None
+
+
+def _read_parallel_optimizer(facts: TrainFacts, acc: Map | None, prefix: str) -> None:
+    """MindFormers-style ZeRO-1 keys: `optimizer_weight_shard_size` shards the optimizer states, and
+    `enable_parallel_optimizer: false` turns that sharding off whatever the size says."""
+    src = facts.src
+    facts.optimizer_shard = src.int_(acc, "optimizer_weight_shard_size", f"{prefix}.optimizer_weight_shard_size")
+    enabled = src.bool_(acc, "enable_parallel_optimizer", f"{prefix}.enable_parallel_optimizer")
+    if enabled is None:
+        return
+    facts.note(enabled)
+    if not enabled.value:
+        facts.optimizer_shard = Val(1, enabled.path, enabled.loc)
+    elif facts.optimizer_shard is None:
+        src.diag("HP112", f"{NOT_PRICED}: a parallel optimizer over the whole data-parallel group; hp-plan prices "
+                 "the optimizer unsharded unless optimizer_weight_shard_size states the shard", enabled.loc.key,
+                 enabled.path)
 
 
 def _read_legacy(facts: TrainFacts, root: Map) -> None:
@@ -192,6 +242,13 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     deg = facts.degrees
     if mbs is not None:
         deg["micro_batch_size"] = mbs
+    mbn = src.int_(train, "micro_batch_num", "train.micro_batch_num")  # upstream's writer writes it (§4.3)
+    if mbn is not None:
+        deg["micro_batch_num"] = mbn
+    sp = src.bool_(acc, "use_seq_parallel", "train.accelerator.use_seq_parallel")
+    if sp is not None:
+        deg["sequence_parallel"] = Val(int(bool(sp.value)), sp.path, sp.loc)
+    _read_parallel_optimizer(facts, acc, "train.accelerator")
     for dim, key in (("tp", "tp_degree"), ("pp", "pipeline_parallel_degree"), ("cp", "context_parallel_degree"),
                      ("ep", "expert_parallel_degree"), ("etp", "expert_tensor_parallel_degree"),
                      ("fsdp", "dp_shard")):
@@ -205,7 +262,9 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     facts.recompute = src.choice(gc, "activation_checkpoint", "train.gradient_checkpointing.activation_checkpoint",
                                  RECOMPUTE_MODES)
     facts.seq_len = src.int_(data, "max_seq_len", "data.max_seq_len")
-    facts.note(facts.global_batch_size, facts.dp_replicate, *deg.values(), facts.recompute, facts.seq_len)
+    _read_context(facts, src.section(root, "context", "context"))
+    facts.note(facts.global_batch_size, facts.dp_replicate, *deg.values(), facts.recompute, facts.seq_len,
+               facts.optimizer_shard, facts.device_num, facts.max_device_memory)
 
 
 def _read_recompute_layers(facts: TrainFacts, root: Map) -> None:

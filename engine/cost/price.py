@@ -9,7 +9,7 @@ p = pp, v = virtual chunks, m = micro-batches, h = hidden, f = MLP width.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 
@@ -19,7 +19,15 @@ from engine.cost.memory import Memory, price_memory
 from engine.cost.model import model_stats
 from engine.cost.rows import OFF, Rows, build_rows
 from engine.cost.table import CandidateTable, PricedTable
-from engine.cost.timing import head_time, layer_compute, optimizer_time, ordered_sum, recompute_extra
+from engine.cost.timing import (
+    LayerCompute,
+    head_forward_time,
+    head_time,
+    layer_compute,
+    optimizer_time,
+    ordered_sum,
+    recompute_extra,
+)
 from engine.results import MEMORY_TERMS, TIME_TERMS
 from engine.specs import ClusterSpec, ModelSpec, RunOptions
 
@@ -77,8 +85,24 @@ def _price_block(
     # End of step: DP synchronisation and the optimizer.
     dp_exp_stage = dp_sync_exposed(r, mem.params, comp_stage, r.stage_sum(rec))
     opt_t = optimizer_time(r, mem.params.ne_stage, mem.params.ex_stage, mem.params.shard_o)
-    return _combine(r, mem, stage_t, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm, per_layer,
-                    budget_gib)
+    priced = _combine(r, mem, stage_t, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm, per_layer,
+                      budget_gib)
+    return replace(priced, stage_time_parts=_stage_time_parts(r, lc, comp_stage, rec, comm, {
+        "pp_p2p": np.broadcast_to(p2p[:, None], stage_t.shape), "fsdp_comm": fsdp_exp, "dp_comm": dp_exp_stage,
+        "optimizer": np.broadcast_to(opt_t[:, None], stage_t.shape)}))
+
+
+def _stage_time_parts(r: Rows, lc: LayerCompute, comp_stage: np.ndarray, rec: np.ndarray, comm: LayerComm,
+                      rest: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """PricedTable.stage_time_parts: the per-stage, per-micro-batch terms stage_t is the sum of (forward and
+    backward compute apart), the stage's exposed end-of-step sync and the optimizer, zero past each row's pp
+    (engine.explain draws the pipeline timeline from them)."""
+    fwd = r.stage_sum(np.broadcast_to(lc.fwd[:, :, None], (r.n, 2, 3)))
+    fwd = fwd + np.where(r.last, head_forward_time(r)[:, None], 0.0)
+    parts = {"forward": fwd, "backward": comp_stage - fwd, "recompute": r.stage_sum(rec),
+             "tp_comm": r.stage_sum(comm.tp), "cp_comm": r.stage_sum(comm.cp), "ep_comm": r.stage_sum(comm.ep),
+             **rest}
+    return {k: np.where(r.valid, v, 0.0) for k, v in parts.items()}
 
 
 def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, fsdp_exp: np.ndarray,

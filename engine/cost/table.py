@@ -7,7 +7,7 @@ table, so the two can never disagree.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -17,6 +17,10 @@ from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
 RECOMPUTE_CODE: dict[str, int] = {m: i for i, m in enumerate(RECOMPUTE_MODES)}  # off 0, selective 1, full 2
 SCHEDULE_CODE: dict[str, int] = {"1F1B": 0, "interleaved": 1}
 SCHEDULE_NAME: dict[int, str] = {v: k for k, v in SCHEDULE_CODE.items()}
+# The parts a stage's per-micro-batch time is the sum of (PricedTable.stage_time_parts).
+STAGE_TIME_PARTS: tuple[str, ...] = (
+    "forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "fsdp_comm",
+)
 
 @dataclass(frozen=True, eq=False)
 class CandidateTable:
@@ -203,6 +207,10 @@ class PricedTable:
     layer_act_one_gib: np.ndarray
     layer_time_s: np.ndarray
     layer_extra_time_s: np.ndarray
+    # Per stage, per micro-batch seconds of each part of stage time (STAGE_TIME_PARTS, (n, P), 0 past a
+    # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the
+    # update; what engine.explain draws the pipeline timeline from (the step time is built from the same).
+    stage_time_parts: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.peak_gib)

@@ -159,14 +159,26 @@ def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
     return rec
 
 
-def head_time(r: Rows) -> np.ndarray:
-    """(n,) seconds of the output layer on the last stage: logits GEMM forward + backward and fp32
-    cross-entropy streaming, once per MTP depth more."""
+def _head_forward_parts(r: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) forward seconds of the output layer: the logits GEMM and the fp32 cross-entropy streaming."""
     T, t, h, V = r.T, r.t, r.h, r.V
     logit_g = gemm_time(2 * T * h * V / t, np.minimum(V / t, h), r.gemm_rate)
     logit_e = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * K.LOGIT_BYTES * T * V / t / r.hbm
+    return logit_g, logit_e
+
+
+def head_time(r: Rows) -> np.ndarray:
+    """(n,) seconds of the output layer on the last stage: logits GEMM forward + backward and fp32
+    cross-entropy streaming, once per MTP depth more."""
+    logit_g, logit_e = _head_forward_parts(r)
     head_t = (1 + K.BWD_GEMM_RATIO) * logit_g + (1 + K.BWD_ELEMENTWISE_RATIO) * logit_e
     return head_t * (1 + r.model.mtp_depth)
+
+
+def head_forward_time(r: Rows) -> np.ndarray:
+    """(n,) the forward share of head_time (what the explain timeline draws as the last stage's forward)."""
+    logit_g, logit_e = _head_forward_parts(r)
+    return (logit_g + logit_e) * (1 + r.model.mtp_depth)
 
 
 def optimizer_time(r: Rows, ne_stage: np.ndarray, ex_stage: np.ndarray, shard_o: np.ndarray) -> np.ndarray:

@@ -7,7 +7,8 @@ expert_tensor_parallel_degree, sequence_parallel, pp_interleave_num, pipeline_sc
 optimizer_weight_shard_size}, fsdp_config.dp_shard_size, training.{global_batch_size, micro_batch_size},
 activation_checkpoint.{mode, layers}. Legacy (HYPERPARALLEL.md §2.6, §4.3): train.{global_batch_size,
 micro_batch_size, micro_batch_num}, train.accelerator.{dp_shard, dp_replicate, tp_degree,
-pipeline_parallel_degree, context_parallel_degree, expert_parallel_degree, expert_tensor_parallel_degree},
+pipeline_parallel_degree, context_parallel_degree, expert_parallel_degree, expert_tensor_parallel_degree,
+use_seq_parallel, optimizer_weight_shard_size (and enable_parallel_optimizer, set true when a shard is written)},
 train.gradient_checkpointing.activation_checkpoint. The legacy data-parallel degree is
 dp_replicate x dp_shard (world = dp_replicate x dp_shard x tp x pp x cp, FORMATS.md §1, as engine.config reads
 it), so a legacy file cannot hold an FSDP shard that spans context parallelism.
@@ -51,7 +52,8 @@ LEGACY_ORDER: Order = {
                  "gradient_checkpointing"),
     ("train", "accelerator"): ("dp_shard", "dp_replicate", "tp_degree", "pipeline_parallel_degree",
                                "context_parallel_degree", "expert_parallel_degree",
-                               "expert_tensor_parallel_degree"),
+                               "expert_tensor_parallel_degree", "use_seq_parallel", "enable_parallel_optimizer",
+                               "optimizer_weight_shard_size"),
     ("train", "gradient_checkpointing"): ("activation_checkpoint",),
 }
 
@@ -140,6 +142,11 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
                 mode=as_mode(value_at(data, ("train", "gradient_checkpointing", "activation_checkpoint")))
                 or "off"
             ),
+            "sequence_parallel": as_bool(value_at(data, (*acc, "use_seq_parallel")))
+            if value_at(data, (*acc, "use_seq_parallel")) is not MISSING else False,
+            # enable_parallel_optimizer: false turns the shard off whatever its size (engine.config.train)
+            "optimizer_shard": 1 if value_at(data, (*acc, "enable_parallel_optimizer")) is False
+            else _int_or(data, (*acc, "optimizer_weight_shard_size"), 1),
         }
     mode = as_mode(value_at(data, ("activation_checkpoint", "mode")))
     layers = as_layers(value_at(data, ("activation_checkpoint", "layers")))
@@ -169,7 +176,8 @@ def expected(strategy: Strategy, schema: Schema) -> dict[str, Any]:
             "dp_shard": s.dp_shard, "dp_replicate": s.dp // s.dp_shard, "tp": s.tp, "pp": s.pp, "cp": s.cp,
             "ep": s.ep, "etp": s.etp, "micro_batch_size": s.micro_batch_size,
             "micro_batch_num": s.micro_batch_num, "global_batch_size": s.global_batch_size,
-            "recompute": RecomputePlan(s.recompute.mode),
+            "recompute": RecomputePlan(s.recompute.mode), "sequence_parallel": s.sequence_parallel,
+            "optimizer_shard": s.optimizer_shard,
         }
     return {
         "tp": s.tp, "pp": s.pp, "cp": s.cp, "ep": s.ep, "etp": s.etp, "vpp": s.vpp,
@@ -275,9 +283,7 @@ def _changes_legacy(s: Strategy) -> list[Change]:
     unsupported = [
         (s.vpp != 1, f"pipeline interleaving (vpp {s.vpp})"),
         (s.pipeline_schedule != "1F1B", f"the {s.pipeline_schedule} schedule"),
-        (s.sequence_parallel, "sequence parallelism"),
         (bool(s.recompute.layers), "per-layer recompute"),
-        (s.optimizer_shard != 1, f"optimizer sharding ({s.optimizer_shard})"),
         (s.dp % s.dp_shard != 0, f"an FSDP shard of {s.dp_shard} spanning context parallelism (dp {s.dp})"),
     ]
     missing = [what for cond, what in unsupported if cond]
@@ -288,7 +294,13 @@ def _changes_legacy(s: Strategy) -> list[Change]:
         )
     acc = ("train", "accelerator")
     mode = s.recompute.mode
+    extra = [_int_change((*acc, "optimizer_weight_shard_size"), s.optimizer_shard, always=False)]
+    if s.optimizer_shard != 1:  # a stated `enable_parallel_optimizer: false` would turn the shard off
+        extra.append(Change((*acc, "enable_parallel_optimizer"), True,
+                            satisfied=lambda now: now is MISSING or as_bool(now) is True))
     return [
+        *extra,
+        _bool_change((*acc, "use_seq_parallel"), s.sequence_parallel),
         _int_change(("train", "global_batch_size"), s.global_batch_size),
         _int_change(("train", "micro_batch_size"), s.micro_batch_size, always=False),
         _int_change(("train", "micro_batch_num"), s.micro_batch_num),

@@ -8,7 +8,11 @@ becomes one new line at the natural place in its mapping, with the indentation o
 parent's step, guessed from the file) and the file's own line breaks; a mapping written in flow style gets
 the key in flow style. Nothing else moves, so untouched bytes stay byte-identical by construction.
 
-An end-of-line comment after a changed value keeps its column when the blanks before it allow.
+An end-of-line comment after a changed value keeps its column when the blanks before it allow. When it
+states the old value (names it as a word) it is marked with that value (`pp_interleave_num: 1  # was 5: 80
+layers / (4 stages x 5 chunks)`): left as it was it would lie about the new one. The user's words are kept;
+a comment that does not name the old value (`# within a node`) is left alone; a later change back to the
+marked value removes the mark (docs/editing.md).
 
 Each operation works on the current text and returns splices against it; callers apply one change at a
 time and re-compose (see engine.edit.core), which keeps every operation simple and exact.
@@ -376,6 +380,32 @@ def _blank_after(doc: Doc, line: int) -> bool:
 
 
 _GAP = re.compile(r"[ ]+(?=#)")
+_COMMENT = re.compile(r"[ \t]+#[ \t]*")  # blanks, the hash and blanks up to the comment's first word
+_MARK = re.compile(r"was (.+?): ")  # the mark mark_comment writes, at the start of a comment's words
+
+
+def mark_comment(doc: Doc, end: int, old: str, new: str) -> list[Splice]:
+    """Splices marking the end-of-line comment after a value (ending at `end`) that changes from the token
+    `old` to `new`, when the comment states the old value: `# 4 x 5 chunks` -> `# was 5: 4 x 5 chunks`. A
+    comment already marked keeps its mark (its words are about that older value) unless `new` is that value
+    again, when the mark goes. No comment, or one that does not name the old value: nothing."""
+    head = _COMMENT.match(doc.text, end)
+    if head is None:
+        return []
+    words = head.end()
+    line_end = doc.text.find("\n", words)
+    body = doc.text[words:len(doc.text) if line_end < 0 else line_end].rstrip("\r")
+    if not body.strip():
+        return []
+    marked = _MARK.match(body)
+    if marked is None:
+        bare = old.strip("'\"")
+        if bare and re.search(rf"(?<![\w.]){re.escape(bare)}(?![\w.])", body):
+            return [Splice(words, words, f"was {old}: ")]
+        return []
+    if marked.group(1) == new:
+        return [Splice(words, words + marked.end(), "")]
+    return []
 
 
 def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list[Splice]:
@@ -401,14 +431,16 @@ def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list
         token = render_scalar(value, node)
         if start == end:  # `key:` with nothing after it
             return [Splice(start, end, " " + token)]
+        marks = mark_comment(doc, end, text[start:end], token)
         # an end-of-line comment keeps its column (aligned comments stay aligned) when the blanks allow
         gap = _GAP.match(text, end)
         if gap and len(token) != end - start:
             pad = max(1, len(gap.group(0)) - (len(token) - (end - start)))
-            return [Splice(start, end + len(gap.group(0)), token + " " * pad)]
-        return [Splice(start, end, token)]
+            return [Splice(start, end + len(gap.group(0)), token + " " * pad), *marks]
+        return [Splice(start, end, token), *marks]
     if getattr(node, "flow_style", False):
-        return [Splice(start, end, render_scalar(value))]
+        token = render_scalar(value)
+        return [Splice(start, end, token), *mark_comment(doc, end, text[start:end], token)]
     # a block collection replaced by a scalar or flow value: it goes right after the colon
     colon = text.index(":", key.end_mark.index)
     return [Splice(colon + 1, end, " " + render_scalar(value))]

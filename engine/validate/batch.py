@@ -30,6 +30,8 @@ def check(ctx: Ctx) -> None:
         if g % e:
             ctx.emit("HP402", f"global_batch_size ({g}) must be divisible by dp × micro_batch_size ({d.value}×{mbs}"
                      f"={e}), remainder is {g % e}", d.location, d.path)
+    if "dp" in f and "micro_batch_num" in f:
+        _stated_count(ctx, g, f["dp"].value, mbs)
     if "dp" in ctx.declared or ctx.world is None:
         return
     if cfg.kind == "search" and not all(k in f for k in ("tp", "pp", "cp")):
@@ -50,8 +52,22 @@ def check(ctx: Ctx) -> None:
             ctx.emit("HP402", msg, mb.location, mb.path)
         return
     mbn = g // e
+    if "micro_batch_num" in f:
+        _stated_count(ctx, g, dp, mbs)
     pp_decl = f.get("pp")
     if pp > 1 and mbn < pp and pp_decl is not None:
         ctx.emit("HP415", f"only {mbn} micro-batch{'es' if mbn != 1 else ''} per step (global_batch_size {g} / "
                  f"(dp {dp} × micro_batch_size {mbs})) for {pp} pipeline stages: most stages idle; raise the "
                  "global batch or lower pp", pp_decl.location, pp_decl.path)
+
+
+def _stated_count(ctx: Ctx, g: int, dp: int, mbs: int) -> None:
+    """A stated micro_batch_num (legacy train.micro_batch_num, accelerator.pp_micro_batch_num, a fixed
+    parallelism.micro_batch_num) must close the batch rule; HyperParallel's writer refuses otherwise (§4.4)."""
+    d = ctx.fixed["micro_batch_num"]
+    if g % (dp * mbs) or dp * mbs * d.value == g:
+        return  # the rule cannot hold for any count (HP402 says so), or it holds
+    want = g // (dp * mbs)
+    ctx.emit("HP402", f"global_batch_size {g} != micro_batch_num {d.value} × micro_batch_size {mbs} × dp {dp}: "
+             f"the batch rule needs micro_batch_num {want}", d.location, d.path,
+             data={"nearest_valid": want, "valid": [want]})

@@ -54,4 +54,9 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
         whose = "Stated" if state.good is not None and state.good.estimate is not None else "Stated (train_yaml)"
         out.append(Lens(rng, f"{whose}: {stated.peak_memory_gib:.1f} GiB ({fit} {stated.budget_gib:.0f}) · "
                              f"{stated.step_time_s:.2f} s/step · MFU {stated.mfu:.0%}", ""))
+    from hp_lsp.features.plan import plan_lens
+
+    view = plan_lens(state, rng)
+    if view is not None:
+        out.append(view)
     return out

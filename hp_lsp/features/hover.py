@@ -87,7 +87,9 @@ def strategy_hover(state: DocState) -> str | None:
     elif stated is not None:
         fit = "fits" if stated.fits else "does **not** fit"
         lead = f"**{stated.peak_memory_gib:.1f} GiB** peak ({fit} {stated.budget_gib:.0f} GiB)\n\n"
-    return lead + plan_table(stated, best, stale=state.search_stale)
+    from hp_lsp.features.plan import bound_markdown
+
+    return lead + bound_markdown(state) + plan_table(stated, best, stale=state.search_stale)
 
 
 def model_hover(state: DocState) -> str | None:

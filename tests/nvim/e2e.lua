@@ -71,7 +71,8 @@ local function comments(lines)
   for _, line in ipairs(lines) do
     local c = line:match('(#.*)$')
     if c then
-      table.insert(out, c)
+      -- a rewritten value's comment that stated the old value is marked `# was OLD: ...` (docs/editing.md)
+      table.insert(out, (c:gsub('^(#%s*)was .-: ', '%1')))
     end
   end
   return out
@@ -149,7 +150,7 @@ T.run(function()
   local _, tp_now = find_line(buf, '^%s+tp_size%s*:')
   T.check(best_tp ~= nil and tp_now ~= nil and tp_now:match(':%s*(%d+)') == best_tp,
     'tp_size now holds the best plan\'s tp', { title = apply.title, line = tp_now })
-  T.eq(comments(optimal), original_comments, 'every comment survives the rewrite')
+  T.eq(comments(optimal), original_comments, 'every comment survives the rewrite (marked where it stated the old value)')
 
   -- 6. Write: the file on disk is the buffer, and the search diagnostic goes away after didSave.
   vim.cmd('write')

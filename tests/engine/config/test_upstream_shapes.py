@@ -160,3 +160,122 @@ def test_etp_zero_means_follow_tp(tmp_path: Path) -> None:
     assert s["etp"] == s["tp"] > 1  # every candidate prices its experts split over its own tp
     bad = write(tmp_path, "bad.yaml", DSV3_SEARCH.replace("ETP", "-1"))
     assert "HP109" in codes(bad)
+
+
+def test_a_stated_1f1b_schedule_is_not_overridden_by_an_interleaved_vpp(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", DSV3_SEARCH.replace("ETP", "0"))
+    cfg = check_file(path).config
+    assert cfg is not None and cfg.dimensions["vpp"].summary() == "vpp: fixed 1 (declared)"
+    assert cfg.dimensions["vpp"].location is not None and cfg.dimensions["vpp"].location.key.start.line == 31
+    rc, doc = cli("search", path, "--top", "5")
+    assert rc == 0
+    for row in [doc["best"], *doc["top"]]:
+        s = row.get("strategy", row)
+        assert s["vpp"] == 1 and s["pipeline_schedule"] == "1F1B"
+    # without the stated schedule the search may interleave
+    free = write(tmp_path, "free.yaml", DSV3_SEARCH.replace("ETP", "0").replace(', pipeline_schedule: "1F1B"', ""))
+    cfg = check_file(free).config
+    assert cfg is not None and cfg.dimensions["vpp"].state == "absent"
+
+
+# The SAPP-ND legacy demo's shape (sapp_nd/nd/yamls/hyper_qwen3_72b.yaml).
+LEGACY_72B = """\
+model:
+  name: qwen3_5
+  weights_path: /path/to/models/Qwen3-72B-Base
+  param_init_type: "float32"
+  compute_dtype: "bfloat16"
+  config_overrides:
+    vocab_size: 152064
+    hidden_size: 8192
+    intermediate_size: 29696
+    num_hidden_layers: 80
+    num_attention_heads: 64
+    num_key_value_heads: 8
+    max_position_embeddings: 4096
+data:
+  max_seq_len: 4096
+train:
+  max_steps: 20
+  global_batch_size: 4608
+  micro_batch_size: 1
+  micro_batch_num: MBN
+  accelerator:
+    dp_shard: 1
+    dp_replicate: 32
+    tp_degree: 4
+    pipeline_parallel_degree: 8
+    use_seq_parallel: true
+    enable_parallel_optimizer: POE
+    optimizer_weight_shard_size: 8
+  gradient_checkpointing:
+    activation_checkpoint: full
+context:
+  max_device_memory: "54GB"
+"""
+
+
+def legacy(tmp_path: Path, mbn: int = 144, poe: str = "true") -> str:
+    return write(tmp_path, "hyper_qwen3_72b.yaml", LEGACY_72B.replace("MBN", str(mbn)).replace("POE", poe))
+
+
+def test_legacy_micro_batch_num_is_read_and_checked(tmp_path: Path) -> None:
+    path = legacy(tmp_path)
+    rc, doc = cli("check", path, "--devices", "1024", "--device-type", "A2")
+    assert rc == 0, doc
+    assert not [d for d in doc["diagnostics"] if d["severity"] == "error"]
+    cfg = check_file(path).config
+    assert cfg is not None and cfg.stated is not None and cfg.stated.micro_batch_num == 144
+    bad = legacy(tmp_path, mbn=100)
+    diags = [d for d in check_file(bad).diagnostics if d.code == "HP402"]
+    assert diags and diags[0].path == "train.micro_batch_num" and "needs micro_batch_num 144" in diags[0].message
+
+
+def test_legacy_accelerator_keys_and_context_budget_are_priced(tmp_path: Path) -> None:
+    path = legacy(tmp_path)
+    cfg = check_file(path).config
+    assert cfg is not None and cfg.stated is not None
+    assert cfg.stated.sequence_parallel and cfg.stated.optimizer_shard == 8 and cfg.optimizer_shard == 8
+    assert cfg.memory_limit_gb == 54.0
+    rc, doc = cli("estimate", path, "--devices", "1024", "--device-type", "A2")
+    assert rc == 0 and doc["budget_gib"] == 54.0
+    assert doc["strategy"]["sequence_parallel"] is True and doc["strategy"]["optimizer_shard"] == 8
+    off = check_file(legacy(tmp_path, poe="false")).config
+    assert off is not None and off.optimizer_shard == 1  # enable_parallel_optimizer: false wins over the size
+
+
+def test_legacy_apply_writes_its_own_edit(tmp_path: Path) -> None:
+    legacy(tmp_path)
+    search = write(tmp_path, "search.yaml", "train_yaml: ./hyper_qwen3_72b.yaml\n"
+                   "cluster: {num_nodes: 128, cards_per_node: 8, device_type: A2}\n"
+                   "parallelism: {dp: auto, tp: [4, 8], pp: [4, 8], vpp: 1}\n")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "micro_batch_num" in r.stdout
+
+
+TRAINER_PP = """\
+model:
+  _target_: hyper_parallel.models.HyperAutoModelForCausalLM.from_pretrained
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+  torch_dtype: bfloat16
+training: {global_batch_size: 8, micro_batch_size: 1, max_grad_norm: 1.0}
+accelerator: {tp_size: 1, cp_size: 1, ep_size: 1, pp_size: 2, pp_micro_batch_num: 4, pp_schedule: SCHED, pp_vpp: 2}
+fsdp_config: {dp_shard_size: 2, reshard_after_forward: true}
+dataset: {data_transform: {max_seq_len: 4096}}
+"""
+
+
+def test_trainer_pipeline_keys(tmp_path: Path) -> None:
+    path = write(tmp_path, "pp.yaml", TRAINER_PP.replace("SCHED", "interleaved_1f1b"))
+    rc, doc = cli("estimate", path, "--devices", "4", "--device-type", "A2")
+    assert rc == 0, doc
+    s = doc["strategy"]
+    assert (s["pp"], s["vpp"], s["micro_batch_num"], s["pipeline_schedule"]) == (2, 2, 4, "interleaved")
+    other = write(tmp_path, "pp2.yaml", TRAINER_PP.replace("SCHED", "zbv"))
+    diags = check_file(other).diagnostics
+    assert not [d for d in diags if d.is_error]
+    info = [d for d in diags if d.code == "HP112"]
+    assert info and info[0].path == "accelerator.pp_schedule" and "priced as 1F1B" in info[0].message
+    assert "HP101" not in [d.code for d in diags]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -97,7 +98,8 @@ def test_unified_diff_marks_a_missing_final_newline() -> None:
 @pytest.mark.parametrize("name", ["llama3-70b", "deepseek-v3"])
 def test_examples_round_trip_byte_identical_except_changed_tokens(name: str) -> None:
     """The best strategy of each example's search, written into its train.yaml: every edit is a token on a
-    line of a changed key or a whole inserted line; all other bytes are the original's."""
+    line of a changed key, the "was OLD: " mark in that line's comment, or a whole inserted line; all other
+    bytes are the original's."""
     from engine.search import search
 
     config = check_file(str(EXAMPLES / name / "search.yaml")).config
@@ -112,15 +114,23 @@ def test_examples_round_trip_byte_identical_except_changed_tokens(name: str) -> 
     leaves = {c.rsplit(".", 1)[-1] for c in r.changed}
     for e in r.edits:
         start, end = idx.offset(e.range.start), idx.offset(e.range.end)
-        if start == end:
-            assert e.range.start.character in (0, len(lines[e.range.start.line])), e
-            continue
         line = lines[e.range.start.line]
+        if start == end and e.range.start.character in (0, len(line)):
+            continue  # a whole inserted line
         assert e.range.start.line == e.range.end.line
         assert line.split(":")[0].strip() in leaves, (line, leaves)
-        assert text[start:end].strip() and " " not in text[start:end].strip()
+        assert " " not in text[start:end].strip()
     # the unchanged remainder, byte for byte
     kept = [ln for ln in lines if ln.split(":")[0].strip() not in leaves]
+    # a changed value's comment is kept, marked with the value it was written for
+    new_by_key = {ln.split(":")[0]: ln for ln in r.new_text.splitlines() if ":" in ln}
+    for old_line in lines:
+        new_line = new_by_key.get(old_line.split(":")[0], old_line)
+        if " #" in old_line and old_line.split(":")[0].strip() in leaves and old_line != new_line:
+            words, old = old_line.split(" #", 1)[1].strip(), old_line.split(":")[1].split()[0]
+            marked = re.search(rf"(?<![\w.]){re.escape(old)}(?![\w.])", words)
+            want = f"was {old}: {words}" if marked else words
+            assert new_line.split(" #", 1)[1].strip() == want, (old_line, new_line)
     new_lines = r.new_text.splitlines()
     assert all(ln in new_lines for ln in kept)
     world = best.strategy.world_size

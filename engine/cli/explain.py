@@ -1,0 +1,99 @@
+"""`hp-plan explain FILE [--json] [--svg OUT] [--best] [--tokens N] [cluster flags]` (FORMATS.md §7).
+
+Text: the plan's summary, one row per pipeline stage, what bounds the step, and the timeline as text lanes.
+`--svg OUT` also writes the timeline and a memory-per-stage chart as an SVG picture. `--json`: one JSON
+document, the §7 `explain` object plus `file` (and `time_to_train` with --tokens, `svg` with --svg).
+Exit 0 when the plan is explained and fits, 1 when the input has errors, nothing could be priced or the plan
+does not fit (it is still explained: its memory is the point).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from typing import Any, TextIO
+
+from engine.diagnostics import Diagnostic, has_errors
+
+
+def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic]]:
+    """(config, Explained | None, diagnostics) for args.file: the file's diagnostics and the explanation's."""
+    from engine.check import check_file
+    from engine.cli import cluster_overrides
+    from engine.explain import explain_config
+    from engine.facts import merge
+
+    loaded = check_file(str(args.file), overrides=cluster_overrides(args))
+    diags = list(loaded.diagnostics)
+    if loaded.config is None or has_errors(tuple(diags)):
+        return loaded.config, None, diags
+    ex, more = explain_config(loaded.config, best=best)
+    return loaded.config, ex, list(merge(tuple(diags), more))
+
+
+def write_text_file(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same directory (never half a picture)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hp-plan-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Entry point used by engine.cli.main for `explain`."""
+    from engine.cli.check import format_line
+    from engine.cli.search import write_json
+    from engine.explain.svg import render as render_svg
+    from engine.explain.text import render as render_text
+    from engine.explain.tokens import time_to_train
+
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    file = str(args.file)
+    as_json = bool(getattr(args, "json", False))
+    config, ex, diags = load_plan(args, best=bool(getattr(args, "best", False)))
+    svg_path = getattr(args, "svg", None)
+    written = None
+    if ex is not None and svg_path:
+        try:
+            write_text_file(svg_path, render_svg(ex))
+            written = svg_path
+        except OSError as exc:
+            diags.append(Diagnostic("HP900", f"cannot write the SVG to {svg_path}: {exc.strerror or exc}"))
+    tokens = getattr(args, "tokens", None)
+    ttt = time_to_train(ex.estimate, tokens, config.model.seq_len) if ex is not None and tokens else None
+    if as_json:
+        doc: dict[str, Any] = {"file": file}
+        if ex is not None:
+            doc.update(ex.to_json())
+        else:
+            doc.update({"strategy": None, "framework": None, "step_time_s": None, "stages": [], "bound": None,
+                        "timeline": []})
+        doc["diagnostics"] = [d.to_json() for d in diags]
+        if ttt is not None:
+            doc["time_to_train"] = ttt.to_json()
+        if written:
+            doc["svg"] = written
+        write_json(out, doc)
+    else:
+        for d in diags:
+            out.write(format_line(d, file) + "\n")
+        if ex is not None:
+            if diags:
+                out.write("\n")
+            out.write("\n".join(render_text(ex, width=int(getattr(args, "width", 96) or 96))) + "\n")
+            if ttt is not None:
+                out.write(f"\nTime to train: {ttt.line()}\n")
+            if written:
+                err.write(f"hp-plan explain: wrote {written}\n")
+    if ex is None or not ex.estimate.fits or any(d.is_error and d.code != "HP520" for d in diags):
+        return 1
+    return 0

@@ -1,0 +1,209 @@
+"""Take one priced plan apart: per-stage rows, what bounds the step, and the pipeline timeline.
+
+Everything comes from the cost model's own pricing of the plan (engine.cost.price_table's
+stage_time_parts): the per-micro-batch forward, backward, recompute and exposed communication of every
+stage, the stage's exposed end-of-step sync and the optimizer. The timeline runs those durations through
+the schedule the plan states (engine.explain.schedule) and ends at the estimate's step time: the pipeline
+part ends at step − max exposed sync − optimizer, the cost model's m·max T + (ΣT − max T)/v; where the
+simulated order finishes earlier (uneven stages: the formula charges the fill and drain with every other
+stage's whole time), the difference is drawn as bubble and a diagnostic says how much.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine.config.types import Config
+from engine.cost import CandidateTable, estimate, price_table
+from engine.cost.table import STAGE_TIME_PARTS, PricedTable
+from engine.diagnostics import Diagnostic
+from engine.explain.schedule import FORWARD, Op, simulate
+from engine.explain.types import Explained, Interval, StageRow
+from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
+from engine.specs import RecomputePlan, Strategy
+
+COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "fsdp_comm")
+# Relative mismatch between the rebuilt step and the estimate above which the timeline says so (float noise
+# is ~1e-15; anything larger means the estimate was priced by something this module does not rebuild).
+REBUILD_TOLERANCE = 1e-9
+# The simulated order finishing earlier than the priced pipeline by more than this share is worth a note.
+EARLY_NOTE = 0.001
+# Gaps shorter than this share of the step are float rounding between the simulator's sums and the pieces'.
+SNAP = 1e-12
+
+
+def price_one(config: Config, strategy: Strategy, budget_gib: float) -> PricedTable:
+    """The one-row pricing of `strategy` that estimate() reads its numbers from."""
+    assert config.model is not None and config.cluster is not None
+    m = config.model
+    table = CandidateTable.from_strategies([strategy], num_layers=m.num_layers + m.mtp_depth)
+    return price_table(m, config.cluster, config.run, table, budget_gib)
+
+
+def framework_of(config: Config) -> str:
+    """The stack priced (FORMATS.md §5); the default trainer when the run options do not name one."""
+    return str(getattr(config.run, "framework", None) or "hyperparallel")
+
+
+def explain_estimate(config: Config, est: Estimate) -> Explained:
+    """Explain a priced plan of `config` (est comes from estimate_config or the search)."""
+    s = est.strategy
+    priced = price_one(config, s, est.budget_gib)
+    parts = {k: [float(x) for x in v[0, :s.pp]] for k, v in priced.stage_time_parts.items()}
+    p, m = s.pp, s.micro_batch_num
+    v = s.vpp if s.pipeline_schedule == "interleaved" else 1
+    diags: list[Diagnostic] = list(est.diagnostics)
+    stage_t = [sum(parts[k][i] for k in STAGE_TIME_PARTS) for i in range(p)]
+    dp = parts["dp_comm"]
+    opt = parts["optimizer"][0] if p else 0.0
+    rebuilt = m * max(stage_t) + (sum(stage_t) - max(stage_t)) / v + max(dp) + opt
+    scale = 1.0
+    if abs(rebuilt - est.step_time_s) > REBUILD_TOLERANCE * max(est.step_time_s, 1e-30):
+        # The estimate carries factors this module does not rebuild (e.g. calibration ratios): keep its step
+        # time and stretch every part alike, and say so.
+        scale = est.step_time_s / rebuilt if rebuilt > 0 else 1.0
+        diags.append(Diagnostic("HP750", f"the timeline rescales the priced stage times by {scale:.4f} to the "
+                                "estimate's step time (the estimate applies factors per term the timeline "
+                                "cannot place)"))
+    parts = {k: [x * scale for x in vals] for k, vals in parts.items()}
+    timeline, early = _timeline(parts, p, v, m, est.step_time_s)
+    if early > EARLY_NOTE * est.step_time_s:
+        diags.append(Diagnostic("HP751", f"the stages are uneven: run in order, the schedule's last backward ends "
+                                f"{early:.3g} s before the priced pipeline time (the cost model charges the fill "
+                                "and drain with every other stage's whole time, NAR21 §2.2 / HYPERPARALLEL.md "
+                                "§7.5); the timeline shows the difference as bubble"))
+    stages = _stage_rows(priced, parts, p, m, est.step_time_s, timeline)
+    b = bound_of(config, est)
+    bound, time_bound, detail, tight = b.bound, b.time_bound, b.detail, b.tightest_stage
+    pipe = m * max(stage_t) * scale
+    bubble = est.time_breakdown_s["pp_bubble"]
+    return Explained(
+        estimate=est, framework=framework_of(config), schedule=_schedule_name(s, v), stages=tuple(stages),
+        bound=bound, time_bound=time_bound, bound_detail=detail, tightest_stage=tight,
+        headroom_gib=b.headroom_gib, timeline=tuple(timeline),
+        bubble_fraction=bubble / pipe if pipe > 0 else 0.0, diagnostics=tuple(diags))
+
+
+def _schedule_name(s: Strategy, v: int) -> str:
+    if s.pp == 1:
+        return "no pipeline"
+    return f"interleaved 1F1B (vpp {v})" if v > 1 else "1F1B"
+
+
+def _durations(parts: dict[str, list[float]], i: int, v: int) -> tuple[float, float, float, float, float]:
+    """(forward, forward-side comm, recompute, backward, backward-side comm) seconds of one micro-batch on
+    one chunk of stage i. The cost model prices a stage's exposed communication per micro-batch, not per
+    direction: it is drawn after the forward and after the backward in proportion to their compute."""
+    f, b, r = parts["forward"][i], parts["backward"][i], parts["recompute"][i]
+    c = sum(parts[k][i] for k in COMM_PARTS)
+    work = f + b + r
+    cf = c * f / work if work > 0 else c / 2
+    return f / v, cf / v, r / v, b / v, (c - cf) / v
+
+
+def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int, step: float) -> tuple[list[Interval], float]:
+    """The intervals of every lane and how much earlier than the priced pipeline the order finished."""
+    d = [_durations(parts, i, v) for i in range(p)]
+    ops = simulate([x[0] + x[1] for x in d], [x[2] + x[3] + x[4] for x in d], v, m)
+    dp = parts["dp_comm"]
+    opt = parts["optimizer"][0]
+    pipe_end = step - max(dp) - opt
+    made = max(o.end_s for o in ops)
+    squeeze = pipe_end / made if made > pipe_end > 0 else 1.0  # never expected: the formula bounds the order
+    out: list[Interval] = []
+    for i in range(p):
+        lane = sorted((o for o in ops if o.stage == i), key=lambda o: o.start_s)
+        t = 0.0
+        for o in lane:
+            start = o.start_s * squeeze
+            if start - t > SNAP * step:
+                out.append(Interval(i, "bubble", None, None, t, start))
+            else:
+                start = max(start, t)  # the simulator sums an operation whole, the pieces one by one
+            t = _op_intervals(out, o, d[i], start, squeeze)
+        _tail(out, i, t, pipe_end, dp[i], max(dp), opt, step)
+    return out, max(0.0, pipe_end - made)
+
+
+def _op_intervals(out: list[Interval], o: Op, d: tuple[float, float, float, float, float], start: float,
+                  squeeze: float) -> float:
+    """Append one operation's pieces (forward + comm, or recompute + backward + comm); return its end."""
+    pieces = (("forward", d[0]), ("comm", d[1])) if o.kind == FORWARD else (
+        ("recompute", d[2]), ("backward", d[3]), ("comm", d[4]))
+    t = start
+    for kind, dur in pieces:
+        if dur > 0 or kind in ("forward", "backward"):
+            out.append(Interval(o.stage, kind, o.micro_batch, o.chunk, t, t + dur * squeeze))
+            t += dur * squeeze
+    return t
+
+
+def _tail(out: list[Interval], i: int, t: float, pipe_end: float, dp_i: float, dp_max: float, opt: float,
+          step: float) -> None:
+    """After the lane's last backward: bubble to the pipeline's end, the stage's exposed gradient sync,
+    bubble while slower stages sync, then the optimizer; the lane ends at the step time exactly."""
+    marks = [("bubble", pipe_end), ("comm", pipe_end + dp_i), ("bubble", pipe_end + dp_max), ("optimizer", step)]
+    for kind, end in marks:
+        if end > t:
+            out.append(Interval(i, kind, None, None, t, end))
+            t = end
+    if out and out[-1].stage == i and out[-1].end_s != step:
+        last = out[-1]
+        out[-1] = replace(last, end_s=step)
+
+
+def _stage_rows(priced: PricedTable, parts: dict[str, list[float]], p: int, m: int, step: float,
+                timeline: list[Interval]) -> list[StageRow]:
+    counts = priced.layer_count[0].sum(axis=1)
+    mem = priced.stage_memory_terms
+    rows = []
+    for i in range(p):
+        comm = {k: m * parts[k][i] for k in COMM_PARTS}
+        comm["dp_comm"] = parts["dp_comm"][i]
+        t = {"forward": m * parts["forward"][i], "backward": m * parts["backward"][i],
+             "recompute": m * parts["recompute"][i], "comm": sum(comm.values())}
+        t["idle"] = sum(iv.end_s - iv.start_s for iv in timeline if iv.stage == i and iv.kind == "bubble")
+        t["optimizer"] = parts["optimizer"][i]
+        rows.append(StageRow(stage=i, layers=int(counts[i]), memory_gib={k: float(mem[k][0, i]) for k in MEMORY_TERMS},
+                             time_s=t, comm_s=comm))
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """What bounds a plan (Explained.bound, the hover's first line) and its tightest stage's headroom."""
+
+    bound: str
+    time_bound: str
+    detail: str
+    tightest_stage: int
+    headroom_gib: float
+
+
+def bound_of(config: Config, est: Estimate) -> Bound:
+    """What bounds the step. Memory bounds a plan that does not fit, and one whose largest non-compute cost
+    is recompute the headroom cannot do without (the same plan with recompute off does not fit): there the
+    memory, not the time term, is what to change. Otherwise the largest time term. Cheap (no timeline): the
+    hover calls it."""
+    terms = est.time_breakdown_s
+    step = est.step_time_s
+    top = max(TIME_TERMS, key=lambda k: terms[k])
+    stages = est.stage_memory_gib or (est.peak_memory_gib,)
+    tight = max(range(len(stages)), key=lambda i: stages[i])
+    head = est.budget_gib - stages[tight]
+    share = f"{100 * terms[top] / step:.0f}% of the {step:.3g} s step" if step > 0 else "the step"
+    if not est.fits:
+        return Bound("memory", top, f"memory: stage {tight} needs {stages[tight]:.1f} GiB, {-head:.1f} GiB over "
+                     f"the {est.budget_gib:g} GiB budget", tight, head)
+    second = max((k for k in TIME_TERMS if k != "compute"), key=lambda k: terms[k])
+    if second == "recompute" and terms["recompute"] > 0 and top in ("compute", "recompute"):
+        off = replace(est.strategy, recompute=RecomputePlan(mode="off"))
+        assert config.model is not None and config.cluster is not None
+        priced_off = estimate(config.model, config.cluster, config.run, off, est.budget_gib)
+        if not priced_off.fits:
+            return Bound("memory", top, f"memory headroom: recompute costs {terms['recompute']:.3g} s; without it "
+                         f"the peak {priced_off.peak_memory_gib:.1f} GiB exceeds the {est.budget_gib:g} GiB budget "
+                         f"(tightest stage {tight}: {head:.1f} GiB headroom)", tight, head)
+    after = f"; next: {second} {terms[second]:.3g} s" if terms[second] > 0 and second != top else ""
+    return Bound(top, top, f"{top}: {share}{after}; tightest stage {tight} has {head:.1f} GiB headroom of "
+                 f"{est.budget_gib:g} GiB", tight, head)

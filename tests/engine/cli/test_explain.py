@@ -1,0 +1,200 @@
+"""`hp-plan explain`, `compare`, `export` and `--tokens` end to end, in a subprocess (FORMATS.md §7)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tomllib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.explain.compare import BAND_HIGH, BAND_LOW
+from engine.explain.export import read_megatron, read_torchtitan
+from engine.specs import RecomputePlan, Strategy
+from tests.engine.cli.test_check import ROOT, hp_plan
+
+EX = ROOT / "examples" / "explain"
+ONE, INTER = str(EX / "1f1b.yaml"), str(EX / "interleaved.yaml")
+LLAMA = str(ROOT / "examples" / "llama3-70b" / "search.yaml")
+KINDS = {"forward", "backward", "recompute", "comm", "bubble", "optimizer"}
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _json(*args: str, code: int | None = 0) -> dict[str, Any]:
+    r = hp_plan(*args, "--json")
+    assert "Traceback" not in r.stderr + r.stdout
+    if code is not None:
+        assert r.returncode == code, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert isinstance(doc, dict)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def explained() -> dict[str, Any]:
+    return _json("explain", INTER)
+
+
+def test_explain_json_keeps_the_contract_keys(explained: dict[str, Any]) -> None:
+    for key in ("strategy", "framework", "step_time_s", "stages", "bound", "timeline", "diagnostics"):
+        assert key in explained
+    assert explained["framework"] == "hyperparallel"
+    assert len(explained["stages"]) == explained["strategy"]["pp"] == 4
+    for row in explained["stages"]:
+        assert set(row) >= {"stage", "layers", "memory_gib", "time_s"}
+        assert set(row["memory_gib"]) == {"parameters", "gradients", "optimizer", "activations", "buffers", "reserved"}
+        assert set(row["time_s"]) >= {"forward", "backward", "recompute", "comm", "idle"}
+    assert sum(r["layers"] for r in explained["stages"]) == 32
+    for iv in explained["timeline"]:
+        assert set(iv) == {"stage", "kind", "micro_batch", "chunk", "start_s", "end_s"}
+        assert iv["kind"] in KINDS
+    assert explained["bound"] in {"compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_bubble",
+                                  "pp_p2p", "optimizer", "memory"}
+
+
+def test_explain_timeline_ends_at_the_estimates_step_time(explained: dict[str, Any]) -> None:
+    est = _json("estimate", INTER)
+    assert explained["step_time_s"] == est["step_time_s"]
+    assert max(iv["end_s"] for iv in explained["timeline"]) == est["step_time_s"]
+    fwd = [iv for iv in explained["timeline"] if iv["kind"] == "forward"]
+    assert len(fwd) == 4 * 2 * 8  # stages × chunks × micro-batches
+
+
+def test_explain_text_shows_every_stage_and_the_bound() -> None:
+    r = hp_plan("explain", ONE)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for i in range(4):
+        assert f"stage  {i} |" in r.stdout
+    assert "Bound: " in r.stdout and "1F1B" in r.stdout
+
+
+def test_explain_svg_is_well_formed_and_shows_every_stage(tmp_path: Path) -> None:
+    out = tmp_path / "plan.svg"
+    r = hp_plan("explain", INTER, "--svg", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    root = ET.parse(out).getroot()
+    assert root.tag == f"{SVG}svg"
+    texts = [t.text or "" for t in root.iter(f"{SVG}text")]
+    for i in range(4):
+        assert texts.count(f"stage {i}") == 2  # a lane and a memory bar
+    classes = [r.get("class") for r in root.iter(f"{SVG}rect")]
+    assert classes.count("forward") == 4 * 2 * 8 and classes.count("backward") == 4 * 2 * 8
+    for label in ("forward", "backward", "bubble", "GiB per device", "time in the step (s)", "budget"):
+        assert label in texts
+    assert any(c == "mem-activations" for c in classes)
+
+
+def test_explain_of_a_plan_over_budget_says_memory_and_exits_1() -> None:
+    doc = _json("explain", ONE, "--memory-gb", "20", code=1)
+    assert doc["bound"] == "memory"
+    assert any(d["code"] == "HP520" for d in doc["diagnostics"])
+    assert doc["timeline"]
+
+
+def test_explain_bad_input_is_one_json_document_and_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("parallelism: [\n")
+    doc = _json("explain", str(bad), code=1)
+    assert doc["stages"] == [] and doc["diagnostics"]
+
+
+def test_compare_speedup_is_the_ratio_of_the_two_estimates() -> None:
+    doc = _json("compare", ONE, INTER)
+    a, b = _json("estimate", ONE), _json("estimate", INTER)
+    assert doc["a"]["tokens_per_s"] == a["tokens_per_s"] and doc["b"]["tokens_per_s"] == b["tokens_per_s"]
+    assert doc["speedup"] == pytest.approx(b["tokens_per_s"] / a["tokens_per_s"], rel=1e-12)
+    assert doc["within_error"] == (BAND_LOW <= doc["speedup"] <= BAND_HIGH)
+    assert doc["within_error"] is False  # interleaving halves a 0.3 s bubble in a 1.3 s step
+    terms = [d["term"] for d in doc["differences"]]
+    assert terms[0] == "time_breakdown_s.pp_bubble"
+    assert "memory_breakdown_gib.activations" in terms
+    for d in doc["differences"]:
+        assert set(d) >= {"term", "a", "b"}
+
+
+def test_compare_a_plan_with_itself_is_inside_the_error_band() -> None:
+    doc = _json("compare", ONE, ONE)
+    assert doc["speedup"] == 1.0 and doc["within_error"] is True and doc["differences"] == []
+    assert any(d["code"] == "HP752" for d in doc["diagnostics"])
+
+
+def test_compare_best_prices_the_stated_plan_against_the_search() -> None:
+    doc = _json("compare", LLAMA, "--best")
+    stated = _json("estimate", str(ROOT / "examples" / "llama3-70b" / "train.yaml"), "--devices", "1024",
+                   "--device-type", "H100", "--memory-gb", "76", code=None)
+    assert doc["a"]["strategy"]["tp"] == stated["strategy"]["tp"] == 8
+    best = _json("search", LLAMA, "--top", "1")["best"]
+    assert doc["b"]["strategy"] == best["strategy"]
+    assert doc["speedup"] == pytest.approx(best["tokens_per_s"] / doc["a"]["tokens_per_s"], rel=1e-12)
+
+
+def test_compare_needs_exactly_one_of_file_b_and_best() -> None:
+    assert hp_plan("compare", ONE).returncode == 2
+    assert hp_plan("compare", ONE, INTER, "--best").returncode == 2
+
+
+def test_compare_refuses_different_models(tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(Path(ONE).read_text().replace("num_hidden_layers: 32", "num_hidden_layers: 16"))
+    doc = _json("compare", ONE, str(other), code=1)
+    assert any(d["code"] == "HP754" for d in doc["diagnostics"])
+
+
+def _strategy(doc: dict[str, Any]) -> Strategy:
+    s = dict(doc)
+    s.pop("dp_replicate")
+    s.pop("global_batch_size")
+    s["recompute"] = RecomputePlan(mode=s["recompute"])
+    return Strategy(**s)
+
+
+@pytest.mark.parametrize("target", ["megatron", "mindspeed", "torchtitan"])
+@pytest.mark.parametrize("file", [ONE, INTER, LLAMA])
+def test_export_round_trips_the_strategy(target: str, file: str) -> None:
+    doc = _json("export", file, "--to", target)
+    want = _strategy(doc["strategy"])
+    if target == "torchtitan":
+        tomllib.loads(doc["text"])
+        got = read_torchtitan(doc["text"], 80 if file == LLAMA else 32)
+        want = Strategy(**{**{f: getattr(want, f) for f in want.__dataclass_fields__}, "optimizer_shard": 1})
+    else:
+        argv = [a for line in doc["text"].splitlines() if not line.startswith("#")
+                for a in shlex.split(line.rstrip("\\"))]
+        assert tuple(argv) == tuple(doc["args"])
+        got = read_megatron(argv, want.world_size, 80 if file == LLAMA else 32)
+    assert got == want
+
+
+def test_export_names_what_megatron_cannot_express() -> None:
+    doc = _json("export", ONE, "--to", "megatron")
+    assert "--tensor-model-parallel-size" in doc["args"] and "--sequence-parallel" in doc["args"]
+    assert doc["args"][doc["args"].index("--pipeline-model-parallel-size") + 1] == "4"
+    tt = _json("export", LLAMA, "--to", "torchtitan")
+    assert 'fsdp_reshard_after_forward = "always"' in tt["text"]
+
+
+@pytest.mark.parametrize("command", ["estimate", "explain"])
+def test_tokens_gives_days_and_device_hours(command: str) -> None:
+    doc = _json(command, ONE, "--tokens", "15e12")
+    est = doc if command == "estimate" else _json("estimate", ONE)
+    ttt = doc["time_to_train"]
+    seconds = 15e12 / est["tokens_per_s"]
+    assert ttt["days"] == pytest.approx(seconds / 86400)
+    assert ttt["device_hours"] == pytest.approx(seconds / 3600 * 16)
+    assert ttt["steps"] == -(-15e12 // (16 * 8192))
+
+
+def test_tokens_on_search_and_compare() -> None:
+    doc = _json("search", ONE, "--tokens", "1.5T")
+    assert doc["best"]["time_to_train"]["tokens"] == 1.5e12
+    assert doc["top"][0]["time_to_train"]["days"] == pytest.approx(1.5e12 / doc["top"][0]["tokens_per_s"] / 86400)
+    cmp = _json("compare", ONE, INTER, "--tokens", "300B")
+    assert cmp["time_to_train"]["b"]["days"] < cmp["time_to_train"]["a"]["days"]
+
+
+def test_tokens_rejects_nonsense() -> None:
+    r = hp_plan("estimate", ONE, "--tokens", "lots")
+    assert r.returncode == 2 and "token count" in r.stderr
