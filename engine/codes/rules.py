@@ -11,7 +11,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP408", "error", "minimum product of degrees exceeds the devices"),
     ("HP409", "warning", "memory limit above device memory"),
     ("HP410", "warning", "expert parallelism on a dense model"),
-    ("HP411", "warning", "context parallelism on a dense model"),
+    ("HP411", "warning", "context parallelism that does not pay (priced against the plan without it)"),
     ("HP412", "error", "degrees cannot make the world size"),
     ("HP413", "error", "FSDP shard size does not divide dp × cp"),
     ("HP414", "error", "optimizer shard size does not divide dp × cp"),
