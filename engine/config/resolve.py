@@ -209,6 +209,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         stated=stated,
         optimizer_shard=os_shard,
         budget_source=_budget_source(overrides, cluster, facts.max_device_memory),
+        device_what_if=_device_what_if(overrides, cluster),
         train_yaml=None,
         locations=MappingProxyType(locations),
     )
@@ -299,6 +300,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         stated=stated,
         optimizer_shard=int(opt.value) if opt is not None else 1,
         budget_source=_budget_source(overrides, cluster, mem),
+        device_what_if=_device_what_if(overrides, cluster),
         train_yaml=train_path,
         locations=MappingProxyType(locations),
     )
@@ -497,6 +499,19 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
     return RunOptions(**kw)
+
+
+def _device_what_if(overrides: ClusterOverrides | None, cluster: ClusterSpec | None) -> str | None:
+    """The command-line flags that set the priced device memory (`--device-type H200 --memory-gb 140`), or
+    None: editor settings only fill gaps, and flags that did not reach the cluster changed nothing."""
+    if overrides is None or not overrides.explicit or cluster is None:
+        return None
+    flags = []
+    if overrides.device_type:
+        flags.append(f"--device-type {overrides.device_type}")
+    if overrides.memory_gb and abs(cluster.memory_gib - float(overrides.memory_gb)) <= 1e-9:
+        flags.append(f"--memory-gb {overrides.memory_gb:g}")
+    return " ".join(flags) or None
 
 
 def _budget_source(overrides: ClusterOverrides | None, cluster: ClusterSpec | None, stated: Val | None) -> str | None:

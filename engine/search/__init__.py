@@ -27,6 +27,7 @@ from engine.search.gain import gain
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_space
 from engine.search.space import Space, enumerate_space, restrictions
+from engine.search.warnings import low_mfu
 from engine.specs import ClusterSpec, ModelSpec, Strategy
 
 __all__ = ["Cancelled", "compare_stated", "search", "search_with"]
@@ -140,6 +141,10 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     ranked = rank_equivalent(estimates)
     kept = ranked.estimates[:top]
     best = kept[0] if kept else None
+    warn = low_mfu(best, *explain.position(config, ("constraint.global_batch_size", "training.global_batch_size",
+                                                    "parallelism", "accelerator"))) if best else None
+    if warn is not None:
+        diags.append(warn)
     return SearchResult(best, kept, len(space), int(fits.sum()), 0.0, {},
                         refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
                         equivalent=ranked.equivalent[:top], band=ranked.band)
