@@ -33,6 +33,19 @@ class Estimate:
     time_breakdown_s: Mapping[str, float]
     diagnostics: tuple[Diagnostic, ...] = ()
 
+    @property
+    def verdict(self) -> str:
+        """`fits | marginal | does not fit` (FORMATS.md §3): marginal when the peak lies within the memory
+        model's uncertainty (engine.cost.constants.MEMORY_UNCERTAINTY) of the budget, on either side."""
+        from engine.cost.constants import MEMORY_UNCERTAINTY as U
+
+        b = self.budget_gib
+        if not b or b != b or b == float("inf"):
+            return "fits" if self.fits else "does not fit"
+        if self.peak_memory_gib > b * (1 + U):
+            return "does not fit"
+        return "marginal" if self.peak_memory_gib > b * (1 - U) else "fits"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy.to_json(),
@@ -46,6 +59,7 @@ class Estimate:
             "tokens_per_s_per_device": self.tokens_per_s_per_device,
             "mfu": self.mfu,
             "time_breakdown_s": {k: self.time_breakdown_s[k] for k in TIME_TERMS},
+            "verdict": self.verdict,
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
 

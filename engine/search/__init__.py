@@ -367,7 +367,7 @@ def compare_stated(config: Config, result: SearchResult, *,
                                              "accelerator", "parallelism"))
     file = source.path if source.path and source.path != config.path else None
     out: list[Diagnostic] = []
-    if not stated.fits:
+    if stated.verdict == "does not fit":
         stage = int(np.argmax(stated.stage_memory_gib)) if stated.stage_memory_gib else 0
         out.append(Diagnostic(
             "HP610",
