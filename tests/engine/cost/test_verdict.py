@@ -37,4 +37,4 @@ def test_verdicts_around_the_budget() -> None:
             assert hp520 and hp520[0]["severity"] == ("warning" if verdict == "marginal" else "error")
         else:
             assert not hp520
-    assert MEMORY_UNCERTAINTY == pytest.approx(0.05)
+    assert pytest.approx(0.05) == MEMORY_UNCERTAINTY
