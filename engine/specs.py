@@ -42,6 +42,10 @@ class ModelSpec:
     learned_positions: bool = False  # GPT-style absolute position embeddings (s x h parameters)
     linear_bias: bool = False  # GPT-style biases on every linear layer
     use_flash_attention: bool = True  # no a*s*s score tensor kept for backward
+    # Dropout probabilities the files state (hidden_dropout / resid_pdrop, attention_dropout / attn_pdrop);
+    # None: not stated, the recipe default applies (engine.cost.memory.dropout).
+    hidden_dropout: float | None = None
+    attention_dropout: float | None = None
     # MoE
     num_experts: int = 0  # num_experts / n_routed_experts / num_local_experts
     experts_per_tok: int = 0  # num_experts_per_tok

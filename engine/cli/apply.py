@@ -260,7 +260,7 @@ def below_threshold(config: Config, best: Estimate, *, force: bool, as_json: boo
     from engine.search.gain import FASTER_HINT_RATIO, describe, gain
 
     stated = stated_estimate(config)
-    if stated is None:
+    if stated is None or stated.strategy == best.strategy:  # the same plan: the edit is empty, emit says so
         return None
     g = gain(stated, best)
     if not as_json:
