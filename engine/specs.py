@@ -132,6 +132,10 @@ class RunOptions:
     reshard_after_forward: bool = True  # FSDP ZeRO-3 when True, ZeRO-2-like when False
     selective_policy: SelectivePolicy = "hyperparallel"
     cp_algo: CpAlgo = "ring"
+    # How MoE tokens are dispatched (estimator.moe_dispatcher): "alltoall" sends every routed copy (Megatron's
+    # alltoall dispatcher); "deepep" sends a token once per destination node and fans it out over NVLink
+    # there (DeepEP, Megatron --moe-enable-deepep; CALIBRATION.md §10).
+    moe_dispatcher: str = "alltoall"
     fp8: bool = False
     # Megatron-style overlaps (docs/cost-model.md "Overlap"): TP collectives pipelined with their GEMMs
     # (--tp-comm-overlap, TransformerEngine userbuffers); data-parallel gradient reduction bucketed and

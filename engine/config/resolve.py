@@ -495,6 +495,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
     if sf is not None:
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
+        if sf.moe_dispatcher is not None:
+            kw["moe_dispatcher"] = sf.moe_dispatcher.value
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})

@@ -49,6 +49,7 @@ class SearchFacts:
     memory_limit_gb: Val | None = None
     recompute: Val | None = None
     selective_policy: Val | None = None
+    moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
@@ -113,6 +114,9 @@ def read_search(src: Source) -> SearchFacts:
 
     facts.recompute = src.choice(root, "recompute", "recompute", RECOMPUTE_REQUESTS)
     facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    est = src.section(root, "estimator", "estimator")
+    facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
+                                      {"alltoall": "alltoall", "deepep": "deepep"})
     for key in OVERLAP_KEYS:
         ov = src.bool_(root, key, key)
         if ov is not None:
@@ -123,7 +127,7 @@ def read_search(src: Source) -> SearchFacts:
     facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
-               facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
+               facts.recompute, facts.selective_policy, facts.moe_dispatcher, facts.pipeline_schedule, facts.pp_interleave_num,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())

@@ -117,13 +117,37 @@ def _cp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     return cpc
 
 
+def distinct_nodes(topk: float, nodes: np.ndarray) -> np.ndarray:
+    """Expected distinct nodes among `nodes` that one token's top-k experts sit on, experts spread evenly and
+    routing uniform: K·(1 − (1 − 1/K)^k). What DeepEP sends across the NIC once each (DeepSeek-V3's
+    node-limited routing would cap it further; not modelled)."""
+    K_ = np.maximum(nodes, 1.0)
+    return K_ * (1.0 - (1.0 - 1.0 / K_) ** topk)
+
+
+def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
+    """(n,) one dispatch (or combine) of `size` bytes per rank over the EP group. alltoall: every routed copy
+    crosses its link (Links.alltoall). deepep: the NIC carries each token once per remote destination node,
+    a share distinct_nodes/copies of the copies' bytes, the NVLink part stays (the copies fan out inside
+    the node); the slower part counts, as in Links.alltoall."""
+    table, links = r.table, r.links
+    if r.run.moe_dispatcher != "deepep":
+        return links.alltoall(size, table.ep, table.tp * table.cp)
+    g, k = links.split(table.ep, table.tp * table.cp)
+    nn = np.maximum(table.ep, 1).astype(np.float64)
+    copies = max(r.model.experts_per_tok * max(r.model.capacity_factor, 1.0), 1.0)
+    share = np.minimum(distinct_nodes(float(r.model.experts_per_tok), k) / copies, 1.0)
+    t = np.maximum(size * (g - 1) / nn / links.bi, size * (nn - g) / nn / links.be * share)
+    lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
+    return np.where(table.ep > 1, t + lat, 0.0)
+
+
 def _ep_comm(r: Rows) -> np.ndarray:
     """(n, 2, 3) expert parallelism: dispatch + combine all-to-alls, forward and backward (and again for a
-    recomputed forward)."""
+    recomputed forward), as `estimator.moe_dispatcher` dispatches them (ep_alltoall)."""
     epc = np.zeros((r.n, 2, 3))
     if r.is_moe:
-        table = r.table
-        a2a = r.links.alltoall(K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h, table.ep, table.tp * table.cp)
+        a2a = ep_alltoall(r, K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h)
         epc[:, MOE, :] = 4 * a2a[:, None]
         epc[:, MOE, FULL] += 2 * a2a
     return epc
