@@ -1,6 +1,6 @@
 """Source positions shared by every stage, so a diagnostic can point at the key or the value.
 
-Lines and characters are 0-based and count Unicode code points (what ruamel/PyYAML marks give). The
+Lines and characters are 0-based and count Unicode code points (what PyYAML's node marks give). The
 language server converts to the client's UTF-16 units at the edge; the engine never does.
 """
 

@@ -1,4 +1,4 @@
-"""Code points (engine ranges, ruamel marks) <-> the client's units (UTF-16 unless negotiated otherwise).
+"""Code points (engine ranges, PyYAML marks) <-> the client's units (UTF-16 unless negotiated otherwise).
 
 The engine counts characters in code points; LSP counts UTF-16 code units by default, so an emoji before a
 key shifts every later column by one. Conversions go through the pygls document's position codec (the

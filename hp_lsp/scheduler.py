@@ -325,6 +325,7 @@ class Scheduler:
         pd = td.publish_diagnostics if td else None
         diags = diagnostics.lsp_diagnostics(state, doc.lines, doc.position_codec,
                                             links=bool(pd and pd.code_description_support))
+        state.published = tuple(diags)
         self.ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=diags))
 

@@ -39,6 +39,9 @@ class DocState:
     checking: bool = False  # a large text's fast check is running off the loop
     search_pending: bool = False  # a search was asked for while that check ran
     debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
+    # the diagnostics last published (LSP types, client units): code actions answer from these, not from
+    # the client's possibly older view of them (overlapping and cancelled requests; issue 14)
+    published: tuple[Any, ...] = ()
 
     @property
     def stated(self) -> Any:

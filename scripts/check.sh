@@ -1,6 +1,7 @@
 #!/bin/sh
 # The whole test suite: lint, type check, unit + end-to-end tests (pytest-lsp, headless Neovim) and the
-# VS Code extension's build, type check, tests and packaging. Run from the repository root after the
+# VS Code extension's build, type check, tests and packaging, and the real-editor tests (VS Code in code-server,
+# Emacs + eglot, Vim + ALE: tests/vscode, tests/emacs, tests/vim). Run from the repository root after the
 # Quick start's first command. Under CI=true nothing that CI is meant to exercise may be skipped.
 set -eu
 cd "$(dirname "$0")/.."

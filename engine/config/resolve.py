@@ -33,7 +33,7 @@ from engine.config.kind import kind_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, read_search
-from engine.config.train import TrainFacts, base_dir_of, read_train
+from engine.config.train import DTYPES, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
@@ -111,11 +111,12 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
             out.diagnostics.append(Diagnostic("HP010", "empty file: nothing to check", DOCUMENT_START))
         return out
     if not isinstance(doc.root, Map):
-        rng = doc.root.range
+        # An empty scalar after `---` starts past the text's end: clamp both ends so the range stays ordered.
+        start = clamp(doc.text, doc.root.range.start)
         out.diagnostics.append(Diagnostic(
             "HP002", "a config must hold a YAML mapping (key: value) at the top level, got a "
             f"{'list' if type(doc.root).__name__ == 'Seq' else 'scalar'}",
-            Range(rng.start, clamp(doc.text, Position(rng.start.line, rng.start.character + 1)))))
+            Range(start, clamp(doc.text, Position(start.line, start.character + 1)))))
         return out
     src = Source(doc, path, primary=True)
     out.sources.append(src)
@@ -296,6 +297,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         memory_limit_gb=float(mem.value) if mem is not None else None,
         recompute=request,  # type: ignore[arg-type]
         stated_recompute=plan,
+        recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
         pipeline_schedule=schedule,  # type: ignore[arg-type]
         stated=stated,
         optimizer_shard=int(opt.value) if opt is not None else 1,
@@ -493,6 +495,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
             kw["param_bytes"] = int(train.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
+        if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's (HYPERPARALLEL.md §4.2)
+            kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
         if sf.moe_dispatcher is not None:
@@ -500,6 +504,10 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None) -> RunOptions:
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
+    init = (sf.param_init if sf is not None else None) or (train.param_init if train is not None else None)
+    if init is not None:  # stored weights' width wins over the compute dtype (read_param_init)
+        kw["param_bytes"] = DTYPES[str(init.value)]
+        kw["master_weights"] = DTYPES[str(init.value)] < 4
     return RunOptions(**kw)
 
 

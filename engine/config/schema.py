@@ -101,19 +101,24 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather",
-    "estimator",
+    "train_yaml recompute recompute_modes selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather",
+    "",
     {
+        # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its
+        # loader writes there (HYPERPARALLEL.md §2.1): accepted. Open: other tools' keys are theirs.
+        "estimator": _s("cp_algo recompute_modes",
+                        "type recompute_strategy enable_profiling_calibration ratios_file framework compile fp8 "
+                        "moe_dispatcher"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
-            "optimizer_weight_shard_size seq_length",
+            "optimizer_weight_shard_size seq_length seq_len max_seq_len",
             _HF_EXTRA + " _target_",
         ),
         "cluster": _s(
             "num_nodes cards_per_node device_type device_memory_gb intra_node_bandwidth_gb_s "
             "inter_node_bandwidth_gb_s", "intra_node_bandwidth_gbps inter_node_bandwidth_gbps", open=False,
         ),
-        "parallelism": _s(SEARCH_DIMENSION_KEYS, "", open=False),
+        "parallelism": _s(SEARCH_DIMENSION_KEYS + " recompute", "", open=False),
         "constraint": _s("global_batch_size memory_limit_gb", "", open=False),
         "pp_config": _s(
             "pipeline_schedule pp_interleave_num pp_degree",

@@ -13,10 +13,12 @@ from engine.config.cluster import ClusterFacts, read_cluster_section
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
-from engine.config.train import DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES
+from engine.config.train import CP_ALGOS, DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES, read_param_init
 from engine.document import Map, Node, Scalar, Seq
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
+MODE_ORDER = ("off", "selective", "full")
+SEQ_KEYS = ("max_position_embeddings", "seq_length", "seq_len", "max_seq_len")
 RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
                       "true": "full", "auto": "auto", "per_layer": "per_layer"}
 SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved"}
@@ -43,6 +45,7 @@ class SearchFacts:
     use_seq_parallel: Val | None = None
     optimizer_shard: Val | None = None
     param_bytes: Val | None = None
+    param_init: Val | None = None  # model.param_init_type (a dtype name)
     cluster: ClusterFacts | None = None
     dims: dict[str, Decl] = field(default_factory=dict)
     global_batch_size: Val | None = None
@@ -54,6 +57,8 @@ class SearchFacts:
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
+    cp_algo: Val | None = None  # estimator.cp_algo
+    recompute_modes: Val | None = None  # a tuple of off/selective/full
     locations: dict[str, Val] = field(default_factory=dict)
 
     def note(self, *vals: Val | None) -> None:
@@ -81,12 +86,13 @@ def read_search(src: Source) -> SearchFacts:
         kn = root.key_node("model")
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
-    fields = read_model_fields(src, model, "model", skip=frozenset({"max_position_embeddings", "seq_length"}))
+    fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
     facts.model_fields = fields
     facts.name = src.str_(model, "name", "model.name")
-    # In a search config max_position_embeddings IS the trained sequence length (HYPERPARALLEL.md §2.1).
-    facts.seq_len = src.int_(model, "max_position_embeddings", "model.max_position_embeddings") or src.int_(
-        model, "seq_length", "model.seq_length")
+    # In a search config max_position_embeddings IS the trained sequence length (HYPERPARALLEL.md §2.1); older
+    # examples write it seq_len (beside n_layers, dim, n_heads: §3.2 "older versions"), some seq_length.
+    for key in SEQ_KEYS:
+        facts.seq_len = facts.seq_len or src.int_(model, key, f"model.{key}")
     facts.local_batch_size = src.int_(model, "local_batch_size", "model.local_batch_size")
     facts.use_seq_parallel = src.bool_(model, "use_seq_parallel", "model.use_seq_parallel")
     facts.optimizer_shard = src.int_(model, "optimizer_weight_shard_size", "model.optimizer_weight_shard_size")
@@ -94,6 +100,7 @@ def read_search(src: Source) -> SearchFacts:
         dv = src.choice(model, key, f"model.{key}", {k: k for k in DTYPES})
         if dv is not None:
             facts.param_bytes = Val(DTYPES[dv.value], dv.path, dv.loc)
+    facts.param_init = read_param_init(src, model, "model")
 
     facts.cluster = read_cluster_section(src, root)
 
@@ -113,8 +120,13 @@ def read_search(src: Source) -> SearchFacts:
     facts.memory_limit_gb = mem if mem is not None and mem.value > 0 else None  # 0.0 = unset
 
     facts.recompute = src.choice(root, "recompute", "recompute", RECOMPUTE_REQUESTS)
-    facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
     est = src.section(root, "estimator", "estimator")
+    facts.cp_algo = src.choice(est, "cp_algo", "estimator.cp_algo", CP_ALGOS)
+    # newest upstream writes recompute_modes at the top level too (its tests); estimator's wins
+    facts.recompute_modes = (read_modes(src, est, "recompute_modes", "estimator.recompute_modes")
+                             or read_modes(src, root, "recompute_modes", "recompute_modes"))
+    _read_recompute_dimension(facts, par)
+    facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
     facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
                                       {"alltoall": "alltoall", "deepep": "deepep"})
     for key in OVERLAP_KEYS:
@@ -127,11 +139,63 @@ def read_search(src: Source) -> SearchFacts:
     facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
-               facts.recompute, facts.selective_policy, facts.moe_dispatcher, facts.pipeline_schedule, facts.pp_interleave_num,
+               facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
+               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts
+
+
+def read_modes(src: Source, parent: Map | None, key: str, dotted: str) -> Val | None:
+    """A list of recompute modes (`[off, full]`; YAML's bare `off` is a boolean false) -> Val of a tuple in
+    off/selective/full order. Anything else is refused, as HyperParallel does: `unknown recompute modes [...];
+    expected some of off, selective, full` (HYPERPARALLEL.md §5.14)."""
+    hit = src.raw(parent, key, dotted)
+    if hit is None:
+        return None
+    kn, vn = hit
+    loc = src.location(kn, vn)
+    items = vn.items if isinstance(vn, Seq) else [vn]
+    got: set[str] = set()
+    bad: list[str] = []
+    for item in items:
+        v = item.value if isinstance(item, Scalar) else None
+        name = "off" if v is False else (v.strip().lower() if isinstance(v, str) else None)
+        name = {"none": "off"}.get(name or "", name)
+        if name in MODE_ORDER:
+            got.add(name)
+        else:
+            bad.append(str(v) if isinstance(item, Scalar) else "a collection")
+    if bad or not got:
+        src.diag("HP106", f"unknown recompute modes {bad or '[]'}; expected some of off, selective, full",
+                 vn.range, dotted, data={"valid": list(MODE_ORDER)})
+        return None
+    return Val(tuple(m for m in MODE_ORDER if m in got), dotted, loc)
+
+
+def _read_recompute_dimension(facts: SearchFacts, par: Map | None) -> None:
+    """`parallelism.recompute` (newest upstream, recompute as a search dimension): a list ranks every candidate
+    under each listed mode and keeps the best, which is recompute auto among those modes; `auto` is auto over
+    all three; one mode prices that mode."""
+    src = facts.src
+    hit = src.raw(par, "recompute", "parallelism.recompute")
+    if hit is None:
+        return
+    kn, vn = hit
+    if _is_auto(vn):
+        facts.recompute = Val("auto", "parallelism.recompute", src.location(kn, vn))
+        return
+    modes = read_modes(src, par, "recompute", "parallelism.recompute")
+    if modes is None:
+        return
+    if len(modes.value) == 1:
+        one = modes.value[0]
+        facts.recompute = Val("none" if one == "off" else one, modes.path, modes.loc)
+        return
+    keep = facts.recompute is not None and facts.recompute.value == "per_layer"
+    facts.recompute = Val("per_layer" if keep else "auto", modes.path, modes.loc)
+    facts.recompute_modes = modes
 
 
 def _is_auto(node: Node) -> bool:

@@ -64,6 +64,7 @@ class TrainFacts:
     optimizer_shard: Val | None = None
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
     param_bytes: Val | None = None
+    param_init: Val | None = None  # model.param_init_type (a dtype name)
     device_num: Val | None = None
     max_device_memory: Val | None = None
     locations: dict[str, Val] = field(default_factory=dict)
@@ -121,7 +122,19 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     dtype = src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
     if dtype is not None:
         facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
-    facts.note(facts.name, facts.pretrained, facts.param_bytes, *facts.overrides.values())
+    facts.param_init = read_param_init(src, model, "model")
+    attn = src.val(model, "attn_implementation", "model.attn_implementation")
+    if attn is not None and str(attn.value).strip().lower() == "eager" and "use_flash_attention" not in facts.overrides:
+        # Hugging Face's eager attention materialises the score matrix; sdpa / flash kernels do not.
+        facts.overrides["use_flash_attention"] = Val(False, attn.path, attn.loc)
+    facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values())
+
+
+def read_param_init(src: Source, model: Map | None, prefix: str) -> Val | None:
+    """MindFormers' `param_init_type`: the width the weights are stored in. float32 weights are their own
+    master copy (the optimizer updates them in place), so the run keeps 4-byte weights and no separate fp32
+    copy; bfloat16 weights keep one (engine.specs.RunOptions.master_weights)."""
+    return src.choice(model, "param_init_type", f"{prefix}.param_init_type", {k: k for k in DTYPES})
 
 
 def _read_automodels(facts: TrainFacts, root: Map) -> None:

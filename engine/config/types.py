@@ -84,6 +84,9 @@ class Config:
     memory_limit_gb: float | None = None
     recompute: RecomputeRequest = "none"
     stated_recompute: RecomputePlan = field(default_factory=RecomputePlan)
+    # The modes recompute auto / per_layer choose among (HyperParallel's recompute_modes, estimator.recompute_modes
+    # or a parallelism.recompute list), e.g. ("off", "full"); () = all three.
+    recompute_modes: tuple[str, ...] = ()
     pipeline_schedule: PipelineSchedule = "1F1B"
     stated: Strategy | None = None
     # ZeRO-1 optimizer-state shard size the files state (accelerator.optimizer_weight_shard_size, a search

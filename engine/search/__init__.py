@@ -123,7 +123,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
             progress(0.9 * min(done / total, 1.0))
 
     pool = max(top, POOL)  # the near-tie band needs the simpler plans priced too (engine.search.equivalence)
-    priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll)
+    priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll,
+                         allowed=_allowed(config))
     order = priced.order(pool)
     fits = priced.fits
     over = int(len(space) - int(fits.sum()))
@@ -211,7 +212,8 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
 
     if restricted:
         wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
-        wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll)
+        wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
+                                  allowed=_allowed(config))
         if wide_priced.fits.any():
             light = _lightest(space, priced)
             in_lists = float(priced.peak[light]) if light is not None else None
@@ -289,7 +291,8 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo,
                                 optimizer_shard=lightest.optimizer_shard)
         if len(space):
-            priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll)
+            priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll,
+                                 allowed=_allowed(config))
             order = priced.order(1)
             if order.size:
                 r = int(order[0])
@@ -389,3 +392,9 @@ def compare_stated(config: Config, result: SearchResult, *,
             data={"speedup": g.ratio, "stated_global_batch_size": g.stated_batch,
                   "global_batch_size": g.best_batch, "strategy": best.strategy.to_json()}))
     return tuple(out)
+
+
+def _allowed(config: Config) -> tuple[int, ...]:
+    """The recompute mode codes (engine.search.rank OFF/SELECTIVE/FULL) the config lets auto / per_layer use."""
+    codes = {"off": 0, "selective": 1, "full": 2}
+    return tuple(codes[m] for m in config.recompute_modes if m in codes)

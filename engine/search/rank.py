@@ -155,18 +155,22 @@ def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-                poll: Poll | None = None) -> Priced:
+                poll: Poll | None = None, allowed: tuple[int, ...] = ()) -> Priced:
     """Price `space` under `request` (module docstring). `poll(rows_done)` runs between chunks (progress and
-    cancellation); it may raise Cancelled."""
+    cancellation); it may raise Cancelled. `allowed` narrows the modes auto / per_layer choose among
+    (HyperParallel's recompute_modes, e.g. (OFF, FULL)); () keeps all three."""
     n = len(space)
     cols = dict(space.columns)
     modes = REQUEST_MODES[request]
+    if allowed and len(modes) > 1:
+        modes = tuple(m for m in modes if m in allowed) or modes
     single = len(modes) == 1
     first_mode = modes[0]
+    light = max(modes)  # the lightest mode offered (full, else selective): it decides whether any mode fits
     budget = float(pricer.budget_gib)
     out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
                  mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
-                 unfit_mode=first_mode if single else FULL)
+                 unfit_mode=first_mode if single else light)
     if n == 0:
         return out
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
@@ -184,7 +188,7 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
             break
         for start in range(0, rows.size, CHUNK):
             idx = rows[start:start + CHUNK]
-            pt = pricer.price(table_of(cols, idx, first_mode))
+            pt = pricer.price(table_of(cols, idx, first_mode if single else OFF))
             out.priced += idx.size
             bound[idx] = pt.step_time_s
             if single:
@@ -195,13 +199,14 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
                 out.peak[idx] = pt.peak_gib
                 out.mode[idx] = np.where(fits, first_mode, -1)
             else:
-                off_fits = np.asarray(pt.fits, dtype=bool)
+                # no recompute, priced as the lower bound of every mode; a choice only where it is offered
+                off_fits = np.asarray(pt.fits, dtype=bool) & (OFF in modes)
                 # Where no recompute fits the row is feasible already; elsewhere full recompute, the lightest
                 # mode, decides whether any mode fits (the faster ones are priced exactly if they matter).
                 full = np.full(idx.size, -np.inf)
                 unfit = np.nonzero(~off_fits)[0]
                 if unfit.size:
-                    full[unfit] = mode_peaks(pt, unfit, (FULL,))[:, 0]
+                    full[unfit] = mode_peaks(pt, unfit, (light,))[:, 0]
                 full_peak[idx] = full
                 feasible = off_fits | (full <= budget + _SLACK * max(budget, 1.0))
                 out.feasible[idx] = feasible
@@ -213,9 +218,9 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
             if poll is not None:
                 poll(done)
     if not single:
-        _exact_modes(pricer, cols, out, bound, full_peak, budget, top)
+        _exact_modes(pricer, cols, out, bound, full_peak, budget, top, modes)
         if request == "per_layer":
-            _per_layer(pricer, cols, out, bound, top=top, model=model)
+            _per_layer(pricer, cols, out, bound, top=top, model=model, modes=modes)
     return out
 
 
@@ -228,7 +233,8 @@ def _kth(out: Priced, top: int) -> float:
 
 
 def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray,
-                 full_peak: np.ndarray, budget: float, top: int) -> None:
+                 full_peak: np.ndarray, budget: float, top: int,
+                 modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> None:
     """Price exactly, under selective and under full recompute, the feasible rows no recompute cannot fit
     whose lower bound could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
     threshold = _kth(out, top)
@@ -238,7 +244,7 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
     best_t = np.full(cand.size, np.inf)
     best_m = np.full(cand.size, np.inf)
     best_mode = np.full(cand.size, -1, dtype=np.int8)
-    for m in (SELECTIVE, FULL):
+    for m in (m for m in (SELECTIVE, FULL) if m in modes):
         for start in range(0, cand.size, CHUNK):
             j = np.arange(start, min(start + CHUNK, cand.size))
             pt = pricer.price(table_of(cols, cand[j], m))
@@ -257,7 +263,7 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
 
 
 def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray, *, top: int,
-               model: ModelSpec) -> None:
+               model: ModelSpec, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> None:
     """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
     no recompute does not fit whose all-off bound is at most the K-th best time."""
     threshold = _kth(out, top)
@@ -268,7 +274,7 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
         rows = cand[start:start + CHUNK]
         pt = pricer.price(table_of(cols, rows, FULL))
         out.priced += rows.size
-        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget)
+        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget, modes)
         has_plan = np.array([p is not None for p in plans], dtype=bool)
         if not has_plan.any():
             continue
@@ -286,12 +292,15 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
             out.layer_modes[r] = lm[j]
 
 
-def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float) -> list[np.ndarray | None]:
+def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float,
+                    modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> list[np.ndarray | None]:
     """Solve every stage of every row; return per-row layer mode codes over the body and MTP layers (None
     where a stage cannot fit)."""
     n, n_stages = pt.stage_static_gib.shape
     counts = np.rint(np.nan_to_num(pt.layer_count, nan=0.0)).astype(np.int64)  # (n, P, 2)
     act = np.nan_to_num(pt.layer_act_gib, nan=0.0)  # (n, P, 2, 3)
+    # a mode not offered never fits (finite: an option taken 0 times must still cost 0)
+    act[..., [m for m in (OFF, SELECTIVE, FULL) if m not in modes]] = 1e30
     time = pt.layer_time_s  # (n, 2, 3)
     chosen = np.zeros((n, n_stages, 2, 3), dtype=np.int64)
     feasible = np.ones(n, dtype=bool)

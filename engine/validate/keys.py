@@ -44,8 +44,9 @@ def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str) -> No
             continue
         if key in section.read or key in section.known:
             if key in RENAMED:
-                _emit(ctx, src, "HP102", f"{dotted} is ignored (an older spelling); the planner reads "
-                      f"{RENAMED[key]}", kn.range, dotted, {"replace_key": RENAMED[key]})
+                _emit(ctx, src, "HP102", f"{dotted} is ignored, by HyperParallel and by hp-plan; hp-plan's own "
+                      f"key for this bandwidth is {RENAMED[key]} (GB/s per device, one direction: a value in "
+                      "gigabits per second is 8 times larger)", kn.range, dotted, {"replace_key": RENAMED[key]})
             continue
         is_model = prefix.endswith("model.") or prefix.endswith("config_overrides.")
         if is_model and key in _ALIAS_KEYS:

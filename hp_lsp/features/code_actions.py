@@ -185,13 +185,21 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
                                 diagnostics=diags, edit=edit, is_preferred=preferred or None)
 
     out: list[types.CodeAction | types.Command] = []
-    ours = [d for d in params.context.diagnostics if d.source == SOURCE]
+    ours = relevant_diagnostics(state, params)
     if wanted("quickfix"):
+        # One action per distinct fix: two findings on one value (HP403 and HP412 on tp_size) often ask for
+        # the same edit, which the menu would otherwise list twice; the action names both diagnostics.
+        merged: dict[tuple[str, tuple[TextEdit, ...]], list[types.Diagnostic]] = {}
         for d in ours:
             data = d.data if isinstance(d.data, dict) else {}
             path = str(data.get("path", ""))
             for fix in fixes_for(text, path, data):
-                out.append(action(fix.title, fix.kind, fix.edits, [d], fix.preferred))
+                named = merged.get((fix.title, fix.edits))
+                if named is not None:
+                    named.append(d)  # the action made below holds this very list
+                    continue
+                merged[(fix.title, fix.edits)] = named = [d]
+                out.append(action(fix.title, fix.kind, fix.edits, named, fix.preferred))
             if wants_search_config(str(d.code) if d.code else None, data) and state.path:
                 out.append(create_search_config_action(ls, state, d))
     search_diags = [d for d in ours if d.code in SEARCH_CODES]
@@ -215,6 +223,27 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
 _KNOWN_KINDS = {k.value for k in types.CodeActionKind}
 
 
+def _touches(a: types.Range, b: types.Range) -> bool:
+    """Ranges overlap or meet (a cursor at either end of a diagnostic is on it)."""
+    return (a.start.line, a.start.character) <= (b.end.line, b.end.character) and \
+        (b.start.line, b.start.character) <= (a.end.line, a.end.character)
+
+
+def relevant_diagnostics(state: DocState, params: types.CodeActionParams) -> list[types.Diagnostic]:
+    """Our diagnostics a code-action request is about: the latest ones the server published that touch the
+    range, then any of ours the client sent that are not among them.
+
+    Why not only the request's `context.diagnostics`: a client computes that from its own view, which can
+    predate the last publish (VS Code fires a request on every cursor move, cancels and re-sends as results
+    arrive; a request that was composed before the search's diagnostics landed carries none of them). The
+    server's own latest results answer the same question without that race (issue 14)."""
+    latest = [d for d in state.published if d.source == SOURCE and _touches(d.range, params.range)]
+    seen = {(str(d.code), d.range.start.line, d.range.start.character) for d in latest}
+    asked = [d for d in params.context.diagnostics if d.source == SOURCE
+             and (str(d.code), d.range.start.line, d.range.start.character) not in seen]
+    return latest + asked
+
+
 async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
     """workspace/executeCommand hpLsp.applyOptimalStrategy [uri] -> workspace/applyEdit; {"applied": bool}."""
     uri = _uri_arg(args)
@@ -227,6 +256,8 @@ async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
     target_uri, doc = found
     version, text = doc.version, doc.source
     edits, what = optimal_edits(state, text, doc.path)
+    if edits is not None and not edits:
+        return {"applied": False, "strategy": what, "reason": f"the file already states the best plan ({what})"}
     if not edits:
         return {"applied": False, "reason": what}
     edit = workspace_edit(ls.client_capabilities, target_uri, version,

@@ -36,11 +36,12 @@ _BOOL = {"true": "true", "false": "false"}
 # the model facts engine.config.model reads as booleans (BOOL_FIELDS: tie_word_embeddings, use_flash_attention,
 # ...), the run's overlap flags engine.config.train and .search read (OVERLAP_KEYS: `accelerator.*` in a
 # train.yaml, top level in a search config), and the three the readers read one by one
-# (accelerator.sequence_parallel, fsdp_config.reshard_after_forward, a search config's model.use_seq_parallel).
+# (accelerator.sequence_parallel, fsdp_config.reshard_after_forward, a search config's model.use_seq_parallel,
+# a legacy train.yaml's train.accelerator.enable_parallel_optimizer).
 # The schema tables record no types; tests/hp_lsp/test_completion_symbols.py derives this set from the readers'
 # HP104 ("must be true or false") over every schema key, so a new boolean key the readers gain fails there.
 BOOLEAN_KEYS = frozenset(BOOL_FIELDS | set(OVERLAP_KEYS) | {"sequence_parallel", "reshard_after_forward",
-                                                              "use_seq_parallel"})
+                                                              "use_seq_parallel", "enable_parallel_optimizer"})
 # key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
 # exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).
 ENUMS: dict[str, dict[str, str]] = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -61,6 +62,12 @@ def test_random_text(text: str) -> None:
 @SETTINGS
 @given(st.lists(YAML_CHARS, max_size=80).map("".join))
 def test_random_yaml_like_text(text: str) -> None:
+    assert_sane(text)
+
+
+@pytest.mark.parametrize("text", ["---", "--- \n", "---\n...\n", "- a\n"])
+def test_non_mapping_roots_get_ordered_ranges(text: str) -> None:
+    """An empty scalar after `---` starts past the text's end; its HP002 range must still be ordered."""
     assert_sane(text)
 
 

@@ -37,6 +37,8 @@ export interface ClientHandle {
   stop(): Promise<void>;
   sendRequest(method: string, params: unknown): Promise<unknown>;
   sendNotification(method: string, params: unknown): Promise<void>;
+  /** The server's last stderr line (after a failed start), if it wrote one. */
+  lastStderrLine?(): Promise<string | undefined>;
 }
 
 export interface ClientSpec {
@@ -162,21 +164,17 @@ export class Controller implements vscode.Disposable {
       await client.start();
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      this.output.error(`The server did not start: ${message}`);
-      void vscode.window
-        .showErrorMessage(
-          `HyperParallel: could not start "${[command, ...args].join(' ')}". ` +
-            'Set "hpLsp.interpreter" to a Python where hp-lsp is installed.',
-          'Open Settings',
-          'Show Output',
-        )
-        .then((choice) => {
-          if (choice === 'Open Settings') {
-            void vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.interpreter`);
-          } else if (choice === 'Show Output') {
-            this.output.show(true);
-          }
-        });
+      const stderr = await client.lastStderrLine?.();
+      this.output.error(`The server did not start: ${stderr ?? message}`);
+      const failure = startFailure([command, ...args].join(' '), stderr, message);
+      const actions = failure.interpreter ? ['Open Settings', 'Show Output'] : ['Show Output'];
+      void vscode.window.showErrorMessage(failure.text, ...actions).then((choice) => {
+        if (choice === 'Open Settings') {
+          void vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.interpreter`);
+        } else if (choice === 'Show Output') {
+          this.output.show(true);
+        }
+      });
       try {
         await client.stop();
       } catch {
@@ -289,6 +287,22 @@ export class Controller implements vscode.Disposable {
       d.dispose();
     }
   }
+}
+
+/**
+ * The one message for a server that did not start: its last stderr line (else the client's error), and the
+ * advice to set `hpLsp.interpreter` only when the interpreter is the problem (missing, not executable, or a
+ * Python without hp-lsp); a server that crashed for another reason gets its own words, not that advice.
+ */
+export function startFailure(
+  commandLine: string,
+  stderr: string | undefined,
+  error: string,
+): { text: string; interpreter: boolean } {
+  const said = (stderr ?? error).replace(/\.$/, '');
+  const interpreter = /No module named '?hp_lsp|ENOENT|EACCES|not found|No such file/i.test(`${said}\n${error}`);
+  const advice = interpreter ? ' Set "hpLsp.interpreter" to a Python where hp-lsp is installed.' : '';
+  return { text: `HyperParallel: the server did not start ("${commandLine}"): ${said}.${advice}`, interpreter };
 }
 
 /**

@@ -4,31 +4,76 @@
  * The server runs as `<python> -m hp_lsp` over stdio. Settings go in through initializationOptions, a
  * `workspace/didChangeConfiguration` on every change (sent by the Controller) and the middleware below for
  * `workspace/configuration`, all three carrying the same cleaned `hpLsp` section.
+ *
+ * A server that exits before it finished initializing is not restarted and the client shows nothing about
+ * it: the Controller shows one message with the server's last stderr line. Once it ran, a crash gets the
+ * client's usual restarts (4 in 3 minutes) and messages.
  */
+import { spawn } from 'node:child_process';
 import * as vscode from 'vscode';
 import {
+  CloseAction,
   ConfigurationParams,
+  ErrorHandler,
   LanguageClient,
   LanguageClientOptions,
+  RevealOutputChannelOn,
   ServerOptions,
+  State,
 } from 'vscode-languageclient/node';
 import { ClientHandle, ClientSpec, Controller } from './controller';
 import { DOCUMENT_SELECTOR } from './documents';
 import { SECTION, configurationItem } from './settings';
+import { StderrTail } from './stderr';
+
+/** The language client, silent until the server first runs (the Controller reports a failed start once). */
+class HpLanguageClient extends LanguageClient {
+  quiet = true;
+
+  override error(message: string, data?: unknown, showNotification: boolean | 'force' = true): void {
+    super.error(message, data, this.quiet ? false : showNotification);
+  }
+}
 
 let controller: Controller | undefined;
 
 function createClient(spec: ClientSpec): ClientHandle {
-  const serverOptions: ServerOptions = {
-    command: spec.command,
-    args: spec.args,
-    // No `transport`: with TransportKind.stdio the client appends `--stdio` to the command line. Without it
-    // the client still speaks over the process's stdin/stdout and runs exactly the command line shown.
-    options: { cwd: spec.cwd, env: spec.env },
+  let stderr = new StderrTail();
+  // Spawned here, not by the client: exactly the command line logged (with TransportKind.stdio the client
+  // would append `--stdio`), and its stderr's last line kept for the failure message. The client still
+  // copies stderr into the output channel.
+  const serverOptions: ServerOptions = () =>
+    new Promise((resolve, reject) => {
+      const tail = (stderr = new StderrTail());
+      const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env });
+      child.stderr.setEncoding('utf8');
+      child.stderr.on('data', (chunk: string) => tail.push(chunk));
+      child.stderr.on('close', () => tail.close());
+      child.once('spawn', () => resolve(child));
+      child.once('error', reject); // ENOENT / EACCES: no process at all
+    });
+  let client: HpLanguageClient | undefined;
+  let running = false;
+  let fallback: ErrorHandler | undefined;
+  const usual = () => (fallback ??= client!.createDefaultErrorHandler());
+  const errorHandler: ErrorHandler = {
+    error: (error, message, count) => usual().error(error, message, count),
+    closed: () => {
+      if (!running) {
+        // Exited while starting: restarting would fail the same way five times. The Controller reports it.
+        return { action: CloseAction.DoNotRestart, handled: true };
+      }
+      running = false;
+      return usual().closed();
+    },
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: DOCUMENT_SELECTOR,
     outputChannel: spec.outputChannel,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
+    errorHandler,
+    // false: no retry and no message of the client's own (it would show one per attempt).
+    initializationFailedHandler: () => false,
     initializationOptions: spec.initializationOptions,
     middleware: {
       workspace: {
@@ -47,12 +92,19 @@ function createClient(spec: ClientSpec): ClientHandle {
     },
   };
   // The id `hpLsp` makes the client read `hpLsp.trace.server` for its protocol trace.
-  const client = new LanguageClient('hpLsp', 'HyperParallel', serverOptions, clientOptions);
+  const made = (client = new HpLanguageClient('hpLsp', 'HyperParallel', serverOptions, clientOptions));
+  made.onDidChangeState((e) => {
+    if (e.newState === State.Running) {
+      running = true;
+      made.quiet = false;
+    }
+  });
   return {
-    start: () => client.start(),
-    stop: () => client.stop(2000),
-    sendRequest: (method, params) => client.sendRequest(method, params),
-    sendNotification: (method, params) => client.sendNotification(method, params),
+    start: () => made.start(),
+    stop: () => made.stop(2000),
+    sendRequest: (method, params) => made.sendRequest(method, params),
+    sendNotification: (method, params) => made.sendNotification(method, params),
+    lastStderrLine: () => stderr.lastLine(),
   };
 }
 

@@ -4,7 +4,15 @@ import { join } from 'node:path';
 import { beforeEach, test } from 'node:test';
 // The same module the bundle substitutes for `vscode` (esbuild alias), so this is the state src/ sees.
 import { Uri, stub as s } from './vscode-stub';
-import { COMMANDS, ClientHandle, ClientSpec, Controller, SERVER_COMMANDS, describeApplyResult } from '../src/controller';
+import {
+  COMMANDS,
+  ClientHandle,
+  ClientSpec,
+  Controller,
+  SERVER_COMMANDS,
+  describeApplyResult,
+  startFailure,
+} from '../src/controller';
 import { SERVER_KEYS } from '../src/settings';
 
 
@@ -15,7 +23,7 @@ interface FakeClient extends ClientHandle {
   stopped: number;
 }
 
-function factory(opts: { failStart?: boolean; reply?: unknown } = {}) {
+function factory(opts: { failStart?: boolean; reply?: unknown; stderr?: string } = {}) {
   const made: FakeClient[] = [];
   const make = (spec: ClientSpec): ClientHandle => {
     const client: FakeClient = {
@@ -38,6 +46,7 @@ function factory(opts: { failStart?: boolean; reply?: unknown } = {}) {
       sendNotification: async (method, params) => {
         client.notifications.push({ method, params });
       },
+      lastStderrLine: async () => opts.stderr,
     };
     made.push(client);
     return client;
@@ -228,9 +237,30 @@ test('a server that cannot start is reported once, with the command line', async
   assert.ok(!controller.running);
   assert.equal(s.messages.length, 1);
   assert.equal(s.messages[0].level, 'error');
-  assert.match(s.messages[0].text, /could not start "python3 -m hp_lsp"/);
+  assert.match(s.messages[0].text, /did not start \("python3 -m hp_lsp"\): spawn python3 ENOENT/);
+  assert.match(s.messages[0].text, /Set "hpLsp.interpreter"/);
   assert.match(s.channels[0].lines.at(-1)?.text ?? '', /ENOENT/);
   controller.dispose();
+});
+
+test("a failed start shows the server's last stderr line, once", async () => {
+  const f = factory({ failStart: true, stderr: '/usr/bin/python3: No module named hp_lsp' });
+  s.documents.push(s.document('/w/train.yaml', ''));
+  const controller = new Controller(f.make, 'linux');
+  await controller.activate();
+  assert.equal(s.messages.length, 1);
+  assert.match(s.messages[0].text, /: \/usr\/bin\/python3: No module named hp_lsp\. Set "hpLsp.interpreter"/);
+  controller.dispose();
+});
+
+test('startFailure advises the interpreter setting only when the interpreter is the problem', () => {
+  const crash = startFailure('py -m hp_lsp', 'ValueError: bad settings', 'Pending response rejected');
+  assert.deepEqual(crash, {
+    text: 'HyperParallel: the server did not start ("py -m hp_lsp"): ValueError: bad settings.',
+    interpreter: false,
+  });
+  assert.ok(startFailure('py -m hp_lsp', undefined, 'spawn py ENOENT').interpreter);
+  assert.ok(startFailure('py -m hp_lsp', "py: No module named 'hp_lsp'", 'closed').interpreter);
 });
 
 test('Restart server and Show search output', async () => {

@@ -276,6 +276,74 @@ def test_trainer_pipeline_keys(tmp_path: Path) -> None:
     other = write(tmp_path, "pp2.yaml", TRAINER_PP.replace("SCHED", "zbv"))
     diags = check_file(other).diagnostics
     assert not [d for d in diags if d.is_error]
-    info = [d for d in diags if d.code == "HP112"]
-    assert info and info[0].path == "accelerator.pp_schedule" and "priced as 1F1B" in info[0].message
+    info = [d for d in diags if d.code == "HP112" and d.path == "accelerator.pp_schedule"]
+    assert info and "priced as 1F1B" in info[0].message
     assert "HP101" not in [d.code for d in diags]
+
+
+def test_old_key_search_config_states_its_sequence_length_as_seq_len(tmp_path: Path) -> None:
+    # examples/moe_llm_search.yaml at an older commit: n_layers, dim, inter_dim, n_heads, n_kv_heads, seq_len.
+    path = write(tmp_path, "moe.yaml", "model:\n  name: mixtral\n  n_layers: 32\n  dim: 4096\n  inter_dim: 14336\n"
+                 "  n_heads: 32\n  n_kv_heads: 8\n  vocab_size: 32000\n  seq_len: 32768\n  num_experts: 8\n"
+                 "  num_experts_per_tok: 2\n  moe_inter_dim: 14336\n"
+                 "cluster: {num_nodes: 8, cards_per_node: 8, device_type: ascend}\n"
+                 "parallelism: {tp: [1, 2, 4, 8], pp: [1, 2, 4], cp: 1, ep: [1, 2, 4, 8], etp: 1}\n"
+                 "constraint: {global_batch_size: 256}\n")
+    loaded = check_file(path)
+    assert loaded.config is not None and loaded.config.model is not None
+    assert loaded.config.model.seq_len == 32768 and loaded.config.model.num_layers == 32
+    assert "HP207" not in [d.code for d in loaded.diagnostics]
+    assert loaded.config.locations["model.max_position_embeddings"].key.start.line == 8
+
+
+def test_ignored_bandwidth_keys_are_named_as_ours(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", "model: {num_hidden_layers: 2, hidden_size: 256, num_attention_heads: 4, "
+                 "vocab_size: 1000, max_position_embeddings: 1024}\n"
+                 "cluster: {num_nodes: 1, device_type: A2, intra_node_bandwidth_gbps: 200.0}\n")
+    d = [d for d in check_file(path).diagnostics if d.code == "HP102"]
+    assert len(d) == 1 and d[0].data["replace_key"] == "intra_node_bandwidth_gb_s"
+    assert "ignored, by HyperParallel and by hp-plan" in d[0].message and "upstream" not in d[0].message
+
+
+LLAMA_TRAIN = ROOT / "examples" / "llama3-70b" / "train.yaml"
+RC_SEARCH = """\
+train_yaml: {train}
+cluster: {{num_nodes: 16, cards_per_node: 8, device_type: H100, device_memory_gb: 80}}
+parallelism: {{tp: [4, 8], pp: [4, 8], cp: 1, ep: 1, vpp: 1, micro_batch_size: 1, fsdp: 1{rc_dim}}}
+constraint: {{global_batch_size: 512, memory_limit_gb: 76}}
+{extra}
+"""
+
+
+def rc_search(tmp_path: Path, name: str, extra: str = "", rc_dim: str = "") -> str:
+    return write(tmp_path, name, RC_SEARCH.format(train=LLAMA_TRAIN, extra=extra, rc_dim=rc_dim))
+
+
+def best_recompute(path: str) -> str:
+    rc, doc = cli("search", path, "--top", "5")
+    assert rc == 0, doc
+    rcs = {str(row["strategy"]["recompute"]) for row in [doc["best"], *doc["top"]]}
+    return str(doc["best"]["strategy"]["recompute"]) + "|" + ",".join(sorted(rcs))
+
+
+def test_recompute_modes_narrow_auto(tmp_path: Path) -> None:
+    free = best_recompute(rc_search(tmp_path, "free.yaml", "recompute: auto"))
+    assert "selective" in free  # the premise: with all three modes, selective is chosen somewhere
+    for extra in ("recompute: auto\nrecompute_modes: [off, full]",
+                  "recompute: auto\nestimator: {recompute_modes: [off, full], cp_algo: ring}"):
+        narrowed = best_recompute(rc_search(tmp_path, "n.yaml", extra))
+        assert "selective" not in narrowed, (extra, narrowed)
+    bad = rc_search(tmp_path, "bad.yaml", "recompute: auto\nrecompute_modes: [off, swap]")
+    d = [d for d in check_file(bad).diagnostics if d.is_error]
+    assert [x.code for x in d] == ["HP106"] and "unknown recompute modes ['swap']" in d[0].message
+
+
+def test_recompute_as_a_parallelism_dimension(tmp_path: Path) -> None:
+    listed = rc_search(tmp_path, "l.yaml", rc_dim=", recompute: [off, full]")
+    cfg = check_file(listed).config
+    assert cfg is not None and cfg.recompute == "auto" and cfg.recompute_modes == ("off", "full")
+    assert "selective" not in best_recompute(listed)
+    one = check_file(rc_search(tmp_path, "o.yaml", rc_dim=", recompute: full")).config
+    assert one is not None and one.recompute == "full"
+    auto = check_file(rc_search(tmp_path, "a.yaml", rc_dim=", recompute: auto")).config
+    assert auto is not None and auto.recompute == "auto" and auto.recompute_modes == ()

@@ -31,7 +31,7 @@ local defaults = {
 }
 
 M.config = vim.deepcopy(defaults)
--- Lines of the server's window/logMessage notifications, newest last (`:HpLspLog`).
+-- Lines of the server's window/logMessage notifications, newest last (`:HpShowSearchOutput` shows them).
 M.log = {}
 local max_log_lines = 2000
 -- Neovim 0.7 only: client id per root directory.

@@ -1,0 +1,172 @@
+"""Keys HyperParallel reads (HYPERPARALLEL.md §2, its loaders and its cost model's run keys) that this planner
+accepts but does not price: each gets an Information diagnostic (HP112) at the key, "read by HyperParallel, not
+priced by hp-plan: <why>", so a user never believes a number rests on a setting it ignores.
+
+Every other key of §2 is read and priced (engine.config) or is validation-only upstream too. A key is flagged
+only when its value changes the run (`activation_swap: none`, `recompute_slice_activation: false` and an
+`offset` of zeros say nothing). Entries name the file kinds they apply to (engine.config.kind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.config.train import NOT_PRICED, detect_schema
+from engine.diagnostics import Diagnostic
+from engine.document import Map, Node, Scalar, Seq
+from engine.validate.context import Ctx
+
+When = Callable[[Node, Map], bool]
+
+
+def _always(_v: Node, _parent: Map) -> bool:
+    return True
+
+
+def _meaningful(v: Node, _parent: Map) -> bool:
+    """False for the values that mean "nothing": false, none/off, 0, empty, a list of zeros."""
+    if isinstance(v, Scalar):
+        val = v.value
+        if val is None or val is False or val == 0:
+            return False
+        return not (isinstance(val, str) and val.strip().lower() in ("none", "off", "false", "", "0"))
+    if isinstance(v, Seq):
+        return any(_meaningful(i, _parent) for i in v.items)
+    if isinstance(v, Map):
+        return bool(v.items())
+    return True
+
+
+def _no_width(_v: Node, parent: Map) -> bool:
+    return "intermediate_size" not in parent
+
+
+def _moe_off(v: Node, parent: Map) -> bool:
+    experts = parent.get("num_experts")
+    n = experts.value if isinstance(experts, Scalar) else None
+    return isinstance(v, Scalar) and v.value is False and isinstance(n, int) and n > 1
+
+
+def _reshard_kept(v: Node, _parent: Map) -> bool:
+    return isinstance(v, Scalar) and v.value is False
+
+
+def _not_adam(v: Node, _parent: Map) -> bool:
+    return isinstance(v, Scalar) and isinstance(v.value, str) and "adam" not in v.value.lower()
+
+
+def _mixed_precision(v: Node, _parent: Map) -> bool:
+    return isinstance(v, Map) and bool(v.items())
+
+
+@dataclass(frozen=True, slots=True)
+class Unpriced:
+    kinds: frozenset[str]
+    path: str  # dotted from the root; a last part ending in `*` matches every key with that prefix
+    why: str
+    when: When = _meaningful
+
+
+S, A, L = "search", "automodels", "legacy"
+_ALL = frozenset({S, A, L})
+_TRAIN = frozenset({A, L})
+_MULTIMODAL = ("the vision tower of a multimodal run (HyperParallel prices it with the language model's degrees, "
+               "its layers on stage 0) is not priced: only the language model is")
+_STACK = "a per-layer stack (layer groups, op vectors, Gated DeltaNet linear attention) is priced as uniform decoder layers"
+_OFFSET = ("per-stage layer offsets: hp-plan spreads the layers evenly over the stages, the remainder on the later "
+           "ones")
+_MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
+    ("softmax_compute_type", "the softmax is priced at the compute width (flash attention keeps no score matrix)",
+     _always),
+    ("offset", _OFFSET, _meaningful),
+    ("recompute_slice_activation", "slicing recomputed activations over tp is not priced", _meaningful),
+    ("multiple_of", "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)",
+     _no_width),
+    ("ffn_dim_multiplier", "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not "
+     "derived)", _no_width),
+    ("moe_enabled", "hp-plan prices the experts num_experts states whatever moe_enabled says", _moe_off),
+    ("attn_output_gate", "the attention output gate's projection is not priced", _meaningful),
+    ("layer_types", _STACK, _meaningful),
+    ("layers", _STACK, _meaningful),
+    ("ops", _STACK, _meaningful),
+    ("arch", _STACK, _meaningful),
+    ("linear_*", _STACK, _always),
+    ("vision", _MULTIMODAL, _meaningful),
+    ("visual_seq_len", _MULTIMODAL, _meaningful),
+    ("use_gmm", "grouped GEMM for the experts: each expert's GEMMs are priced at the same rate", _meaningful),
+    ("full_rec", "per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated mode "
+     "on every layer; activation_checkpoint.layers states a per-layer plan", _meaningful),
+    ("sel_rec", "per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated mode "
+     "on every layer; activation_checkpoint.layers states a per-layer plan", _meaningful),
+)
+
+TABLE: tuple[Unpriced, ...] = (
+    *(Unpriced(_ALL, f"model.{k}", why, when) for k, why, when in _MODEL_KEYS),
+    *(Unpriced(_TRAIN, f"model.config_overrides.{k}", why, when) for k, why, when in _MODEL_KEYS),
+    Unpriced(frozenset({S}), "pp_config.stage_partition", "a manual stage partition: the layers are spread evenly "
+             "(HyperParallel's search ignores it too)"),
+    Unpriced(frozenset({S}), "pp_config.layer_recompute_layers", "recompute by layer id: the stated mode is priced "
+             "on every layer (HyperParallel's search ignores it too)"),
+    Unpriced(frozenset({A}), "model_init_dtype", "the initialisation dtype does not enter the step's price",
+             _always),
+    Unpriced(frozenset({A}), "training.max_grad_norm", "gradient clipping (one norm reduction and a rescale per "
+             "step) is not priced", _meaningful),
+    Unpriced(frozenset({A}), "fsdp_config.edp_shard_size", "the expert FSDP shard: the routed experts' states are "
+             "priced sharded over the whole expert data-parallel group dp·cp·tp/(ep·etp)", _meaningful),
+    Unpriced(frozenset({A}), "fsdp_config.reshard_after_backward", "parameters kept gathered after backward are "
+             "not priced: they are priced resharded", _reshard_kept),
+    Unpriced(frozenset({A}), "fsdp_config.mixed_precision", "FSDP's mixed-precision policy: weights are priced at "
+             "model.torch_dtype with fp32 gradients and an fp32 master copy", _mixed_precision),
+    Unpriced(frozenset({A}), "mixed_precision", "the mixed-precision policy: weights are priced at model.torch_dtype "
+             "(param_init_type) with fp32 gradients and an fp32 master copy", _mixed_precision),
+    Unpriced(frozenset({A}), "activation_checkpoint.recompute_slice_activation", "slicing recomputed activations "
+             "over tp is not priced", _meaningful),
+    Unpriced(frozenset({A}), "activation_checkpoint.swap_inputs", "swapping checkpoint inputs to the host is not "
+             "priced", _meaningful),
+    Unpriced(frozenset({A}), "activation_checkpoint.layer_ranges", "per-layer ranges under this name are not read: "
+             "activation_checkpoint.layers states a per-layer plan", _meaningful),
+    Unpriced(frozenset({A}), "activation_swap", "activation swap to the host is not priced (recompute per_layer with "
+             "offload prices offload in a search)", _meaningful),
+    Unpriced(_TRAIN, "context.expert_shard", "an expert-shard group (HyperParallel's EP constraint C4) is not "
+             "priced: the experts are priced over ep and the expert data-parallel group", _meaningful),
+    Unpriced(_TRAIN, "context.visual_seq_len", _MULTIMODAL, _meaningful),
+    Unpriced(_TRAIN, "context.census", "a measured census of the model is not read: the formulas price it",
+             _meaningful),
+    Unpriced(_TRAIN, "context.census_spec", "a measured census of the model is not read: the formulas price it",
+             _meaningful),
+    Unpriced(frozenset({A}), "optimizer._target_", "this optimizer's state is priced as AdamW's (two fp32 states "
+             "and an fp32 master copy)", _not_adam),
+    Unpriced(frozenset({L}), "train.optimizer.type", "this optimizer's state is priced as AdamW's (two fp32 states "
+             "and an fp32 master copy)", _not_adam),
+    Unpriced(frozenset({L}), "train.gradient_checkpointing.recompute_slice_activation", "slicing recomputed "
+             "activations over tp is not priced", _meaningful),
+)
+
+
+def check(ctx: Ctx) -> None:
+    for src in ctx.resolved.sources:
+        root = src.root
+        if root is None:
+            continue
+        kind = "search" if (src.primary and ctx.config.kind == "search") else (detect_schema(root) or A)
+        for entry in TABLE:
+            if kind in entry.kinds:
+                _flag(ctx, src.path if not src.primary else None, root, entry)
+
+
+def _flag(ctx: Ctx, file: str | None, root: Map, entry: Unpriced) -> None:
+    *parents, last = entry.path.split(".")
+    node: Node | None = root
+    for part in parents:
+        node = node.get(part) if isinstance(node, Map) else None
+    if not isinstance(node, Map):
+        return
+    prefix = last[:-1] if last.endswith("*") else None
+    for key, kn, vn in node.items():
+        if (key != last if prefix is None else not key.startswith(prefix)) or vn is None:
+            continue
+        if not entry.when(vn, node):
+            continue
+        dotted = ".".join([*parents, key])
+        ctx.diags.append(Diagnostic("HP112", f"{NOT_PRICED}: {dotted}: {entry.why}", kn.range, dotted, None, file))

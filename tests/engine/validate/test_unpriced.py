@@ -1,0 +1,80 @@
+"""HP112: every key HyperParallel reads that hp-plan does not price is said so at the key (issue 12), on files
+shaped like upstream's recipes; keys that say nothing (off, none, zeros) are not flagged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.check import check_file
+from engine.diagnostics import Severity
+
+RECIPE = """\
+model:
+  _target_: hyper_parallel.models.HyperAutoModelForCausalLM.from_pretrained
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+  torch_dtype: bfloat16
+  attn_implementation: sdpa
+training: {global_batch_size: 64, micro_batch_size: 1, max_grad_norm: 1.0}
+accelerator: {tp_size: 1, cp_size: 1, ep_size: 1, pp_size: 1, sequence_parallel: false, loss_parallel: false}
+fsdp_config: {dp_shard_size: 8, edp_shard_size: 1, reshard_after_forward: true, reshard_after_backward: false}
+mixed_precision: {enabled: false}
+activation_checkpoint: {mode: full}
+activation_swap: SWAP
+dataset: {data_transform: {max_seq_len: 4096}}
+optimizer: {_target_: hyper_parallel.components.optim.Muon}
+context: {expert_shard: group, visual_seq_len: 576, device_num: 8}
+"""
+
+
+def flagged(tmp_path: Path, text: str, name: str = "train.yaml") -> dict[str, str]:
+    p = tmp_path / name
+    p.write_text(text)
+    diags = check_file(str(p)).diagnostics
+    out = {}
+    for d in diags:
+        if d.code == "HP112":
+            assert d.effective_severity == Severity.INFORMATION
+            assert d.message.startswith("read by HyperParallel, not priced by hp-plan: ")
+            out[d.path] = d.message
+    return out
+
+
+def test_recipe_keys_read_but_not_priced_are_flagged_at_the_key(tmp_path: Path) -> None:
+    got = flagged(tmp_path, RECIPE.replace("SWAP", "offload"))
+    assert set(got) == {"training.max_grad_norm", "fsdp_config.edp_shard_size", "fsdp_config.reshard_after_backward",
+                        "mixed_precision", "activation_swap", "optimizer._target_", "context.expert_shard",
+                        "context.visual_seq_len"}
+    assert "vision tower" in got["context.visual_seq_len"]
+
+
+def test_values_that_say_nothing_are_not_flagged(tmp_path: Path) -> None:
+    got = flagged(tmp_path, RECIPE.replace("SWAP", "none").replace("reshard_after_backward: false",
+                                                                  "reshard_after_backward: true"))
+    assert "activation_swap" not in got and "fsdp_config.reshard_after_backward" not in got
+
+
+def test_search_config_model_run_keys(tmp_path: Path) -> None:
+    text = ("model: {name: ds, num_hidden_layers: 61, hidden_size: 7168, num_attention_heads: 128, vocab_size: 1000,"
+            " max_position_embeddings: 4096, intermediate_size: 18432, multiple_of: 256, offset: [1, -1],"
+            " softmax_compute_type: float32, recompute_slice_activation: true, param_init_type: float32}\n"
+            "cluster: {num_nodes: 1, device_type: A2}\n")
+    got = flagged(tmp_path, text, "s.yaml")
+    assert set(got) == {"model.offset", "model.softmax_compute_type", "model.recompute_slice_activation"}
+    zeros = flagged(tmp_path, text.replace("offset: [1, -1]", "offset: 0").replace(
+        "recompute_slice_activation: true", "recompute_slice_activation: false"), "z.yaml")
+    assert set(zeros) == {"model.softmax_compute_type"}
+
+
+def test_param_init_type_and_eager_attention_are_priced(tmp_path: Path) -> None:
+    text = ("model: {name: m, num_hidden_layers: 4, hidden_size: 1024, num_attention_heads: 8, vocab_size: 32000,"
+            " max_position_embeddings: 4096, compute_dtype: bfloat16 INIT}\ncluster: {num_nodes: 1, device_type: A2}\n")
+    (tmp_path / "a.yaml").write_text(text.replace("INIT", ", param_init_type: float32"))
+    (tmp_path / "b.yaml").write_text(text.replace("INIT", ""))
+    fp32 = check_file(str(tmp_path / "a.yaml")).config
+    bf16 = check_file(str(tmp_path / "b.yaml")).config
+    assert fp32 is not None and bf16 is not None
+    assert (fp32.run.param_bytes, fp32.run.master_weights) == (4, False)
+    assert (bf16.run.param_bytes, bf16.run.master_weights) == (2, True)
+    (tmp_path / "t.yaml").write_text(RECIPE.replace("SWAP", "none").replace("sdpa", "eager"))
+    eager = check_file(str(tmp_path / "t.yaml")).config
+    assert eager is not None and eager.model is not None and eager.model.use_flash_attention is False

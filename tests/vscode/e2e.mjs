@@ -1,0 +1,164 @@
+// Browser half of the real-VS-Code test (tests/vscode/test_vscode.py starts code-server and runs this with
+// Node 24): opens the workbench in Debian's Chromium through playwright-core, screenshots each step the
+// probe extension reports, then checks what only the UI shows: the Problems panel lists the error, the
+// hover widget, the quick-fix menu applied from the keyboard, and the palette's HyperParallel commands.
+// Usage: node e2e.mjs URL VERDICT_JSON OUT_DIR PLAYWRIGHT_DIR. Writes OUT_DIR/ui.json and *.png.
+import { createRequire } from 'node:module';
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [url, verdictPath, outDir, playwrightDir] = process.argv.slice(2);
+const { chromium } = createRequire(join(playwrightDir, 'package.json'))('playwright-core');
+const ui = { checks: [], screenshots: [] };
+const saveUi = () => writeFileSync(join(outDir, 'ui.json'), JSON.stringify(ui, null, 2));
+const check = (name, ok, detail) => {
+  ui.checks.push({ name, ok: Boolean(ok), detail: detail ?? null });
+  saveUi();
+  return Boolean(ok);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const readVerdict = () => {
+  try {
+    return JSON.parse(readFileSync(verdictPath, 'utf8'));
+  } catch {
+    return undefined; // not written yet
+  }
+};
+const text = async (locator) => ((await locator.innerText().catch(() => '')) || '').replace(/\u00a0/g, ' ');
+
+async function shot(page, name) {
+  const file = join(outDir, `${String(ui.screenshots.length + 1).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file });
+  ui.screenshots.push(file);
+  saveUi();
+}
+
+async function waitText(page, selector, re, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < end) {
+    last = await text(page.locator(selector).first());
+    if (re.test(last)) return last;
+    await sleep(200);
+  }
+  return undefined;
+}
+
+/** Follow the probe: a screenshot for every step it reports, until it is done. */
+async function followProbe(page, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  let seen = 0;
+  while (Date.now() < end) {
+    const v = readVerdict();
+    const steps = v?.steps ?? [];
+    for (; seen < steps.length; seen++) {
+      await sleep(700); // let the editor draw what the step changed (squiggles, code lens, edits)
+      await shot(page, `probe-${steps[seen].name}`);
+    }
+    if (v?.done) return v;
+    await sleep(250);
+  }
+  return readVerdict();
+}
+
+async function goTo(page, line, column) {
+  await page.keyboard.press('Control+G');
+  await page.waitForSelector('.quick-input-widget input', { state: 'visible', timeout: 10000 });
+  await page.keyboard.type(`${line + 1}:${column + 1}`);
+  await page.keyboard.press('Enter');
+  await sleep(300);
+}
+
+/**
+ * A server that cannot start: the settings switch to an interpreter that exits at once with a message on
+ * stderr (HP_LSP_E2E_BREAK: {settings: [files], interpreter, count}). Exactly one notification, carrying that
+ * line, and no restarts (the fake interpreter counts its runs).
+ */
+async function brokenInterpreter(page) {
+  const broken = JSON.parse(process.env.HP_LSP_E2E_BREAK);
+  for (const file of broken.settings) {
+    const settings = JSON.parse(readFileSync(file, 'utf8'));
+    writeFileSync(file, JSON.stringify({ ...settings, 'hpLsp.interpreter': broken.interpreter }, null, 2));
+  }
+  const toasts = '.notifications-toasts .notification-toast';
+  const first = await waitText(page, toasts, /did not start/, 30000);
+  await sleep(6000); // time for restarts and further messages, if any came
+  const texts = await page.locator(toasts).allInnerTexts();
+  // every toast about the server (another one, "not applied: the file already states the best plan", may linger)
+  const ours = texts.filter((t) => /did not start|server|hp_lsp|crash/i.test(t));
+  const runs = existsSync(broken.count) ? readFileSync(broken.count, 'utf8').split('\n').filter(Boolean).length : 0;
+  check('a failed start shows one message with the last stderr line',
+    ours.length === 1 && /No module named hp_lsp/.test(ours[0]), { first, toasts: texts });
+  check('a server that exits while starting is not restarted', runs === 1, { runs });
+  await shot(page, 'server-did-not-start');
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1500, height: 950 } });
+    await page.goto(url);
+    await page.waitForSelector('.monaco-workbench', { timeout: 90000 });
+    check('workbench loaded', true, url);
+    const verdict = await followProbe(page, 240000);
+    if (!check('probe finished', verdict?.done, verdict)) return;
+    const error = verdict.error;
+    if (!check('probe left an error to look at', error, verdict.checks)) return;
+
+    // The Problems panel lists the error the edit made.
+    await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+    await page.keyboard.press('Control+Shift+M');
+    const problems = await waitText(page, '.markers-panel', new RegExp(`HP\\d{3}`), 15000);
+    check('Problems panel lists the error', problems && problems.includes(error.code), problems ?? '(no panel text)');
+    await shot(page, 'problems-panel');
+
+    // The hover widget on the broken value (the error and the key's documentation/figures).
+    await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+    await goTo(page, error.line, 3);
+    await page.keyboard.press('Control+K');
+    await page.keyboard.press('Control+I');
+    const hover = await waitText(page, '.monaco-hover:not(.hidden)', /GiB/, 10000);
+    check('hover widget shows GiB and seconds', hover && /\d\.\d+ s\b/.test(hover), hover ?? '(no hover)');
+    await shot(page, 'hover');
+    await page.keyboard.press('Escape');
+
+    // The quick-fix menu from the keyboard (Ctrl+.): pick the first fix and see the line change.
+    await goTo(page, error.line, 12);
+    await page.keyboard.press('Control+.');
+    const menu = await waitText(page, '.action-widget', /\S/, 10000);
+    check('quick-fix menu lists a fix', menu && /Set `tp_size`|Apply optimal/.test(menu), menu ?? '(no menu)');
+    await shot(page, 'quick-fix-menu');
+    await page.keyboard.press('Enter');
+    const fixed = await waitText(page, '.markers-panel', new RegExp(`^(?![\\s\\S]*${error.code})`), 15000);
+    const lineNow = await text(page.locator('.editor-instance .view-line').nth(0)); // drawn lines, for the log
+    check('quick fix applied from the menu clears the error', fixed !== undefined, { problems: fixed, lineNow });
+    await shot(page, 'after-quick-fix');
+
+    // The palette lists the HyperParallel commands.
+    await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
+    await page.keyboard.press('F1');
+    await page.waitForSelector('.quick-input-widget input', { state: 'visible', timeout: 10000 });
+    await page.keyboard.type('HyperParallel');
+    const palette = await waitText(page, '.quick-input-list', /Restart server/, 10000);
+    check('palette lists the commands',
+      palette && ['Apply optimal strategy', 'Restart server', 'Show search output'].every((t) => palette.includes(t)),
+      palette ?? '(no palette)');
+    await shot(page, 'palette');
+    await page.keyboard.press('Escape');
+
+    await brokenInterpreter(page);
+  } finally {
+    await browser.close();
+  }
+}
+
+main().then(
+  () => saveUi(),
+  (err) => {
+    check('browser driver ran to the end', false, String(err?.stack ?? err));
+    process.exitCode = 1;
+  },
+);
