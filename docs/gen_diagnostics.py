@@ -26,6 +26,8 @@ FAMILIES = [
      "`data.nearest_valid` and `data.valid` name values that work."),
     ("HP5", "Pricing (HP5xx)", "`hp-plan estimate`: pricing the strategy a file states."),
     ("HP6", "Search (HP6xx)", "`hp-plan search`: refusals and advice, positioned on the list or value at fault."),
+    ("HP8", "Calibration (HP8xx)", "`hp-plan calibrate`, RUNS files and ratios files (docs/calibration.md): "
+     "positioned on the run entry, the log or the `estimator.ratios_file` at fault."),
     ("HP9", "Internal (HP9xx)", "An engine failure, reported instead of a traceback. Please report it."),
 ]
 

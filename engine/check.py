@@ -7,7 +7,9 @@ traceback for a user's file).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
+from engine.calibrate.attach import RatiosRequest, with_ratios
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
 from engine.diagnostics import Diagnostic
@@ -21,14 +23,18 @@ def _key(d: Diagnostic) -> tuple[str, int, int, str]:
 
 
 def check_file(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
-               max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None) -> Loaded:
+               max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None,
+               ratios: RatiosRequest | None = None) -> Loaded:
     """Diagnostics for `path` (or the editor buffer `text` standing for it), sorted by file and position,
     and the resolved Config when the file could be read. `max_bytes` is the size above which a file gets
     one HP005 "too large to analyse" diagnostic (the server's hpLsp.maxFileSizeKb).
 
     `texts` is the editor's view of other files (absolute path -> unsaved buffer text): the train.yaml a
     search config references is read from it when it is there, so an unsaved edit in the linked file
-    counts at once (the language server passes its open documents; the CLI reads the disk only)."""
+    counts at once (the language server passes its open documents; the CLI reads the disk only).
+
+    `ratios` names a ratios file from outside the files (`--ratios`, the setting hpLsp.ratiosFile); with the
+    config's own `estimator.ratios_file` it is attached to the config (engine.calibrate.attach)."""
     try:
         resolved = resolve(path, text, overrides, max_bytes=max_bytes, texts=texts)
         diags = list(resolved.diagnostics)
@@ -36,6 +42,8 @@ def check_file(path: str, text: str | None = None, overrides: ClusterOverrides |
             diags += validate(resolved)
         except Exception as exc:  # a rule failing must not hide the reading diagnostics
             diags.append(internal_error(exc))
-        return Loaded(resolved.config, tuple(unique(sorted(diags, key=_key))), tuple(resolved.files))
+        loaded = with_ratios(Loaded(resolved.config, tuple(diags), tuple(resolved.files)), ratios,
+                             dict(texts) if texts else None)
+        return replace(loaded, diagnostics=tuple(unique(sorted(loaded.diagnostics, key=_key))))
     except Exception as exc:  # the contract: never a traceback
         return Loaded(None, (internal_error(exc),), (path,))

@@ -19,7 +19,18 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from engine.codes import cluster, explain, internal, model, pricing, reading, rules, search, types
+from engine.codes import (
+    calibration,
+    cluster,
+    explain,
+    internal,
+    model,
+    pricing,
+    reading,
+    rules,
+    search,
+    types,
+)
 from engine.positions import DOCUMENT_START, Range
 
 
@@ -41,7 +52,7 @@ class CodeInfo:
 # each stage owns its block. Keep numbers stable: users suppress and search by them.
 CODES: dict[str, CodeInfo] = {}
 for _rows in (reading.ROWS, types.ROWS, model.ROWS, cluster.ROWS, rules.ROWS, pricing.ROWS, search.ROWS,
-              internal.ROWS, explain.ROWS):
+              internal.ROWS, explain.ROWS, calibration.ROWS):
     for _code, _sev, _title in _rows:
         assert _code not in CODES, f"duplicate diagnostic code {_code}"
         CODES[_code] = CodeInfo(_code, Severity(_sev), _title)

@@ -15,6 +15,7 @@ the tree (a DAG); the expanded size is computed with memoisation and a document 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
 import re
@@ -63,6 +64,7 @@ _CORE_TAGS = frozenset(
               "omap", "pairs", "set", "value")
 )
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_TYPED_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("int", "float", "bool", "timestamp", "binary"))
 _STR_TAG = "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
@@ -184,13 +186,15 @@ class Document:
         return end_position(self.text)
 
 
-# Line breaks as YAML (libyaml) counts them, so ranges built from its marks and from text offsets agree:
-# LF, CR, CRLF, and the Unicode NEL / LS / PS.
-_BREAK_RE = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+# Line breaks as LSP counts them (LF, CR, CRLF), which every range here uses: editors number lines so.
+# libyaml also breaks lines at NEL, LS and PS (YAML 1.1), so with one of those in the text its mark lines
+# run ahead of the editor's; marks are then converted from their code-point index (`Marks`).
+_BREAK_RE = re.compile("\r\n|[\r\n]")
+_YAML_ONLY_BREAKS = re.compile("[\x85\u2028\u2029]")
 
 
 def split_lines(text: str) -> list[str]:
-    """The text's lines without their breaks (YAML's notion of a line break)."""
+    """The text's lines without their breaks (LSP's notion of a line break)."""
     return _BREAK_RE.split(text)
 
 
@@ -214,12 +218,34 @@ def _pos_of_index(text: str, index: int) -> Position:
     return end_position(text[:index])
 
 
-def _mark_pos(mark: Any) -> Position:
-    return Position(int(mark.line), int(mark.column))
+class Marks:
+    """libyaml marks -> LSP positions in `text`. A mark's line and column are used as they are unless the
+    text holds a break only YAML counts (NEL, LS, PS) or a BOM that was cut off before composing; then the
+    position comes from the mark's code-point index (`shift`: characters cut off the front)."""
 
+    __slots__ = ("_starts", "shift", "text")
 
-def _node_range(node: yaml.Node) -> Range:
-    return Range(_mark_pos(node.start_mark), _mark_pos(node.end_mark))
+    def __init__(self, text: str, shift: int = 0) -> None:
+        self.text = text
+        self.shift = shift
+        self._starts: list[int] | None = None
+        if shift or _YAML_ONLY_BREAKS.search(text):
+            self._starts = [0] + [m.end() for m in _BREAK_RE.finditer(text)]
+
+    def at_index(self, index: int) -> Position:
+        if self._starts is None:
+            return _pos_of_index(self.text, index)
+        index = max(0, min(index, len(self.text)))
+        line = bisect.bisect_right(self._starts, index) - 1
+        return Position(line, index - self._starts[line])
+
+    def pos(self, mark: Any) -> Position:
+        if self._starts is None:
+            return Position(int(mark.line), int(mark.column))
+        return self.at_index(int(mark.index) + self.shift)
+
+    def range(self, node: yaml.Node) -> Range:
+        return Range(self.pos(node.start_mark), self.pos(node.end_mark))
 
 
 def decode(data: bytes, *, path: str | None = None) -> tuple[str | None, tuple[Diagnostic, ...]]:
@@ -268,15 +294,27 @@ def _too_large(size: int | None, max_bytes: int) -> Diagnostic:
     return Diagnostic("HP005", f"file too large to analyse: {what} (raise the size limit, hpLsp.maxFileSizeKb)")
 
 
-def _syntax_diag(exc: yaml.YAMLError, text: str) -> Diagnostic:
+def _reader_diag(exc: yaml.reader.ReaderError, text: str, body: str, marks: Marks) -> Diagnostic:
+    """A character YAML does not allow (VT, FF, \x1c, other C0 controls...): libyaml reports its UTF-8
+    byte offset in the composed body."""
+    index = len(body.encode("utf-8", errors="surrogatepass")[: max(0, int(exc.position))].decode("utf-8", "ignore"))
+    pos = marks.at_index(index + marks.shift)
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+    return Diagnostic("HP001", f"YAML syntax error: character U+{code:04X} is not allowed in YAML ({exc.reason}); "
+                      "remove it or write it as an escape in a double-quoted string",
+                      Range(pos, clamp(text, Position(pos.line, pos.character + 1))))
+
+
+def _syntax_diag(exc: yaml.YAMLError, text: str, marks: Marks | None = None) -> Diagnostic:
+    marks = marks or Marks(text)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
-    pos = clamp(text, _mark_pos(mark) if mark is not None else end_position(text))
+    pos = clamp(text, marks.pos(mark) if mark is not None else end_position(text))
     ctx_mark = getattr(exc, "context_mark", None)
     if ctx_mark is not None and pos >= clamp(text, end_position(text)):
         # An unclosed bracket or quote is reported at the end of the text; point at where it was opened.
-        pos = clamp(text, _mark_pos(ctx_mark))
+        pos = clamp(text, marks.pos(ctx_mark))
     end = clamp(text, Position(pos.line, pos.character + 1))
     lines = split_lines(text)
     at_tab = pos.line < len(lines) and pos.character < len(lines[pos.line]) and lines[pos.line][pos.character] == "\t"
@@ -297,8 +335,9 @@ class _Builder:
     """Checks the composed tree once (size with aliases expanded, depth, tags, duplicate keys) and then
     converts nodes on demand, sharing aliased nodes."""
 
-    def __init__(self, text: str, max_nodes: int, max_depth: int) -> None:
+    def __init__(self, text: str, max_nodes: int, max_depth: int, marks: Marks | None = None) -> None:
         self.text = text
+        self.marks = marks or Marks(text)
         self.max_nodes = max_nodes
         self.max_depth = max_depth
         self.memo: dict[int, Node] = {}
@@ -313,6 +352,7 @@ class _Builder:
         cap = self.max_nodes + 1
         scalar_cls = yaml.ScalarNode
         core = _CORE_TAGS
+        explicit = "!" in self.text  # explicit tags (`!!timestamp 5`) can name a type the text is not
         if isinstance(root, scalar_cls):
             if root.tag not in core and root.tag != "!":
                 self._tag(root)
@@ -328,7 +368,7 @@ class _Builder:
             children = [x for pair in value for x in pair] if is_map else value
             if not done:
                 if depth > self.max_depth:
-                    rng = _node_range(node)
+                    rng = self.marks.range(node)
                     return Diagnostic("HP005", f"nesting too deep to analyse (more than {self.max_depth} levels)",
                                       Range(rng.start, rng.start))
                 if node.tag not in core:
@@ -340,6 +380,8 @@ class _Builder:
                     if c.__class__ is scalar_cls:
                         if c.tag not in core and c.tag != "!":
                             self._tag(c)
+                        elif explicit and c.tag in _TYPED_TAGS:
+                            self._typed(c)
                     elif id(c) not in sizes:
                         stack.append((c, depth + 1, False))
                 continue
@@ -357,10 +399,27 @@ class _Builder:
             )
         return None
 
+    def _typed(self, node: yaml.ScalarNode) -> None:
+        """An explicitly typed scalar the trainer's loader cannot construct (`!!timestamp 5`, `!!int x`,
+        `!!bool maybe`): yaml.safe_load fails on the whole file, so it is an error here too."""
+        try:
+            self.constructor.construct_object(node, deep=False)
+            return
+        except Exception:  # PyYAML's constructors raise AttributeError, KeyError, ValueError
+            pass
+        shown = node.tag.replace("tag:yaml.org,2002:", "!!")
+        self.diags.append(Diagnostic(
+            "HP007",
+            f"{node.value!r} is not a valid {shown} value: the trainer's yaml.safe_load fails on this file. "
+            f"Remove the tag or fix the value",
+            self.marks.range(node),
+            data={"tag": shown},
+        ))
+
     def _tag(self, node: yaml.Node) -> None:
         tag = node.tag or ""
         shown = tag.replace("tag:yaml.org,2002:", "!!")
-        rng = _node_range(node)
+        rng = self.marks.range(node)
         end = Position(rng.start.line, rng.start.character + len(shown))
         self.diags.append(Diagnostic(
             "HP007",
@@ -380,7 +439,7 @@ class _Builder:
             if first is None:
                 seen[ident] = k
                 continue
-            first_rng, rng = _node_range(first), _node_range(k)
+            first_rng, rng = self.marks.range(first), self.marks.range(k)
             key = k.value
             self.diags.append(Diagnostic(
                 "HP003",
@@ -415,7 +474,7 @@ class _Builder:
         return out
 
     def _collection_range(self, node: Any) -> Range:
-        rng = _node_range(node)
+        rng = self.marks.range(node)
         if node.flow_style or not node.value:
             return rng
         # A block collection's end mark runs to the next token (often the next line): end at the last child's
@@ -427,9 +486,9 @@ class _Builder:
             if isinstance(last, yaml.ScalarNode) or last.flow_style or not last.value:
                 break
             last = last.value[-1]
-        end = _mark_pos(last.end_mark)
+        end = self.marks.pos(last.end_mark)
         if isinstance(last, yaml.ScalarNode) and last.value == "" and not last.style:
-            end = _mark_pos(last.start_mark)
+            end = self.marks.pos(last.start_mark)
         return Range(rng.start, max(rng.start, min(end, rng.end)))
 
     def _scalar(self, node: yaml.ScalarNode) -> Scalar:
@@ -447,9 +506,9 @@ class _Builder:
         elif tag in _CORE_TAGS and tag != _MERGE_TAG:
             try:
                 value = self.constructor.construct_object(node, deep=False)
-            except (ValueError, OverflowError, yaml.YAMLError, TypeError):
-                value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text
-        rng = _node_range(node)
+            except Exception:  # AttributeError for `!!timestamp 5`, KeyError for `!!bool x`
+                value = raw  # e.g. a 10^5-digit int or a bad timestamp: keep the text (check() reported it)
+        rng = self.marks.range(node)
         if raw == "" and not node.style and rng.start != rng.end:
             rng = Range(rng.start, rng.start)
         return Scalar(rng, value, str(raw), tag, node.style or "")
@@ -513,24 +572,58 @@ def parse(
 
 
 def _parse_body(text: str, body: str, path: str | None, max_nodes: int, max_depth: int) -> Document:
+    marks = Marks(text, len(text) - len(body))
     try:
         composed = yaml.compose(body, Loader=_LOADER)
+    except yaml.reader.ReaderError as exc:
+        return Document(text, None, (_reader_diag(exc, text, body, marks),), path)
     except yaml.YAMLError as exc:
-        return Document(text, None, (_syntax_diag(exc, text),), path)
+        return Document(text, None, (_syntax_diag(exc, text, marks),), path)
     except RecursionError:
         return Document(text, None, (Diagnostic("HP005", "nesting too deep to analyse"),), path)
     except (ValueError, UnicodeError) as exc:  # libyaml reader errors on odd code points
         return Document(text, None, (Diagnostic("HP001", f"YAML syntax error: {exc}"),), path)
     if composed is None:
         return Document(text, None, (), path)
-    builder = _Builder(text, max_nodes, max_depth)
+    builder = _Builder(text, max_nodes, max_depth, marks)
     try:
         refusal = builder.check(composed)
     except RecursionError:  # pragma: no cover - the check is iterative
         refusal = Diagnostic("HP005", "nesting too deep to analyse")
     if refusal is not None:
         return Document(text, None, (refusal,), path)
-    return Document(text, builder.build(composed), tuple(builder.diags), path)
+    trainer = _trainer_refusal(text, body, marks) if "\t" in body else None
+    return Document(text, builder.build(composed), (*((trainer,) if trainer else ()), *builder.diags), path)
+
+
+def _offset_of(text: str, pos: Position) -> int:
+    """Code-point offset of an LSP position in `text` (clamped)."""
+    lines = _BREAK_RE.split(text)
+    breaks = [m.group(0) for m in _BREAK_RE.finditer(text)]
+    line = min(pos.line, len(lines) - 1)
+    return sum(len(lines[i]) + len(breaks[i]) for i in range(line)) + min(pos.character, len(lines[line]))
+
+
+def _trainer_refusal(text: str, body: str, marks: Marks) -> Diagnostic | None:
+    """What the trainer's own loader refuses although libyaml accepts it. HyperParallel loads its config with
+    PyYAML's pure-Python `yaml.safe_load`, whose scanner skips only spaces between tokens: a tab after a
+    value (`tp_size: 8\t# c`), after a colon (`mode:\tfull`) or inside a flow list is "found character
+    '\t' that cannot start any token" there, while libyaml takes tabs as separators. Only texts holding a
+    tab pay for this second, pure-Python pass (events only, nothing constructed)."""
+    try:
+        for _event in yaml.parse(body, Loader=yaml.SafeLoader):
+            pass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = clamp(text, marks.pos(mark)) if mark is not None else Position(0, 0)
+        at_tab = "'\\t'" in str(exc.problem or "") or text[_offset_of(text, pos):][:1] == "\t"
+        what = ("a tab here: HyperParallel's trainer loads with PyYAML's pure-Python safe_load, which refuses "
+                "tabs between tokens (libyaml accepts them); use spaces" if at_tab else
+                f"HyperParallel's trainer (PyYAML safe_load) refuses this file: {exc.problem}")
+        return Diagnostic("HP001", f"YAML syntax error: {what}", Range(pos, clamp(text, Position(pos.line, pos.character + 1))))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    return None
 
 
 _ALIAS_RE = re.compile(r"(?<![\w'\"])\*[^\s,\[\]{}]+")

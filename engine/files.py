@@ -27,6 +27,8 @@ import stat
 from dataclasses import dataclass
 
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# A URL joined onto a folder and normalised (`/work/cfg/https:/host/train.yaml`): said so when it is missing.
+_JOINED_URL_RE = re.compile(r"(?:^|/)((?:https?|ftp|s3|hdfs|gs|obs|file):/+[^/].*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,10 @@ def _fmt_size(n: int) -> str:
 
 def _os_failure(path: str, exc: OSError) -> ReadFailure:
     if exc.errno == errno.ENOENT:
+        url = _JOINED_URL_RE.search(path)
+        if url:
+            return ReadFailure(path, "url", f"{url.group(1)} is a URL; only local files are read (nothing is "
+                                            "downloaded)")
         return ReadFailure(path, "missing", f"{path} does not exist")
     if exc.errno == errno.ELOOP:
         return ReadFailure(path, "loop", f"{path} is a symlink loop (too many levels of symbolic links)")

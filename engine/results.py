@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import Strategy
+from engine.specs import Ratios, Strategy
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
 TIME_TERMS: tuple[str, ...] = (
@@ -32,6 +32,14 @@ class Estimate:
     mfu: float
     time_breakdown_s: Mapping[str, float]
     diagnostics: tuple[Diagnostic, ...] = ()
+    calibration: Ratios | None = None  # the ratios file applied (FORMATS.md §3: "calibration")
+
+    def calibration_note(self) -> str:
+        """One line saying whether and how the numbers are calibrated (every output says so)."""
+        c = self.calibration
+        if c is None:
+            return "uncalibrated (fit ratios on your own runs with hp-plan calibrate)"
+        return f"calibrated on {c.runs} run{'s' if c.runs != 1 else ''} from {c.file}"
 
     @property
     def verdict(self) -> str:
@@ -61,13 +69,16 @@ class Estimate:
             "time_breakdown_s": {k: self.time_breakdown_s[k] for k in TIME_TERMS},
             "verdict": self.verdict,
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "calibration": self.calibration.to_json() if self.calibration is not None else None,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """The outcome of a search (FORMATS.md §3 `search`). `best` is None when nothing fits; `refused` counts
-    candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value."""
+    candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value.
+    `unpriced` counts candidates the search proved slower than its K-th best without pricing them (their
+    memory is unknown): `feasible` + `over_budget` + `unpriced` = `evaluated`."""
 
     best: Estimate | None
     top: tuple[Estimate, ...]
@@ -82,6 +93,7 @@ class SearchResult:
     # simplicity rather than speed (engine.search.equivalence).
     equivalent: tuple[bool, ...] = ()
     band: float | None = None
+    unpriced: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,5 +107,6 @@ class SearchResult:
             "dimensions": dict(self.dimensions),
             "refused": dict(self.refused),
             "over_budget": self.over_budget,
+            "unpriced": self.unpriced,
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }

@@ -120,6 +120,40 @@ class ClusterSpec:
         return self.num_nodes * self.cards_per_node
 
 
+# Calibration ratio groups (FORMATS.md §6) and the time parts (engine.results.TIME_TERMS) each one scales.
+# HyperParallel fits one ratio per group of its score parts (HYPERPARALLEL.md §7.8: COMPUTE covers FW, BW and
+# RECOMPUTE; PP_COMM covers PP_COMM and BUBBLE); ours are the same groups over seconds.
+RATIO_GROUPS: dict[str, tuple[str, ...]] = {
+    "compute": ("compute", "recompute"),
+    "tp_comm": ("tp_comm",),
+    "cp_comm": ("cp_comm",),
+    "ep_comm": ("ep_comm",),
+    "dp_comm": ("dp_comm",),
+    "pp": ("pp_bubble", "pp_p2p"),
+    "optimizer": ("optimizer",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Ratios:
+    """Calibration read from a ratios file (`hp-plan calibrate`, FORMATS.md §6): each time part is multiplied
+    by its group's ratio and every memory term by `memory`. `file`, `runs`, `framework` and `device_type` say
+    where the ratios come from, so every calibrated output can say so."""
+
+    time: tuple[tuple[str, float], ...] = tuple((g, 1.0) for g in RATIO_GROUPS)
+    memory: float = 1.0
+    file: str = ""
+    runs: int = 0
+    framework: str = ""
+    device_type: str = ""
+
+    def of(self, group: str) -> float:
+        return dict(self.time).get(group, 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "runs": self.runs}
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How the run trains, beyond the parallel degrees: precision, optimizer, FSDP and recompute policy."""
@@ -145,6 +179,8 @@ class RunOptions:
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
+    ratios: Ratios | None = None
 
 
 @dataclass(frozen=True, slots=True)

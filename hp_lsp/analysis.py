@@ -1,6 +1,6 @@
 """The fast analysis of one document version, as a pure function over the engine (no pygls here).
 
-`analyse` runs on the event loop after the debounce: read + resolve + validate (`engine.check.check_file`,
+`analyse` runs on the server's checker thread after the debounce (never on the event loop: it reads files): read + resolve + validate (`engine.check.check_file`,
 about 20 ms for a real config) and the price of the stated strategy (`engine.cost.estimate_config`, one
 row). The search is not here: it runs in the worker process (search_job.py).
 """
@@ -11,6 +11,9 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from engine.calibrate.attach import RatiosRequest
+from engine.calibrate.result import Calibration
+from engine.calibrate.runs import is_runs_file
 from engine.check import check_file
 from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.cost import estimate_config
@@ -39,6 +42,9 @@ class Analysis:
     entries: tuple[Entry, ...] = field(default_factory=tuple)
     too_large: bool = False
     failure: str | None = None  # an engine exception caught here (logged by the server, never shown as a popup)
+    calibration: Calibration | None = None  # a RUNS file's calibration (hp_lsp.features.calibration)
+    overrides: ClusterOverrides | None = None  # the cluster this version was checked with (the search reuses it)
+    cluster_source: str | None = None  # the search config that gave it, if any
 
     @property
     def config(self) -> Config | None:
@@ -71,14 +77,17 @@ def too_large(text: str, max_kb: int) -> Diagnostic | None:
 
 
 def analyse(path: str | None, text: str, version: int | None, *, overrides: ClusterOverrides | None,
-            max_file_size_kb: int, texts: Mapping[str, str] | None = None) -> Analysis:
+            max_file_size_kb: int, texts: Mapping[str, str] | None = None,
+            ratios: RatiosRequest | None = None) -> Analysis:
     """Check one document version; never raises (the engine reports its own failures as HP900). `texts`
     holds the other open documents (path -> buffer): a search config's train.yaml is read from there when
     it is open, so its unsaved edits count (the editor's view wins over the disk)."""
     big = too_large(text, max_file_size_kb)
     if big is not None:
         return Analysis(path, version, text, None, diagnostics=(big,), too_large=True)
-    loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides, texts=texts)
+    if is_runs_file(text):
+        return analyse_runs(path or "untitled.yaml", text, version)
+    loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides, texts=texts, ratios=ratios)
     estimate: Estimate | None = None
     failure: str | None = None
     est_diags: tuple[Diagnostic, ...] = ()
@@ -95,6 +104,21 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
         (own if d.file is None or (path is not None and same_path(d.file, path)) else foreign).append(d)
     return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)),
                     failure=failure)
+
+
+def analyse_runs(path: str, text: str, version: int | None) -> Analysis:
+    """A RUNS file (FORMATS.md §6): its calibration, whose diagnostics are positioned in it; the configs and
+    logs it names are the files it reads, so editing one re-checks it."""
+    from engine.calibrate.result import calibrate
+
+    cal = calibrate(path, text)
+    reads = [path]
+    for r in cal.runs:
+        reads += [p for p in (r.measured.entry.config_path, r.measured.entry.log_path) if p]
+        reads += [r.measured.config.train_yaml] if r.measured.config.train_yaml else []
+    loaded = Loaded(None, cal.diagnostics, tuple(dict.fromkeys(reads)))
+    own = tuple(d for d in cal.diagnostics if d.file is None)
+    return Analysis(path, version, text, loaded, diagnostics=own, entries=tuple(scan(text)), calibration=cal)
 
 
 def cluster_from_search_config(search_path: str, text: str | None = None, *,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from engine.edit.text import split_lines
 from engine.positions import Position, Range
 
 # `key:` or `key: value`, optionally after `- ` (a mapping inside a list item); quoted keys allowed.
@@ -60,16 +61,22 @@ def _unquote(key: str) -> str:
     return key
 
 
-def scan(text: str) -> list[Entry]:
-    """Every mapping key of the text with its path, in order. Never raises."""
-    lines = text.splitlines()
+def scan(text: str, limit: int | None = None) -> list[Entry]:
+    """Every mapping key of the text with its path, in order (the first `limit` of them). Never raises.
+
+    With a limit, lines after the limit-th key are only looked at for where the open blocks end (a cheap
+    indentation test), so an outline of a 5 MB file costs its first keys, not 300,000 entries."""
+    lines = [line.rstrip("\r\n") for line in split_lines(text)]  # LSP's lines (not str.splitlines)
     raw: list[tuple[int, int, str, int, int, str, int]] = []  # line, indent, key, kstart, kend, value, vstart
     in_block_scalar: int | None = None  # indent of the key owning a `|`/`>` scalar
+    floor: int | None = None  # past the limit: only keys at or left of this indent still matter
     for n, line in enumerate(lines):
         stripped = line.strip()
         if not stripped or stripped.startswith("#") or stripped in ("---", "..."):
             continue
         indent = len(line) - len(line.lstrip(" "))
+        if floor is not None and indent > floor:
+            continue
         if in_block_scalar is not None:
             if indent > in_block_scalar:
                 continue
@@ -85,6 +92,13 @@ def scan(text: str) -> list[Entry]:
         if value.startswith(("|", ">")):
             in_block_scalar = key_indent
         raw.append((n, key_indent, _unquote(key_text), kstart, kstart + len(key_text), value, vstart))
+        if floor is not None:
+            floor = key_indent - 1  # this key closed the blocks at its indent; outer ones are left
+            if floor < 0:
+                break
+        elif limit is not None and len(raw) >= limit:
+            floor = key_indent
+    keep = len(raw) if limit is None else min(limit, len(raw))
 
     # Last line holding content (not blank, not a comment) at or before each line: a block ends there.
     last_content: list[int] = []
@@ -104,7 +118,7 @@ def scan(text: str) -> list[Entry]:
 
     entries: list[Entry] = []
     stack: list[tuple[int, str]] = []  # (indent, key) of the enclosing keys
-    for idx, (n, indent, key, ks, ke, value, vs) in enumerate(raw):
+    for idx, (n, indent, key, ks, ke, value, vs) in enumerate(raw[:keep]):
         while stack and stack[-1][0] >= indent:
             stack.pop()
         path = (*(k for _, k in stack), key)

@@ -30,7 +30,9 @@ def to_client_position(lines: Sequence[str], codec: PositionCodec, pos: Position
     line = max(pos.line, 0)
     text = _line_text(lines, line)
     char = min(max(pos.character, 0), len(text))
-    return types.Position(line=line, character=codec.client_num_units(text[:char]))
+    head = text[:char]
+    # ASCII is one unit per character in every encoding: pygls' codec walks the string a character at a time
+    return types.Position(line=line, character=char if head.isascii() else codec.client_num_units(head))
 
 
 def to_client_range(lines: Sequence[str], codec: PositionCodec, rng: Range) -> types.Range:

@@ -1,7 +1,8 @@
 """When to check, when to search, what to publish: the glue between LSP events and the services.
 
-Runs on the event loop. Fast checks (engine.check + the stated plan's price, ~20 ms) run on the loop after
-a DEBOUNCE_S pause in typing; searches go to the worker process on open and save (setting searchOnSave)
+Runs on the event loop, which only snapshots and publishes: fast checks (engine.check + the stated plan's
+price, ~20 ms) run on one checker thread after a DEBOUNCE_S pause in typing (they read linked files, and no
+file is read on the loop: docs/files.md); searches go to the worker process on open and save (setting searchOnSave)
 and come back through `call_soon_threadsafe`. Every step is wrapped so an exception becomes a log message
 and never a popup or a dead server.
 """
@@ -9,12 +10,14 @@ and never a popup or a dead server.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
@@ -28,12 +31,12 @@ from hp_lsp.worker import Job, Outcome
 from hp_lsp.workspace import SearchConfigIndex
 
 if TYPE_CHECKING:
+    from engine.calibrate.attach import RatiosRequest
     from hp_lsp.server import HpLanguageServer
 
+T = TypeVar("T")
 DEBOUNCE_S = 0.3
 LISTS_SUFFIX = "#lists"  # worker key of a document's list job (its own key: it never supersedes the search)
-# Texts up to this size (~2 ms to check) are analysed inline on the loop; larger ones on the checker thread.
-INLINE_CHECK_CHARS = 64 * 1024
 CLUSTER_CACHE_MAX = 64
 log = logging.getLogger(__name__)
 
@@ -47,12 +50,29 @@ def guarded(ls: HpLanguageServer, what: str, fn: Callable[..., Any], *args: Any)
         return None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckInput:
+    """What a check reads, snapshotted on the loop: the document, the settings and the other open buffers."""
+
+    path: str | None
+    uri: str
+    text: str
+    version: int | None
+    settings: ClusterOverrides | None
+    max_kb: int
+    texts: dict[str, str]
+    roots: tuple[str, ...]
+    ratios: RatiosRequest | None = None  # the setting hpLsp.ratiosFile (engine.calibrate.attach)
+
+
 class Scheduler:
     def __init__(self, ls: HpLanguageServer) -> None:
         self.ls = ls
         self.index = SearchConfigIndex()
         self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
+        self._edits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-edit")
         self._cluster_cache: dict[tuple[str, float | int | None, int], ClusterOverrides | None] = {}
+        self._cluster_lock = threading.Lock()  # the checker thread fills it, the loop invalidates it
 
     # -- document events -----------------------------------------------------------------------------
     def opened(self, uri: str) -> None:
@@ -110,7 +130,8 @@ class Scheduler:
             if not path:
                 continue
             self.index.forget(path)
-            self._cluster_cache = {k: v for k, v in self._cluster_cache.items() if k[0] != path}
+            with self._cluster_lock:
+                self._cluster_cache = {k: v for k, v in self._cluster_cache.items() if k[0] != path}
             affected.update(self.ls.session.dependents(path, exclude=uri))
             if uri not in self.ls.session.docs and path.endswith((".yaml", ".yml")):
                 # A search config appearing or changing may now give an open train.yaml its cluster.
@@ -122,7 +143,8 @@ class Scheduler:
             self.search(uri)
 
     def settings_changed(self) -> None:
-        self._cluster_cache.clear()
+        with self._cluster_lock:
+            self._cluster_cache.clear()
         for uri in sorted(self.ls.session.docs):
             self.check(uri)
             self.search(uri)
@@ -140,35 +162,42 @@ class Scheduler:
         return guarded(self.ls, "check", self._check, uri)
 
     def _check(self, uri: str) -> Analysis | None:
-        """Snapshot the document on the loop, analyse it, record and publish. Small texts (every real config)
-        are analysed inline, at once; large ones on the checker thread so the loop keeps answering."""
+        """Snapshot the document and the editor's other buffers on the loop; read, resolve and validate on the
+        checker thread (the check reads linked files from disk, and no file is read on the event loop: a
+        FIFO or a slow disk must never freeze the server); record and publish back on the loop."""
         state = self.ls.session.get(uri)
         if state is None:
             return None
         doc = self.ls.workspace.get_text_document(uri)
         text, version, generation = doc.source, doc.version, state.generation
-        overrides, source = self.cluster_for(state, text)
-        max_kb = self.ls.session.settings.max_file_size_kb
-        texts = self.open_texts(exclude=uri)
-        if len(text) <= INLINE_CHECK_CHARS:
-            analysis = analyse(state.path, text, version, overrides=overrides, max_file_size_kb=max_kb,
-                               texts=texts)
-            self._checked(uri, generation, source, analysis)
-            return analysis
+        snapshot = CheckInput(state.path, uri, text, version, self.ls.session.settings.overrides(),
+                              self.ls.session.settings.max_file_size_kb, self.open_texts(exclude=uri),
+                              tuple(self.roots()), self.ratios_request())
         state.checking = True
-        fut = self._checker.submit(analyse, state.path, text, version, overrides=overrides, max_file_size_kb=max_kb,
-                                   texts=texts)
+        fut = self._checker.submit(self.analyse_off_loop, snapshot)
         fut.add_done_callback(lambda f: self.ls.call_soon(guarded, self.ls, "check", self._checked_future, uri,
-                                                          generation, source, f))
+                                                          generation, f))
         return None
 
-    def _checked_future(self, uri: str, generation: int, source: str | None, fut: Future[Analysis]) -> None:
+    def ratios_request(self) -> RatiosRequest | None:
+        """The setting hpLsp.ratiosFile, relative to the workspace root (FORMATS.md §4, §6)."""
+        return self.ls.session.settings.ratios_request(self.ls.workspace.root_path)
+
+    def analyse_off_loop(self, job: CheckInput) -> Analysis:
+        """Checker thread: the cluster (a search config on disk may give it) and the analysis."""
+        overrides, source = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots)
+        analysis = analyse(job.path, job.text, job.version, overrides=overrides, max_file_size_kb=job.max_kb,
+                           texts=job.texts, ratios=job.ratios)
+        return dataclasses.replace(analysis, overrides=overrides, cluster_source=source)
+
+    def _checked_future(self, uri: str, generation: int, fut: Future[Analysis]) -> None:
         state = self.ls.session.get(uri)
         if state is not None and state.generation == generation:
             state.checking = False
         if fut.cancelled():
             return
-        self._checked(uri, generation, source, fut.result())
+        analysis = fut.result()
+        self._checked(uri, generation, analysis.cluster_source, analysis)
         if state is not None and state.generation == generation and state.search_pending:
             state.search_pending = False
             self.search(uri)
@@ -183,20 +212,27 @@ class Scheduler:
 
     def shutdown(self) -> None:
         self._checker.shutdown(wait=False, cancel_futures=True)
+        self._edits.shutdown(wait=False, cancel_futures=True)
 
-    def cluster_for(self, state: DocState, text: str) -> tuple[ClusterOverrides | None, str | None]:
-        """Cluster facts for a document, in the order of issue 5: a search config that references it (train.yaml
-        only; explicit, so it wins over the file's `context`), else the file's own `context`, else the
-        settings (which only fill what the file leaves unsaid)."""
-        settings = self.ls.session.settings.overrides()
-        path = state.path
-        if not path or "train_yaml:" in text:
-            return settings, None
-        open_texts = self.open_texts(exclude=state.uri)
+    async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(*args)` on the edit thread and await it: code actions and the Apply command read linked
+        files and rewrite strategies there, so one slow request never freezes the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._edits, fn, *args)
+
+    def roots(self) -> list[str]:
         roots = [p for p in (to_fs_path(f.uri) for f in self.ls.workspace.folders.values()) if p]
         if self.ls.workspace.root_path:
             roots.append(self.ls.workspace.root_path)
-        source = self.index.referencing(path, sorted(set(roots)), open_texts)
+        return sorted(set(roots))
+
+    def cluster_for(self, path: str | None, text: str, settings: ClusterOverrides | None,
+                    open_texts: dict[str, str], roots: Sequence[str]) -> tuple[ClusterOverrides | None, str | None]:
+        """Cluster facts for a document, in the order of issue 5: a search config that references it (train.yaml
+        only; explicit, so it wins over the file's `context`), else the file's own `context`, else the
+        settings (which only fill what the file leaves unsaid). Reads the disk: checker thread only."""
+        if not path or "train_yaml:" in text:
+            return settings, None
+        source = self.index.referencing(path, roots, open_texts)
         if source is None:
             return settings, None
         return self._cluster_of(source, open_texts.get(source), path, text) or settings, source
@@ -210,11 +246,15 @@ class Scheduler:
         except OSError:
             return None
         key = (search_path, stamp, hash(train_text))
-        if key not in self._cluster_cache:
+        with self._cluster_lock:
+            if key in self._cluster_cache:
+                return self._cluster_cache[key]
+        found = cluster_from_search_config(search_path, text, texts={train_path: train_text})
+        with self._cluster_lock:
             if len(self._cluster_cache) > CLUSTER_CACHE_MAX:
                 self._cluster_cache.clear()  # one entry per train.yaml text typed: keep it bounded
-            self._cluster_cache[key] = cluster_from_search_config(search_path, text, texts={train_path: train_text})
-        return self._cluster_cache[key]
+            self._cluster_cache[key] = found
+        return found
 
     # -- searches ------------------------------------------------------------------------------------
     def search(self, uri: str) -> None:
@@ -237,13 +277,13 @@ class Scheduler:
             # model refuses is exactly when the search helps). The last good result stays, marked stale.
             return
         doc = self.ls.workspace.get_text_document(uri)
-        overrides, source = self.cluster_for(state, doc.source)
+        overrides, source = analysis.overrides, analysis.cluster_source  # found off the loop by the check
         generation = session.begin_search(uri)
         if generation is None:
             return
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
-                                texts=self.open_texts(exclude=uri))
+                                texts=self.open_texts(exclude=uri), ratios=self.ratios_request())
         self.ls.worker.submit(Job(uri, generation, request))
         self.publish_lenses()
 

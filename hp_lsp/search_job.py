@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from engine.calibrate.attach import RatiosRequest
 from engine.check import check_file
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
@@ -34,6 +35,8 @@ class SearchRequest:
     # The other open documents (absolute path -> unsaved buffer), a plain dict so it pickles: a search
     # config's train.yaml is read from here when it is open (the editor's view wins over the disk).
     texts: dict[str, str] | None = None
+    # The setting hpLsp.ratiosFile (a file's own estimator.ratios_file wins over it); frozen, so it pickles.
+    ratios: RatiosRequest | None = None
 
 
 def _overlay(texts: dict[str, str] | None, path: str, text: str | None) -> dict[str, str] | None:
@@ -94,14 +97,14 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
 
     t0 = time.monotonic()
     texts = _overlay(req.texts, req.path, req.text)
-    loaded = check_file(req.path, text=req.text, overrides=req.overrides, texts=texts)
+    loaded = check_file(req.path, text=req.text, overrides=req.overrides, texts=texts, ratios=req.ratios)
     config = loaded.config
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
                              note="the file has errors: fix them to search")
     space, space_file = config, None
     if req.space_path is not None:
-        space_loaded = check_file(req.space_path, text=req.space_text, texts=texts)
+        space_loaded = check_file(req.space_path, text=req.space_text, texts=texts, ratios=req.ratios)
         if space_loaded.config is not None and not any(d.is_error for d in space_loaded.diagnostics):
             space, space_file = space_loaded.config, req.space_path
     result = search(space, top=req.top, progress=progress, cancelled=cancelled)
@@ -117,6 +120,8 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
 
         train_loaded = check_file(config.train_yaml, overrides=overrides_of(config), texts=texts)
         stated_config = train_loaded.config or config
+        if stated_config is not config:  # priced with the searched config's calibration, as the best is
+            stated_config = replace(stated_config, run=replace(stated_config.run, ratios=config.run.ratios))
     advice = [replace(d, file=d.file or stated_config.path) if stated_config is not config else d
               for d in compare_stated(stated_config, result, texts=texts)]
     stated: Estimate | None = None

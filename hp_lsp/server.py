@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import sys
@@ -21,7 +22,8 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from hp_lsp import __version__
-from hp_lsp.features import code_actions, code_lens, completion, hover, plan, symbols
+from hp_lsp.documents import HpProtocol
+from hp_lsp.features import calibration, code_actions, code_lens, completion, hover, plan, symbols
 from hp_lsp.features.progress import SearchProgress
 from hp_lsp.outline import Entry, scan
 from hp_lsp.positions import from_client_position
@@ -37,7 +39,7 @@ WATCH_ID = "hp-lsp-watch-yaml"
 
 class HpLanguageServer(LanguageServer):
     def __init__(self, *, search_fn: Any = run_job) -> None:
-        super().__init__("hp-lsp", __version__)
+        super().__init__("hp-lsp", __version__, protocol_cls=HpProtocol)  # LSP lines, no leak: documents.py
         self.session = Session()
         self.scheduler = Scheduler(self)
         self.worker = SearchWorker(search_fn, self.scheduler.search_done, on_start=self.scheduler.search_started,
@@ -83,6 +85,17 @@ def answer_or(default: Any) -> Callable[[F], F]:
     into popups, and a hover on a half-typed key is no reason for one."""
 
     def wrap(fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def ainner(ls: HpLanguageServer, params: Any) -> Any:
+                try:
+                    return await fn(ls, params)
+                except Exception:
+                    ls.log(types.MessageType.Error, f"hp-lsp: {fn.__name__} failed:\n{traceback.format_exc()}")
+                    return default
+
+            return ainner  # type: ignore[return-value]
+
         @functools.wraps(fn)
         def inner(ls: HpLanguageServer, params: Any) -> Any:
             try:
@@ -185,7 +198,10 @@ def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
             return None
         doc = ls.workspace.get_text_document(params.text_document.uri)
         pos = from_client_position(doc.lines, doc.position_codec, params.position)
-        text = hover.hover_markdown(state, current_entries(ls, state.analysis, doc), pos.line, pos.character)
+        if state.analysis.calibration is not None:  # a RUNS file
+            text = calibration.runs_hover(state.analysis.calibration, pos.line)
+        else:
+            text = hover.hover_markdown(state, current_entries(ls, state.analysis, doc), pos.line, pos.character)
         if not text:
             return None
         return types.Hover(contents=types.MarkupContent(kind=hover_kind(ls), value=text))
@@ -206,11 +222,15 @@ def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @answer_or([])
-    def on_symbols(ls: HpLanguageServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
+    async def on_symbols(ls: HpLanguageServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
         doc = ls.workspace.get_text_document(params.text_document.uri)
         state = ls.session.get(params.text_document.uri)
         analysis = state.analysis if state is not None else None
-        return symbols.document_symbols(current_entries(ls, analysis, doc), doc.lines, doc.position_codec)
+        if analysis is not None and analysis.version == doc.version and not analysis.too_large:
+            entries: tuple[Entry, ...] = tuple(analysis.entries)
+        else:  # scanning a large text takes seconds: off the loop, and only as far as the outline shows
+            entries = await ls.scheduler.off_loop(current_entries, ls, analysis, doc, symbols.MAX_SYMBOLS)
+        return symbols.document_symbols(entries, doc.lines, doc.position_codec)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     @answer_or([])
@@ -225,22 +245,28 @@ def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
             types.CodeLens(range=to_client_range(doc.lines, doc.position_codec, lens.range),
                            command=types.Command(title=lens.title, command=lens.command,
                                                  arguments=list(lens.arguments) or None))
-            for lens in code_lens.lenses(state, current_entries(ls, state.analysis, doc))
+            for lens in [*code_lens.lenses(state, current_entries(ls, state.analysis, doc)),
+                         *calibration.ratios_lenses(state)]
         ]
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix, code_actions.SOURCE_KIND]))
     @answer_or([])
-    def on_code_action(ls: HpLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
+    async def on_code_action(ls: HpLanguageServer,
+                             params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
         from hp_lsp.features.code_actions import code_actions_for
 
-        return code_actions_for(ls, params)
+        return await code_actions_for(ls, params)
 
     @server.command(code_actions.APPLY_COMMAND)
     async def apply_optimal(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
         from hp_lsp.features.code_actions import apply_optimal_command
 
-        return await apply_optimal_command(ls, args)
+        try:
+            return await apply_optimal_command(ls, args)
+        except Exception as exc:  # a reason, never a JSON-RPC error with a traceback
+            ls.log(types.MessageType.Error, f"hp-lsp: apply failed:\n{traceback.format_exc()}")
+            return {"applied": False, "reason": f"internal error: {exc!r}"}
 
     @server.command(code_actions.CREATE_SEARCH_CONFIG_COMMAND)
     async def create_search_config(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
@@ -265,7 +291,7 @@ def config_name(path: str | None) -> bool:
     return base.endswith((".yaml", ".yml")) and (base.startswith("train") or "search" in base)
 
 
-def current_entries(ls: HpLanguageServer, analysis: Any, doc: Any) -> tuple[Entry, ...]:
+def current_entries(ls: HpLanguageServer, analysis: Any, doc: Any, limit: int | None = None) -> tuple[Entry, ...]:
     """The outline of the document as it is now: the last analysis' when it is of this version, else a fresh
     scan (a few ms for a real config); nothing for texts over maxFileSizeKb."""
     if analysis is not None and analysis.version == doc.version and not analysis.too_large:
@@ -273,7 +299,7 @@ def current_entries(ls: HpLanguageServer, analysis: Any, doc: Any) -> tuple[Entr
     source = doc.source
     if len(source) > ls.session.settings.max_file_size_kb * 1024:
         return ()
-    return tuple(scan(source))
+    return tuple(scan(source, limit))
 
 
 def hover_kind(ls: HpLanguageServer) -> types.MarkupKind:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config.types import ClusterOverrides
+
+if TYPE_CHECKING:
+    from engine.calibrate.attach import RatiosRequest
 
 SECTION = "hpLsp"
 DEFAULT_MAX_FILE_SIZE_KB = 1024
@@ -29,6 +32,21 @@ class Settings:
     search_on_save: bool = True
     max_file_size_kb: int = DEFAULT_MAX_FILE_SIZE_KB
     trace_server: str = "off"
+    ratios_file: str | None = None  # hpLsp.ratiosFile (FORMATS.md §4, §6): used when a file states none
+
+    def ratios_request(self, root: str | None = None) -> RatiosRequest | None:
+        """The setting as a ratios request (a relative path is relative to the workspace root); the file's
+        own estimator.ratios_file wins over it."""
+        if not self.ratios_file:
+            return None
+        import os
+
+        from engine.calibrate.attach import RatiosRequest
+
+        path = os.path.expanduser(self.ratios_file)
+        if not os.path.isabs(path):
+            path = os.path.join(root or os.getcwd(), path)
+        return RatiosRequest(os.path.normpath(path), f"setting {SECTION}.ratiosFile")
 
     def overrides(self) -> ClusterOverrides | None:
         """The cluster facts these settings state, for files that leave the cluster unsaid.
@@ -70,6 +88,7 @@ _FIELDS: dict[str, tuple[str, str]] = {
     "searchOnSave": ("search_on_save", "bool"),
     "maxFileSizeKb": ("max_file_size_kb", "posint"),
     "trace.server": ("trace_server", "trace"),
+    "ratiosFile": ("ratios_file", "str"),
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from engine.config.resolve import train_yaml_path
+from engine.files import ReadOk, read_bounded
 
 MAX_FILES = 200
 MAX_BYTES = 256 * 1024
@@ -43,9 +44,14 @@ def _yaml_files(folder: str, depth: int) -> Iterable[str]:
     for e in entries:
         if e.name.startswith("."):
             continue
-        if e.is_file() and e.name.endswith((".yaml", ".yml")):
+        try:  # a symlink loop or a vanished entry raises here
+            is_file = e.is_file()
+            is_dir = not is_file and e.is_dir(follow_symlinks=False)
+        except OSError:
+            continue
+        if is_file and e.name.endswith((".yaml", ".yml")):
             yield e.path
-        elif e.is_dir(follow_symlinks=False) and depth > 0 and e.name not in ("node_modules", "__pycache__"):
+        elif is_dir and depth > 0 and e.name not in ("node_modules", "__pycache__"):
             subdirs.append(e.path)
     for d in subdirs:
         yield from _yaml_files(d, depth - 1)
@@ -66,13 +72,8 @@ class SearchConfigIndex:
         hit = self._cache.get(path)
         if hit is not None and hit[0] == st.st_mtime:
             return hit[1]
-        ref: str | None = None
-        if st.st_size <= MAX_BYTES:
-            try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    ref = referenced_train_yaml(path, f.read())
-            except OSError:
-                ref = None
+        got = read_bounded(path, MAX_BYTES)  # regular files only, size checked first (engine.files)
+        ref = referenced_train_yaml(path, got.data.decode("utf-8", errors="replace")) if isinstance(got, ReadOk) else None
         self._cache[path] = (st.st_mtime, ref)
         return ref
 

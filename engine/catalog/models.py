@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from engine.files import ReadFailure, read_bounded
+
 MAX_CONFIG_JSON_BYTES = 4 * 1024 * 1024
 
 
@@ -249,13 +251,12 @@ class Resolution:
 def read_config_json(path: str) -> tuple[dict[str, Any] | None, str | None]:
     """A local config.json (or a directory holding one) -> canonical fields, or an error message."""
     target = os.path.join(path, "config.json") if os.path.isdir(path) else path
-    try:
-        with open(target, "rb") as fh:
-            data = fh.read(MAX_CONFIG_JSON_BYTES + 1)
-    except OSError as exc:
-        return None, f"cannot read {target}: {exc.strerror or exc}"
-    if len(data) > MAX_CONFIG_JSON_BYTES:
-        return None, f"{target} is larger than {MAX_CONFIG_JSON_BYTES // (1024 * 1024)} MB; not a model config"
+    got = read_bounded(target, MAX_CONFIG_JSON_BYTES)  # regular files only, size checked first (engine.files)
+    if isinstance(got, ReadFailure):
+        if got.kind == "too_large":
+            return None, f"{target} is larger than {MAX_CONFIG_JSON_BYTES // (1024 * 1024)} MB; not a model config"
+        return None, f"cannot read {target}: {got.reason}"
+    data = got.data
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, NoReturn
 from engine import __version__
 
 if TYPE_CHECKING:
+    from engine.calibrate.attach import RatiosRequest
     from engine.config.types import ClusterOverrides
 
-SUBCOMMANDS = ("check", "estimate", "search", "apply", "explain", "compare", "export")
+SUBCOMMANDS = ("check", "estimate", "search", "apply", "calibrate", "explain", "compare", "export")
 
 POSITIONS_NOTE = (
     "Text output writes positions as path:line:column, 1-based like a compiler's; --json ranges are 0-based "
@@ -80,6 +81,21 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-gb", type=_positive_float, metavar="X", help="device memory in GiB")
 
 
+def _ratios_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ratios", metavar="FILE", help="apply this ratios file (hp-plan calibrate -o); wins over the "
+                   "search config's estimator.ratios_file")
+
+
+def ratios_request(args: argparse.Namespace) -> RatiosRequest | None:
+    """`--ratios FILE` as an explicit request (it wins over estimator.ratios_file), or None."""
+    path = getattr(args, "ratios", None)
+    if not path:
+        return None
+    from engine.calibrate.attach import RatiosRequest
+
+    return RatiosRequest(os.path.abspath(os.path.expanduser(path)), "--ratios", explicit=True)
+
+
 def _tokens(text: str) -> float:
     from engine.explain.tokens import parse_tokens
 
@@ -109,6 +125,7 @@ def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
     _tokens_flag(p)
     _cluster_flags(p)
+    _ratios_flag(p)
 
     p = sub.add_parser("compare", help="two plans side by side: every term, the speedup, the error band",
                        description="Price two complete plans on the same model and cluster (two files, or "
@@ -122,6 +139,7 @@ def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §7 `compare`)")
     _tokens_flag(p)
     _cluster_flags(p)
+    _ratios_flag(p)
 
     p = sub.add_parser("export", help="the plan as Megatron / MindSpeed flags or a torchtitan TOML fragment",
                        description="Print the plan FILE states (for a search config with searched dimensions, "
@@ -159,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `estimate`)")
     _tokens_flag(p)
     _cluster_flags(p)
+    _ratios_flag(p)
 
     p = sub.add_parser("search", help="search the strategy space and rank what fits",
                        description="Search the strategies FILE allows and rank those that fit the memory budget.",
@@ -168,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
     _tokens_flag(p)
     _cluster_flags(p)
+    _ratios_flag(p)
 
     p = sub.add_parser("apply", help="write the best strategy back into the train.yaml (round-trip)",
                        description="Search, then write the best strategy into the train.yaml (FILE itself, or "
@@ -185,6 +205,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "(the HP611 threshold; below it nothing is rewritten by default)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _cluster_flags(p)
+    _ratios_flag(p)
+
+    p = sub.add_parser("calibrate", help="fit ratios from measured runs (a RUNS file)",
+                       description="Price every run of RUNS (each a config stating one strategy and what it "
+                       "measured, or a training log), fit ratios that make the model reproduce them, and print "
+                       "measured / uncalibrated / calibrated step and peak per run, with leave-one-out "
+                       "predictions. -o writes the ratios file that --ratios and estimator.ratios_file apply. "
+                       "Nothing is written when any run has an error. See docs/calibration.md.",
+                       epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar="RUNS", help="a RUNS file (FORMATS.md §6)")
+    p.add_argument("-o", "--output", metavar="RATIOS", help="write the fitted ratios file here")
+    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §6)")
+    p.add_argument("--rule", choices=("step", "compute"), default="step",
+                   help="what a step time without a profile corrects: step (every part by one factor, the "
+                   "default) or compute (compute and recompute only)")
     _explain_parsers(sub)
     return parser
 
@@ -271,4 +306,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal(as_json, file, exc)
 
 
-__all__ = ["SUBCOMMANDS", "build_parser", "cluster_overrides", "main"]
+__all__ = ["SUBCOMMANDS", "build_parser", "cluster_overrides", "main", "ratios_request"]

@@ -282,7 +282,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan apply` on parsed arguments (file, output, in_place, dry_run, json, cluster flags)."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
+    from engine.cli import cluster_overrides, ratios_request
 
     out = stdout or sys.stdout
     err = stderr or sys.stderr
@@ -299,7 +299,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                "diagnostics": [d.to_json() for d in diags]}
         return refuse(message, doc, diags, file=file, as_json=as_json, out=out, err=err)
 
-    loaded = check_file(file, overrides=overrides)
+    loaded = check_file(file, overrides=overrides, ratios=ratios_request(args))
     diags = list(loaded.diagnostics)
     config = loaded.config
     if config is None:
@@ -325,6 +325,6 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     if not as_json:
         b = result.best
         err.write(f"hp-plan apply: best {b.strategy.short()}: step {b.step_time_s:.3f} s, "
-                  f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}\n")
+                  f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}; {b.calibration_note()}\n")
     return emit(planned, output=output, in_place=in_place, dry_run=dry_run, as_json=as_json, best=result.best,
                 file=file, diagnostics=notes if not planned.error else diags, out=out, err=err)

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from engine.cli import cluster_overrides
+from engine.cli import cluster_overrides, ratios_request
 from engine.cli.check import format_line
 from engine.config.types import Config
 from engine.cost.validate import estimate_config
@@ -61,6 +61,7 @@ def render_text(path: str, config: Config | None, est: Estimate | None, diags: t
     tot = est.step_time_s
     print(f"\nStep {tot:.3f} s · {est.tokens_per_s:,.0f} tokens/s · {est.tokens_per_s_per_device:,.1f} tokens/s/device"
           f" · MFU {100 * est.mfu:.1f}%", file=out)
+    print(f"  {est.calibration_note()}", file=out)
     for k in TIME_TERMS:
         v = est.time_breakdown_s[k]
         if v > 0:
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from engine.check import check_file
 
-        loaded = check_file(path, overrides=cluster_overrides(args))
+        loaded = check_file(path, overrides=cluster_overrides(args), ratios=ratios_request(args))
         diags = tuple(loaded.diagnostics)
         est: Estimate | None = None
         if loaded.config is not None and not has_errors(diags):

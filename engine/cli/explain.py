@@ -10,9 +10,7 @@ does not fit (it is still explained: its memory is the point).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from typing import Any, TextIO
 
 from engine.diagnostics import Diagnostic, has_errors
@@ -21,30 +19,16 @@ from engine.diagnostics import Diagnostic, has_errors
 def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic]]:
     """(config, Explained | None, diagnostics) for args.file: the file's diagnostics and the explanation's."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
+    from engine.cli import cluster_overrides, ratios_request
     from engine.explain import explain_config
     from engine.facts import merge
 
-    loaded = check_file(str(args.file), overrides=cluster_overrides(args))
+    loaded = check_file(str(args.file), overrides=cluster_overrides(args), ratios=ratios_request(args))
     diags = list(loaded.diagnostics)
     if loaded.config is None or has_errors(tuple(diags)):
         return loaded.config, None, diags
     ex, more = explain_config(loaded.config, best=best)
     return loaded.config, ex, list(merge(tuple(diags), more))
-
-
-def write_text_file(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same directory (never half a picture)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hp-plan-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -63,11 +47,13 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     svg_path = getattr(args, "svg", None)
     written = None
     if ex is not None and svg_path:
-        try:
-            write_text_file(svg_path, render_svg(ex))
+        from engine.files import write_text
+
+        failure = write_text(svg_path, render_svg(ex))  # atomic; devices, FIFOs, read-only files refused
+        if failure is None:
             written = svg_path
-        except OSError as exc:
-            diags.append(Diagnostic("HP900", f"cannot write the SVG to {svg_path}: {exc.strerror or exc}"))
+        else:
+            diags.append(Diagnostic("HP900", f"the SVG was not written: {failure.reason}"))
     tokens = getattr(args, "tokens", None)
     ttt = time_to_train(ex.estimate, tokens, config.model.seq_len) if ex is not None and tokens else None
     if as_json:

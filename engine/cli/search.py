@@ -76,7 +76,9 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
                       "then memory headroom)\n")
         out.write(f"\nbest: {best.strategy.short()} (budget {best.budget_gib:.1f} GiB)\n")
     out.write(f"\nevaluated {result.evaluated:,} strategies in {result.elapsed_s * 1000:.0f} ms: "
-              f"{result.feasible:,} fit, {result.over_budget:,} over the budget\n")
+              f"{result.feasible:,} fit, {result.over_budget:,} over the budget"
+              + (f", {result.unpriced:,} bounded out (slower than the top {len(result.top)}; memory not priced)"
+                 if result.unpriced else "") + "\n")
     if result.refused:
         out.write("refused before pricing:\n")
         for reason, n in sorted(result.refused.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
+    from engine.cli import cluster_overrides, ratios_request
     from engine.cli.check import format_line
     from engine.search import compare_stated, search
 
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     top = int(getattr(args, "top", None) or 10)
     as_json = bool(getattr(args, "json", False))
-    loaded = check_file(file, overrides=cluster_overrides(args))
+    loaded = check_file(file, overrides=cluster_overrides(args), ratios=ratios_request(args))
     config = loaded.config
     file_diags = list(loaded.diagnostics)
     result: SearchResult | None = None
@@ -166,6 +168,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             from engine.explain.tokens import time_to_train
 
             out.write(f"time to train (best): {time_to_train(result.best, tokens, config.model.seq_len).line()}\n")
+        if result.best is not None:
+            out.write(f"{result.best.calibration_note()}\n")
     if result is not None and result.best is None and not diags:
         out.write("no strategy fits\n")
     return 0 if ok else 1

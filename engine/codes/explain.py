@@ -1,7 +1,7 @@
 """HP75x: explaining, comparing and exporting a plan (hp-plan explain / compare / export, FORMATS.md §7)."""
 
 ROWS: list[tuple[str, str, str]] = [
-    ("HP750", "information", "the timeline rescales the priced stage times to the estimate's step time"),
+    ("HP750", "information", "the timeline departs from the priced order or stage times (it says how)"),
     ("HP751", "information", "uneven stages: the schedule finishes before the priced pipeline time"),
     ("HP752", "information", "the two plans differ by less than the cost model's error band"),
     ("HP753", "warning", "a strategy setting has no equivalent in the target framework's arguments"),

@@ -5,7 +5,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP202", "error", "attention heads not a multiple of key/value heads"),
     ("HP203", "error", "no feed-forward width resolves for the routed experts"),
     ("HP204", "error", "no width resolves for the shared experts"),
-    ("HP205", "error", "model name cannot be resolved offline"),
+    ("HP205", "warning", "model name cannot be resolved offline (the model stays unknown)"),
     ("HP206", "error", "no model stated"),
     ("HP207", "warning", "trained sequence length not stated"),
     ("HP208", "warning", "unknown activation (hidden_act)"),

@@ -7,7 +7,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP004", "error", "file cannot be read (missing, binary, not UTF-8)"),
     ("HP005", "error", "file too large or too deeply nested to analyse"),
     ("HP006", "error", "alias expansion too large (possible alias bomb)"),
-    ("HP007", "error", "unsupported YAML tag (never executed)"),
+    ("HP007", "error", "unsupported YAML tag (never executed), or a tagged value the trainer cannot load"),
     ("HP008", "information", "not a HyperParallel config (left alone)"),
     ("HP009", "error", "referenced train_yaml not found or unreadable"),
     ("HP010", "information", "empty file"),

@@ -258,6 +258,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     _canonical(locations, "constraint.memory_limit_gb", mem)
     _canonical(locations, "recompute", sf.recompute or (train.recompute if train else None))
     _canonical(locations, "train_yaml", sf.train_yaml)
+    _canonical(locations, "estimator.ratios_file", sf.ratios_file)
 
     request = _request(sf, train)
     if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
@@ -304,6 +305,8 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         budget_source=_budget_source(overrides, cluster, mem),
         device_what_if=_device_what_if(overrides, cluster),
         train_yaml=train_path,
+        ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
+                     if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
         locations=MappingProxyType(locations),
     )
 
@@ -353,10 +356,12 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         explicit = set(train.overrides) | (set(sf.model_fields) if sf else set())
         covered = all(f in explicit for f in REQUIRED)
         tsrc = train.src
-        tsrc.diag("HP205", train.resolution_error + ("; using the facts written in the file instead" if covered else ""),
-                  train.pretrained.loc.value, train.pretrained.path,
-                  severity=Severity.WARNING if covered else None,
-                  data={"name": str(train.pretrained.value)})
+        # A warning, not an error: the file is right (the trainer resolves the name where it runs, as upstream
+        # does online); only this offline planner cannot know the model, and says what would let it price it.
+        tail = ("; using the facts written in the file instead" if covered else
+                ". The trainer resolves it where it runs; hp-plan prices nothing until it knows the model")
+        tsrc.diag("HP205", train.resolution_error + tail, train.pretrained.loc.value, train.pretrained.path,
+                  severity=Severity.WARNING, data={"name": str(train.pretrained.value)})
         if not covered:
             # The model is whatever the name resolves to: the facts written beside it only override some of
             # it, so neither "missing" errors nor a dense/MoE judgement can be made without it.

@@ -106,8 +106,8 @@ SEARCH = _s(
     {
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its
         # loader writes there (HYPERPARALLEL.md §2.1): accepted. Open: other tools' keys are theirs.
-        "estimator": _s("cp_algo recompute_modes",
-                        "type recompute_strategy enable_profiling_calibration ratios_file framework compile fp8 "
+        "estimator": _s("cp_algo recompute_modes ratios_file",
+                        "type recompute_strategy enable_profiling_calibration framework compile fp8 "
                         "moe_dispatcher"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "

@@ -57,6 +57,7 @@ class SearchFacts:
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
+    ratios_file: Val | None = None  # estimator.ratios_file (FORMATS.md §6), as written
     cp_algo: Val | None = None  # estimator.cp_algo
     recompute_modes: Val | None = None  # a tuple of off/selective/full
     locations: dict[str, Val] = field(default_factory=dict)
@@ -137,6 +138,8 @@ def read_search(src: Source) -> SearchFacts:
     facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
     facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
     facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
+    facts.note(facts.ratios_file)
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,

@@ -100,6 +100,7 @@ class Config:
     # "--device-type H200 --memory-gb 140"); None when they did not. A budget the files cap below it warns.
     device_what_if: str | None = None
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
+    ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; FORMATS.md §6)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)
 
     @property

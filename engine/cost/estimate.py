@@ -27,6 +27,7 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         mfu=float(priced.mfu[i]),
         time_breakdown_s={k: float(priced.time_terms[k][i]) for k in TIME_TERMS},
         diagnostics=diagnostics,
+        calibration=priced.calibration,
     )
 
 

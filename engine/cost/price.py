@@ -13,6 +13,7 @@ from dataclasses import fields, replace
 
 import numpy as np
 
+from engine.calibrate.ratios import apply_ratios
 from engine.cost import constants as K
 from engine.cost.communication import LayerComm, dp_sync_exposed, fsdp_exposed, layer_comm, pp_p2p
 from engine.cost.memory import Memory, price_memory
@@ -43,10 +44,10 @@ def price_table(
     n = len(table)
     P = int(np.maximum(table.pp, 1).max()) if n else 1
     if n <= BLOCK_ROWS:
-        return _price_block(model, cluster, run, table, budget_gib, P)
+        return apply_ratios(_price_block(model, cluster, run, table, budget_gib, P), run.ratios)
     parts = [_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))), budget_gib, P)
              for i in range(0, n, BLOCK_ROWS)]
-    return _concat(parts)
+    return apply_ratios(_concat(parts), run.ratios)
 
 
 def _concat(parts: list[PricedTable]) -> PricedTable:

@@ -142,8 +142,25 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         hbm=dev.hbm_tb_s * K.TERA * K.HBM_EFFICIENCY,
         links=Links(cluster.cards_per_node, cluster.intra_node_gb_s, cluster.inter_node_gb_s),
         counts=counts, counts_m=counts_m, mode_row=np.clip(table.recompute, 0, 2), first=stage_idx == 0,
-        last=last, valid=stage_idx < p_i[:, None], mf=in_flight(p_i, v_i, mb, P),
+        last=last, valid=stage_idx < p_i[:, None], mf=_in_flight_distinct(p_i, v_i, mb, P),
     )
+
+
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(one row of each distinct key, each row's key index). A search's table holds a few pipeline shapes
+    over hundreds of rows: the layout is computed once per shape and broadcast (issue 16)."""
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return first, inv.reshape(-1)
+
+
+def _in_flight_distinct(p_i: np.ndarray, v_i: np.ndarray, mb: np.ndarray, P: int) -> np.ndarray:
+    """layout.in_flight, once per distinct (pp, vpp, micro-batch count): a per-row function, so the same
+    digits."""
+    if p_i.size < 2 or float(mb.max()) >= 2**31:
+        return in_flight(p_i, v_i, mb, P)
+    key = (p_i.astype(np.int64) * (int(v_i.max()) + 1) + v_i) * (int(mb.max()) + 1) + mb.astype(np.int64)
+    first, inv = _distinct(key)
+    return in_flight(p_i[first], v_i[first], mb[first], P)[inv]
 
 
 def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
@@ -153,7 +170,9 @@ def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarra
     n = len(table)
     vmax = int(v_i.max()) if n else 1
     first_dense = m.first_k_dense if m.is_moe else m.num_layers
-    counts = stage_type_counts(m.num_layers, first_dense, p_i, v_i, P, vmax)  # (n, P, 2)
+    # (n, P, 2), once per distinct (pp, vpp): a per-row function, so the same digits.
+    first, inv = _distinct(p_i.astype(np.int64) * (vmax + 1) + v_i) if n > 1 else (np.arange(n), np.arange(n))
+    counts = stage_type_counts(m.num_layers, first_dense, p_i[first], v_i[first], P, vmax)[inv]
     stage_idx = np.arange(P)[None, :]
     last = stage_idx == (p_i[:, None] - 1)
     mtp_type = MOE if m.is_moe else DENSE

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from engine.specs import GIB as GIB_BYTES
-from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
+from engine.specs import RECOMPUTE_MODES, Ratios, RecomputePlan, Strategy
 
 RECOMPUTE_CODE: dict[str, int] = {m: i for i, m in enumerate(RECOMPUTE_MODES)}  # off 0, selective 1, full 2
 SCHEDULE_CODE: dict[str, int] = {"1F1B": 0, "interleaved": 1}
@@ -211,6 +211,8 @@ class PricedTable:
     # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the
     # update; what engine.explain draws the pipeline timeline from (the step time is built from the same).
     stage_time_parts: dict[str, np.ndarray] = field(default_factory=dict)
+    # The ratios applied over these numbers (engine.calibrate.ratios), None when uncalibrated.
+    calibration: Ratios | None = None
 
     def __len__(self) -> int:
         return len(self.peak_gib)

@@ -4,13 +4,17 @@ original by a line diff refined to tokens. The result says what changed, or why 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.edit.text import apply_splices, diff_splices, to_text_edits
 from engine.edit.yamltext import Doc, EditError, Order, Path, remove_path, set_path, untouched_equal
-from engine.positions import TextEdit
+from engine.positions import Position, Range, TextEdit
+
+BOM = "\ufeff"
+F = TypeVar("F", bound=Callable[..., "EditResult"])
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 
@@ -121,3 +125,26 @@ def edit(text: str, changes: Iterable[Change], order: Order | None = None) -> Ed
     except EditError as e:
         return EditResult.refused(text, str(e))
     return finish(text, new.text, changed)
+
+
+def _after_bom(e: TextEdit) -> TextEdit:
+    def shift(p: Position) -> Position:
+        return Position(p.line, p.character + 1) if p.line == 0 else p
+
+    return TextEdit(Range(shift(e.range.start), shift(e.range.end)), e.new_text)
+
+
+def keeps_bom(fn: F) -> F:
+    """An edit function that accepts a text starting with a UTF-8 BOM (U+FEFF): YAML readers skip it, the
+    marks here would not, so the edit is computed on the text after it, the BOM is kept in `new_text`,
+    and edits on the first line move one character right to stay against the original text."""
+
+    @functools.wraps(fn)
+    def inner(text: str, *args: Any, **kwargs: Any) -> EditResult:
+        if not text.startswith(BOM):
+            return fn(text, *args, **kwargs)
+        res = fn(text[1:], *args, **kwargs)
+        return EditResult(tuple(_after_bom(e) for e in res.edits), BOM + res.new_text, res.changed, res.error,
+                          res.values)
+
+    return inner  # type: ignore[return-value]

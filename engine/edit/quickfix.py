@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from engine.edit.core import Change, EditResult, edit, finish, guard
+from engine.edit.core import Change, EditResult, edit, finish, guard, keeps_bom
 from engine.edit.strategy import AUTOMODELS_ORDER, LEGACY_ORDER
 from engine.edit.text import Splice, apply_splices
 from engine.edit.yamltext import (
@@ -58,6 +58,7 @@ def _path(dotted: str | Sequence[str]) -> Path:
     return tuple(dotted.split(".")) if isinstance(dotted, str) else tuple(dotted)
 
 
+@keeps_bom
 def set_value(text: str, dotted_path: str | Sequence[str], value: Any) -> EditResult:
     """Make `dotted_path` hold `value` (int, float, bool, str, None, list or dict; lists and dicts are
     written in flow style): the token is replaced keeping its quotes, or the key (and any missing parent
@@ -68,6 +69,7 @@ def set_value(text: str, dotted_path: str | Sequence[str], value: Any) -> EditRe
     return edit(text, [Change(path, value)], ORDER)
 
 
+@keeps_bom
 def rename_key(text: str, dotted_path: str | Sequence[str], new_key: str) -> EditResult:
     """Rename the last key of `dotted_path` (a misspelt `tp_sise` -> `tp_size`), keeping its quotes, its
     value and its comments."""
@@ -149,6 +151,7 @@ def _widen_once(doc: Doc, path: Path, value: Any) -> list[Splice]:
     return [Splice(pos, pos, doc.eol + prefix + token)]
 
 
+@keeps_bom
 def widen_list(text: str, dotted_path: str | Sequence[str], add_values: Iterable[Any]) -> EditResult:
     """Add values to the list at `dotted_path` in its own style (flow `[1, 2]` or block `- 1` lines), in
     ascending position when the list is ascending and numeric; a scalar becomes a flow list of itself and

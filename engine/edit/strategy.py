@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from engine.config.kind import classify, shape_of_data  # the reader's rule
 from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
-from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, value_at
+from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, keeps_bom, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.specs import RecomputeMode, RecomputePlan, Strategy
 
@@ -318,6 +318,7 @@ def _changes_legacy(s: Strategy) -> list[Change]:
     ]
 
 
+@keeps_bom
 def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None) -> EditResult:
     """Minimal round-trip edits writing `strategy` into the train.yaml `text`; never raises.
 

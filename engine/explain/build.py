@@ -66,7 +66,9 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
                                 "estimate's step time (the estimate applies factors per term the timeline "
                                 "cannot place)"))
     parts = {k: [x * scale for x in vals] for k, vals in parts.items()}
-    timeline, early = _timeline(parts, p, v, m, est.step_time_s)
+    timeline, early, note = _timeline(parts, p, v, m, est.step_time_s)
+    if note:
+        diags.append(Diagnostic("HP750", note))
     if early > EARLY_NOTE * est.step_time_s:
         diags.append(Diagnostic("HP751", f"the stages are uneven: run in order, the schedule's last backward ends "
                                 f"{early:.3g} s before the priced pipeline time (the cost model charges the fill "
@@ -101,15 +103,27 @@ def _durations(parts: dict[str, list[float]], i: int, v: int) -> tuple[float, fl
     return f / v, cf / v, r / v, b / v, (c - cf) / v
 
 
-def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int, step: float) -> tuple[list[Interval], float]:
-    """The intervals of every lane and how much earlier than the priced pipeline the order finished."""
+def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int,
+              step: float) -> tuple[list[Interval], float, str]:
+    """The intervals of every lane, how much earlier than the priced pipeline the order finished, and a note
+    when the drawing departs from the schedule's order or durations (empty when it does not)."""
     d = [_durations(parts, i, v) for i in range(p)]
-    ops = simulate([x[0] + x[1] for x in d], [x[2] + x[3] + x[4] for x in d], v, m)
+    fwd, bwd = [x[0] + x[1] for x in d], [x[2] + x[3] + x[4] for x in d]
+    note = ""
+    try:
+        ops = simulate(fwd, bwd, v, m)
+    except ValueError:  # interleaved with micro-batches not a multiple of pp (HP507): no 1F1B order exists
+        ops = simulate(fwd, bwd, v, m, all_forward_first=True)
+        note = (f"{m} micro-batches are not a multiple of pp {p}: the interleaved 1F1B order cannot run them, "
+                "so the timeline draws every forward before any backward")
     dp = parts["dp_comm"]
     opt = parts["optimizer"][0]
     pipe_end = step - max(dp) - opt
     made = max(o.end_s for o in ops)
-    squeeze = pipe_end / made if made > pipe_end > 0 else 1.0  # never expected: the formula bounds the order
+    squeeze = pipe_end / made if made > pipe_end > 0 else 1.0  # the formula bounds the 1F1B orders
+    if squeeze < 1.0:
+        note = (note + "; " if note else "") + (f"the drawn order takes {made - pipe_end:.3g} s longer than the "
+                                                f"priced pipeline, so its boxes are shortened by {1 - squeeze:.1%}")
     out: list[Interval] = []
     for i in range(p):
         lane = sorted((o for o in ops if o.stage == i), key=lambda o: o.start_s)
@@ -122,7 +136,7 @@ def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int, step: float
                 start = max(start, t)  # the simulator sums an operation whole, the pieces one by one
             t = _op_intervals(out, o, d[i], start, squeeze)
         _tail(out, i, t, pipe_end, dp[i], max(dp), opt, step)
-    return out, max(0.0, pipe_end - made)
+    return out, max(0.0, pipe_end - made), note
 
 
 def _op_intervals(out: list[Interval], o: Op, d: tuple[float, float, float, float, float], start: float,

@@ -34,13 +34,18 @@ class Op:
     end_s: float
 
 
-def stage_order(stage: int, pp: int, vpp: int, micro_batches: int) -> list[tuple[str, int, int]]:
-    """The (kind, micro_batch, chunk) sequence stage `stage` executes (module docstring)."""
+def stage_order(stage: int, pp: int, vpp: int, micro_batches: int, *,
+                all_forward_first: bool = False) -> list[tuple[str, int, int]]:
+    """The (kind, micro_batch, chunk) sequence stage `stage` executes (module docstring); with
+    all_forward_first every forward before any backward (GPipe's order, the fallback for an interleaved
+    order that cannot run: micro-batches not a multiple of pp, HP507)."""
     m, p, v = micro_batches, pp, vpp
     fwd = _unit_order(p, v, m, reverse=False)
     bwd = _unit_order(p, v, m, reverse=True)
     total = len(fwd)
-    if v == 1:
+    if all_forward_first:
+        warm = total
+    elif v == 1:
         warm = min(p - 1 - stage, m)
     elif m == p:
         warm = total
@@ -70,14 +75,15 @@ def _unit_order(p: int, v: int, m: int, *, reverse: bool) -> list[tuple[int, int
     return units
 
 
-def simulate(fwd_s: Sequence[float], bwd_s: Sequence[float], vpp: int, micro_batches: int) -> list[Op]:
+def simulate(fwd_s: Sequence[float], bwd_s: Sequence[float], vpp: int, micro_batches: int, *,
+             all_forward_first: bool = False) -> list[Op]:
     """Run every stage's order with per-chunk forward / backward durations fwd_s[i], bwd_s[i] (seconds of
     one micro-batch on one chunk of stage i) and return the operations with their times.
 
     Stages advance in turn, each as far as its next operation's input is ready; an order that could never
     finish (it cannot happen for the orders above) raises ValueError instead of looping."""
     p = len(fwd_s)
-    orders = [stage_order(i, p, vpp, micro_batches) for i in range(p)]
+    orders = [stage_order(i, p, vpp, micro_batches, all_forward_first=all_forward_first) for i in range(p)]
     done: dict[tuple[str, int, int, int], float] = {}
     free = [0.0] * p
     pos = [0] * p

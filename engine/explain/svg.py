@@ -5,8 +5,7 @@ coloured by kind, micro-batch numbers where they fit, a time axis in seconds) an
 Written by hand with xml.sax.saxutils escaping rather than a plotting library: the picture is a few hundred
 rectangles and lines, the output must be deterministic and byte-identical offline in the CLI and the
 editor's webview, and a dependency (matplotlib, plotly, d3) would add megabytes and a network-loading or
-font-cache surface for no drawing this needs. Colours: the Tableau 10 palette (distinct under the common
-colour-vision deficiencies for adjacent kinds)."""
+font-cache surface for no drawing this needs. Colours: the Tableau 10 palette."""
 
 from __future__ import annotations
 
@@ -76,8 +75,9 @@ def _timeline(ex: Explained, top: float) -> tuple[list[str], float]:
         if titles:
             what = iv.kind if iv.micro_batch is None else f"{iv.kind} micro-batch {iv.micro_batch} chunk {iv.chunk}"
             tip = f"<title>{escape(f'stage {iv.stage}: {what}, {iv.start_s:.4g}-{iv.end_s:.4g} s')}</title>"
+        odd = " fill-opacity='0.6'" if iv.chunk and iv.chunk % 2 else ""  # interleaved: odd chunks lighter
         out.append(f"<rect class={quoteattr(iv.kind)} x='{x:.2f}' y='{y:.1f}' width='{w:.2f}' height='{LANE}' "
-                   f"fill='{KIND_COLOR[iv.kind]}'>{tip}</rect>")
+                   f"fill='{KIND_COLOR[iv.kind]}'{odd}>{tip}</rect>")
         label = str(iv.micro_batch) if iv.micro_batch is not None and iv.kind in ("forward", "backward") else ""
         if label and w >= 7 * len(label) + 4:
             out.append(_text(x + w / 2, y + LANE / 2 + 4, label, size=10, anchor="middle", fill="#fff"))
@@ -89,6 +89,11 @@ def _timeline(ex: Explained, top: float) -> tuple[list[str], float]:
         out.append(_text(x, axis_y + 16, f"{t:g}", size=10, anchor="middle"))
     out.append(_text(LEFT + plot_w, axis_y + 30, "time in the step (s)", size=11, anchor="end"))
     out += _legend(LEFT, axis_y + 48, [(k if k != "comm" else "exposed comm", KIND_COLOR[k]) for k in KINDS])
+    if any(iv.chunk for iv in ex.timeline):
+        out.append(_text(LEFT + plot_w, axis_y + 48, "lighter: odd model chunks; numbers: micro-batch", size=11,
+                         anchor="end"))
+    else:
+        out.append(_text(LEFT + plot_w, axis_y + 48, "numbers: micro-batch", size=11, anchor="end"))
     return out, axis_y + 62
 
 

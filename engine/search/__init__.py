@@ -106,6 +106,11 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         missing.append(f"a global_batch_size below {MAX_GLOBAL_BATCH:,} (it is {g:,})")
     if config.cluster is not None and config.cluster.world_size > MAX_DEVICES:
         missing.append(f"a cluster below {MAX_DEVICES:,} devices (it has {config.cluster.world_size:,})")
+    for name, dim in sorted(config.dimensions.items()):
+        # A degree no cluster here can hold (a 28-digit pp) overflowed numpy's int64 inside the space.
+        huge = [v for v in dim.values if v > MAX_DEVICES]
+        if huge:
+            missing.append(f"{name} below {MAX_DEVICES:,} (it is {huge[0]:,})")
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
@@ -127,7 +132,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
                          allowed=_allowed(config))
     order = priced.order(pool)
     fits = priced.fits
-    over = int(len(space) - int(fits.sum()))
+    over = int(len(space) - int(fits.sum()) - priced.unpriced)
     diags: list[Diagnostic] = []
     estimates: list[Estimate] = []
     if order.size:
@@ -148,7 +153,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         diags.append(warn)
     return SearchResult(best, kept, len(space), int(fits.sum()), 0.0, {},
                         refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
-                        equivalent=ranked.equivalent[:top], band=ranked.band)
+                        equivalent=ranked.equivalent[:top], band=ranked.band, unpriced=priced.unpriced)
 
 
 def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) -> list[Estimate]:
@@ -212,8 +217,9 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
 
     if restricted:
         wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
+        # The list refusals read every row's fit, step and peak: price the widened space whole.
         wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
-                                  allowed=_allowed(config))
+                                  allowed=_allowed(config), exhaustive=True)
         if wide_priced.fits.any():
             light = _lightest(space, priced)
             in_lists = float(priced.peak[light]) if light is not None else None

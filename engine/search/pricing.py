@@ -19,17 +19,19 @@ from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
 def table_of(cols: Mapping[str, np.ndarray], idx: np.ndarray, recompute: np.ndarray | int,
              layer_modes: np.ndarray | None = None) -> CandidateTable:
     """The CandidateTable of rows `idx` of a space (engine.search.space.COLUMNS), with a recompute code per
-    row (0 off, 1 selective, 2 full) or per layer. The space's columns are already int64, so the table takes
-    the gathered arrays as they are (no conversions on the search's hot path)."""
-    vpp = cols["vpp"][idx]
+    row (0 off, 1 selective, 2 full) or per layer. The cost model computes in int64: a space's int32 columns
+    are widened here, a chunk at a time."""
+    def take(name: str) -> np.ndarray:
+        return np.asarray(cols[name][idx], dtype=np.int64)
+
+    vpp = take("vpp")
     n = vpp.shape[0]
     rc = np.full(n, recompute, dtype=np.int64) if np.ndim(recompute) == 0 else np.asarray(recompute, dtype=np.int64)
     return CandidateTable(
-        dp=cols["dp"][idx], dp_shard=cols["fsdp"][idx], tp=cols["tp"][idx], pp=cols["pp"][idx],
-        cp=cols["cp"][idx], ep=cols["ep"][idx], etp=cols["etp"][idx], vpp=vpp,
-        micro_batch_size=cols["mbs"][idx], micro_batch_num=cols["mbn"][idx],
+        dp=take("dp"), dp_shard=take("fsdp"), tp=take("tp"), pp=take("pp"), cp=take("cp"), ep=take("ep"),
+        etp=take("etp"), vpp=vpp, micro_batch_size=take("mbs"), micro_batch_num=take("mbn"),
         sequence_parallel=cols["sp"][idx] > 0, recompute=rc, schedule=(vpp > 1).astype(np.int64),
-        optimizer_shard=cols["os"][idx],
+        optimizer_shard=take("os"),
         layer_modes=None if layer_modes is None else np.asarray(layer_modes, dtype=np.int8),
     )
 

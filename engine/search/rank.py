@@ -21,6 +21,15 @@ Pricing every candidate under every mode is what this avoids, exactly:
     KOR22 §4), so rows are priced in waves of increasing micro-batch size per group of otherwise equal
     rows, and a row whose smaller-micro-batch sibling already failed the budget under its lightest mode is
     not priced: it is over the budget.
+Branch and bound (engine.search.bound): most candidates of a large space cannot enter the top K, and
+pricing them is most of the work. A lower bound on the step time per group of candidates (the pipeline
+combination of the layers' own time, one bound for every ep, fsdp and optimizer shard of the group) orders
+the groups; the most promising are priced first (as above), which gives a K-th best time; the candidates of
+every group whose bound is below it get a second, tighter bound (per ep; FSDP and the optimizer shard left
+out), and only those below it are priced. A candidate never priced is slower than the K-th best: the top K
+is the exhaustive one (`exhaustive=True` prices everything, for the refusals' whole-space statistics and
+the tests). Its memory is not priced either: `Priced.unpriced` counts such rows, neither fit nor over.
+
 The tests check the outcome against pricing every candidate one by one (tests/engine/search).
 """
 
@@ -34,9 +43,10 @@ import numpy as np
 
 from engine.cost.table import CandidateTable, PricedTable
 from engine.results import Estimate
+from engine.search.bound import layer_bound, shard_bound
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
-from engine.search.space import Space
+from engine.search.space import Space, subspace
 from engine.specs import ModelSpec, Strategy
 
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -53,6 +63,10 @@ CHUNK = 1024
 _SLACK = 1e-9
 # Columns that, with the micro-batch size, identify a candidate (the micro-batch count follows from them).
 _GROUP = ("tp", "pp", "cp", "fsdp", "etp", "ep", "vpp", "sp", "os")
+# The bounded search first prices the candidates of the most promising bound groups, at least this many
+# rows (half a pricing call), to learn a K-th best time; four times more each round while fewer than K fit.
+# Spaces this small are priced whole.
+SEED_ROWS = 512
 
 
 class Pricing(Protocol):
@@ -88,6 +102,7 @@ class Priced:
     layer_modes: dict[int, np.ndarray] = field(default_factory=dict)
     priced: int = 0
     unfit_mode: int = FULL  # the mode `peak` is priced under where nothing fits (the lightest offered)
+    unpriced: int = 0  # rows the bound proved slower than the K-th best, left unpriced (fit unknown)
 
     @property
     def fits(self) -> np.ndarray:
@@ -155,10 +170,78 @@ def _waves(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-                poll: Poll | None = None, allowed: tuple[int, ...] = ()) -> Priced:
-    """Price `space` under `request` (module docstring). `poll(rows_done)` runs between chunks (progress and
+                poll: Poll | None = None, allowed: tuple[int, ...] = (), exhaustive: bool = False) -> Priced:
+    """Price `space` under `request` (module docstring): the rows that can reach the top K exactly, the others
+    bounded out, or with `exhaustive` every row. `poll(rows_done)` runs between chunks (progress and
     cancellation); it may raise Cancelled. `allowed` narrows the modes auto / per_layer choose among
     (HyperParallel's recompute_modes, e.g. (OFF, FULL)); () keeps all three."""
+    if exhaustive or len(space) <= SEED_ROWS:
+        return _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
+    return _price_bounded(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
+
+
+def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
+                   poll: Poll | None, allowed: tuple[int, ...]) -> Priced:
+    """Branch and bound over the bound groups (module docstring)."""
+    n = len(space)
+    cols = space.columns
+    gcode, bound = layer_bound(pricer, cols, np.arange(n))
+    if poll is not None:
+        poll(0)
+    out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
+                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf))
+    order = np.argsort(bound, kind="stable")
+    rows_in_order = np.cumsum(np.bincount(gcode, minlength=bound.size)[order])
+    chosen = np.zeros(bound.size, dtype=bool)
+    done, want, priced_rows = 0, SEED_ROWS, 0
+    while True:  # the most promising groups, until K rows fit (or every group is priced)
+        upto = min(int(np.searchsorted(rows_in_order, want)) + 1, bound.size)
+        fresh = np.zeros(bound.size, dtype=bool)
+        fresh[order[done:upto]] = True
+        chosen |= fresh
+        rows = np.nonzero(fresh[gcode])[0]
+        _price_into(out, pricer, space, rows, request, top=top, model=model, poll=None, allowed=allowed)
+        priced_rows += rows.size
+        done = upto
+        threshold = _kth(out, top)
+        if done == bound.size or np.isfinite(threshold):
+            break
+        want *= 4
+    if done < bound.size:
+        cand = np.nonzero(~chosen[gcode] & (bound[gcode] <= threshold))[0]
+        tcode, tight = shard_bound(pricer, cols, cand)
+        keep = cand[tight[tcode] <= threshold]
+
+        def sub_poll(done_rows: int) -> None:
+            if poll is not None:
+                poll(n - keep.size + done_rows)
+
+        _price_into(out, pricer, space, keep, request, top=top, model=model, poll=sub_poll, allowed=allowed)
+        priced_rows += keep.size
+    out.unpriced = n - priced_rows
+    return out
+
+
+def _price_into(out: Priced, pricer: Pricing, space: Space, rows: np.ndarray, request: str, *, top: int,
+                model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...]) -> None:
+    """Price `rows` of `space` (every pass, with the K-th best time of `out` so far as the threshold) and
+    write them into `out`. Rows are independent, so a row prices the same here as in the whole space."""
+    if rows.size == 0:
+        return
+    sub = _price_all(pricer, subspace(space, rows), request, top=top, model=model, poll=poll,
+                     allowed=allowed, threshold=_kth(out, top))
+    for name in ("feasible", "exact", "mode", "step", "peak"):
+        getattr(out, name)[rows] = getattr(sub, name)
+    out.layer_modes.update({int(rows[r]): lm for r, lm in sub.layer_modes.items()})
+    out.priced += sub.priced
+    out.unfit_mode = sub.unfit_mode
+
+
+def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
+               poll: Poll | None = None, allowed: tuple[int, ...] = (), threshold: float = np.inf) -> Priced:
+    """Price every row of `space` (the module docstring's passes, without the branch and bound). Rows whose
+    lower bound exceeds `threshold` (a K-th best time found elsewhere) or the K-th best here are not priced
+    again under the slower modes."""
     n = len(space)
     cols = dict(space.columns)
     modes = REQUEST_MODES[request]
@@ -175,9 +258,13 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
         return out
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
     full_peak = np.full(n, np.inf)  # full recompute's peak where no recompute does not fit
-    rank, prev = _waves(cols, n)
+    if n <= CHUNK:  # one call prices them all: waves would only add calls
+        rank, prev = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    else:
+        rank, prev = _waves(cols, n)
     # Chunks of equal pipeline shape keep the cost model's stage arrays small: price in (pp, vpp) order.
-    shape_order = np.argsort(cols["pp"] * (int(cols["vpp"].max()) + 1) + cols["vpp"], kind="stable")
+    pp_vpp = cols["pp"].astype(np.int64) * (int(cols["vpp"].max()) + 1) + cols["vpp"]
+    shape_order = np.argsort(pp_vpp, kind="stable")
     rank_sorted = rank[shape_order]
     done = 0
     for k in range(int(rank.max()) + 1):
@@ -218,9 +305,9 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
             if poll is not None:
                 poll(done)
     if not single:
-        _exact_modes(pricer, cols, out, bound, full_peak, budget, top, modes)
+        _exact_modes(pricer, cols, out, bound, full_peak, budget, top, modes, threshold)
         if request == "per_layer":
-            _per_layer(pricer, cols, out, bound, top=top, model=model, modes=modes)
+            _per_layer(pricer, cols, out, bound, top=top, model=model, modes=modes, threshold=threshold)
     return out
 
 
@@ -234,25 +321,32 @@ def _kth(out: Priced, top: int) -> float:
 
 def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray,
                  full_peak: np.ndarray, budget: float, top: int,
-                 modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> None:
+                 modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), outer: float = np.inf) -> None:
     """Price exactly, under selective and under full recompute, the feasible rows no recompute cannot fit
     whose lower bound could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
-    threshold = _kth(out, top)
+    threshold = min(_kth(out, top), outer)
     cand = np.nonzero(out.feasible & ~out.exact & (bound <= threshold))[0]
     if cand.size == 0:
         return
     best_t = np.full(cand.size, np.inf)
     best_m = np.full(cand.size, np.inf)
     best_mode = np.full(cand.size, -1, dtype=np.int8)
-    for m in (m for m in (SELECTIVE, FULL) if m in modes):
-        for start in range(0, cand.size, CHUNK):
-            j = np.arange(start, min(start + CHUNK, cand.size))
-            pt = pricer.price(table_of(cols, cand[j], m))
-            out.priced += j.size
-            fits = np.asarray(pt.fits, dtype=bool)
-            better = fits & ((pt.step_time_s < best_t[j]) | ((pt.step_time_s == best_t[j]) & (pt.peak_gib < best_m[j])))
-            best_t[j] = np.where(better, pt.step_time_s, best_t[j])
-            best_m[j] = np.where(better, pt.peak_gib, best_m[j])
+    offered = [m for m in (SELECTIVE, FULL) if m in modes]
+    # Every offered mode of a row in one table (rows are independent: the same digits as one call per mode,
+    # in fewer calls); modes in order, so a tie in time and memory keeps the first, as before.
+    step = max(CHUNK // max(len(offered), 1), 1)
+    for start in range(0, cand.size, step):
+        j = np.arange(start, min(start + step, cand.size))
+        rc = np.repeat(np.asarray(offered, dtype=np.int64), j.size)
+        pt = pricer.price(table_of(cols, np.tile(cand[j], len(offered)), rc))
+        out.priced += rc.size
+        for i, m in enumerate(offered):
+            part = slice(i * j.size, (i + 1) * j.size)
+            t, pk = pt.step_time_s[part], pt.peak_gib[part]
+            fits = np.asarray(pt.fits[part], dtype=bool)
+            better = fits & ((t < best_t[j]) | ((t == best_t[j]) & (pk < best_m[j])))
+            best_t[j] = np.where(better, t, best_t[j])
+            best_m[j] = np.where(better, pk, best_m[j])
             best_mode[j] = np.where(better, m, best_mode[j])
     ok = best_mode >= 0
     out.exact[cand] = True
@@ -263,10 +357,10 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
 
 
 def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray, *, top: int,
-               model: ModelSpec, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> None:
+               model: ModelSpec, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), threshold: float = np.inf) -> None:
     """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
     no recompute does not fit whose all-off bound is at most the K-th best time."""
-    threshold = _kth(out, top)
+    threshold = min(_kth(out, top), threshold)
     cand = np.nonzero(out.exact & out.feasible & (out.mode != OFF) & (cols["vpp"] == 1)
                       & (bound <= threshold))[0]
     budget = float(pricer.budget_gib)

@@ -92,7 +92,8 @@ R_OS = "optimizer shard does not divide dp·cp"
 
 @dataclass(frozen=True, slots=True)
 class Space:
-    """Candidate strategies as equal-length int64 columns (see COLUMNS), plus what was refused and why.
+    """Candidate strategies as equal-length integer columns (see COLUMNS; int16/int32 where the values allow,
+    a broadcast view where a column holds one value; read-only, widen before arithmetic), plus what was refused and why.
 
     `refused` counts partial candidates by the first rule they break. `value_reasons[dim][value]` lists the
     rules a dimension's value broke at its own level, so a refusal can say why a listed value never appears.
@@ -112,6 +113,12 @@ class Space:
         return {k: int(v[i]) for k, v in self.columns.items()}
 
 
+def subspace(space: Space, rows: np.ndarray) -> Space:
+    """The candidates `rows` of `space` (in that order), with the whole space's refusal statistics."""
+    return Space(columns={k: v[rows] for k, v in space.columns.items()}, refused=space.refused,
+                 value_reasons=space.value_reasons, dp_values=space.dp_values, mbs_values=space.mbs_values)
+
+
 def allowed(dim: Dimension | None) -> tuple[int, ...] | None:
     """The values a declaration restricts a dimension to, or None when it is searched over its bounds."""
     if dim is None or dim.state in ("auto", "absent"):
@@ -126,6 +133,16 @@ class _Builder:
     cols: dict[str, np.ndarray]
     refused: Counter[str] = field(default_factory=Counter)
     value_reasons: dict[str, dict[int, list[str]]] = field(default_factory=dict)
+
+    def w(self, name: str) -> np.ndarray:
+        """A column widened to int64 for arithmetic (columns are stored narrow)."""
+        return self.cols[name].astype(np.int64)
+
+    def _take(self, rows: np.ndarray) -> None:
+        """Keep `rows` of every column, one column at a time (the old one freed as soon as the new one exists:
+        peak memory is one table, not two)."""
+        for c in list(self.cols):
+            self.cols[c] = self.cols[c][rows]
 
     def expand(self, name: str, values: np.ndarray, checks: list[tuple[str, np.ndarray]],
                eligible: np.ndarray | None = None) -> None:
@@ -144,9 +161,13 @@ class _Builder:
                     if reason not in reasons:
                         reasons.append(reason)
             alive &= ok
-        r, k = np.nonzero(alive)
-        self.cols = {c: a[r] for c, a in self.cols.items()}
-        self.cols[name] = values[k].astype(np.int64)
+        flat = np.flatnonzero(alive)  # much faster than a 2-D nonzero
+        del alive
+        new = values.astype(_narrow(values))[flat % shape[1]]
+        np.floor_divide(flat, shape[1], out=flat)  # the parent rows, in place (a large space's peak memory)
+        self._take(flat)
+        del flat
+        self.cols[name] = new
 
     def filter(self, checks: list[tuple[str, np.ndarray]]) -> None:
         """Drop rows failing a per-row check, counting them."""
@@ -157,7 +178,8 @@ class _Builder:
             if n_bad:
                 self.refused[reason] += n_bad
             alive &= ok
-        self.cols = {c: a[alive] for c, a in self.cols.items()}
+        if not alive.all():
+            self._take(np.nonzero(alive)[0])
 
 
 def _auto(restricted: tuple[int, ...] | None, within: np.ndarray) -> np.ndarray | None:
@@ -169,6 +191,29 @@ def _auto(restricted: tuple[int, ...] | None, within: np.ndarray) -> np.ndarray 
 def _domain(restricted: tuple[int, ...] | None, default: list[int]) -> np.ndarray:
     vals = sorted(set(restricted)) if restricted is not None else default
     return np.asarray(vals, dtype=np.int64)
+
+
+def _narrow(values: np.ndarray) -> type:
+    """The narrowest integer type that holds `values` (non-negative degrees and counts)."""
+    hi = int(values.max()) if values.size else 0
+    return np.int16 if hi < 2**15 else np.int32 if hi < 2**31 else np.int64
+
+
+def _narrowed(values: np.ndarray) -> np.ndarray:
+    return values.astype(_narrow(values))
+
+
+def _compact(col: np.ndarray) -> np.ndarray:
+    """A finished column in little memory: one value as a read-only broadcast view (no memory per row),
+    degrees below 2^15 as int16, others as built. Consumers widen before any arithmetic (pricing.table_of)."""
+    if col.size == 0:
+        return np.ascontiguousarray(col)
+    lo, hi = int(col.min()), int(col.max())
+    if col.size > 1 and lo == hi:
+        return np.broadcast_to(col[:1], col.shape)
+    if hi < 2**15:
+        return col.astype(np.int16)
+    return np.ascontiguousarray(col)
 
 
 def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
@@ -186,6 +231,9 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     def r(name: str) -> tuple[int, ...] | None:
         return restrict.get(name)
 
+    # Columns are stored in the narrowest integer type that holds them (int16 for every degree of a real
+    # cluster) and widened for each rule's arithmetic: a large space (2.9 M candidates on 110,592 devices,
+    # issue 16) then takes a third of the memory int64 would.
     b = _Builder(cols={})
     # Level 1: tp.
     tp = _domain(r("tp"), dev_divs)[None, :]
@@ -196,7 +244,7 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     ])
     # Level 2: pp (vpp's share of the layer bound is checked at its own level).
     pp = _domain(r("pp"), dev_divs)[None, :]
-    t = b.cols["tp"][:, None]
+    t = b.w("tp")[:, None]
     pp_div = (n // t) % pp == 0
     b.expand("pp", pp[0], [
         (R_PP_DEVICES, pp_div),
@@ -204,7 +252,7 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     ], _auto(r("pp"), pp_div))
     # Level 3: cp, then the derived dp.
     cp = _domain(r("cp"), [v for v in dev_divs if v <= cp_auto_max(model)])[None, :]
-    t, p = b.cols["tp"][:, None], b.cols["pp"][:, None]
+    t, p = b.w("tp")[:, None], b.w("pp")[:, None]
     cp_div = (n // (t * p)) % cp == 0
     cp_checks = [
         (R_CP_DEVICES, cp_div),
@@ -213,15 +261,15 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     if cp_algo == "ulysses":
         cp_checks.append((R_CP_ULYSSES, (cp == 1) | (kv % (t * cp) == 0)))
     b.expand("cp", cp[0], cp_checks, _auto(r("cp"), cp_div))
-    b.cols["dp"] = n // (b.cols["tp"] * b.cols["pp"] * b.cols["cp"])
+    b.cols["dp"] = _narrowed(n // (b.w("tp") * b.w("pp") * b.w("cp")))
     if r("dp") is not None:
-        b.filter([(R_DP_LIST, np.isin(b.cols["dp"], np.asarray(r("dp"), dtype=np.int64)))])
-    dp_values = tuple(sorted(set(b.cols["dp"].tolist())))
-    b.filter([(R_DP_BATCH, g % b.cols["dp"] == 0)])
+        b.filter([(R_DP_LIST, np.isin(b.w("dp"), np.asarray(r("dp"), dtype=np.int64)))])
+    dp_values = tuple(sorted(set(b.w("dp").tolist())))
+    b.filter([(R_DP_BATCH, g % b.w("dp") == 0)])
     # Level 4: micro_batch_size, then the derived micro_batch_num.
     mbs_default = [m for m in range(1, min(g, MBS_AUTO_MAX) + 1) if g % m == 0] if g > 0 else [1]
     mbs = _domain(r("micro_batch_size"), mbs_default)[None, :]
-    d, p = b.cols["dp"][:, None], b.cols["pp"][:, None]
+    d, p = b.w("dp")[:, None], b.w("pp")[:, None]
     per_dp = g // d
     mbn = per_dp // mbs
     mbn_checks = [
@@ -231,10 +279,10 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     if r("micro_batch_num") is not None:
         mbn_checks.append((R_MBN_LIST, np.isin(mbn, np.asarray(r("micro_batch_num"), dtype=np.int64))))
     b.expand("mbs", mbs[0], mbn_checks, _auto(r("micro_batch_size"), per_dp % mbs == 0))
-    b.cols["mbn"] = g // (b.cols["dp"] * b.cols["mbs"])
+    b.cols["mbn"] = _narrowed(g // (b.w("dp") * b.w("mbs")))
     # Level 5: fsdp (dp_shard) within the dp × cp domain.
     fsdp = _domain(r("fsdp"), dev_divs)[None, :]
-    dom = (b.cols["dp"] * b.cols["cp"])[:, None]
+    dom = (b.w("dp") * b.w("cp"))[:, None]
     b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)], _auto(r("fsdp"), dom % fsdp == 0))
     # Level 6: etp (never searched: the declared value, else 1; 0 = HyperParallel's "follow tp", per row).
     if r("etp") == (0,):
@@ -249,8 +297,8 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
         b.expand("etp", etp[0], etp_checks)
     # Level 7: ep, borrowed from dp·tp (dp·cp·tp when the FSDP shard spans cp).
     ep = _domain(r("ep"), divisors(model.num_experts) if model.is_moe else [1])[None, :]
-    d, t, c = b.cols["dp"][:, None], b.cols["tp"][:, None], b.cols["cp"][:, None]
-    f, et = b.cols["fsdp"][:, None], b.cols["etp"][:, None]
+    d, t, c = b.w("dp")[:, None], b.w("tp")[:, None], b.w("cp")[:, None]
+    f, et = b.w("fsdp")[:, None], b.w("etp")[:, None]
     if model.is_moe:
         pool = np.where(d % f == 0, d * t, d * c * t)
         t_exp = np.where(et > 1, et, t)
@@ -265,29 +313,34 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     # Level 8: vpp, the interleaved schedule's chunks per stage.
     vpp_r = r("vpp")
     vpp = _domain(vpp_r, list(range(1, max(VPP_AUTO_MAX, 1) + 1)))[None, :]
-    p = b.cols["pp"][:, None]
+    # Every rule here depends on pp alone: evaluated once per pp value, then looked up per row (a large
+    # space's rows × vpp values in int64 would be its largest temporary).
+    pp_values, pp_code = np.unique(b.cols["pp"], return_inverse=True)
+    p = pp_values.astype(np.int64)[:, None]
     eligible = None
     if vpp_r is None:
         # auto: chunks of equal whole layers, as Megatron's interleaved schedule requires ((layers // pp) %
         # vpp == 0, its `num_layers_per_virtual_pipeline_stage` check), up to VPP_AUTO_MAX, and only 1 without
         # a pipeline (not refusals: no such candidate exists). A list may ask for any vpp with pp·vpp ≤ layers.
         per_stage = np.maximum(layers // p, 1)
-        eligible = (vpp <= per_stage) & (per_stage % vpp == 0) & ((p > 1) | (vpp == 1))
+        eligible = ((vpp <= per_stage) & (per_stage % vpp == 0) & ((p > 1) | (vpp == 1)))[pp_code]
     b.expand("vpp", vpp[0], [
-        (R_VPP_PP, (vpp == 1) | (p > 1)),
-        (R_VPP_LAYERS, p * vpp <= layers),
+        (R_VPP_PP, ((vpp == 1) | (p > 1))[pp_code]),
+        (R_VPP_LAYERS, (p * vpp <= layers)[pp_code]),
     ], eligible)
+    del pp_code
     # Level 9: sequence parallelism (0/1); auto offers it only where tp > 1 (at tp 1 it is the same strategy).
     sp_r = r("sequence_parallel")
     sp = _domain(sp_r, [0, 1])[None, :]
-    t, c = b.cols["tp"][:, None], b.cols["cp"][:, None]
+    t, c = b.w("tp")[:, None], b.w("cp")[:, None]
     eligible = None if sp_r is not None else ((sp == 0) | ((t > 1) & (c == 1)))
     b.expand("sp", sp[0], [(R_SP_CP, (sp == 0) | (c == 1))], eligible)
     # The optimizer (ZeRO-1) shard is the run's, not searched; it must divide dp·cp.
-    b.cols["os"] = np.full(b.cols["tp"].shape[0], optimizer_shard, dtype=np.int64)
-    b.filter([(R_OS, (b.cols["dp"] * b.cols["cp"]) % optimizer_shard == 0)])
+    b.cols["os"] = np.broadcast_to(_narrowed(np.asarray([optimizer_shard])), b.cols["tp"].shape)
+    if optimizer_shard != 1:
+        b.filter([(R_OS, (b.w("dp") * b.w("cp")) % optimizer_shard == 0)])
 
-    cols = {k: np.ascontiguousarray(b.cols[k]) for k in COLUMNS}
+    cols = {k: _compact(b.cols[k]) for k in COLUMNS}
     return Space(
         columns=cols,
         refused=dict(b.refused),

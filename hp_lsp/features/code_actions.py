@@ -22,6 +22,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from engine.edit import EditResult, new_search_config_text, rename_key, set_value, strategy_edits, widen_list
+from engine.edit.text import split_lines
 from engine.positions import TextEdit
 from hp_lsp.edits import (
     normalise,
@@ -30,7 +31,9 @@ from hp_lsp.edits import (
     workspace_edit,
 )
 from hp_lsp.features.diagnostics import SOURCE
+from hp_lsp.linked import read_linked
 from hp_lsp.session import DocState
+from hp_lsp.workspace import same_path
 
 APPLY_TITLE = "Apply optimal strategy"
 APPLY_COMMAND = "hpLsp.applyOptimalStrategy"
@@ -136,16 +139,38 @@ def apply_target(state: DocState) -> str | None:
     return state.path
 
 
-def target_of(ls: Any, state: DocState) -> tuple[str, Any] | None:
-    """(uri, document) "apply" edits: the open buffer when open, else the file on disk (pygls reads an
-    unopened URI from disk, version None)."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What "apply" edits: its URI, version (None for a file not open), current text and LSP lines; or the
+    reason it cannot be read (`text` None)."""
+
+    uri: str
+    path: str
+    version: int | None
+    text: str | None
+    lines: Sequence[str] = ()
+    reason: str | None = None
+
+
+async def target_of(ls: Any, state: DocState) -> Target | None:
+    """The document "apply" edits: the document itself, else the linked train.yaml's open buffer, else the
+    file on disk, read through the bounded reader off the event loop (hp_lsp/linked.py). None for a search
+    config without a train_yaml."""
     path = apply_target(state)
     if path is None:
         return None
     if path == state.path:
-        return state.uri, ls.workspace.get_text_document(state.uri)
+        doc = ls.workspace.get_text_document(state.uri)
+        return Target(state.uri, path, doc.version, doc.source, doc.lines)
+    for uri, other in ls.session.docs.items():
+        if other.path and same_path(other.path, path):
+            doc = ls.workspace.get_text_document(uri)
+            return Target(uri, path, doc.version, doc.source, doc.lines)
+    linked = await ls.scheduler.off_loop(read_linked, path, ls.session.settings.max_file_size_kb * 1024)
     uri = from_fs_path(path) or path
-    return uri, ls.workspace.get_text_document(uri)
+    if linked.text is None:
+        return Target(uri, path, None, None, reason=linked.reason)
+    return Target(uri, path, None, linked.text, tuple(split_lines(linked.text)))
 
 
 def wants_search_config(code: str | None, data: dict[str, Any] | None) -> bool:
@@ -164,15 +189,17 @@ def search_config_path(train_path: str) -> str:
 
 
 # -- protocol side ---------------------------------------------------------------------------------------
-def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
+async def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
     """Quick fixes for the diagnostics in the request, "Apply optimal strategy" (quick fix on the search
-    diagnostics, source action anywhere), "Create search config" when the cluster is unknown."""
+    diagnostics, source action anywhere), "Create search config" when the cluster is unknown. The edits are
+    computed on the edit thread (ls.scheduler.off_loop): a rewrite of a large or hostile file never blocks
+    the loop."""
     uri = params.text_document.uri
     state = ls.session.get(uri)
     if state is None or state.analysis is None or not state.analysis.is_config:
         return []
     doc = ls.workspace.get_text_document(uri)
-    text, caps = doc.source, ls.client_capabilities
+    text, lines, version, caps = doc.source, doc.lines, doc.version, ls.client_capabilities
     only = params.context.only
 
     def wanted(kind: str) -> bool:
@@ -180,7 +207,7 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
 
     def action(title: str, kind: str, edits: Sequence[TextEdit], diags: list[types.Diagnostic] | None = None,
                preferred: bool = False) -> types.CodeAction:
-        edit = workspace_edit(caps, uri, doc.version, to_lsp_edits(edits, doc.lines, doc.position_codec))
+        edit = workspace_edit(caps, uri, version, to_lsp_edits(edits, lines, doc.position_codec))
         return types.CodeAction(title=title, kind=types.CodeActionKind(kind) if kind in _KNOWN_KINDS else kind,
                                 diagnostics=diags, edit=edit, is_preferred=preferred or None)
 
@@ -193,7 +220,7 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
         for d in ours:
             data = d.data if isinstance(d.data, dict) else {}
             path = str(data.get("path", ""))
-            for fix in fixes_for(text, path, data):
+            for fix in await ls.scheduler.off_loop(fixes_for, text, path, data):
                 named = merged.get((fix.title, fix.edits))
                 if named is not None:
                     named.append(d)  # the action made below holds this very list
@@ -205,13 +232,14 @@ def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.Code
     search_diags = [d for d in ours if d.code in SEARCH_CODES]
     want_source = wanted(SOURCE_KIND)
     if (search_diags and wanted("quickfix")) or want_source:
-        found = target_of(ls, state)
-        edits, what = optimal_edits(state, found[1].source, found[1].path) if found else (None, "")
-        if found is not None and edits:
-            target_uri, target = found
+        target = await target_of(ls, state)
+        edits, what = (None, "")
+        if target is not None and target.text is not None:
+            edits, what = await ls.scheduler.off_loop(optimal_edits, state, target.text, target.path)
+        if target is not None and edits:
             title = f"{APPLY_TITLE}: {what}"
-            edit = workspace_edit(caps, target_uri, target.version,
-                                  to_lsp_edits(edits, target.lines, target.position_codec))
+            edit = workspace_edit(caps, target.uri, target.version,
+                                  to_lsp_edits(edits, target.lines, doc.position_codec))
             if search_diags and wanted("quickfix"):
                 out.append(types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix, diagnostics=search_diags,
                                             edit=edit, is_preferred=True))
@@ -245,23 +273,25 @@ def relevant_diagnostics(state: DocState, params: types.CodeActionParams) -> lis
 
 
 async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
-    """workspace/executeCommand hpLsp.applyOptimalStrategy [uri] -> workspace/applyEdit; {"applied": bool}."""
+    """workspace/executeCommand hpLsp.applyOptimalStrategy [uri] -> workspace/applyEdit; {"applied": bool}.
+    Anything that stops it (a train_yaml that is a directory, a symlink loop, unreadable, missing, a URL, a
+    refused rewrite) is {"applied": false, "reason": ...}, never a JSON-RPC error."""
     uri = _uri_arg(args)
     state = ls.session.get(uri) if uri else None
     if uri is None or state is None:
         return {"applied": False, "reason": "document not open"}
-    found = target_of(ls, state)
-    if found is None:
+    target = await target_of(ls, state)
+    if target is None:
         return {"applied": False, "reason": "a search config without train_yaml has no strategy to rewrite"}
-    target_uri, doc = found
-    version, text = doc.version, doc.source
-    edits, what = optimal_edits(state, text, doc.path)
+    if target.text is None:
+        return {"applied": False, "reason": f"cannot read the train.yaml: {target.reason}"}
+    edits, what = await ls.scheduler.off_loop(optimal_edits, state, target.text, target.path)
     if edits is not None and not edits:
         return {"applied": False, "strategy": what, "reason": f"the file already states the best plan ({what})"}
     if not edits:
         return {"applied": False, "reason": what}
-    edit = workspace_edit(ls.client_capabilities, target_uri, version,
-                          to_lsp_edits(edits, doc.lines, doc.position_codec))
+    edit = workspace_edit(ls.client_capabilities, target.uri, target.version,
+                          to_lsp_edits(edits, target.lines, ls.workspace.position_codec))
     res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=APPLY_TITLE))
     return {"applied": bool(res.applied), "strategy": what, **({"reason": res.failure_reason}
                                                                 if res.failure_reason else {})}

@@ -156,7 +156,8 @@ def list_hover(state: DocState, dim: str) -> str | None:
     best = int(getattr(result.best.strategy, attr)) if result.best else None
     return (f"`{dim}` values in the {len(fits)} best plans that fit: **{', '.join(map(str, values))}**"
             + (f" (best: {best})" if best is not None else "")
-            + f"\n\n{result.feasible:,} of {result.evaluated:,} candidates valid")
+            + f"\n\n{result.feasible:,} of {result.evaluated:,} candidates valid"
+            + (f" ({result.unpriced:,} slower ones not priced)" if result.unpriced else ""))
 
 
 def hover_markdown(state: DocState, entries: Sequence[Entry], line: int, character: int) -> str | None:

@@ -59,6 +59,11 @@ def test_enclosing_for_half_typed_lines() -> None:
     assert enclosing(entries, 14, 0) == ()
 
 
-def test_garbage_never_raises() -> None:
-    for text in ["", ":::", "- a\n- b", "{a: 1}", "\t\tkey: 1", "a: [\n  b: c", "'unterminated: 1"]:
-        scan(text)
+def test_garbage_gives_no_keys_or_only_the_keys_it_can_see() -> None:
+    """Lines that are not `key:` lines (sequences, flow mappings, tab-indented or quoted keys) give no entry;
+    an unclosed flow value still yields the keys typed so far, with ranges inside the text."""
+    for text in ["", ":::", "- a\n- b", "{a: 1}", "\t\tkey: 1", "'unterminated: 1"]:
+        assert scan(text) == [], text
+    half = scan("a: [\n  b: c")
+    assert [(e.dotted, e.value) for e in half] == [("a", "["), ("a.b", "c")]
+    assert half[1].key_range == Range.of(1, 2, 1, 3)

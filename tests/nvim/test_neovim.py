@@ -111,3 +111,11 @@ def test_settings_reach_the_server(tmp_path: Path, nvim: str) -> None:
     work.mkdir()
     shutil.copy(EXAMPLE / "train.yaml", work / "train.yaml")  # no search.yaml: the cluster must come from settings
     run_nvim("e2e_settings.lua", tmp_path, nvim=nvim, timeout=120, HP_E2E_FILE=str(work / "train.yaml"))
+
+
+def test_show_plan_scratch_buffer(tmp_path: Path, nvim: str) -> None:
+    """:HpShowPlan and the ▸ Plan view lens: the plan's text timeline in a scratch buffer."""
+    work = tmp_path / "plan"
+    work.mkdir()
+    shutil.copy(REPO / "examples" / "explain" / "interleaved.yaml", work / "search.yaml")
+    run_nvim("e2e_plan.lua", tmp_path, nvim=nvim, timeout=120, HP_E2E_FILE=str(work / "search.yaml"))

@@ -44,21 +44,45 @@ async function waitText(page, selector, re, timeoutMs) {
   return undefined;
 }
 
-/** Follow the probe: a screenshot for every step it reports, until it is done. */
-async function followProbe(page, timeoutMs) {
+/** Follow the probe: a screenshot for every step it reports, until it reports step `until` or is done. */
+let seenSteps = 0;
+async function followProbe(page, until, timeoutMs) {
   const end = Date.now() + timeoutMs;
-  let seen = 0;
   while (Date.now() < end) {
     const v = readVerdict();
     const steps = v?.steps ?? [];
-    for (; seen < steps.length; seen++) {
+    for (; seenSteps < steps.length; seenSteps++) {
       await sleep(700); // let the editor draw what the step changed (squiggles, code lens, edits)
-      await shot(page, `probe-${steps[seen].name}`);
+      await shot(page, `probe-${steps[seenSteps].name}`);
+      if (steps[seenSteps].name === 'plan-view') await lookAtPlanView(page);
     }
-    if (v?.done) return v;
+    if (v?.done || steps.some((st) => st.name === until)) return v;
     await sleep(250);
   }
   return readVerdict();
+}
+
+/** The plan view panel the probe opened: its page (a webview frame) shows the timeline and the memory chart.
+ * Then tell the probe (it closes the panel for the steps after). */
+async function lookAtPlanView(page) {
+  const plan = await frameText(page, /Pipeline timeline/, 20000);
+  check('plan view shows the timeline, the memory chart and every stage',
+    plan && /Memory per stage/.test(plan) && /stage 0/.test(plan) && /Bound: /.test(plan), plan?.slice(0, 600));
+  await shot(page, 'plan-view');
+  writeFileSync(`${verdictPath}.plan-seen`, 'seen');
+}
+
+/** The text of the first frame (webviews are nested iframes) whose page matches `re`. */
+async function frameText(page, re, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    for (const frame of page.frames()) {
+      const t = await frame.evaluate(() => (document.body ? document.body.textContent : '')).catch(() => '');
+      if (t && re.test(t)) return t;
+    }
+    await sleep(300);
+  }
+  return undefined;
 }
 
 async function goTo(page, line, column) {
@@ -70,18 +94,17 @@ async function goTo(page, line, column) {
 }
 
 /**
- * A server that cannot start: the settings switch to an interpreter that exits at once with a message on
- * stderr (HP_LSP_E2E_BREAK: {settings: [files], interpreter, count}). Exactly one notification, carrying that
- * line, and no restarts (the fake interpreter counts its runs).
+ * A server that cannot start: the probe switches hpLsp.interpreter to one that exits at once with a message
+ * on stderr (HP_LSP_E2E_BREAK: {interpreter, count}). Exactly one notification, carrying that line, and no
+ * restarts (the fake interpreter counts its runs).
  */
 async function brokenInterpreter(page) {
   const broken = JSON.parse(process.env.HP_LSP_E2E_BREAK);
-  for (const file of broken.settings) {
-    const settings = JSON.parse(readFileSync(file, 'utf8'));
-    writeFileSync(file, JSON.stringify({ ...settings, 'hpLsp.interpreter': broken.interpreter }, null, 2));
-  }
+  writeFileSync(`${verdictPath}.break`, JSON.stringify(broken)); // the probe sets hpLsp.interpreter to it
+  const verdict = await followProbe(page, 'broken', 60000);
+  check('probe finished', verdict?.done, verdict);
   const toasts = '.notifications-toasts .notification-toast';
-  const first = await waitText(page, toasts, /did not start/, 30000);
+  const first = await waitText(page, toasts, /did not start/, 60000);
   await sleep(6000); // time for restarts and further messages, if any came
   const texts = await page.locator(toasts).allInnerTexts();
   // every toast about the server (another one, "not applied: the file already states the best plan", may linger)
@@ -103,9 +126,8 @@ async function main() {
     await page.goto(url);
     await page.waitForSelector('.monaco-workbench', { timeout: 90000 });
     check('workbench loaded', true, url);
-    const verdict = await followProbe(page, 240000);
-    if (!check('probe finished', verdict?.done, verdict)) return;
-    const error = verdict.error;
+    const verdict = await followProbe(page, 'error', 240000);
+    const error = verdict?.error;
     if (!check('probe left an error to look at', error, verdict.checks)) return;
 
     // The Problems panel lists the error the edit made.
@@ -144,7 +166,7 @@ async function main() {
     await page.keyboard.type('HyperParallel');
     const palette = await waitText(page, '.quick-input-list', /Restart server/, 10000);
     check('palette lists the commands',
-      palette && ['Apply optimal strategy', 'Restart server', 'Show search output'].every((t) => palette.includes(t)),
+      palette && ['Apply optimal strategy', 'Restart server', 'Show search output', 'Show plan'].every((t) => palette.includes(t)),
       palette ?? '(no palette)');
     await shot(page, 'palette');
     await page.keyboard.press('Escape');

@@ -15,3 +15,7 @@ end, { desc = 'HyperParallel: restart the language server' })
 vim.api.nvim_create_user_command('HpShowSearchOutput', function()
   require('hp_lsp').show_log()
 end, { desc = "HyperParallel: show the server's log (each search it ran)" })
+
+vim.api.nvim_create_user_command('HpShowPlan', function()
+  require('hp_lsp').show_plan(0)
+end, { desc = 'HyperParallel: the plan per stage and its pipeline timeline in a scratch buffer' })

@@ -24,6 +24,7 @@ import {
 import { ClientHandle, ClientSpec, Controller } from './controller';
 import { DOCUMENT_SELECTOR } from './documents';
 import { SECTION, configurationItem } from './settings';
+import { PlanViews, SHOW_PLAN } from './planView';
 import { StderrTail } from './stderr';
 
 /** The language client, silent until the server first runs (the Controller reports a failed start once). */
@@ -36,6 +37,7 @@ class HpLanguageClient extends LanguageClient {
 }
 
 let controller: Controller | undefined;
+let planViews: PlanViews | undefined;
 
 function createClient(spec: ClientSpec): ClientHandle {
   let stderr = new StderrTail();
@@ -76,6 +78,14 @@ function createClient(spec: ClientSpec): ClientHandle {
     initializationFailedHandler: () => false,
     initializationOptions: spec.initializationOptions,
     middleware: {
+      // The "▸ Plan view" code lens runs hpLsp.showPlan on the server; its answer opens the plan view.
+      executeCommand: async (command, args, next) => {
+        const result = await next(command, args);
+        if (command === SHOW_PLAN) {
+          planViews?.show(result);
+        }
+        return result;
+      },
       workspace: {
         configuration: async (params: ConfigurationParams, token, next) => {
           const answers = await next(params, token);
@@ -99,6 +109,7 @@ function createClient(spec: ClientSpec): ClientHandle {
       made.quiet = false;
     }
   });
+  planViews?.setRequester((uri) => made.sendRequest('workspace/executeCommand', { command: SHOW_PLAN, arguments: [uri] }));
   return {
     start: () => made.start(),
     stop: () => made.stop(2000),
@@ -109,6 +120,8 @@ function createClient(spec: ClientSpec): ClientHandle {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  planViews = new PlanViews();
+  context.subscriptions.push(planViews);
   controller = new Controller(createClient);
   context.subscriptions.push(controller);
   await controller.activate();

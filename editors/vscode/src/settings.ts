@@ -29,6 +29,7 @@ export interface ServerSettings {
   memoryLimitGb: number | null;
   searchOnSave: boolean | null;
   maxFileSizeKb: number | null;
+  ratiosFile: string | null;
 }
 
 export interface ReadSettings {
@@ -48,6 +49,7 @@ export const SERVER_KEYS: ReadonlyArray<readonly [string, Kind]> = [
   ['memoryLimitGb', 'posnumber'],
   ['searchOnSave', 'boolean'],
   ['maxFileSizeKb', 'posint'],
+  ['ratiosFile', 'string'],
 ];
 
 function coerce(kind: Kind, value: unknown): { ok: boolean; value?: number | string | boolean } {
@@ -76,6 +78,7 @@ export function readServerSettings(config: ConfigurationLike): ReadSettings {
     memoryLimitGb: null,
     searchOnSave: null,
     maxFileSizeKb: null,
+    ratiosFile: null,
   };
   const problems: string[] = [];
   for (const [key, kind] of SERVER_KEYS) {

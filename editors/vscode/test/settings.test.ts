@@ -31,6 +31,7 @@ test('every server setting maps into the nested hpLsp section', () => {
       memoryLimitGb: 76.5,
       searchOnSave: false,
       maxFileSizeKb: 2048,
+      ratiosFile: null,
     },
   });
 });
@@ -40,6 +41,7 @@ const UNSET = {
   memoryLimitGb: null,
   searchOnSave: null,
   maxFileSizeKb: null,
+  ratiosFile: null,
 };
 
 test('client-only keys never reach the server; unset keys are sent as null', () => {

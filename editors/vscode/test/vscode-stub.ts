@@ -217,3 +217,50 @@ export const extensions = {
     return stub.extensions.get(id);
   },
 };
+
+// ---- Plan view (src/planView.ts): webview panels and document saves --------------------------------------
+export const ViewColumn = { Active: -1, Beside: -2, One: 1, Two: 2 } as const;
+
+export class StubPanel {
+  readonly webview = { html: '' };
+  revealed = 0;
+  disposed = false;
+  private readonly disposeListeners = new EventEmitter<void>();
+  constructor(
+    readonly viewType: string,
+    readonly title: string,
+    readonly options: unknown,
+  ) {}
+  reveal(): void {
+    this.revealed += 1;
+  }
+  onDidDispose(listener: Listener<void>): Disposable {
+    return this.disposeListeners.event(listener);
+  }
+  dispose(): void {
+    this.disposed = true;
+    this.disposeListeners.fire();
+  }
+}
+
+export const planStub = {
+  panels: [] as StubPanel[],
+  onDidSave: new EventEmitter<StubDocument>(),
+  reset(): void {
+    this.panels = [];
+    this.onDidSave = new EventEmitter();
+  },
+};
+
+Object.assign(window, {
+  createWebviewPanel(viewType: string, title: string, _column: unknown, options: unknown): StubPanel {
+    const panel = new StubPanel(viewType, title, options);
+    planStub.panels.push(panel);
+    return panel;
+  },
+});
+Object.assign(workspace, {
+  onDidSaveTextDocument(listener: Listener<StubDocument>): Disposable {
+    return planStub.onDidSave.event(listener);
+  },
+});

@@ -116,3 +116,22 @@ def test_apply_in_place_writes_through_a_symlink_and_refuses_read_only(tmp_path:
     r = apply("train.yaml", "--in-place", cwd=tmp_path)
     assert r.returncode == 1 and "read-only" in r.stderr, r.stderr
     assert real.read_text() == (LLAMA / "train.yaml").read_text()
+
+
+def test_apply_in_place_on_a_file_with_a_bom_keeps_it(tmp_path: Path) -> None:
+    original = b"\xef\xbb\xbf" + (LLAMA / "train.yaml").read_bytes()
+    (tmp_path / "train.yaml").write_bytes(original)
+    r = apply("train.yaml", "--in-place", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    written = (tmp_path / "train.yaml").read_bytes()
+    assert written.startswith(b"\xef\xbb\xbf#") and written != original
+
+
+def test_check_refuses_a_fifo_model_config_json(tmp_path: Path) -> None:
+    """A local model folder whose config.json is a FIFO: the model reader goes through the same bounded reader."""
+    (tmp_path / "model").mkdir()
+    os.mkfifo(tmp_path / "model" / "config.json")
+    text = (LLAMA / "train.yaml").read_text().replace("meta-llama/Llama-3.1-70B", str(tmp_path / "model"))
+    (tmp_path / "train.yaml").write_text(text)
+    r = check(tmp_path / "train.yaml")
+    assert "FIFO" in r.stdout and "HP900" not in r.stdout, r.stdout

@@ -169,3 +169,40 @@ def test_uneven_stages_say_the_schedule_ends_early() -> None:
     assert all(d.code != "HP751" for d in ex.diagnostics)
     again = explain_estimate(config, ex.estimate)
     assert again.timeline == ex.timeline
+
+
+def test_the_readme_picture_is_a_timeline_of_every_stage() -> None:
+    """README.md and docs/explain.md show docs/img/timeline-interleaved.svg (`hp-plan explain
+    examples/explain/interleaved.yaml --svg docs/img/timeline-interleaved.svg`): a well-formed picture with
+    every stage's lane and memory bar."""
+    import xml.etree.ElementTree as ET
+
+    svg = ET.parse(ROOT / "docs" / "img" / "timeline-interleaved.svg").getroot()
+    texts = [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert all(texts.count(f"stage {i}") == 2 for i in range(4))
+    assert "docs/img/timeline-interleaved.svg" in (ROOT / "README.md").read_text()
+
+
+def test_interleaved_with_a_partial_group_still_draws_a_physical_timeline() -> None:
+    """HP507 is a warning: 10 micro-batches on pp 4 are priced. The interleaved order with a partial last
+    group takes longer than the priced pipeline (or cannot run and is drawn all forwards first): the timeline
+    says how it departs (HP750), stays physical and still ends at the step time."""
+    config = _config("interleaved.yaml")
+    assert config.stated is not None
+    odd = replace(config, stated=replace(config.stated, micro_batch_num=10, dp=1, tp=4))
+    ex, diags = explain_config(odd)
+    assert ex is not None, diags
+    assert any(d.code == "HP750" for d in ex.diagnostics)
+    assert max(iv.end_s for iv in ex.timeline) == ex.step_time_s
+    for kind in ("forward", "backward"):
+        assert len([iv for iv in ex.timeline if iv.kind == kind]) == 4 * 2 * 10
+    for stage in range(4):
+        lane = sorted((iv for iv in ex.timeline if iv.stage == stage), key=lambda iv: iv.start_s)
+        assert all(b.start_s >= a.end_s - EPS for a, b in itertools.pairwise(lane))
+
+
+def test_an_order_that_cannot_run_falls_back_to_all_forwards_first() -> None:
+    with pytest.raises(ValueError):
+        simulate([0.3] * 4, [0.7] * 4, 4, 5)
+    ops = simulate([0.3] * 4, [0.7] * 4, 4, 5, all_forward_first=True)
+    assert len(ops) == 2 * 4 * 4 * 5

@@ -95,14 +95,50 @@ async function run() {
 
   // The palette commands (package.json contributes them; the extension registers them).
   const all = await vscode.commands.getCommands(true);
-  const ids = ['hyperparallel.applyOptimalStrategy', 'hyperparallel.restartServer', 'hyperparallel.showSearchOutput'];
+  const ids = ['hyperparallel.applyOptimalStrategy', 'hyperparallel.restartServer', 'hyperparallel.showSearchOutput',
+    'hyperparallel.showPlan'];
   check('commands registered', ids.every((id) => all.includes(id)), ids.filter((id) => !all.includes(id)));
   const titles = (ext.packageJSON.contributes.commands || []).map((c) => c.title);
-  check('command titles contributed', titles.length === 3, titles);
+  const wanted = ['HyperParallel: Apply optimal strategy', 'HyperParallel: Restart server',
+    'HyperParallel: Show search output', 'HyperParallel: Show plan'];
+  check('command titles contributed', wanted.every((t) => titles.includes(t)), titles);
+  const contributed = (ext.packageJSON.contributes.commands || []).map((c) => c.command);
+  check('every contributed command is registered', contributed.every((id) => all.includes(id)),
+    contributed.filter((id) => !all.includes(id)));
   const result = await vscode.commands.executeCommand('hyperparallel.applyOptimalStrategy');
   check('"Apply optimal strategy" on the best plan says there is nothing to do',
     result && result.applied === false && /already/.test(result.reason || ''), result);
   step('commands');
+
+  // The plan view: the "▸ Plan view" code lens runs the server's hpLsp.showPlan (through the client's
+  // middleware) and "HyperParallel: Show plan" does the same from the palette; both open one webview panel.
+  const tabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs);
+  const planTab = () => tabs().find((t) => t.input instanceof vscode.TabInputWebview && /planView/.test(t.input.viewType));
+  const lenses = await waitFor('the ▸ Plan view lens', async () => {
+    const all = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', uri);
+    return (all || []).find((l) => l.command && l.command.title === '▸ Plan view');
+  }, 60000).catch(() => undefined);
+  if (check('the ▸ Plan view code lens is offered', lenses && lenses.command.command === 'hpLsp.showPlan',
+    lenses && lenses.command)) {
+    const plan = await vscode.commands.executeCommand(lenses.command.command, ...(lenses.command.arguments || []));
+    const ends = plan && Array.isArray(plan.timeline) ? Math.max(...plan.timeline.map((iv) => iv.end_s)) : NaN;
+    check('the lens returns the explain data; the timeline ends at the step time',
+      plan && plan.stages && plan.stages.length >= 1 && ends === plan.step_time_s,
+      plan && { bound: plan.bound, step: plan.step_time_s, ends, error: plan.error });
+  }
+  const opened = await waitFor('the plan view panel', planTab, 30000).catch(() => undefined);
+  check('the plan view panel opens', opened, tabs().map((t) => t.label));
+  await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.One, preview: false });
+  await vscode.commands.executeCommand('hyperparallel.showPlan');
+  check('"HyperParallel: Show plan" reuses the one panel',
+    tabs().filter((t) => t.input instanceof vscode.TabInputWebview && /planView/.test(t.input.viewType)).length === 1,
+    tabs().map((t) => t.label));
+  step('plan-view');
+  // The browser screenshots the panel and reads its page, then says so; the panel closes for the next steps.
+  await waitFor('the browser to look at the plan view', () => fs.existsSync(`${process.env.HP_LSP_E2E_VERDICT}.plan-seen`),
+    60000).catch((e) => check('the browser looked at the plan view', false, String(e)));
+  if (planTab()) await vscode.window.tabGroups.close(planTab());
+  await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.One, preview: false });
 
   // An edit that breaks a value: an error appears (and the browser driver checks the Problems panel).
   const line = lineOf(doc, /^\s+tp_size:/);
@@ -116,6 +152,15 @@ async function run() {
   check('an edit that breaks a value gives an error', error, { code: codeOf(error), message: error.message, line });
   verdict.error = { code: codeOf(error), message: error.message, line: error.range.start.line };
   step('error');
+
+  // Last, when the browser has looked at everything: switch to an interpreter that cannot run the server
+  // (the browser then counts the messages). Through the API, not the settings file: no file watcher needed.
+  const trigger = `${process.env.HP_LSP_E2E_VERDICT}.break`;
+  await waitFor('the browser to ask for a broken interpreter', () => fs.existsSync(trigger), 300000);
+  const broken = JSON.parse(fs.readFileSync(trigger, 'utf8'));
+  await vscode.workspace.getConfiguration('hpLsp')
+    .update('interpreter', broken.interpreter, vscode.ConfigurationTarget.Workspace);
+  step('broken');
 }
 
 exports.activate = function activate() {

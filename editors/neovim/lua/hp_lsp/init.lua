@@ -12,6 +12,7 @@ local M = {}
 M.name = 'hp_lsp'
 M.server_commands = {
   apply_optimal_strategy = 'hpLsp.applyOptimalStrategy',
+  show_plan = 'hpLsp.showPlan',
 }
 M.sniff_lines = 60
 
@@ -380,6 +381,78 @@ function M.apply_optimal_strategy(bufnr, on_done)
     end
   end, bufnr)
   return true
+end
+
+--- The plan view's scratch buffer for a source buffer (created on first use, reused after).
+local function plan_buffer(source)
+  local name = 'hp_lsp://plan/' .. vim.api.nvim_buf_get_name(source)
+  local existing = vim.fn.bufnr(name)
+  if existing ~= -1 and vim.api.nvim_buf_is_valid(existing) then
+    return existing, false
+  end
+  local bufnr = vim.api.nvim_create_buf(false, true)
+  vim.bo[bufnr].buftype = 'nofile'
+  vim.bo[bufnr].bufhidden = 'hide'
+  vim.bo[bufnr].swapfile = false
+  vim.bo[bufnr].filetype = 'hpplan'
+  pcall(vim.api.nvim_buf_set_name, bufnr, name)
+  return bufnr, true
+end
+
+--- Put the server's plan view (hpLsp.showPlan's answer) into the scratch buffer and show it in a split.
+local function show_plan_result(source, result)
+  local lines
+  if type(result) ~= 'table' then
+    lines = { 'hp_lsp: no answer from the server' }
+  elseif result.error then
+    lines = { 'No plan to show: ' .. tostring(result.error) }
+  else
+    lines = vim.split((result.text or ''):gsub('\n$', ''), '\n', { plain = true })
+    if result.stale then
+      table.insert(lines, 1, '(best plan from an earlier version: save, then :HpShowPlan again)')
+    end
+  end
+  local bufnr, new = plan_buffer(source)
+  vim.bo[bufnr].modifiable = true
+  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
+  vim.bo[bufnr].modifiable = false
+  if vim.fn.bufwinnr(bufnr) == -1 then
+    vim.cmd('botright split')
+    vim.api.nvim_win_set_buf(0, bufnr)
+    vim.wo.wrap = false
+  end
+  return bufnr, new
+end
+
+--- :HpShowPlan: the plan's per-stage table, what bounds it and the pipeline timeline as text lanes, in a
+--- scratch buffer (the server's hpLsp.showPlan; the "▸ Plan view" code lens does the same).
+function M.show_plan(bufnr, on_done)
+  bufnr = resolve_buf(bufnr)
+  local client = M.get_client(bufnr)
+  if not client then
+    vim.notify('hp_lsp: no server attached to this buffer', vim.log.levels.WARN)
+    return false
+  end
+  local params = { command = M.server_commands.show_plan, arguments = { vim.uri_from_bufnr(bufnr) } }
+  call(client, 'request', 'workspace/executeCommand', params, function(err, result)
+    local plan_buf
+    if err then
+      vim.notify('hp_lsp: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    else
+      plan_buf = show_plan_result(bufnr, result)
+    end
+    if on_done then
+      on_done(err, result, plan_buf)
+    end
+  end, bufnr)
+  return true
+end
+
+-- Running the "▸ Plan view" code lens shows the plan too (a client-side handler for the server command).
+if vim.lsp.commands then
+  vim.lsp.commands[M.server_commands.show_plan] = function(command, ctx)
+    M.show_plan(ctx and ctx.bufnr or 0)
+  end
 end
 
 --- Change the settings of the running servers (and of those started later): the table replaces the

@@ -1,0 +1,1 @@
+"""Calibration from measured runs: `hp-plan calibrate` (FORMATS.md §6, §8; docs/calibration.md)."""

@@ -1,0 +1,121 @@
+"""Fitting ratios to measured runs (docs/calibration.md has the rule and why).
+
+1. Parts a profile measured (`parts_s`): one ratio per group, a ratio of sums over the runs that profiled it,
+   Σ measured seconds ÷ Σ priced seconds (HyperParallel's rule, HYPERPARALLEL.md §7.8). A group priced at
+   ≤ 1e-9 of the runs' step time takes no ratio from its profile (nothing to scale).
+2. The step times fix what is left. A step time alone cannot say which part is off, so the choice is a named
+   rule: `step` (the default) moves every part no profile fixed by one factor s; `compute` moves only compute
+   (with recompute) and keeps the rest as priced. s minimises Σ ((s·S_i − R_i)/T_i)² over the runs (T the
+   measured step, R what is left of it after the fixed parts, S the priced seconds of the parts s moves), so
+   with one run s = R/S and the run is reproduced exactly; with several every run weighs by its relative error.
+3. Memory: Σ measured peaks ÷ Σ priced peaks over the runs that measured one.
+
+Every ratio is bounded to [RATIO_MIN, RATIO_MAX] (never negative); a clamped or far-off ratio is a warning.
+Leave-one-out: each run is predicted from ratios fitted on the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.calibrate.runs import Measured
+from engine.diagnostics import Diagnostic
+from engine.positions import Range
+from engine.specs import RATIO_GROUPS
+
+RULES = ("step", "compute")
+RATIO_MIN, RATIO_MAX = 0.1, 10.0  # beyond 10x either way the config does not describe what ran
+MEMORY_MIN, MEMORY_MAX = 0.5, 2.0
+FAR_OFF = 2.0  # a ratio beyond 2x (or under 1/2) gets a warning: check that the config states what ran
+NEGLIGIBLE = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """Ratios per group (engine.specs.RATIO_GROUPS order), the memory ratio, and which groups each source fixed."""
+
+    ratios: dict[str, float]
+    memory: float
+    profiled: tuple[str, ...]
+    moved: tuple[str, ...]  # the groups the step-time factor moved
+    clamped: tuple[str, ...]
+
+
+def group_seconds(m: Measured) -> dict[str, float]:
+    """The run's priced (uncalibrated) seconds per ratio group."""
+    tb = m.estimate.time_breakdown_s
+    return {g: sum(float(tb.get(p, 0.0)) for p in parts) for g, parts in RATIO_GROUPS.items()}
+
+
+def _clamp(value: float, lo: float, hi: float) -> tuple[float, bool]:
+    bounded = min(max(value, lo), hi)
+    return bounded, bounded != value
+
+
+def fit(runs: Sequence[Measured], rule: str = "step") -> Fitted:
+    """Ratios fitted on `runs` (at least one) under `rule` (RULES)."""
+    priced = [group_seconds(m) for m in runs]
+    total = sum(m.step_time_s for m in runs)
+    ratios = {g: 1.0 for g in RATIO_GROUPS}
+    clamped: list[str] = []
+    profiled: list[str] = []
+    for g in RATIO_GROUPS:
+        rows = [(m.parts_s[g], u[g]) for m, u in zip(runs, priced, strict=True) if g in m.parts_s]
+        est = sum(u for _, u in rows)
+        if rows and est > NEGLIGIBLE * total:
+            ratios[g], hit = _clamp(sum(x for x, _ in rows) / est, RATIO_MIN, RATIO_MAX)
+            profiled.append(g)
+            if hit:
+                clamped.append(g)
+    free = [g for g in RATIO_GROUPS if g not in profiled]
+    moved = free if rule == "step" else [g for g in free if g == "compute"]
+    num = den = 0.0
+    for m, u in zip(runs, priced, strict=True):
+        fixed = sum(ratios[g] * u[g] for g in RATIO_GROUPS if g not in moved)
+        s_i = sum(u[g] for g in moved)
+        r_i = m.step_time_s - fixed
+        w = 1.0 / (m.step_time_s ** 2)
+        num += w * s_i * r_i
+        den += w * s_i * s_i
+    if moved and den > 0:
+        s, hit = _clamp(num / den, RATIO_MIN, RATIO_MAX)
+        for g in moved:
+            ratios[g] = s
+        if hit:
+            clamped.extend(moved)
+    peaks = [(m.peak_memory_gib, m.estimate.peak_memory_gib) for m in runs if m.peak_memory_gib is not None]
+    memory = 1.0
+    if peaks and sum(p for _, p in peaks) > 0:
+        memory, hit = _clamp(sum(x for x, _ in peaks) / sum(p for _, p in peaks), MEMORY_MIN, MEMORY_MAX)
+        if hit:
+            clamped.append("memory")
+    return Fitted(ratios, memory, tuple(profiled), tuple(moved) if den > 0 else (), tuple(clamped))
+
+
+def predict_step(m: Measured, ratios: dict[str, float]) -> float:
+    """The run's step time under `ratios`: Σ priced part × its group's ratio."""
+    u = group_seconds(m)
+    return sum(ratios[g] * u[g] for g in RATIO_GROUPS)
+
+
+def leave_one_out(runs: Sequence[Measured], rule: str = "step") -> list[float | None]:
+    """Each run's step predicted from the ratios fitted on the other runs (None with a single run)."""
+    if len(runs) < 2:
+        return [None for _ in runs]
+    return [predict_step(m, fit([r for j, r in enumerate(runs) if j != i], rule).ratios) for i, m in enumerate(runs)]
+
+
+def warnings(fitted: Fitted, at: Range) -> list[Diagnostic]:
+    """HP807 for every ratio at its bound or beyond FAR_OFF, at the RUNS file's `runs` key."""
+    out: list[Diagnostic] = []
+    values = {**fitted.ratios, "memory": fitted.memory}
+    for g, r in values.items():
+        if g in fitted.clamped:
+            out.append(Diagnostic("HP807", f"the {g} ratio hit its bound ({r:g}): the runs' configs do not "
+                                  "describe what ran, or the measurement is in other units", at, "runs"))
+        elif (g in fitted.moved or g in fitted.profiled or g == "memory") and not 1 / FAR_OFF <= r <= FAR_OFF:
+            out.append(Diagnostic("HP807", f"the {g} ratio is {r:.3g}: the uncalibrated model is off by more "
+                                  f"than {FAR_OFF:g}x here; check that each run's config states what ran",
+                                  at, "runs"))
+    return out

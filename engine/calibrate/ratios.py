@@ -1,0 +1,75 @@
+"""Applying calibration ratios to priced strategies: one well-defined step over the priced outputs.
+
+The cost model prices every part of a step from stated facts (engine.cost); calibration then multiplies each
+named time part by its group's ratio (engine.specs.RATIO_GROUPS, FORMATS.md §6) and every memory term by the
+memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits). Nothing inside the
+pricing changes, so a framework model or a new term in the cost model composes with calibration without either
+knowing the other: `price_table` ends with `apply_ratios(priced, run.ratios)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.specs import RATIO_GROUPS, Ratios
+
+if TYPE_CHECKING:
+    from engine.cost.table import PricedTable
+
+# The memory parts kept per stage for printing (engine.cost.table.PricedTable.stage_memory_terms): every
+# byte array among them scales with the memory ratio; the counts ("valid", "ne", "ex") do not.
+_COUNT_PARTS = frozenset({"valid", "ne", "ex"})
+# The per-stage parts the pipeline timeline is drawn from (engine.cost.table.STAGE_TIME_PARTS, plus the
+# end-of-step dp_comm and optimizer) -> the ratio group that scales them, so a calibrated timeline still ends
+# at the calibrated step time (exactly when the bubble moves with the stage times, as under the step rule).
+_STAGE_PART_GROUP = {"forward": "compute", "backward": "compute", "recompute": "compute", "tp_comm": "tp_comm",
+                     "cp_comm": "cp_comm", "ep_comm": "ep_comm", "pp_p2p": "pp", "fsdp_comm": "dp_comm",
+                     "dp_comm": "dp_comm", "optimizer": "optimizer"}
+
+
+def part_ratio(ratios: Ratios, part: str) -> float:
+    """The ratio that scales one TIME_TERMS part (1.0 for a part no group names)."""
+    for group, parts in RATIO_GROUPS.items():
+        if part in parts:
+            return ratios.of(group)
+    return 1.0
+
+
+def apply_ratios(priced: PricedTable, ratios: Ratios | None) -> PricedTable:
+    """`priced` with every time part × its group's ratio and every memory term × the memory ratio; step time
+    is the sum of the scaled parts, throughput and MFU scale inversely with it, `fits` is re-decided against
+    the same budget. Returns `priced` itself when `ratios` is None."""
+    if ratios is None:
+        return priced
+    terms = {k: v * part_ratio(ratios, k) for k, v in priced.time_terms.items()}
+    step = np.sum(np.stack(list(terms.values())), axis=0) if terms else priced.step_time_s
+    speed = np.divide(priced.step_time_s, step, out=np.ones_like(step), where=step > 0)
+    mr = float(ratios.memory)
+    peak = priced.peak_gib * mr
+    compute = ratios.of("compute")
+    return replace(
+        priced,
+        peak_gib=peak,
+        stage_memory_gib=priced.stage_memory_gib * mr,
+        memory_terms={k: v * mr for k, v in priced.memory_terms.items()},
+        stage_parts={k: (v if k in _COUNT_PARTS else v * mr) for k, v in priced.stage_parts.items()},
+        step_time_s=step,
+        time_terms=terms,
+        tokens_per_s=priced.tokens_per_s * speed,
+        tokens_per_s_per_device=priced.tokens_per_s_per_device * speed,
+        mfu=priced.mfu * speed,
+        fits=peak <= priced.budget_gib,
+        stage_static_gib=priced.stage_static_gib * mr,
+        stage_fixed_gib=priced.stage_fixed_gib * mr,
+        layer_act_one_gib=priced.layer_act_one_gib * mr,
+        # A layer's forward + backward + recompute is compute-bound; the knapsack trades it against memory
+        # with the compute ratio (its communication share is small beside it and scaled by the same step).
+        layer_time_s=priced.layer_time_s * compute,
+        layer_extra_time_s=priced.layer_extra_time_s * compute,
+        stage_time_parts={k: v * ratios.of(_STAGE_PART_GROUP.get(k, "compute"))
+                          for k, v in priced.stage_time_parts.items()},
+        calibration=ratios,
+    )

@@ -1,0 +1,128 @@
+"""`calibrate(RUNS)`: read the runs, price each uncalibrated, fit, and report every run three ways.
+
+The one call `hp-plan calibrate` and the editor's RUNS-file features make. Never raises for bad input: every
+problem is a diagnostic positioned in the RUNS file, and `ok` is False when any is an error (then nothing
+may be written).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.calibrate.fit import RULES, Fitted, fit, group_seconds, leave_one_out, predict_step, warnings
+from engine.calibrate.ratiofile import FittedRow, ratios_text
+from engine.calibrate.runs import Measured, RunsFile, measure, read_runs
+from engine.calibrate.stack import stack_of
+from engine.diagnostics import Diagnostic
+from engine.positions import DOCUMENT_START
+from engine.specs import RATIO_GROUPS
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """One run: measured, uncalibrated and calibrated step and peak, leave-one-out, and the parts moved."""
+
+    measured: Measured
+    calibrated_step_s: float
+    leave_one_out_step_s: float | None
+    calibrated_peak_gib: float
+    parts_before: dict[str, float]
+    parts_after: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.measured
+        return {
+            "config": m.label,
+            "measured_step_s": m.step_time_s,
+            "uncalibrated_step_s": m.estimate.step_time_s,
+            "calibrated_step_s": self.calibrated_step_s,
+            "leave_one_out_step_s": self.leave_one_out_step_s,
+            "measured_peak_gib": m.peak_memory_gib,
+            "uncalibrated_peak_gib": m.estimate.peak_memory_gib,
+            "calibrated_peak_gib": self.calibrated_peak_gib,
+            "log": ({"format": m.log.format, "steps_used": m.log.steady.used, "warmup_dropped": m.log.steady.warmup,
+                     "outliers_dropped": m.log.steady.outliers} if m.log is not None else None),
+            "parts_s": {g: {"uncalibrated": self.parts_before[g], "calibrated": self.parts_after[g]}
+                        for g in RATIO_GROUPS},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    path: str
+    rule: str
+    runs: tuple[RunReport, ...]
+    fitted: Fitted | None
+    framework: str
+    device_type: str
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.fitted is not None and not any(d.is_error for d in self.diagnostics)
+
+    def ratios_text(self) -> str:
+        assert self.fitted is not None
+        rows = [FittedRow(r.measured.label, r.measured.step_time_s, r.measured.estimate.step_time_s,
+                          r.calibrated_step_s) for r in self.runs]
+        return ratios_text(self.framework, self.device_type, self.fitted.ratios, self.fitted.memory, rows)
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.fitted
+        return {
+            "ratios": dict(f.ratios) if f else None,
+            "memory_ratio": f.memory if f else None,
+            "framework": self.framework,
+            "device_type": self.device_type,
+            "rule": self.rule,
+            "moved": list(f.moved) if f else [],
+            "profiled": list(f.profiled) if f else [],
+            "runs": [r.to_json() for r in self.runs],
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+        }
+
+
+def _stack_check(runs_file: RunsFile, measured: list[Measured]) -> tuple[str, str, list[Diagnostic]]:
+    stacks = [stack_of(m.config) for m in measured]
+    first = stacks[0]
+    out: list[Diagnostic] = []
+    for m, st in zip(measured, stacks, strict=True):
+        if st != first:
+            e = m.entry
+            rng = e.config.loc.value if e.config is not None else e.at
+            out.append(Diagnostic("HP808", f"this run is {st[0]} on {st[1]}, the first is {first[0]} on {first[1]}: "
+                                  "ratios apply to one framework and device type; calibrate each stack from its "
+                                  "own RUNS file", rng, f"runs.{e.index}.config"))
+    return first[0], first[1], out
+
+
+def calibrate(path: str, text: str | None = None, rule: str = "step") -> Calibration:
+    """Calibrate on the RUNS file at `path` (or the editor buffer `text` for it) under `rule` (fit.RULES)."""
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; one of {RULES}")
+    runs_file = read_runs(path, text)
+    diags = list(runs_file.diagnostics)
+    measured: list[Measured] = []
+    for entry in runs_file.entries:
+        m, more = measure(runs_file, entry)
+        diags += more
+        if m is not None:
+            measured.append(m)
+    if not measured or any(d.is_error for d in diags):
+        if not measured and not any(d.is_error for d in diags):
+            diags.append(Diagnostic("HP800", "no run could be measured", DOCUMENT_START, "runs"))
+        return Calibration(path, rule, (), None, "", "", tuple(diags))
+    framework, device, more = _stack_check(runs_file, measured)
+    diags += more
+    fitted = fit(measured, rule)
+    runs_node = runs_file.entries[0].at if runs_file.entries else DOCUMENT_START
+    diags += warnings(fitted, runs_node)
+    loo = leave_one_out(measured, rule)
+    reports = []
+    for m, lo in zip(measured, loo, strict=True):
+        before = group_seconds(m)
+        after = {g: before[g] * fitted.ratios[g] for g in RATIO_GROUPS}
+        reports.append(RunReport(m, predict_step(m, fitted.ratios), lo, m.estimate.peak_memory_gib * fitted.memory,
+                                 before, after))
+    return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags))

@@ -1,0 +1,255 @@
+"""Reading a RUNS file (FORMATS.md §6) with positions, and measuring each run against the uncalibrated model.
+
+A RUNS file is YAML: `runs:` a list of entries, each naming a `config` (a search config or train.yaml stating
+one complete strategy, relative to the RUNS file) and what was measured: `step_time_s` and/or
+`tokens_per_s_per_device`, optionally `peak_memory_gib` and `parts_s`, or a training `log:` (engine.calibrate.
+logs). Cluster facts a bare train.yaml cannot state ride along (`devices`, `num_nodes`, `cards_per_node`,
+`device_type`, `memory_gb`). Every problem is a diagnostic on the entry's own key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from engine.calibrate.logs import LogError, LogReading, read_log
+from engine.config.reader import Source, Val
+from engine.config.types import ClusterOverrides, Config
+from engine.diagnostics import Diagnostic, Severity, has_errors
+from engine.document import Map, Node, Seq, parse, read_text
+from engine.positions import DOCUMENT_START, Range
+from engine.results import Estimate
+from engine.specs import RATIO_GROUPS
+
+# Profile part names -> ratio group (FORMATS.md §6: HyperParallel's CSV columns, our time parts, the groups).
+PART_GROUP: dict[str, str] = {
+    "comp": "compute", "op_wait": "dp_comm", "dp_wait": "dp_comm", "mp_wait": "tp_comm", "sp_wait": "tp_comm",
+    "ep_wait": "ep_comm", "cp_wait": "cp_comm", "pp_wait": "pp",
+    **{part: group for group, parts in RATIO_GROUPS.items() for part in parts},
+    **{group: group for group in RATIO_GROUPS},
+}
+ENTRY_KEYS = ("config", "log", "step_time_s", "tokens_per_s_per_device", "peak_memory_gib", "parts_s", "devices",
+              "num_nodes", "cards_per_node", "device_type", "memory_gb", "name")
+
+
+@dataclass(frozen=True, slots=True)
+class RunEntry:
+    """One entry as written. Paths are resolved against the RUNS file; `at` is the entry's own range."""
+
+    index: int
+    at: Range
+    config: Val | None = None
+    config_path: str | None = None
+    log: Val | None = None
+    log_path: str | None = None
+    step_time_s: Val | None = None
+    tokens_per_s_per_device: Val | None = None
+    peak_memory_gib: Val | None = None
+    parts_s: tuple[tuple[str, float], ...] = ()
+    overrides: ClusterOverrides | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """A run priced and measured: the uncalibrated estimate and what the run did (seconds, GiB)."""
+
+    entry: RunEntry
+    label: str  # the config path relative to the RUNS file, as the ratios file writes it
+    config: Config
+    estimate: Estimate
+    step_time_s: float
+    peak_memory_gib: float | None
+    parts_s: dict[str, float] = field(default_factory=dict)  # measured seconds per ratio group
+    log: LogReading | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunsFile:
+    path: str
+    entries: tuple[RunEntry, ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+
+def is_runs_file(text: str) -> bool:
+    """A RUNS file's top level is `runs:` holding a list (cheap test for the editor's file detection)."""
+    if "runs" not in text:
+        return False  # the common case (every config), without a parse
+    doc = parse(text)
+    return isinstance(doc.root, Map) and isinstance(doc.root.get("runs"), Seq)
+
+
+def _resolve(base: str, value: str) -> str:
+    p = os.path.expanduser(value.strip())
+    return os.path.normpath(p if os.path.isabs(p) else os.path.join(os.path.dirname(os.path.abspath(base)), p))
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _path_val(src: Source, item: Map, key: str, dotted: str, runs_path: str) -> tuple[Val | None, str | None]:
+    v = src.str_(item, key, dotted)
+    if v is None or not str(v.value).strip():
+        return v, None
+    resolved = _resolve(runs_path, str(v.value))
+    if _same(resolved, runs_path):
+        src.diag("HP801", f"{dotted} points at this RUNS file itself; name the run's {key} file", v.loc.value, dotted)
+        return v, None
+    if not os.path.isfile(resolved):
+        what = "config" if key == "config" else "log"
+        src.diag("HP801", f"{what} file not found: {v.value} (looked for {resolved})", v.loc.value, dotted)
+        return v, None
+    return v, resolved
+
+
+def _overrides(src: Source, item: Map, dotted: str) -> ClusterOverrides | None:
+    devices = src.int_(item, "devices", f"{dotted}.devices", minimum=1)
+    nodes = src.int_(item, "num_nodes", f"{dotted}.num_nodes", minimum=1)
+    cards = src.int_(item, "cards_per_node", f"{dotted}.cards_per_node", minimum=1)
+    dtype = src.str_(item, "device_type", f"{dotted}.device_type")
+    mem = src.number(item, "memory_gb", f"{dotted}.memory_gb", minimum=0.0, strict=True)
+    vals = (devices, nodes, cards, dtype, mem)
+    if all(v is None for v in vals):
+        return None
+    return ClusterOverrides(
+        devices=devices.value if devices else None, num_nodes=nodes.value if nodes else None,
+        cards_per_node=cards.value if cards else None, device_type=str(dtype.value) if dtype else None,
+        memory_gb=mem.value if mem else None, memory_source="the RUNS file" if mem else None, explicit=True)
+
+
+def _parts(src: Source, item: Map, dotted: str) -> tuple[tuple[str, float], ...]:
+    sec = src.section(item, "parts_s", f"{dotted}.parts_s")
+    if sec is None:
+        return ()
+    sums: dict[str, float] = {}
+    for key, kn, _vn in sec.items():
+        group = PART_GROUP.get(str(key))
+        if group is None:
+            src.diag("HP800", f"{dotted}.parts_s.{key}: unknown part; use {', '.join(RATIO_GROUPS)} or "
+                     "HyperParallel's comp, op_wait, dp_wait, mp_wait, sp_wait, ep_wait, cp_wait, pp_wait",
+                     kn.range, f"{dotted}.parts_s.{key}")
+            continue
+        v = src.number(sec, str(key), f"{dotted}.parts_s.{key}", minimum=0.0)
+        if v is not None:
+            sums[group] = sums.get(group, 0.0) + float(v.value)
+    return tuple(sums.items())
+
+
+def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | None:
+    dotted = f"runs.{index}"
+    if not isinstance(item, Map):
+        src.diag("HP800", f"{dotted} must be a mapping with a config and a measurement", item.range, dotted)
+        return None
+    for key, kn, _vn in item.items():
+        if key not in ENTRY_KEYS:
+            src.diag("HP800", f"{dotted}.{key}: unknown key; a run has {', '.join(ENTRY_KEYS)}", kn.range,
+                     f"{dotted}.{key}", severity=Severity.WARNING)
+    cfg, cfg_path = _path_val(src, item, "config", f"{dotted}.config", runs_path)
+    if cfg is None:
+        src.diag("HP801", f"{dotted} names no config: every run needs the config that states its strategy",
+                 item.range, dotted)
+    log, log_path = _path_val(src, item, "log", f"{dotted}.log", runs_path)
+    step = src.number(item, "step_time_s", f"{dotted}.step_time_s", minimum=0.0, strict=True)
+    tps = src.number(item, "tokens_per_s_per_device", f"{dotted}.tokens_per_s_per_device", minimum=0.0, strict=True)
+    peak = src.number(item, "peak_memory_gib", f"{dotted}.peak_memory_gib", minimum=0.0, strict=True)
+    if log is None and step is None and tps is None and "step_time_s" not in item \
+            and "tokens_per_s_per_device" not in item:
+        src.diag("HP806", f"{dotted} has no measurement: give step_time_s, tokens_per_s_per_device or a log",
+                 item.range, dotted)
+    name = src.str_(item, "name", f"{dotted}.name")
+    return RunEntry(index, item.range, cfg, cfg_path, log, log_path, step, tps, peak, _parts(src, item, dotted),
+                    _overrides(src, item, dotted), str(name.value) if name else "")
+
+
+def read_runs(path: str, text: str | None = None) -> RunsFile:
+    """Every entry of a RUNS file (or the editor buffer `text` standing for it), with diagnostics."""
+    diags: list[Diagnostic] = []
+    if text is None:
+        text, read_diags = read_text(path)
+        if text is None:
+            return RunsFile(path, (), read_diags)
+    doc = parse(text, path=path)
+    src = Source(doc, path)
+    diags += doc.diagnostics
+    root = src.root
+    runs = root.get("runs") if root is not None else None
+    if not isinstance(runs, Seq) or not runs.items:
+        rng = runs.range if runs is not None else DOCUMENT_START
+        if doc.ok:
+            src.diag("HP800", "a RUNS file holds `runs:`, a list of measured runs (FORMATS.md §6)", rng, "runs")
+        return RunsFile(path, (), tuple(diags + src.diags))
+    entries = [e for i, item in enumerate(runs.items) if (e := _entry(src, i, item, path)) is not None]
+    return RunsFile(path, tuple(entries), tuple(diags + src.diags))
+
+
+def _at(entry: RunEntry, val: Val | None, dotted: str) -> tuple[Range, str]:
+    return (val.loc.value, dotted) if val is not None else (entry.at, f"runs.{entry.index}")
+
+
+def _log_diag(entry: RunEntry, exc: LogError) -> Diagnostic:
+    rng, dotted = _at(entry, entry.log, f"runs.{entry.index}.log")
+    where = f" (log line {exc.line + 1})" if exc.line is not None else ""
+    return Diagnostic(exc.code, f"{entry.log.value if entry.log else 'log'}: {exc}{where}", rng, dotted)
+
+
+def _load(entry: RunEntry) -> tuple[Config | None, Estimate | None, list[Diagnostic]]:
+    """The run's config, priced without any ratios (calibration starts from the uncalibrated model)."""
+    from engine.check import check_file
+    from engine.cost import estimate_config
+
+    assert entry.config_path is not None
+    rng, dotted = _at(entry, entry.config, f"runs.{entry.index}.config")
+    loaded = check_file(entry.config_path, overrides=entry.overrides)
+    errors = [d for d in loaded.diagnostics if d.is_error]
+    if loaded.config is None or errors:
+        first = errors[0].message if errors else "it could not be read"
+        return None, None, [Diagnostic("HP805", f"{entry.config.value if entry.config else ''} does not price: "
+                                       f"{first}" + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""),
+                                       rng, dotted)]
+    config = replace(loaded.config, run=replace(loaded.config.run, ratios=None))
+    if config.stated is None:
+        open_dims = [d for d, dim in config.dimensions.items() if dim.searched]
+        return config, None, [Diagnostic("HP805", "the run's config does not state one complete strategy"
+                                         f" (searched: {', '.join(open_dims) or 'unknown'}); fix every "
+                                         "dimension to what the run used", rng, dotted)]
+    est, more = estimate_config(config)
+    if est is None or has_errors(tuple(d for d in more if d.code != "HP520")):
+        first = next((d.message for d in more if d.is_error), "it cannot be priced")
+        return config, None, [Diagnostic("HP805", f"the run's strategy does not price: {first}", rng, dotted)]
+    return config, est, []
+
+
+def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diagnostic]]:
+    """The entry priced (uncalibrated) and its measured step time, peak and parts; diagnostics if it cannot."""
+    if entry.config_path is None:
+        return None, []
+    log: LogReading | None = None
+    if entry.log_path is not None:
+        try:
+            log = read_log(entry.log_path)
+        except LogError as exc:
+            return None, [_log_diag(entry, exc)]
+    elif entry.log is not None or (entry.step_time_s is None and entry.tokens_per_s_per_device is None):
+        return None, []  # already diagnosed by read_runs
+    config, est, diags = _load(entry)
+    if est is None or config is None:
+        return None, diags
+    tokens_per_device = est.strategy.global_batch_size * config.model.seq_len / est.strategy.world_size \
+        if config.model is not None else 0.0
+    step: float
+    if entry.step_time_s is not None:
+        step = float(entry.step_time_s.value)
+    elif entry.tokens_per_s_per_device is not None:
+        step = tokens_per_device / float(entry.tokens_per_s_per_device.value)
+    else:
+        assert log is not None
+        s = log.steady
+        step = s.value if s.kind == "step_time_s" else tokens_per_device / s.value
+    peak = float(entry.peak_memory_gib.value) if entry.peak_memory_gib is not None else (
+        log.peak_memory_gib if log is not None else None)
+    label = os.path.relpath(entry.config_path, os.path.dirname(os.path.abspath(runs.path)))
+    return Measured(entry, label, config, est, step, peak, dict(entry.parts_s), log), []

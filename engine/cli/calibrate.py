@@ -1,0 +1,113 @@
+"""`hp-plan calibrate RUNS [-o RATIOS] [--json] [--rule step|compute]`: fit ratios from measured runs (FORMATS.md §6).
+
+Text: the diagnostics (compiler-style, positioned in the RUNS file), then one row per run (measured,
+uncalibrated, calibrated and leave-one-out step time; measured, uncalibrated and calibrated peak), the ratios
+and which parts the step times moved, and per run how each part moved. JSON: the FORMATS.md §6 document.
+Exit 1 (and nothing written) when any run has an error; 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import TextIO
+
+from engine.calibrate.result import Calibration, calibrate
+from engine.cli.check import display_path, format_line
+from engine.specs import RATIO_GROUPS
+
+
+def _err(pred: float | None, measured: float | None) -> str:
+    if pred is None or not measured:
+        return "-"
+    return f"{100 * (pred / measured - 1):+.1f}%"
+
+
+def _f(v: float | None, fmt: str = ".3f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def render(cal: Calibration, out: TextIO) -> None:
+    """The human-readable report."""
+    f = cal.fitted
+    assert f is not None
+    n = len(cal.runs)
+    print(f"calibrated on {n} run{'s' if n != 1 else ''} of {cal.framework} / {cal.device_type} from "
+          f"{display_path(cal.path)} (rule: {cal.rule})", file=out)
+    print(f"\n{'run':<40} {'measured':>9} {'uncal':>9} {'err':>7} {'calib':>9} {'err':>7} {'l-o-o':>9} {'err':>7}"
+          f"  {'peak meas':>9} {'uncal':>7} {'calib':>7}", file=out)
+    for r in cal.runs:
+        m = r.measured
+        t = m.step_time_s
+        print(f"{m.label[-40:]:<40} {t:>9.3f} {m.estimate.step_time_s:>9.3f} {_err(m.estimate.step_time_s, t):>7} "
+              f"{r.calibrated_step_s:>9.3f} {_err(r.calibrated_step_s, t):>7} {_f(r.leave_one_out_step_s):>9} "
+              f"{_err(r.leave_one_out_step_s, t):>7}  {_f(m.peak_memory_gib, '.2f'):>9} "
+              f"{m.estimate.peak_memory_gib:>7.2f} {r.calibrated_peak_gib:>7.2f}", file=out)
+    print("\nratios: " + ", ".join(f"{g} {f.ratios[g]:.4g}" for g in RATIO_GROUPS) + f"; memory {f.memory:.4g}",
+          file=out)
+    moved = ", ".join(f.moved) if f.moved else "none"
+    print(f"  from profiles: {', '.join(f.profiled) or 'none'}; moved by the step times ({cal.rule} rule): {moved}",
+          file=out)
+    print("\nhow each part moved (seconds per step, uncalibrated -> calibrated):", file=out)
+    for r in cal.runs:
+        parts = [f"{g} {r.parts_before[g]:.3g} -> {r.parts_after[g]:.3g}" for g in RATIO_GROUPS
+                 if r.parts_before[g] > 0]
+        print(f"  {r.measured.label[-40:]}: " + "; ".join(parts), file=out)
+        if r.measured.log is not None:
+            s = r.measured.log.steady
+            print(f"    log ({r.measured.log.format}): {s.used} steady steps, {s.warmup} warm-up and {s.outliers} "
+                  "outlier steps dropped", file=out)
+
+
+def _write(path: str, text: str) -> None:
+    """Write through a temporary file in the same folder, so a failed write leaves no half file."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".ratios-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Entry point used by engine.cli.main for the `calibrate` subcommand."""
+    out = out or sys.stdout
+    path = str(args.file)
+    as_json = bool(getattr(args, "json", False))
+    output = getattr(args, "output", None)
+    cal = calibrate(path, rule=str(getattr(args, "rule", "step") or "step"))
+    written: str | None = None
+    if cal.ok and output:
+        try:
+            _write(output, cal.ratios_text())
+            written = output
+        except OSError as exc:
+            print(f"hp-plan calibrate: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+            if as_json:
+                doc = cal.to_json()
+                doc.update({"file": path, "written": None, "error": f"cannot write {output}"})
+                out.write(json.dumps(doc, indent=2) + "\n")
+            return 1
+    if as_json:
+        doc = cal.to_json()
+        doc.update({"file": path, "written": written})
+        out.write(json.dumps(doc, indent=2) + "\n")
+        return 0 if cal.ok else 1
+    for d in cal.diagnostics:
+        print(format_line(d, path), file=out)
+    if not cal.ok:
+        print(f"hp-plan calibrate: {path}: nothing fitted, nothing written", file=out)
+        return 1
+    if cal.diagnostics:
+        print(file=out)
+    render(cal, out)
+    if written:
+        print(f"\nwrote {written}", file=out)
+    return 0

@@ -1,0 +1,15 @@
+"""HP8xx: calibration from measured runs (hp-plan calibrate, RUNS files, ratios files; FORMATS.md §6, §8)."""
+
+ROWS: list[tuple[str, str, str]] = [
+    ("HP800", "error", "the RUNS file is not a list of measured runs"),
+    ("HP801", "error", "a run's config or log cannot be read"),
+    ("HP802", "error", "a log with no step lines in a known format"),
+    ("HP803", "error", "a log value is not a number"),
+    ("HP804", "error", "a log's steps disagree too much to read one step time"),
+    ("HP805", "error", "a run's config does not state one strategy that prices"),
+    ("HP806", "error", "a run states no measurement"),
+    ("HP807", "warning", "a fitted ratio is far from 1 or at its bound"),
+    ("HP808", "error", "runs from different frameworks or device types"),
+    ("HP809", "warning", "the ratios file was fitted on another framework or device type"),
+    ("HP810", "error", "the ratios file cannot be applied"),
+]

@@ -1,0 +1,116 @@
+"""The server's copy of the editor's documents: lines counted as LSP counts them, no disk reads, no leak.
+
+pygls' workspace document (pygls 2.1) has three defects for this server (issue 13):
+
+* it splits lines with `str.splitlines`, which also breaks at VT, FF, \\x1c-\\x1e, NEL, U+2028 and U+2029,
+  while LSP counts only `\\n`, `\\r\\n` and `\\r`: after one of them every later incremental edit lands a line
+  off in the server's copy (LSP_NOTES.md, "Line splitting"). `LspTextDocument` splits with the edit layer's
+  `split_lines` (the LSP rule, engine.edit.text) and applies incremental changes by offset;
+* an unopened URI reads the whole file from disk on every `.source`, unbounded (`/dev/zero`): here an
+  unopened document is empty; linked files are read through engine.files (hp_lsp/linked.py), off the loop;
+* its protocol keeps one finished future per handled notification in `_request_futures` for ever (about
+  2 KB per `didChange`, LSP_NOTES.md "Memory per notification"): `HpProtocol` drops each entry once done.
+
+The lines of a document are cached per text (a 5 MB file was split again for every position conversion).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from lsprotocol import types
+from pygls.protocol import LanguageServerProtocol
+from pygls.workspace import TextDocument, Workspace
+
+from engine.edit.text import split_lines
+from engine.positions import Position
+from hp_lsp.positions import from_client_position
+
+
+class LspTextDocument(TextDocument):
+    """A pygls TextDocument whose lines end only at `\\n`, `\\r\\n`, `\\r`, that never reads the disk."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lines_of: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None
+
+    @property
+    def source(self) -> str:
+        return self._source or ""
+
+    def _split(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        text = self.source
+        cached = self._lines_of
+        if cached is not None and cached[0] is text:
+            return cached[1], cached[2]
+        lines = tuple(split_lines(text))
+        starts = [0]
+        for line in lines:
+            starts.append(starts[-1] + len(line))
+        self._lines_of = (text, lines, tuple(starts))
+        return lines, self._lines_of[2]
+
+    @property
+    def lines(self) -> Sequence[str]:
+        return self._split()[0]
+
+    def offset_of(self, pos: Position) -> int:
+        """Code-point offset of a position (clamped to its line's content, then to the text)."""
+        lines, starts = self._split()
+        if pos.line >= len(lines):
+            return len(self.source)
+        line = lines[pos.line]
+        content = len(line) - (2 if line.endswith("\r\n") else 1 if line.endswith(("\n", "\r")) else 0)
+        return starts[pos.line] + min(max(pos.character, 0), content)
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        lines = self.lines
+        codec = self.position_codec
+        start = self.offset_of(from_client_position(lines, codec, change.range.start))
+        end = self.offset_of(from_client_position(lines, codec, change.range.end))
+        if change.range.start.line >= len(lines):
+            start = len(self.source)
+        if change.range.end.line >= len(lines):
+            end = len(self.source)
+        text = self.source
+        self._source = text[:start] + change.text + text[max(start, end):]
+
+
+class LspWorkspace(Workspace):
+    def _create_text_document(self, doc_uri: str, source: str | None = None, version: int | None = None,
+                              language_id: str | None = None) -> TextDocument:
+        return LspTextDocument(doc_uri, source=source, version=version, language_id=language_id,
+                               sync_kind=self._sync_kind, position_codec=self.position_codec)
+
+    @staticmethod
+    def of(ws: Workspace) -> LspWorkspace:
+        return LspWorkspace(ws.root_uri, ws._sync_kind, list(ws.folders.values()), ws.position_encoding)
+
+
+class HpProtocol(LanguageServerProtocol):
+    """pygls' protocol with the workspace above and no unbounded `_request_futures`."""
+
+    @property  # type: ignore[override]
+    def _workspace(self) -> Workspace | None:
+        return self.__dict__.get("_hp_workspace")
+
+    @_workspace.setter
+    def _workspace(self, ws: Workspace | None) -> None:
+        # pygls builds a plain Workspace in its initialize handler: replace it before any document arrives.
+        if ws is not None and not isinstance(ws, LspWorkspace):
+            ws = LspWorkspace.of(ws)
+        self.__dict__["_hp_workspace"] = ws
+
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None,
+                         kwargs: Any = None) -> None:
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        fut = self._request_futures.get(msg_id)
+        if fut is not None:
+            fut.add_done_callback(functools.partial(self._forget, msg_id))
+
+    def _forget(self, key: Any, fut: Future[Any]) -> None:
+        if self._request_futures.get(key) is fut:
+            del self._request_futures[key]

@@ -1,0 +1,173 @@
+"""`hp-plan calibrate` and `--ratios` end to end, in a subprocess (FORMATS.md §6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.engine.calibrate.conftest import stated_config
+from tests.engine.cli.test_check import hp_plan
+
+
+def _estimate(config: Path, *extra: str) -> dict:
+    r = hp_plan("estimate", str(config), "--json", *extra)
+    return json.loads(r.stdout)
+
+
+def test_one_run_is_reproduced_and_the_ratios_change_estimate_and_search(runs_dir: Path) -> None:
+    uncal = _estimate(runs_dir / "a.yaml")
+    assert uncal["calibration"] is None
+    measured = uncal["step_time_s"] * 1.37
+    runs = runs_dir / "runs.yaml"
+    runs.write_text(f"runs:\n  - config: a.yaml\n    step_time_s: {measured}\n    peak_memory_gib: "
+                    f"{uncal['peak_memory_gib'] * 1.05}\n")
+    out = runs_dir / "ratios.yaml"
+    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    (run,) = doc["runs"]
+    assert run["calibrated_step_s"] == pytest.approx(measured, rel=0.01)
+    assert run["leave_one_out_step_s"] is None
+    assert doc["memory_ratio"] == pytest.approx(1.05, rel=1e-3)
+    assert doc["framework"] == "torchtitan" and doc["device_type"] == "H100"
+    written = yaml.safe_load(out.read_text())
+    assert set(written) >= {"framework", "device_type", "ratios", "memory_ratio", "fitted_on"}
+    assert set(written["ratios"]) == {"compute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp", "optimizer"}
+
+    cal = _estimate(runs_dir / "a.yaml", "--ratios", str(out))
+    assert cal["step_time_s"] == pytest.approx(measured, rel=0.01)
+    assert cal["peak_memory_gib"] == pytest.approx(uncal["peak_memory_gib"] * 1.05, rel=1e-3)
+    assert cal["calibration"] == {"file": str(out), "runs": 1}
+    text = hp_plan("estimate", str(runs_dir / "a.yaml"), "--ratios", str(out)).stdout
+    assert f"calibrated on 1 run from {out}" in text
+
+    # estimator.ratios_file, relative to the search config, prices the other plans too (search included)
+    stated_config(runs_dir, "d.yaml", tp=2, gbs=32, extra="  ratios_file: ./ratios.yaml\n")
+    other_uncal = _estimate(runs_dir / "b.yaml")["step_time_s"]
+    other_cal = _estimate(runs_dir / "d.yaml")
+    assert other_cal["step_time_s"] == pytest.approx(other_uncal * 1.37, rel=0.01)
+    s = json.loads(hp_plan("search", str(runs_dir / "d.yaml"), "--json").stdout)
+    assert s["best"]["step_time_s"] == pytest.approx(other_cal["step_time_s"], rel=1e-6)
+    assert s["best"]["calibration"]["runs"] == 1
+    plain = json.loads(hp_plan("search", str(runs_dir / "b.yaml"), "--json").stdout)
+    assert plain["best"]["step_time_s"] == pytest.approx(other_uncal, rel=1e-6)
+
+
+def test_several_runs_are_fitted_with_leave_one_out(runs_dir: Path) -> None:
+    steps = {n: _estimate(runs_dir / n)["step_time_s"] for n in ("a.yaml", "b.yaml", "c.yaml")}
+    factors = {"a.yaml": 1.30, "b.yaml": 1.40, "c.yaml": 1.35}
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n" + "".join(f"  - config: {n}\n    step_time_s: {steps[n] * factors[n]}\n"
+                                         for n in steps))
+    r = hp_plan("calibrate", str(runs), "--json")
+    assert r.returncode == 0, r.stdout
+    doc = json.loads(r.stdout)
+    assert len(doc["runs"]) == 3
+    for row in doc["runs"]:
+        assert row["leave_one_out_step_s"] is not None
+        assert abs(row["calibrated_step_s"] / row["measured_step_s"] - 1) < 0.05
+    assert all(1.29 < v < 1.41 for v in doc["ratios"].values())
+    text = hp_plan("calibrate", str(runs)).stdout
+    assert "calibrated on 3 runs" in text and "l-o-o" in text and "how each part moved" in text
+
+
+def test_profile_parts_fit_their_own_ratio(runs_dir: Path) -> None:
+    est = _estimate(runs_dir / "b.yaml")
+    tb = est["time_breakdown_s"]
+    compute = (tb["compute"] + tb["recompute"]) * 1.2
+    tp = tb["tp_comm"] * 3.0
+    runs = runs_dir / "runs.yaml"
+    runs.write_text(f"runs:\n  - config: b.yaml\n    step_time_s: {est['step_time_s'] * 1.3}\n"
+                    f"    parts_s: {{comp: {compute}, mp_wait: {tp}}}\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    assert doc["ratios"]["compute"] == pytest.approx(1.2, rel=1e-6)
+    assert doc["ratios"]["tp_comm"] == pytest.approx(3.0, rel=1e-6)
+    assert doc["profiled"] == ["compute", "tp_comm"]
+
+
+def test_ratios_from_another_framework_warn(runs_dir: Path) -> None:
+    ratios = runs_dir / "r.yaml"
+    ratios.write_text("framework: megatron\ndevice_type: A2\nratios: {compute: 1.5}\nmemory_ratio: 1.0\n"
+                      "fitted_on: []\n")
+    doc = _estimate(runs_dir / "a.yaml", "--ratios", str(ratios))
+    assert any(d["code"] == "HP809" for d in doc["diagnostics"])
+    assert doc["calibration"]["file"] == str(ratios)
+
+
+BAD = {
+    "missing config": ("runs:\n  - config: nowhere.yaml\n    step_time_s: 2.0\n", "HP801", 1),
+    "itself": ("runs:\n  - config: runs.yaml\n    step_time_s: 2.0\n", "HP801", 1),
+    "no config": ("runs:\n  - step_time_s: 2.0\n", "HP801", 1),
+    "no measurement": ("runs:\n  - config: a.yaml\n", "HP806", 1),
+    "unknown log": ("runs:\n  - config: a.yaml\n    log: unknown.log\n", "HP802", 2),
+    "empty log": ("runs:\n  - config: a.yaml\n    log: empty.log\n", "HP802", 2),
+    "wild log": ("runs:\n  - config: a.yaml\n    log: wild.csv\n", "HP804", 2),
+    "log is itself": ("runs:\n  - config: a.yaml\n    log: runs.yaml\n", "HP801", 2),
+    "does not price": ("runs:\n  - config: searched.yaml\n    step_time_s: 2.0\n", "HP805", 1),
+    "not runs": ("- config: a.yaml\n", "HP800", 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_positioned_exit_1_nothing_written(runs_dir: Path, case: str) -> None:
+    text, code, line = BAD[case]
+    (runs_dir / "unknown.log").write_text("epoch 1 loss 2.0\nepoch 2 loss 1.9\n")
+    (runs_dir / "empty.log").write_text("")
+    (runs_dir / "wild.csv").write_text("step_time_s\n" + "\n".join(["1.0", "3.0"] * 6) + "\n")
+    (runs_dir / "searched.yaml").write_text((runs_dir / "a.yaml").read_text().replace("tp: 1,", "tp: auto,"))
+    runs = runs_dir / "runs.yaml"
+    runs.write_text(text)
+    out = runs_dir / "ratios.yaml"
+    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
+    assert r.returncode == 1
+    assert not out.exists()
+    doc = json.loads(r.stdout)
+    hits = [d for d in doc["diagnostics"] if d["code"] == code]
+    assert hits, doc["diagnostics"]
+    assert hits[0]["range"]["start"]["line"] == line
+    text_out = hp_plan("calibrate", str(runs), "-o", str(out)).stdout
+    assert f"runs.yaml:{line + 1}:" in text_out and "nothing written" in text_out
+
+
+def test_a_torchtitan_log_gives_the_step_and_the_peak(runs_dir: Path) -> None:
+    # a.yaml: 16 sequences of 8192 tokens on 8 devices = 16,384 tokens per device per step
+    peak = round(_estimate(runs_dir / "a.yaml")["peak_memory_gib"] * 1.1, 2)
+    lines = ["step:  1  loss: 12.0  memory: 20.00GiB(21.05%)  tps: 900  tflops: 50.0  mfu: 5.0%"]
+    lines += [f"step: {i}  loss:  7.9  memory: {peak:.2f}GiB(50.00%)  tps: 8,192  tflops: 400.0  mfu: 40.0%"
+              for i in range(2, 12)]
+    (runs_dir / "train.log").write_text("\n".join(lines) + "\n")
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n  - config: a.yaml\n    log: train.log\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    (run,) = doc["runs"]
+    assert run["measured_step_s"] == pytest.approx(2.0, rel=1e-6)
+    assert run["measured_peak_gib"] == pytest.approx(peak)
+    assert run["calibrated_peak_gib"] == pytest.approx(peak, rel=1e-3)
+    assert run["log"] == {"format": "torchtitan", "steps_used": 9, "warmup_dropped": 2, "outliers_dropped": 0}
+
+
+def test_apply_prices_the_search_with_the_ratios(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "llama3-70b"
+    for name in ("search.yaml", "train.yaml"):
+        (tmp_path / name).write_text((example / name).read_text())
+    ratios = tmp_path / "r.yaml"
+    ratios.write_text("framework: hyperparallel\nratios: {compute: 1.5}\nmemory_ratio: 1.0\n"
+                      "fitted_on: [{config: a.yaml, measured_step_s: 1, uncalibrated_step_s: 1, calibrated_step_s: 1}]\n")
+    doc = json.loads(hp_plan("apply", str(tmp_path / "search.yaml"), "--json", "--ratios", str(ratios)).stdout)
+    assert doc["best"]["calibration"] == {"file": str(ratios), "runs": 1}
+    plain = json.loads(hp_plan("apply", str(tmp_path / "search.yaml"), "--json").stdout)
+    assert plain["best"]["calibration"] is None
+    assert doc["best"]["step_time_s"] > plain["best"]["step_time_s"] * 1.2
+
+
+def test_explain_timeline_follows_the_calibrated_step(runs_dir: Path) -> None:
+    ratios = runs_dir / "r.yaml"
+    ratios.write_text("framework: torchtitan\ndevice_type: H100\nratios: {compute: 1.3}\nmemory_ratio: 1.0\n"
+                      "fitted_on: []\n")
+    doc = json.loads(hp_plan("explain", str(runs_dir / "b.yaml"), "--json", "--ratios", str(ratios)).stdout)
+    assert doc["step_time_s"] == pytest.approx(_estimate(runs_dir / "b.yaml")["step_time_s"] * 1.3, rel=1e-6)
+    assert max(t["end_s"] for t in doc["timeline"]) == pytest.approx(doc["step_time_s"], rel=1e-3)
+    assert not [d for d in doc["diagnostics"] if d["code"] == "HP750"]  # no rescaling needed

@@ -1,0 +1,78 @@
+"""Log excerpts in the FORMATS.md §8 line formats (written for these tests), read to a steady state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from engine.calibrate.logs import LogError, parse_log, read_log
+
+TORCHTITAN = [
+    "[rank0]:[titan] 2025-01-10 10:00:00,000 - root - INFO - Training starts at step 1",
+    "\x1b[31mstep:  1  \x1b[32mloss: 12.2500  \x1b[33mmemory: 70.10GiB(73.78%)  \x1b[34mtps: 812  "
+    "\x1b[36mtflops: 47.30  \x1b[35mmfu: 4.78%\x1b[39m",
+    *[f"step: {i:2d}  loss:  7.94{i:02d}  memory: 82.40GiB(86.73%)  tps: 5,7{60 + i % 5}  tflops: 335.48  "
+      "mfu: 33.92%" for i in range(2, 21)],
+]
+
+MEGATRON = [
+    " iteration        1/    5000 | consumed samples:          128 | elapsed time per iteration (ms): 9120.4 | "
+    "learning rate: 1.500000E-07 | global batch size:   128 | lm loss: 1.103E+01 |",
+    "[Rank 0] (after 10 iterations) memory (MB) | allocated: 30112.5 | max allocated: 61234.2 | "
+    "reserved: 80000.0 | max reserved: 84377.0",
+    *[f" iteration       {i * 10}/    5000 | consumed samples: {i * 1280} | elapsed time per iteration (ms): "
+      f"{2843.2 + (i % 3) * 4:.1f} | learning rate: 3.0E-05 | global batch size:   128 | lm loss: 7.1E+00 |"
+      for i in range(1, 12)],
+]
+
+
+def test_torchtitan_excerpt_drops_warmup_and_reads_max_reserved() -> None:
+    r = parse_log(TORCHTITAN)
+    assert r.format == "torchtitan" and r.steady.kind == "tokens_per_s_per_device"
+    assert r.steady.warmup == 2  # 10% of 20 step lines: the 812 tps step 1 is gone
+    assert 5760 <= r.steady.value <= 5764
+    assert r.peak_memory_gib == pytest.approx(82.40)
+
+
+def test_megatron_excerpt_reads_ms_and_max_reserved_mb() -> None:
+    r = parse_log(MEGATRON)
+    assert r.format == "megatron" and r.steady.kind == "step_time_s"
+    assert r.steady.value == pytest.approx(2.8472, abs=0.004)  # 9.12 s iteration 1 dropped as warm-up
+    assert r.peak_memory_gib == pytest.approx(84377.0 / 1024)
+
+
+def test_checkpoint_step_is_an_outlier_not_the_mean() -> None:
+    lines = ["step_time_s", "3.0", "1.00", "1.01", "0.99", "1.00", "9.5", "1.01", "1.00", "0.99", "1.00"]
+    r = parse_log(lines)
+    assert r.format == "csv" and r.steady.outliers == 1
+    assert r.steady.value == pytest.approx(1.0, abs=0.01)
+
+
+def test_csv_in_milliseconds_with_peak() -> None:
+    r = parse_log(["step,step_time_ms,peak_memory_gib", "1,5000,70", "2,2500,71.5", "3,2500,71", "4,2510,71"])
+    assert r.steady.value == pytest.approx(2.503, abs=0.01)
+    assert r.peak_memory_gib == 71.5
+
+
+@pytest.mark.parametrize("lines, code", [
+    ([], "HP802"),
+    (["", "   "], "HP802"),
+    (["epoch 1 batch 3 loss 2.1", "all good"], "HP802"),
+    (["step_time_s", "1.0", "2.0", "1.0", "2.0", "1.0", "2.0", "1.0", "2.1"], "HP804"),
+    (["step_time_s", "1.0", "abc"], "HP803"),
+])
+def test_bad_logs_are_refused(lines: list[str], code: str) -> None:
+    with pytest.raises(LogError) as exc:
+        parse_log(lines)
+    assert exc.value.code == code
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_never_opened(tmp_path: Path) -> None:
+    fifo = tmp_path / "train.log"
+    os.mkfifo(fifo)
+    with pytest.raises(LogError) as exc:
+        read_log(str(fifo))  # would block forever if it were opened for reading
+    assert exc.value.code == "HP801"

@@ -1,0 +1,102 @@
+"""Branch and bound (engine.search.bound, engine.search.rank): every bound is at most the exact step time of
+every candidate it covers, and the bounded search's top K is the exhaustive one, row for row and digit for
+digit, on random models, clusters, batches, budgets and recompute requests."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from unittest import mock
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.search import rank, search
+from engine.search.bound import group_codes, layer_bound, shard_bound
+from engine.search.pricing import Pricer, table_of
+from engine.search.rank import price_space
+from engine.search.space import enumerate_space, restrictions
+from engine.specs import ModelSpec
+from tests.engine.search.conftest import TINY, TINY_MOE, cluster, make
+
+
+@st.composite
+def configs(draw):  # type: ignore[no-untyped-def]
+    moe = draw(st.booleans())
+    base = TINY_MOE if moe else TINY
+    layers = draw(st.sampled_from([4, 6, 8, 12]))
+    kw: dict[str, object] = {"num_layers": layers, "seq_len": draw(st.sampled_from([1024, 2048, 4096])),
+                             "mtp_depth": draw(st.sampled_from([0, 0, 1]))}
+    if moe:
+        kw["first_k_dense"] = draw(st.integers(0, 2))
+        kw["num_experts"] = draw(st.sampled_from([4, 8, 16]))
+    model: ModelSpec = replace(base, **kw)
+    nodes = draw(st.sampled_from([1, 2, 3, 4]))
+    per_node = draw(st.sampled_from([4, 8]))
+    cfg = make(model, nodes=nodes, gbs=draw(st.sampled_from([16, 32, 48, 64, 96])),
+               recompute=draw(st.sampled_from(["none", "selective", "full", "auto", "per_layer"])),
+               memory_limit=draw(st.sampled_from([None, 4.0, 8.0, 16.0, 40.0])))
+    return replace(cfg, cluster=cluster(nodes, per_node))
+
+
+def _space_and_pricer(cfg):  # type: ignore[no-untyped-def]
+    space = enumerate_space(cfg.model, cfg.cluster, cfg.global_batch_size, restrictions(cfg),
+                            cp_algo=cfg.run.cp_algo, optimizer_shard=cfg.optimizer_shard)
+    budget = cfg.budget_gib if cfg.budget_gib is not None else float("inf")
+    return space, Pricer(cfg.model, cfg.cluster, cfg.run, budget)
+
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(configs())
+def test_every_bound_is_below_every_candidates_fastest_step(cfg) -> None:  # type: ignore[no-untyped-def]
+    space, pricer = _space_and_pricer(cfg)
+    n = len(space)
+    if n == 0:
+        return
+    rows = np.arange(n)
+    # No recompute is each candidate's fastest plan (recompute only adds time): its step bounds them all.
+    fastest = pricer.price(table_of(space.columns, rows, 0)).step_time_s
+    gcode, lb = layer_bound(pricer, space.columns, rows)
+    assert np.all(lb[gcode] <= fastest)
+    tcode, tight = shard_bound(pricer, space.columns, rows)
+    assert np.all(tight[tcode] <= fastest)
+
+
+@SETTINGS
+@given(configs(), st.integers(1, 10))
+def test_bounded_top_k_is_the_exhaustive_top_k(cfg, top) -> None:  # type: ignore[no-untyped-def]
+    space, pricer = _space_and_pricer(cfg)
+    if len(space) == 0:
+        return
+    want = price_space(pricer, space, cfg.recompute, top=top, model=cfg.model, exhaustive=True)
+    with mock.patch.object(rank, "SEED_ROWS", 8):  # bound even these small spaces
+        got = price_space(pricer, space, cfg.recompute, top=top, model=cfg.model)
+    w, g = want.order(top), got.order(top)
+    assert w.tolist() == g.tolist()
+    for name in ("step", "peak", "mode"):
+        assert getattr(want, name)[w].tolist() == getattr(got, name)[g].tolist()
+    for r in w.tolist():
+        a, b = want.layer_modes.get(r), got.layer_modes.get(r)
+        assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist())
+    # A row the bounded search says fits does fit; each row it did not price may or may not.
+    assert not np.any(got.feasible & ~want.feasible)
+    assert int(got.feasible.sum()) <= int(want.feasible.sum()) <= int(got.feasible.sum()) + got.unpriced
+
+
+def test_search_reports_what_it_bounded_out() -> None:
+    cfg = make(TINY_MOE, nodes=4, gbs=96, recompute="auto")
+    res = search(cfg)
+    assert res.best is not None and res.unpriced > 0
+    assert res.feasible + res.over_budget + res.unpriced == res.evaluated
+    assert res.to_json()["unpriced"] == res.unpriced
+
+
+def test_group_codes_number_groups_by_first_row() -> None:
+    cols = {"a": np.array([3, 1, 3, 2, 1]), "b": np.array([0, 0, 0, 5, 0])}
+    code, first = group_codes(cols, ("a", "b"))
+    assert code.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
+    code, first = group_codes(cols, ("a",), np.array([4, 3, 1]))
+    assert code.tolist() == [0, 1, 0] and first.tolist() == [0, 1]
