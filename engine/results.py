@@ -60,6 +60,19 @@ class Estimate:
             return f"{what} (framework checked on published runs; `hp-plan calibrate` fits your own)"
         return f"{what} (uncalibrated framework: measure a run and fit it with `hp-plan calibrate`)"
 
+    @property
+    def verdict(self) -> str:
+        """`fits | marginal | does not fit` (FORMATS.md §3): marginal when the peak lies within the memory
+        model's uncertainty (engine.cost.constants.MEMORY_UNCERTAINTY) of the budget, on either side."""
+        from engine.cost.constants import MEMORY_UNCERTAINTY as U
+
+        b = self.budget_gib
+        if not b or b != b or b == float("inf"):
+            return "fits" if self.fits else "does not fit"
+        if self.peak_memory_gib > b * (1 + U):
+            return "does not fit"
+        return "marginal" if self.peak_memory_gib > b * (1 - U) else "fits"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy.to_json(),
@@ -77,6 +90,7 @@ class Estimate:
             "device": self.device,
             "mfu_convention": MFU_CONVENTION,
             "causal_mfu": self.causal_mfu,
+            "verdict": self.verdict,
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "calibration": self.calibration.to_json() if self.calibration is not None else None,
         }
@@ -98,12 +112,18 @@ class SearchResult:
     refused: Mapping[str, int] = field(default_factory=dict)
     over_budget: int = 0
     diagnostics: tuple[Diagnostic, ...] = ()
+    # Per `top` entry: within `band` (a fraction of the fastest step time) of the fastest, hence ranked by
+    # simplicity rather than speed (engine.search.equivalence).
+    equivalent: tuple[bool, ...] = ()
+    band: float | None = None
     unpriced: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "best": self.best.to_json() if self.best else None,
             "top": [e.to_json() for e in self.top],
+            "equivalent": list(self.equivalent),
+            "equivalence_band": self.band,
             "evaluated": self.evaluated,
             "feasible": self.feasible,
             "elapsed_s": self.elapsed_s,

@@ -42,6 +42,10 @@ class ModelSpec:
     learned_positions: bool = False  # GPT-style absolute position embeddings (s x h parameters)
     linear_bias: bool = False  # GPT-style biases on every linear layer
     use_flash_attention: bool = True  # no a*s*s score tensor kept for backward
+    # Dropout probabilities the files state (hidden_dropout / resid_pdrop, attention_dropout / attn_pdrop);
+    # None: not stated, the recipe default applies (engine.cost.memory.dropout).
+    hidden_dropout: float | None = None
+    attention_dropout: float | None = None
     # MoE
     num_experts: int = 0  # num_experts / n_routed_experts / num_local_experts
     experts_per_tok: int = 0  # num_experts_per_tok
@@ -176,6 +180,10 @@ class RunOptions:
     reshard_after_forward: bool = True  # FSDP ZeRO-3 when True, ZeRO-2-like when False
     selective_policy: SelectivePolicy = "hyperparallel"
     cp_algo: CpAlgo = "ring"
+    # How MoE tokens are dispatched (estimator.moe_dispatcher): "alltoall" sends every routed copy (Megatron's
+    # alltoall dispatcher); "deepep" sends a token once per destination node and fans it out over NVLink
+    # there (DeepEP, Megatron --moe-enable-deepep; CALIBRATION.md §10).
+    moe_dispatcher: str = "alltoall"
     fp8: bool = False
     # The stack that runs the plan (FORMATS.md §5; engine.catalog.frameworks) and whether torch.compile / graph
     # mode fuses its element-wise kernels (estimator.compile).

@@ -182,6 +182,8 @@ ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "mtp_depth": ("num_nextn_predict_layers", "mtp_num_hidden_layers"),
     "hidden_act": ("activation_function", "hidden_activation"),
     "moe_intermediate_size": ("moe_inter_dim",),
+    "hidden_dropout": ("resid_pdrop", "hidden_dropout_prob"),
+    "attention_dropout": ("attn_pdrop", "attention_probs_dropout_prob"),
 })
 
 # Canonical model fields this project understands (FORMATS.md §2 `model:` plus the two extension keys).
@@ -191,7 +193,7 @@ MODEL_FIELDS: tuple[str, ...] = (
     "num_experts", "num_experts_per_tok", "num_shared_experts", "moe_intermediate_size",
     "shared_expert_intermediate_size", "first_k_dense_replace", "capacity_factor", "kv_lora_rank",
     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "mtp_depth", "use_flash_attention",
-    "learned_positions", "linear_bias",
+    "learned_positions", "linear_bias", "hidden_dropout", "attention_dropout",
 )
 
 _NON_GATED_TYPES = frozenset({"gpt2", "bloom", "gpt_neox", "opt", "mpt", "falcon", "gpt_bigcode", "gptj"})

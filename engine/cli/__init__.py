@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("-o", "--output", metavar="OUT", help="write the edited train.yaml to OUT")
     out.add_argument("--in-place", action="store_true", help="rewrite the train.yaml itself")
     p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing anything")
+    p.add_argument("--force", action="store_true",
+                   help="rewrite even when the best plan gains less than 1.10x the stated plan's tokens/s "
+                   "(the HP611 threshold; below it nothing is rewritten by default)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _cluster_flags(p)
     _pricing_flags(p)

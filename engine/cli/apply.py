@@ -18,7 +18,10 @@ divide the heads, an FSDP shard that does not divide dp*cp): the search ignores 
 writing its strategy is the repair. Nothing is written unless the edited text reads back as the strategy
 twice, by the edit module's own PyYAML read-back (batch rule included) and by the project's reader
 (engine.check) on the strategy's device count, without an error on a strategy key or any new error.
-Exit codes: 0 written (or nothing to change), 1 errors in the input, no strategy fits or the edit was
+When the files state a plan, stderr first says `stated … → best …` with the gain in tokens/s
+(engine.search.gain); if the stated plan fits and the gain is below 1.10× (HP611's threshold, the cost
+model's own error) nothing is rewritten unless `--force`.
+Exit codes: 0 written (or nothing to change, or a gain below the threshold), 1 errors in the input, no strategy fits or the edit was
 refused, 2 usage.
 """
 
@@ -35,7 +38,7 @@ from typing import Any, TextIO
 
 from engine.cli.check import format_line
 from engine.cli.search import write_json
-from engine.config.types import ClusterOverrides
+from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES
 from engine.edit import EditResult, strategy_edits
@@ -248,6 +251,33 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     return 0
 
 
+def below_threshold(config: Config, best: Estimate, *, force: bool, as_json: bool, out: TextIO, err: TextIO,
+                    file: str, diagnostics: list[Diagnostic]) -> int | None:
+    """Print stated → best with the gain in tokens/s (engine.search.gain); when the stated plan fits and the
+    gain is below FASTER_HINT_RATIO (the threshold HP611 itself uses) and `force` is off, nothing is
+    rewritten: returns the exit code (0) after saying so. None: go on and write."""
+    from engine.search import stated_estimate
+    from engine.search.gain import FASTER_HINT_RATIO, describe, gain
+
+    stated = stated_estimate(config)
+    if stated is None or stated.strategy == best.strategy:  # the same plan: the edit is empty, emit says so
+        return None
+    g = gain(stated, best)
+    if not as_json:
+        err.write(f"hp-plan apply: {describe(stated, best)}\n")
+    if not stated.fits or g.worth_it or force:
+        return None
+    if as_json:
+        write_json(out, {"file": file, "train_yaml": None, "best": best.to_json(), "strategy": None,
+                         "stated": stated.to_json(), "gain": g.ratio, "threshold": FASTER_HINT_RATIO,
+                         "changed": [], "edits": [], "written": None, "error": None,
+                         "diagnostics": [d.to_json() for d in diagnostics if not d.is_error]})
+    else:
+        err.write(f"hp-plan apply: nothing written: the gain {g.ratio:.2f}× is below the {FASTER_HINT_RATIO:.2f}× "
+                  "threshold (the cost model's error); use --force to rewrite anyway\n")
+    return 0
+
+
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan apply` on parsed arguments (file, output, in_place, dry_run, json, cluster flags)."""
@@ -286,6 +316,10 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     diags += list(result.diagnostics)
     if result.best is None:
         return fail("no strategy fits" if result.evaluated else "the search could not run (see above)", diags)
+    held = below_threshold(config, result.best, force=bool(getattr(args, "force", False)), as_json=as_json,
+                           out=out, err=err, file=file, diagnostics=diags)
+    if held is not None:
+        return held
     planned = plan(train_path, result.best.strategy, overrides)
     notes = [d for d in diags if not d.is_error]
     if not as_json:

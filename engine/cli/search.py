@@ -54,18 +54,26 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         for line in summary:
             out.write(f"  {line}\n")
     if result.top:
-        rows = [("#", "strategy", "peak GiB", "step s", "tokens/s", MFU_LABEL)]
+        rows = [("#", "strategy", "peak GiB", "step s", "tokens/s", MFU_LABEL, "")]
+        eq = result.equivalent
         for i, e in enumerate(result.top, 1):
+            mark = "equivalent" if i - 1 < len(eq) and eq[i - 1] else ""
             rows.append((str(i), e.strategy.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f}",
-                         f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}"))
+                         f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", mark))
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
         out.write("\n")
         for j, r in enumerate(rows):
             cells = [r[0].rjust(widths[0]), r[1].ljust(widths[1])] + [r[c].rjust(widths[c]) for c in range(2, 6)]
+            cells.append(r[6])
             out.write("  ".join(cells).rstrip() + "\n")
             if j == 0:
-                out.write("  ".join("-" * w for w in widths) + "\n")
+                out.write("  ".join("-" * w for w in widths[:6]) + "\n")
         best = result.top[0]
+        n_eq = sum(1 for x in eq if x)
+        if n_eq > 1 and result.band is not None:
+            out.write(f"\n{n_eq} plans are equivalent: within {result.band:.0%} of the fastest step time (the cost "
+                      "model's error band); among them the simplest ranks first (fewer and smaller tp/cp/pp/vpp/ep, "
+                      "then memory headroom)\n")
         out.write(f"\nbest: {best.strategy.short()} (budget {best.budget_gib:.1f} GiB)\n")
         out.write(f"priced for {best.priced_for}\n")
     out.write(f"\nevaluated {result.evaluated:,} strategies in {result.elapsed_s * 1000:.0f} ms: "

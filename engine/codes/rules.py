@@ -11,7 +11,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP408", "error", "minimum product of degrees exceeds the devices"),
     ("HP409", "warning", "memory limit above device memory"),
     ("HP410", "warning", "expert parallelism on a dense model"),
-    ("HP411", "warning", "context parallelism on a dense model"),
+    ("HP411", "warning", "context parallelism that does not pay (priced against the plan without it)"),
     ("HP412", "error", "degrees cannot make the world size"),
     ("HP413", "error", "FSDP shard size does not divide dp × cp"),
     ("HP414", "error", "optimizer shard size does not divide dp × cp"),
@@ -22,4 +22,5 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP419", "error", "manual stage partition inconsistent with pp or the layers"),
     ("HP420", "error", "layer offset range invalid"),
     ("HP421", "error", "per-layer setting names a layer the model does not have"),
+    ("HP430", "warning", "a what-if's larger device memory is capped by constraint.memory_limit_gb"),
 ]

@@ -16,4 +16,5 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP604", "error", "the search cannot run: the model, the cluster or the global batch is unknown"),
     ("HP610", "warning", "the stated strategy does not fit the memory budget"),
     ("HP611", "information", "a faster strategy exists"),
+    ("HP620", "warning", "the best plan runs below 10% MFU (names the dominating term)"),
 ]

@@ -19,7 +19,7 @@ from engine.specs import ModelSpec
 
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_positions", "linear_bias"})
-FLOAT_FIELDS = frozenset({"capacity_factor"})
+FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropout"})
 STR_FIELDS = frozenset({"hidden_act"})
 
 # Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, FORMATS.md §2 `hidden_act`.
@@ -52,8 +52,8 @@ def read_model_fields(src: Source, section: Map | None, prefix: str, *, skip: fr
         v: Val | None
         if canon in BOOL_FIELDS:
             v = src.bool_(section, key, dotted)
-        elif canon in FLOAT_FIELDS:
-            v = src.number(section, key, dotted, minimum=0.0, strict=True)
+        elif canon in FLOAT_FIELDS:  # a dropout may be 0 (none); a capacity factor must be above it
+            v = src.number(section, key, dotted, minimum=0.0, strict=canon == "capacity_factor")
         elif canon in STR_FIELDS:
             v = src.str_(section, key, dotted)
         else:
@@ -195,6 +195,8 @@ def build_model(
         learned_positions=bv("learned_positions", False),
         linear_bias=bv("linear_bias", False),
         use_flash_attention=bv("use_flash_attention", True),
+        hidden_dropout=_float_or_none(merged.get("hidden_dropout")),
+        attention_dropout=_float_or_none(merged.get("attention_dropout")),
         num_experts=experts if experts > 1 else 0,
         experts_per_tok=(topk or 1) if experts > 1 else 0,
         num_shared_experts=shared if experts > 1 else 0,
@@ -215,3 +217,10 @@ def build_model(
 def _foreign(report: Source, v: Val) -> Source:
     """A throwaway Source that stamps diagnostics with the fact's own file (a train.yaml under a search config)."""
     return Source(report.doc, v.loc.file, primary=False)
+
+
+def _float_or_none(v: Val | None) -> float | None:
+    """A stated probability (dropout), or None when the files do not state it."""
+    if v is None or not isinstance(v.value, int | float) or isinstance(v.value, bool):
+        return None
+    return float(v.value)

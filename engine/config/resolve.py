@@ -211,6 +211,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         stated=stated,
         optimizer_shard=os_shard,
         budget_source=_budget_source(overrides, cluster, facts.max_device_memory),
+        device_what_if=_device_what_if(overrides, cluster),
         train_yaml=None,
         locations=MappingProxyType(locations),
     )
@@ -303,6 +304,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         stated=stated,
         optimizer_shard=int(opt.value) if opt is not None else 1,
         budget_source=_budget_source(overrides, cluster, mem),
+        device_what_if=_device_what_if(overrides, cluster),
         train_yaml=train_path,
         ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
                      if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
@@ -519,6 +521,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
+        if sf.moe_dispatcher is not None:
+            kw["moe_dispatcher"] = sf.moe_dispatcher.value
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
@@ -527,6 +531,19 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
         kw["param_bytes"] = DTYPES[str(init.value)]
         kw["master_weights"] = DTYPES[str(init.value)] < 4
     return RunOptions(**kw)
+
+
+def _device_what_if(overrides: ClusterOverrides | None, cluster: ClusterSpec | None) -> str | None:
+    """The command-line flags that set the priced device memory (`--device-type H200 --memory-gb 140`), or
+    None: editor settings only fill gaps, and flags that did not reach the cluster changed nothing."""
+    if overrides is None or not overrides.explicit or cluster is None:
+        return None
+    flags = []
+    if overrides.device_type:
+        flags.append(f"--device-type {overrides.device_type}")
+    if overrides.memory_gb and abs(cluster.memory_gib - float(overrides.memory_gb)) <= 1e-9:
+        flags.append(f"--memory-gb {overrides.memory_gb:g}")
+    return " ".join(flags) or None
 
 
 def _budget_source(overrides: ClusterOverrides | None, cluster: ClusterSpec | None, stated: Val | None) -> str | None:

@@ -29,7 +29,7 @@ def _s(read: str = "", known: str = "", children: dict[str, Section] | None = No
 # HF config keys that are model facts but not priced (rope, norms, ...): accepted without a typo report.
 _HF_EXTRA = (
     "rope_theta rope_scaling rms_norm_eps layer_norm_eps layer_norm_epsilon initializer_range model_type "
-    "architectures torch_dtype bos_token_id eos_token_id pad_token_id attention_bias attention_dropout "
+    "architectures torch_dtype bos_token_id eos_token_id pad_token_id attention_bias "
     "mlp_bias use_cache sliding_window use_sliding_window max_window_layers norm_topk_prob router_aux_loss_coef "
     "output_router_logits decoder_sparse_step mlp_only_layers n_group topk_group routed_scaling_factor "
     "scoring_func topk_method moe_layer_freq aux_loss_alpha seq_aux ep_size multiple_of ffn_dim_multiplier "

@@ -54,6 +54,7 @@ class SearchFacts:
     memory_limit_gb: Val | None = None
     recompute: Val | None = None
     selective_policy: Val | None = None
+    moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
@@ -133,6 +134,8 @@ def read_search(src: Source) -> SearchFacts:
                              or read_modes(src, root, "recompute_modes", "recompute_modes"))
     _read_recompute_dimension(facts, par)
     facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
+                                      {"alltoall": "alltoall", "deepep": "deepep"})
     for key in OVERLAP_KEYS:
         ov = src.bool_(root, key, key)
         if ov is not None:
@@ -150,7 +153,7 @@ def read_search(src: Source) -> SearchFacts:
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
                facts.framework, facts.compile, facts.fp8,
-               facts.cp_algo, facts.recompute_modes, facts.param_init,
+               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())

@@ -96,6 +96,9 @@ class Config:
     # Where the memory budget came from when no file states it (e.g. "setting hpLsp.memoryLimitGb",
     # "--memory-gb"); None when a file states it or the device's own memory is the budget.
     budget_source: str | None = None
+    # The command-line flags that changed the device memory from what the files say (a what-if such as
+    # "--device-type H200 --memory-gb 140"); None when they did not. A budget the files cap below it warns.
+    device_what_if: str | None = None
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
     ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; FORMATS.md §6)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)

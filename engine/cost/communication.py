@@ -13,7 +13,7 @@ import numpy as np
 from engine.cost import constants as K
 from engine.cost.comm import Links
 from engine.cost.memory import StageParams, state_bytes
-from engine.cost.rows import FULL, MOE, SELECTIVE, Rows
+from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
 from engine.cost.timing import LayerCompute
 
 
@@ -62,38 +62,95 @@ def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     return tp
 
 
+def ring_cp_exposed(x: np.ndarray, lat: np.ndarray, steps: np.ndarray, c_fwd: np.ndarray,
+                    c_bwd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) exposed seconds of ring attention per layer and micro-batch (constants.py, "Ring
+    context parallelism"). `x` is one KV block's transfer, `steps` the ring's transfers (ring size − 1),
+    `c_fwd` / `c_bwd` one step's attention compute. Each step's transfer overlaps only that step's compute
+    and waits at least the link latency; the backward moves KV and dKV (2x) per step and returns the last
+    dKV block after the last step (x, nothing to hide it under)."""
+    fwd = steps * np.maximum(lat, x - c_fwd)
+    bwd = steps * np.maximum(lat, 2 * x - c_bwd) + x
+    return fwd, bwd
+
+
+def cp_split(r: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(Ulysses all-to-all group, ring size) of each row's CP group by `cp_algo`: ring rings over all cp
+    ranks; Ulysses all-to-alls over all of them; hybrid (HyperParallel hybrid_cp) all-to-alls inside the
+    node (g members) and rings over the k nodes the group spans."""
+    cp = r.table.cp
+    one = np.ones_like(cp)
+    if r.run.cp_algo == "ulysses":
+        return cp, one
+    if r.run.cp_algo == "hybrid":
+        g, k = r.links.split(cp, r.table.tp)
+        return g.astype(cp.dtype), k.astype(cp.dtype)
+    return one, cp
+
+
 def _cp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
-    """(n, 2, 3) context parallelism: Ulysses all-to-alls of Q, K, V and the output, or ring attention's
-    KV passes (cp − 1 steps forward, twice that backward) hidden under the attention core by CP_OVERLAP."""
+    """(n, 2, 3) context parallelism per layer and micro-batch: Ulysses all-to-alls of Q, K, V and the
+    output (forward, and again for their gradients backward; not overlapped, DeepSpeed-Ulysses §3) and ring
+    attention's KV exchange (ring_cp_exposed), on NVLink inside a node and on the NIC once the ring spans
+    nodes (any hop crossing a node paces every step). A recomputed forward repeats the forward part."""
     cpc = np.zeros((r.n, 2, 3))
     table = r.table
     if not (table.cp > 1).any():
         return cpc
     a, T, t = r.attn, r.T, r.t
-    if r.run.cp_algo == "ulysses":
-        size = K.ACT_BYTES * T * (a.q_width + a.kv_width + a.out_width) / t
-        t_cp = 2 * r.links.alltoall(size, table.cp, table.tp)
-        t_cp_fwd = 0.5 * t_cp
-    else:
-        g_cp, _k = r.links.split(table.cp, table.tp)
-        step = r.links.p2p(K.ACT_BYTES * T * a.kv_width / t, g_cp < table.cp)
-        t_fwd = (r.cp - 1) * step
-        t_cp = np.maximum(0.0, 3 * t_fwd - K.CP_OVERLAP * (lc.attn_fwd.max(axis=1) + lc.attn_bwd.max(axis=1)))
-        t_cp_fwd = np.maximum(0.0, t_fwd - K.CP_OVERLAP * lc.attn_fwd.max(axis=1))
-    t_cp = np.where(table.cp > 1, t_cp, 0.0)
-    t_cp_fwd = np.where(table.cp > 1, t_cp_fwd, 0.0)
-    cpc[:, :, :] = t_cp[:, None, None]
-    cpc[:, :, FULL] += t_cp_fwd[:, None]
+    n_u, n_r = cp_split(r)
+    size = K.ACT_BYTES * T * (a.q_width + a.kv_width + a.out_width) / t
+    u_fwd = r.links.alltoall(size, n_u, table.tp)  # zero where the all-to-all group is one rank
+    # The ring's ranks are g_u·tp apart (inside a hybrid group the Ulysses members are innermost).
+    ring_stride = table.tp * n_u
+    g_r, _k = r.links.split(n_r, ring_stride)
+    cross = g_r < n_r
+    x = r.links.p2p(K.ACT_BYTES * T * a.kv_width / t, cross)
+    lat = np.where(cross, K.LAT_INTER_S, K.LAT_INTRA_S)
+    steps = np.maximum(n_r - 1, 0).astype(np.float64)
+    calls = np.maximum(n_r, 1).astype(np.float64)
+    r_fwd, r_bwd = ring_cp_exposed(x, lat, steps, lc.attn_fwd[:, DENSE] / calls, lc.attn_bwd[:, DENSE] / calls)
+    r_fwd = np.where(n_r > 1, r_fwd, 0.0)
+    r_bwd = np.where(n_r > 1, r_bwd, 0.0)
+    fwd = u_fwd + r_fwd
+    tot = np.where(table.cp > 1, 2 * u_fwd + r_fwd + r_bwd, 0.0)
+    fwd = np.where(table.cp > 1, fwd, 0.0)
+    cpc[:, :, :] = tot[:, None, None]
+    cpc[:, :, FULL] += fwd[:, None]
     return cpc
+
+
+def distinct_nodes(topk: float, nodes: np.ndarray) -> np.ndarray:
+    """Expected distinct nodes among `nodes` that one token's top-k experts sit on, experts spread evenly and
+    routing uniform: K·(1 − (1 − 1/K)^k). What DeepEP sends across the NIC once each (DeepSeek-V3's
+    node-limited routing would cap it further; not modelled)."""
+    K_ = np.maximum(nodes, 1.0)
+    return K_ * (1.0 - (1.0 - 1.0 / K_) ** topk)
+
+
+def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
+    """(n,) one dispatch (or combine) of `size` bytes per rank over the EP group. alltoall: every routed copy
+    crosses its link (Links.alltoall). deepep: the NIC carries each token once per remote destination node,
+    a share distinct_nodes/copies of the copies' bytes, the NVLink part stays (the copies fan out inside
+    the node); the slower part counts, as in Links.alltoall."""
+    table, links = r.table, r.links
+    if r.run.moe_dispatcher != "deepep":
+        return links.alltoall(size, table.ep, table.tp * table.cp)
+    g, k = links.split(table.ep, table.tp * table.cp)
+    nn = np.maximum(table.ep, 1).astype(np.float64)
+    copies = max(r.model.experts_per_tok * max(r.model.capacity_factor, 1.0), 1.0)
+    share = np.minimum(distinct_nodes(float(r.model.experts_per_tok), k) / copies, 1.0)
+    t = np.maximum(size * (g - 1) / nn / links.bi, size * (nn - g) / nn / links.be * share)
+    lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
+    return np.where(table.ep > 1, t + lat, 0.0)
 
 
 def _ep_comm(r: Rows) -> np.ndarray:
     """(n, 2, 3) expert parallelism: dispatch + combine all-to-alls, forward and backward (and again for a
-    recomputed forward)."""
+    recomputed forward), as `estimator.moe_dispatcher` dispatches them (ep_alltoall)."""
     epc = np.zeros((r.n, 2, 3))
     if r.is_moe:
-        table = r.table
-        a2a = r.links.alltoall(K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h, table.ep, table.tp * table.cp)
+        a2a = ep_alltoall(r, K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h)
         epc[:, MOE, :] = 4 * a2a[:, None]
         epc[:, MOE, FULL] += 2 * a2a
     return epc

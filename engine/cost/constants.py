@@ -27,8 +27,10 @@ FP8_WEIGHT_CACHE_BYTES = 2.0
 # Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency
 # (HARDWARE.md §3.1, MLE-ACC), the catalog's single source of that fact.
 # FITTED (grid fit on N1 + N2 + K5, benchmarks/accuracy.py --fit): the fraction of best-shape MAMF that a training run's large GEMMs achieve
-# end to end (cuBLAS on real shapes, launch gaps, clocks under power limits).
-GEMM_FRACTION_OF_MAMF = 0.80
+# end to end (cuBLAS on real shapes, launch gaps, clocks under power limits). Refitted in 0.01 steps when
+# GEMM_HALF_FLOPS came in: weighted mean |e| on N1 + N2 + K5 4.38 % at 0.79, 4.04 % at 0.80, 3.89 % at 0.81,
+# 3.98 % at 0.82.
+GEMM_FRACTION_OF_MAMF = 0.81
 # FITTED (torchtitan runs of CALIBRATION.md §10: llama31-8b-8xh100-96g-torchtitan-compile and
 # llama31-70b-256xh100-96g-torchtitan-fsdp32tp8): the same fraction for stacks whose linear layers are plain
 # PyTorch GEMMs between FSDP2 hooks and DTensor dispatch (Framework.pytorch_gemms: torchtitan, and
@@ -39,6 +41,14 @@ TORCH_GEMM_FRACTION_OF_MAMF = 0.68
 # efficiency (tile quantisation and poor occupancy on thin shards; cf. Calculon's size-bucketed table,
 # HARDWARE.md §3.3). 128 = one tensor-core CTA tile edge: a dimension of 128 reaches half efficiency.
 GEMM_HALF_DIM = 128.0
+# Size penalty: a GEMM (or attention kernel) call of F FLOPs runs at F / (F + GEMM_HALF_FLOPS) of the large-call
+# efficiency: launch, tail and occupancy costs that a small problem cannot amortise. The form and value are a
+# fit to Calculon's op-size efficiency table (HARDWARE.md §3.3, systems/a100_80g.json and h100_80g_nvl8.json:
+# ≥ 128 GFLOP 0.95, ≥ 16 GFLOP 0.90, ≥ 1 GFLOP 0.60, below 0.10; relative to the top bucket 1.0, 0.95, 0.63,
+# 0.11): F0 = 0.6 GFLOP gives 0.995 at 128, 0.96 at 16, 0.63 at 1 and 0.14 at 0.1 GFLOP. It is what makes the
+# tokens a GEMM sees (micro-batch × sequence shard) matter: a 124M model's QKV GEMM is 3.6 GFLOP at one
+# 1,024-token sequence (0.86) and 58 GFLOP at 16 (0.99). Not fitted on the calibration runs.
+GEMM_HALF_FLOPS = 0.6e9
 # The attention kernel's rate as a fraction of peak is a framework fact: engine.catalog.frameworks
 # (Megatron's FLASH_ATTN_FRACTION = 0.50 there).
 # Memory-bound element-wise work (norms, activations, dropout, softmax without flash, residual adds):
@@ -101,8 +111,11 @@ DP_BUCKET_PARAMS_PER_RANK = 1e6
 # 529.6B at 1120 and 2240) are 3 × (n−1)/n·2Ψ bytes per GPU over 25 GB/s × COLL_EFF_INTER to within 10 %,
 # independent of the GPU count; the hierarchical model would predict 8× less.
 FSDP_FLAT_RING = True
-# Ring context parallelism overlaps its KV exchange with the attention of the previous block.
-CP_OVERLAP = 0.8
+# Ring context parallelism (Megatron / TransformerEngine's ring attention, HyperParallel colossalai_cp) sends
+# each step's KV block to the next rank while the current block's attention runs; a step shows what its
+# transfer takes beyond that step's compute, and at least the link latency (the wait for the receive). The
+# backward passes KV and dKV (twice the bytes) and returns the last dKV block after the last step. No fitted
+# coefficient: engine.cost.communication.ring_cp_exposed.
 # Pipeline send/receive is partly asynchronous (Megatron batched isend/irecv).
 P2P_OVERLAP = 0.0
 
@@ -116,6 +129,12 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0
 # fragmentation. HyperParallel adds a fixed 1 GiB safety margin (HYPERPARALLEL.md §6.12); PyTorch's CUDA
 # context alone is ~0.5 GiB on Hopper. Kept fixed so the per-layer recompute choice stays additive.
 RESERVED_GIB = 1.5
+# The memory model's stated uncertainty, as a fraction of the budget: a peak within it of the budget gets the
+# verdict "marginal" (FORMATS.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
+# the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in CALIBRATION.md §10
+# (torchtitan Llama-3.1-8B, 77.0 GiB reserved) reads 75.4 GiB (−2.1 %); what the model cannot see (allocator
+# fragmentation, framework workspaces beyond RESERVED_GIB) is of that order, so 5 % bounds it.
+MEMORY_UNCERTAINTY = 0.05
 
 # ------------------------------------------------------------------------------------- MoE
 # Dropless routing with capacity factor 1 still lands unevenly: the busiest expert rank receives this

@@ -43,8 +43,19 @@ class ActTerms:
 
 
 def dropout(m: ModelSpec) -> bool:
-    """GPT-style recipes (plain GeLU MLP) train with dropout 0.1 and keep 1-byte masks (KOR22 §4.1);
-    gated-MLP (Llama-style) recipes train without dropout."""
+    """Whether the residual-stream dropouts keep 1-byte masks: as the files state it (hidden_dropout /
+    resid_pdrop > 0; at 0 PyTorch and Megatron skip the mask), else the recipe default: GPT-style recipes
+    (plain GeLU MLP) train with dropout 0.1 (KOR22 §4.1), gated-MLP (Llama-style) recipes without."""
+    if m.hidden_dropout is not None:
+        return m.hidden_dropout > 0
+    return not m.gated_mlp
+
+
+def attention_dropout(m: ModelSpec) -> bool:
+    """Whether the attention-probability dropout keeps its mask and output (non-flash path): as stated
+    (attention_dropout / attn_pdrop > 0), else the same recipe default as `dropout`."""
+    if m.attention_dropout is not None:
+        return m.attention_dropout > 0
     return not m.gated_mlp
 
 
@@ -64,8 +75,9 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
     h = float(m.hidden)
     a = attn_shape(m)
     B = K.ACT_BYTES
-    drop = dropout(m)
-    mask = K.MASK_BYTES if drop else 0.0
+    mask = K.MASK_BYTES if dropout(m) else 0.0
+    drop = attention_dropout(m)
+    attn_mask = K.MASK_BYTES if drop else 0.0
     if mode == FULL:
         return ActTerms(B * h, 0.0, 0.0)
     # Attention block.
@@ -79,7 +91,7 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
         score = 0.0
         lse = K.FLASH_LSE_BYTES * a.heads
     else:
-        score = (2 * B + mask) * a.heads * m.seq_len if drop else B * a.heads * m.seq_len
+        score = (2 * B + attn_mask) * a.heads * m.seq_len if drop else B * a.heads * m.seq_len
         lse = 0.0
     mlp_split, act_out, router = _mlp_act(m, moe)
     unsplit = norm_in + norm_out + masks + latent + router

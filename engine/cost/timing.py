@@ -17,10 +17,20 @@ from engine.cost.model import mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
 
+def size_factor(call_flops: np.ndarray) -> np.ndarray:
+    """Share of large-call efficiency a kernel call of `call_flops` FLOPs reaches, F/(F + GEMM_HALF_FLOPS)
+    (constants.py: Calculon's op-size table). Why: a GEMM's efficiency depends on the tokens it sees
+    (micro-batch × sequence shard), so a tiny micro-batch or a short CP chunk loses what a shape factor on
+    the weight dimensions alone cannot see."""
+    f = np.maximum(call_flops, 0.0)
+    return f / (f + K.GEMM_HALF_FLOPS) if K.GEMM_HALF_FLOPS > 0 else np.ones_like(f)
+
+
 def gemm_time(flops: np.ndarray, min_dim: np.ndarray, rate: float) -> np.ndarray:
-    """FLOPs over peak × MAMF fraction × shape factor x/(x + GEMM_HALF_DIM) (constants.py)."""
+    """FLOPs over peak × MAMF fraction × shape factor x/(x + GEMM_HALF_DIM) × size factor of the call
+    (constants.py); `flops` is one GEMM call's (the whole micro-batch's tokens)."""
     x = np.maximum(min_dim, 1.0)
-    return flops / (rate * x / (x + K.GEMM_HALF_DIM))
+    return flops / (rate * x / (x + K.GEMM_HALF_DIM) * np.maximum(size_factor(flops), 1e-6))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +90,29 @@ def _add_mlp_gemms(r: Rows, g: np.ndarray, tokens_rep: np.ndarray, moe: bool) ->
     return g
 
 
+def attention_calls(r: Rows) -> np.ndarray:
+    """(n,) flash-attention kernel calls per layer and micro-batch: ring context parallelism runs one per ring
+    step (cp, each over one KV block), Ulysses and no CP one over the whole sequence; hybrid rings over the
+    nodes its CP group spans (engine.cost.communication.cp_split)."""
+    if r.run.cp_algo == "ulysses":
+        return np.ones(r.n)
+    if r.run.cp_algo == "hybrid":
+        _g, k = r.links.split(r.table.cp, r.table.tp)
+        return k
+    return r.cp
+
+
 def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, backward) seconds of QKᵀ and attention·V over T queries × s keys."""
+    """(forward, backward) seconds of QKᵀ and attention·V over T queries × s keys. Flash attention runs at
+    FLASH_ATTN_FRACTION of peak × the size factor of one kernel call: ring CP splits the rank's causal work
+    into cp calls, so short chunks run below a whole sequence's efficiency (FlashAttention at short
+    sequence lengths, Dao 2023 Fig. 4-5)."""
     a = r.attn
     core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t
     if r.model.use_flash_attention:
-        af = 0.5 * core / (r.peak * r.attn_frac)  # causal blocks skipped
+        causal = 0.5 * core  # causal blocks skipped
+        eff = size_factor(causal / attention_calls(r))
+        af = causal / (r.peak * r.attn_frac * np.maximum(eff, 1e-6))
         return af, K.BWD_FLASH_RATIO * af
     # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
     af = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from engine.catalog.frameworks import effective_policy, framework_of
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
-from engine.diagnostics import Diagnostic, has_errors
+from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.positions import DOCUMENT_START
 from engine.results import Estimate
 from engine.specs import ClusterSpec, ModelSpec, Strategy
@@ -161,6 +161,19 @@ def positioned(config: Config, code: str, message: str, field: str, data: dict |
     return Diagnostic(code, message, rng, path, file=file, data=data or {})
 
 
+def marginal(d: Diagnostic) -> Diagnostic:
+    """HP520 for a peak within the memory model's uncertainty above the budget: a warning that says the
+    verdict is marginal (it may fit; measure it), not an error."""
+    from dataclasses import replace
+
+    from engine.cost.constants import MEMORY_UNCERTAINTY
+
+    return replace(d, severity=Severity.WARNING,
+                   message=d.message + f": within the memory model's {MEMORY_UNCERTAINTY:.0%} uncertainty, the "
+                   "verdict is marginal (it may fit; check the measured peak)",
+                   data={**d.data, "verdict": "marginal"})
+
+
 def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
     """Price the strategy a config states (config.stated): validation diagnostics instead of a number when
     it cannot run, plus HP520 when it does not fit the budget."""
@@ -199,8 +212,12 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
             if config.budget_source:
                 message += f" (from {config.budget_source})"
                 data["budget_source"] = config.budget_source
-        diags.append(positioned(config, "HP520", message, field, data))
+        hp520 = positioned(config, "HP520", message, field, data)
+        if est.verdict == "marginal":
+            hp520 = marginal(hp520)
+        diags.append(hp520)
     from dataclasses import replace
 
-    est = replace(est, diagnostics=tuple(diags))
+    # FORMATS.md §3: `fits` stays a bool and is true for a marginal verdict.
+    est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit")
     return est, tuple(diags)

@@ -22,16 +22,17 @@ from engine.diagnostics import Diagnostic
 from engine.integers import TRIAL_DIVISION_MAX
 from engine.results import Estimate, SearchResult
 from engine.search import explain
+from engine.search.equivalence import POOL, rank_equivalent
+from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-exported: the HP611 threshold
+from engine.search.gain import gain
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_space
 from engine.search.space import Space, enumerate_space, restrictions
+from engine.search.warnings import low_mfu
 from engine.specs import ClusterSpec, ModelSpec, Strategy
 
 __all__ = ["Cancelled", "compare_stated", "search", "search_with"]
 
-# "A plan N× faster exists" is worth a hint from this speed-up on (below it the cost model's own error,
-# CALIBRATION.md's ~10 % median, would make the advice noise).
-FASTER_HINT_RATIO = 1.10
 # Batch arithmetic runs in int64 columns: a larger global batch (a typo, at any real scale) is refused.
 MAX_GLOBAL_BATCH = 2**53
 # Divisors of the device count are found by trial division: beyond this (no real cluster), refuse.
@@ -156,9 +157,10 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         if progress is not None:
             progress(0.9 * min(done / total, 1.0))
 
-    priced = price_space(pricer, space, config.recompute, top=top, model=model, poll=poll,
+    pool = max(top, POOL)  # the near-tie band needs the simpler plans priced too (engine.search.equivalence)
+    priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll,
                          allowed=_allowed(config))
-    order = priced.order(top)
+    order = priced.order(pool)
     fits = priced.fits
     over = int(len(space) - int(fits.sum()) - priced.unpriced)
     diags: list[Diagnostic] = []
@@ -168,15 +170,20 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
             raise Cancelled
         estimates = _estimates(pricer, [_strategy(space, priced, r) for r in order.tolist()], model)
         estimates = [e for e in estimates if e.fits]  # the ranking priced these exactly; this only guards
-        estimates.sort(key=lambda e: (e.step_time_s, e.peak_memory_gib))
     else:
         diags.extend(_refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
     if progress is not None:
         progress(1.0)
-    best = estimates[0] if estimates else None
-    return SearchResult(best, tuple(estimates), len(space), int(fits.sum()), 0.0, {},
+    ranked = rank_equivalent(estimates)
+    kept = ranked.estimates[:top]
+    best = kept[0] if kept else None
+    warn = low_mfu(best, *explain.position(config, ("constraint.global_batch_size", "training.global_batch_size",
+                                                    "parallelism", "accelerator"))) if best else None
+    if warn is not None:
+        diags.append(warn)
+    return SearchResult(best, kept, len(space), int(fits.sum()), 0.0, {},
                         refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
-                        unpriced=priced.unpriced)
+                        equivalent=ranked.equivalent[:top], band=ranked.band, unpriced=priced.unpriced)
 
 
 def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) -> list[Estimate]:
@@ -359,6 +366,21 @@ def _stated_source(config: Config, texts: Mapping[str, str] | None = None) -> Co
     return loaded.config if loaded.config is not None and loaded.config.stated is not None else None
 
 
+def stated_estimate(config: Config, source: Config | None = None, *,
+                    texts: Mapping[str, str] | None = None) -> Estimate | None:
+    """The strategy the files state, priced on the searched model, cluster, run and budget (the numbers the
+    search ranks with), or None when the files state none. `source` is `_stated_source(config)` when the
+    caller has it already."""
+    if config.model is None or config.cluster is None:
+        return None
+    source = source or _stated_source(config, texts)
+    if source is None or source.stated is None:
+        return None
+    from engine.cost import estimate
+
+    return estimate(config.model, config.cluster, config.run, source.stated, _budget(config))
+
+
 def compare_stated(config: Config, result: SearchResult, *,
                    texts: Mapping[str, str] | None = None) -> tuple[Diagnostic, ...]:
     """HP610 when the strategy the files state does not fit the budget, HP611 (a hint) when the search found
@@ -376,16 +398,15 @@ def compare_stated(config: Config, result: SearchResult, *,
     source = _stated_source(config, texts)
     if source is None or source.stated is None:
         return ()
-    from engine.cost import estimate
-
     strategy = source.stated
-    budget = _budget(config)
-    stated = estimate(config.model, config.cluster, config.run, strategy, budget)
+    stated = stated_estimate(config, source)
+    if stated is None:
+        return ()
     rng, path, _ = explain.position(source, ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp",
                                              "accelerator", "parallelism"))
     file = source.path if source.path and source.path != config.path else None
     out: list[Diagnostic] = []
-    if not stated.fits:
+    if stated.verdict == "does not fit":
         stage = int(np.argmax(stated.stage_memory_gib)) if stated.stage_memory_gib else 0
         out.append(Diagnostic(
             "HP610",
@@ -395,15 +416,17 @@ def compare_stated(config: Config, result: SearchResult, *,
             rng, path, file=file,
             data={"peak_gib": stated.peak_memory_gib, "budget_gib": stated.budget_gib,
                   "strategy": best.strategy.to_json()}))
-    elif stated.step_time_s >= FASTER_HINT_RATIO * best.step_time_s:
-        ratio = stated.step_time_s / best.step_time_s
+    elif gain(stated, best).worth_it:
+        g = gain(stated, best)
         out.append(Diagnostic(
             "HP611",
-            f"A plan {ratio:.2f}× faster fits: {best.strategy.short()} takes {best.step_time_s:.3g} s per step "
-            f"({best.tokens_per_s:,.0f} tokens/s, MFU {best.mfu:.0%}, {explain.gib(best.peak_memory_gib)}) against "
-            f"{stated.step_time_s:.3g} s for the stated {strategy.short()}.",
+            f"A plan {g.ratio:.2f}× faster fits: {best.strategy.short()} trains {best.tokens_per_s:,.0f} tokens/s "
+            f"({best.step_time_s:.3g} s per step, MFU {best.mfu:.0%}, {explain.gib(best.peak_memory_gib)}) against "
+            f"{stated.tokens_per_s:,.0f} tokens/s ({stated.step_time_s:.3g} s per step) for the stated "
+            f"{strategy.short()}.{g.batch_note()}",
             rng, path, file=file,
-            data={"speedup": ratio, "strategy": best.strategy.to_json()}))
+            data={"speedup": g.ratio, "stated_global_batch_size": g.stated_batch,
+                  "global_batch_size": g.best_batch, "strategy": best.strategy.to_json()}))
     return tuple(out)
 
 

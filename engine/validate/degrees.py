@@ -8,12 +8,14 @@ import itertools
 import math
 
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
+from engine.validate import cp_pays
 from engine.validate.context import Ctx, Declared, nearest
 
 
 def check(ctx: Ctx) -> None:
     _tp(ctx)
     _cp(ctx)
+    cp_pays.check(ctx)  # HP411, judged by pricing the stated plan
     _ep(ctx)
     _pp(ctx)
     _fixed_in_list(ctx)
@@ -81,10 +83,6 @@ def _cp(ctx: Ctx) -> None:
                 ctx.emit("HP404", f"Ulysses CP requires num_key_value_heads ({m.kv_heads_eff}) divisible by "
                          f"tp × cp ({t * d.value}); use ring attention (context_parallel_algo: ring) or a smaller cp",
                          d.location, d.path)
-        if not m.is_moe:
-            ctx.emit("HP411", f"context parallelism (cp {d.value}) on a dense model: HyperParallel warns that this "
-                     "is meant for long sequences; keep it only if activations of the "
-                     f"{seq}-token sequence do not fit otherwise", d.location, d.path)
 
 
 def _ep(ctx: Ctx) -> None:

@@ -15,3 +15,8 @@ def check(ctx: Ctx) -> None:
                f"({cluster.memory_gib:g} GB): the budget is capped at {cluster.memory_gib:g} GB",
                ("constraint.memory_limit_gb",),
                data={"nearest_valid": cluster.memory_gib, "valid": [cluster.memory_gib]})
+    elif cfg.device_what_if and limit < cluster.memory_gib:
+        ctx.at("HP430", f"the budget stays at {limit:g} GB: constraint.memory_limit_gb caps it below the "
+               f"{cluster.memory_gib:g} GB that {cfg.device_what_if} gives the device; raise or remove "
+               "memory_limit_gb to price the what-if with the larger memory", ("constraint.memory_limit_gb",),
+               data={"memory_limit_gb": limit, "device_memory_gb": cluster.memory_gib})

@@ -82,7 +82,9 @@ def strategy_hover(state: DocState) -> str | None:
         return None
     lead = ""
     if stated is not None and best is not None and best.step_time_s > 0:
-        ratio = stated.step_time_s / best.step_time_s
+        from engine.search.gain import gain
+
+        ratio = gain(stated, best).ratio  # tokens/s, as HP611 and hp-plan apply say it
         lead = f"**{stated.peak_memory_gib:.1f} GiB** peak · best plan {ratio:.2f}× faster\n\n" if ratio > 1.005 \
             else f"**{stated.peak_memory_gib:.1f} GiB** peak · this is the best plan found\n\n"
     elif stated is not None:

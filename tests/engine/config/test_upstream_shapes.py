@@ -256,7 +256,8 @@ def test_legacy_apply_writes_its_own_edit(tmp_path: Path) -> None:
                    "cluster: {num_nodes: 128, cards_per_node: 8, device_type: A2}\n"
                    "parallelism: {dp: auto, tp: [4, 8], pp: [4, 8], vpp: 1}\n"
                    "estimator: {framework: torchtitan}\n")
-    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
+                       capture_output=True,
                        text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     # the legacy file's own keys are edited (which ones depends on the best plan the framework's numbers pick)

@@ -11,6 +11,7 @@ import pytest
 
 from engine.cost import estimate
 from engine.search import search
+from engine.search.equivalence import EQUIVALENCE_BAND, complexity, rank_equivalent, tight
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
 from tests.engine.search.conftest import TINY, TINY_MOE, make
 from tests.engine.search.test_space import loop_space
@@ -19,9 +20,10 @@ MODES = {"none": ("off",), "selective": ("selective",), "full": ("full",), "auto
 
 
 def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
-    """Price every candidate of the plain-loop space one by one through estimate; the best by (step, peak)."""
+    """Price every candidate of the plain-loop space one by one through estimate; the best as the search
+    ranks (engine.search.equivalence: the simplest plan within the error band of the fastest)."""
     restrict = {k: (None if d.state in ("auto", "absent") else d.values) for k, d in cfg.dimensions.items()}
-    best = None
+    fitting = []
     n = 0
     for tp, pp, cp, dp, mbs, mbn, fsdp, etp, ep, vpp, sp in sorted(loop_space(cfg.model, cfg.cluster,
                                                                                 cfg.global_batch_size, restrict)):
@@ -31,9 +33,10 @@ def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
                          pipeline_schedule="interleaved" if vpp > 1 else "1F1B")
             e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib)
             n += 1
-            if e.fits and (best is None or (e.step_time_s, e.peak_memory_gib) < (best.step_time_s, best.peak_memory_gib)):
-                best = e
-    return best, n
+            if e.fits:
+                fitting.append(e)
+    ranked = rank_equivalent(fitting).estimates
+    return (ranked[0] if ranked else None), n
 
 
 @pytest.mark.parametrize(("model", "recompute", "kw"), [
@@ -73,7 +76,15 @@ def test_top_is_ranked_and_every_entry_is_its_own_estimate() -> None:
     cfg = make(TINY, recompute="auto")
     res = search(cfg, top=7)
     assert len(res.top) == 7 and res.best == res.top[0]
-    keys = [(e.step_time_s, e.peak_memory_gib) for e in res.top]
+    assert len(res.equivalent) == 7 and res.equivalent[0]
+    near = [e for e, q in zip(res.top, res.equivalent, strict=True) if q]
+    rest = [e for e, q in zip(res.top, res.equivalent, strict=True) if not q]
+    assert list(res.equivalent) == [True] * len(near) + [False] * len(rest)
+    fastest = min(e.step_time_s for e in res.top)
+    assert all(e.step_time_s <= fastest * (1 + EQUIVALENCE_BAND) for e in near)
+    simple = [(*complexity(e), tight(e), e.step_time_s, e.peak_memory_gib) for e in near]
+    assert simple == sorted(simple)
+    keys = [(e.step_time_s, e.peak_memory_gib) for e in rest]
     assert keys == sorted(keys)
     assert len({e.strategy for e in res.top}) == 7
     for e in res.top:

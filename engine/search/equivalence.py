@@ -1,0 +1,66 @@
+"""Near-ties: plans within the cost model's own error band of the fastest are equivalent, and among them the
+simplest wins (docs/cost-model.md, "Ranking near-ties").
+
+Why: the step-time model is right to a few per cent (CALIBRATION.md cases, docs/cost-model.md §5), so ranking
+plans 0.3 % apart on the third decimal picks the more exotic one by noise (tp 1 · cp 4 at 0.3 GiB of headroom
+3 % ahead of tp 4 + FSDP). Inside the band the search prefers, in this order: fewer non-data-parallel
+degrees above 1 (tp, cp, pp, vpp, ep), smaller ones (Σ log2 of them), a peak outside the memory margin
+of the budget, then the faster plan. Outside the band the order stays step time, then memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.results import Estimate
+
+# Plans whose step time is within this fraction of the fastest are equivalent. The time model's stated error:
+# median |e| 3.1 % over the 40 calibrated step times, the family medians 2.4-6.3 % (benchmarks/accuracy.py,
+# README "Accuracy"); 5 % covers the A100 families' worst medians and half of the held-out M family.
+EQUIVALENCE_BAND = 0.05
+# Inside the band, a plan whose peak is within this fraction of the budget is "tight": the memory model's
+# margin (the allocator reserve and fragmentation it cannot see, docs/cost-model.md §2) may not hold there.
+MEMORY_MARGIN = 0.05
+# How many of the fastest rows the search prices exactly before applying the band, so the simpler plans
+# inside it are there to be chosen even when more than `top` exotic variants crowd the first places.
+POOL = 64
+
+NON_DP = ("tp", "cp", "pp", "vpp", "ep")
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """The ranked plans, best first, and which of them are equivalent to the best (within the band)."""
+
+    estimates: tuple[Estimate, ...]
+    equivalent: tuple[bool, ...]
+    band: float
+
+
+def complexity(e: Estimate) -> tuple[int, float]:
+    """(non-data-parallel degrees above 1, Σ log2 of them): what a simpler plan has less of."""
+    s = e.strategy
+    degrees = [s.tp, s.cp, s.pp, s.vpp if s.pipeline_schedule == "interleaved" else 1, s.ep]
+    big = [d for d in degrees if d > 1]
+    return len(big), sum(math.log2(d) for d in big)
+
+
+def tight(e: Estimate, margin: float = MEMORY_MARGIN) -> bool:
+    """The peak lies within `margin` of a finite budget."""
+    b = e.budget_gib
+    return math.isfinite(b) and b > 0 and e.peak_memory_gib > (1 - margin) * b
+
+
+def rank_equivalent(estimates: Sequence[Estimate], band: float = EQUIVALENCE_BAND) -> Ranked:
+    """Estimates ordered by step time and memory, then the ones within `band` of the fastest moved to the
+    front in the simplicity order of the module docstring."""
+    ordered = sorted(estimates, key=lambda e: (e.step_time_s, e.peak_memory_gib))
+    if not ordered:
+        return Ranked((), (), band)
+    limit = ordered[0].step_time_s * (1 + band)
+    near = [e for e in ordered if e.step_time_s <= limit]
+    rest = [e for e in ordered if e.step_time_s > limit]
+    near.sort(key=lambda e: (*complexity(e), tight(e), e.step_time_s, e.peak_memory_gib))
+    return Ranked(tuple(near + rest), tuple([True] * len(near) + [False] * len(rest)), band)

@@ -1,0 +1,32 @@
+"""Issue 11 item 7: expert all-to-alls priced as dispatched: DeepEP sends a token once per destination node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.cost import estimate
+from engine.cost.communication import distinct_nodes
+from engine.specs import ModelSpec, RunOptions, Strategy
+from tests.engine.cost.test_cp_and_gemm_size import h100
+
+MOE = ModelSpec(name="moe", num_layers=8, hidden=4096, heads=32, vocab=32000, ffn=14336, kv_heads=8, seq_len=4096,
+                num_experts=64, experts_per_tok=8, moe_ffn=1408, num_shared_experts=1, first_k_dense=1)
+
+
+def ep_comm(dispatcher: str, ep: int, nodes: int) -> float:
+    s = Strategy(dp=8 * nodes, dp_shard=8 * nodes, ep=ep, micro_batch_num=2)
+    e = estimate(MOE, h100(nodes), RunOptions(moe_dispatcher=dispatcher), s, 1e9)
+    return e.time_breakdown_s["ep_comm"]
+
+
+def test_distinct_nodes_is_bounded_by_topk_and_nodes() -> None:
+    d = distinct_nodes(8.0, np.array([1.0, 2.0, 4.0, 64.0]))
+    assert d[0] == pytest.approx(1.0) and d[1] == pytest.approx(2 * (1 - 0.5**8))
+    assert all(d <= np.minimum(8.0, [1, 2, 4, 64]) + 1e-12) and d[3] > 7
+
+
+def test_deepep_sends_less_across_nodes() -> None:
+    across_a2a, across_deepep = ep_comm("alltoall", 32, 4), ep_comm("deepep", 32, 4)
+    assert 0 < across_deepep < 0.6 * across_a2a
+    assert ep_comm("deepep", 8, 1) == pytest.approx(ep_comm("alltoall", 8, 1))  # inside a node: the same

@@ -1,0 +1,40 @@
+"""Issue 11 item 6 (verdict): `fits | marginal | does not fit` within the memory model's uncertainty of the
+budget (FORMATS.md §3); `fits` stays true for marginal and HP520 is then a warning, not an error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.cost.constants import MEMORY_UNCERTAINTY
+
+ROOT = Path(__file__).parents[3]
+TRAIN = ROOT / "examples" / "llama3-70b" / "train.yaml"
+
+
+def estimate(memory_gb: float | None) -> tuple[int, dict]:  # type: ignore[type-arg]
+    extra = ["--memory-gb", f"{memory_gb}"] if memory_gb else []
+    p = subprocess.run([sys.executable, "-m", "engine.cli", "estimate", str(TRAIN), "--devices", "1024",
+                        "--device-type", "H100", "--json", *extra], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    return p.returncode, json.loads(p.stdout)
+
+
+def test_verdicts_around_the_budget() -> None:
+    code, doc = estimate(None)
+    peak = doc["peak_memory_gib"]
+    assert code == 0 and doc["verdict"] == "fits"
+    for factor, verdict, fits, rc in ((1.5, "fits", True, 0), (1.02, "marginal", True, 0),
+                                      (0.98, "marginal", True, 0), (0.9, "does not fit", False, 1)):
+        code, doc = estimate(round(peak * factor, 3))
+        assert doc["verdict"] == verdict and doc["fits"] is fits and code == rc, (factor, doc["verdict"])
+        hp520 = [d for d in doc["diagnostics"] if d["code"] == "HP520"]
+        if factor < 1:
+            assert hp520 and hp520[0]["severity"] == ("warning" if verdict == "marginal" else "error")
+        else:
+            assert not hp520
+    assert pytest.approx(0.05) == MEMORY_UNCERTAINTY
