@@ -136,6 +136,7 @@ test('the client is spawned with the chosen interpreter, folder, env and initial
       memoryLimitGb: null,
       searchOnSave: true,
       maxFileSizeKb: null,
+      framework: null,
       ratiosFile: null,
     },
   });
@@ -195,6 +196,7 @@ test('settings changes are pushed with didChangeConfiguration; an interpreter ch
             memoryLimitGb: 60,
             searchOnSave: null,
             maxFileSizeKb: null,
+            framework: null,
             ratiosFile: null,
           },
         },

@@ -31,6 +31,7 @@ test('every server setting maps into the nested hpLsp section', () => {
       memoryLimitGb: 76.5,
       searchOnSave: false,
       maxFileSizeKb: 2048,
+      framework: null,
       ratiosFile: null,
     },
   });
@@ -41,6 +42,7 @@ const UNSET = {
   memoryLimitGb: null,
   searchOnSave: null,
   maxFileSizeKb: null,
+  framework: null,
   ratiosFile: null,
 };
 
