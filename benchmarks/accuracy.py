@@ -1,13 +1,13 @@
-"""Accuracy of the cost model against every case of ../shared/reference/CALIBRATION.md.
+"""Accuracy of the cost model against every case of [CAL].
 
     .venv/bin/python benchmarks/accuracy.py            # write benchmarks/cases/*.yaml, price them, print errors
     .venv/bin/python benchmarks/accuracy.py --no-write # price the committed case files only
 
-Each case is a search config with every dimension fixed (FORMATS.md keys), written under benchmarks/cases/;
+Each case is a search config with every dimension fixed (docs/formats.md keys), written under benchmarks/cases/;
 it is priced the way `hp-plan estimate FILE --json` prices it (engine.check / engine.config reader, then
 engine.cost.estimate_config). Printed: the signed error e = (predicted − published) / published of the step
 time per case, per family and overall (median |e|, mean e, max |e|), the bands over unpublished choices
-(CALIBRATION.md §9.6), and the KOR22 memory formulas (§4.5) and ZeRO examples (§6.2).
+([CAL] §9.6), and the KOR22 memory formulas (§4.5) and ZeRO examples (§6.2).
 
 Assumptions for unpublished [U] fields live in ONE place: ASSUMED below.
 """
@@ -32,12 +32,12 @@ from engine.cost.table import CandidateTable  # noqa: E402
 from engine.specs import GIB, ModelSpec, RunOptions, Strategy  # noqa: E402
 
 CASES_DIR = ROOT / "benchmarks" / "cases"
-# CALIBRATION.md §10: the six runs on other stacks, copied from ../shared/reference/calibration_runs/ as
-# published (train.yaml, search.yaml naming estimator.framework, expected.json with the measured figures).
+# [CAL] §10: the six runs on other stacks, copied into benchmarks/calibration_runs/ as
+# published ([CAL] §10, docs/references.md) (train.yaml, search.yaml naming estimator.framework, expected.json with the measured figures).
 RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"
 MEGATRON = RunOptions(selective_policy="attention", framework="megatron")
 
-# CALIBRATION.md §1, §2, §4, §5 [U] defaults, stated once.
+# [CAL] §1, §2, §4, §5 [U] defaults, stated once.
 ASSUMED = {
     "N1": "micro_batch_size 1, vpp 1 (1F1B), full recompute, no SP, no optimizer sharding",
     "N2-PTD-P": "t8 × p12 for 174.6B, 1F1B (interleaving unpublished), full recompute, no SP",
@@ -136,7 +136,7 @@ def _cases() -> list[Case]:
 
 
 def case_yaml(c: Case) -> dict[str, Any]:
-    """The search config of one case (FORMATS.md §2 keys, CALIBRATION.md §0 / §5 templates)."""
+    """The search config of one case (docs/formats.md §2 keys, [CAL] §0 / §5 templates)."""
     model: dict[str, Any] = {
         "name": c.id.lower(), "num_hidden_layers": c.layers, "hidden_size": c.hidden,
         "intermediate_size": 4 * c.hidden, "num_attention_heads": c.heads, "num_key_value_heads": c.heads,
@@ -159,7 +159,7 @@ def case_yaml(c: Case) -> dict[str, Any]:
         "selective_policy": "attention",
         **c.overlaps,
         "pp_config": {"pipeline_schedule": "interleaved" if c.vpp > 1 else "1F1B", "pp_interleave_num": c.vpp},
-        # CALIBRATION §1-§5 are Megatron-LM / Megatron-Core runs (FORMATS.md §5 frameworks).
+        # CALIBRATION §1-§5 are Megatron-LM / Megatron-Core runs (docs/formats.md §5 frameworks).
         "estimator": {"framework": "megatron"},
     }
 
@@ -167,7 +167,7 @@ def case_yaml(c: Case) -> dict[str, Any]:
 def write_cases(cases: list[Case]) -> None:
     CASES_DIR.mkdir(parents=True, exist_ok=True)
     for c in cases:
-        head = f"# {c.id} ({c.family}), CALIBRATION.md; published step {c.published_step_s} s. Assumed: "
+        head = f"# {c.id} ({c.family}), [CAL]; published step {c.published_step_s} s. Assumed: "
         head += ASSUMED.get(c.family if c.family != "N2" else ("N2-ZeRO-3" if c.fsdp > 1 else "N2-PTD-P"), "-")
         text = head + "\n" + yaml.safe_dump(case_yaml(c), sort_keys=False, default_flow_style=None, width=110)
         (CASES_DIR / f"{c.id}.yaml").write_text(text)
@@ -406,7 +406,7 @@ def fit_report(cases: list[Case]) -> None:
         print(f"  {held:<3} {how} -> median |e| {100 * statistics.median(ab):.1f}%, max |e| {100 * max(ab):.1f}%")
 
 
-# ----------------------------------------------------------------------------------- CALIBRATION.md §10
+# ----------------------------------------------------------------------------------- [CAL] §10
 @dataclass(frozen=True)
 class Run:
     """One §10 run: its folder, the framework and device its search.yaml names, what was measured."""

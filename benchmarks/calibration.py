@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/calibration.py            # the step rule (the default of hp-plan calibrate)
     .venv/bin/python benchmarks/calibration.py --rule compute
 
-Runs: the six published runs of CALIBRATION.md §10 (`../shared/reference/calibration_runs/*`, measured figure
-from each `expected.json`) and the Megatron cases of CALIBRATION.md §1-§5 (benchmarks/cases/*.yaml, published
+Runs: the six published runs of [CAL] §10 (benchmarks/calibration_runs/ or the [CAL] data folder, measured figure
+from each `expected.json`) and the Megatron cases of [CAL] §1-§5 (benchmarks/cases/*.yaml, published
 step from each file's header, written by benchmarks/accuracy.py). A stack is (framework, device type) as the
 configs price them (engine.calibrate.stack). For every stack with two or more runs and every run in it as the
 anchor: a RUNS file naming the anchor is calibrated through `engine.calibrate.result.calibrate` (the code
@@ -35,12 +35,7 @@ from engine.calibrate.stack import stack_of  # noqa: E402
 from engine.check import check_file  # noqa: E402
 from engine.cost import estimate_config  # noqa: E402
 
-REFERENCE = ROOT.parent.parent / "shared" / "reference"
-for candidate in (ROOT / ".." / "shared" / "reference", Path("/work/shared/reference")):
-    if (candidate / "calibration_runs").is_dir():
-        REFERENCE = candidate.resolve()
-        break
-RUNS_DIR = REFERENCE / "calibration_runs"
+RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"  # the [CAL] §10 runs, copied as published
 CASES_DIR = ROOT / "benchmarks" / "cases"
 _PUBLISHED = re.compile(r"published step ([0-9.]+) s")
 

@@ -2,7 +2,7 @@
 
 Why PyYAML's C composer (`yaml.compose(..., Loader=CSafeLoader)`) and not ruamel: the node marks of both are
 0-based code points, but libyaml composes a 5 MB file in about 0.5 s where ruamel takes 7.6 s
-(../shared/reference/LSP_NOTES.md, "Large and hostile YAML"), libyaml refuses nesting deeper than 1000 levels
+([LSP], "Large and hostile YAML"), libyaml refuses nesting deeper than 1000 levels
 itself instead of overflowing the Python stack, and it resolves plain scalars with YAML 1.1 rules, which is
 exactly how the trainer (`yaml.safe_load`) types them (`yes` is a bool, `1e-4` a string). When the C
 extension is missing the pure-Python SafeLoader is used (same rules, slower; RecursionError caught).

@@ -10,7 +10,7 @@ from engine.diagnostics import Diagnostic
 from engine.specs import Ratios, Strategy
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
-# Which FLOP count `mfu` uses (FORMATS.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
+# Which FLOP count `mfu` uses (docs/formats.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
 MFU_CONVENTION = ("model FLOPs per token, forward + backward, no recompute, attention not halved for causal "
                   "masking (Megatron's counter, KOR22 Eq. 7), over the device's dense BF16 peak")
 MFU_LABEL = "MFU (model FLOPs, non-causal)"
@@ -21,7 +21,7 @@ TIME_TERMS: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """One priced strategy (FORMATS.md §3 `estimate`). Memory in GiB; times in seconds; mfu in 0..1.
+    """One priced strategy (docs/formats.md §3 `estimate`). Memory in GiB; times in seconds; mfu in 0..1.
     `memory_breakdown_gib` is the breakdown of the peak (worst) stage."""
 
     strategy: Strategy
@@ -36,8 +36,8 @@ class Estimate:
     mfu: float
     time_breakdown_s: Mapping[str, float]
     diagnostics: tuple[Diagnostic, ...] = ()
-    calibration: Ratios | None = None  # the ratios file applied (FORMATS.md §3: "calibration")
-    framework: str = ""  # the framework priced (FORMATS.md §5)
+    calibration: Ratios | None = None  # the ratios file applied (docs/formats.md §3: "calibration")
+    framework: str = ""  # the framework priced (docs/formats.md §5)
     device: str = ""  # the catalog device priced
     causal_mfu: float = 0.0
     calibrated_framework: bool = False  # the framework's constants were checked on published runs
@@ -52,7 +52,7 @@ class Estimate:
     @property
     def priced_for(self) -> str:
         """What the numbers price, said plainly: "torchtitan on H100-96G", and whether they are calibrated
-        (a ratios file), checked on published runs, or can be calibrated (hp-plan calibrate, FORMATS.md §6)."""
+        (a ratios file), checked on published runs, or can be calibrated (hp-plan calibrate, docs/formats.md §6)."""
         what = f"{self.framework or '?'} on {self.device or '?'}"
         if self.calibration is not None:
             return f"{what}, {self.calibration_note()}"
@@ -62,7 +62,7 @@ class Estimate:
 
     @property
     def verdict(self) -> str:
-        """`fits | marginal | does not fit` (FORMATS.md §3): marginal when the peak lies within the memory
+        """`fits | marginal | does not fit` (docs/formats.md §3): marginal when the peak lies within the memory
         model's uncertainty (engine.cost.constants.MEMORY_UNCERTAINTY) of the budget, on either side."""
         from engine.cost.constants import MEMORY_UNCERTAINTY as U
 
@@ -98,7 +98,7 @@ class Estimate:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """The outcome of a search (FORMATS.md §3 `search`). `best` is None when nothing fits; `refused` counts
+    """The outcome of a search (docs/formats.md §3 `search`). `best` is None when nothing fits; `refused` counts
     candidates by reason; `diagnostics` carry the refusals positioned at the offending list or value.
     `unpriced` counts candidates the search proved slower than its K-th best without pricing them (their
     memory is unknown): `feasible` + `over_budget` + `unpriced` = `evaluated`."""

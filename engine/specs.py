@@ -24,7 +24,7 @@ class ModelSpec:
     """Architecture facts of a decoder-only transformer (Hugging Face config.json names in comments).
 
     Zero means "absent" for the optional families: `num_experts == 0` is a dense model, `kv_lora_rank == 0`
-    is not MLA. `seq_len` is the trained sequence length (FORMATS.md: max_position_embeddings in a search
+    is not MLA. `seq_len` is the trained sequence length (docs/formats.md: max_position_embeddings in a search
     config, dataset.data_transform.max_seq_len in a train.yaml), never the model's positional limit.
     """
 
@@ -92,7 +92,7 @@ class ModelSpec:
 
 @dataclass(frozen=True, slots=True)
 class DeviceSpec:
-    """One accelerator of the catalog (../shared/reference/HARDWARE.md). Bandwidths are GB/s (1e9 B/s) per
+    """One accelerator of the catalog ([HW]). Bandwidths are GB/s (1e9 B/s) per
     device, one direction; memory is GiB usable for the budget."""
 
     name: str
@@ -104,11 +104,11 @@ class DeviceSpec:
     cards_per_node: int = 8
     aliases: tuple[str, ...] = ()
     notes: str = ""
-    # Where the figures come from (HARDWARE.md tags): `source` names the rows' references; `unconfirmed`
+    # Where the figures come from ([HW] tags): `source` names the rows' references; `unconfirmed`
     # lists the fields that are [U] (secondary sources only, or sources conflict), shown in the hover.
     source: str = ""
     unconfirmed: tuple[str, ...] = ()
-    matmul_efficiency: float = 0.0  # best-shape BF16 matmul / peak (HARDWARE.md §3.1, §4); 0 = catalog default
+    matmul_efficiency: float = 0.0  # best-shape BF16 matmul / peak ([HW] §3.1, §4); 0 = catalog default
     fp8_tflops: float = 0.0  # dense FP8 tensor TFLOP/s; 0 = no FP8 GEMMs on this device
     fp8_matmul_efficiency: float = 0.0  # best-shape FP8 matmul / FP8 peak
     # Sustained share of the peak clock under the part's power cap (1 = the datasheet clock holds).
@@ -134,8 +134,8 @@ class ClusterSpec:
         return self.num_nodes * self.cards_per_node
 
 
-# Calibration ratio groups (FORMATS.md §6) and the time parts (engine.results.TIME_TERMS) each one scales.
-# HyperParallel fits one ratio per group of its score parts (HYPERPARALLEL.md §7.8: COMPUTE covers FW, BW and
+# Calibration ratio groups (docs/formats.md §6) and the time parts (engine.results.TIME_TERMS) each one scales.
+# HyperParallel fits one ratio per group of its score parts ([HP] §7.8: COMPUTE covers FW, BW and
 # RECOMPUTE; PP_COMM covers PP_COMM and BUBBLE); ours are the same groups over seconds.
 RATIO_GROUPS: dict[str, tuple[str, ...]] = {
     "compute": ("compute", "recompute"),
@@ -150,7 +150,7 @@ RATIO_GROUPS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class Ratios:
-    """Calibration read from a ratios file (`hp-plan calibrate`, FORMATS.md §6): each time part is multiplied
+    """Calibration read from a ratios file (`hp-plan calibrate`, docs/formats.md §6): each time part is multiplied
     by its group's ratio and every memory term by `memory`. `file`, `runs`, `framework` and `device_type` say
     where the ratios come from, so every calibrated output can say so."""
 
@@ -182,10 +182,10 @@ class RunOptions:
     cp_algo: CpAlgo = "ring"
     # How MoE tokens are dispatched (estimator.moe_dispatcher): "alltoall" sends every routed copy (Megatron's
     # alltoall dispatcher); "deepep" sends a token once per destination node and fans it out over NVLink
-    # there (DeepEP, Megatron --moe-enable-deepep; CALIBRATION.md §10).
+    # there (DeepEP, Megatron --moe-enable-deepep; [CAL] §10).
     moe_dispatcher: str = "alltoall"
     fp8: bool = False
-    # The stack that runs the plan (FORMATS.md §5; engine.catalog.frameworks) and whether torch.compile / graph
+    # The stack that runs the plan (docs/formats.md §5; engine.catalog.frameworks) and whether torch.compile / graph
     # mode fuses its element-wise kernels (estimator.compile).
     framework: str = "hyperparallel"
     compile: bool = False
@@ -205,7 +205,7 @@ class RunOptions:
 class RecomputePlan:
     """A recompute mode for every layer, with optional per-layer overrides as inclusive ranges.
 
-    `layers` maps "first-last" (or "n") to a mode, as FORMATS.md writes it: {"0-9": "full"}.
+    `layers` maps "first-last" (or "n") to a mode, as docs/formats.md writes it: {"0-9": "full"}.
     """
 
     mode: RecomputeMode = "off"
@@ -228,7 +228,7 @@ class RecomputePlan:
 
 @dataclass(frozen=True, slots=True)
 class Strategy:
-    """One parallel strategy (FORMATS.md §3 STRATEGY). dp = world / (tp*pp*cp); dp_shard divides dp*cp;
+    """One parallel strategy (docs/formats.md §3 STRATEGY). dp = world / (tp*pp*cp); dp_shard divides dp*cp;
     dp_replicate = dp*cp / dp_shard. Batch rule: global_batch_size = dp * micro_batch_size * micro_batch_num."""
 
     dp: int = 1

@@ -107,7 +107,7 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
 
 
 def analyse_runs(path: str, text: str, version: int | None) -> Analysis:
-    """A RUNS file (FORMATS.md §6): its calibration, whose diagnostics are positioned in it; the configs and
+    """A RUNS file (docs/formats.md §6): its calibration, whose diagnostics are positioned in it; the configs and
     logs it names are the files it reads, so editing one re-checks it."""
     from engine.calibrate.result import calibrate
 

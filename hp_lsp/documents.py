@@ -4,12 +4,12 @@ pygls' workspace document (pygls 2.1) has three defects for this server (issue 1
 
 * it splits lines with `str.splitlines`, which also breaks at VT, FF, \\x1c-\\x1e, NEL, U+2028 and U+2029,
   while LSP counts only `\\n`, `\\r\\n` and `\\r`: after one of them every later incremental edit lands a line
-  off in the server's copy (LSP_NOTES.md, "Line splitting"). `LspTextDocument` splits with the edit layer's
+  off in the server's copy ([LSP], "Line splitting"). `LspTextDocument` splits with the edit layer's
   `split_lines` (the LSP rule, engine.edit.text) and applies incremental changes by offset;
 * an unopened URI reads the whole file from disk on every `.source`, unbounded (`/dev/zero`): here an
   unopened document is empty; linked files are read through engine.files (hp_lsp/linked.py), off the loop;
 * its protocol keeps one finished future per handled notification in `_request_futures` for ever (about
-  2 KB per `didChange`, LSP_NOTES.md "Memory per notification"): `HpProtocol` drops each entry once done.
+  2 KB per `didChange`, [LSP] "Memory per notification"): `HpProtocol` drops each entry once done.
 
 The lines of a document are cached per text (a 5 MB file was split again for every position conversion).
 """

@@ -180,7 +180,7 @@ class Scheduler:
         return None
 
     def ratios_request(self) -> RatiosRequest | None:
-        """The setting hpLsp.ratiosFile, relative to the workspace root (FORMATS.md §4, §6)."""
+        """The setting hpLsp.ratiosFile, relative to the workspace root (docs/formats.md §4, §6)."""
         return self.ls.session.settings.ratios_request(self.ls.workspace.root_path)
 
     def analyse_off_loop(self, job: CheckInput) -> Analysis:

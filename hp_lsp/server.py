@@ -2,7 +2,7 @@
 
 Each handler delegates to a feature module (features/) or the scheduler; state lives in session.py; the
 search runs in the worker process (worker.py). Handlers take their first parameter named `ls` (pygls
-injects the server by that name: LSP_NOTES.md §1).
+injects the server by that name: [LSP] §1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed editor settings (section `hpLsp`, FORMATS.md §4) merged from every source the client uses.
+"""Typed editor settings (section `hpLsp`, docs/formats.md §4) merged from every source the client uses.
 
 Sources, later wins key by key: `initializationOptions`, `workspace/configuration` (only where the client
 advertises it; Neovim 0.7 does not), `workspace/didChangeConfiguration`. An explicit `null` in a later source
@@ -32,8 +32,8 @@ class Settings:
     search_on_save: bool = True
     max_file_size_kb: int = DEFAULT_MAX_FILE_SIZE_KB
     trace_server: str = "off"
-    framework: str | None = None  # FORMATS.md §5: the framework priced when the files state none
-    ratios_file: str | None = None  # hpLsp.ratiosFile (FORMATS.md §4, §6): used when a file states none
+    framework: str | None = None  # docs/formats.md §5: the framework priced when the files state none
+    ratios_file: str | None = None  # hpLsp.ratiosFile (docs/formats.md §4, §6): used when a file states none
 
     def ratios_request(self, root: str | None = None) -> RatiosRequest | None:
         """The setting as a ratios request (a relative path is relative to the workspace root); the file's
@@ -52,7 +52,7 @@ class Settings:
     def overrides(self) -> ClusterOverrides | None:
         """The cluster facts these settings state, for files that leave the cluster unsaid.
 
-        The budget is min(memory limit, device memory) over the positive ones (FORMATS.md §2), so a memory
+        The budget is min(memory limit, device memory) over the positive ones (docs/formats.md §2), so a memory
         limit alone narrows the device memory the engine prices against.
         """
         mem = [v for v in (self.device_memory_gb, self.memory_limit_gb) if v]

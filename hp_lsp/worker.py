@@ -1,6 +1,6 @@
 """Searches in a worker process, fed by a background thread, so the event loop never waits for them.
 
-Why a process: LSP_NOTES.md §2 measured hovers at 120-220 ms median while CPU-bound threads ran in the
+Why a process: [LSP] §2 measured hovers at 120-220 ms median while CPU-bound threads ran in the
 server (the GIL), and 0.6 ms when the same work ran in a spawned process. Why our own thread and not
 `ls.thread_pool`: that pool also reads stdin, and long work there starves it.
 

@@ -1,1 +1,1 @@
-"""Calibration from measured runs: `hp-plan calibrate` (FORMATS.md §6, §8; docs/calibration.md)."""
+"""Calibration from measured runs: `hp-plan calibrate` (docs/formats.md §6, §8; docs/calibration.md)."""

@@ -1,7 +1,7 @@
 """Attaching a ratios file to a resolved config, so every pricing path (estimate, search, apply, the language
 server) prices calibrated: the ratios ride in `config.run.ratios` and `price_table` applies them.
 
-Which file (FORMATS.md §6): `--ratios` (explicit, wins), else the search config's `estimator.ratios_file`
+Which file (docs/formats.md §6): `--ratios` (explicit, wins), else the search config's `estimator.ratios_file`
 (relative to the search config), else the setting `hpLsp.ratiosFile`. A ratios file fitted on another
 framework or device type is applied with an HP809 warning; one that cannot be read is HP810 and nothing
 is applied.

@@ -1,7 +1,7 @@
 """Fitting ratios to measured runs (docs/calibration.md has the rule and why).
 
 1. Parts a profile measured (`parts_s`): one ratio per group, a ratio of sums over the runs that profiled it,
-   Σ measured seconds ÷ Σ priced seconds (HyperParallel's rule, HYPERPARALLEL.md §7.8). A group priced at
+   Σ measured seconds ÷ Σ priced seconds (HyperParallel's rule, [HP] §7.8). A group priced at
    ≤ 1e-9 of the runs' step time takes no ratio from its profile (nothing to scale).
 2. The step times fix what is left. A step time alone cannot say which part is off, so the choice is a named
    rule: `step` (the default) moves every part no profile fixed by one factor s; `compute` moves only compute

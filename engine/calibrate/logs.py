@@ -1,4 +1,4 @@
-"""Training logs `hp-plan calibrate` reads (FORMATS.md §8): the steady-state step time and the peak memory.
+"""Training logs `hp-plan calibrate` reads (docs/formats.md §8): the steady-state step time and the peak memory.
 
 Formats, recognised by their lines (the first format with a step line wins):
 
@@ -210,7 +210,7 @@ def parse_log(lines: list[str]) -> LogReading:
         return LogReading("csv", steady_state(got_csv[0], "step_time_s"), got_csv[1], len(lines))
     raise LogError("HP802", "no step lines in a known format: expected torchtitan `step: N ... tps: T`, "
                    "Megatron/NeMo/MindSpeed `iteration N/ M | ... elapsed time per iteration (ms): X`, or a CSV "
-                   "with a step_time_s / step_time_ms column (FORMATS.md §8)")
+                   "with a step_time_s / step_time_ms column (docs/formats.md §8)")
 
 
 def read_log(path: str) -> LogReading:

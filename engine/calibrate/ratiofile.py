@@ -1,6 +1,6 @@
-"""The ratios file `hp-plan calibrate -o` writes and every pricing path reads (FORMATS.md §6).
+"""The ratios file `hp-plan calibrate -o` writes and every pricing path reads (docs/formats.md §6).
 
-Reading follows HyperParallel's fallbacks (HYPERPARALLEL.md §7.8): a missing ratio takes compute's, and a
+Reading follows HyperParallel's fallbacks ([HP] §7.8): a missing ratio takes compute's, and a
 file without a compute ratio is refused. Values must be positive numbers; a file that does not read is a
 diagnostic and nothing is applied.
 """
@@ -36,7 +36,7 @@ class FittedRow:
 
 def ratios_text(framework: str, device_type: str, ratios: dict[str, float], memory: float,
                 rows: list[FittedRow]) -> str:
-    """The ratios file's YAML text (keys in FORMATS.md §6 order)."""
+    """The ratios file's YAML text (keys in docs/formats.md §6 order)."""
     doc = {
         "framework": framework,
         "device_type": device_type,
@@ -44,7 +44,7 @@ def ratios_text(framework: str, device_type: str, ratios: dict[str, float], memo
         "memory_ratio": round(float(memory), 6),
         "fitted_on": [r.to_json() for r in rows],
     }
-    head = "# written by hp-plan calibrate (FORMATS.md §6); apply with estimator.ratios_file or --ratios\n"
+    head = "# written by hp-plan calibrate (docs/formats.md §6); apply with estimator.ratios_file or --ratios\n"
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
 
 

@@ -1,4 +1,4 @@
-"""Reading a RUNS file (FORMATS.md §6) with positions, and measuring each run against the uncalibrated model.
+"""Reading a RUNS file (docs/formats.md §6) with positions, and measuring each run against the uncalibrated model.
 
 A RUNS file is YAML: `runs:` a list of entries, each naming a `config` (a search config or train.yaml stating
 one complete strategy, relative to the RUNS file) and what was measured: `step_time_s` and/or
@@ -21,7 +21,7 @@ from engine.positions import DOCUMENT_START, Range
 from engine.results import Estimate
 from engine.specs import RATIO_GROUPS
 
-# Profile part names -> ratio group (FORMATS.md §6: HyperParallel's CSV columns, our time parts, the groups).
+# Profile part names -> ratio group (docs/formats.md §6: HyperParallel's CSV columns, our time parts, the groups).
 PART_GROUP: dict[str, str] = {
     "comp": "compute", "op_wait": "dp_comm", "dp_wait": "dp_comm", "mp_wait": "tp_comm", "sp_wait": "tp_comm",
     "ep_wait": "ep_comm", "cp_wait": "cp_comm", "pp_wait": "pp",
@@ -180,7 +180,7 @@ def read_runs(path: str, text: str | None = None) -> RunsFile:
     if not isinstance(runs, Seq) or not runs.items:
         rng = runs.range if runs is not None else DOCUMENT_START
         if doc.ok:
-            src.diag("HP800", "a RUNS file holds `runs:`, a list of measured runs (FORMATS.md §6)", rng, "runs")
+            src.diag("HP800", "a RUNS file holds `runs:`, a list of measured runs (docs/formats.md §6)", rng, "runs")
         return RunsFile(path, (), tuple(diags + src.diags))
     entries = [e for i, item in enumerate(runs.items) if (e := _entry(src, i, item, path)) is not None]
     return RunsFile(path, tuple(entries), tuple(diags + src.diags))

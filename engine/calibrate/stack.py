@@ -1,6 +1,6 @@
 """Which stack a config prices for: (framework, device type), the key a ratios file is valid for.
 
-Ratios correct one stack's kernels and links, so they carry the framework (FORMATS.md §5: `estimator.framework`,
+Ratios correct one stack's kernels and links, so they carry the framework (docs/formats.md §5: `estimator.framework`,
 default `hyperparallel`) and the catalog device name of the runs they were fitted on.
 """
 

@@ -1,7 +1,7 @@
-"""The accelerator catalog, from ../shared/reference/HARDWARE.md §1 (figures), §3.1 (achieved matmul) and §4
+"""The accelerator catalog, from [HW] §1 (figures), §3.1 (achieved matmul) and §4
 (the second pass that corrects the Ascend rows and adds the H100 variants published runs use).
 
-Conventions (FORMATS.md): bandwidths are GB/s (1e9 B/s) per device, one direction; memory is the vendor's
+Conventions (docs/formats.md): bandwidths are GB/s (1e9 B/s) per device, one direction; memory is the vendor's
 label used as the GiB budget (HyperParallel and FORMATS write `device_memory_gb: 80` for an 80 GB card, and
 users budget below it with `memory_limit_gb`). "Intra-node" is the scale-up domain (NVLink/HCCS/UB),
 "inter-node" the per-device scale-out NIC rate. Every row names its sources (`source`) and the fields that
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from engine.specs import DeviceSpec
 
-_ASCEND_SRC = ("HARDWARE.md §4: MS-FLOPS 354 TF; MS-CHIP cores and SoC map; ASC-BENCH matmul 0.91 of peak, "
+_ASCEND_SRC = ("[HW] §4: MS-FLOPS 354 TF; MS-CHIP cores and SoC map; ASC-BENCH matmul 0.91 of peak, "
                "HCCS all-gather 149 GB/s of ~196 (0.76), element-wise torch.exp 642 GB/s vs an A800's 884; "
                "RoCE 200GE per NPU")
 _A2_U = ("intra_node_gb_s", "inter_node_gb_s")
@@ -38,59 +38,59 @@ def _ascend(name: str, tflops: float, aliases: tuple[str, ...], notes: str) -> D
 DEVICES: tuple[DeviceSpec, ...] = (
     DeviceSpec("V100", 125.0, 32.0, 0.9, 150.0, 6.25, 8, ("v100-32g", "v100-sxm2"),
                "FP16 tensor peak (no BF16); NVLink2 6x25; IB EDR ~4 NICs per 8 GPUs [U]",
-               source="HARDWARE.md §1: datasheet [V]; NVLink MLE-NET", unconfirmed=("inter_node_gb_s",
+               source="[HW] §1: datasheet [V]; NVLink MLE-NET", unconfirmed=("inter_node_gb_s",
                                                                                    "matmul_efficiency"),
                matmul_efficiency=0.75, generation="volta"),
     DeviceSpec("A100-40G", 312.0, 40.0, 1.555, 300.0, 25.0, 8, ("a100-40gb", "a100_40g"),
-               "NVLink3 300; HDR 200 Gb/s per GPU", source="HARDWARE.md §1, §3.1: MLE-ACC, MLE-NET",
+               "NVLink3 300; HDR 200 Gb/s per GPU", source="[HW] §1, §3.1: MLE-ACC, MLE-NET",
                matmul_efficiency=0.869, generation="ampere"),
     DeviceSpec("A100", 312.0, 80.0, 2.039, 300.0, 25.0, 8, ("a100-80g", "a100-80gb", "a100-sxm"),
                "DGX A100 / Selene: NVLink3 300, 8 x HDR 200 Gb/s per node",
-               source="HARDWARE.md §1, §3.1: MLE-ACC, MLE-NET, NAR21", matmul_efficiency=0.869,
+               source="[HW] §1, §3.1: MLE-ACC, MLE-NET, NAR21", matmul_efficiency=0.869,
                generation="ampere"),
     DeviceSpec("H100", 989.0, 80.0, 3.35, 450.0, 50.0, 8, ("h100-sxm", "h100-80g", "h100-sxm5"),
                "SXM5 80 GB, 700 W; NVLink4 450; DGX H100 8 x NDR 400 Gb/s",
-               source="HARDWARE.md §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.803, fp8_tflops=1979.0,
+               source="[HW] §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.803, fp8_tflops=1979.0,
                fp8_matmul_efficiency=0.709, generation="hopper"),
     DeviceSpec("H100-96G", 989.0, 96.0, 2.4, 450.0, 50.0, 8, ("h100-96gb", "h100-hbm2e", "grand-teton-h100"),
                "H100 96 GB HBM2e, 500 W (Meta Grand Teton, torchtitan's benchmark machines): 989 TF at full "
                "clocks, sustained lower under the 500 W cap (torchtitan: the real peak lies between the NVL and "
                "SXM parts; priced at their midpoint, 912 TF = 0.92 of 989 [D]); MFU stays against 989",
-               source="HARDWARE.md §4: TT; HBM figures [U]", unconfirmed=("memory_gib", "hbm_tb_s",
+               source="[HW] §4: TT; HBM figures [U]", unconfirmed=("memory_gib", "hbm_tb_s",
                                                                           "clock_fraction"),
                matmul_efficiency=0.803, fp8_tflops=1979.0, fp8_matmul_efficiency=0.709,
                clock_fraction=(835.0 + 989.0) / 2 / 989.0, generation="hopper"),
     DeviceSpec("H100-NVL", 835.0, 94.0, 3.9, 300.0, 50.0, 8, ("h100nvl", "h100-nvl-94g"),
                "PCIe card, 350-400 W, 94 GB HBM3; NVLink bridges pair the cards (scale-up between pairs only, "
                "the rest over PCIe/NIC) [U]",
-               source="HARDWARE.md §4: datasheet [V]", unconfirmed=("intra_node_gb_s", "inter_node_gb_s",
+               source="[HW] §4: datasheet [V]", unconfirmed=("intra_node_gb_s", "inter_node_gb_s",
                                                                     "matmul_efficiency"),
                matmul_efficiency=0.803, fp8_tflops=1670.0, fp8_matmul_efficiency=0.709, generation="hopper"),
     DeviceSpec("H20", 148.0, 96.0, 4.0, 450.0, 50.0, 8, ("h20-sxm",),
                "export part: 148 TF BF16, 96 GB at 4.0 TB/s, NVLink 900 GB/s bidirectional",
-               source="HARDWARE.md §4: datasheet [V]", unconfirmed=("inter_node_gb_s", "matmul_efficiency",
+               source="[HW] §4: datasheet [V]", unconfirmed=("inter_node_gb_s", "matmul_efficiency",
                                                                     "fp8_tflops"),
                matmul_efficiency=0.803, fp8_tflops=296.0, fp8_matmul_efficiency=0.709, generation="hopper"),
     DeviceSpec("H800", 989.0, 80.0, 3.35, 160.0, 50.0, 8, ("h800-sxm",),
                "NVLink 160 usable per DeepSeek-V3 report section 3.2.2; IB 50; compute as H100 [U]",
-               source="HARDWARE.md §1: DSV3 §3.2.2", unconfirmed=("peak_tflops", "memory_gib", "hbm_tb_s"),
+               source="[HW] §1: DSV3 §3.2.2", unconfirmed=("peak_tflops", "memory_gib", "hbm_tb_s"),
                matmul_efficiency=0.803, fp8_tflops=1979.0, fp8_matmul_efficiency=0.709, generation="hopper"),
     DeviceSpec("H200", 989.0, 141.0, 4.8, 450.0, 50.0, 8, ("h200-sxm",), "NVLink4 450; NDR 400 Gb/s",
-               source="HARDWARE.md §1, §3.1: MLE-ACC", matmul_efficiency=0.803, fp8_tflops=1979.0,
+               source="[HW] §1, §3.1: MLE-ACC", matmul_efficiency=0.803, fp8_tflops=1979.0,
                fp8_matmul_efficiency=0.734, generation="hopper"),
     DeviceSpec("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 8, ("b200-sxm",), "NVLink5 900; 8 x 400 Gb/s",
-               source="HARDWARE.md §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.776, fp8_tflops=4500.0,
+               source="[HW] §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.776, fp8_tflops=4500.0,
                fp8_matmul_efficiency=0.763, generation="blackwell"),
     DeviceSpec("B300", 2250.0, 288.0, 8.0, 900.0, 100.0, 8, ("b300-sxm",), "NVLink5 900; 8 x 800 Gb/s",
-               source="HARDWARE.md §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.786, fp8_tflops=4500.0,
+               source="[HW] §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.786, fp8_tflops=4500.0,
                fp8_matmul_efficiency=0.745, generation="blackwell"),
     DeviceSpec("GB200", 2500.0, 186.0, 8.0, 900.0, 50.0, 72, ("gb200-nvl72",),
                "per GPU; the NVL72 rack is one 72-GPU NVLink domain; scale-out 400 Gb/s [U]",
-               source="HARDWARE.md §1, §3.1: MLE-ACC", unconfirmed=("inter_node_gb_s",),
+               source="[HW] §1, §3.1: MLE-ACC", unconfirmed=("inter_node_gb_s",),
                matmul_efficiency=0.729, fp8_tflops=5000.0, fp8_matmul_efficiency=0.723, generation="blackwell"),
     DeviceSpec("MI300X", 1307.0, 192.0, 5.3, 448.0, 50.0, 8, ("mi300",),
                "Infinity Fabric full mesh: 448 GB/s aggregate, 64 to any one peer; 400 Gb/s NIC [U]",
-               source="HARDWARE.md §1, §3.1: MLE-ACC, MLE-NET (2-GPU all-reduce 47.7 vs 312.9 GB/s on 8)",
+               source="[HW] §1, §3.1: MLE-ACC, MLE-NET (2-GPU all-reduce 47.7 vs 312.9 GB/s on 8)",
                unconfirmed=("inter_node_gb_s",), matmul_efficiency=0.514, fp8_tflops=2610.0,
                full_mesh=True, coll_eff_intra=0.70, generation="cdna3"),
     _ascend("A2", 354.0, ("ascend", "ascend910", "ascend910b", "910b", "910b1", "910b2", "910b2c",
@@ -102,12 +102,12 @@ DEVICES: tuple[DeviceSpec, ...] = (
     DeviceSpec("A3", 354.0, 64.0, 1.6, 196.0, 50.0, 16, ("ascend910c", "ascend910_93", "910c"),
                "Ascend 910C die (a 910B1/B2-class die, ~354 TF; 2 dies per package, 16 dies per node); "
                "UB 196 GB/s per NPU, RDMA 400 Gb/s per NPU",
-               source="HARDWARE.md §4: MS-CHIP SoC map (A3 die = 910B1 class), MS-FLOPS; §1 UB and RDMA",
+               source="[HW] §4: MS-CHIP SoC map (A3 die = 910B1 class), MS-FLOPS; §1 UB and RDMA",
                unconfirmed=("hbm_tb_s", "intra_node_gb_s", "inter_node_gb_s"), matmul_efficiency=0.91,
                coll_eff_intra=0.76, generation="ascend"),
 )
 
-# Used where a row states none (a device built outside the catalog): the median of HARDWARE.md §3.1.
+# Used where a row states none (a device built outside the catalog): the median of [HW] §3.1.
 DEFAULT_MATMUL_EFFICIENCY = 0.78
 
 _BY_NAME: dict[str, DeviceSpec] = {}
@@ -130,7 +130,7 @@ def device_names() -> list[str]:
 
 
 def matmul_efficiency(name: str) -> float:
-    """Best-shape BF16 matmul efficiency of a catalog device (HARDWARE.md §3.1 and §4)."""
+    """Best-shape BF16 matmul efficiency of a catalog device ([HW] §3.1 and §4)."""
     d = find_device(name)
     return d.matmul_efficiency if d is not None and d.matmul_efficiency else DEFAULT_MATMUL_EFFICIENCY
 
@@ -138,7 +138,7 @@ def matmul_efficiency(name: str) -> float:
 def memory_variant(device: DeviceSpec, memory_gb: float | None) -> DeviceSpec | None:
     """The catalog's other part of the same die that a stated memory size identifies, or None: an `H100`
     stated with 96 GB is the 500 W H100 96 GB (HBM2e) part and with 94 GB the H100 NVL, whose figures differ
-    from the 80 GB SXM5 row (HARDWARE.md §4)."""
+    from the 80 GB SXM5 row ([HW] §4)."""
     if memory_gb is None or device.name != "H100":
         return None
     for name, gb in (("H100-96G", 96.0), ("H100-NVL", 94.0)):

@@ -1,8 +1,8 @@
-"""Frameworks: the stack that runs the plan (FORMATS.md §5), as stated facts the cost model prices.
+"""Frameworks: the stack that runs the plan (docs/formats.md §5), as stated facts the cost model prices.
 
 The same strategy runs at different speeds under different stacks. A `Framework` is not a fudge factor: each
 field is a fact about the stack's kernels, overlaps, sharding and recompute policies, with its source in
-docs/cost-model.md §5 (CALIBRATION.md §10 quotes the stacks' own code and scripts). What a framework's
+docs/cost-model.md §5 ([CAL] §10 quotes the stacks' own code and scripts). What a framework's
 trainer cannot execute (`pipelines`, `schedules`, `selective_policies`) becomes a diagnostic on the stated
 plan and a filter on the search (engine.cost.validate).
 """
@@ -43,7 +43,7 @@ class Framework:
       Megatron's fused vocab-parallel cross-entropy keeps the fp32 logits (4, KOR22 §4.3); a PyTorch loss in
       fp32 holds the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10).
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
-    calibrated_on: the CALIBRATION.md cases its constants were checked against (empty: uncalibrated).
+    calibrated_on: the [CAL] cases its constants were checked against (empty: uncalibrated).
     """
 
     name: str
@@ -158,6 +158,6 @@ def effective_policy(fw: Framework, run: RunOptions) -> str:
 def calibration_hint(fw: Framework) -> str:
     """What an estimate says about how far its framework's figures are checked."""
     if fw.calibrated:
-        return f"{fw.name} checked against {len(fw.calibrated_on)} published run families (CALIBRATION.md)"
+        return f"{fw.name} checked against {len(fw.calibrated_on)} published run families ([CAL])"
     return (f"{fw.name} is uncalibrated: priced from its stack's facts; measure a run and fit it with "
             "`hp-plan calibrate RUNS -o ratios.yaml`, then set estimator.ratios_file")

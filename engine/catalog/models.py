@@ -1,7 +1,7 @@
 """Offline model catalog: public architectures by Hugging Face id, and local `config.json` reading.
 
-`model.pretrained_model_name_or_path` is resolved here and never over the network (FORMATS.md §1). The
-facts are the architecture rows of ../shared/reference/MODELS.md (§1 dense, §2 MoE, §3 GPT-style paper
+`model.pretrained_model_name_or_path` is resolved here and never over the network (docs/formats.md §1). The
+facts are the architecture rows of [MODELS] (§1 dense, §2 MoE, §3 GPT-style paper
 shapes), written with the Hugging Face `config.json` field names that a search config's `model:` and a
 train.yaml's `model.config_overrides` use, so catalog facts and user overrides merge key by key.
 
@@ -25,7 +25,7 @@ MAX_CONFIG_JSON_BYTES = 4 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class CatalogModel:
-    """One catalog entry: canonical id, field values (HF names), aliases and the MODELS.md status tag."""
+    """One catalog entry: canonical id, field values (HF names), aliases and the [MODELS] status tag."""
 
     id: str
     fields: Mapping[str, Any]
@@ -44,7 +44,7 @@ def _llama(layers: int, hidden: int, ffn: int, heads: int, kv: int, vocab: int, 
 
 
 def _gpt(layers: int, hidden: int, heads: int, vocab: int = 51200, seq: int = 2048, **extra: Any) -> dict[str, Any]:
-    """GPT-style paper shape: GeLU MLP 4h, MHA, tied embeddings, learned positions, biases (MODELS.md §3)."""
+    """GPT-style paper shape: GeLU MLP 4h, MHA, tied embeddings, learned positions, biases ([MODELS] §3)."""
     out: dict[str, Any] = dict(num_hidden_layers=layers, hidden_size=hidden, intermediate_size=4 * hidden,
                                num_attention_heads=heads, num_key_value_heads=heads, vocab_size=vocab,
                                max_position_embeddings=seq, tie_word_embeddings=True, hidden_act="gelu",
@@ -57,45 +57,45 @@ _QWEN3_MOE_COMMON: dict[str, Any] = dict(head_dim=128, vocab_size=151936, max_po
                                          num_experts=128, num_experts_per_tok=8, num_shared_experts=0,
                                          tie_word_embeddings=False, hidden_act="silu")
 
-# MODELS.md §1-§3. Tags in `source`: [C] checked against config.json, [P] paper, [U] unconfirmed.
+# [MODELS] §1-§3. Tags in `source`: [C] checked against config.json, [P] paper, [U] unconfirmed.
 CATALOG: tuple[CatalogModel, ...] = (
     # -- §1 dense -------------------------------------------------------------------------------------------
-    _m("meta-llama/Llama-3.1-8B", "MODELS.md §1 [C]", ("meta-llama/Meta-Llama-3.1-8B", "llama3-8b", "llama-3-8b"),
+    _m("meta-llama/Llama-3.1-8B", "[MODELS] §1 [C]", ("meta-llama/Meta-Llama-3.1-8B", "llama3-8b", "llama-3-8b"),
        **_llama(32, 4096, 14336, 32, 8, 128256, 131072)),
-    _m("meta-llama/Llama-3.1-70B", "MODELS.md §1 [C]",
+    _m("meta-llama/Llama-3.1-70B", "[MODELS] §1 [C]",
        ("meta-llama/Meta-Llama-3.1-70B", "meta-llama/Llama-3.3-70B", "llama3-70b", "llama-3-70b"),
        **_llama(80, 8192, 28672, 64, 8, 128256, 131072)),
-    _m("meta-llama/Llama-3.1-405B", "MODELS.md §1 [C]", ("meta-llama/Meta-Llama-3.1-405B", "llama3-405b"),
+    _m("meta-llama/Llama-3.1-405B", "[MODELS] §1 [C]", ("meta-llama/Meta-Llama-3.1-405B", "llama3-405b"),
        **_llama(126, 16384, 53248, 128, 8, 128256, 131072)),
-    _m("meta-llama/Llama-2-7b-hf", "MODELS.md §1 [C]", ("meta-llama/Llama-2-7b", "llama2-7b"),
+    _m("meta-llama/Llama-2-7b-hf", "[MODELS] §1 [C]", ("meta-llama/Llama-2-7b", "llama2-7b"),
        **_llama(32, 4096, 11008, 32, 32, 32000, 4096)),
-    _m("meta-llama/Llama-2-13b-hf", "MODELS.md §1 [C]", ("meta-llama/Llama-2-13b", "llama2-13b"),
+    _m("meta-llama/Llama-2-13b-hf", "[MODELS] §1 [C]", ("meta-llama/Llama-2-13b", "llama2-13b"),
        **_llama(40, 5120, 13824, 40, 40, 32000, 4096)),
-    _m("meta-llama/Llama-2-70b-hf", "MODELS.md §1 [C]", ("meta-llama/Llama-2-70b", "llama2-70b"),
+    _m("meta-llama/Llama-2-70b-hf", "[MODELS] §1 [C]", ("meta-llama/Llama-2-70b", "llama2-70b"),
        **_llama(80, 8192, 28672, 64, 8, 32000, 4096)),
-    _m("Qwen/Qwen2.5-7B", "MODELS.md §1 [C]", ("qwen2.5-7b",),
+    _m("Qwen/Qwen2.5-7B", "[MODELS] §1 [C]", ("qwen2.5-7b",),
        **_llama(28, 3584, 18944, 28, 4, 152064, 131072)),
-    _m("Qwen/Qwen2.5-72B", "MODELS.md §1 [C]; max_position_embeddings of the base [U]", ("qwen2.5-72b",),
+    _m("Qwen/Qwen2.5-72B", "[MODELS] §1 [C]; max_position_embeddings of the base [U]", ("qwen2.5-72b",),
        **_llama(80, 8192, 29568, 64, 8, 152064, 131072)),
-    _m("Qwen/Qwen3-8B", "MODELS.md §1 [C]", ("qwen3-8b",), **_llama(36, 4096, 12288, 32, 8, 151936, 40960)),
-    _m("Qwen/Qwen3-32B", "MODELS.md §1 [C] (heads x head_dim = 8192 != hidden)", ("qwen3-32b",),
+    _m("Qwen/Qwen3-8B", "[MODELS] §1 [C]", ("qwen3-8b",), **_llama(36, 4096, 12288, 32, 8, 151936, 40960)),
+    _m("Qwen/Qwen3-32B", "[MODELS] §1 [C] (heads x head_dim = 8192 != hidden)", ("qwen3-32b",),
        **_llama(64, 5120, 25600, 64, 8, 151936, 40960)),
     # -- §2 MoE ---------------------------------------------------------------------------------------------
-    _m("Qwen/Qwen3-30B-A3B", "MODELS.md §2 [C]", ("qwen3-30b-a3b",),
+    _m("Qwen/Qwen3-30B-A3B", "[MODELS] §2 [C]", ("qwen3-30b-a3b",),
        num_hidden_layers=48, hidden_size=2048, intermediate_size=6144, num_attention_heads=32,
        num_key_value_heads=4, moe_intermediate_size=768, **_QWEN3_MOE_COMMON),
-    _m("Qwen/Qwen3-235B-A22B", "MODELS.md §2 [C] core fields", ("qwen3-235b-a22b",),
+    _m("Qwen/Qwen3-235B-A22B", "[MODELS] §2 [C] core fields", ("qwen3-235b-a22b",),
        num_hidden_layers=94, hidden_size=4096, intermediate_size=12288, num_attention_heads=64,
        num_key_value_heads=4, moe_intermediate_size=1536, **_QWEN3_MOE_COMMON),
-    _m("mistralai/Mixtral-8x7B-v0.1", "MODELS.md §2 [C]", ("mixtral-8x7b", "mistralai/Mixtral-8x7B"),
+    _m("mistralai/Mixtral-8x7B-v0.1", "[MODELS] §2 [C]", ("mixtral-8x7b", "mistralai/Mixtral-8x7B"),
        num_hidden_layers=32, hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
        num_key_value_heads=8, head_dim=128, vocab_size=32000, max_position_embeddings=32768, num_experts=8,
        num_experts_per_tok=2, num_shared_experts=0, tie_word_embeddings=False, hidden_act="silu"),
-    _m("mistralai/Mixtral-8x22B-v0.1", "MODELS.md §2 [C]", ("mixtral-8x22b", "mistralai/Mixtral-8x22B"),
+    _m("mistralai/Mixtral-8x22B-v0.1", "[MODELS] §2 [C]", ("mixtral-8x22b", "mistralai/Mixtral-8x22B"),
        num_hidden_layers=56, hidden_size=6144, intermediate_size=16384, num_attention_heads=48,
        num_key_value_heads=8, head_dim=128, vocab_size=32000, max_position_embeddings=65536, num_experts=8,
        num_experts_per_tok=2, num_shared_experts=0, tie_word_embeddings=False, hidden_act="silu"),
-    _m("deepseek-ai/DeepSeek-V3", "MODELS.md §2 [C] config, [P] DeepSeek-V3 report §2",
+    _m("deepseek-ai/DeepSeek-V3", "[MODELS] §2 [C] config, [P] DeepSeek-V3 report §2",
        ("deepseek-ai/DeepSeek-V3-Base", "deepseek-v3", "deepseek-ai/DeepSeek-R1"),
        num_hidden_layers=61, hidden_size=7168, intermediate_size=18432, num_attention_heads=128,
        num_key_value_heads=128, vocab_size=129280, max_position_embeddings=163840, num_experts=256,
@@ -104,16 +104,16 @@ CATALOG: tuple[CatalogModel, ...] = (
        mtp_depth=1, tie_word_embeddings=False, hidden_act="silu"),
     # -- §3 GPT-style and paper shapes ----------------------------------------------------------------------
     # GPT-3: Brown et al. 2020 Table 2.1; vocabulary padded to 51200 as Megatron reproductions do (MODELS §4.4).
-    _m("gpt3-175b", "MODELS.md §3 [P]", ("gpt-3", "gpt3"), **_gpt(96, 12288, 96, head_dim=128)),
-    _m("mt-nlg-530b", "MODELS.md §3 [C] NAR21 Table 1 / KOR22 Table 3", ("mtnlg-530b", "megatron-turing-nlg-530b"),
+    _m("gpt3-175b", "[MODELS] §3 [P]", ("gpt-3", "gpt3"), **_gpt(96, 12288, 96, head_dim=128)),
+    _m("mt-nlg-530b", "[MODELS] §3 [C] NAR21 Table 1 / KOR22 Table 3", ("mtnlg-530b", "megatron-turing-nlg-530b"),
        **_gpt(105, 20480, 128, head_dim=160)),
-    _m("bigscience/bloom", "MODELS.md §3: ALiBi (no position embeddings), linear biases",
+    _m("bigscience/bloom", "[MODELS] §3: ALiBi (no position embeddings), linear biases",
        ("bloom-176b", "bloom"), **_gpt(70, 14336, 112, vocab=250880, learned_positions=False)),
-    _m("mpt-70b", "MODELS.md §3: llm-foundry mpt-70b.yaml [C]; positions and tying [U]", (),
+    _m("mpt-70b", "[MODELS] §3: llm-foundry mpt-70b.yaml [C]; positions and tying [U]", (),
        **_gpt(80, 8192, 64, vocab=50368, linear_bias=False)),
     # NAR21 Table 1 and KOR22 Table 3 calibration shapes (V 51200, s 2048, ffn 4h, tied, learned positions).
     *(
-        _m(f"megatron-{size}", "MODELS.md §3.1 NAR21 Table 1 [C]", (), **_gpt(layers, hidden, heads))
+        _m(f"megatron-{size}", "[MODELS] §3.1 NAR21 Table 1 [C]", (), **_gpt(layers, hidden, heads))
         for size, layers, hidden, heads in (
             ("1.7b", 24, 2304, 24), ("3.6b", 30, 3072, 32), ("7.5b", 36, 4096, 32), ("18.4b", 40, 6144, 48),
             ("39.1b", 48, 8192, 64), ("76.1b", 60, 10240, 80), ("145.6b", 80, 12288, 96),
@@ -145,7 +145,7 @@ _INDEX: Mapping[str, CatalogModel] = MappingProxyType(_build_index())
 
 def lookup(name: str) -> CatalogModel | None:
     """Catalog entry for an HF id or short name: case-insensitive, with or without the organisation, and
-    ignoring post-training suffixes (-Instruct, -Base, -chat, -hf) that keep the architecture (MODELS.md §4.8)."""
+    ignoring post-training suffixes (-Instruct, -Base, -chat, -hf) that keep the architecture ([MODELS] §4.8)."""
     if not isinstance(name, str) or not name.strip():
         return None
     key = _norm(name)
@@ -169,7 +169,7 @@ def lookup(name: str) -> CatalogModel | None:
 # -- Hugging Face config.json field aliases ----------------------------------------------------------------
 
 # Alias -> canonical name; the first present, non-null alias wins unless the canonical name is present
-# (MODELS.md §4.1; HYPERPARALLEL.md §2.5 "Aliases"; Mixtral's num_local_experts resolved explicitly).
+# ([MODELS] §4.1; [HP] §2.5 "Aliases"; Mixtral's num_local_experts resolved explicitly).
 ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "num_hidden_layers": ("n_layer", "n_layers", "num_layers"),
     "hidden_size": ("n_embd", "d_model", "dim"),
@@ -186,7 +186,7 @@ ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "attention_dropout": ("attn_pdrop", "attention_probs_dropout_prob"),
 })
 
-# Canonical model fields this project understands (FORMATS.md §2 `model:` plus the two extension keys).
+# Canonical model fields this project understands (docs/formats.md §2 `model:` plus the two extension keys).
 MODEL_FIELDS: tuple[str, ...] = (
     "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
     "head_dim", "vocab_size", "max_position_embeddings", "tie_word_embeddings", "hidden_act",
@@ -201,7 +201,7 @@ _NON_GATED_TYPES = frozenset({"gpt2", "bloom", "gpt_neox", "opt", "mpt", "falcon
 
 def normalize_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
     """HF config.json -> canonical model fields (only those this project prices). Vision-language configs
-    take their language fields from `text_config` (HYPERPARALLEL.md §2.5)."""
+    take their language fields from `text_config` ([HP] §2.5)."""
     src: dict[str, Any] = dict(raw)
     text_cfg = src.get("text_config")
     if isinstance(text_cfg, Mapping):
@@ -221,7 +221,7 @@ def normalize_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
         out.get("hidden_size"), int
     ):
         out["intermediate_size"] = int(src["expansion_ratio"] * out["hidden_size"])
-    # HYPERPARALLEL.md §2.5 derivations: shared-expert count from widths; intermediate from expert widths.
+    # [HP] §2.5 derivations: shared-expert count from widths; intermediate from expert widths.
     shared_w, moe_w = src.get("shared_expert_intermediate_size"), out.get("moe_intermediate_size")
     if "num_shared_experts" not in out and isinstance(shared_w, int) and isinstance(moe_w, int) and moe_w > 0:
         out["num_shared_experts"] = max(1, shared_w // moe_w)

@@ -1,4 +1,4 @@
-"""`hp-plan`: check, estimate, search, apply, explain, compare and export HyperParallel configs from the command line (FORMATS.md §3).
+"""`hp-plan`: check, estimate, search, apply, explain, compare and export HyperParallel configs from the command line (docs/formats.md §3).
 
 The parser is defined here for every subcommand; each subcommand lives in `engine.cli.<name>` with
 `run(args) -> int` and is imported only when used, so `hp-plan check` never pays for numpy or the search.
@@ -106,7 +106,7 @@ def _tokens_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """explain, compare and export (FORMATS.md §7; docs/explain.md)."""
+    """explain, compare and export (docs/formats.md §7; docs/explain.md)."""
     p = sub.add_parser("explain", help="per-stage time and memory, what bounds the step, the pipeline timeline",
                        description="Price the plan FILE states (for a search config with searched dimensions, "
                        "the best one) and show one row per pipeline stage (layers, memory by part, forward, "
@@ -114,7 +114,7 @@ def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
                        "pipeline schedule as a timeline of micro-batches whose last interval ends at the "
                        "step time.", epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §7 `explain`)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §7 `explain`)")
     p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
     p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
     p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
@@ -131,7 +131,7 @@ def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     p.add_argument("file", metavar="FILE_A")
     p.add_argument("file_b", metavar="FILE_B", nargs="?")
     p.add_argument("--best", action="store_true", help="compare FILE_A's stated plan with the search's best")
-    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §7 `compare`)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §7 `compare`)")
     _tokens_flag(p)
     _cluster_flags(p)
     _pricing_flags(p)
@@ -161,7 +161,7 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("pricing flags", "win over the file's estimator section")
     g.add_argument("--framework", type=_framework_name, metavar="NAME",
                    help="the stack that runs the plan: hyperparallel (default), megatron, mindspeed, torchtitan "
-                   "(FORMATS.md §5; docs/cost-model.md §5)")
+                   "(docs/formats.md §5; docs/cost-model.md §5)")
     g.add_argument("--ratios", metavar="FILE", help="apply this ratios file (hp-plan calibrate -o); wins over the "
                    "search config's estimator.ratios_file")
 
@@ -180,14 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Validate FILE: YAML, keys, types, model facts and cross-field rules.",
                        epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="FILE", help="a train.yaml or a search config")
-    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `check`)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §3 `check`)")
     _cluster_flags(p)
 
     p = sub.add_parser("estimate", help="price the strategy the file states (no search)",
                        description="Price the strategy FILE states: memory per stage, step time, MFU.",
                        epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `estimate`)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §3 `estimate`)")
     _tokens_flag(p)
     _cluster_flags(p)
     _pricing_flags(p)
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Search the strategies FILE allows and rank those that fit the memory budget.",
                        epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §3 `search`)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §3 `search`)")
     p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
     _tokens_flag(p)
     _cluster_flags(p)
@@ -227,9 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "predictions. -o writes the ratios file that --ratios and estimator.ratios_file apply. "
                        "Nothing is written when any run has an error. See docs/calibration.md.",
                        epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="RUNS", help="a RUNS file (FORMATS.md §6)")
+    p.add_argument("file", metavar="RUNS", help="a RUNS file (docs/formats.md §6)")
     p.add_argument("-o", "--output", metavar="RATIOS", help="write the fitted ratios file here")
-    p.add_argument("--json", action="store_true", help="print one JSON document (FORMATS.md §6)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §6)")
     p.add_argument("--rule", choices=("step", "compute"), default="step",
                    help="what a step time without a profile corrects: step (every part by one factor, the "
                    "default) or compute (compute and recompute only)")

@@ -1,4 +1,4 @@
-"""`hp-plan apply FILE [-o OUT | --in-place] [--dry-run] [--json] [cluster flags]` (FORMATS.md §3).
+"""`hp-plan apply FILE [-o OUT | --in-place] [--dry-run] [--json] [cluster flags]` (docs/formats.md §3).
 
 Search FILE (a train.yaml, or a search config and the train.yaml it names), then write the best strategy
 into that train.yaml with round-trip edits (engine.edit.strategy_edits): comments, key order, quoting and
@@ -163,7 +163,7 @@ def _show(value: Any) -> str:
 
 def describe(res: EditResult) -> list[str]:
     """One line per changed key: `accelerator.tp_size: 8 -> 4`; the batch as HyperParallel's writer logs it
-    (HYPERPARALLEL.md §4.5)."""
+    ([HP] §4.5)."""
     lines = []
     for path, before, after in res.values:
         if path.endswith("global_batch_size") and before is not None and after is not None:

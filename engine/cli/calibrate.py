@@ -1,8 +1,8 @@
-"""`hp-plan calibrate RUNS [-o RATIOS] [--json] [--rule step|compute]`: fit ratios from measured runs (FORMATS.md §6).
+"""`hp-plan calibrate RUNS [-o RATIOS] [--json] [--rule step|compute]`: fit ratios from measured runs (docs/formats.md §6).
 
 Text: the diagnostics (compiler-style, positioned in the RUNS file), then one row per run (measured,
 uncalibrated, calibrated and leave-one-out step time; measured, uncalibrated and calibrated peak), the ratios
-and which parts the step times moved, and per run how each part moved. JSON: the FORMATS.md §6 document.
+and which parts the step times moved, and per run how each part moved. JSON: the docs/formats.md §6 document.
 Exit 1 (and nothing written) when any run has an error; 0 otherwise.
 """
 

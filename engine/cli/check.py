@@ -1,4 +1,4 @@
-"""`hp-plan check FILE [--json]`: validate only (FORMATS.md §3).
+"""`hp-plan check FILE [--json]`: validate only (docs/formats.md §3).
 
 Text: one compiler-style line per diagnostic, `path:line:col: severity CODE: message`, 1-based, in the file
 where the problem was written (a search config's train.yaml included); for a search config the
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         for d in diags:
             out.write(format_line(d, file) + "\n")
         if cfg is not None and cfg.kind == "search":
-            # HyperParallel's own resolution line (HYPERPARALLEL.md §2.2), one clause per dimension.
+            # HyperParallel's own resolution line ([HP] §2.2), one clause per dimension.
             resolved = "; ".join(d.summary().replace(": ", "=", 1) for d in cfg.dimensions.values())
             out.write(f"{file}: parallelism resolved: {resolved}\n")
         if cfg is not None and cfg.stated is not None:

@@ -1,4 +1,4 @@
-"""`hp-plan compare FILE_A [FILE_B | --best] [--json] [--tokens N] [cluster flags]` (FORMATS.md §7).
+"""`hp-plan compare FILE_A [FILE_B | --best] [--json] [--tokens N] [cluster flags]` (docs/formats.md §7).
 
 Two complete plans on the same model and cluster: two files, or --best (FILE_A's stated plan, or for a search
 config its train.yaml's, against the best the search finds on the same model, cluster and budget). Text: the

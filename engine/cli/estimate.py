@@ -1,7 +1,7 @@
-"""`hp-plan estimate FILE [--json] [cluster flags]`: price the strategy a file states (FORMATS.md §3).
+"""`hp-plan estimate FILE [--json] [cluster flags]`: price the strategy a file states (docs/formats.md §3).
 
 Exit 0 when the strategy is priced and fits, 1 when the input has errors or the strategy does not fit.
-`--json` prints exactly one JSON document: the FORMATS.md `estimate` object, or `{"file", "diagnostics"}`
+`--json` prints exactly one JSON document: the docs/formats.md `estimate` object, or `{"file", "diagnostics"}`
 when nothing could be priced.
 """
 
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         if loaded.config is not None and not has_errors(diags):
             est, more = estimate_config(loaded.config)
             diags = merge(diags, more)  # each fact once, whichever stage found it (engine.facts)
-    except Exception as exc:  # never a traceback to the user (FORMATS.md §3)
+    except Exception as exc:  # never a traceback to the user (docs/formats.md §3)
         from engine.diagnostics import Diagnostic as D
 
         diags = (D("HP900", f"internal error while pricing: {type(exc).__name__}: {exc}"),)

@@ -1,4 +1,4 @@
-"""`hp-plan explain FILE [--json] [--svg OUT] [--best] [--tokens N] [cluster flags]` (FORMATS.md §7).
+"""`hp-plan explain FILE [--json] [--svg OUT] [--best] [--tokens N] [cluster flags]` (docs/formats.md §7).
 
 Text: the plan's summary, one row per pipeline stage, what bounds the step, and the timeline as text lanes.
 `--svg OUT` also writes the timeline and a memory-per-stage chart as an SVG picture. `--json`: one JSON

@@ -1,9 +1,9 @@
-"""`hp-plan search FILE [--json] [--top K] [cluster flags]` (FORMATS.md §3).
+"""`hp-plan search FILE [--json] [--top K] [cluster flags]` (docs/formats.md §3).
 
 On a terminal: the per-dimension summary, a ranked table of the top K (strategy, peak GiB, step s, tokens/s,
 MFU), the counts (evaluated, fitting, over budget, refused by reason) and the diagnostics; a progress bar on
 stderr when the search takes more than a moment and stderr is a terminal. `--json`: one JSON document, the
-`search` object of FORMATS.md §3 (plus `file`), diagnostics of the file and of the search together.
+`search` object of docs/formats.md §3 (plus `file`), diagnostics of the file and of the search together.
 Exit 0 when a strategy fits and the file has no error, 1 otherwise (2, usage, is argparse's).
 """
 

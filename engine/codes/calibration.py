@@ -1,4 +1,4 @@
-"""HP8xx: calibration from measured runs (hp-plan calibrate, RUNS files, ratios files; FORMATS.md §6, §8)."""
+"""HP8xx: calibration from measured runs (hp-plan calibrate, RUNS files, ratios files; docs/formats.md §6, §8)."""
 
 ROWS: list[tuple[str, str, str]] = [
     ("HP800", "error", "the RUNS file is not a list of measured runs"),

@@ -1,4 +1,4 @@
-"""HP75x: explaining, comparing and exporting a plan (hp-plan explain / compare / export, FORMATS.md §7)."""
+"""HP75x: explaining, comparing and exporting a plan (hp-plan explain / compare / export, docs/formats.md §7)."""
 
 ROWS: list[tuple[str, str, str]] = [
     ("HP750", "information", "the timeline departs from the priced order or stage times (it says how)"),

@@ -1,6 +1,6 @@
 """HP6xx: search refusals and advice.
 
-The refusals keep the meaning of HyperParallel's three runner refusals (HYPERPARALLEL.md §5.11: nothing
+The refusals keep the meaning of HyperParallel's three runner refusals ([HP] §5.11: nothing
 fits the lists, nothing fits the budget, no candidate makes the global batch) and add what its messages
 lack: where the offending value was written and, in numbers, what would work instead.
 

@@ -1,7 +1,7 @@
 """What kind of file a YAML mapping is: an AutoModels train.yaml, a legacy train.yaml, a search config, or
 none of HyperParallel's (HP008). The one rule the reader, the key checker and the file editor all use.
 
-Order (HYPERPARALLEL.md §2.5 "Detection", FORMATS.md §1): upstream calls any file with a root `training`,
+Order ([HP] §2.5 "Detection", docs/formats.md §1): upstream calls any file with a root `training`,
 `accelerator` or `fsdp_config`, or a named model (`model.pretrained_model_name_or_path`, or its from-config
 alias `model.config_path`), an AutoModels train.yaml, whatever else it holds; so that test runs first. Only a
 file that is no train.yaml by that rule is tested for the search config's own sections. Then the legacy
@@ -22,7 +22,7 @@ FileKind = Literal["automodels", "legacy", "search"]
 AUTOMODELS_ROOTS = ("training", "accelerator", "fsdp_config")
 MODEL_NAME_KEYS = ("pretrained_model_name_or_path", "config_path")
 SEARCH_ROOTS = ("train_yaml", "parallelism", "cluster", "constraint", "pp_config", "estimator")
-# Keys of `train:` that only HyperParallel's legacy schema writes (HYPERPARALLEL.md §2.6, §4.3).
+# Keys of `train:` that only HyperParallel's legacy schema writes ([HP] §2.6, §4.3).
 LEGACY_TRAIN_KEYS = ("accelerator", "global_batch_size", "micro_batch_size", "micro_batch_num",
                      "gradient_checkpointing", "mixed_precision")
 # Root sections a trainer file holds and a search config never does: beside model facts written directly

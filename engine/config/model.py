@@ -1,6 +1,6 @@
 """Model facts: catalog / local config.json, then the user's keys, merged key by key into a ModelSpec.
 
-Priority, lowest first (HYPERPARALLEL.md §2.3 and §2.5: explicit overrides always win): what
+Priority, lowest first ([HP] §2.3 and §2.5: explicit overrides always win): what
 `pretrained_model_name_or_path` resolves to, the train.yaml's `model.config_overrides`, the search config's
 `model`. Each fact keeps the Location where it was written; facts from the catalog point at the name.
 """
@@ -22,7 +22,7 @@ BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_
 FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropout"})
 STR_FIELDS = frozenset({"hidden_act"})
 
-# Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, FORMATS.md §2 `hidden_act`.
+# Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, docs/formats.md §2 `hidden_act`.
 GATED_ACTS = frozenset({"silu", "swiglu", "swish", "geglu", "reglu"})
 PLAIN_ACTS = frozenset({"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "gelu_10"})
 

@@ -54,7 +54,7 @@ _MEM_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|)\s*$", re.IGNORECASE
 
 
 def parse_memory_gb(value: Any) -> float | None:
-    """`76GB`, `76G`, `76`, `1024MB` -> GiB (FORMATS.md: every *_gb is GiB; MindSpore's `max_device_memory`
+    """`76GB`, `76G`, `76`, `1024MB` -> GiB (docs/formats.md: every *_gb is GiB; MindSpore's `max_device_memory`
     "GB" means the same 2^30 unit)."""
     if isinstance(value, bool):
         return None

@@ -1,6 +1,6 @@
 """Assemble one frozen `Config` from a train.yaml, or from a search config laid over its train.yaml.
 
-Semantics (FORMATS.md §1-§2, HYPERPARALLEL.md §2.2-§2.3):
+Semantics (docs/formats.md §1-§2, [HP] §2.2-§2.3):
 * A bare train.yaml: every dimension is searched (state "absent"); `stated` is the strategy the file states,
   with dp = world / (tp·pp·cp) where the world size is known (context.device_num, or the cluster flags and
   settings); None when it cannot be derived.
@@ -41,7 +41,7 @@ from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read
 from engine.positions import DOCUMENT_START, Position, Range
 from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
-DEFAULT_SEQ_LEN = 4096  # HYPERPARALLEL.md §2.1: max_position_embeddings defaults to 4096
+DEFAULT_SEQ_LEN = 4096  # [HP] §2.1: max_position_embeddings defaults to 4096
 
 
 @dataclass
@@ -177,7 +177,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
     _canonical(locations, "constraint.memory_limit_gb", facts.max_device_memory)
     _canonical(locations, "recompute", facts.recompute)
     dims = {d: Dimension(d, "absent", (), "default", None) for d in DIMENSIONS}
-    # etp has no search dimension (HYPERPARALLEL.md §2.2): the file's value, else 1, is fixed.
+    # etp has no search dimension ([HP] §2.2): the file's value, else 1, is fixed.
     etp = facts.degrees.get("etp")
     dims["etp"] = (Dimension("etp", "fixed", (int(etp.value),), "train.yaml", etp.loc) if etp is not None
                    else Dimension("etp", "fixed", (1,), "default", None))
@@ -222,7 +222,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
 
 def train_yaml_path(search_path: str | None, ref: str) -> str:
     """Where a search config's `train_yaml:` points: `~` expanded, relative to the search config's folder
-    (FORMATS.md §2; the working directory for an unnamed buffer). The server's workspace index links a
+    (docs/formats.md §2; the working directory for an unnamed buffer). The server's workspace index links a
     train.yaml to its search config with this too."""
     rel = os.path.expanduser(ref.strip())
     base = base_dir_of(search_path) or os.getcwd()
@@ -434,7 +434,7 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
         return Dimension(d, "fixed", (1,), "declared", sf.pipeline_schedule.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
-    # micro_batch_num is no search-space key of either train.yaml reader (HYPERPARALLEL.md §2.5-§2.6): it
+    # micro_batch_num is no search-space key of either train.yaml reader ([HP] §2.5-§2.6): it
     # follows the searched dp through the batch rule, so a train.yaml's value is not inherited.
     if (train is not None and d in train.degrees and d != "micro_batch_num"
             and int(train.degrees[d].value) >= (0 if d == "etp" else 1)):
@@ -517,7 +517,7 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["param_bytes"] = int(train.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
-        if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's (HYPERPARALLEL.md §4.2)
+        if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's ([HP] §4.2)
             kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value

@@ -3,8 +3,8 @@
 A `Section` lists the keys this project reads (`read`), keys that belong to the trainer or HyperParallel and
 are accepted untouched (`known`), its sub-sections, and whether it is `open` (the trainer accepts many more
 keys than anyone can list: only a near miss of a listed key is reported there, as a likely typo) or closed
-(a search config's sections: every unknown key is reported). Sources: FORMATS.md §1-§2 and the recipes and
-loaders of HYPERPARALLEL.md §2.
+(a search config's sections: every unknown key is reported). Sources: docs/formats.md §1-§2 and the recipes and
+loaders of [HP] §2.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ SEARCH = _s(
     "",
     {
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its
-        # loader writes there (HYPERPARALLEL.md §2.1): accepted. Open: other tools' keys are theirs.
+        # loader writes there ([HP] §2.1): accepted. Open: other tools' keys are theirs.
         "estimator": _s("cp_algo recompute_modes ratios_file",
                         "type recompute_strategy enable_profiling_calibration framework compile fp8 "
                         "moe_dispatcher"),

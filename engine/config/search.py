@@ -1,4 +1,4 @@
-"""Reading a search config (FORMATS.md §2, HYPERPARALLEL.md §2.1-§2.2) into `SearchFacts`.
+"""Reading a search config (docs/formats.md §2, [HP] §2.1-§2.2) into `SearchFacts`.
 
 Each `parallelism` entry becomes a `Decl`: an int is fixed, a list holds candidates, `auto` (case- and
 space-insensitive) is searched over the dimension's own bounds. Unlike HyperParallel, which silently ignores
@@ -59,8 +59,8 @@ class SearchFacts:
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
-    ratios_file: Val | None = None  # estimator.ratios_file (FORMATS.md §6), as written
-    # estimator section (ext, FORMATS.md §2 / §5): the framework that runs the plan, torch.compile, FP8.
+    ratios_file: Val | None = None  # estimator.ratios_file (docs/formats.md §6), as written
+    # estimator section (ext, docs/formats.md §2 / §5): the framework that runs the plan, torch.compile, FP8.
     framework: Val | None = None
     compile: Val | None = None
     fp8: Val | None = None
@@ -96,7 +96,7 @@ def read_search(src: Source) -> SearchFacts:
     fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
     facts.model_fields = fields
     facts.name = src.str_(model, "name", "model.name")
-    # In a search config max_position_embeddings IS the trained sequence length (HYPERPARALLEL.md §2.1); older
+    # In a search config max_position_embeddings IS the trained sequence length ([HP] §2.1); older
     # examples write it seq_len (beside n_layers, dim, n_heads: §3.2 "older versions"), some seq_length.
     for key in SEQ_KEYS:
         facts.seq_len = facts.seq_len or src.int_(model, key, f"model.{key}")
@@ -114,7 +114,7 @@ def read_search(src: Source) -> SearchFacts:
     par = src.section(root, "parallelism", "parallelism")
     if par is not None:
         for key in DIMENSION_KEYS:
-            # etp 0 is HyperParallel's default and means "the experts follow tp" (HYPERPARALLEL.md §4.2, §5.5).
+            # etp 0 is HyperParallel's default and means "the experts follow tp" ([HP] §4.2, §5.5).
             decl = read_decl(src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"),
                              minimum=0 if key == "etp" else 1)
             if decl is not None:
@@ -163,7 +163,7 @@ def read_search(src: Source) -> SearchFacts:
 def read_modes(src: Source, parent: Map | None, key: str, dotted: str) -> Val | None:
     """A list of recompute modes (`[off, full]`; YAML's bare `off` is a boolean false) -> Val of a tuple in
     off/selective/full order. Anything else is refused, as HyperParallel does: `unknown recompute modes [...];
-    expected some of off, selective, full` (HYPERPARALLEL.md §5.14)."""
+    expected some of off, selective, full` ([HP] §5.14)."""
     hit = src.raw(parent, key, dotted)
     if hit is None:
         return None

@@ -1,8 +1,8 @@
-"""Reading a trainer train.yaml (AutoModels and legacy schemas, FORMATS.md §1, HYPERPARALLEL.md §2.5-§2.6)
+"""Reading a trainer train.yaml (AutoModels and legacy schemas, docs/formats.md §1, [HP] §2.5-§2.6)
 into `TrainFacts`: every value the planner uses, typed, with its Location.
 
 Degrees are recorded only when the file writes them: a search config inherits exactly what its train.yaml
-states, and what the file leaves unsaid stays searched (HYPERPARALLEL.md §2.2 "absent").
+states, and what the file leaves unsaid stays searched ([HP] §2.2 "absent").
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
     facts.name = src.str_(model, "name", "model.name")
-    # config_path: the from-config factories' name for the same thing (HYPERPARALLEL.md §2.5, ttachon recipes).
+    # config_path: the from-config factories' name for the same thing ([HP] §2.5, ttachon recipes).
     facts.pretrained = (src.str_(model, "pretrained_model_name_or_path", "model.pretrained_model_name_or_path")
                         or src.str_(model, "config_path", "model.config_path"))
     overrides = src.section(model, "config_overrides", "model.config_overrides")
@@ -109,7 +109,7 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         if okn is not None:
             facts.overrides_anchor = Val(None, "model.config_overrides", src.location(okn, model.get("config_overrides")))
     # Model facts beside `_target_` are the factory's (or from_pretrained's) keyword overrides of the named
-    # config; config_overrides, when also given, win (HYPERPARALLEL.md §2.5: explicit overrides always win).
+    # config; config_overrides, when also given, win ([HP] §2.5: explicit overrides always win).
     direct = read_model_fields(src, model, "model") if facts.schema == "automodels" else {}
     facts.overrides = {**direct, **read_model_fields(src, overrides, "model.config_overrides")}
     if facts.pretrained is not None:
@@ -284,7 +284,7 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
 
 
 def _read_recompute_layers(facts: TrainFacts, root: Map) -> None:
-    """`activation_checkpoint.layers: {"0-9": full, "40": off}` (FORMATS.md §1, ext)."""
+    """`activation_checkpoint.layers: {"0-9": full, "40": off}` (docs/formats.md §1, ext)."""
     src = facts.src
     ac = root.get("activation_checkpoint")
     layers = ac.get("layers") if isinstance(ac, Map) else None

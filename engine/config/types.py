@@ -16,7 +16,7 @@ DimState = Literal["fixed", "list", "auto", "absent"]
 DimOrigin = Literal["declared", "train.yaml", "default", "derived"]
 RecomputeRequest = Literal["none", "selective", "full", "auto", "per_layer"]
 
-# The searchable dimensions, in the order summaries print them (FORMATS.md §2 `parallelism`).
+# The searchable dimensions, in the order summaries print them (docs/formats.md §2 `parallelism`).
 DIMENSIONS: tuple[str, ...] = (
     "dp", "fsdp", "tp", "pp", "cp", "ep", "etp", "vpp",
     "micro_batch_size", "micro_batch_num", "sequence_parallel",
@@ -100,12 +100,12 @@ class Config:
     # "--device-type H200 --memory-gb 140"); None when they did not. A budget the files cap below it warns.
     device_what_if: str | None = None
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
-    ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; FORMATS.md §6)
+    ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; docs/formats.md §6)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)
 
     @property
     def budget_gib(self) -> float | None:
-        """min(memory_limit_gb, device memory) over the positive ones (FORMATS.md §2)."""
+        """min(memory_limit_gb, device memory) over the positive ones (docs/formats.md §2)."""
         vals = [v for v in (self.memory_limit_gb, self.cluster.memory_gib if self.cluster else None) if v and v > 0]
         return min(vals) if vals else None
 
@@ -127,7 +127,7 @@ class ClusterOverrides:
     # True for flags typed on the command line: each given field then wins over the files (a user who types
     # `--devices 512` means it); False for editor settings, which only fill what the files leave unsaid.
     explicit: bool = False
-    # The framework priced (FORMATS.md §5): --framework wins over estimator.framework (explicit), the setting
+    # The framework priced (docs/formats.md §5): --framework wins over estimator.framework (explicit), the setting
     # hpLsp.framework fills it only when the files state none.
     framework: str | None = None
 

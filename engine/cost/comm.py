@@ -3,7 +3,7 @@ across nodes), vectorised over candidates.
 
 Group placement (Megatron's rank order): tp innermost, then cp, ep, dp, pp. A group of size n whose
 members are `stride` ranks apart has g = clamp(cards_per_node // stride, 1, n) members per node and spans
-k = ceil(n / g) nodes. Hierarchical collectives (HARDWARE.md §3.2 rules): a reduce-scatter or all-gather of
+k = ceil(n / g) nodes. Hierarchical collectives ([HW] §3.2 rules): a reduce-scatter or all-gather of
 S bytes moves (g−1)/g·S over NVLink and (k−1)/k·S/g over each device's NIC, all NICs of a node working in
 parallel; an all-reduce is a reduce-scatter plus an all-gather (twice that).
 """
@@ -18,7 +18,7 @@ from engine.cost import constants as K
 class Links:
     """Effective link rates (B/s) and per-step latencies of one cluster.
 
-    On a full-mesh scale-up fabric (Ascend HCCS, MI300X Infinity Fabric; HARDWARE.md §3.2 and §4) a device's
+    On a full-mesh scale-up fabric (Ascend HCCS, MI300X Infinity Fabric; [HW] §3.2 and §4) a device's
     intra-node rate is the sum of its cards_per_node − 1 peer links, so a group with g members per node
     uses only g − 1 of them: (g − 1)/(cards_per_node − 1) of the rate (8 × 910B all-gather 149 GB/s bus
     bandwidth, 4 cards 64: the share; MI300X 2-GPU all-reduce 47.7 vs 312.9 on 8). A point-to-point

@@ -58,7 +58,7 @@ def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     tp[:, :, :] = (2 * tp_fwd_e + 2 * tp_bwd_e)[:, :, None]
     tp[:, :, FULL] += 2 * tp_fwd_e
     if r.policy != "attention":
-        tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run (HYPERPARALLEL.md §8.2)
+        tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run ([HP] §8.2)
     return tp
 
 

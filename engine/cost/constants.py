@@ -2,7 +2,7 @@
 
 Nothing else in engine/cost holds a magic number: formulas take their coefficients from here, so a reader
 can audit what is physics (byte widths, formula coefficients from papers), what is measured hardware
-(MAMF, collective efficiency) and what was fitted to ../shared/reference/CALIBRATION.md (marked FITTED,
+(MAMF, collective efficiency) and what was fitted to [CAL] (marked FITTED,
 with the cases that set it; docs/cost-model.md tells how).
 """
 
@@ -25,13 +25,13 @@ FP8_WEIGHT_CACHE_BYTES = 2.0
 
 # ------------------------------------------------------------------------------------- compute
 # Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency
-# (HARDWARE.md §3.1, MLE-ACC), the catalog's single source of that fact.
+# ([HW] §3.1, MLE-ACC), the catalog's single source of that fact.
 # FITTED (grid fit on N1 + N2 + K5, benchmarks/accuracy.py --fit): the fraction of best-shape MAMF that a training run's large GEMMs achieve
 # end to end (cuBLAS on real shapes, launch gaps, clocks under power limits). Refitted in 0.01 steps when
 # GEMM_HALF_FLOPS came in: weighted mean |e| on N1 + N2 + K5 4.38 % at 0.79, 4.04 % at 0.80, 3.89 % at 0.81,
 # 3.98 % at 0.82.
 GEMM_FRACTION_OF_MAMF = 0.81
-# FITTED (torchtitan runs of CALIBRATION.md §10: llama31-8b-8xh100-96g-torchtitan-compile and
+# FITTED (torchtitan runs of [CAL] §10: llama31-8b-8xh100-96g-torchtitan-compile and
 # llama31-70b-256xh100-96g-torchtitan-fsdp32tp8): the same fraction for stacks whose linear layers are plain
 # PyTorch GEMMs between FSDP2 hooks and DTensor dispatch (Framework.pytorch_gemms: torchtitan, and
 # HyperParallel's trainer, which runs the same kind of stack and has no published run). Both runs are on the
@@ -39,11 +39,11 @@ GEMM_FRACTION_OF_MAMF = 0.81
 TORCH_GEMM_FRACTION_OF_MAMF = 0.68
 # Shape penalty: a GEMM whose smallest dimension is x runs at x / (x + GEMM_HALF_DIM) of the large-shape
 # efficiency (tile quantisation and poor occupancy on thin shards; cf. Calculon's size-bucketed table,
-# HARDWARE.md §3.3). 128 = one tensor-core CTA tile edge: a dimension of 128 reaches half efficiency.
+# [HW] §3.3). 128 = one tensor-core CTA tile edge: a dimension of 128 reaches half efficiency.
 GEMM_HALF_DIM = 128.0
 # Size penalty: a GEMM (or attention kernel) call of F FLOPs runs at F / (F + GEMM_HALF_FLOPS) of the large-call
 # efficiency: launch, tail and occupancy costs that a small problem cannot amortise. The form and value are a
-# fit to Calculon's op-size efficiency table (HARDWARE.md §3.3, systems/a100_80g.json and h100_80g_nvl8.json:
+# fit to Calculon's op-size efficiency table ([HW] §3.3, systems/a100_80g.json and h100_80g_nvl8.json:
 # ≥ 128 GFLOP 0.95, ≥ 16 GFLOP 0.90, ≥ 1 GFLOP 0.60, below 0.10; relative to the top bucket 1.0, 0.95, 0.63,
 # 0.11): F0 = 0.6 GFLOP gives 0.995 at 128, 0.96 at 16, 0.63 at 1 and 0.14 at 0.1 GFLOP. It is what makes the
 # tokens a GEMM sees (micro-batch × sequence shard) matter: a 124M model's QKV GEMM is 3.6 GFLOP at one
@@ -58,19 +58,19 @@ GEMM_HALF_FLOPS = 0.6e9
 ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE = 1.5
 # Eager element-wise kernels (torchtitan / HyperParallel without torch.compile: RMSNorm as pow, mean, rsqrt
 # and two multiplies; RoPE as slices, multiplies and a concatenation; SiLU and the gate multiply apart; each
-# a separate read and write of the activation, CALIBRATION.md §10) move this many times the HBM traffic of
+# a separate read and write of the activation, [CAL] §10) move this many times the HBM traffic of
 # the fused kernels the fit above describes. FITTED on one named pair: torchtitan's Llama 3.1 8B on 8 H100
 # 96 GB, eager 5,762 vs compiled 6,667 tokens/s/GPU (llama31-8b-8xh100-96g-torchtitan-compile notes: the
 # same table's eager row; step +15.7 % eager).
 EAGER_ELEMENTWISE_FACTOR = 2.4
-HBM_EFFICIENCY = 0.80  # achievable fraction of HBM bandwidth for streaming kernels (HARDWARE.md §3.3, Calculon ≥ 10 MB: 0.75-0.90)
+HBM_EFFICIENCY = 0.80  # achievable fraction of HBM bandwidth for streaming kernels ([HW] §3.3, Calculon ≥ 10 MB: 0.75-0.90)
 # Backward over forward FLOPs: 2 for GEMMs (dgrad + wgrad); flash attention's backward re-runs QK^T: 2.5.
 BWD_GEMM_RATIO = 2.0
 BWD_FLASH_RATIO = 2.5
 BWD_ELEMENTWISE_RATIO = 2.0
 
 # ------------------------------------------------------------------------------------- communication
-# Fraction of the one-direction link rate a ring collective achieves: NVLink 78-82 % (HARDWARE.md §3.2,
+# Fraction of the one-direction link rate a ring collective achieves: NVLink 78-82 % ([HW] §3.2,
 # MLE-NET 8×A100 / 8×H200); scale-out FITTED (N1 + N2 + K5 grid; N2 ZeRO-3 and K5-530B-DP8 carry it;
 # MLE-NET reports 73-74 % at > 1 GiB payloads on EFA).
 COLL_EFF_INTRA = 0.78
@@ -78,7 +78,7 @@ COLL_EFF_INTER = 0.70
 # Latency per ring step (s): NVLink ~ a few µs, IB ~ 5-10 µs (Calculon 10 / 20 µs per transfer).
 LAT_INTRA_S = 3e-6
 LAT_INTER_S = 8e-6
-# Point-to-point (pipeline) efficiency of one link (nvbandwidth pairwise copy 88 %, HARDWARE.md §3.2).
+# Point-to-point (pipeline) efficiency of one link (nvbandwidth pairwise copy 88 %, [HW] §3.2).
 P2P_EFF = 0.85
 
 # ------------------------------------------------------------------------------------- overlap
@@ -126,12 +126,12 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0
 
 # ------------------------------------------------------------------------------------- memory reserve
 # Framework reserve per device: CUDA context, cuBLAS/cuDNN workspaces, NCCL channels and allocator
-# fragmentation. HyperParallel adds a fixed 1 GiB safety margin (HYPERPARALLEL.md §6.12); PyTorch's CUDA
+# fragmentation. HyperParallel adds a fixed 1 GiB safety margin ([HP] §6.12); PyTorch's CUDA
 # context alone is ~0.5 GiB on Hopper. Kept fixed so the per-layer recompute choice stays additive.
 RESERVED_GIB = 1.5
 # The memory model's stated uncertainty, as a fraction of the budget: a peak within it of the budget gets the
-# verdict "marginal" (FORMATS.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
-# the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in CALIBRATION.md §10
+# verdict "marginal" (docs/formats.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
+# the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in [CAL] §10
 # (torchtitan Llama-3.1-8B, 77.0 GiB reserved) reads 75.4 GiB (−2.1 %); what the model cannot see (allocator
 # fragmentation, framework workspaces beyond RESERVED_GIB) is of that order, so 5 % bounds it.
 MEMORY_UNCERTAINTY = 0.05

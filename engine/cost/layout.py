@@ -3,7 +3,7 @@
 Layer split: the model is cut into C = pp·v chunks (v = virtual chunks per stage when interleaved, else 1);
 chunk j sits on stage j mod pp (Megatron's interleaved order). Each chunk gets ⌊L/C⌋ layers and the
 L mod C extra layers go to chunks 1, 2, …: never to chunk 0, whose stage already holds the embedding and
-the most micro-batches in flight (HYPERPARALLEL.md §6.7 puts them on the last chunk instead, next to the
+the most micro-batches in flight ([HP] §6.7 puts them on the last chunk instead, next to the
 output layer). MTP layers sit on the last stage, after the output layer (DeepSeek-V3 §2.2).
 """
 
@@ -64,7 +64,7 @@ def layer_stage(L: int, p: np.ndarray, v: np.ndarray) -> np.ndarray:
 def in_flight(p: np.ndarray, v: np.ndarray, m: np.ndarray, P: int) -> np.ndarray:
     """(n, P): micro-batches whose activations stage i holds at its peak.
 
-    1F1B: min(p − i, m) (KOR22 §4.2.3; HYPERPARALLEL.md §6.8). Interleaved with v chunks: Megatron's warm-up
+    1F1B: min(p − i, m) (KOR22 §4.2.3; [HP] §6.8). Interleaved with v chunks: Megatron's warm-up
     runs (p − i − 1)·2 + (v − 1)·p chunk-micro-batches before the first backward, plus the one in flight,
     each of 1/v of the stage's layers, so min(that + 1, m·v) / v; for stage 0 this is KOR22's factor
     p·(1 + (p − 1)/(p·v)). Zero past a row's pp.

@@ -69,7 +69,7 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
     a gated MLP keeps gate, up and their product (3 × 2f). MoE keeps, per routed copy of a token (top-k ×
     capacity), its permuted input, the expert's intermediates and its output, plus fp32 router logits and
     probabilities. Full recompute keeps only the layer input (2 bytes × h). Selective "attention" (KOR22)
-    drops the score tensors; selective "hyperparallel" (HYPERPARALLEL.md §8.2) keeps matmul and
+    drops the score tensors; selective "hyperparallel" ([HP] §8.2) keeps matmul and
     communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks.
     """
     h = float(m.hidden)

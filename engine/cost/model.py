@@ -1,7 +1,7 @@
 """Model-only quantities: parameter counts by how they shard, and model FLOPs per token.
 
-Parameter counts follow MODELS.md §5 (GPT-style layer = 12h² + 13h, NAR21 Eq. 2). FLOPs follow KOR22 Eq. 7
-generalised to GQA, gated MLPs, MoE and MLA the way Megatron's counter does (CALIBRATION.md §7, MLM-FLOPS).
+Parameter counts follow [MODELS] §5 (GPT-style layer = 12h² + 13h, NAR21 Eq. 2). FLOPs follow KOR22 Eq. 7
+generalised to GQA, gated MLPs, MoE and MLA the way Megatron's counter does ([CAL] §7, MLM-FLOPS).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _norm(m: ModelSpec) -> float:
 
 
 def attention_params(m: ModelSpec) -> tuple[float, float]:
-    """(split, rep) of one attention block plus the layer's two norms (MODELS.md §5)."""
+    """(split, rep) of one attention block plus the layer's two norms ([MODELS] §5)."""
     h = m.hidden
     a = attn_shape(m)
     if m.is_mla:
@@ -155,7 +155,7 @@ def head_params(m: ModelSpec) -> tuple[float, float]:
 
 @dataclass(frozen=True, slots=True)
 class ModelStats:
-    """What a hover shows about a model. Params exclude MTP modules (reported apart), as MODELS.md §2 does.
+    """What a hover shows about a model. Params exclude MTP modules (reported apart), as [MODELS] §2 does.
 
     flops_per_token: model FLOPs per trained token, forward + backward, no recompute, attention counted
       with causal masking (half of the s² products), KOR22 Eq. 7 generalised (MLM-FLOPS form).

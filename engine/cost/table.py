@@ -24,7 +24,7 @@ STAGE_TIME_PARTS: tuple[str, ...] = (
 
 @dataclass(frozen=True, eq=False)
 class CandidateTable:
-    """Equal-length columns, one row per strategy (FORMATS.md §3 STRATEGY).
+    """Equal-length columns, one row per strategy (docs/formats.md §3 STRATEGY).
 
     `recompute` is the mode code of every layer (0 off, 1 selective, 2 full); `schedule` 0 = 1F1B,
     1 = interleaved (vpp > 1 is used only when interleaved). `layer_modes`, when given, is an
@@ -207,7 +207,7 @@ class PricedTable:
     layer_act_one_gib: np.ndarray
     layer_time_s: np.ndarray
     layer_extra_time_s: np.ndarray
-    # What was priced, for every estimate to say (FORMATS.md §3 ext): the framework and device names, and the
+    # What was priced, for every estimate to say (docs/formats.md §3 ext): the framework and device names, and the
     # MFU with causal attention halved (model_stats flops_per_token, the PaLM / torchtitan convention).
     causal_mfu: np.ndarray | None = None
     framework: str = ""

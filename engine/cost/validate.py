@@ -1,7 +1,7 @@
 """Checks a stated strategy against its model and cluster before pricing (HP5xx), and `estimate_config`.
 
 A strategy that breaks one of these rules cannot run, so it gets diagnostics instead of a number
-(FORMATS.md §2 rules; HYPERPARALLEL.md §5.6 validity checks; Megatron's interleaving rule).
+(docs/formats.md §2 rules; [HP] §5.6 validity checks; Megatron's interleaving rule).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     out: list[Problem] = []
     if s.pp > 1 and not fw.pipelines:
         out.append(Problem("HP530", f"{fw.name}: its trainer does not pipeline (no PipelineStage; pp > 1 trains "
-                           f"replicas, HYPERPARALLEL.md §2.5), so pp {s.pp} cannot run as priced; use pp 1, or "
+                           f"replicas, [HP] §2.5), so pp {s.pp} cannot run as priced; use pp 1, or "
                            "name the framework that runs it (estimator.framework, --framework)", "pp"))
     elif s.pp > 1 and s.pipeline_schedule not in fw.schedules:
         out.append(Problem("HP530", f"{fw.name} does not run the {s.pipeline_schedule} schedule "
@@ -218,6 +218,6 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         diags.append(hp520)
     from dataclasses import replace
 
-    # FORMATS.md §3: `fits` stays a bool and is true for a marginal verdict.
+    # docs/formats.md §3: `fits` stays a bool and is true for a marginal verdict.
     est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit")
     return est, tuple(diags)

@@ -179,7 +179,7 @@ def new_search_config_text(
     device_type: str,
     memory_gb: float | None = None,
 ) -> str:
-    """A commented search config (FORMATS.md §2) that reads its model, batch and fixed degrees from the
+    """A commented search config (docs/formats.md §2) that reads its model, batch and fixed degrees from the
     train.yaml beside it and searches every dimension; what the quick fix "create a search config" writes."""
     if memory_gb:
         gb = int(memory_gb) if float(memory_gb).is_integer() else float(memory_gb)

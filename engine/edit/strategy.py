@@ -1,16 +1,16 @@
 """Write a Strategy into a trainer train.yaml, as HyperParallel's `write_resolved_yaml` does
-(HYPERPARALLEL.md §4.3) but round-trip and going further: we also write what HyperParallel never writes and
+([HP] §4.3) but round-trip and going further: we also write what HyperParallel never writes and
 we search (pp_interleave_num, pipeline_scheduler, sequence_parallel, micro_batch_size, per-layer recompute).
 
-Keys (FORMATS.md §1). AutoModels: accelerator.{tp_size, pp_size, cp_size, ep_size,
+Keys (docs/formats.md §1). AutoModels: accelerator.{tp_size, pp_size, cp_size, ep_size,
 expert_tensor_parallel_degree, sequence_parallel, pp_interleave_num, pipeline_scheduler,
 optimizer_weight_shard_size}, fsdp_config.dp_shard_size, training.{global_batch_size, micro_batch_size},
-activation_checkpoint.{mode, layers}. Legacy (HYPERPARALLEL.md §2.6, §4.3): train.{global_batch_size,
+activation_checkpoint.{mode, layers}. Legacy ([HP] §2.6, §4.3): train.{global_batch_size,
 micro_batch_size, micro_batch_num}, train.accelerator.{dp_shard, dp_replicate, tp_degree,
 pipeline_parallel_degree, context_parallel_degree, expert_parallel_degree, expert_tensor_parallel_degree,
 use_seq_parallel, optimizer_weight_shard_size (and enable_parallel_optimizer, set true when a shard is written)},
 train.gradient_checkpointing.activation_checkpoint. The legacy data-parallel degree is
-dp_replicate x dp_shard (world = dp_replicate x dp_shard x tp x pp x cp, FORMATS.md §1, as engine.config reads
+dp_replicate x dp_shard (world = dp_replicate x dp_shard x tp x pp x cp, docs/formats.md §1, as engine.config reads
 it), so a legacy file cannot hold an FSDP shard that spans context parallelism.
 
 A key that is absent and whose value would be the reader's default is not added (a 1-way cp, sequence
@@ -84,7 +84,7 @@ def as_bool(v: Any) -> bool | None:
 
 def as_mode(v: Any) -> RecomputeMode | None:
     """activation_checkpoint.mode as the trainer reads it: off/none (and YAML 1.1's `off` = false, null) ->
-    off; selective; full (HYPERPARALLEL.md §2.5); true -> full, as engine.config reads it."""
+    off; selective; full ([HP] §2.5); true -> full, as engine.config reads it."""
     if v is None or v is False or v is MISSING:
         return "off"
     if v is True:
@@ -198,7 +198,7 @@ def verify(data: Any, strategy: Strategy, schema: Schema) -> str | None:
     for k, v in want.items():
         if got.get(k) != v:
             return f"the edited file reads back {k} = {got.get(k)!r}, not {v!r}"
-    # HYPERPARALLEL.md §4.4: global_batch_size = micro_batch_num * micro_batch_size * dp (dp = world/(tp*pp*cp))
+    # [HP] §4.4: global_batch_size = micro_batch_num * micro_batch_size * dp (dp = world/(tp*pp*cp))
     gbs, mbs = got["global_batch_size"], got["micro_batch_size"]
     if gbs != strategy.dp * mbs * strategy.micro_batch_num:
         return (

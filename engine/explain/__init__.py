@@ -1,4 +1,4 @@
-"""Where a plan's time and memory go (FORMATS.md §7): `explain_config`, the per-stage rows and the pipeline
+"""Where a plan's time and memory go (docs/formats.md §7): `explain_config`, the per-stage rows and the pipeline
 timeline built from the cost model's own pricing, its text and SVG pictures, `compare` and `export`.
 
 * ``explain_config(config, *, best=False) -> (Explained | None, diagnostics)``: the stated plan, or for a

@@ -41,7 +41,7 @@ def price_one(config: Config, strategy: Strategy, budget_gib: float) -> PricedTa
 
 
 def framework_of(config: Config) -> str:
-    """The stack priced (FORMATS.md §5); the default trainer when the run options do not name one."""
+    """The stack priced (docs/formats.md §5); the default trainer when the run options do not name one."""
     return str(getattr(config.run, "framework", None) or "hyperparallel")
 
 
@@ -72,7 +72,7 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
     if early > EARLY_NOTE * est.step_time_s:
         diags.append(Diagnostic("HP751", f"the stages are uneven: run in order, the schedule's last backward ends "
                                 f"{early:.3g} s before the priced pipeline time (the cost model charges the fill "
-                                "and drain with every other stage's whole time, NAR21 §2.2 / HYPERPARALLEL.md "
+                                "and drain with every other stage's whole time, NAR21 §2.2 / [HP] "
                                 "§7.5); the timeline shows the difference as bubble"))
     stages = _stage_rows(priced, parts, p, m, est.step_time_s, timeline)
     b = bound_of(config, est)

@@ -1,4 +1,4 @@
-"""Two plans side by side (`hp-plan compare`, FORMATS.md §7): every time and memory term, the speedup in
+"""Two plans side by side (`hp-plan compare`, docs/formats.md §7): every time and memory term, the speedup in
 tokens/s at the same global batch size, the terms that make the difference, and whether the gap is inside
 the cost model's error band.
 

@@ -1,5 +1,5 @@
 """Which plan a file means: the strategy it states, or, when a search config leaves dimensions open, the
-best one the search finds (FORMATS.md §7)."""
+best one the search finds (docs/formats.md §7)."""
 
 from __future__ import annotations
 

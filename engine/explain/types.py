@@ -1,4 +1,4 @@
-"""What `hp-plan explain` shows (FORMATS.md §7): per-stage rows, what bounds the step, the timeline."""
+"""What `hp-plan explain` shows (docs/formats.md §7): per-stage rows, what bounds the step, the timeline."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from engine.diagnostics import Diagnostic
 from engine.results import MEMORY_TERMS, Estimate
 
-# Interval kinds (FORMATS.md §7) and the per-stage time columns, in the order they are drawn.
+# Interval kinds (docs/formats.md §7) and the per-stage time columns, in the order they are drawn.
 KINDS: tuple[str, ...] = ("forward", "backward", "recompute", "comm", "bubble", "optimizer")
 STAGE_TIMES: tuple[str, ...] = ("forward", "backward", "recompute", "comm", "idle")
 

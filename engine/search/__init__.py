@@ -4,7 +4,7 @@
 (engine.search.rank), re-prices the top strategies through `engine.cost.estimate` (the path `hp-plan
 estimate` takes, so both print the same digits) and, when nothing fits, explains why with positioned HP6xx
 diagnostics (engine.search.explain). It keeps no state between calls: identical inputs give identical
-results (HYPERPARALLEL.md §10.8).
+results ([HP] §10.8).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _budget(config: Config) -> float:
 
 
 def _dimensions(config: Config) -> dict[str, str]:
-    """The per-dimension summary (FORMATS.md §3 `dimensions`), without the leading name."""
+    """The per-dimension summary (docs/formats.md §3 `dimensions`), without the leading name."""
     out: dict[str, str] = {}
     for name in DIMENSIONS:
         dim = config.dimensions.get(name) or Dimension(name, "absent")
@@ -91,7 +91,7 @@ def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
         result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled)
     except Cancelled:
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims)
-    except Exception as exc:  # the front ends never show a traceback (FORMATS.md §3)
+    except Exception as exc:  # the front ends never show a traceback (docs/formats.md §3)
         diag = Diagnostic("HP900", f"the search failed: {type(exc).__name__}: {exc}")
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims, diagnostics=(diag,))
     return replace(result, elapsed_s=time.perf_counter() - t0, dimensions=dims)
@@ -116,7 +116,7 @@ def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...]
         return None
     fw = framework_of(config.run)
     rng, path, file = explain.dim_position(config, "pp")
-    return Diagnostic("HP530", f"{fw.name}: its trainer does not pipeline (HYPERPARALLEL.md §2.5: no PipelineStage), "
+    return Diagnostic("HP530", f"{fw.name}: its trainer does not pipeline ([HP] §2.5: no PipelineStage), "
                       f"so no plan with pp {list(asked)} can run on it; allow pp 1, or name the framework that runs "
                       "the plan (estimator.framework: megatron | mindspeed | torchtitan, or --framework)", rng, path,
                       file=file, data={"framework": fw.name})

@@ -1,7 +1,7 @@
 """Near-ties: plans within the cost model's own error band of the fastest are equivalent, and among them the
 simplest wins (docs/cost-model.md, "Ranking near-ties").
 
-Why: the step-time model is right to a few per cent (CALIBRATION.md cases, docs/cost-model.md §5), so ranking
+Why: the step-time model is right to a few per cent ([CAL] cases, docs/cost-model.md §5), so ranking
 plans 0.3 % apart on the third decimal picks the more exotic one by noise (tp 1 · cp 4 at 0.3 GiB of headroom
 3 % ahead of tp 4 + FSDP). Inside the band the search prefers, in this order: fewer non-data-parallel
 degrees above 1 (tp, cp, pp, vpp, ep), smaller ones (Σ log2 of them), a peak outside the memory margin

@@ -1,6 +1,6 @@
 """Refusals as positioned diagnostics, with numbers: what was asked, what works, and what to change.
 
-They keep the meaning of HyperParallel's runner refusals (HYPERPARALLEL.md §5.11 and §5.7) and go further:
+They keep the meaning of HyperParallel's runner refusals ([HP] §5.11 and §5.7) and go further:
 each lands on the list or value that causes it (config.locations), names the rule a listed value broke, and
 says in numbers what would fit (§10.10).
 """

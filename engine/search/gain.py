@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from engine.results import Estimate
 
 # "A plan N× faster exists" is worth a hint, and a rewrite, from this gain on (below it the cost model's own
-# error, CALIBRATION.md's cases, docs/cost-model.md, makes the advice noise). HP611 and `hp-plan apply` share it.
+# error, [CAL]'s cases, docs/cost-model.md, makes the advice noise). HP611 and `hp-plan apply` share it.
 FASTER_HINT_RATIO = 1.10
 
 

@@ -1,7 +1,7 @@
 """The search's one door to the cost model: price a space's rows under a recompute choice, and re-price the
 winners through `engine.cost.estimate`, the path `hp-plan estimate` takes, so the two agree to the last digit.
 
-The search never prices anything itself (one source of truth per fact, ARCHITECTURE.md "Habits").
+The search never prices anything itself (one source of truth per fact: docs/cost-model.md is priced in one place, engine/cost).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Price a space under the requested recompute and rank it: step time, then peak memory, then nest order.
 
-Recompute requests (FORMATS.md §2; unlike HyperParallel, which prices every candidate fully recomputed,
-HYPERPARALLEL.md §5.8, the stated mode is priced as stated):
+Recompute requests (docs/formats.md §2; unlike HyperParallel, which prices every candidate fully recomputed,
+[HP] §5.8, the stated mode is priced as stated):
   * none / selective / full: every layer in that mode;
   * auto: per candidate, the fastest single mode with which it fits (§8.5 "auto");
   * per_layer: per candidate, a mode per layer from the per-stage knapsack (engine.search.recompute).
@@ -444,7 +444,7 @@ def stage_layers(pp: int, body: int, first_dense: int, counts: np.ndarray) -> li
 def _assign(layers: list[list[tuple[int, int]]], counts: np.ndarray, num_layers: int) -> np.ndarray:
     """Lay a stage's chosen counts (kind, mode) onto its layers: full first, then selective, then off, so
     the layer that ends the warm-up (the stage's last; its backward working set is charged) keeps its
-    activations (HYPERPARALLEL.md §6.11)."""
+    activations ([HP] §6.11)."""
     modes = np.zeros(num_layers, dtype=np.int8)
     for s, stage in enumerate(layers):
         left = counts[s].copy()

@@ -1,6 +1,6 @@
 """Recompute choice per candidate: one mode for every layer (`auto`) or a mode per layer (`per_layer`).
 
-`per_layer` is HyperParallel's multiple-choice knapsack per pipeline stage (HYPERPARALLEL.md §8.5): each body
+`per_layer` is HyperParallel's multiple-choice knapsack per pipeline stage ([HP] §8.5): each body
 layer of a stage takes one of the modes off / selective / full, each with a memory it keeps (per micro-batch,
 times the micro-batches the stage holds in flight) and a time it costs; the stage's layers must fit the
 stage's budget (the device budget less everything that is not a body layer's kept activations), and the

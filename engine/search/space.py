@@ -5,16 +5,16 @@ micro_batch_size with the derived micro_batch_num, fsdp, etp, ep, vpp, sequence_
 boolean matrix over (rows so far) x (values of the level) so nothing loops per candidate in Python. Rows come
 out in lexicographic order of that nest, which makes every later tie-break deterministic.
 
-Rules and their sources (HYPERPARALLEL.md §5 unless stated):
+Rules and their sources ([HP] §5 unless stated):
   * dp = N / (tp·pp·cp) is derived, never enumerated: the device product is exact (§5.4, §10.2).
-  * tp divides N, stays inside a node (FORMATS.md §2: TP divides heads and KV heads; HyperParallel's own
+  * tp divides N, stays inside a node (docs/formats.md §2: TP divides heads and KV heads; HyperParallel's own
     search only bounds it by the KV heads, §5.3 / §11 "validator and search disagree").
   * pp ≤ layers / vpp (§5.3); micro_batch_num ≥ pp when pp > 1 (§5.6.1, §10.2).
   * cp: the sequence divides by 2·cp; Ulysses needs KV heads divisible by tp·cp; sequence parallelism with
     cp > 1 is refused as HyperParallel's checker does (§5.6.1, §5.6.5).
   * the global batch: G = dp · micro_batch_size · micro_batch_num, so dp·micro_batch_size divides G
     (§5.7); micro_batch_num is derived.
-  * fsdp (dp_shard) divides dp·cp: HyperParallel's FSDP domain is dp × cp (FORMATS.md §1, §10.2).
+  * fsdp (dp_shard) divides dp·cp: HyperParallel's FSDP domain is dp × cp (docs/formats.md §1, §10.2).
   * ep borrows from dp·tp, or dp·cp·tp when the FSDP shard spans cp (here: when it does not divide dp), and
     divides the experts; with etp > 1 the expert group ep·etp divides dp·cp·tp and the expert width divides
     the expert tensor degree (§5.5, §5.6.3).
@@ -54,7 +54,7 @@ VPP_AUTO_MAX = 8
 # mistyped huge global batch from costing a long divisor search. A list may ask for more.
 MBS_AUTO_MAX = 1024
 
-# An `auto` cp is searched up to HyperParallel's recommended maximum (HYPERPARALLEL.md §5.6.5, a warning
+# An `auto` cp is searched up to HyperParallel's recommended maximum ([HP] §5.6.5, a warning
 # there): MLA 16, GQA 8, MHA 4. Beyond it the attention shards fall below the size where the ring exchange
 # hides behind compute. A list may ask for more.
 def cp_auto_max(model: ModelSpec) -> int:

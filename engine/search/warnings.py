@@ -11,8 +11,8 @@ from engine.diagnostics import Diagnostic
 from engine.positions import DOCUMENT_START, Range
 from engine.results import Estimate
 
-# Below this MFU the best plan is called out. Published large runs train at 35-55 % MFU (CALIBRATION.md
-# runs; MODELS.md); 10 % is the line, far below any run a team would keep.
+# Below this MFU the best plan is called out. Published large runs train at 35-55 % MFU ([CAL]
+# runs; [MODELS]); 10 % is the line, far below any run a team would keep.
 LOW_MFU = 0.10
 COMM_TERMS = ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_bubble", "pp_p2p")
 WHAT = {"tp_comm": "tensor-parallel collectives", "cp_comm": "context-parallel KV exchange",

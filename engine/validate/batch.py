@@ -1,5 +1,5 @@
-"""The global-batch rule: global_batch_size = dp × micro_batch_size × micro_batch_num (FORMATS.md §1;
-HYPERPARALLEL.md §3.2 checks 2a/2b and §5.7), and micro_batch_num ≥ pp for a pipeline."""
+"""The global-batch rule: global_batch_size = dp × micro_batch_size × micro_batch_num (docs/formats.md §1;
+[HP] §3.2 checks 2a/2b and §5.7), and micro_batch_num ≥ pp for a pipeline."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Rules on the parallel degrees against the model and the cluster (HYPERPARALLEL.md §3.2 checks 3-7, 11,
-13, 14 and §5.6; FORMATS.md §2 "Rules"). Every declared value is checked, the way HyperParallel's validator
+"""Rules on the parallel degrees against the model and the cluster ([HP] §3.2 checks 3-7, 11,
+13, 14 and §5.6; docs/formats.md §2 "Rules"). Every declared value is checked, the way HyperParallel's validator
 checks declared values only; `auto` and absent dimensions are the search's business."""
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _pp(ctx: Ctx) -> None:
 
 
 def _fixed_in_list(ctx: Ctx) -> None:
-    """A value fixed in one place and a candidate list in another (HYPERPARALLEL.md §3.2 check 6)."""
+    """A value fixed in one place and a candidate list in another ([HP] §3.2 check 6)."""
     search = ctx.resolved.search
     if search is None:
         return
@@ -159,7 +159,7 @@ def _fixed_in_list(ctx: Ctx) -> None:
 
 
 def _device_product(ctx: Ctx) -> None:
-    """Can the declared degrees make the world size at all? dp·tp·pp·cp = N exactly (FORMATS.md §2)."""
+    """Can the declared degrees make the world size at all? dp·tp·pp·cp = N exactly (docs/formats.md §2)."""
     n = ctx.world
     if n is None or ctx.config.kind != "search":
         return

@@ -1,4 +1,4 @@
-"""Memory budget against the device (HYPERPARALLEL.md §3.2 check 12b)."""
+"""Memory budget against the device ([HP] §3.2 check 12b)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Pipeline layout options against the layer count (HYPERPARALLEL.md §3.2 checks 8-10) and the per-layer
-recompute ranges of a train.yaml (FORMATS.md §1 `activation_checkpoint.layers`, ext)."""
+"""Pipeline layout options against the layer count ([HP] §3.2 checks 8-10) and the per-layer
+recompute ranges of a train.yaml (docs/formats.md §1 `activation_checkpoint.layers`, ext)."""
 
 from __future__ import annotations
 

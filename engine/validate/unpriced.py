@@ -1,4 +1,4 @@
-"""Keys HyperParallel reads (HYPERPARALLEL.md §2, its loaders and its cost model's run keys) that this planner
+"""Keys HyperParallel reads ([HP] §2, its loaders and its cost model's run keys) that this planner
 accepts but does not price: each gets an Information diagnostic (HP112) at the key, "read by HyperParallel, not
 priced by hp-plan: <why>", so a user never believes a number rests on a setting it ignores.
 

@@ -1,6 +1,6 @@
 """Calibration in the editor: hover over a RUNS file's run, and a code lens on `estimator.ratios_file`.
 
-- Hover on a run of a RUNS file (FORMATS.md §6): its measured step time and peak against the uncalibrated and
+- Hover on a run of a RUNS file (docs/formats.md §6): its measured step time and peak against the uncalibrated and
   the calibrated model (and the leave-one-out prediction when there are several runs), from the analysis'
   calibration (engine.calibrate.result), never recomputed here.
 - Code lens on a search config's `estimator.ratios_file`: what calibration changed for the stated plan

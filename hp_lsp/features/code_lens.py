@@ -10,7 +10,7 @@ from hp_lsp.features.code_actions import APPLY_COMMAND, apply_target
 from hp_lsp.outline import Entry
 from hp_lsp.session import DocState
 
-# Where the strategy lives, per file kind (FORMATS.md §1 AutoModels and legacy, §2 search config).
+# Where the strategy lives, per file kind (docs/formats.md §1 AutoModels and legacy, §2 search config).
 ANCHORS = ("accelerator", "train.accelerator", "parallelism", "train")
 
 

@@ -63,7 +63,7 @@ _DIMS = tuple(SEARCH_DIMENSION_KEYS.split())
 
 
 def schema_for(entries: Sequence[Entry]) -> Section:
-    """Which file kind the text is, from its top-level keys (FORMATS.md §1 detection rules)."""
+    """Which file kind the text is, from its top-level keys (docs/formats.md §1 detection rules)."""
     tops = {e.path[0] for e in entries if len(e.path) == 1}
     if tops & {"training", "accelerator", "fsdp_config"}:
         return TRAIN_AUTOMODELS

@@ -22,7 +22,7 @@ STRATEGY_SECTIONS = ("accelerator", "fsdp_config", "activation_checkpoint", "par
                      "recompute", "constraint")
 STRATEGY_KEYS = ("training.micro_batch_size", "training.global_batch_size")
 MODEL_SECTIONS = ("model",)
-# search-config dimension name -> Strategy attribute (FORMATS.md §2 / §3)
+# search-config dimension name -> Strategy attribute (docs/formats.md §2 / §3)
 DIM_ATTR = {"dp": "dp", "fsdp": "dp_shard", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "etp": "etp",
             "vpp": "vpp", "micro_batch_size": "micro_batch_size", "micro_batch_num": "micro_batch_num",
             "sequence_parallel": "sequence_parallel"}

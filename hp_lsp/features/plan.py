@@ -1,5 +1,5 @@
 """Plan view: the command "Show plan" (hpLsp.showPlan [uri, "best" | "stated"]) returns the explain data of
-a document's plan (engine.explain: per-stage rows, the bound, the pipeline timeline, FORMATS.md §7) with its
+a document's plan (engine.explain: per-stage rows, the bound, the pipeline timeline, docs/formats.md §7) with its
 text lanes and SVG picture, for the editors' plan views; the code lens "▸ Plan view" beside "Apply"; the
 hover line on a strategy key that says what bounds the plan and the tightest stage's headroom.
 
@@ -47,7 +47,7 @@ def choose(state: DocState, which: str | None = None) -> tuple[Estimate | None, 
 
 
 def plan_view(config: Config, est: Estimate, which: str) -> dict[str, Any]:
-    """The explain data the editors draw: FORMATS.md §7 `explain` plus `which`, `text` (the terminal
+    """The explain data the editors draw: docs/formats.md §7 `explain` plus `which`, `text` (the terminal
     picture, what Neovim shows) and `svg` (the timeline and memory chart, what the VS Code panel shows)."""
     from engine.explain import explain_estimate
     from engine.explain.svg import render as render_svg

@@ -1,4 +1,4 @@
-"""End to end: the "▸ Plan view" code lens and the "Show plan" command return the explain data (FORMATS.md
+"""End to end: the "▸ Plan view" code lens and the "Show plan" command return the explain data (docs/formats.md
 §7) over a real LSP connection, the same numbers `hp-plan explain` prints; the hover on a strategy key says
 what bounds the plan."""
 

@@ -1,6 +1,6 @@
 """End to end over stdio: `python -m hp_lsp` driven by pytest-lsp with VS Code's and Neovim 0.7's real
 capabilities (LspSpecificationWarning is fatal: pyproject's filterwarnings). One server per profile,
-shared by the module's tests in order (module-scoped loop: LSP_NOTES.md §3)."""
+shared by the module's tests in order (module-scoped loop: [LSP] §3)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
  *
  * The extension activates on any YAML (that is cheap) but only spawns Python once a document looks like a
  * train.yaml or a search config: by name (`train*.yaml`, `*search*.yaml`) or by its first lines showing
- * HyperParallel's sections (FORMATS.md §1 and §2). Once running, the server receives every YAML file and
+ * HyperParallel's sections (docs/formats.md §1 and §2). Once running, the server receives every YAML file and
  * confirms by content: it leaves other YAML alone, so a misjudged sniff here costs nothing but a process.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The plan view: a webview panel with the server's explain data for one document (FORMATS.md §7): what
+ * The plan view: a webview panel with the server's explain data for one document (docs/formats.md §7): what
  * bounds the step, one row per pipeline stage, and the picture the server draws (the pipeline timeline and
  * the memory-per-stage chart as SVG, engine/explain/svg.py). It opens from the "▸ Plan view" code lens or
  * "HyperParallel: Show plan", and refreshes when its document is saved.

@@ -1,5 +1,5 @@
 /**
- * The `hpLsp` settings section (FORMATS.md §4) as the server wants it.
+ * The `hpLsp` settings section (docs/formats.md §4) as the server wants it.
  *
  * VS Code hands back every contributed key, including client-only ones (`interpreter`, `trace.server`).
  * The server gets exactly its own keys, type-checked here so that a bad value is reported in the
@@ -116,7 +116,7 @@ function describe(kind: Kind): string {
   }[kind];
 }
 
-/** `initializationOptions` for the server: `{"hpLsp": {...}}` (FORMATS.md §4). */
+/** `initializationOptions` for the server: `{"hpLsp": {...}}` (docs/formats.md §4). */
 export function initializationOptions(config: ConfigurationLike): { hpLsp: ServerSettings } {
   return { hpLsp: readServerSettings(config).settings };
 }

@@ -1,4 +1,4 @@
-"""`hp-plan calibrate` and `--ratios` end to end, in a subprocess (FORMATS.md §6)."""
+"""`hp-plan calibrate` and `--ratios` end to end, in a subprocess (docs/formats.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Log excerpts in the FORMATS.md §8 line formats (written for these tests), read to a steady state."""
+"""Log excerpts in the docs/formats.md §8 line formats (written for these tests), read to a steady state."""
 
 from __future__ import annotations
 

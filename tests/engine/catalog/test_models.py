@@ -38,7 +38,7 @@ def test_hf_aliases() -> None:
     f = normalize_fields({"num_local_experts": 8, "intermediate_size": 14336})
     assert f["num_experts"] == 8
     f = normalize_fields({"shared_expert_intermediate_size": 5632, "moe_intermediate_size": 1408})
-    assert f["num_shared_experts"] == 4 and f["intermediate_size"] == 5632  # HYPERPARALLEL.md §2.5 derivations
+    assert f["num_shared_experts"] == 4 and f["intermediate_size"] == 5632  # [HP] §2.5 derivations
     f = normalize_fields({"text_config": {"num_hidden_layers": 3, "hidden_size": 64}})
     assert f["num_hidden_layers"] == 3
 

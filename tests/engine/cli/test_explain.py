@@ -1,4 +1,4 @@
-"""`hp-plan explain`, `compare`, `export` and `--tokens` end to end, in a subprocess (FORMATS.md §7)."""
+"""`hp-plan explain`, `compare`, `export` and `--tokens` end to end, in a subprocess (docs/formats.md §7)."""
 
 from __future__ import annotations
 

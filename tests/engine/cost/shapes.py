@@ -1,4 +1,4 @@
-"""Shared models and clusters for the cost-model tests (shapes from MODELS.md and CALIBRATION.md)."""
+"""Shared models and clusters for the cost-model tests (shapes from [MODELS] and [CAL])."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from engine.specs import ClusterSpec, DeviceSpec, ModelSpec, RunOptions
 
 
 def gpt(L: int, h: int, a: int, *, flash: bool = False) -> ModelSpec:
-    """A NAR21/KOR22 GPT (CALIBRATION.md §0): GeLU ffn 4h, tied, learned positions, biases, s 2048, V 51200."""
+    """A NAR21/KOR22 GPT ([CAL] §0): GeLU ffn 4h, tied, learned positions, biases, s 2048, V 51200."""
     return ModelSpec(name=f"gpt-{L}x{h}", num_layers=L, hidden=h, heads=a, vocab=51200, ffn=4 * h, seq_len=2048,
                      tie_embeddings=True, gated_mlp=False, learned_positions=True, linear_bias=True,
                      use_flash_attention=flash)

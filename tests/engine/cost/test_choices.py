@@ -1,4 +1,4 @@
-"""CALIBRATION.md §9.5 choice tests the cost model alone must get right (rankings, not absolute times)."""
+"""[CAL] §9.5 choice tests the cost model alone must get right (rankings, not absolute times)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def test_flash_attention_loses_at_short_ring_chunks() -> None:
 
 def test_size_factor_follows_calculons_buckets() -> None:
     f = size_factor(np.array([0.1e9, 1e9, 16e9, 128e9]))
-    # Calculon (HARDWARE.md §3.3) relative to its top bucket: 0.11, 0.63, 0.95, 1.0.
+    # Calculon ([HW] §3.3) relative to its top bucket: 0.11, 0.63, 0.95, 1.0.
     assert f[0] == pytest.approx(0.11, abs=0.05) and f[1] == pytest.approx(0.63, abs=0.03)
     assert f[2] == pytest.approx(0.95, abs=0.03) and f[3] == pytest.approx(1.0, abs=0.01)
     assert K.GEMM_HALF_FLOPS > 0

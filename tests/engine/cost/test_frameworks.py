@@ -1,4 +1,4 @@
-"""Frameworks (FORMATS.md §5): stated facts change the price, what a trainer cannot run is a diagnostic and is
+"""Frameworks (docs/formats.md §5): stated facts change the price, what a trainer cannot run is a diagnostic and is
 not searched, and every estimate says what it priced. Through the CLI where a user touches it."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_full_mesh_groups_get_their_links_share() -> None:
     links = Links(8, a2.intra_node_gb_s, a2.inter_node_gb_s, full_mesh=True, coll_eff_intra=a2.coll_eff_intra)
     t8 = links.gather(np.array([1e9]), np.array([8]), np.array([1]))[0]
     t4 = links.gather(np.array([1e9]), np.array([4]), np.array([1]))[0]
-    # bus bandwidth (n-1)/n·S/t: 8 cards ≈ 149 GB/s measured, 4 cards ≈ 64 (HARDWARE.md §4)
+    # bus bandwidth (n-1)/n·S/t: 8 cards ≈ 149 GB/s measured, 4 cards ≈ 64 ([HW] §4)
     assert abs(7 / 8 * 1e9 / t8 / 1e9 - 149) < 5 and abs(3 / 4 * 1e9 / t4 / 1e9 - 64) < 5
     b3 = find_device("ascend910b4")
     assert b3 is not None and b3.peak_tflops == 295.0 and "intra_node_gb_s" in b3.unconfirmed

@@ -1,5 +1,5 @@
 """Memory terms on hand-computed cases: KOR22 Table 2 activations, Fig. 1, micro-batches in flight, layer
-split, byte widths and sharding (CALIBRATION.md §4.4-§4.5, §6.1-§6.2; HYPERPARALLEL.md §6.8)."""
+split, byte widths and sharding ([CAL] §4.4-§4.5, §6.1-§6.2; [HP] §6.8)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_kor22_figure1_within_2_percent(name: str) -> None:
 
 def test_in_flight_1f1b_and_interleaved() -> None:
     one = np.array([1])
-    # HYPERPARALLEL.md §6.8 example: p 4, m 8 -> 4,3,2,1
+    # [HP] §6.8 example: p 4, m 8 -> 4,3,2,1
     assert in_flight(np.array([4]), one, np.array([8]), 4).tolist() == [[4, 3, 2, 1]]
     # m < p: Megatron warms up min(p − i − 1, m) forwards, so stages hold min(p − i, m) = 2,2,2,1
     # (HyperParallel's min(p, m) − i gives 2,1,1,1, undercounting the middle stages)

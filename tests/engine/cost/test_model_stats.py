@@ -1,4 +1,4 @@
-"""Parameter counts (MODELS.md §5) and FLOPs per token (CALIBRATION.md §7)."""
+"""Parameter counts ([MODELS] §5) and FLOPs per token ([CAL] §7)."""
 
 from __future__ import annotations
 

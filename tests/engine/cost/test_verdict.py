@@ -1,5 +1,5 @@
 """Issue 11 item 6 (verdict): `fits | marginal | does not fit` within the memory model's uncertainty of the
-budget (FORMATS.md §3); `fits` stays true for marginal and HP520 is then a warning, not an error."""
+budget (docs/formats.md §3); `fits` stays true for marginal and HP520 is then a warning, not an error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`hp-plan search` on the bundled example: the table, the JSON of FORMATS.md §3, exit codes, refusals."""
+"""`hp-plan search` on the bundled example: the table, the JSON of docs/formats.md §3, exit codes, refusals."""
 
 from __future__ import annotations
 

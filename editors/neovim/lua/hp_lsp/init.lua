@@ -71,7 +71,7 @@ function M.matches_name(path)
   return base:match('^train.*%.ya?ml$') ~= nil or base:match('search.*%.ya?ml$') ~= nil
 end
 
---- True when the first lines show a HyperParallel section (FORMATS.md §1 and §2).
+--- True when the first lines show a HyperParallel section (docs/formats.md §1 and §2).
 function M.looks_like_hyperparallel(lines)
   local top
   for i, line in ipairs(lines) do
