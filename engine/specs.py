@@ -197,6 +197,13 @@ class RunOptions:
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # Expert-parallel overlaps the framework offers (engine.catalog.frameworks, docs/cost-model.md §3.2 "EP"):
+    # the shared expert computed while the dispatch / combine all-to-alls run (Megatron and MindSpeed
+    # --moe-shared-expert-overlap), and the framework's all-to-all overlap (Megatron-Core
+    # --overlap-moe-expert-parallel-comm: another micro-batch's compute; MindSpeed --moe-alltoall-overlap-comm:
+    # the same micro-batch's expert compute, chunked). Off unless stated: none of the [CAL] runs sets them.
+    moe_shared_expert_overlap: bool = False
+    moe_a2a_overlap: bool = False
     # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
     ratios: Ratios | None = None
 

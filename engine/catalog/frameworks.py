@@ -43,6 +43,14 @@ class Framework:
       Megatron's fused vocab-parallel cross-entropy keeps the fp32 logits (4, KOR22 §4.3); a PyTorch loss in
       fp32 holds the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10).
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
+    ep_overlap: what the run option `moe_a2a_overlap` means on this stack ("" = the stack offers no expert
+      all-to-all overlap): "batch" (Megatron-Core --overlap-moe-expert-parallel-comm, MCore v0.14: the
+      all-to-alls of one micro-batch run under another micro-batch's compute of the same layer, 1F1B
+      forward/backward merged) or "chunked" (MindSpeed --moe-alltoall-overlap-comm: asynchronous all-to-alls
+      under the same micro-batch's expert computation, split into sub-graphs forward and backward).
+      `shared_expert_overlap`: `moe_shared_expert_overlap` runs the shared expert while the dispatch and
+      combine all-to-alls are in flight (Megatron and MindSpeed --moe-shared-expert-overlap).
+      `ep_overlap_names`: the stack's own option names, for messages and docs.
     calibrated_on: the [CAL] cases its constants were checked against (empty: uncalibrated).
     """
 
@@ -64,6 +72,9 @@ class Framework:
     schedules: tuple[str, ...]
     calibrated_on: tuple[str, ...] = ()
     fp8_keeps: str = ""
+    ep_overlap: str = ""
+    shared_expert_overlap: bool = False
+    ep_overlap_names: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def attention_fraction(self, device: DeviceSpec) -> float:
@@ -99,7 +110,9 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         loss_bytes_per_logit=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
-                  "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter"),
+                  "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
+        ep_overlap="batch", shared_expert_overlap=True,
+        ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap"),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
@@ -109,7 +122,9 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         schedules=("1F1B", "interleaved"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
                        "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
-        fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)"),
+        fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",
+        ep_overlap="chunked", shared_expert_overlap=True,
+        ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap"),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
         compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,

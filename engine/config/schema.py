@@ -58,7 +58,8 @@ TRAIN_AUTOMODELS = _s(
         "accelerator": _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
-            "overlap_grad_reduce overlap_param_gather pp_schedule pp_vpp pp_micro_batch_num "
+            "overlap_grad_reduce overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap pp_schedule pp_vpp "
+            "pp_micro_batch_num "
             "enable_parallel_optimizer",
             "loss_parallel etp_size dp_size dp_replicate_size",
         ),
@@ -101,7 +102,8 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute recompute_modes selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather",
+    "train_yaml recompute recompute_modes selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
+    "moe_shared_expert_overlap moe_a2a_overlap",
     "",
     {
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its

@@ -21,7 +21,8 @@ NOT_PRICED = "read by HyperParallel, not priced by hp-plan"
 RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "selective", "full": "full",
                    "true": "full"}
 # Overlap switches (engine.specs.RunOptions fields of the same names; hp-lsp extensions, not HyperParallel's).
-OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather")
+OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
+                "moe_a2a_overlap")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
                       "op": "op", "torchtitan": "op"}
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",

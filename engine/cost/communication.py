@@ -145,20 +145,66 @@ def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
     return np.where(table.ep > 1, t + lat, 0.0)
 
 
-def _ep_comm(r: Rows) -> np.ndarray:
-    """(n, 2, 3) expert parallelism: dispatch + combine all-to-alls, forward and backward (and again for a
-    recomputed forward), as `estimator.moe_dispatcher` dispatches them (ep_alltoall)."""
+def ep_exposed(a2a: np.ndarray, shared: np.ndarray, routed: np.ndarray, compute: np.ndarray,
+               shared_overlap: bool, a2a_overlap: str) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) exposed seconds of one MoE layer's dispatch + combine all-to-alls of `a2a`
+    seconds each, per micro-batch, after the overlaps the framework offers (Framework.ep_overlap). Each
+    hides at most the compute it runs beside, so nothing is hidden that has no compute under it:
+
+    * shared-expert overlap (--moe-shared-expert-overlap): the shared expert's fc1 runs during the
+      dispatch, its fc2 during the combine: each all-to-all hides up to half the shared expert's forward
+      GEMMs (`shared`), backward BWD_GEMM_RATIO times that;
+    * "chunked" (MindSpeed --moe-alltoall-overlap-comm): the all-to-alls run asynchronously under the same
+      micro-batch's expert GEMMs (`routed`, and the shared expert's not already used), forward and, by
+      sub-graph splitting, backward;
+    * "batch" (Megatron-Core --overlap-moe-expert-parallel-comm): one micro-batch's all-to-alls run under
+      another's compute of the same layer (forward under a backward and the reverse): the four hide up to
+      the layer's whole forward + backward compute `compute`.
+    """
+    fwd_c, bwd_c = 2 * a2a, 2 * a2a
+    if shared_overlap:
+        fwd_c = fwd_c - 2 * np.minimum(a2a, 0.5 * shared)
+        bwd_c = bwd_c - 2 * np.minimum(a2a, 0.5 * K.BWD_GEMM_RATIO * shared)
+        shared = np.zeros_like(shared)
+    if a2a_overlap == "chunked":
+        under = routed + shared
+        fwd_c = fwd_c - np.minimum(fwd_c, under)
+        bwd_c = bwd_c - np.minimum(bwd_c, K.BWD_GEMM_RATIO * under)
+    elif a2a_overlap == "batch":
+        total = fwd_c + bwd_c
+        keep = np.where(total > 0, np.maximum(total - compute, 0.0) / np.maximum(total, 1e-30), 0.0)
+        fwd_c, bwd_c = fwd_c * keep, bwd_c * keep
+    return fwd_c, bwd_c
+
+
+def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
+    """(n, 2, 3) expert parallelism: dispatch + combine all-to-alls, forward and backward, as
+    `estimator.moe_dispatcher` dispatches them (ep_alltoall), less what the overlaps the run states and the
+    framework offers hide (ep_exposed; an option the framework does not offer hides nothing). A recomputed
+    forward repeats the forward pair, exposed: the overlaps are scheduled for the first forward."""
     epc = np.zeros((r.n, 2, 3))
     if r.is_moe:
         a2a = ep_alltoall(r, K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h)
-        epc[:, MOE, :] = 4 * a2a[:, None]
+        mg = lc.moe
+        zero = np.zeros(r.n)
+        fw, run = r.fw, r.run
+        # The batch-level overlap interleaves two micro-batches: it needs a second one in the step.
+        batch_ok = r.mb >= 2
+        how = fw.ep_overlap if run.moe_a2a_overlap else ""
+        args = (a2a, mg.shared if mg else zero, mg.routed if mg else zero, lc.compute[:, MOE],
+                run.moe_shared_expert_overlap and fw.shared_expert_overlap)
+        fwd_e, bwd_e = ep_exposed(*args, how)
+        if how == "batch":
+            alone_f, alone_b = ep_exposed(*args, "")
+            fwd_e, bwd_e = np.where(batch_ok, fwd_e, alone_f), np.where(batch_ok, bwd_e, alone_b)
+        epc[:, MOE, :] = (fwd_e + bwd_e)[:, None]
         epc[:, MOE, FULL] += 2 * a2a
     return epc
 
 
 def layer_comm(r: Rows, lc: LayerCompute) -> LayerComm:
     """The TP, CP and EP communication of one layer, per micro-batch."""
-    return LayerComm(_tp_comm(r, lc), _cp_comm(r, lc), _ep_comm(r))
+    return LayerComm(_tp_comm(r, lc), _cp_comm(r, lc), _ep_comm(r, lc))
 
 
 def pp_stride(r: Rows) -> np.ndarray:

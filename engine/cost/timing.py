@@ -26,11 +26,24 @@ def size_factor(call_flops: np.ndarray) -> np.ndarray:
     return f / (f + K.GEMM_HALF_FLOPS) if K.GEMM_HALF_FLOPS > 0 else np.ones_like(f)
 
 
-def gemm_time(flops: np.ndarray, min_dim: np.ndarray, rate: float) -> np.ndarray:
+def gemm_time(flops: np.ndarray, min_dim: np.ndarray, rate: float,
+              call_flops: np.ndarray | None = None) -> np.ndarray:
     """FLOPs over peak × MAMF fraction × shape factor x/(x + GEMM_HALF_DIM) × size factor of the call
-    (constants.py); `flops` is one GEMM call's (the whole micro-batch's tokens)."""
+    (constants.py); `flops` is the work priced, `call_flops` one kernel call's (default: `flops`, one GEMM
+    over the whole micro-batch's tokens; a grouped GEMM passes one expert's problem)."""
     x = np.maximum(min_dim, 1.0)
-    return flops / (rate * x / (x + K.GEMM_HALF_DIM) * np.maximum(size_factor(flops), 1e-6))
+    call = flops if call_flops is None else call_flops
+    return flops / (rate * x / (x + K.GEMM_HALF_DIM) * np.maximum(size_factor(call), 1e-6))
+
+
+@dataclass(frozen=True, slots=True)
+class MoeGemms:
+    """(n,) forward seconds of one MoE layer's GEMMs by part, one micro-batch: what the expert-parallel
+    overlaps hide all-to-alls under (engine.cost.communication.ep_exposed)."""
+
+    router: np.ndarray
+    routed: np.ndarray
+    shared: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +59,7 @@ class LayerCompute:
     attn_fwd: np.ndarray
     attn_bwd: np.ndarray
     compute: np.ndarray
+    moe: MoeGemms | None = None
 
 
 def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
@@ -70,23 +84,79 @@ def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
     return g
 
 
+def tokens_per_expert(r: Rows) -> np.ndarray:
+    """(n,) tokens one local expert's GEMM sees per micro-batch: the rank's T/t tokens × routed copies,
+    gathered from the ep ranks of its group and spread over the num_experts experts (× etp: an expert's
+    tensor-parallel ranks each see all its tokens)."""
+    return r.T / r.t * r.moe_copies * r.ep / r.model.num_experts * r.etp
+
+
+def grouped_gemm_time(r: Rows, tokens: np.ndarray) -> np.ndarray:
+    """(n,) forward seconds of the routed experts' GEMMs, run as grouped GEMMs (Megatron --moe-grouped-gemm,
+    MindSpeed GMM): the rank's T/t × copies tokens through nm matrices of h × f_e/etp, at the size factor
+    of ONE expert's problem (fc1 with gate and up fused, fc2: nm/2 matrices per call), not of the whole
+    group. Why: a grouped GEMM is a batch of small problems, each a tile-sized GEMM over the tokens its
+    expert received, so fine-grained experts (small f_e, few tokens per expert) run below a dense GEMM of
+    the same total FLOPs (size_factor, constants.GEMM_HALF_FLOPS; not fitted)."""
+    m, h = r.model, r.h
+    nm = mlp_mats(m)
+    f_e = float(m.moe_ffn or m.ffn_eff) / r.etp
+    total = 2 * r.T / r.t * r.moe_copies * nm * h * float(m.moe_ffn or m.ffn_eff)
+    call = 2 * tokens * h * f_e * nm / 2
+    return gemm_time(total, np.minimum(np.minimum(tokens, f_e), h), r.wgemm_rate, call)
+
+
+def moe_gemms(r: Rows, tokens_rep: np.ndarray) -> MoeGemms:
+    """(router, routed experts, shared experts) forward GEMM seconds of one MoE layer and micro-batch."""
+    m, T, t, h = r.model, r.T, r.t, r.h
+    # The router stays in BF16 under FP8 (TransformerEngine and torchao cast only the expert/linear GEMMs).
+    router = gemm_time(2 * tokens_rep * h * m.num_experts, np.minimum(tokens_rep, m.num_experts), r.gemm_rate)
+    routed = grouped_gemm_time(r, tokens_per_expert(r))
+    shared = np.zeros(r.n)
+    if m.num_shared_experts:
+        f_s = float(m.shared_ffn or m.moe_ffn or m.ffn_eff)
+        shared = gemm_time(2 * T * m.num_shared_experts * mlp_mats(m) * h * f_s / t, np.minimum(f_s / t, h),
+                           r.wgemm_rate)
+    return MoeGemms(router, routed, shared)
+
+
+def permutation_passes(r: Rows) -> np.ndarray:
+    """(n,) passes over the routed copies' hidden vectors a MoE layer's token dispatcher makes forward, each
+    reading and writing every copy once. Megatron-Core's alltoall dispatcher (token_dispatcher.py,
+    MoEAlltoAllTokenDispatcher; MindSpeed's alltoall_seq is the same sequence): permute before the dispatch,
+    sort_chunks_by_idxs after it when a rank holds more than one expert, the reverse sort before the
+    combine, unpermute after it: 4 (2 at ep 1 or one local expert). The flex dispatcher with DeepEP
+    (MoEFlexTokenDispatcher) receives tokens already grouped by source and permutes once after the dispatch
+    and unpermutes once before the combine: 2."""
+    if r.run.moe_dispatcher == "deepep":
+        return np.full(r.n, 2.0)
+    local = r.model.num_experts / np.maximum(r.ep, 1.0)
+    return np.where((r.ep > 1) & (local > 1), 4.0, 2.0)
+
+
+def permutation_time(r: Rows) -> np.ndarray:
+    """(n,) forward seconds of the dispatcher's permutation passes (permutation_passes) beyond what the
+    generic element-wise term already streams for the routed copies: that term moves elem_traffic × the
+    copies' kept input and output (2 × 2·h bytes each, act_terms), a pass reads and writes 2·h bytes per
+    copy, so passes − elem_traffic of those 4·h bytes per copy are added (never negative). Memory-bound
+    at the HBM rate; the backward (the inverse permutations) moves the same bytes again."""
+    per_copy = 2 * K.ACT_BYTES * r.h  # one read and one write of a copy's hidden vector
+    extra = np.maximum(permutation_passes(r) - r.elem_traffic, 0.0)
+    return extra * per_copy * r.T / r.t * r.moe_copies / r.hbm
+
+
 def _add_mlp_gemms(r: Rows, g: np.ndarray, tokens_rep: np.ndarray, moe: bool) -> np.ndarray:
     """`g` plus the (n,) forward seconds of the MLP (dense) or router + routed + shared expert (MoE) GEMMs,
     added term by term (the order of the sum is part of the to-the-last-digit contract)."""
     m, T, t, h, rate = r.model, r.T, r.t, r.h, r.wgemm_rate
-    nm = mlp_mats(m)
     if not moe:
         f = float(m.ffn_eff)
-        return g + gemm_time(2 * T * nm * h * f / t, np.minimum(f / t, h), rate)
-    f_e = float(m.moe_ffn or m.ffn_eff)
-    f_s = float(m.shared_ffn or f_e)
-    copies = r.moe_copies
-    per_expert_tokens = T / t * copies * r.ep / m.num_experts * r.etp
-    # The router stays in BF16 under FP8 (TransformerEngine and torchao cast only the expert/linear GEMMs).
-    g = g + gemm_time(2 * tokens_rep * h * m.num_experts, np.minimum(tokens_rep, m.num_experts), r.gemm_rate)
-    g = g + gemm_time(2 * T / t * copies * nm * h * f_e, np.minimum(np.minimum(per_expert_tokens, f_e / r.etp), h), rate)
+        return g + gemm_time(2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h), rate)
+    mg = moe_gemms(r, tokens_rep)
+    g = g + mg.router
+    g = g + mg.routed
     if m.num_shared_experts:
-        g = g + gemm_time(2 * T * m.num_shared_experts * nm * h * f_s / t, np.minimum(f_s / t, h), rate)
+        g = g + mg.shared
     return g
 
 
@@ -130,16 +200,17 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     for ty in r.types:
         g = _add_mlp_gemms(r, g_attn, tokens_rep, ty == MOE)
         e = r.elem_traffic * act[:, ty, OFF] / r.hbm
+        perm = permutation_time(r) if ty == MOE else 0.0
         gemm[:, ty] = g
         attn_fwd[:, ty] = af
         attn_bwd[:, ty] = ab
-        fwd[:, ty] = g + af + e
-        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e
+        fwd[:, ty] = g + af + e + perm
+        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e + perm
         compute[:, ty] = fwd[:, ty] + bwd
     if not r.is_moe:
         for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):
             arr[:, MOE] = arr[:, DENSE]
-    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute)
+    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, moe_gemms(r, tokens_rep) if r.is_moe else None)
 
 
 def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
