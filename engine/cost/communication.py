@@ -159,7 +159,7 @@ def ep_exposed(a2a: np.ndarray, shared: np.ndarray, routed: np.ndarray, compute:
       sub-graph splitting, backward;
     * "batch" (Megatron-Core --overlap-moe-expert-parallel-comm): one micro-batch's all-to-alls run under
       another's compute of the same layer (forward under a backward and the reverse): the four hide up to
-      the layer's whole forward + backward compute `compute`.
+      that other micro-batch's forward + backward compute `compute` (0 where the step has no second one).
     """
     fwd_c, bwd_c = 2 * a2a, 2 * a2a
     if shared_overlap:
@@ -186,17 +186,14 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     if r.is_moe:
         a2a = ep_alltoall(r, K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h)
         mg = lc.moe
-        zero = np.zeros(r.n)
+        assert mg is not None  # layer_compute prices the MoE GEMMs whenever the model is MoE
         fw, run = r.fw, r.run
-        # The batch-level overlap interleaves two micro-batches: it needs a second one in the step.
-        batch_ok = r.mb >= 2
         how = fw.ep_overlap if run.moe_a2a_overlap else ""
-        args = (a2a, mg.shared if mg else zero, mg.routed if mg else zero, lc.compute[:, MOE],
-                run.moe_shared_expert_overlap and fw.shared_expert_overlap)
-        fwd_e, bwd_e = ep_exposed(*args, how)
-        if how == "batch":
-            alone_f, alone_b = ep_exposed(*args, "")
-            fwd_e, bwd_e = np.where(batch_ok, fwd_e, alone_f), np.where(batch_ok, bwd_e, alone_b)
+        # The batch-level overlap interleaves two micro-batches: with one in the step there is no other
+        # micro-batch's compute to hide under (ep_exposed then hides nothing by that overlap).
+        other = np.where(r.mb >= 2, lc.compute[:, MOE], 0.0)
+        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other,
+                                  run.moe_shared_expert_overlap and fw.shared_expert_overlap, how)
         epc[:, MOE, :] = (fwd_e + bwd_e)[:, None]
         epc[:, MOE, FULL] += 2 * a2a
     return epc

@@ -145,14 +145,14 @@ def permutation_time(r: Rows) -> np.ndarray:
     return extra * per_copy * r.T / r.t * r.moe_copies / r.hbm
 
 
-def _add_mlp_gemms(r: Rows, g: np.ndarray, tokens_rep: np.ndarray, moe: bool) -> np.ndarray:
-    """`g` plus the (n,) forward seconds of the MLP (dense) or router + routed + shared expert (MoE) GEMMs,
-    added term by term (the order of the sum is part of the to-the-last-digit contract)."""
+def _add_mlp_gemms(r: Rows, g: np.ndarray, mg: MoeGemms | None) -> np.ndarray:
+    """`g` plus the (n,) forward seconds of the MLP (dense layer: `mg` None) or the router + routed + shared
+    expert GEMMs of `mg` (moe_gemms, priced once per layer_compute), added term by term (the order of the sum
+    is part of the to-the-last-digit contract)."""
     m, T, t, h, rate = r.model, r.T, r.t, r.h, r.wgemm_rate
-    if not moe:
+    if mg is None:
         f = float(m.ffn_eff)
         return g + gemm_time(2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h), rate)
-    mg = moe_gemms(r, tokens_rep)
     g = g + mg.router
     g = g + mg.routed
     if m.num_shared_experts:
@@ -197,8 +197,9 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     tokens_rep = r.T / r.sp_div  # tokens a replicated (non-TP) GEMM sees
     g_attn = _attention_gemms(r, tokens_rep)
     af, ab = _attention_core(r)
+    mg = moe_gemms(r, tokens_rep) if r.is_moe else None
     for ty in r.types:
-        g = _add_mlp_gemms(r, g_attn, tokens_rep, ty == MOE)
+        g = _add_mlp_gemms(r, g_attn, mg if ty == MOE else None)
         e = r.elem_traffic * act[:, ty, OFF] / r.hbm
         perm = permutation_time(r) if ty == MOE else 0.0
         gemm[:, ty] = g
@@ -210,7 +211,7 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     if not r.is_moe:
         for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):
             arr[:, MOE] = arr[:, DENSE]
-    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, moe_gemms(r, tokens_rep) if r.is_moe else None)
+    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, mg)
 
 
 def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
