@@ -73,7 +73,7 @@ class Case:
     flash: bool = False
     learned_positions: bool = True
     dtype: str = "float16"
-    weight: float = 1.0  # CALIBRATION §9.6: cases with [U] inputs weigh less
+    weight: float = 1.0  # [CAL] §9.6: cases with [U] inputs weigh less
     # Overlap options the source states (RunOptions fields, top-level search-config keys); unstated ones
     # keep the engine's defaults.
     overlaps: dict[str, bool] = field(default_factory=dict)
@@ -117,7 +117,7 @@ def _cases() -> list[Case]:
     for name, L, h, a, p, v, gbs, mbs, full, sel in k5:
         out.append(Case(f"K5-{name}-full", "K5", L, h, a, 8, p, 1, gbs, mbs, full, vpp=v))
         out.append(Case(f"K5-{name}-sel", "K5", L, h, a, 8, p, 1, gbs, mbs, sel, recompute="selective", sp=True, vpp=v))
-    # KOR22 §6: "no overlap of the gradient all-reduce was used" (CALIBRATION §4.3).
+    # KOR22 §6: "no overlap of the gradient all-reduce was used" ([CAL] §4.3).
     out.append(Case("K5-530B-DP8", "K5", 105, 20480, 128, 8, 35, 8, 2240, 1, 39.15, recompute="selective", sp=True, vpp=3,
                     overlaps={"overlap_grad_reduce": False}))
     # §5 MLM-README on H100.
@@ -130,7 +130,7 @@ def _cases() -> list[Case]:
         out.append(Case(cid, "M", L, h, a, t, p, 48, gbs, 1, step, recompute="off", sp=t > 1, optimizer_shard=48,
                         device="H100", vocab=131072, seq=4096, tied=False, flash=True, learned_positions=False,
                         dtype="bfloat16", weight=0.5,
-                        # CALIBRATION §5 [P]: --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap
+                        # [CAL] §5 [P]: --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap
                         overlaps={"tp_comm_overlap": t > 1, "overlap_grad_reduce": True, "overlap_param_gather": True}))
     return out
 
@@ -159,7 +159,7 @@ def case_yaml(c: Case) -> dict[str, Any]:
         "selective_policy": "attention",
         **c.overlaps,
         "pp_config": {"pipeline_schedule": "interleaved" if c.vpp > 1 else "1F1B", "pp_interleave_num": c.vpp},
-        # CALIBRATION §1-§5 are Megatron-LM / Megatron-Core runs (docs/formats.md §5 frameworks).
+        # [CAL] §1-§5 are Megatron-LM / Megatron-Core runs (docs/formats.md §5 frameworks).
         "estimator": {"framework": "megatron"},
     }
 
@@ -188,7 +188,7 @@ def load_case(path: Path) -> tuple[Config | None, list[str]]:
 
 
 def price_case(c: Case) -> tuple[float | None, str]:
-    """Price a case the way CALIBRATION §9.2 says: `hp-plan estimate FILE --json` (run in-process), reading
+    """Price a case the way [CAL] §9.2 says: `hp-plan estimate FILE --json` (run in-process), reading
     `step_time_s` and `peak_memory_gib` from its JSON."""
     import contextlib
     import io
@@ -207,7 +207,7 @@ def price_case(c: Case) -> tuple[float | None, str]:
 
 
 def band(c: Case) -> str:
-    """CALIBRATION §9.6 bands over unpublished choices, priced from the case's Config with the strategy varied."""
+    """[CAL] §9.6 bands over unpublished choices, priced from the case's Config with the strategy varied."""
     cfg, errs = load_case(CASES_DIR / f"{c.id}.yaml")
     if cfg is None or errs or cfg.stated is None or cfg.model is None or cfg.cluster is None:
         return ""
@@ -236,7 +236,7 @@ def band(c: Case) -> str:
 
 
 def k4_rows() -> list[tuple[str, float, float]]:
-    """KOR22 Table 4 (CALIBRATION §4.2, optional): one 22B-width layer at t 8, b 4, s 2048, forward + backward
+    """KOR22 Table 4 ([CAL] §4.2, optional): one 22B-width layer at t 8, b 4, s 2048, forward + backward
     (+ recompute) + TP communication in ms, from the per-layer times of the pricing core."""
     from engine.catalog.devices import find_device
     from engine.specs import ClusterSpec
@@ -259,7 +259,7 @@ def k4_rows() -> list[tuple[str, float, float]]:
 
 
 # --------------------------------------------------------------------------------------------- memory
-KOR22_FIG1 = {  # case: (L, h, a, t, p, v, b, states, base, sp, sel, sp+sel, full) GiB, CALIBRATION §4.5
+KOR22_FIG1 = {  # case: (L, h, a, t, p, v, b, states, base, sp, sel, sp+sel, full) GiB, [CAL] §4.5
     "22B": (48, 6144, 64, 8, 1, 1, 4, 45.56, 59.25, 39.56, 29.25, 9.56, 4.50),
     "175B": (96, 12288, 96, 8, 8, 3, 1, 45.56, 66.84, 41.41, 37.78, 12.35, 5.81),
     "530B": (105, 20480, 128, 8, 35, 3, 1, 31.64, 114.02, 66.51, 70.59, 23.08, 10.86),
@@ -267,7 +267,7 @@ KOR22_FIG1 = {  # case: (L, h, a, t, p, v, b, states, base, sp, sel, sp+sel, ful
 }
 
 
-MLM_THEO = {"22B": 46.24, "175B": 46.89, "530B": 33.84, "1T": 35.71}  # GiB, CALIBRATION §4.6
+MLM_THEO = {"22B": 46.24, "175B": 46.89, "530B": 33.84, "1T": 35.71}  # GiB, [CAL] §4.6
 
 
 def kor22_rows() -> list[tuple[str, float, float]]:
@@ -293,7 +293,7 @@ def kor22_rows() -> list[tuple[str, float, float]]:
             rows.append((f"KOR22 {name} act {label}", ours, pub))
         ours_states = 18.0 * 12 * L * h * h / (t * p) / GIB
         rows.append((f"KOR22 {name} model states", ours_states, states))
-        # CALIBRATION §4.6 [D]: MLM-THEO weights + optimizer of the first stage (with the input embedding),
+        # [CAL] §4.6 [D]: MLM-THEO weights + optimizer of the first stage (with the input embedding),
         # against the engine's stage-0 static memory at 18 B/param (ours also counts biases and positions).
         tab = CandidateTable.from_columns(dp=[1], tp=[t], pp=[p], vpp=v, micro_batch_size=b, micro_batch_num=8 * p,
                                           sequence_parallel=True, recompute=1, schedule=1 if v > 1 else 0)
@@ -303,7 +303,7 @@ def kor22_rows() -> list[tuple[str, float, float]]:
 
 
 def zero_rows() -> list[tuple[str, float, float]]:
-    """ZERO20 Fig. 1 examples (CALIBRATION §6.2): Ψ = 7.5B, N_d = 64, K = 12, fp16 params and grads, in GB."""
+    """ZERO20 Fig. 1 examples ([CAL] §6.2): Ψ = 7.5B, N_d = 64, K = 12, fp16 params and grads, in GB."""
     from engine.catalog.devices import find_device
     from engine.specs import ClusterSpec
 
@@ -393,7 +393,7 @@ FIT_FAMILIES = {"N1", "N2", "K5"}  # the A100 families; M (H100, 2024 software, 
 
 
 def fit_report(cases: list[Case]) -> None:
-    """CALIBRATION §9.7: the fit on FIT_FAMILIES, the held-out family's errors, and leave-one-family-out
+    """[CAL] §9.7: the fit on FIT_FAMILIES, the held-out family's errors, and leave-one-family-out
     (fit on the other fitted families, check the one left out)."""
     fams = sorted({c.family for c in cases})
     vals, obj = fit(cases, FIT_FAMILIES)
@@ -435,7 +435,7 @@ def s10_runs() -> list[Run]:
 
 
 def estimate_json(path: Path, *flags: str) -> dict[str, Any]:
-    """`hp-plan estimate FILE --json` run in-process (CALIBRATION §9.2)."""
+    """`hp-plan estimate FILE --json` run in-process ([CAL] §9.2)."""
     import contextlib
     import io
     import json
@@ -511,7 +511,7 @@ def print_groups(scored: list[Scored]) -> None:
           f"{'met' if all(m <= 0.10 for m in mems) else 'MISSED'} ({', '.join(f'{100 * m:.1f}%' for m in mems)})")
 
 
-# What each framework's own runs set (CALIBRATION §10 tuning rule): leave-one-framework-out re-derives these
+# What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
 # without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the PyTorch
 # GEMM fraction (without its runs, the Megatron fraction is all the other runs can say); mindspeed and
 # hyperparallel: none (their constants are device facts and the shared fit).
@@ -519,7 +519,7 @@ OWN_CONSTANTS = {"torchtitan": ("TORCH_GEMM_FRACTION_OF_MAMF",)}
 
 
 def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
-    """Each framework priced with the constants the other frameworks' runs give (CALIBRATION §9.7, §10)."""
+    """Each framework priced with the constants the other frameworks' runs give ([CAL] §9.7, §10)."""
     from engine.cost import constants as K
 
     frameworks = sorted({"megatron", *(r.framework for r in runs)})

@@ -2,7 +2,7 @@
 (the second pass that corrects the Ascend rows and adds the H100 variants published runs use).
 
 Conventions (docs/formats.md): bandwidths are GB/s (1e9 B/s) per device, one direction; memory is the vendor's
-label used as the GiB budget (HyperParallel and FORMATS write `device_memory_gb: 80` for an 80 GB card, and
+label used as the GiB budget (HyperParallel and docs/formats.md write `device_memory_gb: 80` for an 80 GB card, and
 users budget below it with `memory_limit_gb`). "Intra-node" is the scale-up domain (NVLink/HCCS/UB),
 "inter-node" the per-device scale-out NIC rate. Every row names its sources (`source`) and the fields that
 are [U] unconfirmed (`unconfirmed`), which the hover on `device_type` shows.

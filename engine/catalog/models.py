@@ -103,7 +103,7 @@ CATALOG: tuple[CatalogModel, ...] = (
        q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
        mtp_depth=1, tie_word_embeddings=False, hidden_act="silu"),
     # -- §3 GPT-style and paper shapes ----------------------------------------------------------------------
-    # GPT-3: Brown et al. 2020 Table 2.1; vocabulary padded to 51200 as Megatron reproductions do (MODELS §4.4).
+    # GPT-3: Brown et al. 2020 Table 2.1; vocabulary padded to 51200 as Megatron reproductions do ([MODELS] §4.4).
     _m("gpt3-175b", "[MODELS] §3 [P]", ("gpt-3", "gpt3"), **_gpt(96, 12288, 96, head_dim=128)),
     _m("mt-nlg-530b", "[MODELS] §3 [C] NAR21 Table 1 / KOR22 Table 3", ("mtnlg-530b", "megatron-turing-nlg-530b"),
        **_gpt(105, 20480, 128, head_dim=160)),

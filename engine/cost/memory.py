@@ -255,7 +255,7 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     buf = np.where(r.sp, 2 * K.ACT_BYTES * T * h, 0.0)  # all-gathered norm output (sequence parallel)
     buf = buf + np.where(r.p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
     # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
-    # DS-EST's "4 × largest layer's params" at 16-bit (CALIBRATION §6.3); ZeRO-2-like keeps the weights
+    # DS-EST's "4 × largest layer's params" at 16-bit ([CAL] §6.3); ZeRO-2-like keeps the weights
     # whole (counted as parameters) and needs only the gradient buffer.
     buf = buf + np.where(r.fs > 1, 2 * Bp * layer_local if r.run.reshard_after_forward else Bp * layer_local, 0.0)
     if r.is_moe:

@@ -61,7 +61,7 @@ def test_swiglu_keeps_three_intermediates_and_no_masks() -> None:
 
 @pytest.mark.parametrize("name", ["22B", "175B", "530B", "1T"])
 def test_kor22_figure1_within_2_percent(name: str) -> None:
-    # CALIBRATION §4.5: Table 2 row × L × interleave factor on the first stage, GiB.
+    # [CAL] §4.5: Table 2 row × L × interleave factor on the first stage, GiB.
     L, h, a, t, p, v, b, _states, *acts = {
         "22B": (48, 6144, 64, 8, 1, 1, 4, 45.56, 59.25, 39.56, 29.25, 9.56, 4.50),
         "175B": (96, 12288, 96, 8, 8, 3, 1, 45.56, 66.84, 41.41, 37.78, 12.35, 5.81),
@@ -106,7 +106,7 @@ def test_uneven_layer_split_gives_extras_to_the_chunks_after_the_first() -> None
 
 
 def test_eighteen_bytes_per_parameter_and_distributed_optimizer() -> None:
-    # CALIBRATION §6.1: bf16 weights, fp32 grads, Adam: 18 B/param; distributed optimizer 6 + 12/d.
+    # [CAL] §6.1: bf16 weights, fp32 grads, Adam: 18 B/param; distributed optimizer 6 + 12/d.
     m = LLAMA70B
     cl = cluster(16)
     s = Strategy(dp=16, tp=8, pp=1, micro_batch_num=1, optimizer_shard=1)
@@ -121,7 +121,7 @@ def test_eighteen_bytes_per_parameter_and_distributed_optimizer() -> None:
 
 
 def test_zero_stage_examples() -> None:
-    # ZERO20 Fig. 1 (CALIBRATION §6.2): Ψ params, N_d 64, K 12 with fp16 grads (16 B/param baseline).
+    # ZERO20 Fig. 1 ([CAL] §6.2): Ψ params, N_d 64, K 12 with fp16 grads (16 B/param baseline).
     m = gpt(40, 4096, 32)
     cl = cluster(8)
     psi = sum(layer_params(m, False).total for _ in range(1))  # per layer
@@ -190,7 +190,7 @@ def test_priced_stage_memory_is_static_plus_fixed_plus_layers() -> None:
     (128, 25600, 160, 64, 1, 35.71)])
 def test_first_stage_states_match_megatron_theoretical_memory(L: int, h: int, a: int, p: int, v: int,
                                                               gib: float) -> None:
-    # CALIBRATION §4.6 [D] (MLM-THEO): 18 B/param on the first stage, input embedding included.
+    # [CAL] §4.6 [D] (MLM-THEO): 18 B/param on the first stage, input embedding included.
     m = ModelSpec(name="k", num_layers=L, hidden=h, heads=a, vocab=51200, ffn=4 * h, seq_len=2048,
                   tie_embeddings=True, gated_mlp=False, use_flash_attention=False)
     tab = CandidateTable.from_columns(dp=[1], tp=[8], pp=[p], vpp=v, micro_batch_num=8 * p, schedule=int(v > 1))

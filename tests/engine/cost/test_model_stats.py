@@ -54,6 +54,6 @@ def test_flops_per_token_match_kor22_eq7_and_nar21_eq3() -> None:
 
 
 def test_check_value_k5_175b_step_flops() -> None:
-    # CALIBRATION §7: K5-175B Eq. 7 per step = 1.41e17 FLOP (GBS 64, s 2048).
+    # [CAL] §7: K5-175B Eq. 7 per step = 1.41e17 FLOP (GBS 64, s 2048).
     st = model_stats(gpt(96, 12288, 96))
     assert st.flops_per_token_noncausal * 64 * 2048 == pytest.approx(1.41e17, rel=5e-3)

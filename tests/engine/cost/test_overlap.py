@@ -112,7 +112,7 @@ def test_readers_carry_the_overlap_keys(tmp_path: Path) -> None:
 
 
 def test_search_config_reads_top_level_overlap_keys() -> None:
-    """The M calibration cases (CALIBRATION §5, run with all three overlaps) state them as top-level keys."""
+    """The M calibration cases ([CAL] §5, run with all three overlaps) state them as top-level keys."""
     from engine.check import check_file
 
     path = Path(__file__).resolve().parents[3] / "benchmarks" / "cases" / "M-04.yaml"
