@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.catalog.frameworks import effective_policy, framework_of
+from engine.catalog.frameworks import FRAMEWORKS, effective_policy, framework_of
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.diagnostics import Diagnostic, Severity, has_errors
@@ -41,6 +41,8 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "framework": ("estimator.framework",),
     "fp8": ("estimator.fp8", "accelerator.fp8"),
     "selective_policy": ("selective_policy", "activation_checkpoint.selective_policy"),
+    "moe_a2a_overlap": ("moe_a2a_overlap", "accelerator.moe_a2a_overlap"),
+    "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
@@ -119,7 +121,8 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy) -
 def check_framework(config: Config, s: Strategy) -> list[Problem]:
     """What the framework that runs the plan cannot execute or does not offer (engine.catalog.frameworks):
     pipeline parallelism or a schedule its trainer does not run (HP530), a selective policy it does not offer
-    (HP531, priced with its own), FP8 on a device without FP8 GEMMs (HP532, priced in BF16)."""
+    (HP531, priced with its own), FP8 on a device without FP8 GEMMs (HP532, priced in BF16), an expert-parallel
+    overlap the stack does not offer (HP533, priced without it: engine.cost.communication._ep_comm)."""
     fw = framework_of(config.run)
     out: list[Problem] = []
     if s.pp > 1 and not fw.pipelines:
@@ -137,6 +140,22 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
                            "selective_policy"))
     if config.run.fp8 and config.cluster is not None and config.cluster.device.fp8_tflops <= 0:
         out.append(Problem("HP532", f"{config.cluster.device.name} has no FP8 GEMMs; priced in BF16", "fp8"))
+    return out + _ep_overlap_problems(config)
+
+
+def _ep_overlap_problems(config: Config) -> list[Problem]:
+    """HP533: an expert-parallel overlap stated for a stack that has none. Why: the cost model prices the
+    overlap only where the framework runs it (Framework.ep_overlap / shared_expert_overlap), so a stated
+    option that the stack lacks silently changes nothing; the user should hear that the price excludes it,
+    and which stack offers it."""
+    fw = framework_of(config.run)
+    offering = [f.name for f in FRAMEWORKS.values() if f.ep_overlap or f.shared_expert_overlap]
+    out: list[Problem] = []
+    for key, what, offered in (("moe_a2a_overlap", "expert all-to-all overlap", bool(fw.ep_overlap)),
+                               ("moe_shared_expert_overlap", "shared-expert overlap", fw.shared_expert_overlap)):
+        if getattr(config.run, key) and not offered:
+            out.append(Problem("HP533", f"{fw.name} has no {what} ({key}; offered by {', '.join(offering)}): "
+                               "priced without it", key))
     return out
 
 

@@ -133,3 +133,30 @@ def test_blocked_table_carries_framework_and_causal_mfu() -> None:
     tab = CandidateTable.from_strategies([Strategy(dp=8, dp_shard=8)] * 3)
     pr = price_table(LLAMA70B, cluster(1, "H100"), RunOptions(framework="megatron"), tab, 1e6)
     assert pr.framework == "megatron" and pr.causal_mfu is not None and (pr.causal_mfu < pr.mfu).all()
+
+
+def test_an_ep_overlap_the_stack_lacks_is_a_positioned_warning_and_changes_nothing(tmp_path: Path) -> None:
+    """HP533 through the CLI: torchtitan has neither expert-parallel overlap, so stating them warns at the key
+    and prices the plan as if unstated; MindSpeed offers both, so the same file there gets no HP533."""
+    src = RUNS / "ascend-qwen3-30b-a3b-16xa2-mindspeed"
+    (tmp_path / "train.yaml").write_text((src / "train.yaml").read_text())
+    base = (src / "search.yaml").read_text()
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(base.replace("framework: mindspeed", "framework: torchtitan"))
+    stated = tmp_path / "search.yaml"
+    stated.write_text(plain.read_text() + "moe_a2a_overlap: true\nmoe_shared_expert_overlap: true\n")
+    doc = json.loads(hp_plan("estimate", str(stated), "--json").stdout)
+    hits = {d["path"]: d for d in doc["diagnostics"] if d["code"] == "HP533"}
+    assert set(hits) == {"moe_a2a_overlap", "moe_shared_expert_overlap"}
+    lines = stated.read_text().splitlines()
+    for path, d in hits.items():
+        assert d["severity"] == "warning" and "torchtitan" in d["message"] and "mindspeed" in d["message"]
+        assert lines[d["range"]["start"]["line"]].startswith(path)
+    same = json.loads(hp_plan("estimate", str(plain), "--json").stdout)
+    assert same["step_time_s"] == doc["step_time_s"]
+    ms = stated.read_text().replace("framework: torchtitan", "framework: mindspeed")
+    stated.write_text(ms)
+    doc_ms = json.loads(hp_plan("estimate", str(stated), "--json").stdout)
+    assert not [d for d in doc_ms["diagnostics"] if d["code"] == "HP533"]
+    text = hp_plan("estimate", str(stated.with_name("plain.yaml"))).stdout
+    assert "HP533" not in text
