@@ -47,6 +47,18 @@ ASSUMED = {
          "distributed optimizer over dp 48, scale-out 50 GB/s per GPU",
 }
 
+# Cases whose error at the documented default is set by a choice the source did not publish ([CAL] §9.6): priced
+# at the default all the same (never tuned per case), flagged in the case file and in the table, and the
+# targets are reported with and without them. Each says why, from the priced terms.
+FLAGGED = {
+    "M-04": "micro-batch size unpublished ([CAL] §5 [U]); priced at the documented default b = 1, where the "
+            "four micro-batches leave only the last one's backward (~0.12 s) to hide the ZeRO-1 fp32 gradient "
+            "reduce-scatter and bf16 weight all-gather over dp 48 (~0.6 s: 4B parameters per rank, one rank of "
+            "the DP group per node at tp 8, so each NIC carries all of it; M-03, with the same per-GPU work and "
+            "DP volume at tp 4, has two per node and half of it per NIC); the band b in {1, 2, 4} contains the "
+            "published step",
+}
+
 
 @dataclass(frozen=True)
 class Case:
@@ -169,6 +181,8 @@ def write_cases(cases: list[Case]) -> None:
     for c in cases:
         head = f"# {c.id} ({c.family}), [CAL]; published step {c.published_step_s} s. Assumed: "
         head += ASSUMED.get(c.family if c.family != "N2" else ("N2-ZeRO-3" if c.fsdp > 1 else "N2-PTD-P"), "-")
+        if c.id in FLAGGED:
+            head += "\n# FLAGGED: " + FLAGGED[c.id]
         text = head + "\n" + yaml.safe_dump(case_yaml(c), sort_keys=False, default_flow_style=None, width=110)
         (CASES_DIR / f"{c.id}.yaml").write_text(text)
 
@@ -479,23 +493,25 @@ def print_s10(runs: list[Run], scored: list[Scored]) -> None:
             print(f"{r.id:<46} {r.framework:<10} {'-':<9} {r.measured_step_s:>10.3f}  NOT PRICED")
             continue
         mem = f"{100 * sc.memory_error:+.1f}% of the measured {r.measured_peak_gib} GiB" if sc.memory_error is not None else "-"
+        within = "" if abs(sc.error) <= r.tolerance else " OUTSIDE its tolerance"
         print(f"{r.id:<46} {sc.framework:<10} {sc.device:<9} {r.measured_step_s:>10.3f} {100 * sc.error:>+6.1f}% "
-              f"{100 * r.tolerance:>4.0f}%  {mem}")
+              f"{100 * r.tolerance:>4.0f}%  {mem}{within}")
 
 
 def print_groups(scored: list[Scored]) -> None:
     """Median |e|, mean e, max |e| per framework, per framework and device, and the targets of issue 9."""
     def table(title: str, key: Any) -> None:
-        groups: dict[str, list[float]] = {}
+        groups: dict[str, list[Scored]] = {}
         for sc in scored:
             if sc.error is not None:
-                groups.setdefault(key(sc), []).append(sc.error)
-        print(f"{title:<22} {'cases':>5} {'median |e|':>10} {'mean e':>8} {'max |e|':>8}")
+                groups.setdefault(key(sc), []).append(sc)
+        print(f"{title:<22} {'cases':>5} {'median |e|':>10} {'mean e':>8} {'max |e|':>8}  worst")
         for name in sorted(groups):
-            es = groups[name]
+            es = [sc.error for sc in groups[name] if sc.error is not None]
             ab = [abs(x) for x in es]
+            worst = max(groups[name], key=lambda sc: abs(sc.error or 0.0))
             print(f"{name:<22} {len(es):>5} {100 * statistics.median(ab):>9.1f}% {100 * statistics.mean(es):>+7.1f}% "
-                  f"{100 * max(ab):>7.1f}%")
+                  f"{100 * max(ab):>7.1f}%  {worst.id}{' (flagged)' if worst.id in FLAGGED else ''}")
     table("framework", lambda sc: sc.framework)
     print()
     table("framework / device", lambda sc: f"{sc.framework} / {sc.device}")
@@ -505,10 +521,13 @@ def print_groups(scored: list[Scored]) -> None:
             per.setdefault(sc.framework, []).append(abs(sc.error))
     med_ok = all(statistics.median(v) <= 0.05 for v in per.values())
     worst = max((x for v in per.values() for x in v), default=0.0)
-    mems = [abs(sc.memory_error) for sc in scored if sc.memory_error is not None]
+    over = [f"{sc.id} {100 * sc.error:+.1f}%{' (flagged)' if sc.id in FLAGGED else ''}" for sc in scored
+            if sc.error is not None and abs(sc.error) > 0.25]
+    mems = [sc for sc in scored if sc.memory_error is not None]
+    mem_ok = all(abs(sc.memory_error or 0.0) <= 0.10 for sc in mems)
     print(f"targets (issue 9): median |e| ≤ 5% per framework: {'met' if med_ok else 'MISSED'}; none worse than "
-          f"25%: {'met' if worst <= 0.25 else f'MISSED (worst {100 * worst:.1f}%)'}; measured memory within 10%: "
-          f"{'met' if all(m <= 0.10 for m in mems) else 'MISSED'} ({', '.join(f'{100 * m:.1f}%' for m in mems)})")
+          f"25%: {'met' if worst <= 0.25 else 'MISSED (' + ', '.join(over) + ')'}; measured memory within 10%: "
+          f"{'met' if mem_ok else 'MISSED'} ({', '.join(f'{sc.id} {100 * (sc.memory_error or 0.0):+.1f}%' for sc in mems)})")
 
 
 # What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
@@ -567,6 +586,31 @@ def _fit_runs(runs: list[Run]) -> dict[str, float]:
     return best[1]
 
 
+TORCH_GRID = tuple(round(0.60 + 0.01 * i, 2) for i in range(21))  # 0.60 … 0.80
+
+
+def fit_torch_fraction(runs: list[Run]) -> tuple[float, list[float]]:
+    """TORCH_GEMM_FRACTION_OF_MAMF refitted on the torchtitan runs of [CAL] §10 alone, with every other term
+    as priced now (the call-size factor included): the value whose worst |step error| over those runs is the
+    smallest, ties to the smaller mean |e|. Why minimax: with two runs the mean |e| is flat wherever their
+    errors straddle zero, so the mean cannot choose; balancing them does not lean on either run."""
+    from engine.cost import constants as K
+
+    titan = [r for r in runs if r.framework == "torchtitan"]
+    saved = K.TORCH_GEMM_FRACTION_OF_MAMF
+    best: tuple[float, float, float, list[float]] = (float("inf"), float("inf"), saved, [])
+    try:
+        for v in TORCH_GRID:
+            K.TORCH_GEMM_FRACTION_OF_MAMF = v
+            es = [sc.error for sc in score_s10(titan) if sc.error is not None]
+            key = (max(abs(e) for e in es), statistics.mean(abs(e) for e in es))
+            if key < best[:2]:
+                best = (*key, v, es)
+    finally:
+        K.TORCH_GEMM_FRACTION_OF_MAMF = saved
+    return best[2], best[3]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-write", action="store_true", help="price the committed case files without rewriting them")
@@ -578,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
         write_cases(cases)
     if args.fit:
         fit_report(cases)
+        v, es = fit_torch_fraction(s10_runs())
+        print(f"TORCH_GEMM_FRACTION_OF_MAMF fitted on the torchtitan runs: {v:g} "
+              f"(errors {', '.join(f'{100 * e:+.1f}%' for e in es)})")
         return 0
     print(f"{'case':<16} {'published s':>11} {'predicted s':>11} {'error':>8}  notes")
     errs: dict[str, list[float]] = {}
@@ -592,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
         errs.setdefault(c.family, []).append(e)
         case_err[c.id] = e
         all_e.append(e)
-        extra = band(c)
+        extra = band(c) + ("; FLAGGED: unpublished micro-batch sets it" if c.id in FLAGGED else "")
         print(f"{c.id:<16} {c.published_step_s:>11.3f} {pred:>11.3f} {100 * e:>+7.1f}%  {note}{extra}")
     print()
     print(f"{'family':<8} {'cases':>5} {'median |e|':>10} {'mean e':>8} {'max |e|':>8}")
@@ -603,8 +650,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{100 * max(ab):>7.1f}%")
     ok_med = all_e and statistics.median(abs(x) for x in all_e) <= 0.10
     ok_max = all_e and max(abs(x) for x in all_e) <= 0.25
+    unflagged = [abs(e) for cid, e in case_err.items() if cid not in FLAGGED]
+    ok_unflagged = unflagged and max(unflagged) <= 0.25
     print(f"targets: median |e| ≤ 10%: {'met' if ok_med else 'MISSED'}; none worse than 25%: "
-          f"{'met' if ok_max else 'MISSED'}")
+          f"{'met' if ok_max else 'MISSED'} ({'met' if ok_unflagged else 'MISSED'} without the flagged "
+          f"{', '.join(FLAGGED)}: worst {100 * max(unflagged, default=0.0):.1f}%)")
     print()
     runs = s10_runs()
     s10 = score_s10(runs)
