@@ -542,7 +542,7 @@ def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
     from engine.cost import constants as K
 
     frameworks = sorted({"megatron", *(r.framework for r in runs)})
-    print(f"{'left out':<12} {'constants without its runs':<84} {'median |e|':>10} {'max |e|':>8}")
+    print(f"{'left out':<12} {'cases':>5} {'median |e|':>10} {'max |e|':>8}  constants priced without its runs")
     for fw in frameworks:
         saved = {k: getattr(K, k) for k in (*FIT_GRID, "TORCH_GEMM_FRACTION_OF_MAMF")}
         try:
@@ -562,7 +562,7 @@ def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
                 setattr(K, k, v)
         ab = [abs(x) for x in errs]
         what = ", ".join(f"{k}={v:g}" for k, v in values.items()) or "none fitted on its runs"
-        print(f"{fw:<12} {what[:84]:<84} {100 * statistics.median(ab):>9.1f}% {100 * max(ab):>7.1f}%")
+        print(f"{fw:<12} {len(ab):>5} {100 * statistics.median(ab):>9.1f}% {100 * max(ab):>7.1f}%  {what}")
 
 
 def _fit_runs(runs: list[Run]) -> dict[str, float]:
