@@ -135,8 +135,9 @@ RESERVED_GIB = 1.5
 # The memory model's stated uncertainty, as a fraction of the budget: a peak within it of the budget gets the
 # verdict "marginal" (docs/formats.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
 # the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in [CAL] §10
-# (torchtitan Llama-3.1-8B, 77.0 GiB reserved) reads 75.4 GiB (−2.1 %); what the model cannot see (allocator
-# fragmentation, framework workspaces beyond RESERVED_GIB) is of that order, so 5 % bounds it.
+# (torchtitan Llama-3.1-8B, 77.0 GiB reserved: a high-water mark of the allocator's reserve) reads 72.2 GiB
+# (−6.3 %, benchmarks/accuracy.py); what the model cannot see (allocator fragmentation, framework workspaces
+# beyond RESERVED_GIB) is of that order, so 5 % is the band, not a bound.
 MEMORY_UNCERTAINTY = 0.05
 
 # ------------------------------------------------------------------------------------- MoE
