@@ -53,10 +53,10 @@ ASSUMED = {
 FLAGGED = {
     "M-04": "micro-batch size unpublished ([CAL] §5 [U]); priced at the documented default b = 1, where the "
             "four micro-batches leave only the last one's backward (~0.12 s) to hide the ZeRO-1 fp32 gradient "
-            "reduce-scatter and bf16 weight all-gather over dp 48 (~0.6 s: 4B parameters per rank, one rank of "
-            "the DP group per node at tp 8, so each NIC carries all of it; M-03, with the same per-GPU work and "
-            "DP volume at tp 4, has two per node and half of it per NIC); the band b in {1, 2, 4} contains the "
-            "published step",
+            "reduce-scatter and bf16 weight all-gather over dp 48 (~0.7 s, 0.49 s of it exposed: 4B "
+            "parameters per rank, one rank of the DP group per node at tp 8, so each NIC carries all of it; "
+            "M-03, with the same per-GPU work and DP volume at tp 4, has two per node and half of it per "
+            "NIC); the band b in {1, 2, 4} contains the published step",
 }
 
 

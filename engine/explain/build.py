@@ -121,7 +121,7 @@ def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int,
     pipe_end = step - max(dp) - opt
     made = max(o.end_s for o in ops)
     squeeze = pipe_end / made if made > pipe_end > 0 else 1.0  # the formula bounds the 1F1B orders
-    if squeeze < 1.0:
+    if squeeze < 1.0 and made - pipe_end > REBUILD_TOLERANCE * max(step, 1e-30):  # not float rounding
         note = (note + "; " if note else "") + (f"the drawn order takes {made - pipe_end:.3g} s longer than the "
                                                 f"priced pipeline, so its boxes are shortened by {1 - squeeze:.1%}")
     out: list[Interval] = []
