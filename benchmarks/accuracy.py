@@ -515,6 +515,8 @@ def print_groups(scored: list[Scored]) -> None:
     table("framework", lambda sc: sc.framework)
     print()
     table("framework / device", lambda sc: f"{sc.framework} / {sc.device}")
+    print()
+    table("device", lambda sc: sc.device)
     per: dict[str, list[float]] = {}
     for sc in scored:
         if sc.error is not None:
