@@ -149,12 +149,12 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
     option that the stack lacks silently changes nothing; the user should hear that the price excludes it,
     and which stack offers it."""
     fw = framework_of(config.run)
-    offering = [f.name for f in FRAMEWORKS.values() if f.ep_overlap or f.shared_expert_overlap]
     out: list[Problem] = []
-    for key, what, offered in (("moe_a2a_overlap", "expert all-to-all overlap", bool(fw.ep_overlap)),
-                               ("moe_shared_expert_overlap", "shared-expert overlap", fw.shared_expert_overlap)):
-        if getattr(config.run, key) and not offered:
-            out.append(Problem("HP533", f"{fw.name} has no {what} ({key}; offered by {', '.join(offering)}): "
+    for key, what, attr in (("moe_a2a_overlap", "expert all-to-all overlap", "ep_overlap"),
+                            ("moe_shared_expert_overlap", "shared-expert overlap", "shared_expert_overlap")):
+        if getattr(config.run, key) and not getattr(fw, attr):
+            offering = ", ".join(f.name for f in FRAMEWORKS.values() if getattr(f, attr))
+            out.append(Problem("HP533", f"{fw.name} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
     return out
 
