@@ -383,23 +383,36 @@ function M.apply_optimal_strategy(bufnr, on_done)
   return true
 end
 
---- The plan view's scratch buffer for a source buffer (created on first use, reused after).
-local function plan_buffer(source)
-  local name = 'hp_lsp://plan/' .. vim.api.nvim_buf_get_name(source)
-  local existing = vim.fn.bufnr(name)
-  if existing ~= -1 and vim.api.nvim_buf_is_valid(existing) then
-    return existing, false
+--- A read-only scratch buffer named `name` holding `lines`, shown in a split at the bottom unless a window
+--- shows it already. The buffer is created on first use and reused after (its window too), so running a
+--- command again refreshes its view instead of stacking splits. opts.filetype: the buffer's filetype;
+--- opts.wrap: wrap long lines (default true). Returns the buffer and whether it was created now.
+local function open_scratch(name, lines, opts)
+  opts = opts or {}
+  local bufnr = vim.fn.bufnr(name)
+  local new = bufnr == -1 or not vim.api.nvim_buf_is_valid(bufnr)
+  if new then
+    bufnr = vim.api.nvim_create_buf(false, true)
+    vim.bo[bufnr].buftype = 'nofile'
+    vim.bo[bufnr].bufhidden = 'hide'
+    vim.bo[bufnr].swapfile = false
+    if opts.filetype then
+      vim.bo[bufnr].filetype = opts.filetype
+    end
+    pcall(vim.api.nvim_buf_set_name, bufnr, name)
   end
-  local bufnr = vim.api.nvim_create_buf(false, true)
-  vim.bo[bufnr].buftype = 'nofile'
-  vim.bo[bufnr].bufhidden = 'hide'
-  vim.bo[bufnr].swapfile = false
-  vim.bo[bufnr].filetype = 'hpplan'
-  pcall(vim.api.nvim_buf_set_name, bufnr, name)
-  return bufnr, true
+  vim.bo[bufnr].modifiable = true
+  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
+  vim.bo[bufnr].modifiable = false
+  if vim.fn.bufwinnr(bufnr) == -1 then
+    vim.cmd('botright split')
+    vim.api.nvim_win_set_buf(0, bufnr)
+    vim.wo.wrap = opts.wrap ~= false
+  end
+  return bufnr, new
 end
 
---- Put the server's plan view (hpLsp.showPlan's answer) into the scratch buffer and show it in a split.
+--- Put the server's plan view (hpLsp.showPlan's answer) into the source buffer's plan buffer and show it.
 local function show_plan_result(source, result)
   local lines
   if type(result) ~= 'table' then
@@ -412,16 +425,8 @@ local function show_plan_result(source, result)
       table.insert(lines, 1, '(best plan from an earlier version: save, then :HpShowPlan again)')
     end
   end
-  local bufnr, new = plan_buffer(source)
-  vim.bo[bufnr].modifiable = true
-  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
-  vim.bo[bufnr].modifiable = false
-  if vim.fn.bufwinnr(bufnr) == -1 then
-    vim.cmd('botright split')
-    vim.api.nvim_win_set_buf(0, bufnr)
-    vim.wo.wrap = false
-  end
-  return bufnr, new
+  return open_scratch('hp_lsp://plan/' .. vim.api.nvim_buf_get_name(source), lines,
+    { filetype = 'hpplan', wrap = false })
 end
 
 --- :HpShowPlan: the plan's per-stage table, what bounds it and the pipeline timeline as text lanes, in a
@@ -493,14 +498,7 @@ end
 
 --- Open the server's log messages (each search it ran) in a scratch buffer.
 function M.show_log()
-  vim.cmd('botright new')
-  local bufnr = vim.api.nvim_get_current_buf()
-  vim.bo[bufnr].buftype = 'nofile'
-  vim.bo[bufnr].bufhidden = 'wipe'
-  vim.bo[bufnr].swapfile = false
-  pcall(vim.api.nvim_buf_set_name, bufnr, 'hp_lsp://log')
-  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, #M.log > 0 and M.log or { '(no messages from hp_lsp yet)' })
-  vim.bo[bufnr].modifiable = false
+  open_scratch('hp_lsp://log', #M.log > 0 and M.log or { '(no messages from hp_lsp yet)' })
 end
 
 return M
