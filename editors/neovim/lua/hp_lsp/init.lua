@@ -296,17 +296,22 @@ function M.attach(bufnr)
   return id
 end
 
-local function clients(bufnr)
-  if vim.lsp.get_clients then
-    return vim.lsp.get_clients({ bufnr = bufnr, name = M.name })
-  end
+--- The clients in `list` that are hp_lsp's (Neovim before 0.10 cannot ask for them by name).
+local function ours(list)
   local found = {}
-  for _, client in pairs(vim.lsp.buf_get_clients(bufnr)) do
+  for _, client in pairs(list) do
     if client.name == M.name then
       table.insert(found, client)
     end
   end
   return found
+end
+
+local function clients(bufnr)
+  if vim.lsp.get_clients then
+    return vim.lsp.get_clients({ bufnr = bufnr, name = M.name })
+  end
+  return ours(vim.lsp.buf_get_clients(bufnr))
 end
 
 --- The hp_lsp client attached to a buffer, if any.
@@ -316,14 +321,7 @@ function M.get_client(bufnr)
 end
 
 local function all_clients()
-  local list = vim.lsp.get_clients and vim.lsp.get_clients({ name = M.name }) or vim.lsp.get_active_clients()
-  local found = {}
-  for _, client in ipairs(list) do
-    if client.name == M.name then
-      table.insert(found, client)
-    end
-  end
-  return found
+  return ours(vim.lsp.get_clients and vim.lsp.get_clients({ name = M.name }) or vim.lsp.get_active_clients())
 end
 
 local function maybe_attach(bufnr)
@@ -356,31 +354,38 @@ end
 -- Commands.
 ---------------------------------------------------------------------------------------------------------
 
---- Ask the server to write the optimal strategy into the buffer (it sends back workspace/applyEdit).
-function M.apply_optimal_strategy(bufnr, on_done)
-  bufnr = resolve_buf(bufnr)
+--- Run the server command `command` on the buffer (workspace/executeCommand with its URI). An error is
+--- reported here; `on_answer(err, result)` runs after it either way. False, with a warning, when no server
+--- is attached to the buffer.
+local function execute(bufnr, command, on_answer)
   local client = M.get_client(bufnr)
   if not client then
     vim.notify('hp_lsp: no server attached to this buffer', vim.log.levels.WARN)
     return false
   end
-  local params = {
-    command = M.server_commands.apply_optimal_strategy,
-    arguments = { vim.uri_from_bufnr(bufnr) },
-  }
+  local params = { command = command, arguments = { vim.uri_from_bufnr(bufnr) } }
   call(client, 'request', 'workspace/executeCommand', params, function(err, result)
     if err then
       vim.notify('hp_lsp: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-    elseif type(result) == 'table' and result.applied == false then
+    end
+    on_answer(err, result)
+  end, bufnr)
+  return true
+end
+
+--- Ask the server to write the optimal strategy into the buffer (it sends back workspace/applyEdit).
+function M.apply_optimal_strategy(bufnr, on_done)
+  bufnr = resolve_buf(bufnr)
+  return execute(bufnr, M.server_commands.apply_optimal_strategy, function(err, result)
+    if not err and type(result) == 'table' and result.applied == false then
       vim.notify('hp_lsp: not applied: ' .. tostring(result.reason or 'no reason given'), vim.log.levels.WARN)
-    elseif type(result) == 'table' and result.strategy then
+    elseif not err and type(result) == 'table' and result.strategy then
       vim.notify('hp_lsp: applied ' .. tostring(result.strategy), vim.log.levels.INFO)
     end
     if on_done then
       on_done(err, result)
     end
-  end, bufnr)
-  return true
+  end)
 end
 
 --- A read-only scratch buffer named `name` holding `lines`, shown in a split at the bottom unless a window
@@ -433,24 +438,15 @@ end
 --- scratch buffer (the server's hpLsp.showPlan; the "▸ Plan view" code lens does the same).
 function M.show_plan(bufnr, on_done)
   bufnr = resolve_buf(bufnr)
-  local client = M.get_client(bufnr)
-  if not client then
-    vim.notify('hp_lsp: no server attached to this buffer', vim.log.levels.WARN)
-    return false
-  end
-  local params = { command = M.server_commands.show_plan, arguments = { vim.uri_from_bufnr(bufnr) } }
-  call(client, 'request', 'workspace/executeCommand', params, function(err, result)
+  return execute(bufnr, M.server_commands.show_plan, function(err, result)
     local plan_buf
-    if err then
-      vim.notify('hp_lsp: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-    else
+    if not err then
       plan_buf = show_plan_result(bufnr, result)
     end
     if on_done then
       on_done(err, result, plan_buf)
     end
-  end, bufnr)
-  return true
+  end)
 end
 
 -- Running the "▸ Plan view" code lens shows the plan too (a client-side handler for the server command).
