@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.cost import constants as K
+from tests.support.cli import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 accuracy = importlib.import_module("accuracy")
 
