@@ -110,31 +110,17 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     result = search(space, top=req.top, progress=progress, cancelled=cancelled)
     if cancelled():
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0, note="cancelled")
-    # Refusals (HP60x, at the lists/constraint) and the stated-vs-best advice (HP610/HP611), as `hp-plan` gives.
+    # Refusals (HP60x, at the lists/constraint) and the stated-vs-best advice (HP610/HP611), as `hp-plan` gives:
+    # compare_stated reads a search config's train.yaml (its open buffer, else the disk) once, by the engine's
+    # one rule, and returns the stated plan's price it compared with, which hover and lens show beside the best.
     refusals = [replace(d, file=d.file or space_file) for d in result.diagnostics]
-    stated_config = config
-    if config.kind == "search" and config.train_yaml:
-        # The strategy a search config's train.yaml states (its open buffer, else the disk) is the one to
-        # compare with.
-        from hp_lsp.analysis import overrides_of
-
-        train_loaded = check_file(config.train_yaml, overrides=overrides_of(config), texts=texts)
-        stated_config = train_loaded.config or config
-        if stated_config is not config:  # priced with the searched config's calibration, as the best is
-            stated_config = replace(stated_config, run=replace(stated_config.run, ratios=config.run.ratios))
-    advice = [replace(d, file=d.file or stated_config.path) if stated_config is not config else d
-              for d in compare_stated(stated_config, result, texts=texts)]
-    stated: Estimate | None = None
-    if stated_config is not config and stated_config.stated is not None and stated_config.model is not None \
-            and stated_config.cluster is not None:
-        from engine.cost import estimate_config
-
-        stated = estimate_config(stated_config)[0]
+    comparison = compare_stated(config, result, texts=texts)
+    stated = comparison.estimate if config.kind == "search" else None  # a train.yaml's own check prices it
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None
     if result.best is not None and config.kind == "train" and req.text is not None:
         edits, edit_error = best_edits(req.text, result, req.path)
-    return SearchOutcome(detach(result), detach((*refusals, *advice)), req.text, edits, edit_error,
+    return SearchOutcome(detach(result), detach((*refusals, *comparison.diagnostics)), req.text, edits, edit_error,
                          time.monotonic() - t0, stated=detach(stated))
 
 

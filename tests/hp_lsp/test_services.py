@@ -13,7 +13,7 @@ from hp_lsp.features.code_actions import fix_for, optimal_edits, search_config_p
 from hp_lsp.outline import scan
 from hp_lsp.search_job import SearchOutcome, SearchRequest, detach, run_search
 from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
-from tests.hp_lsp.services import LLAMA, never, no_progress, state_for
+from tests.support.lsp_services import LLAMA, never, no_progress, state_for
 
 TRAIN = LLAMA / "train.yaml"
 SEARCH = LLAMA / "search.yaml"
