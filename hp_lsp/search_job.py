@@ -1,17 +1,15 @@
 """The job the worker process runs: check, search, and pre-compute the "apply the best plan" edits.
 
 This module is imported by the spawned child; it must stay importable without pygls state and return only
-picklable values. Engine results hold `MappingProxyType` fields (frozen maps), which do not pickle, so the
-result is detached into plain dicts before it crosses the pipe.
+picklable values (engine results hold `MappingProxyType` fields: hp_lsp.worker registers their pickling).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
 
 from engine.calibrate.attach import RatiosRequest
 from engine.check import check_file
@@ -63,29 +61,6 @@ class SearchOutcome:
     stated: Estimate | None = None
 
 
-def detach(obj: Any) -> Any:
-    """A copy of a (nested) frozen dataclass with mapping proxies turned into dicts, so it pickles."""
-    if isinstance(obj, MappingProxyType):
-        return {k: detach(v) for k, v in obj.items()}
-    if isinstance(obj, tuple):
-        return tuple(detach(x) for x in obj)
-    if isinstance(obj, list):
-        return [detach(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: detach(v) for k, v in obj.items()}
-    if is_dataclass(obj) and not isinstance(obj, type):
-        changes = {}
-        for f in fields(obj):
-            if not f.init:
-                continue
-            old = getattr(obj, f.name)
-            new = detach(old)
-            if new is not old:
-                changes[f.name] = new
-        return replace(obj, **changes) if changes else obj
-    return obj
-
-
 def run_search(req: SearchRequest, *, progress: Callable[[float], None],
                cancelled: Callable[[], bool]) -> SearchOutcome:
     """Check the text, search its space and build the edits for the best plan. Runs in the worker.
@@ -120,8 +95,8 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     edit_error: str | None = None
     if result.best is not None and config.kind == "train" and req.text is not None:
         edits, edit_error = best_edits(req.text, result, req.path)
-    return SearchOutcome(detach(result), detach((*refusals, *comparison.diagnostics)), req.text, edits, edit_error,
-                         time.monotonic() - t0, stated=detach(stated))
+    return SearchOutcome(result, (*refusals, *comparison.diagnostics), req.text, edits, edit_error,
+                         time.monotonic() - t0, stated=stated)
 
 
 def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:
