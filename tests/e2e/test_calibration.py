@@ -15,14 +15,13 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.e2e.conftest import SERVER, find_line, record_client_requests, wait_until
-from tests.engine.calibrate.conftest import stated_config
+from tests.support.lsp_e2e import SERVER, find_line, record_client_requests, wait_until
+from tests.support.stated_configs import stated_config
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest_lsp.fixture(scope="module", config=SERVER)
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     root = request.getfixturevalue("tmp_path_factory").mktemp("calib")
     record_client_requests(lsp_client)

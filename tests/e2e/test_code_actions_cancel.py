@@ -13,7 +13,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.e2e.conftest import (
+from tests.support.lsp_e2e import (
     SERVER,
     apply_lsp_edits,
     copy_example,

@@ -17,14 +17,13 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.e2e.conftest import EXAMPLES, SERVER, copy_example, record_client_requests, wait_until
+from tests.support.lsp_e2e import EXAMPLES, SERVER, copy_example, record_client_requests, wait_until
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 LLAMA_SEARCH = (EXAMPLES / "llama3-70b" / "search.yaml").read_text()
 LLAMA_TRAIN = (EXAMPLES / "llama3-70b" / "train.yaml").read_text()
 
 
-@pytest_lsp.fixture(scope="module", config=SERVER)
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
     folder = copy_example("llama3-70b", tmp_path_factory.mktemp("hostile"))
     lsp_client.hp_seen = record_client_requests(lsp_client)  # type: ignore[attr-defined]

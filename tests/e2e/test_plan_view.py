@@ -19,13 +19,12 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.e2e.conftest import PROFILES, ROOT, SERVER, find_line, record_client_requests
+from tests.support.lsp_e2e import PROFILES, ROOT, SERVER, find_line, record_client_requests
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 PLAN = ROOT / "examples" / "explain" / "interleaved.yaml"
 
 
-@pytest_lsp.fixture(scope="module", params=PROFILES, config=SERVER)
+@pytest_lsp.fixture(params=PROFILES, config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     root = request.getfixturevalue("tmp_path_factory").mktemp("plan-" + request.param.split("@")[0])
     record_client_requests(lsp_client)

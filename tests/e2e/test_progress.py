@@ -22,9 +22,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.e2e.conftest import SERVER, copy_example, record_client_requests, wait_until
-
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+from tests.support.lsp_e2e import SERVER, copy_example, record_client_requests, wait_until
 
 SLOW_SEARCH = """\
 # DeepSeek-V3 on 2,304 H800s, every dimension searched: a search that takes over a second.
@@ -56,7 +54,7 @@ recompute: per_layer
 """
 
 
-@pytest_lsp.fixture(scope="module", config=SERVER)
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("progress")
     record_client_requests(lsp_client)

@@ -15,7 +15,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.e2e.conftest import (
+from tests.support.lsp_e2e import (
     EXAMPLES,
     PROFILES,
     SERVER,
@@ -27,8 +27,6 @@ from tests.e2e.conftest import (
     wait_until,
 )
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
-
 
 class Ctx:
     def __init__(self, client: LanguageClient, profile: str, root: Path, seen: dict[str, list[Any]]) -> None:
@@ -39,7 +37,7 @@ class Ctx:
         return self.profile.startswith("visual")
 
 
-@pytest_lsp.fixture(scope="module", params=PROFILES, config=SERVER)
+@pytest_lsp.fixture(params=PROFILES, config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     root = request.getfixturevalue("tmp_path_factory").mktemp("sc-" + request.param.split("@")[0])
     seen = record_client_requests(lsp_client)
@@ -50,7 +48,7 @@ async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     await lsp_client.shutdown_session()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def ctx(client: LanguageClient) -> Ctx:
     return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
 

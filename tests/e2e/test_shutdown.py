@@ -11,7 +11,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.e2e.conftest import PROFILES, SERVER, copy_example, record_client_requests, wait_until
+from tests.support.lsp_e2e import PROFILES, SERVER, copy_example, record_client_requests, wait_until
 
 
 @pytest_lsp.fixture(params=PROFILES, config=SERVER)
