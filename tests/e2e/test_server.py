@@ -121,7 +121,13 @@ async def test_code_lens_shows_the_best_plan(ctx: Ctx) -> None:
     assert lens.range.start.line == line
 
 
+async def _checked(ctx: Ctx) -> None:
+    """The fast check has landed (hovers answer from its cache, never waiting for it)."""
+    await wait_until(lambda: ctx.train_uri in ctx.client.diagnostics, what="the fast check's publish")
+
+
 async def test_hover_on_strategy_key_shows_numbers(ctx: Ctx) -> None:
+    await _checked(ctx)
     line, col = find_line(ctx.text, "tp_size")
     hover = await ctx.client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
@@ -132,6 +138,7 @@ async def test_hover_on_strategy_key_shows_numbers(ctx: Ctx) -> None:
 
 
 async def test_hover_on_model_key_shows_parameters(ctx: Ctx) -> None:
+    await _checked(ctx)
     line, col = find_line(ctx.text, "pretrained_model_name_or_path")
     hover = await ctx.client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
@@ -273,9 +280,10 @@ async def test_settings_via_did_change_configuration(ctx: Ctx) -> None:
 
 
 async def test_watched_file_change_rechecks_dependents(ctx: Ctx) -> None:
-    if ctx.vscode:
-        regs = [r for p in ctx.seen["register"] for r in p.registrations]
-        assert any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES for r in regs)
+    if ctx.vscode:  # registered from `initialized`, once the settings were pulled
+        await wait_until(lambda: any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+                                     for p in ctx.seen["register"] for r in p.registrations),
+                         what="the watcher's registration")
     else:
         assert ctx.seen["register"] == []  # Neovim 0.7 has no dynamic registration for it
     # Open the search config (it reads train.yaml from disk), then break train.yaml on disk only.
