@@ -16,7 +16,7 @@ from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
 
 from tests.support.lsp_e2e import SERVER, find_line, record_client_requests, wait_until
-from tests.support.stated_configs import stated_config
+from tests.support.configs import stated_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

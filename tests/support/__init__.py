@@ -1,1 +1,2 @@
-"""Plain helper modules shared by the tests (not test modules, not conftest: pytest collects none of them)."""
+"""Plain modules the tests share (helpers and example inputs, no fixtures and no tests): a test imports from
+here, never from a conftest.py or from another test module."""

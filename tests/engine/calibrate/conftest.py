@@ -1,5 +1,4 @@
-"""Fixtures for calibration tests: small stated search configs (tests/support/stated_configs.py) written into
-tmp_path."""
+"""Fixtures for calibration tests: small stated search configs (tests/support/configs.py) in tmp_path."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.stated_configs import stated_config
+from tests.support.configs import stated_config
 
 
 @pytest.fixture()
