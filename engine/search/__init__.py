@@ -75,7 +75,8 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     it turns true the search stops and returns an empty result (best None, no diagnostics). Never raises: an
     internal failure comes back as an HP900 diagnostic. Refusals (HP600-HP604) are positioned at the
     offending list or value. The advice about the strategy the files state (HP610/HP611) is
-    `compare_stated(config, result)`, which the front ends call on the result.
+    `compare_stated(config, result)` (engine.search.stated), which the front ends call on the result: its
+    diagnostics and the stated plan's estimate.
     """
     if config.model is None or config.cluster is None:
         return search_with(config, None, top=top, progress=progress, cancelled=cancelled)

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import EXAMPLES, SERVER, find_line, wait_until
+from tests.support.lsp_e2e import EXAMPLES, SERVER, find_line, open_doc, start, wait_until
 
 # A lone train.yaml whose cluster and (tight) budget come from settings only.
 # searchOnSave off at first, so each test sees the fast check alone until it turns the search on.
@@ -27,19 +26,11 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
     root = tmp_path_factory.mktemp("integration")
     # Neovim 0.7 does not pull workspace/configuration: settings come from initializationOptions and
     # didChangeConfiguration only, the layers this module exercises.
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("neovim@v0.7.0"), root_uri=from_fs_path(str(root)),
-        initialization_options=INIT))
+    await start(lsp_client, "neovim@v0.7.0", root, init=INIT)
     lsp_client.hp_root = root  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
 
-
-def _open(client: LanguageClient, path: Path) -> str:
-    uri = from_fs_path(str(path)) or ""
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="yaml", version=1, text=path.read_text())))
-    return uri
 
 
 def _keys(diags: Sequence[types.Diagnostic]) -> list[tuple[str, int, int, str]]:
@@ -57,7 +48,7 @@ async def _open_lone(client: LanguageClient) -> tuple[str, str]:
     folder.mkdir()
     shutil.copy(EXAMPLES / "llama3-70b" / "train.yaml", folder / "train.yaml")
     text = (folder / "train.yaml").read_text()
-    uri = _open(client, folder / "train.yaml")
+    uri = open_doc(client, folder / "train.yaml")
     await wait_until(lambda: any(str(d.code) == "HP520" for d in client.diagnostics.get(uri, [])),
                      what="HP520 over the 5 GiB setting")
     return uri, text

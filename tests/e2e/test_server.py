@@ -14,7 +14,7 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
 from tests.support.lsp_e2e import (
     PROFILES,
@@ -24,7 +24,7 @@ from tests.support.lsp_e2e import (
     copy_example,
     edits_of,
     find_line,
-    record_client_requests,
+    start,
     wait_until,
 )
 
@@ -48,13 +48,8 @@ class Ctx:
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     profile = request.param
     folder = copy_example("llama3-70b", request.getfixturevalue("tmp_path_factory").mktemp(profile.split("@")[0]))
-    seen = record_client_requests(lsp_client)
-    lsp_client.set_configuration({"searchOnSave": True}, section="hpLsp")
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(profile),
-        root_uri=from_fs_path(str(folder)),
-        initialization_options={"hpLsp": {"maxFileSizeKb": 512}},
-    ))
+    seen = await start(lsp_client, profile, folder, settings={"searchOnSave": True},
+                       init={"hpLsp": {"maxFileSizeKb": 512}})
     c = Ctx(lsp_client, profile, folder, seen)
     lsp_client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
         uri=c.train_uri, language_id="yaml", version=c.version, text=c.text)))

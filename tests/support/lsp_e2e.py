@@ -24,8 +24,8 @@ PROFILES = ["visual-studio-code", "neovim@v0.7.0"]
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "hp_lsp"])
 
 
-async def start(client: LanguageClient, profile: str, root: Path, *, settings: dict[str, Any] | None = None,
-                init: dict[str, Any] | None = None) -> dict[str, list[Any]]:
+async def start(client: LanguageClient, profile: str, root: Path | None = None, *,
+                settings: dict[str, Any] | None = None, init: dict[str, Any] | None = None) -> dict[str, list[Any]]:
     """Initialize a session as `profile` (a pytest-lsp client profile) rooted at `root`; `settings` answer
     workspace/configuration (section hpLsp), `init` is the initializationOptions. Returns the recorder of
     the server's requests to the client (record_client_requests)."""
@@ -33,7 +33,8 @@ async def start(client: LanguageClient, profile: str, root: Path, *, settings: d
     if settings is not None:
         client.set_configuration(settings, section="hpLsp")
     await client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(profile), root_uri=from_fs_path(str(root)), initialization_options=init))
+        capabilities=client_capabilities(profile), root_uri=from_fs_path(str(root)) if root else None,
+        initialization_options=init))
     return seen
 
 
