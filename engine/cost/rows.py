@@ -10,6 +10,7 @@ engine.cost.communication read the same values instead of recomputing them. Nota
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from engine.cost.layout import in_flight, layer_stage, stage_type_counts
 from engine.cost.model import AttnShape, attn_shape, routed_copies
 from engine.cost.table import CandidateTable
 from engine.specs import ClusterSpec, ModelSpec, RunOptions
+
+if TYPE_CHECKING:
+    from engine.cost.tower import TowerCost
 
 DENSE, MOE = 0, 1
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -94,6 +98,8 @@ class Rows:
     last: np.ndarray
     valid: np.ndarray
     mf: np.ndarray
+    # A multimodal model's vision tower: what it adds to stage 0 (engine.cost.tower; set by engine.cost.price).
+    tower: TowerCost | None = None
 
     @property
     def types(self) -> tuple[int, ...]:
