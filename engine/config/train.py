@@ -14,6 +14,7 @@ from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, parse_memory_gb
+from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Scalar
 
 # How every "read by HyperParallel, not priced by hp-plan" information (HP112) begins.
@@ -70,6 +71,11 @@ class TrainFacts:
     param_init: Val | None = None  # model.param_init_type (a dtype name)
     device_num: Val | None = None
     max_device_memory: Val | None = None
+    # A multimodal model's vision tower (engine.config.vision): the config.json's vision_config, the file's own.
+    catalog_vision: dict[str, Val] = field(default_factory=dict)
+    vision: dict[str, Val] = field(default_factory=dict)
+    vision_anchor: Val | None = None
+    visual_seq_len: Val | None = None  # context.visual_seq_len, else model.config_overrides.visual_seq_len
     locations: dict[str, Val] = field(default_factory=dict)
 
     def note(self, *vals: Val | None) -> None:
@@ -113,6 +119,7 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     # config; config_overrides, when also given, win ([HP] §2.5: explicit overrides always win).
     direct = read_model_fields(src, model, "model") if facts.schema == "automodels" else {}
     facts.overrides = {**direct, **read_model_fields(src, overrides, "model.config_overrides")}
+    _read_vision(facts, model, overrides)
     if facts.pretrained is not None:
         res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
         if res.error is not None:
@@ -120,8 +127,11 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         else:
             facts.resolution_source = res.source
             facts.catalog_fields = {
-                k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items()
+                k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items() if k != "vision"
             }
+            tower = res.fields.get("vision")
+            if isinstance(tower, dict):
+                facts.catalog_vision = {k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in tower.items()}
     dtype = src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
     if dtype is not None:
         facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
@@ -131,6 +141,22 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         # Hugging Face's eager attention materialises the score matrix; sdpa / flash kernels do not.
         facts.overrides["use_flash_attention"] = Val(False, attn.path, attn.loc)
     facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values())
+
+
+def _read_vision(facts: TrainFacts, model: Map | None, overrides: Map | None) -> None:
+    """The tower a train.yaml states (`model.vision` beside an AutoModels factory's keywords, then
+    `model.config_overrides.vision`, which wins) and its visual sequence (`context.visual_seq_len`, else
+    `model.config_overrides.visual_seq_len`): engine.config.vision."""
+    src = facts.src
+    direct = read_vision(src, model, "model") if facts.schema == "automodels" else {}
+    facts.vision = {**direct, **read_vision(src, overrides, "model.config_overrides")}
+    facts.vision_anchor = (vision_anchor(src, overrides, "model.config_overrides")
+                           or (vision_anchor(src, model, "model") if facts.schema == "automodels" else None))
+    root = src.root
+    context = src.section(root, "context", "context") if root is not None else None
+    facts.visual_seq_len = (src.int_(context, "visual_seq_len", "context.visual_seq_len")
+                            or src.int_(overrides, "visual_seq_len", "model.config_overrides.visual_seq_len"))
+    facts.note(facts.visual_seq_len, *facts.vision.values())
 
 
 def read_param_init(src: Source, model: Map | None, prefix: str) -> Val | None:

@@ -71,8 +71,6 @@ class Unpriced:
 S, A, L = "search", "automodels", "legacy"
 _ALL = frozenset({S, A, L})
 _TRAIN = frozenset({A, L})
-_MULTIMODAL = ("the vision tower of a multimodal run (HyperParallel prices it with the language model's degrees, "
-               "its layers on stage 0) is not priced: only the language model is")
 _STACK = "a per-layer stack (layer groups, op vectors, Gated DeltaNet linear attention) is priced as uniform decoder layers"
 _OFFSET = ("per-stage layer offsets: hp-plan spreads the layers evenly over the stages, the remainder on the later "
            "ones")
@@ -92,8 +90,6 @@ _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("ops", _STACK, _meaningful),
     ("arch", _STACK, _meaningful),
     ("linear_*", _STACK, _always),
-    ("vision", _MULTIMODAL, _meaningful),
-    ("visual_seq_len", _MULTIMODAL, _meaningful),
     ("use_gmm", "grouped GEMM for the experts: each expert's GEMMs are priced at the same rate", _meaningful),
     ("full_rec", "per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated mode "
      "on every layer; activation_checkpoint.layers states a per-layer plan", _meaningful),
@@ -130,7 +126,6 @@ TABLE: tuple[Unpriced, ...] = (
              "offload prices offload in a search)", _meaningful),
     Unpriced(_TRAIN, "context.expert_shard", "an expert-shard group (HyperParallel's EP constraint C4) is not "
              "priced: the experts are priced over ep and the expert data-parallel group", _meaningful),
-    Unpriced(_TRAIN, "context.visual_seq_len", _MULTIMODAL, _meaningful),
     Unpriced(_TRAIN, "context.census", "a measured census of the model is not read: the formulas price it",
              _meaningful),
     Unpriced(_TRAIN, "context.census_spec", "a measured census of the model is not read: the formulas price it",
