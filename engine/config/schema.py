@@ -56,7 +56,7 @@ TRAIN_AUTOMODELS = _s(
             {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA, {"vision": _VISION}), "vision": _VISION},
         ),
         "training": _s(
-            "global_batch_size micro_batch_size",
+            "global_batch_size micro_batch_size micro_batch_num",
             "train_iters max_grad_norm max_steps seed log_interval save_interval eval_interval lr learning_rate "
             "weight_decay warmup_steps gradient_accumulation_steps",
         ),

@@ -188,7 +188,10 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     vpp = src.int_(acc, "pp_vpp", "accelerator.pp_vpp")
     if vpp is not None and "vpp" not in deg:
         deg["vpp"] = vpp
-    mbn = src.int_(acc, "pp_micro_batch_num", "accelerator.pp_micro_batch_num")
+    # The trainer's micro-batch count: training.micro_batch_num (where HyperParallel's priced yaml puts it, [HP]
+    # §4.2, like the legacy train.micro_batch_num), else the pipeline's accelerator.pp_micro_batch_num.
+    mbn = (src.int_(training, "micro_batch_num", "training.micro_batch_num")
+           or src.int_(acc, "pp_micro_batch_num", "accelerator.pp_micro_batch_num"))
     if mbn is not None:
         deg["micro_batch_num"] = mbn
     mbs = src.int_(training, "micro_batch_size", "training.micro_batch_size")

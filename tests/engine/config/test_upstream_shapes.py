@@ -360,3 +360,49 @@ def test_recompute_as_a_parallelism_dimension(tmp_path: Path) -> None:
     assert one is not None and one.recompute == "full"
     auto = check_file(rc_search(tmp_path, "a.yaml", rc_dim=", recompute: auto")).config
     assert auto is not None and auto.recompute == "auto" and auto.recompute_modes == ()
+
+
+# An AutoModels recipe stating the trainer's micro-batch count (training.micro_batch_num, where HyperParallel's
+# priced yaml puts it, [HP] §4.2), on 8 devices: 32 = 4 x 1 x dp 8.
+AUTOMODELS_MBN = """\
+model:
+  _target_: hyper_parallel.models.HyperAutoModelForCausalLM.from_pretrained
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+  torch_dtype: bfloat16
+training:
+  global_batch_size: 32
+  micro_batch_size: 1
+  micro_batch_num: MBN
+  max_grad_norm: 1.0
+accelerator: {tp_size: 1, pp_size: 1, cp_size: 1, ep_size: 1}
+fsdp_config: {dp_shard_size: 8}
+activation_checkpoint: {mode: full}
+dataset: {data_transform: {max_seq_len: 4096}}
+context: {device_num: 8}
+"""
+
+
+def test_automodels_training_micro_batch_num_is_read_priced_and_checked(tmp_path: Path) -> None:
+    path = write(tmp_path, "train.yaml", AUTOMODELS_MBN.replace("MBN", "4"))
+    rc, doc = cli("estimate", path, "--device-type", "H100")
+    assert rc == 0 and doc["strategy"]["micro_batch_num"] == 4
+    assert "HP101" not in [d["code"] for d in doc["diagnostics"]]
+    bad = write(tmp_path, "bad.yaml", AUTOMODELS_MBN.replace("MBN", "2"))
+    hp402 = [d for d in check_file(bad).diagnostics if d.code == "HP402"]
+    assert hp402 and hp402[0].path == "training.micro_batch_num" and "needs micro_batch_num 4" in hp402[0].message
+
+
+def test_automodels_apply_rewrites_a_stated_micro_batch_num_and_adds_none(tmp_path: Path) -> None:
+    write(tmp_path, "train.yaml", AUTOMODELS_MBN.replace("MBN", "4"))
+    search = write(tmp_path, "search.yaml", "train_yaml: ./train.yaml\n"
+                   "cluster: {num_nodes: 1, cards_per_node: 8, device_type: H100}\n"
+                   "parallelism: {tp: [2], pp: 1, dp: auto, fsdp: auto}\n")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "training.micro_batch_num: 4 -> 8" in r.stderr + r.stdout  # tp 2 leaves dp 4: 32 = 8 x 1 x 4
+    bare = AUTOMODELS_MBN.replace("  micro_batch_num: MBN\n", "")
+    write(tmp_path, "train.yaml", bare)
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and "micro_batch_num" not in r.stdout + r.stderr  # the trainer derives it
