@@ -247,6 +247,9 @@ class RunOptions:
     # the same micro-batch's expert compute, chunked). Off unless stated: none of the [CAL] runs sets them.
     moe_shared_expert_overlap: bool = False
     moe_a2a_overlap: bool = False
+    # The trainer's accelerator.loss_parallel: the loss over the vocabulary-parallel logits (÷ tp) or, false,
+    # over the whole vocabulary on every TP rank; None: the framework's own (engine.catalog.frameworks).
+    loss_parallel: bool | None = None
     # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
     ratios: Ratios | None = None
 

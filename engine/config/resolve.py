@@ -545,6 +545,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["selective_policy"] = train.selective_policy.value
         if train.param_bytes is not None:
             kw["param_bytes"] = int(train.param_bytes.value)
+        if train.loss_parallel is not None:
+            kw["loss_parallel"] = bool(train.loss_parallel.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
         if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's ([HP] §4.2)

@@ -46,7 +46,7 @@ _VISION = _s(" ".join(sorted(VISION_KEYS)),
              "deepstack_visual_indexes initializer_range layer_norm_eps hidden_dropout_prob attention_dropout mlp_ratio "
              "num_channels image_size projection_dim torch_dtype")
 TRAIN_AUTOMODELS = _s(
-    "", "model_init_dtype optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
+    "model_init_dtype", "optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
     "trainer output_dir resume wandb profiler data tokenizer loss evaluation callbacks",
     {
         "model": _s(
@@ -64,9 +64,8 @@ TRAIN_AUTOMODELS = _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
             "overlap_grad_reduce overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap pp_schedule pp_vpp "
-            "pp_micro_batch_num "
-            "enable_parallel_optimizer",
-            "loss_parallel etp_size dp_size dp_replicate_size",
+            "pp_micro_batch_num enable_parallel_optimizer loss_parallel",
+            "etp_size dp_size dp_replicate_size",
         ),
         "fsdp_config": _s(
             "dp_shard_size reshard_after_forward",

@@ -68,6 +68,7 @@ class TrainFacts:
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
     param_bytes: Val | None = None
     fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
+    loss_parallel: Val | None = None  # accelerator.loss_parallel
     param_init: Val | None = None  # model.param_init_type (a dtype name)
     device_num: Val | None = None
     max_device_memory: Val | None = None
@@ -132,10 +133,18 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
             tower = res.fields.get("vision")
             if isinstance(tower, dict):
                 facts.catalog_vision = {k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in tower.items()}
-    dtype = src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
-    if dtype is not None:
+    # The compute width: torch_dtype, else compute_dtype (a run key beside it, or a model-spec field in the
+    # overrides, [HP] §2.4-§2.5), else the legacy train.mixed_precision.param_dtype (_read_legacy).
+    dtype = (src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
+             or src.choice(model, "compute_dtype", "model.compute_dtype", {k: k for k in DTYPES})
+             or src.choice(overrides, "compute_dtype", "model.config_overrides.compute_dtype", {k: k for k in DTYPES}))
+    if dtype is not None:  # else keeps the legacy train.mixed_precision.param_dtype, read first
         facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
-    facts.param_init = read_param_init(src, model, "model")
+    # The stored weights' width: the AutoModels root model_init_dtype (the dtype the trainer builds the model in,
+    # above param_init_type in upstream's B_p precedence, [HP] §6.3), else model.param_init_type.
+    init = (src.choice(root, "model_init_dtype", "model_init_dtype", {k: k for k in DTYPES})
+            if facts.schema == "automodels" else None)
+    facts.param_init = init or read_param_init(src, model, "model")
     attn = src.val(model, "attn_implementation", "model.attn_implementation")
     if attn is not None and str(attn.value).strip().lower() == "eager" and "use_flash_attention" not in facts.overrides:
         # Hugging Face's eager attention materialises the score matrix; sdpa / flash kernels do not.
@@ -214,6 +223,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         if ov is not None:
             facts.overlaps[key] = ov
     facts.fp8 = src.bool_(acc, "fp8", "accelerator.fp8")
+    facts.loss_parallel = src.bool_(acc, "loss_parallel", "accelerator.loss_parallel")
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
                                         SELECTIVE_POLICIES)
@@ -225,7 +235,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     _read_context(facts, context)
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
-               facts.device_num, facts.max_device_memory, facts.fp8, *facts.overlaps.values())
+               facts.device_num, facts.max_device_memory, facts.fp8, facts.loss_parallel, *facts.overlaps.values())
 
 
 def _read_context(facts: TrainFacts, context: Map | None) -> None:
@@ -307,10 +317,25 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
         deg["dp"] = Val(int(facts.dp_replicate.value) * shard, facts.dp_replicate.path, facts.dp_replicate.loc)
     facts.recompute = src.choice(gc, "activation_checkpoint", "train.gradient_checkpointing.activation_checkpoint",
                                  RECOMPUTE_MODES)
+    _read_legacy_precision(facts, train)
     facts.seq_len = src.int_(data, "max_seq_len", "data.max_seq_len")
     _read_context(facts, src.section(root, "context", "context"))
     facts.note(facts.global_batch_size, facts.dp_replicate, *deg.values(), facts.recompute, facts.seq_len,
                facts.optimizer_shard, facts.device_num, facts.max_device_memory)
+
+
+def _read_legacy_precision(facts: TrainFacts, train: Map | None) -> None:
+    """Legacy `train.mixed_precision.param_dtype`: the model's compute dtype when mixed precision is on (enabled
+    defaults to true, [HP] §2.6). Read before the model's own dtypes, which win (engine.config.train._read_model)."""
+    src = facts.src
+    mp = src.section(train, "mixed_precision", "train.mixed_precision")
+    enabled = src.bool_(mp, "enabled", "train.mixed_precision.enabled")
+    if mp is None or (enabled is not None and not enabled.value):
+        return
+    dtype = src.choice(mp, "param_dtype", "train.mixed_precision.param_dtype", {k: k for k in DTYPES})
+    if dtype is not None:
+        facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
+        facts.note(facts.param_bytes)
 
 
 def _read_recompute_layers(facts: TrainFacts, root: Map) -> None:

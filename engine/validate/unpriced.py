@@ -57,7 +57,11 @@ def _not_adam(v: Node, _parent: Map) -> bool:
 
 
 def _mixed_precision(v: Node, _parent: Map) -> bool:
-    return isinstance(v, Map) and bool(v.items())
+    """A policy that states something: `{enabled: false}` is the run hp-plan prices (weights at their dtype)."""
+    if not isinstance(v, Map) or not v.items():
+        return False
+    enabled = v.get("enabled")
+    return not (isinstance(enabled, Scalar) and enabled.value is False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +106,14 @@ TABLE: tuple[Unpriced, ...] = (
     *(Unpriced(_TRAIN, f"model.config_overrides.{k}", why, when) for k, why, when in _MODEL_KEYS),
     Unpriced(frozenset({S}), "pp_config.stage_partition", "a manual stage partition: the layers are spread evenly "
              "(HyperParallel's search ignores it too)"),
+    Unpriced(frozenset({S}), "pp_config.micro_batch_num", "the pipeline balancer's micro-batch count: the search's "
+             "is parallelism.micro_batch_num (HyperParallel's search ignores this one too)"),
     Unpriced(frozenset({S}), "pp_config.layer_recompute_layers", "recompute by layer id: the stated mode is priced "
              "on every layer (HyperParallel's search ignores it too)"),
-    Unpriced(frozenset({A}), "model_init_dtype", "the initialisation dtype does not enter the step's price",
-             _always),
+    Unpriced(frozenset({A}), "model.freeze_patterns", "frozen modules (no gradients, optimizer states or backward "
+             "for them) are not priced: every weight is priced trainable", _meaningful),
+    Unpriced(frozenset({A}), "fsdp_config.enable_offload", "offloading FSDP's sharded parameters to the host is not "
+             "priced: they are priced on the device", _meaningful),
     Unpriced(frozenset({A}), "training.max_grad_norm", "gradient clipping (one norm reduction and a rescale per "
              "step) is not priced", _meaningful),
     Unpriced(frozenset({A}), "fsdp_config.edp_shard_size", "the expert FSDP shard: the routed experts' states are "
@@ -134,6 +142,10 @@ TABLE: tuple[Unpriced, ...] = (
              "and an fp32 master copy)", _not_adam),
     Unpriced(frozenset({L}), "train.optimizer.type", "this optimizer's state is priced as AdamW's (two fp32 states "
              "and an fp32 master copy)", _not_adam),
+    Unpriced(frozenset({L}), "train.max_grad_norm", "gradient clipping (one norm reduction and a rescale per step) "
+             "is not priced", _meaningful),
+    Unpriced(frozenset({L}), "train.optimizer.max_grad_norm", "gradient clipping (one norm reduction and a rescale per "
+             "step) is not priced", _meaningful),
     Unpriced(frozenset({L}), "train.gradient_checkpointing.recompute_slice_activation", "slicing recomputed "
              "activations over tp is not priced", _meaningful),
 )

@@ -406,3 +406,54 @@ def test_automodels_apply_rewrites_a_stated_micro_batch_num_and_adds_none(tmp_pa
     r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0 and "micro_batch_num" not in r.stdout + r.stderr  # the trainer derives it
+
+
+def test_the_dtypes_upstream_reads_set_the_widths_priced(tmp_path: Path) -> None:
+    """B_p and B_c as HyperParallel takes them ([HP] §2.5-§2.6, §6.3): the AutoModels root model_init_dtype is the
+    stored weights' width; model.compute_dtype (a run key) and the legacy train.mixed_precision.param_dtype (when
+    mixed precision is on) the compute width when torch_dtype is not stated."""
+    init = write(tmp_path, "init.yaml", AUTOMODELS_MBN.replace("MBN", "4") + "model_init_dtype: float32\n")
+    loaded = check_file(init)
+    assert loaded.config is not None and (loaded.config.run.param_bytes, loaded.config.run.master_weights) == (4, False)
+    assert "model_init_dtype" not in [d.path for d in loaded.diagnostics]
+    no_init = check_file(write(tmp_path, "bf16.yaml", AUTOMODELS_MBN.replace("MBN", "4"))).config
+    assert no_init is not None and (no_init.run.param_bytes, no_init.run.master_weights) == (2, True)
+    compute = AUTOMODELS_MBN.replace("MBN", "4").replace("torch_dtype: bfloat16", "compute_dtype: float32")
+    cfg = check_file(write(tmp_path, "compute.yaml", compute)).config
+    assert cfg is not None and cfg.run.param_bytes == 4
+    # The legacy demo without its model dtypes: train.mixed_precision.param_dtype is the compute width.
+    bare = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace('  param_init_type: "float32"\n', "").replace(
+        '  compute_dtype: "bfloat16"\n', "")
+    mp = bare.replace("  gradient_checkpointing:", "  mixed_precision: {enabled: ENABLED, param_dtype: float32}\n"
+                      "  gradient_checkpointing:")
+    on = check_file(write(tmp_path, "on.yaml", mp.replace("ENABLED", "true"))).config
+    off = check_file(write(tmp_path, "off.yaml", mp.replace("ENABLED", "false"))).config
+    assert on is not None and off is not None and (on.run.param_bytes, off.run.param_bytes) == (4, 2)
+
+
+def test_a_stated_loss_parallel_prices_the_logits(tmp_path: Path) -> None:
+    base = AUTOMODELS_MBN.replace("MBN", "8").replace("tp_size: 1", "tp_size: 2").replace("dp_shard_size: 8",
+                                                                                          "dp_shard_size: 4")
+    _rc, split = cli("estimate", write(tmp_path, "lp.yaml", base.replace("ep_size: 1", "ep_size: 1, loss_parallel: "
+                                                                         "true")), "--device-type", "H100")
+    _rc, whole = cli("estimate", write(tmp_path, "nolp.yaml", base.replace("ep_size: 1", "ep_size: 1, loss_parallel: "
+                                                                           "false")), "--device-type", "H100")
+    # false: every TP rank holds the whole vocabulary's fp32 logits (2 x 4096 tokens x 128256 x 4 B more than ÷ 2)
+    assert whole["memory_breakdown_gib"]["activations"] > split["memory_breakdown_gib"]["activations"] + 1.0
+    assert "HP101" not in [d["code"] for d in whole["diagnostics"]]
+
+
+def test_keys_upstream_reads_that_change_the_run_are_flagged(tmp_path: Path) -> None:
+    kimi = AUTOMODELS_MBN.replace("MBN", "4").replace(
+        "  torch_dtype: bfloat16\n", "  torch_dtype: bfloat16\n  freeze_patterns: [\"model.vision_tower*\"]\n").replace(
+        "fsdp_config: {dp_shard_size: 8}", "fsdp_config: {dp_shard_size: 8, enable_offload: true}")
+    flagged = {d.path for d in check_file(write(tmp_path, "kimi.yaml", kimi)).diagnostics if d.code == "HP112"}
+    assert {"model.freeze_patterns", "fsdp_config.enable_offload", "training.max_grad_norm"} <= flagged
+    legacy_text = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace(
+        "  gradient_checkpointing:", "  optimizer: {type: adamw, max_grad_norm: 1.0}\n  gradient_checkpointing:")
+    flagged = {d.path for d in check_file(write(tmp_path, "l.yaml", legacy_text)).diagnostics if d.code == "HP112"}
+    assert "train.optimizer.max_grad_norm" in flagged
+    search = write(tmp_path, "s.yaml", "model: {name: m, num_hidden_layers: 8, hidden_size: 1024, num_attention_heads: 8,"
+                   " vocab_size: 32000, max_position_embeddings: 4096}\ncluster: {num_nodes: 1, device_type: A2}\n"
+                   "pp_config: {pp_degree: 2, micro_batch_num: 8}\n")
+    assert "pp_config.micro_batch_num" in {d.path for d in check_file(search).diagnostics if d.code == "HP112"}
