@@ -109,6 +109,8 @@ def test_a_train_yaml_tower_is_priced_on_stage_0_only(tmp_path: Path) -> None:
     assert vl["step_time_s"] > text["step_time_s"]
     assert sum(vl["time_breakdown_s"].values()) == pytest.approx(vl["step_time_s"], rel=1e-9)
     assert 0 < tower["time_s"] < vl["step_time_s"]
+    _rc, ex = cli("explain", train(tmp_path, context=", visual_seq_len: 1024"), "--device-type", "H100")
+    assert ex["vision_tower"] == tower
 
 
 def test_the_tower_weights_shard_with_the_language_models_degrees(tmp_path: Path) -> None:
