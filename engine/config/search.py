@@ -78,6 +78,15 @@ class SearchFacts:
                 self.locations[v.path] = v
 
 
+def _read_tower(facts: SearchFacts, model: Map | None) -> None:
+    """A multimodal model's `model.vision` and `model.visual_seq_len` (engine.config.vision)."""
+    src = facts.src
+    facts.vision = read_vision(src, model, "model")
+    facts.vision_anchor = vision_anchor(src, model, "model")
+    facts.visual_seq_len = src.int_(model, "visual_seq_len", "model.visual_seq_len")
+    facts.note(facts.visual_seq_len, *facts.vision.values())
+
+
 def read_search(src: Source) -> SearchFacts:
     root = src.root
     facts = SearchFacts(src)
@@ -99,10 +108,7 @@ def read_search(src: Source) -> SearchFacts:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
     fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
     facts.model_fields = fields
-    facts.vision = read_vision(src, model, "model")
-    facts.vision_anchor = vision_anchor(src, model, "model")
-    facts.visual_seq_len = src.int_(model, "visual_seq_len", "model.visual_seq_len")
-    facts.note(facts.visual_seq_len, *facts.vision.values())
+    _read_tower(facts, model)
     facts.name = src.str_(model, "name", "model.name")
     # In a search config max_position_embeddings IS the trained sequence length ([HP] §2.1); older
     # examples write it seq_len (beside n_layers, dim, n_heads: §3.2 "older versions"), some seq_length.
