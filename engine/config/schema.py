@@ -91,7 +91,7 @@ TRAIN_LEGACY = _s(
                 "accelerator": _s(
                     "dp_shard dp_replicate tp_degree pipeline_parallel_degree context_parallel_degree "
                     "expert_parallel_degree expert_tensor_parallel_degree use_seq_parallel "
-                    "enable_parallel_optimizer optimizer_weight_shard_size", "sequence_parallel",
+                    "enable_parallel_optimizer optimizer_weight_shard_size sequence_parallel", "",
                 ),
                 "gradient_checkpointing": _s("activation_checkpoint", ""),
             },

@@ -301,7 +301,10 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     mbn = src.int_(train, "micro_batch_num", "train.micro_batch_num")  # upstream's writer writes it (§4.3)
     if mbn is not None:
         deg["micro_batch_num"] = mbn
-    sp = src.bool_(acc, "use_seq_parallel", "train.accelerator.use_seq_parallel")
+    # train.accelerator rides into the priced yaml's accelerator verbatim ([HP] §2.6), where a stated
+    # sequence_parallel wins over the model's use_seq_parallel (§4.2): read it first.
+    sp = (src.bool_(acc, "sequence_parallel", "train.accelerator.sequence_parallel")
+          or src.bool_(acc, "use_seq_parallel", "train.accelerator.use_seq_parallel"))
     if sp is not None:
         deg["sequence_parallel"] = Val(int(bool(sp.value)), sp.path, sp.loc)
     _read_parallel_optimizer(facts, acc, "train.accelerator")

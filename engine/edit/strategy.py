@@ -145,8 +145,7 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
                 mode=as_mode(value_at(data, ("train", "gradient_checkpointing", "activation_checkpoint")))
                 or "off"
             ),
-            "sequence_parallel": as_bool(value_at(data, (*acc, "use_seq_parallel")))
-            if value_at(data, (*acc, "use_seq_parallel")) is not MISSING else False,
+            "sequence_parallel": _legacy_sp(data),
             # enable_parallel_optimizer: false turns the shard off whatever its size (engine.config.train)
             "optimizer_shard": 1 if value_at(data, (*acc, "enable_parallel_optimizer")) is False
             else _int_or(data, (*acc, "optimizer_weight_shard_size"), 1),
@@ -241,6 +240,16 @@ def _int_change(path: tuple[str, ...], value: int, always: bool = True, default:
     return Change(path, value, satisfied=ok)
 
 
+def _legacy_sp(data: Any) -> bool | None:
+    """A legacy file's sequence parallelism as engine.config.train reads it: train.accelerator.sequence_parallel,
+    else use_seq_parallel, else off."""
+    for key in ("sequence_parallel", "use_seq_parallel"):
+        v = value_at(data, ("train", "accelerator", key))
+        if v is not MISSING and v is not None:
+            return as_bool(v)
+    return False
+
+
 def _stated_int_change(path: tuple[str, ...], value: int) -> Change:
     """Rewrite the key where the file states it; never add it (the trainer derives what it leaves unsaid)."""
     return Change(path, value, satisfied=lambda now: now is MISSING or now is None or as_int(now) == value)
@@ -303,7 +312,7 @@ def _changes_automodels(s: Strategy) -> list[Change]:
     return changes
 
 
-def _changes_legacy(s: Strategy) -> list[Change]:
+def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
     unsupported = [
         (s.vpp != 1, f"pipeline interleaving (vpp {s.vpp})"),
         (s.pipeline_schedule != "1F1B", f"the {s.pipeline_schedule} schedule"),
@@ -324,7 +333,9 @@ def _changes_legacy(s: Strategy) -> list[Change]:
                             satisfied=lambda now: now is MISSING or as_bool(now) is True))
     return [
         *extra,
-        _bool_change((*acc, "use_seq_parallel"), s.sequence_parallel),
+        # the file's own spelling: sequence_parallel where it states it (it wins), else use_seq_parallel
+        _bool_change((*acc, "sequence_parallel" if value_at(data, (*acc, "sequence_parallel")) not in (MISSING, None)
+                      else "use_seq_parallel"), s.sequence_parallel),
         _int_change(("train", "global_batch_size"), s.global_batch_size),
         _int_change(("train", "micro_batch_size"), s.micro_batch_size, always=False),
         _int_change(("train", "micro_batch_num"), s.micro_batch_num),
@@ -360,7 +371,7 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None) ->
         if doc.root is not None and not isinstance(doc.data, dict):
             raise EditError("the file's top level is not a mapping")
         schema = detect_schema(doc.data)
-        changes = _changes_legacy(strategy) if schema == "legacy" else _changes_automodels(strategy)
+        changes = _changes_legacy(strategy, doc.data) if schema == "legacy" else _changes_automodels(strategy)
         order = LEGACY_ORDER if schema == "legacy" else AUTOMODELS_ORDER
         if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):
             changes.append(_int_change(("context", "device_num"), strategy.world_size))

@@ -106,6 +106,8 @@ TABLE: tuple[Unpriced, ...] = (
     *(Unpriced(_TRAIN, f"model.config_overrides.{k}", why, when) for k, why, when in _MODEL_KEYS),
     Unpriced(frozenset({S}), "pp_config.stage_partition", "a manual stage partition: the layers are spread evenly "
              "(HyperParallel's search ignores it too)"),
+    Unpriced(frozenset({S}), "pp_config.layer_offset_range", "a range of per-stage layer offsets: the layers are "
+             "spread evenly (HyperParallel's search ignores it too; its validation checks it)"),
     Unpriced(frozenset({S}), "pp_config.micro_batch_num", "the pipeline balancer's micro-batch count: the search's "
              "is parallelism.micro_batch_num (HyperParallel's search ignores this one too)"),
     Unpriced(frozenset({S}), "pp_config.layer_recompute_layers", "recompute by layer id: the stated mode is priced "

@@ -457,3 +457,37 @@ def test_keys_upstream_reads_that_change_the_run_are_flagged(tmp_path: Path) -> 
                    " vocab_size: 32000, max_position_embeddings: 4096}\ncluster: {num_nodes: 1, device_type: A2}\n"
                    "pp_config: {pp_degree: 2, micro_batch_num: 8}\n")
     assert "pp_config.micro_batch_num" in {d.path for d in check_file(search).diagnostics if d.code == "HP112"}
+
+
+def test_legacy_sequence_parallel_rides_in_the_accelerator_and_wins(tmp_path: Path) -> None:
+    """A legacy train.accelerator rides verbatim into the yaml HyperParallel prices, where a stated sequence_parallel
+    wins over use_seq_parallel ([HP] §2.6, §4.2)."""
+    text = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace("use_seq_parallel: true",
+                                                                          "sequence_parallel: false\n    "
+                                                                          "use_seq_parallel: true")
+    loaded = check_file(write(tmp_path, "sp.yaml", text))
+    assert loaded.config is not None and loaded.config.stated is not None
+    assert loaded.config.stated.sequence_parallel is False
+    assert "HP101" not in [d.code for d in loaded.diagnostics]
+    only = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace("use_seq_parallel", "sequence_parallel")
+    cfg = check_file(write(tmp_path, "only.yaml", only)).config
+    assert cfg is not None and cfg.stated is not None and cfg.stated.sequence_parallel is True
+    flagged = check_file(write(tmp_path, "s.yaml", "model: {name: m, num_hidden_layers: 8, hidden_size: 1024, "
+                                                   "num_attention_heads: 8, vocab_size: 32000, max_position_embeddings: "
+                                                   "4096}\ncluster: {num_nodes: 1, device_type: A2}\n"
+                                                   "pp_config: {pp_degree: 2, layer_offset_range: [-1, 1]}\n"))
+    assert "pp_config.layer_offset_range" in {d.path for d in flagged.diagnostics if d.code == "HP112"}
+
+
+def test_legacy_apply_writes_sequence_parallel_in_the_files_own_spelling(tmp_path: Path) -> None:
+    write(tmp_path, "hyper_qwen3_72b.yaml", LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace(
+        "use_seq_parallel: true", "sequence_parallel: false"))
+    search = write(tmp_path, "search.yaml", "train_yaml: ./hyper_qwen3_72b.yaml\n"
+                   "cluster: {num_nodes: 128, cards_per_node: 8, device_type: A2}\n"
+                   "parallelism: {dp: auto, tp: [8], pp: [8], vpp: 1, sequence_parallel: true}\n"
+                   "estimator: {framework: torchtitan}\n")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "train.accelerator.sequence_parallel: false -> true" in r.stdout + r.stderr
+    assert "use_seq_parallel" not in r.stdout + r.stderr
