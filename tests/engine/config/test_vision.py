@@ -191,3 +191,18 @@ def test_search_prices_every_candidate_with_the_tower(tmp_path: Path) -> None:
     stated = SEARCH.replace("TOWER", "  visual_seq_len: 2304\n" + TOWER.replace("    ", "  "))
     _rc, doc = cli("search", write(tmp_path, "u.yaml", stated), "--top", "1")
     assert doc["best"]["vision_tower"]["visual_seq_len"] == 2304
+
+
+def test_a_search_config_inherits_the_tower_of_its_train_yaml(tmp_path: Path) -> None:
+    train(tmp_path, context=", visual_seq_len: 1024", pp=1)
+    search = write(tmp_path, "search.yaml", "train_yaml: ./train.yaml\nmodel: {visual_seq_len: 256}\n"
+                   "cluster: {num_nodes: 1, cards_per_node: 8, device_type: H100}\nparallelism: {tp: [1, 2]}\n")
+    rc, doc = cli("search", search, "--top", "1")
+    assert rc == 0 and doc["best"]["vision_tower"]["layers"] == 27
+    assert doc["best"]["vision_tower"]["visual_seq_len"] == 256  # the search config's own wins
+    # an incomplete tower in the train.yaml is an error in that file, at its vision key
+    train(tmp_path, tower=TOWER.replace("      num_heads: 16\n", ""), pp=1)
+    rc, doc = cli("check", search)
+    hp212 = [d for d in doc["diagnostics"] if d["code"] == "HP212"]
+    assert rc == 1 and len(hp212) == 1 and hp212[0]["file"].endswith("train.yaml")
+    assert hp212[0]["range"]["start"]["line"] == 12
