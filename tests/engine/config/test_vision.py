@@ -8,15 +8,12 @@ are written here in the shape of upstream's AutoModels recipes and search exampl
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.check import check_file
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.cli import hp_plan
 
 TOWER = """\
     vision:
@@ -83,8 +80,7 @@ def train(tmp_path: Path, name: str = "train.yaml", *, tower: str = TOWER, pp: i
 
 
 def cli(*args: str) -> tuple[int, dict]:
-    r = subprocess.run([sys.executable, "-m", "engine.cli", *args, "--json"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
+    r = hp_plan(*args, "--json")
     assert "Traceback" not in r.stderr, r.stderr
     return r.returncode, json.loads(r.stdout)
 
