@@ -37,6 +37,8 @@ BOUND_SLACK = 1e-9
 # cp and the micro-batch size in a space of one device count and one global batch.
 LAYER_KEY: tuple[str, ...] = ("tp", "pp", "cp", "mbs", "vpp", "sp", "etp")
 SHARD_KEY: tuple[str, ...] = (*LAYER_KEY, "ep")
+# What group_bound reads of a group: its layer key but etp (taken from the (etp, ep) pairs), dp and the count.
+GROUP_COLUMNS: tuple[str, ...] = ("tp", "pp", "cp", "dp", "mbs", "mbn", "vpp", "sp")
 _CHUNK = 1024
 OFF = 0
 
@@ -79,7 +81,7 @@ def group_codes(cols: Mapping[str, np.ndarray], names: Sequence[str], rows: np.n
 def _representatives(cols: Mapping[str, np.ndarray], rows: np.ndarray, **fixed: int) -> dict[str, np.ndarray]:
     """Columns of `rows` (int64) with some columns set to one value (not necessarily a valid candidate: the
     cost model prices any row)."""
-    out = {k: np.asarray(v[rows], dtype=np.int64) for k, v in cols.items()}
+    out = {k: np.asarray(v[rows], dtype=np.int64) for k, v in cols.items() if k not in fixed}
     for k, v in fixed.items():
         out[k] = np.full(rows.size, v, dtype=np.int64)
     return out
@@ -100,41 +102,50 @@ def layer_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type
     """(code of each of `rows` in LAYER_KEY groups, each group's lower bound on the step time, seconds)."""
     gcode, grep = group_codes(cols, LAYER_KEY, rows)
     g_rows = rows[grep]
-    least = _least_layer_time(pricer, cols, g_rows)  # (groups, 2)
+    _, prep = group_codes(cols, ("etp", "ep"), rows)
+    pairs = (np.asarray(cols["etp"][rows[prep]]), np.asarray(cols["ep"][rows[prep]]))
+    return gcode, group_bound(pricer, {k: cols[k][g_rows] for k in GROUP_COLUMNS}, pairs)
+
+
+def group_bound(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[no-untyped-def]
+                pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Each group's lower bound on the step time, seconds. `groups` holds one row per group (GROUP_COLUMNS);
+    `pairs` the (etp, ep) combinations its candidates may take (a superset only loosens the bound)."""
+    least = _least_layer_time(pricer, groups, pairs)  # (groups, 2)
     # Layers per stage of each (pp, vpp), MTP layers included, as the cost model places them.
-    pcode, prep = group_codes(cols, ("pp", "vpp"), g_rows)
-    prow = g_rows[prep]
-    P = int(np.asarray(cols["pp"][prow]).max()) if prow.size else 1
-    counts = np.zeros((prow.size, P, 2))
-    for idx, pt in _price_chunks(pricer, _representatives(cols, prow, mbn=1, fsdp=1, os=1)):
+    pcode, prep = group_codes(groups, ("pp", "vpp"))
+    P = int(np.asarray(groups["pp"][prep]).max()) if prep.size else 1
+    counts = np.zeros((prep.size, P, 2))
+    rep = _representatives(groups, prep, mbn=1, fsdp=1, os=1, etp=1, ep=1)
+    for idx, pt in _price_chunks(pricer, rep):
         c = pt.layer_count
         counts[idx, :c.shape[1]] = c
     x = counts[pcode, :, 0] * least[:, None, 0] + counts[pcode, :, 1] * least[:, None, 1]  # (groups, P)
-    m = np.maximum(np.asarray(cols["mbn"][g_rows], dtype=np.float64), 1.0)
-    vpp = np.asarray(cols["vpp"][g_rows], dtype=np.int64)
+    m = np.maximum(np.asarray(groups["mbn"], dtype=np.float64), 1.0)
+    vpp = np.asarray(groups["vpp"], dtype=np.int64)
     v = np.where(vpp > 1, vpp, 1).astype(np.float64)
-    top = x.max(axis=1)
+    top = x.max(axis=1) if x.size else np.zeros(x.shape[0])
     bound = m * top + (x.sum(axis=1) - top) / v
-    return gcode, bound * (1 - BOUND_SLACK)
+    return bound * (1 - BOUND_SLACK)
 
 
-def _least_layer_time(pricer, cols: Mapping[str, np.ndarray], g_rows: np.ndarray  # type: ignore[no-untyped-def]
-                      ) -> np.ndarray:
-    """(len(g_rows), 2) one dense and one MoE layer's forward + backward time per micro-batch with its
-    communication and no recompute, the least over every ep of the space (a group's own ep values are among
-    them, so this is at most each member's). Priced as one-stage, one-micro-batch rows: pp, vpp, the
-    micro-batch count, FSDP and the optimizer shard do not enter a layer's own time."""
-    lcode, lrep = group_codes(cols, ("tp", "cp", "mbs", "sp", "etp"), g_rows)
-    base = g_rows[lrep]
-    eps = np.unique(np.asarray(cols["ep"]))
-    reps = np.repeat(base, eps.size)
-    rep = _representatives(cols, reps, pp=1, vpp=1, mbn=1, fsdp=1, os=1)
-    rep["ep"] = np.tile(eps.astype(np.int64), base.size)
-    rep["dp"] = np.asarray(cols["dp"][reps], dtype=np.int64) * np.asarray(cols["pp"][reps], dtype=np.int64)
+def _least_layer_time(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[no-untyped-def]
+                      pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """(groups, 2) one dense and one MoE layer's forward + backward time per micro-batch with its
+    communication and no recompute, the least over the (etp, ep) `pairs` (a group's own are among them, so
+    this is at most each member's). Priced as one-stage, one-micro-batch rows: pp, vpp, the micro-batch
+    count, FSDP and the optimizer shard do not enter a layer's own time."""
+    lcode, lrep = group_codes(groups, ("tp", "cp", "mbs", "sp"))
+    k = pairs[1].size
+    reps = np.repeat(lrep, k)
+    rep = _representatives(groups, reps, pp=1, vpp=1, mbn=1, fsdp=1, os=1)
+    rep["etp"] = np.tile(np.asarray(pairs[0], dtype=np.int64), lrep.size)
+    rep["ep"] = np.tile(np.asarray(pairs[1], dtype=np.int64), lrep.size)
+    rep["dp"] = np.asarray(groups["dp"][reps], dtype=np.int64) * np.asarray(groups["pp"][reps], dtype=np.int64)
     layer_t = np.empty((reps.size, 2))
     for idx, pt in _price_chunks(pricer, rep):
         layer_t[idx] = pt.layer_time_s[:, :, OFF]
-    per_base = layer_t.reshape(base.size, eps.size, 2).min(axis=1)
+    per_base = layer_t.reshape(lrep.size, k, 2).min(axis=1)
     return per_base[lcode]
 
 
@@ -150,4 +161,5 @@ def shard_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type
     return code, bound * (1 - BOUND_SLACK)
 
 
-__all__ = ["BOUND_SLACK", "LAYER_KEY", "SHARD_KEY", "group_codes", "layer_bound", "shard_bound"]
+__all__ = ["BOUND_SLACK", "GROUP_COLUMNS", "LAYER_KEY", "SHARD_KEY", "group_bound", "group_codes", "layer_bound",
+           "shard_bound"]

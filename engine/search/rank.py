@@ -43,10 +43,10 @@ import numpy as np
 
 from engine.cost.table import CandidateTable, PricedTable
 from engine.results import Estimate
-from engine.search.bound import layer_bound, shard_bound
+from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_bound
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
-from engine.search.space import Space, subspace
+from engine.search.space import Groups, Space, subspace
 from engine.specs import ModelSpec, Strategy
 
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -67,6 +67,9 @@ _GROUP = ("tp", "pp", "cp", "fsdp", "etp", "ep", "vpp", "sp", "os")
 # rows (half a pricing call), to learn a K-th best time; four times more each round while fewer than K fit.
 # Spaces this small are priced whole.
 SEED_ROWS = 512
+# The best-first pass prices candidates in batches of rising size, starting here: small enough that the
+# K-th best time tightens after the first batches, large enough that a call's fixed cost is amortised.
+BEST_FIRST_ROWS = 1024
 
 
 class Pricing(Protocol):
@@ -175,66 +178,164 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
     bounded out, or with `exhaustive` every row. `poll(rows_done)` runs between chunks (progress and
     cancellation); it may raise Cancelled. `allowed` narrows the modes auto / per_layer choose among
     (HyperParallel's recompute_modes, e.g. (OFF, FULL)); () keeps all three."""
-    if exhaustive or len(space) <= SEED_ROWS:
-        return _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
-    return _price_bounded(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
-
-
-def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-                   poll: Poll | None, allowed: tuple[int, ...]) -> Priced:
-    """Branch and bound over the bound groups (module docstring)."""
     n = len(space)
-    cols = space.columns
-    gcode, bound = layer_bound(pricer, cols, np.arange(n))
-    if poll is not None:
-        poll(0)
+    if exhaustive or n <= SEED_ROWS:
+        return _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
+    gcode, bound = layer_bound(pricer, space.columns, np.arange(n))
+
+    def take(groups: np.ndarray) -> tuple[Space, np.ndarray]:
+        chosen = np.zeros(bound.size, dtype=bool)
+        chosen[groups] = True
+        rows = np.flatnonzero(chosen[gcode])
+        return subspace(space, rows), rows
+
+    sub, priced, rows = _branch_and_bound(pricer, bound, np.bincount(gcode, minlength=bound.size), take, request,
+                                          top=top, model=model, poll=poll, allowed=allowed, total=n)
     out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
-                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf))
-    order = np.argsort(bound, kind="stable")
-    rows_in_order = np.cumsum(np.bincount(gcode, minlength=bound.size)[order])
-    chosen = np.zeros(bound.size, dtype=bool)
-    done, want, priced_rows = 0, SEED_ROWS, 0
-    while True:  # the most promising groups, until K rows fit (or every group is priced)
-        upto = min(int(np.searchsorted(rows_in_order, want)) + 1, bound.size)
-        fresh = np.zeros(bound.size, dtype=bool)
-        fresh[order[done:upto]] = True
-        chosen |= fresh
-        rows = np.nonzero(fresh[gcode])[0]
-        _price_into(out, pricer, space, rows, request, top=top, model=model, poll=None, allowed=allowed)
-        priced_rows += rows.size
-        done = upto
-        threshold = _kth(out, top)
-        if done == bound.size or np.isfinite(threshold):
-            break
-        want *= 4
-    if done < bound.size:
-        cand = np.nonzero(~chosen[gcode] & (bound[gcode] <= threshold))[0]
-        tcode, tight = shard_bound(pricer, cols, cand)
-        keep = cand[tight[tcode] <= threshold]
-
-        def sub_poll(done_rows: int) -> None:
-            if poll is not None:
-                poll(n - keep.size + done_rows)
-
-        _price_into(out, pricer, space, keep, request, top=top, model=model, poll=sub_poll, allowed=allowed)
-        priced_rows += keep.size
-    out.unpriced = n - priced_rows
+                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
+                 priced=priced.priced, unfit_mode=priced.unfit_mode, unpriced=priced.unpriced)
+    for name in ("feasible", "exact", "mode", "step", "peak"):
+        getattr(out, name)[rows] = getattr(priced, name)
+    out.layer_modes = {int(rows[r]): lm for r, lm in priced.layer_modes.items()}
     return out
 
 
-def _price_into(out: Priced, pricer: Pricing, space: Space, rows: np.ndarray, request: str, *, top: int,
-                model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...]) -> None:
-    """Price `rows` of `space` (every pass, with the K-th best time of `out` so far as the threshold) and
-    write them into `out`. Rows are independent, so a row prices the same here as in the whole space."""
-    if rows.size == 0:
+# The nest order of a space's rows (engine.search.space), most significant first: the final tie-break.
+NEST_ORDER = ("tp", "pp", "cp", "mbs", "fsdp", "etp", "ep", "vpp", "sp")
+
+
+def price_groups(pricer: Pricing, groups: Groups, request: str, *, top: int, model: ModelSpec,
+                 poll: Poll | None = None, allowed: tuple[int, ...] = ()) -> tuple[Space, Priced]:
+    """`price_space` over a factored space without materialising it: the groups are bounded first and only
+    the candidates of groups that can reach the top K become rows (issue 16: the memory follows what is
+    priced, not the 2.9 M candidates). Returns the priced candidates as a Space in nest order (every
+    candidate when every group had to be priced) and their Priced; `Priced.unpriced` counts the rest."""
+    total = groups.total
+    if total <= SEED_ROWS:
+        space = groups.materialise()
+        return space, _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
+    combos = groups.combos
+    _, first = group_codes(combos, ("etp", "ep"))
+    pairs = (np.asarray(combos["etp"][first]), np.asarray(combos["ep"][first]))
+    bound = group_bound(pricer, {k: groups.cols[k] for k in GROUP_COLUMNS}, pairs)
+
+    def take(sel: np.ndarray) -> tuple[Space, np.ndarray]:
+        return groups.materialise(sel), np.zeros(0, dtype=np.int64)
+
+    sub, priced, _ = _branch_and_bound(pricer, bound, groups.weight, take, request, top=top, model=model,
+                                       poll=poll, allowed=allowed, total=total)
+    order = np.lexsort(tuple(np.asarray(sub.columns[k]) for k in reversed(NEST_ORDER)))
+    return subspace(sub, order), _permuted(priced, order)
+
+
+def _permuted(priced: Priced, order: np.ndarray) -> Priced:
+    """`priced` with its rows in `order` (row i of the result is row order[i])."""
+    where = np.empty(order.size, dtype=np.int64)
+    where[order] = np.arange(order.size)
+    return Priced(feasible=priced.feasible[order], exact=priced.exact[order], mode=priced.mode[order],
+                  step=priced.step[order], peak=priced.peak[order],
+                  layer_modes={int(where[r]): lm for r, lm in priced.layer_modes.items()}, priced=priced.priced,
+                  unfit_mode=priced.unfit_mode, unpriced=priced.unpriced)
+
+
+Take = Callable[[np.ndarray], tuple[Space, np.ndarray]]
+
+
+@dataclass
+class _Found:
+    """What the branch and bound has priced so far: the candidates' spaces, their prices and ids, in the order
+    priced, and every exact fitting step time (the K-th best of which is the threshold)."""
+
+    spaces: list[Space] = field(default_factory=list)
+    priced: list[Priced] = field(default_factory=list)
+    ids: list[np.ndarray] = field(default_factory=list)
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rows: int = 0
+
+    def add(self, space: Space, priced: Priced, ids: np.ndarray) -> None:
+        self.spaces.append(space)
+        self.priced.append(priced)
+        self.ids.append(ids)
+        self.steps = np.concatenate([self.steps, priced.step[priced.exact & np.isfinite(priced.step)]])
+        self.rows += len(space)
+
+    def kth(self, top: int) -> float:
+        if self.steps.size < top:
+            return float("inf")
+        return float(np.partition(self.steps, top - 1)[top - 1])
+
+
+def _branch_and_bound(pricer: Pricing, bound: np.ndarray, weight: np.ndarray, take: Take, request: str, *,
+                      top: int, model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...], total: int
+                      ) -> tuple[Space, Priced, np.ndarray]:
+    """Branch and bound over groups (module docstring): `bound[g]` a lower bound on the step of the
+    `weight[g]` candidates of group g, `take(groups)` their candidates as a Space (and ids the caller keeps).
+    Returns the priced candidates (one Space, in the order priced), their Priced and ids."""
+    found = _Found()
+    order = np.argsort(bound, kind="stable")
+    rows_in_order = np.cumsum(weight[order])
+    done, want = 0, SEED_ROWS
+    while True:  # the most promising groups, until K rows fit (or every group is priced)
+        upto = min(int(np.searchsorted(rows_in_order, want)) + 1, bound.size)
+        sub, ids = take(order[done:upto])
+        found.add(sub, _price_all(pricer, sub, request, top=top, model=model, allowed=allowed,
+                                  threshold=found.kth(top)), ids)
+        done = upto
+        if poll is not None:
+            poll(found.rows)
+        if done == bound.size or np.isfinite(found.kth(top)):
+            break
+        want *= 4
+    if done < bound.size:
+        rest = order[done:]
+        _best_first(pricer, found, *take(rest[bound[rest] <= found.kth(top)]), request, top=top, model=model,
+                    poll=poll, allowed=allowed, skipped=total - int(weight[rest].sum()))
+    return _union(found, total)
+
+
+def _best_first(pricer: Pricing, found: _Found, cand: Space, ids: np.ndarray, request: str, *, top: int,
+                model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...], skipped: int) -> None:
+    """Price the candidates `cand` whose tighter bound (engine.search.bound.shard_bound) is at most the K-th
+    best time, lowest bound first, the threshold falling as faster candidates are found: a candidate is priced
+    only while its bound is at most the K-th best so far."""
+    n = len(cand)
+    if n == 0:
         return
-    sub = _price_all(pricer, subspace(space, rows), request, top=top, model=model, poll=poll,
-                     allowed=allowed, threshold=_kth(out, top))
-    for name in ("feasible", "exact", "mode", "step", "peak"):
-        getattr(out, name)[rows] = getattr(sub, name)
-    out.layer_modes.update({int(rows[r]): lm for r, lm in sub.layer_modes.items()})
-    out.priced += sub.priced
-    out.unfit_mode = sub.unfit_mode
+    tcode, tight = shard_bound(pricer, cand.columns, np.arange(n))
+    lb = tight[tcode]
+    order = np.argsort(lb, kind="stable")
+    lb_sorted = lb[order]
+    pos, step = 0, BEST_FIRST_ROWS
+    while pos < n:
+        stop = min(int(np.searchsorted(lb_sorted, found.kth(top), side="right")), pos + step)
+        if stop <= pos:
+            break
+        rows = np.sort(order[pos:stop])
+        sub = subspace(cand, rows)
+        found.add(sub, _price_all(pricer, sub, request, top=top, model=model, allowed=allowed,
+                                  threshold=found.kth(top)), ids[rows] if ids.size else ids)
+        pos = stop
+        if poll is not None:
+            poll(skipped + pos)
+        step *= 2
+    del lb_sorted
+
+
+def _union(found: _Found, total: int) -> tuple[Space, Priced, np.ndarray]:
+    """The priced parts as one Space, one Priced and one id array."""
+    first = found.spaces[0]
+    cols = {k: np.concatenate([np.asarray(s.columns[k]) for s in found.spaces]) for k in first.columns}
+    space = Space(columns=cols, refused=first.refused, value_reasons=first.value_reasons,
+                  dp_values=first.dp_values, mbs_values=first.mbs_values)
+    parts = found.priced
+    offsets = np.cumsum([0] + [len(s) for s in found.spaces])
+    priced = Priced(**{name: np.concatenate([getattr(p, name) for p in parts])
+                       for name in ("feasible", "exact", "mode", "step", "peak")},
+                    layer_modes={int(off) + r: lm for p, off in zip(parts, offsets, strict=False)
+                                 for r, lm in p.layer_modes.items()},
+                    priced=sum(p.priced for p in parts), unfit_mode=parts[-1].unfit_mode,
+                    unpriced=total - found.rows)
+    return space, priced, np.concatenate(found.ids)
 
 
 def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
