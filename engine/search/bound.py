@@ -26,9 +26,11 @@ pricing on random configurations, and the search's top K against the exhaustive 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from engine.cost.table import STAGE_TIME_PARTS
 from engine.search.pricing import table_of
 
 # Relative slack taken off every bound: the bounds re-add the cost model's terms in another order.
@@ -37,9 +39,15 @@ BOUND_SLACK = 1e-9
 # cp and the micro-batch size in a space of one device count and one global batch.
 LAYER_KEY: tuple[str, ...] = ("tp", "pp", "cp", "mbs", "vpp", "sp", "etp")
 SHARD_KEY: tuple[str, ...] = (*LAYER_KEY, "ep")
+# The columns the sharding's cost depends on (engine.cost.price.sync_floor): not the micro-batch size or
+# sequence parallelism, which only move the compute windows the floor takes as unbounded, nor the micro-batch
+# count, whose largest value in a key gives its least traffic per micro-batch.
+SYNC_KEY: tuple[str, ...] = ("tp", "pp", "cp", "vpp", "fsdp", "etp", "ep", "os")
 # What group_bound reads of a group: its layer key but etp (taken from the (etp, ep) pairs), dp and the count.
 GROUP_COLUMNS: tuple[str, ...] = ("tp", "pp", "cp", "dp", "mbs", "mbn", "vpp", "sp")
 _CHUNK = 1024
+# Rows per step of sync_bound's per-row arithmetic ((rows × stages) arrays a few MB each).
+_SYNC_CHUNK = 16384
 OFF = 0
 
 
@@ -126,7 +134,7 @@ def group_bound(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[no-unt
     v = np.where(vpp > 1, vpp, 1).astype(np.float64)
     top = x.max(axis=1) if x.size else np.zeros(x.shape[0])
     bound = m * top + (x.sum(axis=1) - top) / v
-    return bound * (1 - BOUND_SLACK)
+    return bound * (1 - BOUND_SLACK) * _ratio_slack(pricer)
 
 
 def _least_layer_time(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[no-untyped-def]
@@ -149,17 +157,104 @@ def _least_layer_time(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[
     return per_base[lcode]
 
 
-def shard_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type: ignore[no-untyped-def]
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """(code of each of `rows` in SHARD_KEY groups, each group's lower bound on the step time, seconds)."""
+@dataclass(frozen=True, slots=True)
+class ShardParts:
+    """The SHARD_KEY groups of some rows, each priced once with no FSDP and no optimizer shard: `code` maps
+    each row to its group; per group, `stages` (groups, P) each stage's time per micro-batch without FSDP
+    traffic and `comp` its compute alone (forward and backward), `m` and `v` the micro-batch count and the
+    interleaving divisor, `bound` shard_bound's bound."""
+
+    code: np.ndarray
+    stages: np.ndarray
+    comp: np.ndarray
+    m: np.ndarray
+    v: np.ndarray
+    bound: np.ndarray
+
+
+def shard_parts(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray) -> ShardParts:  # type: ignore[no-untyped-def]
+    """ShardParts of `rows` (see shard_bound)."""
     code, rep_idx = group_codes(cols, SHARD_KEY, rows)
     rep = _representatives(cols, rows[rep_idx], fsdp=1, os=1)
     bound = np.empty(rep_idx.size)
+    P = int(np.asarray(rep["pp"]).max()) if rep_idx.size else 1
+    stages, comp = np.zeros((rep_idx.size, P)), np.zeros((rep_idx.size, P))
     for idx, pt in _price_chunks(pricer, rep):
         terms = pt.time_terms
         bound[idx] = pt.step_time_s - terms["dp_comm"] - terms["optimizer"]
-    return code, bound * (1 - BOUND_SLACK)
+        parts = pt.stage_time_parts
+        width = parts["forward"].shape[1]
+        stages[idx, :width] = sum(parts[k] for k in STAGE_TIME_PARTS)
+        comp[idx, :width] = parts["forward"] + parts["backward"]
+    m = np.maximum(rep["mbn"], 1).astype(np.float64)
+    v = np.where(rep["vpp"] > 1, rep["vpp"], 1).astype(np.float64)
+    return ShardParts(code, stages, comp, m, v, bound * (1 - BOUND_SLACK) * _ratio_slack(pricer))
 
 
-__all__ = ["BOUND_SLACK", "GROUP_COLUMNS", "LAYER_KEY", "SHARD_KEY", "group_bound", "group_codes", "layer_bound",
-           "shard_bound"]
+def shard_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type: ignore[no-untyped-def]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each of `rows` in SHARD_KEY groups, each group's lower bound on the step time, seconds)."""
+    sp = shard_parts(pricer, cols, rows)
+    return sp.code, sp.bound
+
+
+def sync_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray,  # type: ignore[no-untyped-def]
+               shard: ShardParts, of_rows: np.ndarray) -> np.ndarray:
+    """(len(rows),) a lower bound on each row's step time with its sharding: its SHARD_KEY group's stage
+    times (`shard`, whose rows `of_rows` index) plus the FSDP traffic, end-of-step synchronisation and
+    optimizer step of its degrees (Pricer.sync_parts, once per SYNC_KEY) exposed beside the group's compute
+    (Pricer.sync_time), combined as the step is: with no recompute, the row's step itself."""
+    n = rows.size
+    if n == 0:
+        return np.zeros(0)
+    scode, srep = group_codes(cols, SYNC_KEY, rows)
+    rep = _representatives(cols, rows[srep], mbs=1, sp=0)
+    # FSDP without resharding gathers once per step: its traffic per micro-batch falls with their count, so
+    # each key is priced at the most micro-batches among its rows.
+    most = np.zeros(srep.size, dtype=np.int64)
+    np.maximum.at(most, scode, np.asarray(cols["mbn"][rows], dtype=np.int64))
+    rep["mbn"] = most
+    parts = _sync_parts(pricer, rep, shard.stages.shape[1])
+    lo, hi = pricer.time_ratio_span()
+    out = np.empty(n)
+    pp = np.asarray(cols["pp"][rows])
+    by_pp = np.argsort(pp, kind="stable")  # chunks of similar depth: stage arrays as wide as their deepest row
+    for start in range(0, n, _SYNC_CHUNK):
+        j = by_pp[start:start + _SYNC_CHUNK]
+        w = int(pp[j].max())
+        g, k = shard.code[of_rows[j]], scode[j]
+        fsdp, dp = pricer.sync_time(parts.take(k, w), shard.comp[g, :w])
+        stage = shard.stages[g, :w] + hi * fsdp
+        top = stage.max(axis=1)
+        out[j] = shard.m[g] * top + (stage.sum(axis=1) - top) / shard.v[g] + hi * (dp + parts.optimizer[k])
+    return out * (1 - BOUND_SLACK) * (lo / hi)
+
+
+def _sync_parts(pricer, rep: Mapping[str, np.ndarray], P: int):  # type: ignore[no-untyped-def]
+    """Pricer.sync_parts of every row of `rep`, P stages wide, priced in chunks of equal depth."""
+    n = rep["pp"].shape[0]
+    order = np.argsort(rep["pp"], kind="stable")
+    chunks = [(order[s:s + _CHUNK * 4], pricer.sync_parts(table_of(rep, order[s:s + _CHUNK * 4], OFF),
+                                                           int(rep["pp"][order[s:s + _CHUNK * 4]].max())))
+              for s in range(0, n, _CHUNK * 4)]
+    first = chunks[0][1]
+    out = type(first)(fsdp_raw=np.zeros((n, P)), fsdp_floor=np.zeros((n, P)), red=np.zeros((n, P)),
+                      gat=np.zeros((n, P)), buckets=np.ones((n, P)), valid=np.zeros((n, P), dtype=bool),
+                      optimizer=np.zeros(n))
+    for idx, part in chunks:
+        w = part.red.shape[1]
+        for name in ("fsdp_raw", "fsdp_floor", "red", "gat", "buckets", "valid"):
+            getattr(out, name)[idx, :w] = getattr(part, name)
+        out.optimizer[idx] = part.optimizer
+    return out
+
+
+def _ratio_slack(pricer) -> float:  # type: ignore[no-untyped-def]
+    """least / greatest calibration ratio: calibrated step = Σ ratio × part ≥ least × the uncalibrated step,
+    and a bound read off calibrated prices is at most greatest × its uncalibrated self."""
+    lo, hi = pricer.time_ratio_span()
+    return lo / hi
+
+
+__all__ = ["BOUND_SLACK", "GROUP_COLUMNS", "LAYER_KEY", "SHARD_KEY", "SYNC_KEY", "ShardParts", "group_bound", "group_codes",
+           "layer_bound", "shard_bound", "shard_parts", "sync_bound"]

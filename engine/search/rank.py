@@ -41,9 +41,10 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.cost.price import SyncParts
 from engine.cost.table import CandidateTable, PricedTable
 from engine.results import Estimate
-from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_bound
+from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_parts, sync_bound
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
 from engine.search.space import Groups, Space, subspace
@@ -74,6 +75,12 @@ BEST_FIRST_ROWS = 1024
 
 class Pricing(Protocol):
     def price(self, table: CandidateTable) -> PricedTable: ...
+
+    def sync_parts(self, table: CandidateTable, P: int) -> SyncParts: ...
+
+    def sync_time(self, parts: SyncParts, comp_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def time_ratio_span(self) -> tuple[float, float]: ...
 
     def estimate(self, strategy: Strategy) -> Estimate: ...
 
@@ -301,10 +308,13 @@ def _best_first(pricer: Pricing, found: _Found, cand: Space, ids: np.ndarray, re
     n = len(cand)
     if n == 0:
         return
-    tcode, tight = shard_bound(pricer, cand.columns, np.arange(n))
-    lb = tight[tcode]
-    order = np.argsort(lb, kind="stable")
-    lb_sorted = lb[order]
+    shard = shard_parts(pricer, cand.columns, np.arange(n))
+    live = np.flatnonzero(shard.bound[shard.code] <= found.kth(top))
+    lb = sync_bound(pricer, cand.columns, live, shard, live)
+    skipped += n - live.size
+    order = live[np.argsort(lb, kind="stable")]
+    lb_sorted = np.sort(lb, kind="stable")
+    n = live.size
     pos, step = 0, BEST_FIRST_ROWS
     while pos < n:
         stop = min(int(np.searchsorted(lb_sorted, found.kth(top), side="right")), pos + step)
