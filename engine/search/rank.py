@@ -196,7 +196,7 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
         rows = np.flatnonzero(chosen[gcode])
         return subspace(space, rows), rows
 
-    sub, priced, rows = _branch_and_bound(pricer, bound, np.bincount(gcode, minlength=bound.size), take, request,
+    _, priced, rows = _branch_and_bound(pricer, bound, np.bincount(gcode, minlength=bound.size), take, request,
                                           top=top, model=model, poll=poll, allowed=allowed, total=n)
     out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
                  mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
