@@ -34,7 +34,32 @@ class UsageError(Exception):
     """argparse's complaint, raised instead of exiting so that --json can still print a document."""
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter with the terminal width looked up once per process: argparse builds a formatter
+    for every add_argument (to check its metavar), and each looks the width up again (issue 16: start fast)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width if width is not None else _width())
+
+
+_WIDTH: list[int] = []
+
+
+def _width() -> int:
+    """What argparse would use: the terminal's columns less 2 (COLUMNS wins, as shutil reads it)."""
+    if not _WIDTH:
+        import shutil
+
+        _WIDTH.append(shutil.get_terminal_size().columns - 2)
+    return _WIDTH[0]
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: error: {message}")
 
@@ -105,8 +130,8 @@ def _tokens_flag(p: argparse.ArgumentParser) -> None:
                    help="a token budget (15e12, 15T, 300B): wall-clock days and device-hours for the plan")
 
 
-def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """explain, compare and export (docs/formats.md §7; docs/explain.md)."""
+def _add_explain(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """explain (docs/formats.md §7; docs/explain.md)."""
     p = sub.add_parser("explain", help="per-stage time and memory, what bounds the step, the pipeline timeline",
                        description="Price the plan FILE states (for a search config with searched dimensions, "
                        "the best one) and show one row per pipeline stage (layers, memory by part, forward, "
@@ -122,6 +147,9 @@ def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     _cluster_flags(p)
     _pricing_flags(p)
 
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """compare (docs/formats.md §7; docs/explain.md)."""
     p = sub.add_parser("compare", help="two plans side by side: every term, the speedup, the error band",
                        description="Price two complete plans on the same model and cluster (two files, or "
                        "--best: FILE_A's stated plan against the best the search finds) and show every time and "
@@ -136,6 +164,9 @@ def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     _cluster_flags(p)
     _pricing_flags(p)
 
+
+def _add_export(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """export (docs/formats.md §7; docs/explain.md)."""
     p = sub.add_parser("export", help="the plan as Megatron / MindSpeed flags or a torchtitan TOML fragment",
                        description="Print the plan FILE states (for a search config with searched dimensions, "
                        "the best one) as the arguments of another training stack: Megatron-LM or MindSpeed-LLM "
@@ -166,7 +197,10 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
                    "search config's estimator.ratios_file")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `hp-plan` parser. With `only` (a subcommand name) just that subcommand is defined: `main` parses
+    with it when the command line names one, since the others' arguments are never read (building all eight
+    took more time than reading a config; issue 16)."""
     parser = _Parser(
         prog="hp-plan",
         description="Validate, price and search parallel strategies for HyperParallel train.yaml and search "
@@ -176,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hp-plan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    for name, add in _SUBPARSERS.items():
+        if only is None or name == only:
+            add(sub)
+    return parser
+
+
+def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("check", help="validate a train.yaml or search config (exit 1 on any error)",
                        description="Validate FILE: YAML, keys, types, model facts and cross-field rules.",
                        epilog=POSITIONS_NOTE)
@@ -183,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §3 `check`)")
     _cluster_flags(p)
 
+
+def _add_estimate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("estimate", help="price the strategy the file states (no search)",
                        description="Price the strategy FILE states: memory per stage, step time, MFU.",
                        epilog=POSITIONS_NOTE)
@@ -192,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_flags(p)
     _pricing_flags(p)
 
+
+def _add_search(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("search", help="search the strategy space and rank what fits",
                        description="Search the strategies FILE allows and rank those that fit the memory budget.",
                        epilog=POSITIONS_NOTE)
@@ -202,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_flags(p)
     _pricing_flags(p)
 
+
+def _add_apply(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("apply", help="write the best strategy back into the train.yaml (round-trip)",
                        description="Search, then write the best strategy into the train.yaml (FILE itself, or "
                        "the train_yaml a search config names), keeping comments and layout. Without -o or "
@@ -220,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_flags(p)
     _pricing_flags(p)
 
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("calibrate", help="fit ratios from measured runs (a RUNS file)",
                        description="Price every run of RUNS (each a config stating one strategy and what it "
                        "measured, or a training log), fit ratios that make the model reproduce them, and print "
@@ -233,8 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rule", choices=("step", "compute"), default="step",
                    help="what a step time without a profile corrects: step (every part by one factor, the "
                    "default) or compute (compute and recompute only)")
-    _explain_parsers(sub)
-    return parser
+
+
+_SUBPARSERS = {"check": _add_check, "estimate": _add_estimate, "search": _add_search, "apply": _add_apply,
+               "calibrate": _add_calibrate, "explain": _add_explain, "compare": _add_compare,
+               "export": _add_export}
+assert tuple(_SUBPARSERS) == SUBCOMMANDS
 
 
 def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
@@ -279,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _one_blas_thread()
     as_json = _wants_json(argv)
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
