@@ -1,26 +1,38 @@
 """Lower bounds on a candidate's step time, per group of candidates, from the cost model's own numbers.
 
-The search needs the exact step time only of candidates that can still enter the top K. Two bounds, each
+The search needs the exact step time only of candidates that can still enter the top K. Three bounds, each
 computed once per group of candidates that share the columns it depends on, decide which those are
 (engine.search.rank prices the rest exactly, or not at all):
 
-* `layer_bound` per (tp, pp, cp, micro-batch size, vpp, sp, etp): the pipeline combination of the layers'
-  own time. engine.cost prices a step as m·t_max + (Σ_s t_s − t_max)/v + DP sync + optimizer (NAR21 §2.2,
-  the 1F1B / interleaved bubble), every stage time t_s being at least Σ over its layers of one layer's
+* `layer_bound` (`group_bound` for the groups of a factored space) per (tp, pp, cp, micro-batch size, vpp,
+  sp, etp): the pipeline combination of the layers' own time. engine.cost prices a step as
+  m·t_max + (Σ_s t_s − t_max)/v + DP sync + optimizer (NAR21 §2.2, the 1F1B / interleaved bubble), every
+  stage time t_s being at least Σ over its layers of one layer's
   forward + backward with its TP/CP/EP communication and no recompute (PricedTable.layer_time_s with mode
   off; recompute, FSDP traffic, P2P and the output layer only add). m·max + (Σ − max)/v grows with every
   t_s (m ≥ 1 ≥ 1/v), so the same combination of those layer sums bounds the step from below. A MoE layer's
-  time depends on ep (the expert GEMMs' shape, the all-to-all); the bound takes, per group, the least over
-  the group's ep values, so one bound covers every ep.
+  time depends on ep and etp (the expert GEMMs' shape, the all-to-all); the bound takes the least over the
+  (etp, ep) pairs of the space, so one bound covers every pair a group's candidates take.
 * `shard_bound` per (tp, pp, cp, micro-batch size, vpp, sp, etp, ep): the step of the group's candidate
   with no FSDP and no optimizer shard, less its DP sync and optimizer terms. What FSDP and the optimizer
   shard change (the per-micro-batch FSDP traffic each stage adds, the end-of-step synchronisation, the
   optimizer update) is either left out or only added to stage times, so, by the same monotonicity, that is
   at most the step of every member of the group.
+* `sync_bound` per candidate: the shard bound's stage times plus the candidate's own FSDP traffic, its
+  end-of-step synchronisation and optimizer step. Those depend on the degrees (SYNC_KEY), not on the
+  micro-batch size or sequence parallelism, so engine.cost prices their traffic once per combination of
+  degrees (sync_parts) and exposes it beside each group's compute (sync_time); the combination is then the
+  cost model's own, and with no recompute the bound is the candidate's step. Without resharding FSDP
+  gathers once per step, its traffic per micro-batch falling with their count: each combination is priced at
+  its candidates' largest count, a bound below the others'.
 
-Both are exact arithmetic on exact prices; BOUND_SLACK absorbs the few ulp by which the sums here and the
-cost model's own may differ. tests/engine/search/test_bound.py checks every bound against exhaustive
-pricing on random configurations, and the search's top K against the exhaustive one.
+All are exact arithmetic on exact prices; BOUND_SLACK absorbs the few ulp by which the sums here and the
+cost model's own may differ. Calibrated prices (engine.calibrate.ratios) scale each time part by its own
+ratio, which no pipeline combination commutes with: a calibrated step is at least the least ratio times the
+uncalibrated one, and a bound read off calibrated prices at most the greatest ratio times its uncalibrated
+self, so every bound is scaled by least / greatest (1 uncalibrated). tests/engine/search/test_bound.py checks
+every bound against exhaustive pricing on random configurations, and the search's top K against the
+exhaustive one.
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ from engine.search.pricing import table_of
 
 # Relative slack taken off every bound: the bounds re-add the cost model's terms in another order.
 BOUND_SLACK = 1e-9
-# Columns of the two bound groups (space.COLUMNS names). dp and the micro-batch count follow from tp, pp,
+# Columns of the first two bound groups (space.COLUMNS names). dp and the micro-batch count follow from tp, pp,
 # cp and the micro-batch size in a space of one device count and one global batch.
 LAYER_KEY: tuple[str, ...] = ("tp", "pp", "cp", "mbs", "vpp", "sp", "etp")
 SHARD_KEY: tuple[str, ...] = (*LAYER_KEY, "ep")

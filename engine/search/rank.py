@@ -22,13 +22,23 @@ Pricing every candidate under every mode is what this avoids, exactly:
     rows, and a row whose smaller-micro-batch sibling already failed the budget under its lightest mode is
     not priced: it is over the budget.
 Branch and bound (engine.search.bound): most candidates of a large space cannot enter the top K, and
-pricing them is most of the work. A lower bound on the step time per group of candidates (the pipeline
-combination of the layers' own time, one bound for every ep, fsdp and optimizer shard of the group) orders
-the groups; the most promising are priced first (as above), which gives a K-th best time; the candidates of
-every group whose bound is below it get a second, tighter bound (per ep; FSDP and the optimizer shard left
-out), and only those below it are priced. A candidate never priced is slower than the K-th best: the top K
-is the exhaustive one (`exhaustive=True` prices everything, for the refusals' whole-space statistics and
-the tests). Its memory is not priced either: `Priced.unpriced` counts such rows, neither fit nor over.
+pricing them is most of the work. The search's space comes factored (engine.search.space.Groups: 2.9 M
+candidates on 110,592 devices are 15k groups of (tp, pp, cp, micro-batch, vpp, sp) times the (fsdp, etp,
+ep) combinations valid for them), and `price_groups` bounds the groups before any candidate becomes a row:
+  1. a lower bound per group (the pipeline combination of the layers' own time, for every ep, fsdp and
+     optimizer shard at once) orders the groups; the most promising are priced first (as above), which
+     gives a K-th best time;
+  2. the candidates of every group whose bound is at most it become rows, and get a second bound per
+     (group, ep): the step without FSDP traffic, end-of-step sync or optimizer (shard_bound);
+  3. those still at most the K-th best get a third, per row: the same step with the sharding's own traffic,
+     priced once per combination of degrees and exposed beside the group's compute (sync_bound); with no
+     recompute this is the candidate's own step time, so it drops nearly every candidate that cannot win;
+  4. the rest are priced in rising order of that bound while it stays at most the K-th best so far, which
+     falls as faster candidates are found.
+A candidate never priced is slower than the K-th best: the top K is the exhaustive one (`exhaustive=True`
+prices everything, for the refusals' whole-space statistics and the tests). Its memory is not priced
+either: `Priced.unpriced` counts such rows, neither fit nor over. Memory stays that of the rows priced, not
+of the space. `price_space` runs the same steps over a space already materialised.
 
 The tests check the outcome against pricing every candidate one by one (tests/engine/search).
 """
@@ -302,9 +312,9 @@ def _branch_and_bound(pricer: Pricing, bound: np.ndarray, weight: np.ndarray, ta
 
 def _best_first(pricer: Pricing, found: _Found, cand: Space, ids: np.ndarray, request: str, *, top: int,
                 model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...], skipped: int) -> None:
-    """Price the candidates `cand` whose tighter bound (engine.search.bound.shard_bound) is at most the K-th
-    best time, lowest bound first, the threshold falling as faster candidates are found: a candidate is priced
-    only while its bound is at most the K-th best so far."""
+    """Steps 2-4 of the module docstring over the candidates `cand`: the shard bound, then the sync bound of
+    those under the K-th best time, then pricing lowest sync bound first, in batches of rising size, while
+    the bound is at most the K-th best so far. `skipped` counts the candidates already done (progress)."""
     n = len(cand)
     if n == 0:
         return
