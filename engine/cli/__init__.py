@@ -47,11 +47,19 @@ _WIDTH: list[int] = []
 
 
 def _width() -> int:
-    """What argparse would use: the terminal's columns less 2 (COLUMNS wins, as shutil reads it)."""
+    """What argparse would use: shutil.get_terminal_size's columns less 2, read as shutil reads them (COLUMNS,
+    else the terminal of stdout, else 80) without importing shutil (and its archive modules)."""
     if not _WIDTH:
-        import shutil
-
-        _WIDTH.append(shutil.get_terminal_size().columns - 2)
+        try:
+            columns = int(os.environ.get("COLUMNS", "0"))
+        except ValueError:
+            columns = 0
+        if columns <= 0:
+            try:
+                columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+            except (AttributeError, ValueError, OSError):
+                columns = 0
+        _WIDTH.append((columns if columns > 0 else 80) - 2)
     return _WIDTH[0]
 
 

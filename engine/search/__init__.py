@@ -58,10 +58,25 @@ def _dimensions(config: Config) -> dict[str, str]:
 
 def _strategy(space: Space, priced: Priced, r: int) -> Strategy:
     """Row r with the recompute the search priced for it (its single mode or its per-layer plan)."""
-    lm = priced.layer_modes.get(r)
-    mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
-    tab = table_of(space.columns, np.array([r]), mode, None if lm is None else lm[None, :])
-    return tab.strategy(0)
+    return _strategies(space, priced, [r])[0]
+
+
+def _strategies(space: Space, priced: Priced, rows: list[int]) -> list[Strategy]:
+    """`_strategy` of each of `rows`, the uniform plans read from one table."""
+    out: list[Strategy | None] = [None] * len(rows)
+    uniform = [i for i, r in enumerate(rows) if r not in priced.layer_modes]
+    if uniform:
+        idx = np.asarray([rows[i] for i in uniform], dtype=np.int64)
+        modes = np.where(priced.mode[idx] >= 0, priced.mode[idx], priced.unfit_mode)
+        tab = table_of(space.columns, idx, modes)
+        for j, i in enumerate(uniform):
+            out[i] = tab.strategy(j)
+    for i, r in enumerate(rows):
+        if out[i] is None:
+            mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
+            tab = table_of(space.columns, np.array([r]), mode, priced.layer_modes[r][None, :])
+            out[i] = tab.strategy(0)
+    return [s for s in out if s is not None]
 
 
 def search(config: Config, *, top: int = 10, progress: Callable[[float], None] | None = None,
@@ -168,7 +183,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if order.size:
         if cancelled is not None and cancelled():
             raise Cancelled
-        estimates = _estimates(pricer, [_strategy(space, priced, r) for r in order.tolist()], model)
+        estimates = _estimates(pricer, _strategies(space, priced, order.tolist()), model)
         estimates = [e for e in estimates if e.fits]  # the ranking priced these exactly; this only guards
     else:
         if len(space) < total:  # never expected: with nothing fitting every group is priced; price them all
