@@ -206,8 +206,14 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
         rows = np.flatnonzero(chosen[gcode])
         return subspace(space, rows), rows
 
-    _, priced, rows = _branch_and_bound(pricer, bound, np.bincount(gcode, minlength=bound.size), take, request,
-                                          top=top, model=model, poll=poll, allowed=allowed, total=n)
+    def narrow(groups: np.ndarray, kth: float) -> tuple[Space, np.ndarray, np.ndarray]:
+        cand, ids = take(groups)
+        shard = shard_parts(pricer, cand.columns, np.arange(len(cand)))
+        live = np.flatnonzero(shard.bound[shard.code] <= kth)
+        return subspace(cand, live), ids[live], sync_bound(pricer, cand.columns, live, shard, live)
+
+    _, priced, rows = _branch_and_bound(pricer, bound, np.bincount(gcode, minlength=bound.size), take, narrow,
+                                        request, top=top, model=model, poll=poll, allowed=allowed, total=n)
     out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
                  mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
                  priced=priced.priced, unfit_mode=priced.unfit_mode, unpriced=priced.unpriced)
@@ -239,10 +245,43 @@ def price_groups(pricer: Pricing, groups: Groups, request: str, *, top: int, mod
     def take(sel: np.ndarray) -> tuple[Space, np.ndarray]:
         return groups.materialise(sel), np.zeros(0, dtype=np.int64)
 
-    sub, priced, _ = _branch_and_bound(pricer, bound, groups.weight, take, request, top=top, model=model,
+    def narrow(sel: np.ndarray, kth: float) -> tuple[Space, np.ndarray, np.ndarray]:
+        space, lb = _narrow_groups(pricer, groups, np.sort(sel), kth)
+        return space, np.zeros(0, dtype=np.int64), lb
+
+    sub, priced, _ = _branch_and_bound(pricer, bound, groups.weight, take, narrow, request, top=top, model=model,
                                        poll=poll, allowed=allowed, total=total)
     order = np.lexsort(tuple(np.asarray(sub.columns[k]) for k in reversed(NEST_ORDER)))
     return subspace(sub, order), _permuted(priced, order)
+
+
+def _narrow_groups(pricer: Pricing, groups: Groups, sel: np.ndarray, kth: float) -> tuple[Space, np.ndarray]:
+    """Steps 2 and 3 of the module docstring for the groups `sel` (ascending) of a factored space: the shard
+    bound per (group, etp, ep pair), priced from the groups' own columns, then rows only for the pairs under
+    `kth`, and their sync bound. Returns those rows and their bound."""
+    pair = groups.pair  # per (fsdp, etp, ep) combination
+    n_pairs = int(pair.max()) + 1 if pair.size else 1
+    key_of = np.repeat(np.arange(groups.count.size), groups.count)
+    kp = np.unique(key_of * n_pairs + pair)  # the pairs each key offers, by key
+    kp_start = np.searchsorted(kp // n_pairs, np.arange(groups.count.size))
+    cnt = np.bincount(kp // n_pairs, minlength=groups.count.size)[groups.key[sel]]
+    local = np.repeat(np.arange(sel.size), cnt)
+    within = np.arange(local.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    gp_pair = kp[np.repeat(kp_start[groups.key[sel]], cnt) + within] % n_pairs
+    _, first_combo = np.unique(pair, return_index=True)
+    reps = {k: np.asarray(groups.cols[k][sel[local]]) for k in GROUP_COLUMNS}
+    reps.update(etp=np.asarray(groups.combos["etp"][first_combo[gp_pair]]),
+                ep=np.asarray(groups.combos["ep"][first_combo[gp_pair]]),
+                fsdp=np.ones(local.size, dtype=np.int64), os=np.ones(local.size, dtype=np.int64))
+    shard = shard_parts(pricer, reps, np.arange(local.size))
+    live = shard.bound[shard.code] <= kth
+    keep = np.zeros((sel.size, n_pairs), dtype=bool)
+    keep[local[live], gp_pair[live]] = True
+    gp_index = np.full((sel.size, n_pairs), -1, dtype=np.int64)
+    gp_index[local, gp_pair] = np.arange(local.size)
+    space, row_local, row_pair = groups.materialise_where(sel, keep, pair)
+    lb = sync_bound(pricer, space.columns, np.arange(len(space)), shard, gp_index[row_local, row_pair])
+    return space, lb
 
 
 def _permuted(priced: Priced, order: np.ndarray) -> Priced:
@@ -256,6 +295,7 @@ def _permuted(priced: Priced, order: np.ndarray) -> Priced:
 
 
 Take = Callable[[np.ndarray], tuple[Space, np.ndarray]]
+Narrow = Callable[[np.ndarray, float], tuple[Space, np.ndarray, np.ndarray]]
 
 
 @dataclass
@@ -282,12 +322,13 @@ class _Found:
         return float(np.partition(self.steps, top - 1)[top - 1])
 
 
-def _branch_and_bound(pricer: Pricing, bound: np.ndarray, weight: np.ndarray, take: Take, request: str, *,
-                      top: int, model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...], total: int
-                      ) -> tuple[Space, Priced, np.ndarray]:
+def _branch_and_bound(pricer: Pricing, bound: np.ndarray, weight: np.ndarray, take: Take, narrow: Narrow,
+                      request: str, *, top: int, model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...],
+                      total: int) -> tuple[Space, Priced, np.ndarray]:
     """Branch and bound over groups (module docstring): `bound[g]` a lower bound on the step of the
-    `weight[g]` candidates of group g, `take(groups)` their candidates as a Space (and ids the caller keeps).
-    Returns the priced candidates (one Space, in the order priced), their Priced and ids."""
+    `weight[g]` candidates of group g, `take(groups)` their candidates as a Space (and ids the caller keeps),
+    `narrow(groups, kth)` those of their candidates whose tighter bounds are at most kth, with ids and the
+    sync bound. Returns the priced candidates (one Space, in the order priced), their Priced and ids."""
     found = _Found()
     order = np.argsort(bound, kind="stable")
     rows_in_order = np.cumsum(weight[order])
@@ -305,26 +346,20 @@ def _branch_and_bound(pricer: Pricing, bound: np.ndarray, weight: np.ndarray, ta
         want *= 4
     if done < bound.size:
         rest = order[done:]
-        _best_first(pricer, found, *take(rest[bound[rest] <= found.kth(top)]), request, top=top, model=model,
-                    poll=poll, allowed=allowed, skipped=total - int(weight[rest].sum()))
+        cand, ids, lb = narrow(rest[bound[rest] <= found.kth(top)], found.kth(top))
+        _best_first(pricer, found, cand, ids, lb, request, top=top, model=model, poll=poll, allowed=allowed,
+                    skipped=total - len(cand))
     return _union(found, total)
 
 
-def _best_first(pricer: Pricing, found: _Found, cand: Space, ids: np.ndarray, request: str, *, top: int,
-                model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...], skipped: int) -> None:
-    """Steps 2-4 of the module docstring over the candidates `cand`: the shard bound, then the sync bound of
-    those under the K-th best time, then pricing lowest sync bound first, in batches of rising size, while
-    the bound is at most the K-th best so far. `skipped` counts the candidates already done (progress)."""
+def _best_first(pricer: Pricing, found: _Found, cand: Space, ids: np.ndarray, lb: np.ndarray, request: str, *,
+                top: int, model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...], skipped: int) -> None:
+    """Step 4 of the module docstring: price the candidates `cand` lowest bound `lb` first, in batches of
+    rising size, while the bound is at most the K-th best so far. `skipped` counts the candidates already
+    done or bounded out (progress)."""
     n = len(cand)
-    if n == 0:
-        return
-    shard = shard_parts(pricer, cand.columns, np.arange(n))
-    live = np.flatnonzero(shard.bound[shard.code] <= found.kth(top))
-    lb = sync_bound(pricer, cand.columns, live, shard, live)
-    skipped += n - live.size
-    order = live[np.argsort(lb, kind="stable")]
-    lb_sorted = np.sort(lb, kind="stable")
-    n = live.size
+    order = np.argsort(lb, kind="stable")
+    lb_sorted = lb[order]
     pos, step = 0, BEST_FIRST_ROWS
     while pos < n:
         stop = min(int(np.searchsorted(lb_sorted, found.kth(top), side="right")), pos + step)
@@ -338,7 +373,6 @@ def _best_first(pricer: Pricing, found: _Found, cand: Space, ids: np.ndarray, re
         if poll is not None:
             poll(skipped + pos)
         step *= 2
-    del lb_sorted
 
 
 def _union(found: _Found, total: int) -> tuple[Space, Priced, np.ndarray]:

@@ -435,11 +435,24 @@ class Groups:
     def __len__(self) -> int:
         return int(self.prefix.shape[0])
 
+    @property
+    def pair(self) -> np.ndarray:
+        """Each (fsdp, etp, ep) combination's (etp, ep) pair, coded densely in (etp, ep) order."""
+        etp, ep = np.asarray(self.combos["etp"], dtype=np.int64), np.asarray(self.combos["ep"], dtype=np.int64)
+        return np.unique(etp * (int(ep.max(initial=0)) + 1) + ep, return_inverse=True)[1].reshape(-1)
+
     def materialise(self, groups: np.ndarray | None = None) -> Space:
         """The candidates of `groups` (all when None) as a Space, in the plain nest's order (tp, pp, cp,
         micro-batch, fsdp, etp, ep, vpp, sp: the fsdp/etp/ep combinations sit between a prefix and its
         vpp/sp values)."""
         sel = np.arange(len(self)) if groups is None else np.unique(np.asarray(groups, dtype=np.int64))
+        return self.materialise_where(sel)[0]
+
+    def materialise_where(self, sel: np.ndarray, keep: np.ndarray | None = None, pair: np.ndarray | None = None
+                          ) -> tuple[Space, np.ndarray, np.ndarray]:
+        """The candidates of the groups `sel` (ascending), where given only those whose (etp, ep) pair
+        (`pair`, one code per combination) `keep[i, pair]` allows for group sel[i]; in the plain nest's order.
+        Returns the Space and, per row, i and its pair code (-1 without `pair`)."""
         pre = self.prefix[sel]
         first = np.flatnonzero(np.r_[True, pre[1:] != pre[:-1]]) if sel.size else np.zeros(0, dtype=np.int64)
         run_len = np.diff(np.r_[first, sel.size])
@@ -448,15 +461,21 @@ class Groups:
         run = np.repeat(np.arange(first.size), sizes)
         j = np.arange(run.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         m = run_len[run]
-        g = sel[first[run] + j % m]
+        local = first[run] + j % m
         c = self.start[key[run]] + j // m
-        del j, m
+        del j, m, run
+        code = np.full(c.size, -1, dtype=np.int64) if pair is None else pair[c]
+        if keep is not None:
+            kept = np.flatnonzero(keep[local, code])
+            local, c, code = local[kept], c[kept], code[kept]
+        g = sel[local]
         cols = {k: self.cols[k][g] for k in ("tp", "pp", "cp", "dp", "mbs", "mbn")}
         cols.update({k: self.combos[k][c] for k in ("fsdp", "etp", "ep")})
         cols.update({k: self.cols[k][g] for k in ("vpp", "sp")})
         cols["os"] = np.full(g.size, self.optimizer_shard, dtype=_narrow(np.asarray([self.optimizer_shard])))
-        return Space(columns={k: _compact(cols[k]) for k in COLUMNS}, refused=self.refused,
-                     value_reasons=self.value_reasons, dp_values=self.dp_values, mbs_values=self.mbs_values)
+        space = Space(columns={k: _compact(cols[k]) for k in COLUMNS}, refused=self.refused,
+                      value_reasons=self.value_reasons, dp_values=self.dp_values, mbs_values=self.mbs_values)
+        return space, local, code
 
 
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
