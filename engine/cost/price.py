@@ -75,11 +75,8 @@ class SyncParts:
     valid: np.ndarray
     optimizer: np.ndarray
 
-    def take(self, idx: np.ndarray, width: int | None = None) -> SyncParts:
-        """Rows `idx`, stage arrays cut to the first `width` stages (rows whose pp fits in them)."""
-        cut = slice(None) if width is None else slice(0, width)
-        return SyncParts(*(getattr(self, f.name)[idx] if f.name == "optimizer" else getattr(self, f.name)[idx, cut]
-                           for f in fields(self)))
+    def take(self, idx: np.ndarray) -> SyncParts:
+        return SyncParts(*(getattr(self, f.name)[idx] for f in fields(self)))
 
 
 def sync_parts(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, P: int

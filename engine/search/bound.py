@@ -58,8 +58,8 @@ SYNC_KEY: tuple[str, ...] = ("tp", "pp", "cp", "vpp", "fsdp", "etp", "ep", "os")
 # What group_bound reads of a group: its layer key but etp (taken from the (etp, ep) pairs), dp and the count.
 GROUP_COLUMNS: tuple[str, ...] = ("tp", "pp", "cp", "dp", "mbs", "mbn", "vpp", "sp")
 _CHUNK = 1024
-# Rows per step of sync_bound's per-row arithmetic ((rows × stages) arrays a few MB each).
-_SYNC_CHUNK = 16384
+# Rows per step of sync_bound's per-row arithmetic ((rows × stages) arrays of at most a few MB each).
+_SYNC_CHUNK = 4096
 OFF = 0
 
 
@@ -226,39 +226,24 @@ def sync_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray,  # type
     most = np.zeros(srep.size, dtype=np.int64)
     np.maximum.at(most, scode, np.asarray(cols["mbn"][rows], dtype=np.int64))
     rep["mbn"] = most
-    parts = _sync_parts(pricer, rep, shard.stages.shape[1])
     lo, hi = pricer.time_ratio_span()
     out = np.empty(n)
-    pp = np.asarray(cols["pp"][rows])
-    by_pp = np.argsort(pp, kind="stable")  # chunks of similar depth: stage arrays as wide as their deepest row
-    for start in range(0, n, _SYNC_CHUNK):
-        j = by_pp[start:start + _SYNC_CHUNK]
-        w = int(pp[j].max())
-        g, k = shard.code[of_rows[j]], scode[j]
-        fsdp, dp = pricer.sync_time(parts.take(k, w), shard.comp[g, :w])
-        stage = shard.stages[g, :w] + hi * fsdp
-        top = stage.max(axis=1)
-        out[j] = shard.m[g] * top + (stage.sum(axis=1) - top) / shard.v[g] + hi * (dp + parts.optimizer[k])
+    row_pp, key_pp = np.asarray(cols["pp"][rows]), rep["pp"]
+    where = np.empty(srep.size, dtype=np.int64)  # each key's place among the keys of its depth
+    # One depth at a time: stage arrays exactly as wide as the pipeline, chunks of rows a few MB each.
+    for depth in np.unique(key_pp).tolist():
+        keys = np.flatnonzero(key_pp == depth)
+        where[keys] = np.arange(keys.size)
+        parts = pricer.sync_parts(table_of(rep, keys, OFF), depth)
+        at = np.flatnonzero(row_pp == depth)
+        for start in range(0, at.size, _SYNC_CHUNK):
+            j = at[start:start + _SYNC_CHUNK]
+            g, k = shard.code[of_rows[j]], where[scode[j]]
+            fsdp, dp = pricer.sync_time(parts.take(k), shard.comp[g, :depth])
+            stage = shard.stages[g, :depth] + hi * fsdp
+            top = stage.max(axis=1)
+            out[j] = shard.m[g] * top + (stage.sum(axis=1) - top) / shard.v[g] + hi * (dp + parts.optimizer[k])
     return out * (1 - BOUND_SLACK) * (lo / hi)
-
-
-def _sync_parts(pricer, rep: Mapping[str, np.ndarray], P: int):  # type: ignore[no-untyped-def]
-    """Pricer.sync_parts of every row of `rep`, P stages wide, priced in chunks of equal depth."""
-    n = rep["pp"].shape[0]
-    order = np.argsort(rep["pp"], kind="stable")
-    chunks = [(order[s:s + _CHUNK * 4], pricer.sync_parts(table_of(rep, order[s:s + _CHUNK * 4], OFF),
-                                                           int(rep["pp"][order[s:s + _CHUNK * 4]].max())))
-              for s in range(0, n, _CHUNK * 4)]
-    first = chunks[0][1]
-    out = type(first)(fsdp_raw=np.zeros((n, P)), fsdp_floor=np.zeros((n, P)), red=np.zeros((n, P)),
-                      gat=np.zeros((n, P)), buckets=np.ones((n, P)), valid=np.zeros((n, P), dtype=bool),
-                      optimizer=np.zeros(n))
-    for idx, part in chunks:
-        w = part.red.shape[1]
-        for name in ("fsdp_raw", "fsdp_floor", "red", "gat", "buckets", "valid"):
-            getattr(out, name)[idx, :w] = getattr(part, name)
-        out.optimizer[idx] = part.optimizer
-    return out
 
 
 def _ratio_slack(pricer) -> float:  # type: ignore[no-untyped-def]
