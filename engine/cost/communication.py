@@ -240,7 +240,8 @@ def fsdp_exposure(raw: np.ndarray, floor: np.ndarray | float, comp_stage: np.nda
 
 def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | float]:
     """(n, P) FSDP traffic per micro-batch and the part of it no compute hides (fsdp_exposed): it depends on
-    the degrees and the stage layout, not on the micro-batch size, so the search prices it once per degree."""
+    the degrees, the stage layout and (gathering once per step without resharding) the micro-batch count, not
+    on the micro-batch size, so the search prices it once per combination of degrees."""
     fs, table = r.fs, r.table
     fsdp_raw = np.zeros((r.n, r.P))
     floor: np.ndarray | float = 0.0
@@ -293,7 +294,7 @@ def dp_sync_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray, rec_stage
 def dp_sync_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(n, P) each of (gradient reduction seconds, weight all-gather seconds, buckets) of the end-of-step
     synchronisation (dp_sync_exposed): they depend on the degrees and the stage layout, not on the micro-batch
-    size, so the search prices them once per degree."""
+    size, so the search prices them once per combination of degrees."""
     table, links = r.table, r.links
     _, Bg, _ = state_bytes(r.run)
     Bp = float(r.run.param_bytes)
