@@ -16,8 +16,8 @@ from engine.search.bound import group_codes, layer_bound, shard_parts, sync_boun
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import price_groups, price_space
 from engine.search.space import COLUMNS, enumerate_groups, enumerate_space, restrictions
-from engine.specs import RATIO_GROUPS, ModelSpec, Ratios
-from tests.engine.search.conftest import TINY, TINY_MOE, cluster, make
+from engine.specs import RATIO_GROUPS, ModelSpec, Ratios, VisionTower
+from tests.engine.search.shapes import TINY, TINY_MOE, cluster, make
 
 
 @st.composite
@@ -30,6 +30,8 @@ def configs(draw):  # type: ignore[no-untyped-def]
     if moe:
         kw["first_k_dense"] = draw(st.integers(0, 2))
         kw["num_experts"] = draw(st.sampled_from([4, 8, 16]))
+    if draw(st.booleans()):  # a vision tower on stage 0 (engine.cost.tower): its weights synchronise too
+        kw["vision"] = VisionTower(num_layers=2, hidden=256, heads=4, seq_len=256, ffn=1024, out_hidden=1024, merge=2)
     model: ModelSpec = replace(base, **kw)
     nodes = draw(st.sampled_from([1, 2, 3, 4]))
     per_node = draw(st.sampled_from([4, 8]))
