@@ -35,9 +35,12 @@ def configs(draw):  # type: ignore[no-untyped-def]
     model: ModelSpec = replace(base, **kw)
     nodes = draw(st.sampled_from([1, 2, 3, 4]))
     per_node = draw(st.sampled_from([4, 8]))
+    # Lists and fixed values as a search config declares them (etp 0 follows tp, per row).
+    dims = draw(st.sampled_from([{}, {}, {"etp": 0}, {"etp": (1, 2)}, {"fsdp": (1, 2, 4)}, {"tp": (1, 2)},
+                                 {"ep": (1, 2), "micro_batch_size": (1, 2)}]))
     cfg = make(model, nodes=nodes, gbs=draw(st.sampled_from([16, 32, 48, 64, 96])),
                recompute=draw(st.sampled_from(["none", "selective", "full", "auto", "per_layer"])),
-               memory_limit=draw(st.sampled_from([None, 4.0, 8.0, 16.0, 40.0])))
+               memory_limit=draw(st.sampled_from([None, 4.0, 8.0, 16.0, 40.0])), dims=dims)
     # The sharding terms differ by stack (FSDP2's unhidden layer, fp32 reductions), by resharding (ZeRO-2-like
     # FSDP gathers once per step) and the optimizer shard; calibration scales each time part apart.
     ratios = None
