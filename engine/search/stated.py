@@ -42,7 +42,8 @@ def stated_overrides(config: Config | None) -> ClusterOverrides | None:
     if config is None or cl is None:
         return None
     return ClusterOverrides(devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
-                            device_type=cl.device.name, memory_gb=config.budget_gib, explicit=True)
+                            device_type=cl.device.name, memory_gb=config.budget_gib, memory_is_budget=True,
+                            explicit=True)
 
 
 def stated_source(config: Config, texts: Mapping[str, str] | None = None) -> Config | None:
