@@ -320,9 +320,7 @@ def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
     }
     if all(v is None for v in fields.values()):
         return None
-    return ClusterOverrides(devices=fields["devices"], num_nodes=fields["num_nodes"],
-                            cards_per_node=fields["cards_per_node"], device_type=fields["device_type"],
-                            memory_gb=fields["memory_gb"], framework=fields["framework"], explicit=True,
+    return ClusterOverrides(**fields, explicit=True,
                             memory_source="flag --memory-gb" if fields["memory_gb"] is not None else None)
 
 
