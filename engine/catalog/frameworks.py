@@ -41,8 +41,21 @@ class Framework:
     loss_parallel: the cross-entropy runs on the vocabulary-parallel logits (÷ tp); else over the full
       vocabulary on every TP rank. loss_bytes_per_logit: bytes per logit the loss holds at its peak:
       Megatron's fused vocab-parallel cross-entropy keeps the fp32 logits (4, KOR22 §4.3); a PyTorch loss in
-      fp32 holds the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10).
+      fp32 streams the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10; the
+      loss's HBM traffic, engine.cost.timing).
+    loss_kind / loss_peak_bytes: how the loss is computed and the bytes per logit alive at its memory peak
+      (engine.cost.memory.fixed_activations; docs/cost-model.md §2.3 counts the tensors). "fused":
+      Megatron's vocab-parallel cross-entropy upcasts the logits once and computes the softmax and its
+      gradient in place in that fp32 buffer (4, KOR22 §4.3). "eager_fp32": `cross_entropy(logits.float())`
+      as torchtitan's `cross_entropy_loss` runs it; the peak is in the loss's backward, with the saved fp32
+      log-softmax, the fp32 gradient nll_loss hands it and the fp32 gradient log_softmax's backward makes
+      alive together (4 + 4 + 4 = 12; the bf16 logits are freed before backward, `del pred` in
+      torchtitan's train step; the forward peak, bf16 logits + upcast + log-softmax, is 10).
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
+    pp_unsharded: under pipeline parallelism the FSDP2 stage keeps its weights gathered (16-bit) between
+      micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
+      backward reduce-scatters them: torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
+      on, and torch.distributed.pipelining turns gradient sync on only for the last backward.
     ep_overlap: what the run option `moe_a2a_overlap` means on this stack ("" = the stack offers no expert
       all-to-all overlap): "batch" (Megatron-Core --overlap-moe-expert-parallel-comm, MCore v0.14: the
       all-to-alls of one micro-batch run under another micro-batch's compute of the same layer, 1F1B
@@ -68,9 +81,12 @@ class Framework:
     selective_policies: tuple[str, ...]
     loss_parallel: bool
     loss_bytes_per_logit: float
+    loss_kind: str
+    loss_peak_bytes: float
     pipelines: bool
     schedules: tuple[str, ...]
     calibrated_on: tuple[str, ...] = ()
+    pp_unsharded: bool = False
     fp8_keeps: str = ""
     ep_overlap: str = ""
     shared_expert_overlap: bool = False
@@ -107,7 +123,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         attention_kernel="TransformerEngine fused attention (cuDNN / FlashAttention)", attention_rate=_TE_ATTN,
         tp_overlap=True, tp_comm_overlap_name="--tp-comm-overlap (TransformerEngine userbuffers)", fsdp2=False,
         fsdp_reduce_bytes=0.0, selective_policies=("attention",), loss_parallel=True,
-        loss_bytes_per_logit=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
+        loss_bytes_per_logit=4.0, loss_kind="fused", loss_peak_bytes=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
@@ -118,7 +134,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
         attention_rate=_rates(**{"": 0.50}), tp_overlap=True,
         tp_comm_overlap_name="MC2 (matmul fused with the TP collective)", fsdp2=False, fsdp_reduce_bytes=0.0,
-        selective_policies=("attention",), loss_parallel=True, loss_bytes_per_logit=4.0, pipelines=True,
+        selective_policies=("attention",), loss_parallel=True, loss_bytes_per_logit=4.0, loss_kind="fused",
+        loss_peak_bytes=4.0, pipelines=True,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
                        "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
@@ -130,9 +147,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
         tp_overlap=False, tp_comm_overlap_name="async TP (torch._inductor micro-pipelining)", fsdp2=True,
         fsdp_reduce_bytes=4.0, selective_policies=("op",), loss_parallel=True, loss_bytes_per_logit=10.0,
-        pipelines=True,
+        loss_kind="eager_fp32", loss_peak_bytes=12.0, pipelines=True,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
+        pp_unsharded=True,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8"),
     "hyperparallel": Framework(
@@ -140,7 +158,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         fused_elementwise=False, compile_fuses=True, pytorch_gemms=True,
         attention_kernel="PyTorch SDPA / torch_npu fused attention",
         attention_rate=_SDPA_ATTN, tp_overlap=False, tp_comm_overlap_name="", fsdp2=True, fsdp_reduce_bytes=4.0,
-        selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0, pipelines=False,
+        selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0,
+        loss_kind="eager_fp32", loss_peak_bytes=12.0, pipelines=False,
         schedules=("1F1B",),
         fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16"),
 })

@@ -41,9 +41,10 @@ _HF_EXTRA = (
 )
 
 TRAIN_AUTOMODELS = _s(
-    "", "model_init_dtype optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
+    "", "model_init_dtype optimizer lr_scheduler activation_swap checkpoint logging seed "
     "trainer output_dir resume wandb profiler data tokenizer loss evaluation callbacks",
     {
+        "mixed_precision": _s("enabled param_dtype reduce_dtype", "output_dtype buffer_dtype cast_forward_inputs"),
         "model": _s(
             "name pretrained_model_name_or_path config_path torch_dtype " + " ".join(MODEL_FIELDS),
             "_target_ attn_implementation cache_dir local_files_only revision subfolder token trust_remote_code "
@@ -82,8 +83,9 @@ TRAIN_LEGACY = _s(
         "model": _s("name", "", {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)}),
         "train": _s(
             "global_batch_size micro_batch_size micro_batch_num",
-            "optimizer mixed_precision train_iters max_grad_norm lr seed",
+            "optimizer train_iters max_grad_norm lr seed",
             {
+                "mixed_precision": _s("enabled param_dtype reduce_dtype", "output_dtype buffer_dtype cast_forward_inputs"),
                 "accelerator": _s(
                     "dp_shard dp_replicate tp_degree pipeline_parallel_degree context_parallel_degree "
                     "expert_parallel_degree expert_tensor_parallel_degree use_seq_parallel "
@@ -110,7 +112,7 @@ SEARCH = _s(
         # loader writes there ([HP] §2.1): accepted. Open: other tools' keys are theirs.
         "estimator": _s("cp_algo recompute_modes ratios_file",
                         "type recompute_strategy enable_profiling_calibration framework compile fp8 "
-                        "moe_dispatcher"),
+                        "moe_dispatcher grad_dtype optimizer_state_dtype master_weights"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
             "optimizer_weight_shard_size seq_length seq_len max_seq_len",

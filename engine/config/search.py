@@ -65,6 +65,10 @@ class SearchFacts:
     compile: Val | None = None
     fp8: Val | None = None
     cp_algo: Val | None = None  # estimator.cp_algo
+    # estimator.grad_dtype / optimizer_state_dtype / master_weights (ext): the widths the optimizer keeps
+    grad_dtype: Val | None = None
+    optimizer_state_dtype: Val | None = None
+    master_weights: Val | None = None
     recompute_modes: Val | None = None  # a tuple of off/selective/full
     locations: dict[str, Val] = field(default_factory=dict)
 
@@ -149,10 +153,15 @@ def read_search(src: Source) -> SearchFacts:
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
+    dtypes = {k: k for k in DTYPES}
+    facts.grad_dtype = src.choice(est, "grad_dtype", "estimator.grad_dtype", dtypes)
+    facts.optimizer_state_dtype = src.choice(est, "optimizer_state_dtype", "estimator.optimizer_state_dtype", dtypes)
+    facts.master_weights = src.bool_(est, "master_weights", "estimator.master_weights")
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
-               facts.framework, facts.compile, facts.fp8,
+               facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
+               facts.master_weights,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:

@@ -66,6 +66,10 @@ class TrainFacts:
     optimizer_shard: Val | None = None
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
     param_bytes: Val | None = None
+    # mixed_precision (the trainer's section; legacy train.mixed_precision): `enabled` false trains every state
+    # in the weights' dtype (no fp32 master copy); `reduce_dtype` is the gradients' width (engine.config.resolve).
+    mp_enabled: Val | None = None
+    grad_dtype: Val | None = None
     fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
     param_init: Val | None = None  # model.param_init_type (a dtype name)
     device_num: Val | None = None
@@ -89,6 +93,10 @@ def read_train(src: Source, *, base_dir: str | None) -> TrainFacts | None:
     else:
         _read_automodels(facts, root)
     _read_model(facts, root, base_dir)
+    if schema == "legacy":
+        read_mixed_precision(facts, facts.src.section(root, "train", "train"), "train.")
+    else:
+        read_mixed_precision(facts, root, "")
     _read_recompute_layers(facts, root)
     return facts
 
@@ -131,6 +139,27 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         # Hugging Face's eager attention materialises the score matrix; sdpa / flash kernels do not.
         facts.overrides["use_flash_attention"] = Val(False, attn.path, attn.loc)
     facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values())
+
+
+def read_mixed_precision(facts: TrainFacts, parent: Map | None, prefix: str) -> None:
+    """The trainer's `mixed_precision: {enabled, param_dtype, reduce_dtype}` (HyperParallel's recipes; the
+    legacy schema's `train.mixed_precision`; PyTorch FSDP2's MixedPrecisionPolicy names, [PT-FSDP2]).
+    `param_dtype` is the width weights are gathered and computed in ([HP] §6.3: it wins over torch_dtype);
+    `reduce_dtype` the gradients' width; `enabled: false` keeps every state in the weights' own dtype."""
+    src = facts.src
+    mp = src.section(parent, "mixed_precision", f"{prefix}mixed_precision")
+    if mp is None:
+        return
+    dtypes = {k: k for k in DTYPES}
+    facts.mp_enabled = src.bool_(mp, "enabled", f"{prefix}mixed_precision.enabled")
+    pd = src.choice(mp, "param_dtype", f"{prefix}mixed_precision.param_dtype", dtypes)
+    rd = src.choice(mp, "reduce_dtype", f"{prefix}mixed_precision.reduce_dtype", dtypes)
+    on = facts.mp_enabled is None or bool(facts.mp_enabled.value)
+    if pd is not None and on:
+        facts.param_bytes = Val(DTYPES[pd.value], pd.path, pd.loc)
+    if rd is not None and on:
+        facts.grad_dtype = Val(DTYPES[rd.value], rd.path, rd.loc)
+    facts.note(facts.mp_enabled, pd, rd)
 
 
 def read_param_init(src: Source, model: Map | None, prefix: str) -> Val | None:

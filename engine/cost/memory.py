@@ -205,6 +205,25 @@ def state_bytes(run: RunOptions) -> tuple[float, float, float]:
     return float(run.param_bytes), float(run.grad_bytes), Bo
 
 
+def held_state_bytes(run: RunOptions, fsdp2: bool) -> tuple[float, float, float, float]:
+    """Bytes per parameter each state term holds: (sharded weights, weights kept whole, gradients, optimizer).
+
+    Megatron-style stacks keep the 16-bit weights and a separate fp32 master copy in the optimizer ([CAL]
+    §6.1: 2 + 4 + 4 + 8 = 18). FSDP2 (`fully_shard` with a MixedPrecisionPolicy, [PT-FSDP2]) keeps the
+    sharded parameter itself in full precision and casts it to the compute dtype only in the all-gather
+    buffer, so the master copy *is* the parameter (4 + 4 + 8 = 16) and the 16-bit weights exist only
+    gathered (counted in `buffers`, or whole when `reshard_after_forward` is off). A run without master
+    weights (fp32 weights, or pure 16-bit training: `mixed_precision.enabled: false`) is the same either way.
+    """
+    Bp, Bg, Bo = state_bytes(run)
+    if fsdp2 and run.master_weights:
+        # the sharded gradient takes the sharded parameter's dtype (fp32); reduce_dtype sets only what the
+        # reduce-scatter moves (engine.cost.communication)
+        whole = Bp if not run.reshard_after_forward else 0.0
+        return 4.0, whole, 4.0, Bo - 4.0
+    return Bp, 0.0, Bg, Bo
+
+
 def stage_params(r: Rows) -> StageParams:
     """Parameters per stage and their bytes by how weights, gradients and optimizer states shard
     (docs/cost-model.md §2.1)."""
@@ -229,11 +248,21 @@ def stage_params(r: Rows) -> StageParams:
         head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
     ne_stage += np.where(r.last, head_local[:, None], 0.0)
     fs = r.fs
-    shard_p = np.where(fs > 1, fs if r.run.reshard_after_forward else 1.0, 1.0)
     shard_o = np.maximum(fs, r.os_)
-    Bp, Bg, Bo = state_bytes(r.run)
-    coef_ne = {"parameters": Bp / shard_p, "gradients": Bg / fs, "optimizer": Bo / shard_o}
-    coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp), "gradients": Bg / np.minimum(fs, r.edp),
+    Bp, whole, Bg, Bo = held_state_bytes(r.run, r.fw.fsdp2)
+    if r.fw.fsdp2 and r.run.master_weights:
+        shard_p = fs  # the fp32 sharded parameter stays sharded; `whole` is the gathered 16-bit copy kept
+    else:
+        shard_p = np.where(fs > 1, fs if r.run.reshard_after_forward else 1.0, 1.0)
+    if r.fw.pp_unsharded:  # gathered 16-bit weights and unsharded gradients between micro-batches (PP)
+        piped = (r.p > 1) & (fs > 1)
+        whole = np.where(piped, float(r.run.param_bytes), whole)
+        g_ne = np.where(piped, r.fw.fsdp_reduce_bytes, Bg / fs)
+        g_ex = np.where(piped, r.fw.fsdp_reduce_bytes, Bg / np.minimum(fs, r.edp))
+    else:
+        g_ne, g_ex = Bg / fs, Bg / np.minimum(fs, r.edp)
+    coef_ne = {"parameters": Bp / shard_p + whole, "gradients": g_ne, "optimizer": Bo / shard_o}
+    coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp) + whole, "gradients": g_ex,
                "optimizer": Bo / np.minimum(shard_o, r.edp)}
     if r.fp8 and not r.fw.fsdp2:
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM
@@ -266,11 +295,12 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
 def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
     """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
     (one micro-batch), the embedding dropout mask (stage 0, per micro-batch in flight) and the output side
-    (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, fp32 logits 4·V/t)."""
+    (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, and the loss's logits as the
+    framework computes them: the bytes per logit alive at the loss's peak, Framework.loss_peak_bytes)."""
     T, h = r.T, r.h
     m = r.model
     emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
-    head_act = T * (4.0 * h / r.sp_div + r.logit_bytes * r.V / r.loss_div) * (1 + m.mtp_depth)
+    head_act = T * (4.0 * h / r.sp_div + r.fw.loss_peak_bytes * r.V / r.loss_div) * (1 + m.mtp_depth)
     working = act[:, MOE if r.is_moe else DENSE, OFF]
     return working[:, None] + np.where(r.first, (emb_act[:, None] * r.mf), 0.0) + np.where(r.last, head_act[:, None], 0.0)
 

@@ -118,8 +118,6 @@ TABLE: tuple[Unpriced, ...] = (
              "not priced: they are priced resharded", _reshard_kept),
     Unpriced(frozenset({A}), "fsdp_config.mixed_precision", "FSDP's mixed-precision policy: weights are priced at "
              "model.torch_dtype with fp32 gradients and an fp32 master copy", _mixed_precision),
-    Unpriced(frozenset({A}), "mixed_precision", "the mixed-precision policy: weights are priced at model.torch_dtype "
-             "(param_init_type) with fp32 gradients and an fp32 master copy", _mixed_precision),
     Unpriced(frozenset({A}), "activation_checkpoint.recompute_slice_activation", "slicing recomputed activations "
              "over tp is not priced", _meaningful),
     Unpriced(frozenset({A}), "activation_checkpoint.swap_inputs", "swapping checkpoint inputs to the host is not "

@@ -42,7 +42,7 @@ def flagged(tmp_path: Path, text: str, name: str = "train.yaml") -> dict[str, st
 def test_recipe_keys_read_but_not_priced_are_flagged_at_the_key(tmp_path: Path) -> None:
     got = flagged(tmp_path, RECIPE.replace("SWAP", "offload"))
     assert set(got) == {"training.max_grad_norm", "fsdp_config.edp_shard_size", "fsdp_config.reshard_after_backward",
-                        "mixed_precision", "activation_swap", "optimizer._target_", "context.expert_shard",
+                        "activation_swap", "optimizer._target_", "context.expert_shard",
                         "context.visual_seq_len"}
     assert "vision tower" in got["context.visual_seq_len"]
 
