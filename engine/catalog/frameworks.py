@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from engine.specs import DeviceSpec, RunOptions
+from engine.specs import RECOMPUTE_MODULES, DeviceSpec, RunOptions
 
 
 def _rates(**kw: float) -> Mapping[str, float]:
@@ -38,6 +38,9 @@ class Framework:
     fsdp2: per-parameter FSDP2 (`fully_shard`): gathers prefetched one layer ahead (the first layer's gather
       and the last one's reduce-scatter stay exposed), gradients reduce-scattered in `fsdp_reduce_bytes`.
     selective_policies: what `recompute: selective` can mean on this stack (the first is its default).
+    recompute_modules: the submodules the stack's `--recompute-modules` can recompute (policy "modules",
+      engine.specs.RECOMPUTE_MODULES; Megatron-Core TransformerConfig.recompute_modules, MindSpeed-LLM's
+      --recompute-modules); () = the stack has no recompute by module.
     loss_parallel: the cross-entropy runs on the vocabulary-parallel logits (÷ tp); else over the full
       vocabulary on every TP rank. loss_bytes_per_logit: bytes per logit the loss holds at its peak:
       Megatron's fused vocab-parallel cross-entropy keeps the fp32 logits (4, KOR22 §4.3); a PyTorch loss in
@@ -86,6 +89,7 @@ class Framework:
     pipelines: bool
     schedules: tuple[str, ...]
     calibrated_on: tuple[str, ...] = ()
+    recompute_modules: tuple[str, ...] = ()
     pp_unsharded: bool = False
     fp8_keeps: str = ""
     ep_overlap: str = ""
@@ -122,8 +126,9 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         pytorch_gemms=False,
         attention_kernel="TransformerEngine fused attention (cuDNN / FlashAttention)", attention_rate=_TE_ATTN,
         tp_overlap=True, tp_comm_overlap_name="--tp-comm-overlap (TransformerEngine userbuffers)", fsdp2=False,
-        fsdp_reduce_bytes=0.0, selective_policies=("attention",), loss_parallel=True,
+        fsdp_reduce_bytes=0.0, selective_policies=("attention", "modules"), loss_parallel=True,
         loss_bytes_per_logit=4.0, loss_kind="fused", loss_peak_bytes=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
+        recompute_modules=RECOMPUTE_MODULES,
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
@@ -134,8 +139,9 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
         attention_rate=_rates(**{"": 0.50}), tp_overlap=True,
         tp_comm_overlap_name="MC2 (matmul fused with the TP collective)", fsdp2=False, fsdp_reduce_bytes=0.0,
-        selective_policies=("attention",), loss_parallel=True, loss_bytes_per_logit=4.0, loss_kind="fused",
-        loss_peak_bytes=4.0, pipelines=True,
+        selective_policies=("attention", "modules"), loss_parallel=True, loss_bytes_per_logit=4.0,
+        loss_kind="fused", loss_peak_bytes=4.0, pipelines=True,
+        recompute_modules=tuple(x for x in RECOMPUTE_MODULES if x != "shared_experts"),
         schedules=("1F1B", "interleaved"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
                        "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
@@ -186,7 +192,16 @@ def framework_of(run: RunOptions) -> Framework:
 def effective_policy(fw: Framework, run: RunOptions) -> str:
     """The selective-recompute policy priced: the stated one where the framework offers it, else the
     framework's own (a stated policy it does not offer gets a diagnostic: engine.cost.validate)."""
+    if priced_modules(fw, run):
+        return "modules"
+    if run.selective_policy == "modules":  # modules without a module list: the stack's default list
+        return "attention" if "attention" in fw.selective_policies else fw.selective_policies[0]
     return run.selective_policy if run.selective_policy in fw.selective_policies else fw.selective_policies[0]
+
+
+def priced_modules(fw: Framework, run: RunOptions) -> tuple[str, ...]:
+    """The stated recompute modules this framework runs (the others get HP531 where they are stated)."""
+    return tuple(x for x in run.recompute_modules if x in fw.recompute_modules)
 
 
 def calibration_hint(fw: Framework) -> str:

@@ -513,6 +513,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["cp_algo"] = train.cp_algo.value
         if train.selective_policy is not None:
             kw["selective_policy"] = train.selective_policy.value
+        if train.recompute_modules is not None:
+            kw["recompute_modules"] = tuple(train.recompute_modules.value)
         if train.param_bytes is not None:
             kw["param_bytes"] = int(train.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
@@ -521,6 +523,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
+        if sf.recompute_modules is not None:
+            kw["recompute_modules"] = tuple(sf.recompute_modules.value)
         if sf.moe_dispatcher is not None:
             kw["moe_dispatcher"] = sf.moe_dispatcher.value
         if sf.param_bytes is not None:

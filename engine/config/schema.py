@@ -69,7 +69,7 @@ TRAIN_AUTOMODELS = _s(
             "edp_shard_size replicate_params reshard_after_backward requires_grad_sync forward_prefetch_depth "
             "backward_prefetch_depth comm_fusion mixed_precision param_dtype reduce_dtype",
         ),
-        "activation_checkpoint": _s("mode selective_policy layers", "layer_ids"),
+        "activation_checkpoint": _s("mode selective_policy recompute_modules layers", "layer_ids"),
         "dataset": _s("", "_target_ data_config path name num_workers", {
             "data_transform": _s("max_seq_len", "_target_ tokenizer padding"),
         }),
@@ -104,7 +104,7 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute recompute_modes selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
+    "train_yaml recompute recompute_modes recompute_modules selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
     "moe_shared_expert_overlap moe_a2a_overlap",
     "",
     {

@@ -14,7 +14,14 @@ from engine.config.cluster import ClusterFacts, read_cluster_section
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
-from engine.config.train import CP_ALGOS, DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES, read_param_init
+from engine.config.train import (
+    CP_ALGOS,
+    DTYPES,
+    OVERLAP_KEYS,
+    SELECTIVE_POLICIES,
+    read_param_init,
+    read_recompute_modules,
+)
 from engine.document import Map, Node, Scalar, Seq
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
@@ -54,6 +61,7 @@ class SearchFacts:
     memory_limit_gb: Val | None = None
     recompute: Val | None = None
     selective_policy: Val | None = None
+    recompute_modules: Val | None = None  # recompute_modules (ext): Megatron's --recompute-modules
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     pipeline_schedule: Val | None = None
@@ -138,6 +146,7 @@ def read_search(src: Source) -> SearchFacts:
                              or read_modes(src, root, "recompute_modes", "recompute_modes"))
     _read_recompute_dimension(facts, par)
     facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    facts.recompute_modules = read_recompute_modules(src, root, "recompute_modules", "recompute_modules")
     facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
                                       {"alltoall": "alltoall", "deepep": "deepep"})
     for key in OVERLAP_KEYS:
@@ -161,7 +170,7 @@ def read_search(src: Source) -> SearchFacts:
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
                facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
-               facts.master_weights,
+               facts.master_weights, facts.recompute_modules,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:

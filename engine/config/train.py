@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
 from engine.config.model import read_model_fields
-from engine.config.reader import Source, Val, parse_memory_gb
-from engine.document import Map, Scalar
+from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
+from engine.document import Map, Scalar, Seq
+from engine.specs import RECOMPUTE_MODULES
 
 # How every "read by HyperParallel, not priced by hp-plan" information (HP112) begins.
 NOT_PRICED = "read by HyperParallel, not priced by hp-plan"
@@ -24,7 +25,7 @@ RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "se
 OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
                 "moe_a2a_overlap")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
-                      "op": "op", "torchtitan": "op"}
+                      "op": "op", "torchtitan": "op", "modules": "modules"}
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
                        "vpp": "interleaved"}
 CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
@@ -60,6 +61,7 @@ class TrainFacts:
     recompute: Val | None = None  # off | selective | full
     recompute_layers: tuple[tuple[int, int, str], ...] = ()
     selective_policy: Val | None = None
+    recompute_modules: Val | None = None  # activation_checkpoint.recompute_modules (ext): Megatron's modules
     pipeline_schedule: Val | None = None
     cp_algo: Val | None = None
     reshard_after_forward: Val | None = None
@@ -162,6 +164,37 @@ def read_mixed_precision(facts: TrainFacts, parent: Map | None, prefix: str) -> 
     facts.note(facts.mp_enabled, pd, rd)
 
 
+def read_recompute_modules(src: Source, parent: Map | None, key: str, dotted: str) -> Val | None:
+    """Megatron's `--recompute-modules` as a list (`[mla_up_proj, mlp]`, or one name) -> Val of a tuple in the
+    order engine.specs.RECOMPUTE_MODULES lists them; an unknown name is HP106 at that item (with a "did you
+    mean"), a value that is no name at the value."""
+    hit = src.raw(parent, key, dotted)
+    if hit is None:
+        return None
+    kn, vn = hit
+    items = vn.items if isinstance(vn, Seq) else [vn]
+    got: set[str] = set()
+    ok = True
+    for item in items:
+        v = item.value if isinstance(item, Scalar) else None
+        name = v.strip().lower() if isinstance(v, str) else None
+        if name in RECOMPUTE_MODULES:
+            got.add(name)
+            continue
+        ok = False
+        near = did_you_mean(name, list(RECOMPUTE_MODULES), 0.6) if name else []
+        hint = f" (did you mean '{near[0]}'?)" if near else ""
+        src.diag("HP106", f"{dotted}: unknown recompute module {describe(v) if v is not None else 'a collection'}"
+                 f"{hint}; expected some of {', '.join(RECOMPUTE_MODULES)}", item.range, dotted,
+                 data={"valid": list(RECOMPUTE_MODULES), **({"replace_value": near[0]} if near else {})})
+    if not ok or not got:
+        if ok:
+            src.diag("HP106", f"{dotted} lists no recompute module; expected some of {', '.join(RECOMPUTE_MODULES)}",
+                     vn.range, dotted, data={"valid": list(RECOMPUTE_MODULES)})
+        return None
+    return Val(tuple(x for x in RECOMPUTE_MODULES if x in got), dotted, src.location(kn, vn))
+
+
 def read_param_init(src: Source, model: Map | None, prefix: str) -> Val | None:
     """MindFormers' `param_init_type`: the width the weights are stored in. float32 weights are their own
     master copy (the optimizer updates them in place), so the run keeps 4-byte weights and no separate fp32
@@ -217,6 +250,8 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
                                         SELECTIVE_POLICIES)
+    facts.recompute_modules = read_recompute_modules(src, ac, "recompute_modules",
+                                                     "activation_checkpoint.recompute_modules")
     facts.seq_len = (src.int_(transform, "max_seq_len", "dataset.data_transform.max_seq_len")
                      or src.int_(data_config, "seq_length", "dataset.data_config.seq_length"))
     data = src.section(root, "data", "data")
@@ -225,6 +260,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     _read_context(facts, context)
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
+               facts.recompute_modules,
                facts.device_num, facts.max_device_memory, facts.fp8, *facts.overlaps.values())
 
 

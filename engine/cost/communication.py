@@ -57,7 +57,13 @@ def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     tp = np.zeros((r.n, 2, 3))
     tp[:, :, :] = (2 * tp_fwd_e + 2 * tp_bwd_e)[:, :, None]
     tp[:, :, FULL] += 2 * tp_fwd_e
-    if r.policy != "attention":
+    if r.policy == "modules":
+        # a recomputed dense MLP or MoE layer (normal checkpointing of the submodule) re-runs its block's
+        # collectives (all-gather + reduce-scatter under SP, the all-reduce without: one all-reduce's bytes);
+        # output-discarding modules and the attention core run no collective again
+        if {"mlp", "moe"} & set(r.modules):
+            tp[:, :, SELECTIVE] += tp_fwd_e
+    elif r.policy != "attention":
         tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run ([HP] §8.2)
     return tp
 

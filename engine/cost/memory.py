@@ -59,7 +59,7 @@ def attention_dropout(m: ModelSpec) -> bool:
     return not m.gated_mlp
 
 
-def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
+def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[str, ...] = ()) -> ActTerms:
     """Activation bytes per token of one layer in a recompute mode (before dividing by tp and cp).
 
     KOR22 Table 2 / §4.1 generalised: attention keeps its input, norm output, Q, K, V (GQA widths),
@@ -70,7 +70,8 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
     capacity), its permuted input, the expert's intermediates and its output, plus fp32 router logits and
     probabilities. Full recompute keeps only the layer input (2 bytes × h). Selective "attention" (KOR22)
     drops the score tensors; selective "hyperparallel" ([HP] §8.2) keeps matmul and
-    communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks.
+    communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks;
+    selective "modules" drops what each listed Megatron submodule keeps (_module_terms).
     """
     h = float(m.hidden)
     a = attn_shape(m)
@@ -98,6 +99,8 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
     split = qkv + proj_in + lse + mlp_split
     if mode == SELECTIVE and policy == "op":
         return _op_policy_terms(m, moe, lse)
+    if mode == SELECTIVE and policy == "modules":
+        return _module_terms(m, moe, modules, ActTerms(unsplit, split, score), lse)
     if mode == SELECTIVE:
         if policy == "attention":
             score = 0.0  # QKᵀ, softmax, dropout and attention·V are recomputed (KOR22 §4.3)
@@ -142,6 +145,75 @@ def _op_policy_terms(m: ModelSpec, moe: bool, lse: float) -> ActTerms:
     return ActTerms(B * h + router, B * (saved_mm + a.out_width) + lse, 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class ModuleBytes:
+    """Bytes per token (before ÷ tp) one layer's Megatron submodules keep that recomputing them drops, by
+    --recompute-modules name; `sp` says whether a term shards with sequence parallelism (unsplit) rather
+    than always by tp. Zero where the layer has no such submodule (mla_up_proj on a non-MLA model, moe_act
+    on a dense layer, mlp on a MoE layer)."""
+
+    core_attn: float
+    layernorm: float
+    mla_up_proj: float
+    mlp: float
+    moe: float
+    moe_router: float
+    moe_act: float
+    shared_experts: float
+
+
+def module_bytes(m: ModelSpec, moe: bool, lse: float) -> ModuleBytes:
+    """What each recompute module drops (Megatron-Core TransformerConfig.recompute_modules, [MLM-RECOMPUTE]):
+    core_attn (normal checkpoint of the attention core) its saved score chain (no flash attention: softmax,
+    dropout mask and output) or flash attention's log-sum-exp, keeping Q, K, V and the output the output
+    projection saves; layernorm (output-discarding) the two norm outputs; mla_up_proj (output-discarding)
+    the up-projected and RoPE-applied Q, K, V, keeping the latents; mlp (normal checkpoint of a dense MLP)
+    its intermediates; moe (normal checkpoint of the MoE layer) the routed copies, expert intermediates,
+    shared experts and router outputs; moe_act (output-discarding) the routed experts' activation outputs;
+    shared_experts the shared experts' intermediates."""
+    B, h = K.ACT_BYTES, float(m.hidden)
+    a = attn_shape(m)
+    drop = attention_dropout(m)
+    score = ((2 * B + (K.MASK_BYTES if drop else 0.0)) * a.heads * m.seq_len if drop
+             else B * a.heads * m.seq_len) if not m.use_flash_attention else 0.0
+    mlp_split, act_out, router = _mlp_act(m, moe)
+    gated = mlp_mats(m) == 3
+    shared = 0.0
+    routed_act = 0.0
+    if moe:
+        f_e = float(m.moe_ffn or m.ffn_eff)
+        f_s = float(m.shared_ffn or f_e)
+        shared = m.num_shared_experts * B * f_s * (3 if gated else 2)
+        routed_act = B * routed_copies(m) * f_e
+    return ModuleBytes(core_attn=score + lse, layernorm=2 * B * h,
+                       mla_up_proj=B * (a.q_width + a.kv_width) if m.is_mla else 0.0,
+                       mlp=0.0 if moe else mlp_split, moe=mlp_split if moe else 0.0, moe_router=router,
+                       moe_act=routed_act, shared_experts=shared)
+
+
+def _module_terms(m: ModelSpec, moe: bool, modules: tuple[str, ...], off: ActTerms, lse: float) -> ActTerms:
+    """The layer's no-recompute terms less what the listed modules drop (module_bytes). `moe` covers
+    `moe_act` and `shared_experts` (a module inside a recomputed module drops nothing more)."""
+    mb = module_bytes(m, moe, lse)
+    on = set(modules)
+    unsplit, split, score = off.unsplit, off.split, off.score
+    if "core_attn" in on:
+        split -= lse
+        score = 0.0
+    if "layernorm" in on:
+        unsplit -= mb.layernorm
+    if "mla_up_proj" in on:
+        split -= mb.mla_up_proj
+    if "mlp" in on:
+        split -= mb.mlp
+    if "moe" in on:
+        split -= mb.moe
+        unsplit -= mb.moe_router
+    else:
+        split -= (mb.moe_act if "moe_act" in on else 0.0) + (mb.shared_experts if "shared_experts" in on else 0.0)
+    return ActTerms(unsplit, max(split, 0.0), score)
+
+
 def _mlp_act(m: ModelSpec, moe: bool) -> tuple[float, float, float]:
     """(tp-split bytes, activation-output bytes, router bytes) per token the MLP block keeps (act_terms)."""
     B = K.ACT_BYTES
@@ -166,7 +238,7 @@ def layer_activations(r: Rows) -> np.ndarray:
     act = np.zeros((r.n, 2, 3))
     for ty in r.types:
         for mode in (OFF, SELECTIVE, FULL):
-            at = act_terms(r.model, ty == MOE, mode, r.policy)
+            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules)
             if mode == FULL:
                 # The checkpointed layer input is the (sequence-parallel sharded) residual stream.
                 act[:, ty, mode] = r.T * at.unsplit / r.sp_div
