@@ -55,6 +55,10 @@ class Framework:
       alive together (4 + 4 + 4 = 12; the bf16 logits are freed before backward, `del pred` in
       torchtitan's train step; the forward peak, bf16 logits + upcast + log-softmax, is 10).
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
+    fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
+      per element, constants.FP8_ACT_BYTES): TransformerEngine's Linear, LayerNormLinear and GroupedLinear
+      keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
+      is not priced as saving FP8 inputs, [U]).
     pp_unsharded: under pipeline parallelism the FSDP2 stage keeps its weights gathered (16-bit) between
       micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
       backward reduce-scatters them: torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
@@ -91,6 +95,7 @@ class Framework:
     calibrated_on: tuple[str, ...] = ()
     recompute_modules: tuple[str, ...] = ()
     pp_unsharded: bool = False
+    fp8_saved_inputs: bool = False
     fp8_keeps: str = ""
     ep_overlap: str = ""
     shared_expert_overlap: bool = False
@@ -132,7 +137,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
-        ep_overlap="batch", shared_expert_overlap=True,
+        ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True,
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap"),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,

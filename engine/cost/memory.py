@@ -59,7 +59,8 @@ def attention_dropout(m: ModelSpec) -> bool:
     return not m.gated_mlp
 
 
-def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[str, ...] = ()) -> ActTerms:
+def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[str, ...] = (),
+              lin: float = K.ACT_BYTES) -> ActTerms:
     """Activation bytes per token of one layer in a recompute mode (before dividing by tp and cp).
 
     KOR22 Table 2 / §4.1 generalised: attention keeps its input, norm output, Q, K, V (GQA widths),
@@ -71,7 +72,9 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
     probabilities. Full recompute keeps only the layer input (2 bytes × h). Selective "attention" (KOR22)
     drops the score tensors; selective "hyperparallel" ([HP] §8.2) keeps matmul and
     communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks;
-    selective "modules" drops what each listed Megatron submodule keeps (_module_terms).
+    selective "modules" drops what each listed Megatron submodule keeps (_module_terms). `lin` is the bytes
+    of each element a linear layer saves of its input for the weight gradient (2; 1 where TransformerEngine
+    FP8 saves the FP8 cast: Framework.fp8_saved_inputs).
     """
     h = float(m.hidden)
     a = attn_shape(m)
@@ -83,24 +86,24 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
         return ActTerms(B * h, 0.0, 0.0)
     # Attention block.
     norm_in = 2 * B * h  # two norm inputs (residual stream)
-    norm_out = 2 * B * h  # QKV input and MLP input (norm outputs)
+    norm_out = 2 * lin * h  # QKV input and MLP input (norm outputs)
     masks = 2 * mask * h  # block-output dropout masks
-    latent = B * a.latent
+    latent = lin * a.latent
     qkv = B * (a.q_width + a.kv_width)
-    proj_in = B * a.out_width
+    proj_in = lin * a.out_width
     if m.use_flash_attention:
         score = 0.0
         lse = K.FLASH_LSE_BYTES * a.heads
     else:
         score = (2 * B + attn_mask) * a.heads * m.seq_len if drop else B * a.heads * m.seq_len
         lse = 0.0
-    mlp_split, act_out, router = _mlp_act(m, moe)
+    mlp_split, act_out, router = _mlp_act(m, moe, lin)
     unsplit = norm_in + norm_out + masks + latent + router
     split = qkv + proj_in + lse + mlp_split
     if mode == SELECTIVE and policy == "op":
         return _op_policy_terms(m, moe, lse)
     if mode == SELECTIVE and policy == "modules":
-        return _module_terms(m, moe, modules, ActTerms(unsplit, split, score), lse)
+        return _module_terms(m, moe, modules, ActTerms(unsplit, split, score), lse, lin)
     if mode == SELECTIVE:
         if policy == "attention":
             score = 0.0  # QKᵀ, softmax, dropout and attention·V are recomputed (KOR22 §4.3)
@@ -162,7 +165,7 @@ class ModuleBytes:
     shared_experts: float
 
 
-def module_bytes(m: ModelSpec, moe: bool, lse: float) -> ModuleBytes:
+def module_bytes(m: ModelSpec, moe: bool, lse: float, lin: float = K.ACT_BYTES) -> ModuleBytes:
     """What each recompute module drops (Megatron-Core TransformerConfig.recompute_modules, [MLM-RECOMPUTE]):
     core_attn (normal checkpoint of the attention core) its saved score chain (no flash attention: softmax,
     dropout mask and output) or flash attention's log-sum-exp, keeping Q, K, V and the output the output
@@ -176,25 +179,25 @@ def module_bytes(m: ModelSpec, moe: bool, lse: float) -> ModuleBytes:
     drop = attention_dropout(m)
     score = ((2 * B + (K.MASK_BYTES if drop else 0.0)) * a.heads * m.seq_len if drop
              else B * a.heads * m.seq_len) if not m.use_flash_attention else 0.0
-    mlp_split, act_out, router = _mlp_act(m, moe)
-    gated = mlp_mats(m) == 3
+    mlp_split, act_out, router = _mlp_act(m, moe, lin)
     shared = 0.0
     routed_act = 0.0
     if moe:
         f_e = float(m.moe_ffn or m.ffn_eff)
         f_s = float(m.shared_ffn or f_e)
-        shared = m.num_shared_experts * B * f_s * (3 if gated else 2)
-        routed_act = B * routed_copies(m) * f_e
-    return ModuleBytes(core_attn=score + lse, layernorm=2 * B * h,
+        shared = m.num_shared_experts * _mlp_inter(f_s, mlp_mats(m), lin)
+        routed_act = lin * routed_copies(m) * f_e
+    return ModuleBytes(core_attn=score + lse, layernorm=2 * lin * h,
                        mla_up_proj=B * (a.q_width + a.kv_width) if m.is_mla else 0.0,
                        mlp=0.0 if moe else mlp_split, moe=mlp_split if moe else 0.0, moe_router=router,
                        moe_act=routed_act, shared_experts=shared)
 
 
-def _module_terms(m: ModelSpec, moe: bool, modules: tuple[str, ...], off: ActTerms, lse: float) -> ActTerms:
+def _module_terms(m: ModelSpec, moe: bool, modules: tuple[str, ...], off: ActTerms, lse: float,
+                  lin: float = K.ACT_BYTES) -> ActTerms:
     """The layer's no-recompute terms less what the listed modules drop (module_bytes). `moe` covers
     `moe_act` and `shared_experts` (a module inside a recomputed module drops nothing more)."""
-    mb = module_bytes(m, moe, lse)
+    mb = module_bytes(m, moe, lse, lin)
     on = set(modules)
     unsplit, split, score = off.unsplit, off.split, off.score
     if "core_attn" in on:
@@ -214,8 +217,9 @@ def _module_terms(m: ModelSpec, moe: bool, modules: tuple[str, ...], off: ActTer
     return ActTerms(unsplit, max(split, 0.0), score)
 
 
-def _mlp_act(m: ModelSpec, moe: bool) -> tuple[float, float, float]:
-    """(tp-split bytes, activation-output bytes, router bytes) per token the MLP block keeps (act_terms)."""
+def _mlp_act(m: ModelSpec, moe: bool, lin: float = K.ACT_BYTES) -> tuple[float, float, float]:
+    """(tp-split bytes, activation-output bytes, router bytes) per token the MLP block keeps (act_terms); the
+    activation output and a routed copy's permuted input are linear inputs, saved at `lin` bytes."""
     B = K.ACT_BYTES
     h = float(m.hidden)
     nm = mlp_mats(m)
@@ -223,14 +227,23 @@ def _mlp_act(m: ModelSpec, moe: bool) -> tuple[float, float, float]:
         f_e = float(m.moe_ffn or m.ffn_eff)
         f_s = float(m.shared_ffn or f_e)
         copies = routed_copies(m)
-        per_copy_inter = B * f_e * (3 if nm == 3 else 2)
-        routed_io = 2 * B * h
-        mlp_split = copies * (routed_io + per_copy_inter) + m.num_shared_experts * B * f_s * (3 if nm == 3 else 2)
-        act_out = B * (copies * f_e + m.num_shared_experts * f_s)  # GeLU output / gated product
+        per_copy_inter = _mlp_inter(f_e, nm, lin)
+        routed_io = 2 * B * h if lin == B else (B + lin) * h
+        mlp_split = copies * (routed_io + per_copy_inter) + m.num_shared_experts * _mlp_inter(f_s, nm, lin)
+        act_out = lin * (copies * f_e + m.num_shared_experts * f_s)  # GeLU output / gated product
         router = 2 * 4.0 * m.num_experts  # fp32 logits + probabilities
         return mlp_split, act_out, router
     f = float(m.ffn_eff)
-    return B * f * (3 if nm == 3 else 2), B * f, 0.0
+    return _mlp_inter(f, nm, lin), lin * f, 0.0
+
+
+def _mlp_inter(f: float, nm: int, lin: float) -> float:
+    """Bytes per token an MLP of width f keeps between its matrices: fc1 output(s) in 16 bits (gate and up,
+    or the GeLU input) and the activation output, the fc2 input, at `lin` bytes."""
+    B = K.ACT_BYTES
+    if lin == B:
+        return B * f * (3 if nm == 3 else 2)
+    return B * f * (2 if nm == 3 else 1) + lin * f
 
 
 def layer_activations(r: Rows) -> np.ndarray:
@@ -238,7 +251,7 @@ def layer_activations(r: Rows) -> np.ndarray:
     act = np.zeros((r.n, 2, 3))
     for ty in r.types:
         for mode in (OFF, SELECTIVE, FULL):
-            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules)
+            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules, r.lin_bytes)
             if mode == FULL:
                 # The checkpointed layer input is the (sequence-parallel sharded) residual stream.
                 act[:, ty, mode] = r.T * at.unsplit / r.sp_div

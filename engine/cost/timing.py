@@ -264,7 +264,7 @@ def module_recompute(r: Rows, lc: LayerCompute) -> np.ndarray:
     stream = r.elem_traffic * T / r.hbm
     for ty in (DENSE, MOE):
         moe = ty == MOE and r.is_moe
-        mb = module_bytes(m, moe, lse)
+        mb = module_bytes(m, moe, lse, r.lin_bytes)
         sec = np.zeros(r.n)
         if "core_attn" in on:
             sec = sec + lc.attn_fwd[:, ty] + stream * mb.core_attn / r.t
