@@ -162,10 +162,7 @@ def read_search(src: Source) -> SearchFacts:
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
-    dtypes = {k: k for k in DTYPES}
-    facts.grad_dtype = src.choice(est, "grad_dtype", "estimator.grad_dtype", dtypes)
-    facts.optimizer_state_dtype = src.choice(est, "optimizer_state_dtype", "estimator.optimizer_state_dtype", dtypes)
-    facts.master_weights = src.bool_(est, "master_weights", "estimator.master_weights")
+    _read_state_widths(facts, est)
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
@@ -176,6 +173,16 @@ def read_search(src: Source) -> SearchFacts:
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts
+
+
+def _read_state_widths(facts: SearchFacts, est: Map | None) -> None:
+    """estimator.grad_dtype / optimizer_state_dtype (dtype names) and master_weights (a boolean): the widths
+    the optimizer keeps (engine.config.resolve._state_widths; docs/formats.md §2)."""
+    src = facts.src
+    dtypes = {k: k for k in DTYPES}
+    facts.grad_dtype = src.choice(est, "grad_dtype", "estimator.grad_dtype", dtypes)
+    facts.optimizer_state_dtype = src.choice(est, "optimizer_state_dtype", "estimator.optimizer_state_dtype", dtypes)
+    facts.master_weights = src.bool_(est, "master_weights", "estimator.master_weights")
 
 
 def read_modes(src: Source, parent: Map | None, key: str, dotted: str) -> Val | None:

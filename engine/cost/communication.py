@@ -61,8 +61,13 @@ def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
         # a recomputed dense MLP or MoE layer (normal checkpointing of the submodule) re-runs its block's
         # collectives (all-gather + reduce-scatter under SP, the all-reduce without: one all-reduce's bytes);
         # output-discarding modules and the attention core run no collective again
-        if {"mlp", "moe"} & set(r.modules):
-            tp[:, :, SELECTIVE] += tp_fwd_e
+        on = set(r.modules)
+        if "mlp" in on:  # the dense layers (a dense model's MoE column repeats its dense one)
+            tp[:, DENSE, SELECTIVE] += tp_fwd_e[:, DENSE]
+            if not r.is_moe:
+                tp[:, MOE, SELECTIVE] += tp_fwd_e[:, MOE]
+        if "moe" in on and r.is_moe:
+            tp[:, MOE, SELECTIVE] += tp_fwd_e[:, MOE]
     elif r.policy != "attention":
         tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run ([HP] §8.2)
     return tp

@@ -179,7 +179,7 @@ def module_bytes(m: ModelSpec, moe: bool, lse: float, lin: float = K.ACT_BYTES) 
     drop = attention_dropout(m)
     score = ((2 * B + (K.MASK_BYTES if drop else 0.0)) * a.heads * m.seq_len if drop
              else B * a.heads * m.seq_len) if not m.use_flash_attention else 0.0
-    mlp_split, act_out, router = _mlp_act(m, moe, lin)
+    mlp_split, _, router = _mlp_act(m, moe, lin)
     shared = 0.0
     routed_act = 0.0
     if moe:
@@ -332,23 +332,7 @@ def stage_params(r: Rows) -> StageParams:
     if m.mtp_depth:
         head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
     ne_stage += np.where(r.last, head_local[:, None], 0.0)
-    fs = r.fs
-    shard_o = np.maximum(fs, r.os_)
-    Bp, whole, Bg, Bo = held_state_bytes(r.run, r.fw.fsdp2)
-    if r.fw.fsdp2 and r.run.master_weights:
-        shard_p = fs  # the fp32 sharded parameter stays sharded; `whole` is the gathered 16-bit copy kept
-    else:
-        shard_p = np.where(fs > 1, fs if r.run.reshard_after_forward else 1.0, 1.0)
-    if r.fw.pp_unsharded:  # gathered 16-bit weights and unsharded gradients between micro-batches (PP)
-        piped = (r.p > 1) & (fs > 1)
-        whole = np.where(piped, float(r.run.param_bytes), whole)
-        g_ne = np.where(piped, r.fw.fsdp_reduce_bytes, Bg / fs)
-        g_ex = np.where(piped, r.fw.fsdp_reduce_bytes, Bg / np.minimum(fs, r.edp))
-    else:
-        g_ne, g_ex = Bg / fs, Bg / np.minimum(fs, r.edp)
-    coef_ne = {"parameters": Bp / shard_p + whole, "gradients": g_ne, "optimizer": Bo / shard_o}
-    coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp) + whole, "gradients": g_ex,
-               "optimizer": Bo / np.minimum(shard_o, r.edp)}
+    coef_ne, coef_ex, shard_o = _state_coefs(r)
     if r.fp8 and not r.fw.fsdp2:
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM
         # (1 + 1 bytes per parameter, not sharded); torchao's dynamic casting (FSDP2 stacks) caches none.
@@ -358,6 +342,30 @@ def stage_params(r: Rows) -> StageParams:
     if r.is_moe:
         static_b = static_b + ex_stage * (coef_ex["parameters"] + coef_ex["gradients"] + coef_ex["optimizer"])[:, None]
     return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b)
+
+
+def _state_coefs(r: Rows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """Bytes per held parameter of each STATE_TERMS name, non-expert and routed-expert (n,), and the
+    optimizer shard: held_state_bytes sharded as docs/cost-model.md §2.1 states (FSDP2's fp32 sharded
+    parameter; torchtitan under PP, Framework.pp_unsharded)."""
+    fs = r.fs
+    shard_o = np.maximum(fs, r.os_)
+    Bp, whole_b, Bg, Bo = held_state_bytes(r.run, r.fw.fsdp2)
+    whole = np.full(r.n, whole_b)
+    if r.fw.fsdp2 and r.run.master_weights:
+        shard_p = fs  # the fp32 sharded parameter stays sharded; `whole` is the gathered 16-bit copy kept
+    else:
+        shard_p = np.where(fs > 1, fs if r.run.reshard_after_forward else 1.0, 1.0)
+    g_ne, g_ex = Bg / fs, Bg / np.minimum(fs, r.edp)
+    if r.fw.pp_unsharded:  # gathered 16-bit weights and unsharded gradients between micro-batches (PP)
+        piped = (r.p > 1) & (fs > 1)
+        whole = np.where(piped, float(r.run.param_bytes), whole)
+        g_ne = np.where(piped, r.fw.fsdp_reduce_bytes, g_ne)
+        g_ex = np.where(piped, r.fw.fsdp_reduce_bytes, g_ex)
+    coef_ne = {"parameters": Bp / shard_p + whole, "gradients": g_ne, "optimizer": Bo / shard_o}
+    coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp) + whole, "gradients": g_ex,
+               "optimizer": Bo / np.minimum(shard_o, r.edp)}
+    return coef_ne, coef_ex, shard_o
 
 
 def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
