@@ -50,18 +50,18 @@ class Framework:
       (engine.cost.memory.fixed_activations; docs/cost-model.md §2.3 counts the tensors). "fused":
       Megatron's vocab-parallel cross-entropy upcasts the logits once and computes the softmax and its
       gradient in place in that fp32 buffer (4, KOR22 §4.3). "eager_fp32": `cross_entropy(logits.float())`
-      as torchtitan's `cross_entropy_loss` runs it; the peak is in the loss's backward, with the saved fp32
+      as torchtitan's `cross_entropy_loss` runs it ([TT-SRC]); the peak is in the loss's backward, with the saved fp32
       log-softmax, the fp32 gradient nll_loss hands it and the fp32 gradient log_softmax's backward makes
       alive together (4 + 4 + 4 = 12; the bf16 logits are freed before backward, `del pred` in
       torchtitan's train step; the forward peak, bf16 logits + upcast + log-softmax, is 10).
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
     fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
-      per element, constants.FP8_ACT_BYTES): TransformerEngine's Linear, LayerNormLinear and GroupedLinear
+      per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
       keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
       is not priced as saving FP8 inputs, [U]).
     pp_unsharded: under pipeline parallelism the FSDP2 stage keeps its weights gathered (16-bit) between
       micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
-      backward reduce-scatters them: torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
+      backward reduce-scatters them ([TT-SRC], [PT-FSDP2]): torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
       on, and torch.distributed.pipelining turns gradient sync on only for the last backward.
     ep_overlap: what the run option `moe_a2a_overlap` means on this stack ("" = the stack offers no expert
       all-to-all overlap): "batch" (Megatron-Core --overlap-moe-expert-parallel-comm, MCore v0.14: the
