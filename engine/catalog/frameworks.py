@@ -54,6 +54,11 @@ class Framework:
       log-softmax, the fp32 gradient nll_loss hands it and the fp32 gradient log_softmax's backward makes
       alive together (4 + 4 + 4 = 12; the bf16 logits are freed before backward, `del pred` in
       torchtitan's train step; the forward peak, bf16 logits + upcast + log-softmax, is 10).
+      `loss_parallel_peak_bytes` (0 = the same): the peak when the loss runs vocabulary-parallel over tp > 1
+      (PyTorch's `loss_parallel`, torch/distributed/tensor/parallel/loss.py [PT-FSDP2]): its backward,
+      `(grad_input + exp(x)) * grad_output`, holds the saved fp32 log-softmax, the zeros grad_input, exp(x)
+      and their sum (4 + 4 + 4 + 4 = 16); its forward the bf16 logits, the upcast, the shifted logits and
+      their exp (2 + 4 + 4 + 4 = 14).
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
     fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
       per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
@@ -93,6 +98,7 @@ class Framework:
     pipelines: bool
     schedules: tuple[str, ...]
     calibrated_on: tuple[str, ...] = ()
+    loss_parallel_peak_bytes: float = 0.0
     recompute_modules: tuple[str, ...] = ()
     pp_unsharded: bool = False
     fp8_saved_inputs: bool = False
@@ -161,7 +167,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         loss_kind="eager_fp32", loss_peak_bytes=12.0, pipelines=True,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
-        pp_unsharded=True,
+        pp_unsharded=True, loss_parallel_peak_bytes=16.0,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8"),
     "hyperparallel": Framework(

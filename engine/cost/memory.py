@@ -385,6 +385,16 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     return buf + np.where(r.cp > 1, 2 * K.ACT_BYTES * T * r.attn.kv_width / t, 0.0)  # ring KV double buffer
 
 
+def loss_peak_bytes(r: Rows) -> np.ndarray:
+    """(n,) bytes per logit alive at the loss's peak (Framework.loss_peak_bytes): the vocabulary-parallel
+    loss's own figure where it runs over tp > 1 (loss_parallel_peak_bytes), else the plain one."""
+    fw = r.fw
+    plain = np.full(r.n, fw.loss_peak_bytes)
+    if fw.loss_parallel and fw.loss_parallel_peak_bytes:
+        return np.where(r.t > 1, fw.loss_parallel_peak_bytes, plain)
+    return plain
+
+
 def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
     """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
     (one micro-batch), the embedding dropout mask (stage 0, per micro-batch in flight) and the output side
@@ -393,7 +403,7 @@ def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
     T, h = r.T, r.h
     m = r.model
     emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
-    head_act = T * (4.0 * h / r.sp_div + r.fw.loss_peak_bytes * r.V / r.loss_div) * (1 + m.mtp_depth)
+    head_act = T * (4.0 * h / r.sp_div + loss_peak_bytes(r) * r.V / r.loss_div) * (1 + m.mtp_depth)
     working = act[:, MOE if r.is_moe else DENSE, OFF]
     return working[:, None] + np.where(r.first, (emb_act[:, None] * r.mf), 0.0) + np.where(r.last, head_act[:, None], 0.0)
 

@@ -101,6 +101,15 @@ def test_eager_fp32_loss_holds_twelve_bytes_per_logit_at_its_peak() -> None:
     assert (act["torchtitan"] - act["megatron"]) * GIB == pytest.approx((12 - 4) * T * V, rel=1e-6)
 
 
+def test_vocabulary_parallel_loss_holds_sixteen_bytes_per_local_logit() -> None:
+    # torchtitan with TP runs PyTorch's loss_parallel: (grad_input + exp(x)) * grad_output, 16 B per logit of V/t
+    s = Strategy(dp=1, tp=8, micro_batch_size=1, sequence_parallel=True, recompute=RecomputePlan("full"))
+    act = {fw: estimate(LLAMA8B, h100(1, 8), RunOptions(framework=fw), s, 1e6).memory_breakdown_gib["activations"]
+           for fw in ("megatron", "torchtitan")}
+    T, V = float(LLAMA8B.seq_len), LLAMA8B.vocab / 8
+    assert (act["torchtitan"] - act["megatron"]) * GIB == pytest.approx((16 - 4) * T * V, rel=1e-6)
+
+
 def _estimate_json(path: Path) -> dict[str, Any]:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -125,9 +134,10 @@ def test_held_out_measured_peaks_no_run_that_trained_is_out_of_memory() -> None:
         assert doc["fits"] is True, path.name
         errors[path.stem] = doc["peak_memory_gib"] / expected[path.stem]["measured_peak_gib"] - 1
     assert set(errors) == set(expected)
-    # every Llama 3.1 8B row (one to 128 nodes, 8K to 256K tokens) within 10%; the 70B/405B rows are the
-    # known gap (docs/cost-model.md §2.4)
-    assert all(abs(e) <= 0.105 for k, e in errors.items() if k.startswith("tt-8b")), errors
+    # every Llama 3.1 8B row (one to 128 nodes, 8K to 256K tokens) and the 70B row within 10.5%; the 405B
+    # pipelined rows are the known gap (docs/cost-model.md §2.4)
+    assert all(abs(e) <= 0.105 for k, e in errors.items() if not k.startswith("tt-405b")), errors
+    assert sum(abs(e) <= 0.10 for e in errors.values()) >= 11
 
 
 # ------------------------------------------------------------------------------- dtypes read from the files
