@@ -41,6 +41,9 @@ class Estimate:
     device: str = ""  # the catalog device priced
     causal_mfu: float = 0.0
     calibrated_framework: bool = False  # the framework's constants were checked on published runs
+    # The recompute modules `selective` recomputes in this plan, where the search chose them
+    # (`recompute_modules: auto`, engine.search.modules); () = as the files state.
+    recompute_modules: tuple[str, ...] = ()
 
     def calibration_note(self) -> str:
         """One line saying whether and how the numbers are calibrated (every output says so)."""
@@ -93,6 +96,7 @@ class Estimate:
             "verdict": self.verdict,
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "calibration": self.calibration.to_json() if self.calibration is not None else None,
+            **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {}),
         }
 
 

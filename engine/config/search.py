@@ -145,8 +145,7 @@ def read_search(src: Source) -> SearchFacts:
     facts.recompute_modes = (read_modes(src, est, "recompute_modes", "estimator.recompute_modes")
                              or read_modes(src, root, "recompute_modes", "recompute_modes"))
     _read_recompute_dimension(facts, par)
-    facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
-    facts.recompute_modules = read_recompute_modules(src, root, "recompute_modules", "recompute_modules")
+    _read_selective(facts, root)
     facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
                                       {"alltoall": "alltoall", "deepep": "deepep"})
     for key in OVERLAP_KEYS:
@@ -173,6 +172,15 @@ def read_search(src: Source) -> SearchFacts:
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts
+
+
+def _read_selective(facts: SearchFacts, root: Map) -> None:
+    """What `selective` recomputes: `selective_policy`, and `recompute_modules` (a list, or `auto`: the search
+    chooses, engine.search.modules)."""
+    src = facts.src
+    facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    facts.recompute_modules = read_recompute_modules(src, root, "recompute_modules", "recompute_modules",
+                                                     allow_auto=True)
 
 
 def _read_state_widths(facts: SearchFacts, est: Map | None) -> None:

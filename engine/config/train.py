@@ -164,14 +164,18 @@ def read_mixed_precision(facts: TrainFacts, parent: Map | None, prefix: str) -> 
     facts.note(facts.mp_enabled, pd, rd)
 
 
-def read_recompute_modules(src: Source, parent: Map | None, key: str, dotted: str) -> Val | None:
+def read_recompute_modules(src: Source, parent: Map | None, key: str, dotted: str, *,
+                           allow_auto: bool = False) -> Val | None:
     """Megatron's `--recompute-modules` as a list (`[mla_up_proj, mlp]`, or one name) -> Val of a tuple in the
     order engine.specs.RECOMPUTE_MODULES lists them; an unknown name is HP106 at that item (with a "did you
-    mean"), a value that is no name at the value."""
+    mean"), a value that is no name at the value. `auto` (a search config's: the search chooses,
+    engine.search.modules) -> ("auto",) where `allow_auto`."""
     hit = src.raw(parent, key, dotted)
     if hit is None:
         return None
     kn, vn = hit
+    if allow_auto and isinstance(vn, Scalar) and isinstance(vn.value, str) and vn.value.strip().lower() == "auto":
+        return Val(("auto",), dotted, src.location(kn, vn))
     items = vn.items if isinstance(vn, Seq) else [vn]
     got: set[str] = set()
     ok = True

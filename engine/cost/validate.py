@@ -136,7 +136,9 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out.append(Problem("HP531", f"{fw.name} offers no '{stated_policy}' selective recompute; priced with its "
                            f"own policy '{effective_policy(fw, config.run)}' ({', '.join(fw.selective_policies)})",
                            "selective_policy"))
-    unoffered = [x for x in config.run.recompute_modules if x not in fw.recompute_modules]
+    unoffered = [x for x in config.run.recompute_modules if x not in fw.recompute_modules and x != "auto"]
+    if config.run.recompute_modules == ("auto",) and not fw.recompute_modules:
+        unoffered = ["auto"]
     if uses_selective and unoffered and _locate(config, "recompute_modules")[1]:
         what = (f"no recompute module {', '.join(unoffered)}" if fw.recompute_modules
                 else "no recompute by module (Megatron's --recompute-modules)")

@@ -149,7 +149,7 @@ def _recompute_modules(run: RunOptions, target: str, warns: list[Diagnostic]) ->
     offered = FRAMEWORKS[target].recompute_modules
     mods = [x for x in run.recompute_modules if x in offered]
     for x in run.recompute_modules:
-        if x not in offered:
+        if x not in offered and x != "auto":
             warns.append(_warn("recompute_modules", target, f"the recompute module {x}"))
     return ["--recompute-modules", *mods] if mods else []
 
@@ -218,7 +218,7 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     lines += ["", "[activation_checkpoint]", f"mode = \"{mode}\""]
     if mode == "selective":
         lines.append('selective_ac_option = "op"')
-        if run.recompute_modules:
+        if run.recompute_modules and run.recompute_modules != ("auto",):
             warns.append(_warn("recompute_modules", target, f"recompute by module {list(run.recompute_modules)} "
                                "(exported as the op policy)"))
     text = "\n".join(lines) + "\n"

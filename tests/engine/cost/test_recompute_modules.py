@@ -173,3 +173,88 @@ def test_export_writes_the_modules_and_state_dtypes() -> None:
     tt = export(S, DSV3, run, "torchtitan")
     assert 'mixed_precision_reduce = "bfloat16"' in tt.text
     assert any(d.path == "recompute_modules" for d in tt.diagnostics)
+
+
+# ------------------------------------------------------------------------- the search chooses (auto)
+AUTO_TRAIN = """\
+model:
+  pretrained_model_name_or_path: deepseek-ai/DeepSeek-V3
+  torch_dtype: bfloat16
+training:
+  global_batch_size: 8192
+  micro_batch_size: 1
+accelerator:
+  tp_size: 2
+  pp_size: 8
+  cp_size: 1
+  ep_size: 64
+  sequence_parallel: true
+activation_checkpoint:
+  mode: selective
+dataset:
+  data_transform:
+    max_seq_len: 4096
+"""
+AUTO_SEARCH = """\
+train_yaml: ./train.yaml
+cluster: {num_nodes: 128, cards_per_node: 8, device_type: H100}
+parallelism: {tp: [1, 2, 4], pp: 8, cp: 1, ep: 64, etp: 1, vpp: 1, micro_batch_size: 1, sequence_parallel: auto}
+constraint: {global_batch_size: 8192, memory_limit_gb: 80}
+recompute: selective
+recompute_modules: MODS
+estimator: {framework: FW, fp8: true, optimizer_state_dtype: bf16}
+"""
+
+
+def _files(tmp_path: Path, mods: str = "auto", fw: str = "megatron") -> Path:
+    (tmp_path / "train.yaml").write_text(AUTO_TRAIN)
+    f = tmp_path / "search.yaml"
+    f.write_text(AUTO_SEARCH.replace("MODS", mods).replace("FW", fw))
+    return f
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = hp_plan(list(args))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_candidate_lists_follow_the_model_and_the_framework(tmp_path: Path) -> None:
+    from engine.search.modules import candidate_lists
+
+    cfg = check_file(str(_files(tmp_path))).config
+    assert cfg is not None and cfg.run.recompute_modules == ("auto",)
+    lists = candidate_lists(cfg)
+    assert lists[0] == ("core_attn",) and lists[1] == ("layernorm",) and len(lists) == 8
+    assert lists[-1] == ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+    dense = replace(cfg, model=LLAMA70B)
+    assert candidate_lists(dense) == [("core_attn",), ("layernorm",), ("core_attn", "layernorm"),
+                                      ("core_attn", "layernorm", "mlp")]
+
+
+def test_search_chooses_the_modules_and_apply_writes_them(tmp_path: Path) -> None:
+    f = _files(tmp_path)
+    rc, out, _ = _cli("search", str(f), "--json")
+    best = json.loads(out)["best"]
+    assert rc == 0 and best["recompute_modules"] and best["fits"]
+    (tmp_path / "stated").mkdir()
+    rc, out, _ = _cli("search", str(_files(tmp_path / "stated", "[core_attn]")), "--json")
+    default = json.loads(out)["best"]
+    assert "recompute_modules" not in default  # stated, not chosen
+    assert best["step_time_s"] < default["step_time_s"]  # a lighter list lets a faster plan fit
+    rc, diff, err = _cli("apply", str(f), "--dry-run")
+    assert rc == 0, err
+    assert f"+  recompute_modules: [{', '.join(best['recompute_modules'])}]" in diff
+    rc, text, _ = _cli("export", str(f), "--to", "megatron", "--best")
+    assert f"--recompute-modules {' '.join(best['recompute_modules'])}" in text
+
+
+def test_auto_where_the_framework_has_no_modules(tmp_path: Path) -> None:
+    _, doc = _estimate(tmp_path, DSV3_RECIPE.replace("MODULES", "recompute_modules: auto").replace("FW", "megatron"),
+                       "--framework", "torchtitan")
+    assert any(d["code"] == "HP531" and "no recompute by module" in d["message"] for d in doc["diagnostics"])
+    f = _files(tmp_path, fw="torchtitan")
+    _, out, _ = _cli("search", str(f), "--json")
+    best = json.loads(out)["best"]
+    assert best is None or "recompute_modules" not in best
