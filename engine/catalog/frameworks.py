@@ -58,7 +58,8 @@ class Framework:
       (PyTorch's `loss_parallel`, torch/distributed/tensor/parallel/loss.py [PT-FSDP2]): its backward,
       `(grad_input + exp(x)) * grad_output`, holds the saved fp32 log-softmax, the zeros grad_input, exp(x)
       and their sum (4 + 4 + 4 + 4 = 16); its forward the bf16 logits, the upcast, the shifted logits and
-      their exp (2 + 4 + 4 + 4 = 14).
+      their exp (2 + 4 + 4 + 4 = 14). HyperParallel's trainer with `accelerator.loss_parallel: true` is priced
+      the same [U].
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
     fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
       per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
@@ -176,7 +177,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         attention_kernel="PyTorch SDPA / torch_npu fused attention",
         attention_rate=_SDPA_ATTN, tp_overlap=False, tp_comm_overlap_name="", fsdp2=True, fsdp_reduce_bytes=4.0,
         selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0,
-        loss_kind="eager_fp32", loss_peak_bytes=12.0, pipelines=False,
+        loss_kind="eager_fp32", loss_peak_bytes=12.0, loss_parallel_peak_bytes=16.0, pipelines=False,
         schedules=("1F1B",),
         fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16"),
 })

@@ -18,7 +18,7 @@ from engine.cli import main as hp_plan
 from engine.cost import estimate
 from engine.cost.memory import attention_dropout, dropout
 from engine.specs import GIB, RecomputePlan, RunOptions, Strategy
-from tests.engine.cost.test_cp_and_gemm_size import GPT2, LLAMA8B, h100
+from tests.engine.cost.shapes import GPT2, LLAMA8B, h100
 
 RUNS = Path(__file__).resolve().parents[3] / "benchmarks" / "memory_runs"
 
