@@ -582,6 +582,8 @@ def _state_widths(train: TrainFacts | None, sf: SearchFacts | None, param_bytes:
         out.update(grad_bytes=param_bytes, optimizer_state_bytes=param_bytes, master_weights=False)
     if train is not None and train.grad_dtype is not None:
         out["grad_bytes"] = int(train.grad_dtype.value)
+    if train is not None and train.optimizer_states is not None:
+        out["optimizer_states"] = int(train.optimizer_states.value)
     if sf is not None:
         if sf.grad_dtype is not None:
             out["grad_bytes"] = DTYPES[str(sf.grad_dtype.value)]

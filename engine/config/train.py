@@ -73,6 +73,7 @@ class TrainFacts:
     # in the weights' dtype (no fp32 master copy); `reduce_dtype` is the gradients' width (engine.config.resolve).
     mp_enabled: Val | None = None
     grad_dtype: Val | None = None
+    optimizer_states: Val | None = None  # states per parameter of the named optimizer (read_optimizer)
     fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
     loss_parallel: Val | None = None  # accelerator.loss_parallel
     param_init: Val | None = None  # model.param_init_type (a dtype name)
@@ -102,6 +103,7 @@ def read_train(src: Source, *, base_dir: str | None) -> TrainFacts | None:
     else:
         _read_automodels(facts, root)
     _read_model(facts, root, base_dir)
+    read_optimizer(facts, root)
     if schema == "legacy":  # enabled and param_dtype were read with the strategy (_read_legacy_precision)
         read_reduce_dtype(facts, facts.src.section(facts.src.section(root, "train", "train"), "mixed_precision",
                                                    "train.mixed_precision"), "train.")
@@ -178,6 +180,34 @@ def read_mixed_precision(facts: TrainFacts, root: Map) -> None:
         facts.param_bytes = Val(DTYPES[pd.value], pd.path, pd.loc)
     facts.note(facts.mp_enabled, pd)
     read_reduce_dtype(facts, mp, "")
+
+
+# States per parameter by optimizer family (the class name the trainer builds, case-insensitive substring):
+# Adam/AdamW keep two moments; Muon one momentum buffer ([HP] §6.3: "Muon bf16 1·2 = 2"; its embedding and
+# output tables, AdamW-like upstream, are priced with one state too: docs/cost-model.md §2.1).
+OPTIMIZER_STATES = (("muon", 1), ("adam", 2))
+
+
+def optimizer_states_of(name: str) -> int | None:
+    """States per parameter the optimizer `name` keeps, or None for one this planner does not know."""
+    low = name.lower()
+    return next((n for key, n in OPTIMIZER_STATES if key in low), None)
+
+
+def read_optimizer(facts: TrainFacts, root: Map) -> None:
+    """`optimizer._target_` (AutoModels) / `train.optimizer.type` (legacy): how many states the optimizer keeps
+    per parameter. An unknown optimizer stays priced as AdamW (HP112 says so: engine.validate.unpriced)."""
+    src = facts.src
+    if facts.schema == "legacy":
+        opt = src.section(src.section(root, "train", "train"), "optimizer", "train.optimizer")
+        v = src.val(opt, "type", "train.optimizer.type")
+    else:
+        opt = src.section(root, "optimizer", "optimizer")
+        v = src.val(opt, "_target_", "optimizer._target_")
+    n = optimizer_states_of(v.value) if v is not None and isinstance(v.value, str) else None
+    if v is not None and n is not None:
+        facts.optimizer_states = Val(n, v.path, v.loc)
+        facts.note(facts.optimizer_states)
 
 
 def read_reduce_dtype(facts: TrainFacts, mp: Map | None, prefix: str) -> None:

@@ -198,3 +198,17 @@ def test_cli_estimate_prices_pure_bf16_states(tmp_path: Path) -> None:
     mixed = _estimate_json(f)["memory_breakdown_gib"]
     assert pure["gradients"] == pytest.approx(mixed["gradients"] / 2)
     assert pure["parameters"] + pure["optimizer"] == pytest.approx((mixed["parameters"] + mixed["optimizer"]) / 2)
+
+
+def test_muon_keeps_one_state_per_parameter(tmp_path: Path) -> None:
+    # HyperParallel's recipes train with Muon in pure bf16 ([HP] §6.3: Muon bf16 1·2 = 2 B of optimizer state)
+    muon = TRAIN.format(mp="mixed_precision: {enabled: false}\noptimizer: {_target_: hyper_parallel.components.optim.Muon}")
+    adam = TRAIN.format(mp="mixed_precision: {enabled: false}\noptimizer: {_target_: torch.optim.AdamW}")
+    assert _run_of(tmp_path, muon).optimizer_states == 1
+    assert _run_of(tmp_path, adam, "adam.yaml").optimizer_states == 2
+    f = tmp_path / "m.yaml"
+    f.write_text(muon)
+    m = _estimate_json(f)["memory_breakdown_gib"]
+    f.write_text(adam)
+    a = _estimate_json(f)["memory_breakdown_gib"]
+    assert m["optimizer"] == pytest.approx(a["optimizer"] / 2)
