@@ -22,6 +22,9 @@ LOGIT_BYTES = 4.0
 FLASH_LSE_BYTES = 4.0
 # FP8 (TransformerEngine): the FP8 copy of each weight and of its transpose, cached between micro-batches.
 FP8_WEIGHT_CACHE_BYTES = 2.0
+# FP8 (TransformerEngine, [TE-FP8]): a linear layer saves its input for the weight-gradient GEMM as the FP8 cast it
+# already made for the forward GEMM (te.Linear / LayerNormLinear / GroupedLinear), 1 byte per element.
+FP8_ACT_BYTES = 1.0
 
 # ------------------------------------------------------------------------------------- compute
 # Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency
@@ -135,8 +138,8 @@ RESERVED_GIB = 1.5
 # The memory model's stated uncertainty, as a fraction of the budget: a peak within it of the budget gets the
 # verdict "marginal" (docs/formats.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
 # the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in [CAL] §10
-# (torchtitan Llama-3.1-8B, 77.0 GiB reserved: a high-water mark of the allocator's reserve) reads 72.2 GiB
-# (−6.3 %, benchmarks/accuracy.py); what the model cannot see (allocator fragmentation, framework workspaces
+# (torchtitan Llama-3.1-8B, 77.0 GiB reserved: a high-water mark of the allocator's reserve) reads 74.2 GiB
+# (−3.6 %, benchmarks/accuracy.py); what the model cannot see (allocator fragmentation, framework workspaces
 # beyond RESERVED_GIB) is of that order, so 5 % is the band, not a bound.
 MEMORY_UNCERTAINTY = 0.05
 
