@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.calibrate.attach import RatiosRequest  # noqa: E402
+from engine.calibrate.fit import DEFAULT_RULE, RULES  # noqa: E402
 from engine.calibrate.result import calibrate  # noqa: E402
 from engine.calibrate.stack import stack_of  # noqa: E402
 from engine.check import check_file  # noqa: E402
@@ -93,7 +94,7 @@ def _calibrate_on(run: Run, folder: Path, rule: str) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rule", choices=("step", "compute"), default="step")
+    ap.add_argument("--rule", choices=RULES, default=DEFAULT_RULE)
     args = ap.parse_args(argv)
     stacks: dict[tuple[str, str], list[tuple[Run, float]]] = {}
     for run in published_runs():
