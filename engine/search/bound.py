@@ -18,6 +18,13 @@ computed once per group of candidates that share the columns it depends on, deci
   optimizer update) is either left out or only added to stage times, so, by the same monotonicity, that is
   at most the step of every member of the group.
 
+Under calibration (engine.calibrate) a priced plan's step is Σ_g m_g(x)·u_g(x) over the ratio groups, u the
+uncalibrated seconds and m_g(x) the group's multiplier at that plan (its ratio, times the local factor of a
+`local` calibration, which differs between plans and so between a group's members and the representatives
+priced here). So both bounds are computed on uncalibrated prices and multiplied by the least, over the group's
+own rows, of min_g m_g(x) (engine.calibrate.local.floor_factor): Σ m_g u_g ≥ min_g m_g · Σ u_g. Uncalibrated,
+or with one ratio on every group, that is the same bound as before.
+
 Both are exact arithmetic on exact prices; BOUND_SLACK absorbs the few ulp by which the sums here and the
 cost model's own may differ. tests/engine/search/test_bound.py checks every bound against exhaustive
 pricing on random configurations, and the search's top K against the exhaustive one.
@@ -26,9 +33,11 @@ pricing on random configurations, and the search's top K against the exhaustive 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from engine.calibrate.local import floor_factor, plan_features
 from engine.search.pricing import table_of
 
 # Relative slack taken off every bound: the bounds re-add the cost model's terms in another order.
@@ -95,10 +104,35 @@ def _price_chunks(pricer, cols: Mapping[str, np.ndarray]):  # type: ignore[no-un
         yield idx, pricer.price(table_of(cols, idx, OFF))
 
 
+def _uncalibrated(pricer):  # type: ignore[no-untyped-def]
+    """The pricer without its ratios (itself when it has none)."""
+    run = getattr(pricer, "run", None)
+    if run is None or getattr(run, "ratios", None) is None:
+        return pricer
+    return replace(pricer, run=replace(run, ratios=None))
+
+
+def _group_floor(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray, code: np.ndarray,  # type: ignore[no-untyped-def]
+                 groups: int) -> np.ndarray | float:
+    """Per group, the least calibrated/uncalibrated step factor over the group's rows (1.0 uncalibrated)."""
+    run = getattr(pricer, "run", None)
+    ratios = getattr(run, "ratios", None)
+    if ratios is None:
+        return 1.0
+    take = {k: np.asarray(cols[k][rows], dtype=np.int64) for k in ("tp", "pp", "cp", "ep", "dp", "mbs")}
+    feats = plan_features(pricer.model, pricer.cluster, take["tp"], take["pp"], take["cp"], take["ep"], take["dp"],
+                          take["mbs"])
+    least = np.full(groups, np.inf)
+    np.minimum.at(least, code, floor_factor(ratios, feats))
+    return least
+
+
 def layer_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type: ignore[no-untyped-def]
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(code of each of `rows` in LAYER_KEY groups, each group's lower bound on the step time, seconds)."""
     gcode, grep = group_codes(cols, LAYER_KEY, rows)
+    floor = _group_floor(pricer, cols, rows, gcode, grep.size)
+    pricer = _uncalibrated(pricer)
     g_rows = rows[grep]
     least = _least_layer_time(pricer, cols, g_rows)  # (groups, 2)
     # Layers per stage of each (pp, vpp), MTP layers included, as the cost model places them.
@@ -115,7 +149,7 @@ def layer_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type
     v = np.where(vpp > 1, vpp, 1).astype(np.float64)
     top = x.max(axis=1)
     bound = m * top + (x.sum(axis=1) - top) / v
-    return gcode, bound * (1 - BOUND_SLACK)
+    return gcode, bound * floor * (1 - BOUND_SLACK)
 
 
 def _least_layer_time(pricer, cols: Mapping[str, np.ndarray], g_rows: np.ndarray  # type: ignore[no-untyped-def]
@@ -142,12 +176,13 @@ def shard_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(code of each of `rows` in SHARD_KEY groups, each group's lower bound on the step time, seconds)."""
     code, rep_idx = group_codes(cols, SHARD_KEY, rows)
+    floor = _group_floor(pricer, cols, rows, code, rep_idx.size)
     rep = _representatives(cols, rows[rep_idx], fsdp=1, os=1)
     bound = np.empty(rep_idx.size)
-    for idx, pt in _price_chunks(pricer, rep):
+    for idx, pt in _price_chunks(_uncalibrated(pricer), rep):
         terms = pt.time_terms
         bound[idx] = pt.step_time_s - terms["dp_comm"] - terms["optimizer"]
-    return code, bound * (1 - BOUND_SLACK)
+    return code, bound * floor * (1 - BOUND_SLACK)
 
 
 __all__ = ["BOUND_SLACK", "LAYER_KEY", "SHARD_KEY", "group_codes", "layer_bound", "shard_bound"]

@@ -4,6 +4,7 @@ digit, on random models, clusters, batches, budgets and recompute requests."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from unittest import mock
 
@@ -11,12 +12,13 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.calibrate.local import plan_features
 from engine.search import rank, search
 from engine.search.bound import group_codes, layer_bound, shard_bound
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import price_space
 from engine.search.space import enumerate_space, restrictions
-from engine.specs import ModelSpec
+from engine.specs import RATIO_GROUPS, LocalCorrection, ModelSpec, Ratios
 from tests.engine.search.conftest import TINY, TINY_MOE, cluster, make
 
 
@@ -100,3 +102,46 @@ def test_group_codes_number_groups_by_first_row() -> None:
     assert code.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
     code, first = group_codes(cols, ("a",), np.array([4, 3, 1]))
     assert code.tolist() == [0, 1, 0] and first.tolist() == [0, 1]
+
+
+@st.composite
+def calibrations(draw, cfg):  # type: ignore[no-untyped-def]
+    """Ratios as `hp-plan calibrate` can write them: unequal group ratios (profiles, rule compute) and a local
+    part whose factor differs from plan to plan (rule local), anchored at plans of the space."""
+    groups = tuple(RATIO_GROUPS)
+    time = tuple((g, draw(st.sampled_from([0.5, 0.8, 1.0, 1.3, 2.0]))) for g in groups)
+    moved = tuple(g for g in groups if draw(st.booleans())) or ("compute",)
+    n_anchors = draw(st.integers(1, 3))
+    space, _ = _space_and_pricer(cfg)
+    rows = np.array([draw(st.integers(0, max(len(space) - 1, 0))) for _ in range(n_anchors)])
+    c = space.columns
+    feats = plan_features(cfg.model, cfg.cluster, *(np.asarray(c[k][rows], dtype=np.int64)
+                                                    for k in ("tp", "pp", "cp", "ep", "dp", "mbs")))
+    local = LocalCorrection(moved=moved, length_scale=draw(st.sampled_from([0.5, 1.0, 2.0])),
+                            anchors=tuple(tuple(float(v) for v in r) for r in feats),
+                            weights=tuple(draw(st.floats(-0.7, 0.7)) for _ in range(n_anchors)),
+                            log_bound=math.log(10.0))
+    return Ratios(time=time, local=local)
+
+
+@SETTINGS
+@given(st.data())
+def test_bounds_stay_lower_bounds_under_calibration(data) -> None:  # type: ignore[no-untyped-def]
+    cfg = data.draw(configs())
+    space, _ = _space_and_pricer(cfg)
+    if len(space) == 0:
+        return
+    ratios = data.draw(calibrations(cfg))
+    cfg = replace(cfg, run=replace(cfg.run, ratios=ratios))
+    space, pricer = _space_and_pricer(cfg)
+    rows = np.arange(len(space))
+    fastest = pricer.price(table_of(space.columns, rows, 0)).step_time_s
+    gcode, lb = layer_bound(pricer, space.columns, rows)
+    assert np.all(lb[gcode] <= fastest)
+    tcode, tight = shard_bound(pricer, space.columns, rows)
+    assert np.all(tight[tcode] <= fastest)
+    top = data.draw(st.integers(1, 6))
+    want = price_space(pricer, space, cfg.recompute, top=top, model=cfg.model, exhaustive=True)
+    with mock.patch.object(rank, "SEED_ROWS", 8):
+        got = price_space(pricer, space, cfg.recompute, top=top, model=cfg.model)
+    assert want.order(top).tolist() == got.order(top).tolist()
