@@ -65,7 +65,7 @@ def kernel(a: np.ndarray, b: np.ndarray, length_scale: float) -> np.ndarray:
 
 def _log_normal(r: np.ndarray, cov: np.ndarray) -> float:
     """log N(r; 0, cov)."""
-    sign, logdet = np.linalg.slogdet(cov)
+    _sign, logdet = np.linalg.slogdet(cov)
     return float(-0.5 * (r @ np.linalg.solve(cov, r) + logdet + r.size * math.log(2 * math.pi)))
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
+from engine.calibrate.prior import LOG_BOUND
 from engine.config.reader import Source
 from engine.diagnostics import Diagnostic
-from engine.calibrate.prior import LOG_BOUND
 from engine.document import Map, Seq, parse, read_text
 from engine.positions import DOCUMENT_START
 from engine.specs import PLAN_FEATURES, RATIO_GROUPS, LocalCorrection, Ratios
@@ -42,7 +42,7 @@ def local_doc(local: LocalCorrection) -> dict[str, Any]:
     return {
         "moved": list(local.moved),
         "length_scale": local.length_scale,
-        "anchors": [{"plan": {f: int(round(2.0 ** v)) for f, v in zip(PLAN_FEATURES, a, strict=True)},
+        "anchors": [{"plan": {f: round(2.0 ** v) for f, v in zip(PLAN_FEATURES, a, strict=True)},
                      "weight": round(float(w), 6)} for a, w in zip(local.anchors, local.weights, strict=True)],
     }
 
