@@ -35,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.calibrate import prior  # noqa: E402
 from engine.calibrate.attach import RatiosRequest  # noqa: E402
 from engine.calibrate.fit import DEFAULT_RULE, RULES  # noqa: E402
 from engine.calibrate.local import strategy_features  # noqa: E402
@@ -207,6 +208,10 @@ def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
     rms = lambda xs: math.sqrt(sum(x * x for x in xs) / len(xs))  # noqa: E731
     print("plan spread σ_g (RMS log-residual, uncalibrated): " + "; ".join(
         f"{fw}/{dev} {rms(r):.3f} ({len(r)})" for (fw, dev), r in sorted(res.items())))
+    stale = [f"{fw}/{dev} {prior.PLAN_SPREAD[(fw, dev)][0]:.3f} (now {rms(r):.3f})" for (fw, dev), r in res.items()
+             if (fw, dev) in prior.PLAN_SPREAD and abs(prior.PLAN_SPREAD[(fw, dev)][0] - rms(r)) > 0.1 * rms(r)]
+    print("  engine/calibrate/prior.py: " + ("matches these figures within 10%" if not stale else
+                                             "out of date, copy the figures above: " + "; ".join(stale)))
     fws = sorted({fw for fw, _ in res})
     print("  per framework: " + "; ".join(
         f"{fw} {rms([x for (f, _), r in res.items() if f == fw for x in r]):.3f}" for fw in fws)
