@@ -1,8 +1,9 @@
 """Applying calibration ratios to priced strategies: one well-defined step over the priced outputs.
 
 The cost model prices every part of a step from stated facts (engine.cost); calibration then multiplies each
-named time part by its group's ratio (engine.specs.RATIO_GROUPS, docs/formats.md §6) and every memory term by the
-memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits). Nothing inside the
+named time part by its group's ratio (engine.specs.RATIO_GROUPS, docs/formats.md §6) — times, under a `local`
+calibration, the local factor of each row's own plan (engine.calibrate.local, one vector over the table) — and
+every memory term by the memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits). Nothing inside the
 pricing changes, so a framework model or a new term in the cost model composes with calibration without either
 knowing the other: `price_table` ends with `apply_ratios(priced, run.ratios)`.
 """
