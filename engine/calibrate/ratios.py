@@ -91,7 +91,7 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
         layer_extra_time_s=priced.layer_extra_time_s * per_row("compute", priced.layer_extra_time_s.ndim),
         stage_time_parts={k: v * per_row(_STAGE_PART_GROUP.get(k, "compute"), v.ndim)
                           for k, v in priced.stage_time_parts.items()},
-        tower={k: v * (mr if k == "memory_gib" else compute if k == "time_s" else 1.0)
+        tower={k: v * (mr if k == "memory_gib" else per_row("compute", v.ndim) if k == "time_s" else 1.0)
                for k, v in priced.tower.items()},
         calibration=ratios,
     )
