@@ -109,13 +109,20 @@ def part_factors(ratios: Ratios, features: np.ndarray | None) -> dict[str, np.nd
     return out
 
 
-def floor_factor(ratios: Ratios | None, features: np.ndarray) -> np.ndarray:
-    """(n,) a factor no calibrated step falls below relative to the uncalibrated one: min over groups of each
-    group's multiplier (Σ ρ_g u_g ≥ min ρ_g · Σ u_g), so a lower bound on uncalibrated steps times it stays a
-    lower bound on calibrated ones (engine.search.bound)."""
-    n = features.shape[0]
+def multiplier_span(ratios: Ratios | None) -> tuple[float, float]:
+    """(least, greatest) multiplier any time part gets on any plan, 1.0 included (a part no group names keeps
+    its price): each group's ratio, times for the moved groups a local factor, which lies between
+    exp(Σ negative weights) and exp(Σ positive weights) since every k is in [0, 1]. engine.search.bound scales
+    its bounds by least / greatest, so they stay lower bounds whatever plan the factor is evaluated at."""
     if ratios is None:
-        return np.ones(n)
-    factors = part_factors(ratios, features)
-    return np.min(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in factors.values()]),
-                  axis=0)
+        return 1.0, 1.0
+    lo_f = hi_f = 1.0
+    local = ratios.local
+    if local is not None:
+        lo_f = math.exp(max(-local.log_bound, sum(min(w, 0.0) for w in local.weights)))
+        hi_f = math.exp(min(local.log_bound, sum(max(w, 0.0) for w in local.weights)))
+    moved = local.moved if local is not None else ()
+    values = [1.0]
+    for g, r in ratios.time:
+        values += [r * lo_f, r * hi_f] if g in moved else [r]
+    return min(values), max(values)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.calibrate import prior
-from engine.calibrate.local import fit_local, floor_factor, kernel, local_log_factor, part_factors
+from engine.calibrate.local import fit_local, kernel, local_log_factor, multiplier_span, part_factors
 from engine.calibrate.ratiofile import FittedRow, parse_ratios, ratios_text
 from engine.specs import PLAN_FEATURES, RATIO_GROUPS, LocalCorrection, Ratios
 
@@ -77,7 +77,7 @@ def test_several_runs_fit_the_bias_and_reproduce_each_run() -> None:
             assert factor_at(fit, x) == pytest.approx(r, abs=0.01)
 
 
-def test_the_local_factor_is_clipped_and_the_floor_is_below_every_multiplier() -> None:
+def test_the_local_factor_is_clipped_and_the_span_holds_every_multiplier() -> None:
     anchors = (tuple(plan()),)
     loc = LocalCorrection(moved=("compute",), length_scale=1.0, anchors=anchors, weights=(5.0,),
                           log_bound=math.log(10.0))
@@ -85,10 +85,11 @@ def test_the_local_factor_is_clipped_and_the_floor_is_below_every_multiplier() -
     ratios = Ratios(time=tuple((g, 0.7 if g == "tp_comm" else 1.2) for g in RATIO_GROUPS), local=loc)
     xs = np.stack([plan(), plan(tp=5), plan(hidden=15, nodes=8)])
     factors = part_factors(ratios, xs)
-    floor = floor_factor(ratios, xs)
+    lo, hi = multiplier_span(ratios)
     for v in factors.values():
-        assert np.all(floor <= np.asarray(v) + 1e-15)
-    assert floor[2] == pytest.approx(0.7)
+        assert np.all((lo <= np.asarray(v) + 1e-15) & (np.asarray(v) <= hi + 1e-12))
+    assert lo == pytest.approx(0.7) and hi == pytest.approx(12.0)  # compute 1.2 × the clipped factor 10
+    assert multiplier_span(None) == (1.0, 1.0)
     assert kernel(xs, xs, 1.0)[0, 0] == 1.0
 
 

@@ -14,12 +14,26 @@ from hypothesis import strategies as st
 
 from engine.calibrate.local import plan_features
 from engine.search import rank, search
-from engine.search.bound import group_codes, layer_bound, shard_bound
+from engine.search.bound import group_codes, layer_bound, shard_parts, sync_bound
 from engine.search.pricing import Pricer, table_of
-from engine.search.rank import price_space
-from engine.search.space import enumerate_space, restrictions
-from engine.specs import RATIO_GROUPS, LocalCorrection, ModelSpec, Ratios
+from engine.search.rank import price_groups, price_space
+from engine.search.space import COLUMNS, enumerate_groups, enumerate_space, restrictions
+from engine.specs import RATIO_GROUPS, LocalCorrection, ModelSpec, Ratios, VisionTower
 from tests.engine.search.shapes import TINY, TINY_MOE, cluster, make
+
+
+@st.composite
+def local_parts(draw, model, clus):  # type: ignore[no-untyped-def]
+    """The local part of a calibration as `hp-plan calibrate --rule local` writes it: some moved groups, and
+    one to three anchors at plans of this model and cluster, each with a log-factor weight of either sign
+    (up to ±1.5: large enough that a span ignoring the local factor fails these tests)."""
+    moved = tuple(g for g in RATIO_GROUPS if draw(st.booleans())) or ("compute",)
+    anchors = []
+    for _ in range(draw(st.integers(1, 3))):
+        degrees = [np.array([draw(st.sampled_from([1, 2, 4]))]) for _ in range(6)]  # tp, pp, cp, ep, dp, mbs
+        anchors.append(tuple(float(v) for v in plan_features(model, clus, *degrees)[0]))
+    return LocalCorrection(moved=moved, length_scale=draw(st.sampled_from([0.5, 1.0, 2.0])), anchors=tuple(anchors),
+                           weights=tuple(draw(st.floats(-1.5, 1.5)) for _ in anchors), log_bound=math.log(10.0))
 
 
 @st.composite
@@ -32,13 +46,31 @@ def configs(draw):  # type: ignore[no-untyped-def]
     if moe:
         kw["first_k_dense"] = draw(st.integers(0, 2))
         kw["num_experts"] = draw(st.sampled_from([4, 8, 16]))
+    if draw(st.booleans()):  # a vision tower on stage 0 (engine.cost.tower): its weights synchronise too
+        kw["vision"] = VisionTower(num_layers=2, hidden=256, heads=4, seq_len=256, ffn=1024, out_hidden=1024, merge=2)
     model: ModelSpec = replace(base, **kw)
     nodes = draw(st.sampled_from([1, 2, 3, 4]))
     per_node = draw(st.sampled_from([4, 8]))
+    # Lists and fixed values as a search config declares them (etp 0 follows tp, per row).
+    dims = draw(st.sampled_from([{}, {}, {"etp": 0}, {"etp": (1, 2)}, {"fsdp": (1, 2, 4)}, {"tp": (1, 2)},
+                                 {"ep": (1, 2), "micro_batch_size": (1, 2)}]))
     cfg = make(model, nodes=nodes, gbs=draw(st.sampled_from([16, 32, 48, 64, 96])),
                recompute=draw(st.sampled_from(["none", "selective", "full", "auto", "per_layer"])),
-               memory_limit=draw(st.sampled_from([None, 4.0, 8.0, 16.0, 40.0])))
-    return replace(cfg, cluster=cluster(nodes, per_node))
+               memory_limit=draw(st.sampled_from([None, 4.0, 8.0, 16.0, 40.0])), dims=dims)
+    # The sharding terms differ by stack (FSDP2's unhidden layer, fp32 reductions), by resharding (ZeRO-2-like
+    # FSDP gathers once per step) and the optimizer shard; calibration scales each time part apart.
+    ratios = None
+    if draw(st.booleans()):
+        ratios = Ratios(time=tuple((g, draw(st.sampled_from([0.5, 0.8, 1.0, 1.3, 2.0]))) for g in RATIO_GROUPS),
+                        memory=draw(st.sampled_from([0.9, 1.0, 1.2])))
+        if draw(st.booleans()):  # a `local` calibration: one stack ratio, and a factor that differs by plan
+            s = draw(st.sampled_from([0.8, 1.0, 1.3]))
+            ratios = Ratios(time=tuple((g, s) for g in RATIO_GROUPS), memory=ratios.memory,
+                            local=draw(local_parts(model, cluster(nodes, per_node))))
+    run = replace(cfg.run, framework=draw(st.sampled_from(["megatron", "torchtitan", "hyperparallel"])),
+                  reshard_after_forward=draw(st.booleans()), ratios=ratios)
+    return replace(cfg, cluster=cluster(nodes, per_node), run=run,
+                   optimizer_shard=draw(st.sampled_from([1, 1, 2])))
 
 
 def _space_and_pricer(cfg):  # type: ignore[no-untyped-def]
@@ -63,8 +95,14 @@ def test_every_bound_is_below_every_candidates_fastest_step(cfg) -> None:  # typ
     fastest = pricer.price(table_of(space.columns, rows, 0)).step_time_s
     gcode, lb = layer_bound(pricer, space.columns, rows)
     assert np.all(lb[gcode] <= fastest)
-    tcode, tight = shard_bound(pricer, space.columns, rows)
-    assert np.all(tight[tcode] <= fastest)
+    shard = shard_parts(pricer, space.columns, rows)
+    assert np.all(shard.bound[shard.code] <= fastest)
+    # The sync bound is the candidate's own step with no recompute, short of the slack: uncalibrated, and
+    # where FSDP's traffic per micro-batch does not depend on their count (it reshards after forward).
+    sync = sync_bound(pricer, space.columns, rows, shard, rows)
+    assert np.all(sync <= fastest)
+    if cfg.run.ratios is None and cfg.run.reshard_after_forward:
+        assert np.allclose(sync, fastest, rtol=1e-6)
 
 
 @SETTINGS
@@ -104,44 +142,28 @@ def test_group_codes_number_groups_by_first_row() -> None:
     assert code.tolist() == [0, 1, 0] and first.tolist() == [0, 1]
 
 
-@st.composite
-def calibrations(draw, cfg):  # type: ignore[no-untyped-def]
-    """Ratios as `hp-plan calibrate` can write them: unequal group ratios (profiles, rule compute) and a local
-    part whose factor differs from plan to plan (rule local), anchored at plans of the space."""
-    groups = tuple(RATIO_GROUPS)
-    time = tuple((g, draw(st.sampled_from([0.5, 0.8, 1.0, 1.3, 2.0]))) for g in groups)
-    moved = tuple(g for g in groups if draw(st.booleans())) or ("compute",)
-    n_anchors = draw(st.integers(1, 3))
-    space, _ = _space_and_pricer(cfg)
-    rows = np.array([draw(st.integers(0, max(len(space) - 1, 0))) for _ in range(n_anchors)])
-    c = space.columns
-    feats = plan_features(cfg.model, cfg.cluster, *(np.asarray(c[k][rows], dtype=np.int64)
-                                                    for k in ("tp", "pp", "cp", "ep", "dp", "mbs")))
-    local = LocalCorrection(moved=moved, length_scale=draw(st.sampled_from([0.5, 1.0, 2.0])),
-                            anchors=tuple(tuple(float(v) for v in r) for r in feats),
-                            weights=tuple(draw(st.floats(-0.7, 0.7)) for _ in range(n_anchors)),
-                            log_bound=math.log(10.0))
-    return Ratios(time=time, local=local)
-
-
 @SETTINGS
-@given(st.data())
-def test_bounds_stay_lower_bounds_under_calibration(data) -> None:  # type: ignore[no-untyped-def]
-    cfg = data.draw(configs())
-    space, _ = _space_and_pricer(cfg)
+@given(configs(), st.integers(1, 10))
+def test_factored_top_k_is_the_exhaustive_top_k(cfg, top) -> None:  # type: ignore[no-untyped-def]
+    """The search's own path: groups bounded before their candidates become rows (price_groups)."""
+    space, pricer = _space_and_pricer(cfg)
     if len(space) == 0:
         return
-    ratios = data.draw(calibrations(cfg))
-    cfg = replace(cfg, run=replace(cfg.run, ratios=ratios))
-    space, pricer = _space_and_pricer(cfg)
-    rows = np.arange(len(space))
-    fastest = pricer.price(table_of(space.columns, rows, 0)).step_time_s
-    gcode, lb = layer_bound(pricer, space.columns, rows)
-    assert np.all(lb[gcode] <= fastest)
-    tcode, tight = shard_bound(pricer, space.columns, rows)
-    assert np.all(tight[tcode] <= fastest)
-    top = data.draw(st.integers(1, 6))
+    groups = enumerate_groups(cfg.model, cfg.cluster, cfg.global_batch_size, restrictions(cfg),
+                              cp_algo=cfg.run.cp_algo, optimizer_shard=cfg.optimizer_shard)
+    assert groups.total == len(space)
     want = price_space(pricer, space, cfg.recompute, top=top, model=cfg.model, exhaustive=True)
-    with mock.patch.object(rank, "SEED_ROWS", 8):
-        got = price_space(pricer, space, cfg.recompute, top=top, model=cfg.model)
-    assert want.order(top).tolist() == got.order(top).tolist()
+    with mock.patch.object(rank, "SEED_ROWS", 8), mock.patch.object(rank, "BEST_FIRST_ROWS", 4):
+        sub, got = price_groups(pricer, groups, cfg.recompute, top=top, model=cfg.model)
+    assert got.unpriced == len(space) - len(sub)
+    w, g = want.order(top), got.order(top)
+
+    def rows(s, idx):  # type: ignore[no-untyped-def]
+        return [tuple(int(s.columns[k][i]) for k in COLUMNS) for i in idx.tolist()]
+
+    assert rows(space, w) == rows(sub, g)
+    for name in ("step", "peak", "mode"):
+        assert getattr(want, name)[w].tolist() == getattr(got, name)[g].tolist()
+    for a_r, b_r in zip(w.tolist(), g.tolist(), strict=True):
+        a, b = want.layer_modes.get(a_r), got.layer_modes.get(b_r)
+        assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist())
