@@ -41,6 +41,9 @@ class Estimate:
     device: str = ""  # the catalog device priced
     causal_mfu: float = 0.0
     calibrated_framework: bool = False  # the framework's constants were checked on published runs
+    # The recompute modules `selective` recomputes in this plan, where the search chose them
+    # (`recompute_modules: auto`, engine.search.modules); () = as the files state.
+    recompute_modules: tuple[str, ...] = ()
     # A multimodal model's vision tower (engine.cost.tower): {"layers", "visual_seq_len", "stage": 0, "memory_gib",
     # "time_s"}, what it holds on stage 0 and its seconds per step there (both inside the breakdowns); None: text only.
     vision_tower: Mapping[str, float] | None = None
@@ -96,6 +99,7 @@ class Estimate:
             "verdict": self.verdict,
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "calibration": self.calibration.to_json() if self.calibration is not None else None,
+            **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {}),
             **({"vision_tower": dict(self.vision_tower)} if self.vision_tower is not None else {}),
         }
 

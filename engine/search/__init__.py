@@ -24,6 +24,7 @@ from engine.results import Estimate, SearchResult
 from engine.search import explain
 from engine.search.equivalence import POOL, rank_equivalent
 from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-exported: the HP611 threshold
+from engine.search.modules import search_modules, wants_choice
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_groups, price_space
 from engine.search.space import Space, enumerate_groups, enumerate_space, restrictions
@@ -95,6 +96,9 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     """
     if config.model is None or config.cluster is None:
         return search_with(config, None, top=top, progress=progress, cancelled=cancelled)
+    if wants_choice(config):  # recompute_modules: auto (engine.search.modules)
+        return search_modules(config, lambda c, p: search(c, top=top, progress=p, cancelled=cancelled),
+                              progress, cancelled)
     budget = _budget(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget)
     return search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)

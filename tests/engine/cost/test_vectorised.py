@@ -29,10 +29,19 @@ def random_rows(model: ModelSpec, world: int, n: int, seed: int) -> CandidateTab
     )
 
 
+# The memory-as-trained facts (issue 11) in the same contract: recompute modules, TransformerEngine FP8 saved
+# inputs and the fused loss (megatron on H100); FSDP2's states, PP-unsharded weights and gradients, the
+# vocabulary-parallel loss (torchtitan).
+RUNS = [(RunOptions(cp_algo="ring"), "A100"),
+        (RunOptions(framework="megatron", recompute_modules=("layernorm", "mla_up_proj", "moe_act", "mlp"), fp8=True),
+         "H100"),
+        (RunOptions(framework="torchtitan"), "H100")]
+
+
 @pytest.mark.parametrize("model", [LLAMA70B, DSV3])
-def test_vectorised_equals_one_by_one(model: ModelSpec) -> None:
-    cl = cluster(32)
-    run = RunOptions(cp_algo="ring")
+@pytest.mark.parametrize(("run", "device"), RUNS)
+def test_vectorised_equals_one_by_one(model: ModelSpec, run: RunOptions, device: str) -> None:
+    cl = cluster(32, device)
     table = random_rows(model, cl.world_size, 60, seed=1)
     pr = price_table(model, cl, run, table, 76.0)
     for i in range(len(table)):
