@@ -165,6 +165,8 @@ class DeviceSpec:
     full_mesh: bool = False
     coll_eff_intra: float = 0.0  # measured collective bus bandwidth / intra_node_gb_s; 0 = the NVLink default
     generation: str = ""  # kernel generation for attention rates: volta, ampere, hopper, blackwell, cdna3, ascend
+    # Device <-> host memory link, GB/s one direction (offload, [HP] §8.6); 0 = the catalog states none.
+    host_link_gb_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +272,10 @@ class RecomputePlan:
 
     mode: RecomputeMode = "off"
     layers: tuple[tuple[int, int, RecomputeMode], ...] = ()
+    # Inclusive ranges of layers that run with recompute off and move what they keep to host memory over the
+    # host link while later layers compute ([HP] §8.6; docs/cost-model.md "Offload"). They run "off"
+    # (mode_of says so: that is what the trainer runs, it runs no offload yet); only memory differs.
+    offload: tuple[tuple[int, int], ...] = ()
 
     def mode_of(self, layer: int) -> RecomputeMode:
         for first, last, mode in self.layers:
@@ -277,12 +283,19 @@ class RecomputePlan:
                 return mode
         return self.mode
 
+    def offloaded(self, layer: int) -> bool:
+        return any(first <= layer <= last for first, last in self.offload)
+
     def to_json(self) -> str | dict[str, Any]:
-        if not self.layers:
+        """docs/formats.md §3: a mode, or {mode, layers}; offloaded layers are marked "offload" there."""
+        if not self.layers and not self.offload:
             return self.mode
+        marks: dict[tuple[int, int], str] = {(a, b): m for a, b, m in self.layers
+                                             if not any(x <= a and b <= y for x, y in self.offload)}
+        marks.update({(a, b): "offload" for a, b in self.offload})
         return {
             "mode": self.mode,
-            "layers": {(f"{a}" if a == b else f"{a}-{b}"): m for a, b, m in self.layers},
+            "layers": {(f"{a}" if a == b else f"{a}-{b}"): m for (a, b), m in sorted(marks.items())},
         }
 
 
