@@ -47,6 +47,10 @@ class Estimate:
     # A multimodal model's vision tower (engine.cost.tower): {"layers", "visual_seq_len", "stage": 0, "memory_gib",
     # "time_s"}, what it holds on stage 0 and its seconds per step there (both inside the breakdowns); None: text only.
     vision_tower: Mapping[str, float] | None = None
+    # Offload ([HP] §8.6, engine.cost.offload): per offloaded range of the plan ("first-last", as
+    # strategy.recompute.layers names it), the GiB each of its layers moves to the host per micro-batch; None when
+    # the plan offloads nothing.
+    offloaded_gib: Mapping[str, float] | None = None
 
     def calibration_note(self) -> str:
         """One line saying whether and how the numbers are calibrated (every output says so)."""
@@ -101,7 +105,17 @@ class Estimate:
             "calibration": self.calibration.to_json() if self.calibration is not None else None,
             **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {}),
             **({"vision_tower": dict(self.vision_tower)} if self.vision_tower is not None else {}),
+            **({"offloaded_gib": dict(self.offloaded_gib)} if self.offloaded_gib else {}),
         }
+
+    def offload_note(self) -> str | None:
+        """What the front ends say of an offloaded plan ([HP] §4.2's CLI line): which layers, how much they move,
+        and that the trainer is given them off. None when the plan offloads nothing."""
+        if not self.offloaded_gib:
+            return None
+        moved = ", ".join(f"{k} ({v:.2f} GiB per layer per micro-batch)" for k, v in self.offloaded_gib.items())
+        return (f"Offloaded to the host, priced as offload should run: layers {moved}. The trainer runs no offload "
+                "yet, so the plan it is given keeps them off")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,4 +23,5 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP420", "error", "layer offset range invalid"),
     ("HP421", "error", "per-layer setting names a layer the model does not have"),
     ("HP430", "warning", "a what-if's larger device memory is capped by constraint.memory_limit_gb"),
+    ("HP431", "error", "offload without a per-layer recompute choice, or over no host link"),
 ]

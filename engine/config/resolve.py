@@ -301,6 +301,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         recompute=request,  # type: ignore[arg-type]
         stated_recompute=plan,
         recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
+        offload_gb_s=_offload(src, sf, request, cluster),
         pipeline_schedule=schedule,  # type: ignore[arg-type]
         stated=stated,
         optimizer_shard=int(opt.value) if opt is not None else 1,
@@ -497,6 +498,26 @@ def _mode(v: Val | None) -> str:
 
 def _layers(train: TrainFacts) -> tuple[tuple[int, int, Any], ...]:
     return train.recompute_layers
+
+
+def _offload(src: Source, sf: SearchFacts, request: str, cluster: ClusterSpec | None) -> float:
+    """The host link offload is priced over (GB/s), or 0 with an HP431 error on `offload` where it cannot be:
+    HyperParallel's refusals ([HP] §3.6, §5.14): offload is priced only in a choice of a mode per layer, and
+    over a host link the device states or the config gives."""
+    if sf.offload is None:
+        return 0.0
+    where = sf.offload.loc.value
+    if request != "per_layer":
+        src.diag("HP431", "offload is priced in a choice of a recompute mode per layer: give the search config "
+                 f"recompute: per_layer (it is {request})", where, "offload")
+        return 0.0
+    if sf.offload.value is not True:
+        return float(sf.offload.value)
+    link = cluster.device.host_link_gb_s if cluster is not None else 0.0
+    if cluster is not None and link <= 0:
+        src.diag("HP431", f"device {cluster.device.name} states no host link to offload over; give "
+                 "offload: {host_link_gb_s: <GB/s one direction>}", where, "offload")
+    return float(link)
 
 
 def _request(sf: SearchFacts | None, train: TrainFacts | None) -> str:

@@ -108,7 +108,7 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute recompute_modes recompute_modules selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
+    "train_yaml recompute recompute_modes recompute_modules offload selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
     "moe_shared_expert_overlap moe_a2a_overlap",
     "",
     {

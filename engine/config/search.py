@@ -79,6 +79,8 @@ class SearchFacts:
     optimizer_state_dtype: Val | None = None
     master_weights: Val | None = None
     recompute_modes: Val | None = None  # a tuple of off/selective/full
+    # offload (ext, [HP] §8.6): Val(True) for the device's host link, Val(<GB/s>) for a stated one; None = off.
+    offload: Val | None = None
     vision: dict[str, Val] = field(default_factory=dict)  # model.vision (engine.config.vision)
     vision_anchor: Val | None = None
     visual_seq_len: Val | None = None  # model.visual_seq_len
@@ -159,6 +161,7 @@ def read_search(src: Source) -> SearchFacts:
     facts.recompute_modes = (read_modes(src, est, "recompute_modes", "estimator.recompute_modes")
                              or read_modes(src, root, "recompute_modes", "recompute_modes"))
     _read_recompute_dimension(facts, par)
+    facts.offload = read_offload(src, root)
     _read_selective(facts, root)
     facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
                                       {"alltoall": "alltoall", "deepep": "deepep"})
@@ -181,11 +184,31 @@ def read_search(src: Source) -> SearchFacts:
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
                facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
-               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
+               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts
+
+
+def read_offload(src: Source, root: Map) -> Val | None:
+    """`offload` (ext; HyperParallel's run_nd -ao / search_strategies(offload=), [HP] §8.6): false (or absent)
+    offloads nothing; true offloads over the device's host link; {host_link_gb_s: N} over a link of N GB/s one
+    direction (HyperParallel's HostLink.of: the figures stated replace the device's). Returns Val(True),
+    Val(N) or None; a bad value is a positioned HP104/HP105/HP101 error and offloads nothing."""
+    hit = src.raw(root, "offload", "offload")
+    if hit is None:
+        return None
+    kn, vn = hit
+    if isinstance(vn, Map):
+        for key, knode, _ in vn.items():
+            if key != "host_link_gb_s":
+                src.diag("HP101", f"unknown key 'offload.{key}': offload states only host_link_gb_s (GB/s, one "
+                         "direction)", knode.range, f"offload.{key}")
+        link = src.number(vn, "host_link_gb_s", "offload.host_link_gb_s", minimum=0.0, strict=True)
+        return Val(float(link.value), "offload", src.location(kn, vn)) if link is not None else None
+    v = src.bool_(root, "offload", "offload")
+    return v if v is not None and v.value is True else None
 
 
 def _read_selective(facts: SearchFacts, root: Map) -> None:

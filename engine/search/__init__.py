@@ -100,7 +100,7 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
         return search_modules(config, lambda c, p: search(c, top=top, progress=p, cancelled=cancelled),
                               progress, cancelled)
     budget = _budget(config)
-    pricer = Pricer(config.model, config.cluster, config.run, budget)
+    pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=config.offload_gb_s)
     return search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
 
 
@@ -223,7 +223,8 @@ def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) ->
 
     out: list[Estimate | None] = [None] * len(strategies)
     for per_layer in (False, True):
-        idx = [i for i, s in enumerate(strategies) if bool(s.recompute.layers) == per_layer]
+        idx = [i for i, s in enumerate(strategies)
+               if bool(s.recompute.layers or s.recompute.offload) == per_layer]
         if not idx:
             continue
         batch = [strategies[i] for i in idx]

@@ -52,9 +52,10 @@ from typing import Protocol
 import numpy as np
 
 from engine.cost.price import SyncParts
-from engine.cost.table import CandidateTable, PricedTable
+from engine.cost.table import OFFLOAD_CODE, CandidateTable, PricedTable
 from engine.results import Estimate
 from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_parts, sync_bound
+from engine.search.offload import StageInputs, choose_offload, first_kind, layer_forward
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
 from engine.search.space import Groups, Space, subspace
@@ -523,7 +524,8 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
         rows = cand[start:start + CHUNK]
         pt = pricer.price(table_of(cols, rows, FULL))
         out.priced += rows.size
-        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget, modes)
+        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget, modes,
+                                offload=_offload_link(pricer), mbn=cols["mbn"][rows])
         has_plan = np.array([p is not None for p in plans], dtype=bool)
         if not has_plan.any():
             continue
@@ -541,10 +543,17 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
             out.layer_modes[r] = lm[j]
 
 
+def _offload_link(pricer: Pricing) -> float:
+    """The host link offload may use, GiB/s (the Pricer's offload_gb_s, GB/s; 0 = no offload)."""
+    return float(getattr(pricer, "offload_gb_s", 0.0)) * 1e9 / 2.0 ** 30
+
+
 def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float,
-                    modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> list[np.ndarray | None]:
+                    modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), *, offload: float = 0.0,
+                    mbn: np.ndarray | None = None) -> list[np.ndarray | None]:
     """Solve every stage of every row; return per-row layer mode codes over the body and MTP layers (None
-    where a stage cannot fit)."""
+    where a stage cannot fit). With `offload` (a host link, GiB/s) a stage's first layers may be offloaded
+    where that is faster (engine.search.offload); `mbn` (the rows' micro-batch counts) is then needed."""
     n, n_stages = pt.stage_static_gib.shape
     counts = np.rint(np.nan_to_num(pt.layer_count, nan=0.0)).astype(np.int64)  # (n, P, 2)
     act = np.nan_to_num(pt.layer_act_gib, nan=0.0)  # (n, P, 2, 3)
@@ -552,13 +561,22 @@ def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: f
     act[..., [m for m in (OFF, SELECTIVE, FULL) if m not in modes]] = 1e30
     time = pt.layer_time_s  # (n, 2, 3)
     chosen = np.zeros((n, n_stages, 2, 3), dtype=np.int64)
+    offloaded = np.zeros((n, n_stages), dtype=np.int64)
     feasible = np.ones(n, dtype=bool)
+    first_dense = model.first_k_dense if model.is_moe else model.num_layers
     for s in range(n_stages):
         live = pp > s
         if not live.any():
             continue
         stage_budget = budget - np.nan_to_num(pt.stage_static_gib[:, s]) - np.nan_to_num(pt.stage_fixed_gib[:, s])
         c = choose_stage(counts[:, s], act[:, s], time, stage_budget)
+        if offload > 0 and mbn is not None:
+            fwd = layer_forward(time, pt.stage_time_parts, mbn, s)
+            inputs = StageInputs(counts[:, s], act[:, s], np.nan_to_num(pt.layer_act_one_gib), time, fwd,
+                                 stage_budget, first_kind(pp, s, model.num_layers, first_dense))
+            oc = choose_offload(inputs, c, offload)
+            c = oc.rest
+            offloaded[:, s] = np.where(live, oc.k, 0)
         feasible &= ~live | c.feasible
         chosen[:, s] = np.where(live[:, None, None], c.counts.reshape(n, 2, 3), 0)
     out: list[np.ndarray | None] = []
@@ -566,10 +584,9 @@ def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: f
         if not feasible[i]:
             out.append(None)
             continue
-        first_dense = model.first_k_dense if model.is_moe else model.num_layers
         layers = stage_layers(int(pp[i]), model.num_layers, first_dense, counts[i])
         width = model.num_layers + model.mtp_depth
-        out.append(None if layers is None else _assign(layers, chosen[i], width))
+        out.append(None if layers is None else _assign(layers, chosen[i], width, offloaded[i]))
     return out
 
 
@@ -596,14 +613,18 @@ def stage_layers(pp: int, body: int, first_dense: int, counts: np.ndarray) -> li
     return out
 
 
-def _assign(layers: list[list[tuple[int, int]]], counts: np.ndarray, num_layers: int) -> np.ndarray:
-    """Lay a stage's chosen counts (kind, mode) onto its layers: full first, then selective, then off, so
-    the layer that ends the warm-up (the stage's last; its backward working set is charged) keeps its
-    activations ([HP] §6.11)."""
+def _assign(layers: list[list[tuple[int, int]]], counts: np.ndarray, num_layers: int,
+            offloaded: np.ndarray | None = None) -> np.ndarray:
+    """Lay a stage's chosen counts (kind, mode) onto its layers: its first `offloaded[s]` layers offloaded
+    (OFFLOAD_CODE, [HP] §8.6), then full first, then selective, then off, so the layer that ends the warm-up
+    (the stage's last; its backward working set is charged) keeps its activations ([HP] §6.11)."""
     modes = np.zeros(num_layers, dtype=np.int8)
     for s, stage in enumerate(layers):
         left = counts[s].copy()
-        for g, kind in stage:
+        k = int(offloaded[s]) if offloaded is not None else 0
+        for g, _ in stage[:k]:
+            modes[g] = OFFLOAD_CODE
+        for g, kind in stage[k:]:
             for m in (FULL, SELECTIVE, OFF):
                 if left[kind, m] > 0:
                     left[kind, m] -= 1
