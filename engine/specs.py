@@ -7,7 +7,7 @@ to one search can never leak into the next (HyperParallel needed guards for exac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 RecomputeMode = Literal["off", "selective", "full"]
@@ -286,6 +286,19 @@ class RecomputePlan:
     def offloaded(self, layer: int) -> bool:
         return any(first <= layer <= last for first, last in self.offload)
 
+    def for_trainer(self) -> RecomputePlan:
+        """The plan HyperParallel's trainer is given ([HP] §8.6, §8.7): it runs no offload yet, so offloaded layers
+        stay `off` (as mode_of already says), with adjacent ranges of one mode merged."""
+        if not self.offload:
+            return self
+        merged: list[tuple[int, int, RecomputeMode]] = []
+        for a, b, m in sorted(self.layers):
+            if merged and merged[-1][2] == m and merged[-1][1] + 1 == a:
+                merged[-1] = (merged[-1][0], b, m)
+            else:
+                merged.append((a, b, m))
+        return RecomputePlan(self.mode, tuple(merged))
+
     def to_json(self) -> str | dict[str, Any]:
         """docs/formats.md §3: a mode, or {mode, layers}; offloaded layers are marked "offload" there."""
         if not self.layers and not self.offload:
@@ -351,6 +364,12 @@ class Strategy:
             "optimizer_shard": self.optimizer_shard,
         }
 
+    def for_trainer(self) -> Strategy:
+        """This strategy as the trainer is given it: offloaded layers off (RecomputePlan.for_trainer)."""
+        if not self.recompute.offload:
+            return self
+        return replace(self, recompute=self.recompute.for_trainer())
+
     def short(self) -> str:
         """`tp 8 · pp 4 · dp 32 · mbs 1 · recompute selective`: what a code lens or a table row shows."""
         parts = [f"dp {self.dp}", f"tp {self.tp}", f"pp {self.pp}"]
@@ -367,4 +386,6 @@ class Strategy:
             parts.append("sp")
         rc = self.recompute.to_json()
         parts.append(f"rc {rc if isinstance(rc, str) else rc['mode'] + '+'}")
+        if self.recompute.offload:
+            parts.append("offload")
         return " · ".join(parts)

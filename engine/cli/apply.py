@@ -120,6 +120,7 @@ def plan(path: str, strategy: Strategy, overrides: ClusterOverrides | None = Non
     (or `text` standing for it), both checks done."""
     from engine.check import check_file
 
+    strategy = strategy.for_trainer()  # offloaded layers are written off ([HP] §8.6: the trainer runs no offload)
     try:
         old = _read_text(path) if text is None else text
     except (OSError, UnicodeDecodeError) as e:
@@ -208,6 +209,9 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         return refuse(planned.error, doc, diagnostics, file=file, as_json=as_json, out=out, err=err)
     for note in planned.notes:
         err.write(f"hp-plan apply: note: {note}\n")
+    if best is not None and best.offload_note() is not None:
+        # [HP] §8.6: the trainer runs no offload yet; the file gets those layers off and the plan is said here.
+        err.write(f"hp-plan apply: note: {best.offload_note()}\n")
     target = planned.path if in_place else output
     if not as_json:
         for line in describe(res):

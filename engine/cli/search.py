@@ -76,6 +76,8 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
                       "then memory headroom)\n")
         out.write(f"\nbest: {best.strategy.short()} (budget {best.budget_gib:.1f} GiB)\n")
         out.write(f"priced for {best.priced_for}\n")
+        if best.offload_note() is not None:
+            out.write(f"{best.offload_note()}\n")
     out.write(f"\nevaluated {result.evaluated:,} strategies in {result.elapsed_s * 1000:.0f} ms: "
               f"{result.feasible:,} fit, {result.over_budget:,} over the budget"
               + (f", {result.unpriced:,} bounded out (slower than the top {len(result.top)}; memory not priced)"

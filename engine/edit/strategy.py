@@ -377,9 +377,11 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
     not a mapping, an alias in the way, a strategy the legacy schema cannot express, or a read-back that
     differs from the strategy). `path` only names the file in messages. `recompute_modules` (the search's
     choice, engine.search.modules) is written as `activation_checkpoint.recompute_modules` where the plan
-    recomputes selectively (AutoModels schema; the legacy schema has no key for it: refused).
+    recomputes selectively (AutoModels schema; the legacy schema has no key for it: refused). Layers the plan
+    offloads are written `off`: the trainer runs no offload yet ([HP] §8.6; the front ends say the plan).
     """
     where = f"{path}: " if path else ""
+    strategy = strategy.for_trainer()
     bad = _sanity(strategy)
     if bad:
         return EditResult.refused(text, where + bad)
