@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from engine.calibrate.local import plan_features
 from engine.calibrate.ratios import apply_ratios
 from engine.cost import constants as K
 from engine.cost.communication import (
@@ -55,6 +56,10 @@ def price_table(
     """Price every row of `table`. See engine.cost for the contract; docs/cost-model.md for the formulas."""
     n = len(table)
     P = int(np.maximum(table.pp, 1).max()) if n else 1
+    features = None
+    if run.ratios is not None and run.ratios.local is not None:
+        features = plan_features(model, cluster, table.tp, table.pp, table.cp, table.ep, table.dp,
+                                 table.micro_batch_size)
     # Offloaded layers (engine.cost.offload) are priced as off, then their memory leaves the stages.
     table, offloaded = strip_offload(table)
     if n <= BLOCK_ROWS:
@@ -64,7 +69,7 @@ def price_table(
                                        budget_gib, P) for i in range(0, n, BLOCK_ROWS)])
     if offloaded is not None:
         priced = apply_offload(model, table, priced, offloaded)
-    return apply_ratios(priced, run.ratios)
+    return apply_ratios(priced, run.ratios, features)
 
 
 @dataclass(frozen=True, slots=True)
