@@ -129,6 +129,7 @@ def device_hover(name: str) -> str | None:
         f"**{dev.name}**: **{dev.memory_gib:.0f} GiB**, {dev.peak_tflops:.0f} TFLOP/s dense BF16\n\n"
         f"HBM {dev.hbm_tb_s:.2f} TB/s · intra-node {dev.intra_node_gb_s:.0f} GB/s · "
         f"inter-node {dev.inter_node_gb_s:.0f} GB/s · {dev.cards_per_node} per node"
+        + (f" · host link {dev.host_link_gb_s:.1f} GB/s (offload)" if dev.host_link_gb_s > 0 else "")
         + (f"\n\n{dev.notes}" if dev.notes else "")
         + (f"\n\n{unconfirmed_note(dev)}" if unconfirmed_note(dev) else "")
     )
