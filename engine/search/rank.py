@@ -515,10 +515,14 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
 def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray, *, top: int,
                model: ModelSpec, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), threshold: float = np.inf) -> None:
     """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
-    no recompute does not fit whose all-off bound is at most the K-th best time."""
+    no recompute does not fit whose all-off bound is at most the K-th best time. With offload, rows no single
+    mode fits are tried too: offloading holds less than full recompute (engine.search.offload)."""
     threshold = min(_kth(out, top), threshold)
-    cand = np.nonzero(out.exact & out.feasible & (out.mode != OFF) & (cols["vpp"] == 1)
-                      & (bound <= threshold))[0]
+    live = (cols["vpp"] == 1) & (bound <= threshold)
+    pick = out.exact & out.feasible & (out.mode != OFF)
+    if _offload_link(pricer) > 0:
+        pick = pick | (~out.feasible & np.isfinite(bound))
+    cand = np.nonzero(pick & live)[0]
     budget = float(pricer.budget_gib)
     for start in range(0, cand.size, CHUNK):
         rows = cand[start:start + CHUNK]
@@ -538,6 +542,7 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
                          | ((repriced.step_time_s == out.step[sel]) & (repriced.peak_gib < out.peak[sel])))
         for j in np.nonzero(better)[0].tolist():
             r = int(sel[j])
+            out.feasible[r] = out.exact[r] = True  # a row only offload fits is now priced exactly
             out.step[r] = float(repriced.step_time_s[j])
             out.peak[r] = float(repriced.peak_gib[j])
             out.layer_modes[r] = lm[j]
