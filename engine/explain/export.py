@@ -73,10 +73,17 @@ def export(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Expor
 
 
 def _recompute_warnings(s: Strategy, target: str) -> list[Diagnostic]:
+    out = []
     if s.recompute.layers:
-        return [_warn("recompute.layers", target, f"per-layer recompute {dict(_ranges(s.recompute))} is exported "
-                      f"as the base mode {s.recompute.mode}")]
-    return []
+        out.append(_warn("recompute.layers", target, f"per-layer recompute {dict(_ranges(s.recompute))} is exported "
+                         f"as the base mode {s.recompute.mode}"))
+    if s.recompute.offload:
+        # [HP] §8.6: the plan's offloaded layers, priced with their activations on the host; the flags run them off
+        names = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in s.recompute.offload)
+        out.append(Diagnostic("HP753", f"recompute.offload: activation offload of layers {names} is not exported: "
+                              f"the {target} flags run those layers with recompute off, their activations kept on "
+                              "the device (priced off the device)", path="recompute.offload"))
+    return out
 
 
 def _ranges(plan: RecomputePlan) -> list[tuple[str, str]]:
