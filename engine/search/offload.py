@@ -8,8 +8,9 @@ while the later layers compute. What it costs, as the cost model prices it (engi
     after it on the one host link, fits in OVERLAP × the forward time of the stage's layers after it (HyperParallel's
     rule). The constraint is linear in the copy's position, so checking the first and the last copy suffices.
 The rest of the stage keeps the knapsack's choice (engine.search.recompute) in the budget left beside the copy in
-transit; the k with the least stage time wins, and offload is chosen only where it beats the knapsack alone
-(beyond 10⁻⁹ relative rounding, [HP] §8.6). Everything is vectorised over the rows, one k at a time.
+transit; the fewest layers that reach the least stage time win, and offload is chosen only where it beats the
+knapsack alone (beyond 10⁻⁹ relative rounding, [HP] §8.6). Everything is vectorised over the rows: the stage
+time falls with k, so a bisection over k finds it in log₂(layers) knapsacks (choose_offload).
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ def copies_hidden(k: np.ndarray, n_first: np.ndarray, total: np.ndarray, copy_s:
 
 
 def choose_offload(s: StageInputs, base: StageChoice, link_gib_s: float) -> OffloadChoice:
-    """The best k ≥ 0 for every row (module docstring); k = 0 keeps `base`, the knapsack without offload."""
+    """The best k ≥ 0 for every row (module docstring); k = 0 keeps `base`, the knapsack without offload.
+
+    Offloading one more leading layer never slows the stage nor adds memory (that layer takes a plain layer's
+    time, the least of any mode, and holds nothing once k ≥ 1 pays for the one copy in transit), so the stage
+    time falls with k down to the largest feasible k, kmax. The smallest k reaching that time is found by a
+    bisection over the rows at once: the fewest layers offloaded for the fastest stage."""
     n = s.counts.shape[0]
     rows = np.arange(n)
     n_first = s.counts[rows, s.first]
@@ -71,28 +77,34 @@ def choose_offload(s: StageInputs, base: StageChoice, link_gib_s: float) -> Offl
     copy_s = one / link_gib_s
     fwd_first = s.fwd[rows, s.first]
     fwd_stage = (s.counts * s.fwd).sum(axis=1)
-    t_off = s.time[rows, s.first, OFF]
-    best_k = np.zeros(n, dtype=np.int64)
-    best_t = np.where(base.feasible, base.time, np.inf)
-    counts, t_best, m_best, ok_best = base.counts.copy(), base.time.copy(), base.memory.copy(), base.feasible.copy()
-    for k in range(1, int(n_first.max(initial=0)) + 1):
-        live = copies_hidden(np.full(n, k), n_first, total, copy_s, fwd_first, fwd_stage)
-        if not live.any():
-            continue
-        rest = s.counts.copy()
-        rest[rows, s.first] -= np.minimum(k, n_first)
-        sub = choose_stage(rest, s.act, s.time, s.budget - one)
-        t = sub.time + k * t_off
-        better = live & sub.feasible & (t < best_t - _FASTER * np.abs(np.where(np.isfinite(best_t), best_t, 0)))
-        if not better.any():
-            continue
-        best_k = np.where(better, k, best_k)
-        best_t = np.where(better, t, best_t)
-        counts[better] = sub.counts[better]
-        t_best = np.where(better, t, t_best)
-        m_best = np.where(better, sub.memory + one, m_best)
-        ok_best = ok_best | better
-    return OffloadChoice(best_k, StageChoice(counts, t_best, m_best, ok_best))
+    kmax = np.zeros(n, dtype=np.int64)
+    for j in range(1, int(n_first.max(initial=0)) + 1):  # the copies' rule tightens with k: kmax is the last
+        kmax = np.where(copies_hidden(np.full(n, j), n_first, total, copy_s, fwd_first, fwd_stage), j, kmax)
+    top = _with_k(s, np.maximum(kmax, 1), one)
+    use = (kmax >= 1) & top.feasible & (top.time < np.where(base.feasible, base.time, np.inf)
+                                         - _FASTER * np.abs(np.where(base.feasible, base.time, 0.0)))
+    lo, hi = np.ones(n, dtype=np.int64), np.maximum(kmax, 1)  # the answer lies in [lo, hi]
+    while (lo < hi)[use].any():
+        mid = (lo + hi) // 2
+        at = _with_k(s, mid, one)
+        reached = at.feasible & (at.time <= top.time + 1e-12 * np.abs(top.time))
+        hi = np.where(use & (lo < hi) & reached, mid, hi)
+        lo = np.where(use & (lo < hi) & ~reached, mid + 1, lo)
+    k = np.where(use, hi, 0)
+    best = _with_k(s, np.maximum(k, 1), one)
+    pick = use[:, None]
+    return OffloadChoice(k, StageChoice(np.where(pick, best.counts, base.counts), np.where(use, best.time, base.time),
+                                        np.where(use, best.memory, base.memory), base.feasible | use))
+
+
+def _with_k(s: StageInputs, k: np.ndarray, one: np.ndarray) -> StageChoice:
+    """The stage with its first k (n,) layers offloaded: the knapsack over the others in the budget less the copy
+    in transit; time and memory include the offloaded layers (a plain layer's time; the copy in transit)."""
+    rows = np.arange(len(k))
+    rest = s.counts.copy()
+    rest[rows, s.first] -= np.minimum(k, rest[rows, s.first])
+    sub = choose_stage(rest, s.act, s.time, s.budget - one)
+    return StageChoice(sub.counts, sub.time + k * s.time[rows, s.first, OFF], sub.memory + one, sub.feasible)
 
 
 def first_kind(pp: np.ndarray, stage: int, num_layers: int, first_dense: int) -> np.ndarray:

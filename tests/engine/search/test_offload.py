@@ -53,16 +53,19 @@ def test_copies_hidden_checks_every_copy() -> None:
 
 
 def _brute(count: int, mem: list[float], time: list[float], one: float, budget: float, c: float, f: float
-           ) -> float:
-    """Best stage time over every k (offloaded first layers) and every composition of the rest."""
-    best, _ = brute_force(count, mem, time, budget)
+           ) -> tuple[float, int]:
+    """(best stage time, the fewest offloaded first layers reaching it, 0 where offload is not faster) over every
+    k and every composition of the rest."""
+    base, _ = brute_force(count, mem, time, budget)
+    best, best_k = base, 0
     for k in range(1, count):
         if not _hidden_by_loop(k, count, count, c, f, count * f):
             continue
         t, comp = brute_force(count - k, mem, time, budget - one)
-        if comp or count - k == 0:
-            best = min(best, t + k * time[0])
-    return best
+        if comp and t + k * time[0] < best - 1e-9 * (abs(base) if np.isfinite(base) else 0) \
+                and t + k * time[0] < best * (1 - 1e-12):
+            best, best_k = t + k * time[0], k
+    return best, best_k
 
 
 def test_choose_offload_matches_brute_force() -> None:
@@ -87,10 +90,11 @@ def test_choose_offload_matches_brute_force() -> None:
     s = StageInputs(counts2, mem2, act_one, time2, np.stack([f, f], axis=1), budget, np.zeros(rows, dtype=np.int64))
     got = choose_offload(s, base, link)
     for r in range(rows):
-        want = _brute(int(count[r]), mem2[r, 0].tolist(), time[r].tolist(), float(act_one[r, 0, 0]),
-                      float(budget[r]), float(c[r]), float(f[r]))
+        want, want_k = _brute(int(count[r]), mem2[r, 0].tolist(), time[r].tolist(), float(act_one[r, 0, 0]),
+                              float(budget[r]), float(c[r]), float(f[r]))
         have = got.rest.time[r] if got.rest.feasible[r] else np.inf
         assert have == pytest.approx(want, rel=1e-9, abs=1e-12), r
+        assert int(got.k[r]) == want_k, r  # the fewest offloaded layers for the fastest stage
         if got.k[r]:
             assert have < (base.time[r] if base.feasible[r] else np.inf)  # chosen only if faster
 
