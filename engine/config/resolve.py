@@ -301,9 +301,8 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         recompute=request,  # type: ignore[arg-type]
         stated_recompute=plan,
         recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
-        offload_gb_s=_offload(src, sf, request, cluster),
         pipeline_schedule=schedule,  # type: ignore[arg-type]
-        stated=stated,
+        stated=stated, offload_gb_s=_offload(src, sf, request, cluster),
         optimizer_shard=int(opt.value) if opt is not None else 1,
         budget_source=_budget_source(overrides, cluster, mem),
         device_what_if=_device_what_if(overrides, cluster),

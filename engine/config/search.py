@@ -161,7 +161,6 @@ def read_search(src: Source) -> SearchFacts:
     facts.recompute_modes = (read_modes(src, est, "recompute_modes", "estimator.recompute_modes")
                              or read_modes(src, root, "recompute_modes", "recompute_modes"))
     _read_recompute_dimension(facts, par)
-    facts.offload = read_offload(src, root)
     _read_selective(facts, root)
     facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
                                       {"alltoall": "alltoall", "deepep": "deepep"})
@@ -213,7 +212,8 @@ def read_offload(src: Source, root: Map) -> Val | None:
 
 def _read_selective(facts: SearchFacts, root: Map) -> None:
     """What `selective` recomputes: `selective_policy`, and `recompute_modules` (a list, or `auto`: the search
-    chooses, engine.search.modules)."""
+    chooses, engine.search.modules); and `offload` (read_offload), which widens what per_layer may choose."""
+    facts.offload = read_offload(facts.src, root)
     src = facts.src
     facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
     facts.recompute_modules = read_recompute_modules(src, root, "recompute_modules", "recompute_modules",
