@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.catalog.frameworks import FRAMEWORK_ALIASES, FRAMEWORKS
 from engine.config.cluster import ClusterFacts, read_cluster_section
+from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
@@ -56,6 +57,7 @@ class SearchFacts:
     selective_policy: Val | None = None
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
+    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
@@ -144,6 +146,10 @@ def read_search(src: Source) -> SearchFacts:
     facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
     facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
     facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    model_offset = read_offset(src, model, "model.offset")  # HyperParallel's recipes write it there
+    if model_offset is not None:
+        facts.layout["offset"] = model_offset
+    read_layout(src, ppc, "pp_config", facts.layout)
     facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
     facts.note(facts.ratios_file)
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
@@ -154,7 +160,8 @@ def read_search(src: Source) -> SearchFacts:
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
                facts.framework, facts.compile, facts.fp8,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
-               *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
+               *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
+               *facts.layout.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts

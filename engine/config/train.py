@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
+from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, parse_memory_gb
 from engine.document import Map, Scalar
@@ -65,6 +66,7 @@ class TrainFacts:
     reshard_after_forward: Val | None = None
     optimizer_shard: Val | None = None
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
+    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
     param_bytes: Val | None = None
     fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
     param_init: Val | None = None  # model.param_init_type (a dtype name)
@@ -130,7 +132,12 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     if attn is not None and str(attn.value).strip().lower() == "eager" and "use_flash_attention" not in facts.overrides:
         # Hugging Face's eager attention materialises the score matrix; sdpa / flash kernels do not.
         facts.overrides["use_flash_attention"] = Val(False, attn.path, attn.loc)
-    facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values())
+    for sec, prefix in ((overrides, "model.config_overrides"), (model, "model")):
+        off = read_offset(src, sec, f"{prefix}.offset")  # HyperParallel's recipes state the offsets there
+        if off is not None and "offset" not in facts.layout:
+            facts.layout["offset"] = off
+    facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values(),
+               *facts.layout.values())
 
 
 def read_param_init(src: Source, model: Map | None, prefix: str) -> Val | None:
@@ -185,6 +192,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         if ov is not None:
             facts.overlaps[key] = ov
     facts.fp8 = src.bool_(acc, "fp8", "accelerator.fp8")
+    read_layout(src, acc, "accelerator", facts.layout)
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
                                         SELECTIVE_POLICIES)
@@ -196,7 +204,8 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     _read_context(facts, context)
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
-               facts.device_num, facts.max_device_memory, facts.fp8, *facts.overlaps.values())
+               facts.device_num, facts.max_device_memory, facts.fp8, *facts.overlaps.values(),
+               *facts.layout.values())
 
 
 def _read_context(facts: TrainFacts, context: Map | None) -> None:

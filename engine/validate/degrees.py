@@ -9,6 +9,7 @@ import math
 
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.validate import cp_pays
+from engine.specs import PipelineLayout
 from engine.validate.context import Ctx, Declared, nearest
 
 
@@ -109,17 +110,22 @@ def _pp(ctx: Ctx) -> None:
         return
     vpp = ctx.fixed.get("vpp")
     v = vpp.value if vpp is not None else 1
-    layers = m.num_layers + m.mtp_depth
+    lay = ctx.config.run.pipeline_layout
+    # Megatron-Core counts the embedding and the loss as layers of the split when asked (PipelineLayout):
+    # a chunk may then hold only the embedding or only the loss, so they count as splittable here.
+    extra = int(lay.embedding_in_split) + int(lay.loss_in_split)
+    layers = m.num_layers + m.mtp_depth + extra
     bound = layers // max(v, 1)
     candidates: list[Declared] = list(ctx.declared.get("pp", []))
     search = ctx.resolved.search
     if search is not None and search.pp_degree is not None:
         loc = search.pp_degree.val.loc
         candidates += [Declared(x, loc, "pp_config.pp_degree") for x in search.pp_degree.values]
+    what_layers = f"{m.num_layers + m.mtp_depth} layers + {' + '.join(_accounted(lay))}" if extra else \
+        f"the number of splittable layers ({layers})"
     for d in candidates:
         if d.value > 1 and d.value > bound:
-            what = f"the number of splittable layers ({layers})" if v <= 1 else \
-                f"layers / vpp = {layers} / {v} = {bound}"
+            what = what_layers if v <= 1 else f"{'(' + what_layers + ')' if extra else 'layers'} / vpp = {layers} / {v} = {bound}"
             valid = [p for p in divisors(layers) if p <= bound][:16]
             ctx.emit("HP407", f"pp ({d.value}) exceeds {what}: every stage needs at least one layer"
                      f"{' per virtual chunk' if v > 1 else ''}", d.location, d.path,
@@ -130,10 +136,21 @@ def _pp(ctx: Ctx) -> None:
             ctx.emit("HP416", f"pp_interleave_num / vpp ({vpp.value}) needs pipeline parallelism (pp > 1) to "
                      "interleave anything; set it to 1", vpp.location, vpp.path,
                      data={"nearest_valid": 1, "valid": [1]})
-        elif pp is not None and pp.value > 1 and m.num_layers % (pp.value * vpp.value):
-            ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {pp.value * vpp.value} "
-                     "chunks; the interleaved schedule (Megatron) needs num_layers divisible by pp·vpp",
-                     vpp.location, vpp.path)
+        elif pp is not None and pp.value > 1 and not (lay.offset or lay.first_stage_layers or lay.last_stage_layers):
+            split = m.num_layers + extra
+            if split % (pp.value * vpp.value):
+                counted = f"{m.num_layers} layers + {' + '.join(_accounted(lay))} = {split}" if extra else \
+                    f"{m.num_layers} layers"
+                hint = "" if extra else (" (or count the embedding and loss in the split: "
+                                         "account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split)"
+                                         if (m.num_layers + 2) % (pp.value * vpp.value) == 0 else "")
+                ctx.emit("HP416", f"{counted} do not split evenly into pp × vpp = {pp.value * vpp.value} chunks; the "
+                         f"interleaved schedule (Megatron) needs them divisible by pp·vpp{hint}", vpp.location,
+                         vpp.path)
+
+
+def _accounted(lay: PipelineLayout) -> list[str]:
+    return [n for n, on in (("embedding", lay.embedding_in_split), ("loss", lay.loss_in_split)) if on]
 
 
 def _fixed_in_list(ctx: Ctx) -> None:

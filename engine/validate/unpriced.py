@@ -74,12 +74,9 @@ _TRAIN = frozenset({A, L})
 _MULTIMODAL = ("the vision tower of a multimodal run (HyperParallel prices it with the language model's degrees, "
                "its layers on stage 0) is not priced: only the language model is")
 _STACK = "a per-layer stack (layer groups, op vectors, Gated DeltaNet linear attention) is priced as uniform decoder layers"
-_OFFSET = ("per-stage layer offsets: hp-plan spreads the layers evenly over the stages, the remainder on the later "
-           "ones")
 _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("softmax_compute_type", "the softmax is priced at the compute width (flash attention keeps no score matrix)",
      _always),
-    ("offset", _OFFSET, _meaningful),
     ("recompute_slice_activation", "slicing recomputed activations over tp is not priced", _meaningful),
     ("multiple_of", "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)",
      _no_width),
