@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog.frameworks import effective_policy, framework_of
-from engine.config.types import Config, Location
 from engine.config.layout import LAYOUT_KEYS
+from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import LayoutError, chunk_layers
 from engine.diagnostics import Diagnostic, Severity, has_errors
@@ -43,8 +43,8 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "framework": ("estimator.framework",),
     "fp8": ("estimator.fp8", "accelerator.fp8"),
     "selective_policy": ("selective_policy", "activation_checkpoint.selective_policy"),
-    "layout": tuple(f"{sec}.{k}" for sec in ("pp_config", "accelerator") for k in LAYOUT_KEYS)
-    + ("model.offset", "model.config_overrides.offset"),
+    "layout": (*(f"{sec}.{k}" for sec in ("pp_config", "accelerator") for k in LAYOUT_KEYS), "model.offset",
+               "model.config_overrides.offset"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
@@ -62,9 +62,10 @@ class Problem:
 
 
 def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
-                   layout: PipelineLayout = PipelineLayout()) -> list[Problem]:
+                   layout: PipelineLayout | None = None) -> list[Problem]:
     """Every reason the strategy cannot run on this model and cluster (empty list = valid); with a stated
     pipeline layout, the embedding and loss it counts in the split count as chunk slots (HP505)."""
+    layout = layout or PipelineLayout()
     out: list[Problem] = []
     for name, v in (("dp", s.dp), ("fsdp", s.dp_shard), ("tp", s.tp), ("pp", s.pp), ("cp", s.cp), ("ep", s.ep),
                     ("etp", s.etp), ("vpp", s.vpp), ("micro_batch_size", s.micro_batch_size),

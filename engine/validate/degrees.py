@@ -8,8 +8,8 @@ import itertools
 import math
 
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
-from engine.validate import cp_pays
 from engine.specs import PipelineLayout
+from engine.validate import cp_pays
 from engine.validate.context import Ctx, Declared, nearest
 
 
