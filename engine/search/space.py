@@ -218,12 +218,13 @@ def _compact(col: np.ndarray) -> np.ndarray:
 
 def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                     restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
-                    optimizer_shard: int = 1) -> Space:
+                    optimizer_shard: int = 1, extra_slots: int = 0) -> Space:
     """Enumerate every valid candidate. `restrict[dim]` is a dimension's allowed values (None = its bounds);
-    dimension names as in engine.config.types.DIMENSIONS."""
+    dimension names as in engine.config.types.DIMENSIONS. `extra_slots`: the embedding and loss a stated
+    pipeline layout counts as layers of the split (engine.specs.PipelineLayout), which chunks may hold alone."""
     n = cluster.world_size
     g = global_batch
-    layers = model.num_layers
+    layers = model.num_layers + extra_slots
     heads, kv = model.heads, model.kv_heads_eff
     node = cluster.cards_per_node
     dev_divs = divisors(n)
