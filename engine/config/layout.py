@@ -21,6 +21,25 @@ LAYOUT_INTS = {"num_layers_in_first_pipeline_stage": "num_layers_in_first_pipeli
                "decoder_first_pipeline_num_layers": "num_layers_in_first_pipeline_stage",
                "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage"}
 LAYOUT_KEYS = (*LAYOUT_BOOLS, *LAYOUT_INTS, "offset")
+# Which keys state each kind of layout (engine.cost.layout.chunk_layers tries them in this order): a refusal is
+# reported at the key of the kind that was priced.
+_KIND_KEYS = {
+    "offset": ("offset", "emb_out_in_offset", "mtp_in_offset"),
+    "stages": ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+               "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"),
+    "split": ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "emb_out_in_offset"),
+}
+
+
+def layout_paths(lay: PipelineLayout) -> tuple[str, ...]:
+    """The dotted paths that may state the kind of layout `lay` prices, most specific first (a search config's
+    pp_config, a train.yaml's accelerator, then the model sections that hold HyperParallel's offset)."""
+    kind = "offset" if lay.offset else "stages" if lay.first_stage_layers or lay.last_stage_layers else "split"
+    keys = _KIND_KEYS[kind]
+    paths = [f"{sec}.{k}" for sec in ("pp_config", "accelerator") for k in keys]
+    if kind == "offset":
+        paths[1:1] = ["model.offset", "model.config_overrides.offset"]
+    return tuple(paths)
 
 
 def read_layout(src: Source, section: Map | None, prefix: str, into: dict[str, Val]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog.frameworks import effective_policy, framework_of
-from engine.config.layout import LAYOUT_KEYS
+from engine.config.layout import layout_paths
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import LayoutError, chunk_layers
@@ -43,8 +43,6 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "framework": ("estimator.framework",),
     "fp8": ("estimator.fp8", "accelerator.fp8"),
     "selective_policy": ("selective_policy", "activation_checkpoint.selective_policy"),
-    "layout": (*(f"{sec}.{k}" for sec in ("pp_config", "accelerator") for k in LAYOUT_KEYS), "model.offset",
-               "model.config_overrides.offset"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
@@ -135,7 +133,7 @@ def check_layout(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[
         chunk_layers(model.num_layers, model.mtp_depth, s.pp, v, layout)
     except LayoutError as exc:
         return [Problem("HP422", f"pipeline layout for pp {s.pp}" + (f" × vpp {v}" if v > 1 else "") + f": {exc}",
-                        "layout")]
+                        "layout:" + ",".join(layout_paths(layout)))]
     return []
 
 
@@ -170,6 +168,10 @@ def _locate(config: Config, field: str) -> tuple[str, Location | None]:
             paths = FIELD_PATHS.get(field, ())
             hit = next((p for p in paths if p in config.locations), paths[0] if paths else field)
             return hit, dim.location
+    if field.startswith("layout:"):  # a pipeline layout's keys (check_layout names them)
+        paths = tuple(field.split(":", 1)[1].split(","))
+        found = next((p for p in paths if p in config.locations), None)
+        return (found, config.locations[found]) if found is not None else (paths[0], None)
     for path in FIELD_PATHS.get(field, (field,)):
         if path in config.locations:
             return path, config.locations[path]

@@ -86,6 +86,7 @@ R_EP_WIDTH = "expert width not divisible by the expert tp"
 R_EP_ETP = "ep·etp does not divide dp·cp·tp"
 R_VPP_PP = "vpp > 1 needs pp > 1"
 R_VPP_LAYERS = "pp·vpp above the layers"
+R_LAYOUT_SPLIT = "pp·vpp does not divide the layers with the embedding and loss in the split"
 R_SP_CP = "sequence parallelism with cp > 1"
 R_OS = "optimizer shard does not divide dp·cp"
 
@@ -325,10 +326,13 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
         # a pipeline (not refusals: no such candidate exists). A list may ask for any vpp with pp·vpp ≤ layers.
         per_stage = np.maximum(layers // p, 1)
         eligible = ((vpp <= per_stage) & (per_stage % vpp == 0) & ((p > 1) | (vpp == 1)))[pp_code]
-    b.expand("vpp", vpp[0], [
+    rules = [
         (R_VPP_PP, ((vpp == 1) | (p > 1))[pp_code]),
         (R_VPP_LAYERS, (p * vpp <= layers)[pp_code]),
-    ], eligible)
+    ]
+    if extra_slots:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
+        rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
+    b.expand("vpp", vpp[0], rules, eligible)
     del pp_code
     # Level 9: sequence parallelism (0/1); auto offers it only where tp > 1 (at tp 1 it is the same strategy).
     sp_r = r("sequence_parallel")

@@ -136,16 +136,14 @@ def _pp(ctx: Ctx) -> None:
             ctx.emit("HP416", f"pp_interleave_num / vpp ({vpp.value}) needs pipeline parallelism (pp > 1) to "
                      "interleave anything; set it to 1", vpp.location, vpp.path,
                      data={"nearest_valid": 1, "valid": [1]})
-        elif pp is not None and pp.value > 1 and not (lay.offset or lay.first_stage_layers or lay.last_stage_layers):
-            split = m.num_layers + extra
-            if split % (pp.value * vpp.value):
-                counted = f"{m.num_layers} layers + {' + '.join(_accounted(lay))} = {split}" if extra else \
-                    f"{m.num_layers} layers"
-                hint = "" if extra else (" (or count the embedding and loss in the split: "
-                                         "account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split)"
-                                         if (m.num_layers + 2) % (pp.value * vpp.value) == 0 else "")
-                ctx.emit("HP416", f"{counted} do not split evenly into pp × vpp = {pp.value * vpp.value} chunks; the "
-                         f"interleaved schedule (Megatron) needs them divisible by pp·vpp{hint}", vpp.location,
+        elif pp is not None and pp.value > 1 and not lay.stated:  # a stated layout: HP422 (pipeline.py)
+            chunks = pp.value * vpp.value
+            if m.num_layers % chunks:
+                hint = (" (or count the embedding and loss in the split: account_for_embedding_in_pipeline_split / "
+                        "account_for_loss_in_pipeline_split, as Llama 3 405B did)"
+                        if (m.num_layers + 2) % chunks == 0 else "")
+                ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {chunks} chunks; the "
+                         f"interleaved schedule (Megatron) needs num_layers divisible by pp·vpp{hint}", vpp.location,
                          vpp.path)
 
 

@@ -3,7 +3,7 @@ recompute ranges of a train.yaml (docs/formats.md §1 `activation_checkpoint.lay
 
 from __future__ import annotations
 
-from engine.config.layout import LAYOUT_KEYS
+from engine.config.layout import layout_paths
 from engine.config.reader import Val
 from engine.cost.layout import LayoutError, chunk_layers
 from engine.document import Map, Scalar, Seq, find
@@ -118,7 +118,7 @@ def _layout(ctx: Ctx, layers: int) -> None:
     try:
         chunk_layers(layers, m.mtp_depth if m is not None else 0, p, v, lay)
     except LayoutError as exc:
-        key = next((k for k in ctx.config.locations if k.rsplit(".", 1)[-1] in LAYOUT_KEYS), None)
+        key = next((k for k in layout_paths(lay) if k in ctx.config.locations), None)
         loc = ctx.config.locations.get(key) if key is not None else None
         ctx.emit("HP422", f"pipeline layout for pp {p}" + (f" × vpp {v}" if v > 1 else "") + f": {exc}",
                  loc, key or "pp_config")

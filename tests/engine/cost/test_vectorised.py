@@ -9,7 +9,7 @@ import pytest
 from engine.cost import CandidateTable, estimate, plan_from_layer_modes, plan_layer_modes, price_table
 from engine.cost.layout import layer_stage
 from engine.results import MEMORY_TERMS, TIME_TERMS
-from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import DSV3, LLAMA70B, cluster
 
 
@@ -29,10 +29,16 @@ def random_rows(model: ModelSpec, world: int, n: int, seed: int) -> CandidateTab
     )
 
 
+LAYOUTS = {"even": PipelineLayout(), "embedding+loss": PipelineLayout(embedding_in_split=True, loss_in_split=True),
+           "first/last": PipelineLayout(first_stage_layers=8, last_stage_layers=8)}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("model", [LLAMA70B, DSV3])
-def test_vectorised_equals_one_by_one(model: ModelSpec) -> None:
+def test_vectorised_equals_one_by_one(model: ModelSpec, layout: str) -> None:
+    """Also under a stated pipeline layout (engine.cost.layout), which applies to some rows' pp·vpp and not others."""
     cl = cluster(32)
-    run = RunOptions(cp_algo="ring")
+    run = RunOptions(cp_algo="ring", pipeline_layout=LAYOUTS[layout])
     table = random_rows(model, cl.world_size, 60, seed=1)
     pr = price_table(model, cl, run, table, 76.0)
     for i in range(len(table)):
