@@ -192,6 +192,9 @@ class PipelineLayout:
     last_stage_layers: int = 0
     offset: tuple[tuple[int, ...], ...] = ()
     mtp_in_offset: bool = False
+    # torchtitan's split (`generate_llm_fqn_per_model_part`): the embedding and output count as layers and the
+    # (L + e + l) mod (pp·vpp) extra go to the first chunks, so nothing needs to divide.
+    remainder_first: bool = False
 
     @property
     def stated(self) -> bool:
@@ -200,7 +203,8 @@ class PipelineLayout:
     def to_json(self) -> dict[str, Any]:
         return {"embedding_in_split": self.embedding_in_split, "loss_in_split": self.loss_in_split,
                 "first_stage_layers": self.first_stage_layers, "last_stage_layers": self.last_stage_layers,
-                "offset": [list(o) for o in self.offset], "mtp_in_offset": self.mtp_in_offset}
+                "offset": [list(o) for o in self.offset], "mtp_in_offset": self.mtp_in_offset,
+                "remainder_first": self.remainder_first}
 
 
 @dataclass(frozen=True, slots=True)

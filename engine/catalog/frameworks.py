@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from engine.specs import DeviceSpec, RunOptions
+from engine.specs import DeviceSpec, PipelineLayout, RunOptions
 
 
 def _rates(**kw: float) -> Mapping[str, float]:
@@ -43,6 +43,9 @@ class Framework:
       Megatron's fused vocab-parallel cross-entropy keeps the fp32 logits (4, KOR22 §4.3); a PyTorch loss in
       fp32 holds the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10).
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
+    default_layout: how the trainer splits the layers over the pipeline chunks when the files state no layout
+      (engine.cost.layout; the planner's even split unless the stack has its own); `layout_keys`: the stack's
+      own options for a stated layout (docs/formats.md §2.1), "" = none.
     ep_overlap: what the run option `moe_a2a_overlap` means on this stack ("" = the stack offers no expert
       all-to-all overlap): "batch" (Megatron-Core --overlap-moe-expert-parallel-comm, MCore v0.14: the
       all-to-alls of one micro-batch run under another micro-batch's compute of the same layer, 1F1B
@@ -76,6 +79,8 @@ class Framework:
     shared_expert_overlap: bool = False
     ep_overlap_names: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    default_layout: PipelineLayout = field(default_factory=PipelineLayout)
+    layout_keys: str = ""
 
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
@@ -112,7 +117,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
         ep_overlap="batch", shared_expert_overlap=True,
-        ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap"),
+        ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
+        layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
+                    "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
+                    "TransformerConfig; MCORE-PP)"),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
@@ -134,7 +142,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
-                  "BF16; FSDP2 all-gathers the weights in FP8"),
+                  "BF16; FSDP2 all-gathers the weights in FP8",
+        default_layout=PipelineLayout(embedding_in_split=True, loss_in_split=True, remainder_first=True),
+        layout_keys="pipeline_parallel_first_stage_less_layers / pipeline_parallel_last_stage_less_layers (the "
+                    "embedding's and output's weight in its split, 1 each by default; TT-SRC)"),
     "hyperparallel": Framework(
         name="hyperparallel", label="HyperParallel trainer (FSDP2-style, PyTorch / torch_npu kernels)",
         fused_elementwise=False, compile_fuses=True, pytorch_gemms=True,
@@ -142,7 +153,9 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         attention_rate=_SDPA_ATTN, tp_overlap=False, tp_comm_overlap_name="", fsdp2=True, fsdp_reduce_bytes=4.0,
         selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0, pipelines=False,
         schedules=("1F1B",),
-        fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16"),
+        fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16",
+        layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7; its trainer does not "
+                    "pipeline)"),
 })
 
 DEFAULT_FRAMEWORK = "hyperparallel"

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.specs import PipelineLayout
+from engine.catalog.frameworks import framework_of
+from engine.specs import PipelineLayout, RunOptions
 
 
 class LayoutError(ValueError):
@@ -118,6 +119,8 @@ def _accounted_chunks(L: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray
     stage 0 (the embedding) and on the last chunk of the last stage (the loss)."""
     e, lo = int(lay.embedding_in_split), int(lay.loss_in_split)
     total = L + e + lo
+    if lay.remainder_first:
+        return _weighted_chunks(total, e, lo, p, v)
     if total % (p * v):
         what = " + ".join(["layers"] + ["embedding"] * e + ["loss"] * lo)
         raise LayoutError(f"{what} = {total} do not split evenly into pp·vpp = {p * v} chunks "
@@ -128,6 +131,22 @@ def _accounted_chunks(L: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray
     if (out < 0).any():
         raise LayoutError(f"{total // (p * v)} layer per chunk leaves nothing for the embedding and the loss")
     return out
+
+
+def _weighted_chunks(total: int, e: int, lo: int, p: int, v: int) -> np.ndarray:
+    """torchtitan `generate_llm_fqn_per_model_part` (TT-SRC): ⌊total/C⌋ per model chunk, the first total mod C
+    chunks one more, the embedding's and the output's weight taken off the first and the last chunk; torchtitan
+    refuses a split whose chunks hold fewer slots than those weights."""
+    c = p * v
+    base, extra = divmod(total, c)
+    if base < max(e, lo, 1):
+        raise LayoutError(f"{total} layers with the embedding and output over {c} chunks leave fewer than one per "
+                          "chunk (torchtitan refuses it)")
+    order = np.full(c, base, dtype=np.int64)
+    order[:extra] += 1
+    order[0] -= e
+    order[-1] -= lo
+    return order.reshape(v, p).T.copy()
 
 
 def _uneven_chunks(L: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
@@ -179,6 +198,14 @@ def _offset_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.
         raise LayoutError(f"the offsets place {int(out.sum()) + emb + loss + m} of L_eff = {eff} layers "
                           f"(⌊{eff}/{p * v}⌋ = {eff // (p * v)} per chunk + offset)")
     return out
+
+
+def effective_layout(run: RunOptions) -> PipelineLayout:
+    """The layout priced: the one the files state, else the framework's own split (torchtitan counts the
+    embedding and the output as layers, engine.catalog.frameworks), else the even split."""
+    if run.pipeline_layout.stated:
+        return run.pipeline_layout
+    return framework_of(run).default_layout
 
 
 def layout_or_default(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> tuple[np.ndarray, bool]:

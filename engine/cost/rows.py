@@ -20,6 +20,7 @@ from engine.cost.comm import Links
 from engine.cost.layout import (
     chunk_layer_stage,
     chunk_type_counts,
+    effective_layout,
     in_flight,
     layer_stage,
     layout_or_default,
@@ -192,7 +193,7 @@ def _in_flight_distinct(m: ModelSpec, run: RunOptions, p_i: np.ndarray, v_i: np.
     """layout.in_flight, once per distinct (pp, vpp, micro-batch count): a per-row function, so the same
     digits. Under a stated layout whose chunks differ, each stage's count is weighted by its chunks' layers
     (layout.weighted_in_flight)."""
-    lay = run.pipeline_layout
+    lay = effective_layout(run)
     if p_i.size < 2 or float(mb.max()) >= 2**31:
         first, inv = np.arange(p_i.size), np.arange(p_i.size)
     else:
@@ -218,10 +219,10 @@ def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarra
     # (n, P, 2), once per distinct (pp, vpp): a per-row function, so the same digits.
     first, inv = _distinct(p_i.astype(np.int64) * (vmax + 1) + v_i) if n > 1 else (np.arange(n), np.arange(n))
     counts = stage_type_counts(m.num_layers, first_dense, p_i[first], v_i[first], P, vmax)
-    if run.pipeline_layout.stated:
+    lay = effective_layout(run)
+    if lay.stated:
         for k, row in enumerate(first.tolist()):
-            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, int(p_i[row]), int(v_i[row]),
-                                                run.pipeline_layout)
+            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, int(p_i[row]), int(v_i[row]), lay)
             if applied:
                 counts[k, :] = 0.0
                 counts[k, :chunks.shape[0]] = chunk_type_counts(chunks, first_dense)
@@ -259,9 +260,10 @@ def _mode_counts(m: ModelSpec, run: RunOptions, table: CandidateTable, p: np.nda
         raise ValueError(f"layer_modes must be (rows, {total}), got {lm.shape}")
     st = np.empty((n, total), dtype=np.int64)
     st[:, :L] = layer_stage(L, p, v)
-    if run.pipeline_layout.stated:
+    lay = effective_layout(run)
+    if lay.stated:
         for row in range(n):
-            chunks, applied = layout_or_default(L, m.mtp_depth, int(p[row]), int(v[row]), run.pipeline_layout)
+            chunks, applied = layout_or_default(L, m.mtp_depth, int(p[row]), int(v[row]), lay)
             if applied:
                 st[row, :L] = chunk_layer_stage(chunks)
     st[:, L:] = (p - 1)[:, None]

@@ -12,7 +12,7 @@ from engine.catalog.frameworks import effective_policy, framework_of
 from engine.config.layout import layout_paths
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
-from engine.cost.layout import LayoutError, chunk_layers
+from engine.cost.layout import LayoutError, chunk_layers, effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.positions import DOCUMENT_START
 from engine.results import Estimate
@@ -126,8 +126,8 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
 
 def check_layout(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
     """A stated pipeline layout the framework would refuse for this pp·vpp (HP422; engine.cost.layout)."""
-    if not layout.stated or (s.pp == 1 and not layout.offset):
-        return []
+    if not layout.stated or layout.remainder_first or (s.pp == 1 and not layout.offset):
+        return []  # a framework's own split (remainder_first) never refuses: HP505 bounds it
     v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 and s.pp > 1 else 1
     try:
         chunk_layers(model.num_layers, model.mtp_depth, s.pp, v, layout)
@@ -215,7 +215,7 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
                                  f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
                                  field, {"searched": open_dims}),)
     diags = [positioned(config, p.code, p.message, p.field)
-             for p in check_strategy(config.model, config.cluster, s, config.run.pipeline_layout)]
+             for p in check_strategy(config.model, config.cluster, s, effective_layout(config.run))]
     diags += [positioned(config, p.code, p.message, p.field) for p in check_framework(config, s)]
     if has_errors(diags):
         return None, tuple(diags)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from engine.config.types import Config
 from engine.cost import CandidateTable, estimate, price_table
-from engine.cost.layout import chunk_in_flight, layout_or_default
+from engine.cost.layout import chunk_in_flight, effective_layout, layout_or_default
 from engine.cost.table import STAGE_TIME_PARTS, PricedTable
 from engine.diagnostics import Diagnostic
 from engine.explain.schedule import FORWARD, Op, simulate
@@ -86,7 +86,7 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
         bound=bound, time_bound=time_bound, bound_detail=detail, tightest_stage=tight,
         headroom_gib=b.headroom_gib, timeline=tuple(timeline),
         bubble_fraction=bubble / pipe if pipe > 0 else 0.0, diagnostics=tuple(diags),
-        chunk_detail=v > 1 or config.run.pipeline_layout.stated)
+        chunk_detail=v > 1 or effective_layout(config.run).stated)
 
 
 def stage_chunks(config: Config, s: Strategy, v: int) -> list[tuple[ChunkRow, ...]]:
@@ -94,7 +94,7 @@ def stage_chunks(config: Config, s: Strategy, v: int) -> list[tuple[ChunkRow, ..
     where it applies to this pp·vpp, else the even split."""
     assert config.model is not None
     m = config.model
-    chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, s.pp, v, config.run.pipeline_layout)
+    chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, s.pp, v, effective_layout(config.run))
     held = chunk_in_flight(s.pp, v, s.micro_batch_num, chunks.astype(float))
     return [tuple(ChunkRow(chunk=c, layers=int(chunks[i, c]), embedding=i == 0 and c == 0,
                            loss=i == s.pp - 1 and c == v - 1, in_flight=float(held[i, c])) for c in range(v))

@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
+from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic
 from engine.integers import TRIAL_DIVISION_MAX
 from engine.results import Estimate, SearchResult
@@ -98,9 +99,11 @@ def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
 
 
 def _extra_slots(config: Config) -> int:
-    """The embedding and loss the stated pipeline layout counts as layers of the split (enumerate_space)."""
-    lay = config.run.pipeline_layout
-    return int(lay.embedding_in_split) + int(lay.loss_in_split)
+    """The embedding and loss the pipeline layout counts as layers of the split (enumerate_space): negative
+    when the split needs no divisibility (torchtitan's own, engine.cost.layout.effective_layout)."""
+    lay = effective_layout(config.run)
+    n = int(lay.embedding_in_split) + int(lay.loss_in_split)
+    return -n if lay.remainder_first else n
 
 
 def framework_restrictions(config: Config, restrict: dict[str, tuple[int, ...] | None]

@@ -221,11 +221,13 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                     restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
                     optimizer_shard: int = 1, extra_slots: int = 0) -> Space:
     """Enumerate every valid candidate. `restrict[dim]` is a dimension's allowed values (None = its bounds);
-    dimension names as in engine.config.types.DIMENSIONS. `extra_slots`: the embedding and loss a stated
-    pipeline layout counts as layers of the split (engine.specs.PipelineLayout), which chunks may hold alone."""
+    dimension names as in engine.config.types.DIMENSIONS. `extra_slots`: the embedding and loss the pipeline
+    layout counts as layers of the split (engine.specs.PipelineLayout), which chunks may hold alone; negative
+    when the split need not divide (torchtitan's own)."""
     n = cluster.world_size
     g = global_batch
-    layers = model.num_layers + extra_slots
+    exact_split = extra_slots > 0
+    layers = model.num_layers + abs(extra_slots)
     heads, kv = model.heads, model.kv_heads_eff
     node = cluster.cards_per_node
     dev_divs = divisors(n)
@@ -330,7 +332,7 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
         (R_VPP_PP, ((vpp == 1) | (p > 1))[pp_code]),
         (R_VPP_LAYERS, (p * vpp <= layers)[pp_code]),
     ]
-    if extra_slots:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
+    if exact_split:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
         rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
     b.expand("vpp", vpp[0], rules, eligible)
     del pp_code

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from engine.cost.layout import effective_layout
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.specs import PipelineLayout
 from engine.validate import cp_pays
@@ -110,7 +111,7 @@ def _pp(ctx: Ctx) -> None:
         return
     vpp = ctx.fixed.get("vpp")
     v = vpp.value if vpp is not None else 1
-    lay = ctx.config.run.pipeline_layout
+    lay = effective_layout(ctx.config.run)
     # Megatron-Core counts the embedding and the loss as layers of the split when asked (PipelineLayout):
     # a chunk may then hold only the embedding or only the loss, so they count as splittable here.
     extra = int(lay.embedding_in_split) + int(lay.loss_in_split)
@@ -136,7 +137,7 @@ def _pp(ctx: Ctx) -> None:
             ctx.emit("HP416", f"pp_interleave_num / vpp ({vpp.value}) needs pipeline parallelism (pp > 1) to "
                      "interleave anything; set it to 1", vpp.location, vpp.path,
                      data={"nearest_valid": 1, "valid": [1]})
-        elif pp is not None and pp.value > 1 and not lay.stated:  # a stated layout: HP422 (pipeline.py)
+        elif pp is not None and pp.value > 1 and not lay.stated:  # a layout: HP422 (pipeline.py), or no rule
             chunks = pp.value * vpp.value
             if m.num_layers % chunks:
                 hint = (" (or count the embedding and loss in the split: account_for_embedding_in_pipeline_split / "

@@ -25,9 +25,11 @@ def _json(*args: str, code: int = 0) -> dict[str, Any]:
     return doc
 
 
-def _copy(tmp_path: Path, train: str) -> str:
+def _copy(tmp_path: Path, train: str, framework: str = "torchtitan") -> str:
     (tmp_path / "train.yaml").write_text(train)
-    (tmp_path / "search.yaml").write_text((EX / "search.yaml").read_text())
+    search = (EX / "search.yaml").read_text()
+    assert "framework: torchtitan" in search
+    (tmp_path / "search.yaml").write_text(search.replace("framework: torchtitan", f"framework: {framework}"))
     return str(tmp_path / "search.yaml")
 
 
@@ -36,14 +38,19 @@ def test_meta_layout_fits_where_vpp_8_was_refused(tmp_path: Path) -> None:
     assert est["verdict"] == "fits" and est["strategy"]["vpp"] == 8
     assert 74.0 < est["peak_memory_gib"] < 78.0  # 75.8 GiB on stage 1 (8 layers, 16 micro-batches in flight)
     assert not [d for d in est["diagnostics"] if d["code"] in ("HP407", "HP416", "HP505", "HP422")]
-    # The same run without the accounting keys: 126 layers cannot fill 128 chunks, refused as before, and HP416
-    # says which keys would make it split.
+    # The same run without the accounting keys under Megatron (whose default split is even): 126 layers cannot
+    # fill 128 chunks, refused as before, and HP416 says which keys would make it split.
     train = (EX / "train.yaml").read_text()
     assert ACCOUNTING in train
-    plain = _copy(tmp_path, train.replace(ACCOUNTING, ""))
+    plain = _copy(tmp_path, train.replace(ACCOUNTING, ""), "megatron")
     r = hp_plan("check", plain)
     assert r.returncode == 1
     assert "HP407" in r.stdout and "HP416" in r.stdout and "account_for_embedding_in_pipeline_split" in r.stdout
+    # torchtitan's own split counts the embedding and the output as layers (its first/last_stage_less_layers
+    # default to 1): the same file without the keys is the same plan.
+    (tmp_path / "tt").mkdir()
+    same = _json("estimate", _copy(tmp_path / "tt", train.replace(ACCOUNTING, "")))
+    assert same["peak_memory_gib"] == est["peak_memory_gib"] and same["step_time_s"] == est["step_time_s"]
 
 
 def test_search_keeps_the_layout_and_finds_the_run(tmp_path: Path) -> None:
@@ -68,7 +75,7 @@ def test_explain_shows_the_embedding_and_loss_chunks() -> None:
 
 def test_a_layout_megatron_refuses_is_an_error_at_its_key(tmp_path: Path) -> None:
     train = (EX / "train.yaml").read_text().replace("pp_interleave_num: 8", "pp_interleave_num: 6")
-    r = hp_plan("check", _copy(tmp_path, train))
+    r = hp_plan("check", _copy(tmp_path, train, "megatron"))
     assert r.returncode == 1
     line = next(x for x in r.stdout.splitlines() if "HP422" in x)
     assert "train.yaml:" in line and "128 do not split evenly into pp·vpp = 96" in line

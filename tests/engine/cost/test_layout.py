@@ -164,3 +164,21 @@ def test_mtp_and_moe_types_follow_the_chunks() -> None:
     c = chunk_layers(DSV3.num_layers, DSV3.mtp_depth, 16, 1, lay)
     t = chunk_type_counts(c, DSV3.first_k_dense)
     assert t[0].tolist() == [3, 1] and t[1].tolist() == [0, 4] and int(t.sum()) == 61
+
+
+def test_torchtitans_own_split_counts_the_embedding_and_output() -> None:
+    """torchtitan `generate_llm_fqn_per_model_part` (input/output weight 1): the extra slots go to the first
+    chunks, nothing needs to divide; it is what torchtitan prices when the files state no layout."""
+    from engine.cost.layout import effective_layout
+
+    lay = effective_layout(RunOptions(framework="torchtitan"))
+    assert lay.embedding_in_split and lay.loss_in_split and lay.remainder_first
+    assert not effective_layout(RunOptions(framework="megatron")).stated
+    assert chunk_layers(32, 0, 8, 1, lay)[:, 0].tolist() == [4, 5, 4, 4, 4, 4, 4, 3]
+    assert chunk_layers(126, 0, 16, 8, lay).tolist() == chunk_layers(126, 0, 16, 8, META).tolist()
+    with pytest.raises(LayoutError, match="torchtitan refuses"):
+        chunk_layers(126, 0, 16, 16, lay)  # 128 slots over 256 chunks
+    cl = cluster(256, "H100")
+    s = Strategy(dp=16, tp=8, pp=16, micro_batch_num=16, sequence_parallel=True)
+    tt = price_table(L405, cl, RunOptions(framework="torchtitan"), CandidateTable.from_strategies([s]), 80.0)
+    assert tt.layer_count[0, :16, 0].tolist() == [7] + [8] * 14 + [7]
