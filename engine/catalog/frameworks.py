@@ -189,3 +189,11 @@ def calibration_hint(fw: Framework) -> str:
         return f"{fw.name} checked against {len(fw.calibrated_on)} published run families ([CAL])"
     return (f"{fw.name} is uncalibrated: priced from its stack's facts; measure a run and fit it with "
             "`hp-plan calibrate RUNS -o ratios.yaml`, then set estimator.ratios_file")
+
+
+def effective_layout(run: RunOptions) -> PipelineLayout:
+    """The pipeline layout priced (engine.cost.layout): the one the files state, else the framework's own split
+    (torchtitan counts the embedding and the output as layers), else the even split."""
+    if run.pipeline_layout.stated:
+        return run.pipeline_layout
+    return framework_of(run).default_layout

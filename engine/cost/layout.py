@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.catalog.frameworks import framework_of
-from engine.specs import PipelineLayout, RunOptions
+from engine.catalog.frameworks import effective_layout
+from engine.specs import PipelineLayout
+
+__all__ = ["LayoutError", "chunk_layers", "effective_layout", "layout_or_default"]
 
 
 class LayoutError(ValueError):
@@ -198,14 +200,6 @@ def _offset_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.
         raise LayoutError(f"the offsets place {int(out.sum()) + emb + loss + m} of L_eff = {eff} layers "
                           f"(⌊{eff}/{p * v}⌋ = {eff // (p * v)} per chunk + offset)")
     return out
-
-
-def effective_layout(run: RunOptions) -> PipelineLayout:
-    """The layout priced: the one the files state, else the framework's own split (torchtitan counts the
-    embedding and the output as layers, engine.catalog.frameworks), else the even split."""
-    if run.pipeline_layout.stated:
-        return run.pipeline_layout
-    return framework_of(run).default_layout
 
 
 def layout_or_default(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> tuple[np.ndarray, bool]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from engine.cost.layout import effective_layout
+from engine.catalog.frameworks import effective_layout
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.specs import PipelineLayout
 from engine.validate import cp_pays

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from engine.config.layout import layout_paths
 from engine.config.reader import Val
-from engine.cost.layout import LayoutError, chunk_layers
 from engine.document import Map, Scalar, Seq, find
 from engine.validate.context import Ctx
 
@@ -115,6 +114,8 @@ def _layout(ctx: Ctx, layers: int) -> None:
     if p == 1 and not lay.offset:
         return
     m = ctx.model
+    from engine.cost.layout import LayoutError, chunk_layers  # numpy only where a layout is stated
+
     try:
         chunk_layers(layers, m.mtp_depth if m is not None else 0, p, v, lay)
     except LayoutError as exc:
