@@ -45,7 +45,9 @@ class Framework:
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
     default_layout: how the trainer splits the layers over the pipeline chunks when the files state no layout
       (engine.cost.layout; the planner's even split unless the stack has its own); `layout_keys`: the stack's
-      own options for a stated layout (docs/formats.md §2.1), "" = none.
+      own options for a stated layout (docs/formats.md §2.1), "" = none. `chooses_accounting`: the stack
+      offers the embedding and loss counted in the split as options (Megatron-Core's
+      account_for_embedding/loss_in_pipeline_split), so the search may choose them where the files state none.
     ep_overlap: what the run option `moe_a2a_overlap` means on this stack ("" = the stack offers no expert
       all-to-all overlap): "batch" (Megatron-Core --overlap-moe-expert-parallel-comm, MCore v0.14: the
       all-to-alls of one micro-batch run under another micro-batch's compute of the same layer, 1F1B
@@ -81,6 +83,7 @@ class Framework:
     notes: tuple[str, ...] = field(default_factory=tuple)
     default_layout: PipelineLayout = field(default_factory=PipelineLayout)
     layout_keys: str = ""
+    chooses_accounting: bool = False
 
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
@@ -120,7 +123,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
-                    "TransformerConfig; MCORE-PP)"),
+                    "TransformerConfig; MCORE-PP)", chooses_accounting=True),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",

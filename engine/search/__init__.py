@@ -19,8 +19,8 @@ import numpy as np
 from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
 from engine.cost.layout import effective_layout
-from engine.diagnostics import Diagnostic
-from engine.integers import TRIAL_DIVISION_MAX
+from engine.diagnostics import Diagnostic, Severity
+from engine.integers import TRIAL_DIVISION_MAX, divisors
 from engine.results import Estimate, SearchResult
 from engine.search import explain
 from engine.search.equivalence import POOL, rank_equivalent
@@ -30,7 +30,7 @@ from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_space
 from engine.search.space import Space, enumerate_space, restrictions
 from engine.search.warnings import low_mfu
-from engine.specs import ClusterSpec, ModelSpec, Strategy
+from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
 
 __all__ = ["Cancelled", "compare_stated", "search", "search_with"]
 
@@ -79,17 +79,58 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
         return search_with(config, None, top=top, progress=progress, cancelled=cancelled)
     budget = _budget(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget)
-    return search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
+    result = search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
+    if not _offers_accounting(config) or (cancelled is not None and cancelled()):
+        return result
+    # The stack offers the embedding and loss counted in the pipeline split (Megatron-Core): the plans with
+    # pp > 1 again under that layout (engine.cost.layout), and the faster of the two bests is returned.
+    alt_run = replace(config.run, pipeline_layout=ACCOUNTED)
+    alt_config = replace(config, run=alt_run)
+    alt = search_with(alt_config, Pricer(config.model, config.cluster, alt_run, budget), top=top, cancelled=cancelled,
+                      min_pp=2)
+    return _pick_layout(result, alt)
+
+
+ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
+
+
+def _offers_accounting(config: Config) -> bool:
+    """The files state no layout, the framework offers the accounting, and pp may exceed 1."""
+    if config.run.pipeline_layout.stated or not framework_of(config.run).chooses_accounting:
+        return False
+    pp = restrictions(config).get("pp")
+    return pp is None or any(p > 1 for p in pp)
+
+
+def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
+    """The result whose best plan is faster; the accounted one's plans say so (Estimate.pipeline_layout) and an
+    information diagnostic names the keys `apply` writes. Counts add up over both passes."""
+    won = alt.best is not None and (plain.best is None or alt.best.step_time_s < plain.best.step_time_s)
+    base = alt if won else plain
+    out = replace(base, evaluated=plain.evaluated + alt.evaluated, feasible=plain.feasible + alt.feasible,
+                  over_budget=plain.over_budget + alt.over_budget, unpriced=plain.unpriced + alt.unpriced,
+                  elapsed_s=plain.elapsed_s + alt.elapsed_s)
+    if not won or alt.best is None:
+        return out
+    top = tuple(replace(e, pipeline_layout=ACCOUNTED) for e in alt.top)
+    gain = f" ({plain.best.step_time_s / alt.best.step_time_s:.2f}× the tokens/s of the best plan without it)" \
+        if plain.best is not None else " (no plan fits without it)"
+    note = Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
+                      f"{gain}: apply writes account_for_embedding_in_pipeline_split and "
+                      "account_for_loss_in_pipeline_split (Megatron-Core)", severity=Severity.INFORMATION)
+    return replace(out, best=top[0], top=top, diagnostics=(*alt.diagnostics, note))
 
 
 def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
                 progress: Callable[[float], None] | None = None,
-                cancelled: Callable[[], bool] | None = None) -> SearchResult:
-    """`search` with an explicit pricer (tests price synthetic models through the same code)."""
+                cancelled: Callable[[], bool] | None = None, min_pp: int = 1) -> SearchResult:
+    """`search` with an explicit pricer (tests price synthetic models through the same code); `min_pp` keeps
+    the plans with at least that many pipeline stages."""
     t0 = time.perf_counter()
     dims = _dimensions(config)
     try:
-        result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled)
+        result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled,
+                         min_pp=min_pp)
     except Cancelled:
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims)
     except Exception as exc:  # the front ends never show a traceback (docs/formats.md §3)
@@ -132,7 +173,7 @@ def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...]
 
 
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
-            cancelled: Callable[[], bool] | None) -> SearchResult:
+            cancelled: Callable[[], bool] | None, min_pp: int = 1) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
     g = config.global_batch_size
     if not g or g <= 0:
@@ -152,6 +193,10 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     budget = _budget(config)
     declared = restrictions(config)
     restrict = framework_restrictions(config, declared)
+    if min_pp > 1:
+        pp = restrict.get("pp")
+        restrict = {**restrict, "pp": tuple(p for p in (pp if pp is not None else divisors(cluster.world_size))
+                                            if p >= min_pp)}
     cannot = _framework_cannot_run(config, declared, restrict)
     if cannot is not None:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))

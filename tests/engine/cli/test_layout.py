@@ -109,3 +109,32 @@ def test_hyperparallel_offsets_in_the_model_section(tmp_path: Path) -> None:
                                                   "[-1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"))
     doc = _json("explain", str(tmp_path / "s.yaml"))
     assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
+
+
+def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes_it(tmp_path: Path) -> None:
+    """No layout stated, Megatron: vpp 8 over 16 stages exists only with the embedding and loss in the split; the
+    search prices the plans with pp > 1 under that layout too, keeps the faster, says so (HP613), and apply
+    writes Megatron-Core's keys, which read back as the plan."""
+    train = (EX / "train.yaml").read_text().replace(ACCOUNTING, "")
+    path = _copy(tmp_path, train, "megatron")
+    with open(path, "a") as f:  # pp and vpp searched: the stated vpp 8 needs the accounting (HP407 without it)
+        f.write("parallelism: {pp: auto, vpp: auto, micro_batch_num: auto}\n")
+    doc = _json("search", path)
+    best = doc["best"]
+    assert best["strategy"]["pp"] == 16 and best["strategy"]["vpp"] == 8
+    assert best["pipeline_layout"]["embedding_in_split"] and best["pipeline_layout"]["loss_in_split"]
+    assert any(d["code"] == "HP613" for d in doc["diagnostics"])
+    r = hp_plan("apply", path, "--in-place")
+    assert r.returncode == 0, r.stdout + r.stderr
+    written = (tmp_path / "train.yaml").read_text()
+    assert "account_for_embedding_in_pipeline_split: true" in written
+    assert "account_for_loss_in_pipeline_split: true" in written
+    text = Path(path).read_text()
+    Path(path).write_text(text.replace("parallelism: {pp: auto, vpp: auto, micro_batch_num: auto}\n", ""))
+    est = _json("estimate", path)  # the written train.yaml alone states the plan, layout included
+    assert est["strategy"] == best["strategy"] and est["peak_memory_gib"] == best["peak_memory_gib"]
+    assert est["step_time_s"] == best["step_time_s"]
+    # torchtitan's own split already counts them: nothing to choose, nothing said
+    (tmp_path / "tt2").mkdir()
+    tt = _json("search", _copy(tmp_path / "tt2", train, "torchtitan"))
+    assert tt["best"]["pipeline_layout"] is None and not any(d["code"] == "HP613" for d in tt["diagnostics"])
