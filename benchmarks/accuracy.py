@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -343,32 +344,44 @@ FIT_GRID: dict[str, tuple[float, ...]] = {
 }
 
 
-def fit(cases: list[Case], families: set[str]) -> tuple[dict[str, float], float]:
-    """Grid search of FIT_GRID minimising the weighted mean |step-time error| over `families`."""
+def _grid_search(objective: Callable[[], float | None]) -> tuple[dict[str, float], float]:
+    """The FIT_GRID point with the smallest `objective()` (None: no score at that point), the first of equal
+    ones in grid order, and its score. The constants are set in engine.cost.constants for each point and
+    restored afterwards."""
     import itertools
 
     from engine.cost import constants as K
 
-    loaded = [(c, load_case(CASES_DIR / f"{c.id}.yaml")[0]) for c in cases if c.family in families]
     saved = {k: getattr(K, k) for k in FIT_GRID}
     best: tuple[float, dict[str, float]] = (float("inf"), saved)
     try:
         for combo in itertools.product(*FIT_GRID.values()):
             for k, v in zip(FIT_GRID, combo, strict=True):
                 setattr(K, k, v)
-            tot = wsum = 0.0
-            for c, cfg in loaded:
-                assert cfg is not None
-                est, _ = estimate_config(cfg)
-                assert est is not None
-                tot += c.weight * abs(est.step_time_s / c.published_step_s - 1)
-                wsum += c.weight
-            if tot / wsum < best[0]:
-                best = (tot / wsum, dict(zip(FIT_GRID, combo, strict=True)))
+            score = objective()
+            if score is not None and score < best[0]:
+                best = (score, dict(zip(FIT_GRID, combo, strict=True)))
     finally:
         for k, v in saved.items():
             setattr(K, k, v)
     return best[1], best[0]
+
+
+def fit(cases: list[Case], families: set[str]) -> tuple[dict[str, float], float]:
+    """Grid search of FIT_GRID minimising the weighted mean |step-time error| over `families`."""
+    loaded = [(c, load_case(CASES_DIR / f"{c.id}.yaml")[0]) for c in cases if c.family in families]
+
+    def weighted_error() -> float:
+        tot = wsum = 0.0
+        for c, cfg in loaded:
+            assert cfg is not None
+            est, _ = estimate_config(cfg)
+            assert est is not None
+            tot += c.weight * abs(est.step_time_s / c.published_step_s - 1)
+            wsum += c.weight
+        return tot / wsum
+
+    return _grid_search(weighted_error)
 
 
 def errors_with(cases: list[Case], values: dict[str, float]) -> dict[str, list[float]]:
@@ -548,23 +561,12 @@ def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
 
 def _fit_runs(runs: list[Run]) -> dict[str, float]:
     """FIT_GRID fitted on §10 runs only (mean |step error|), for the Megatron leave-out."""
-    import itertools
 
-    from engine.cost import constants as K
+    def mean_error() -> float | None:
+        es = [abs(sc.error) for sc in score_s10(runs) if sc.error is not None]
+        return statistics.mean(es) if es else None
 
-    saved = {k: getattr(K, k) for k in FIT_GRID}
-    best: tuple[float, dict[str, float]] = (float("inf"), saved)
-    try:
-        for combo in itertools.product(*FIT_GRID.values()):
-            for k, v in zip(FIT_GRID, combo, strict=True):
-                setattr(K, k, v)
-            es = [abs(sc.error) for sc in score_s10(runs) if sc.error is not None]
-            if es and statistics.mean(es) < best[0]:
-                best = (statistics.mean(es), dict(zip(FIT_GRID, combo, strict=True)))
-    finally:
-        for k, v in saved.items():
-            setattr(K, k, v)
-    return best[1]
+    return _grid_search(mean_error)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,8 +32,12 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
+from typing import Any
+
+from lsp_stdio import reply_to_server, start_reader, start_server, write_message
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -120,49 +124,30 @@ class Lsp:
     kept by URI. Enough to time requests and read the server's RSS; no pygls on this side."""
 
     def __init__(self, root: str) -> None:
-        import threading
-
-        self.proc = subprocess.Popen([sys.executable, "-m", "hp_lsp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+        self.proc = start_server()
         self.diags: dict[str, list[dict[str, object]]] = {}
         self.answers: dict[int, object] = {}
         self.cond = threading.Condition()
+        self.lock = threading.Lock()
         self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
+        start_reader(self.proc, self._handle)
         self.request("initialize", {"processId": os.getpid(), "rootUri": "file://" + root, "capabilities": {
             "workspace": {"workspaceEdit": {"documentChanges": True}, "applyEdit": True}},
             "initializationOptions": {"hpLsp": {"searchOnSave": False, "maxFileSizeKb": 8192}}})
         self.notify("initialized", {})
 
     def _send(self, msg: dict[str, object]) -> None:
-        body = json.dumps(msg).encode()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
+        write_message(self.proc, msg, self.lock)
 
-    def _read(self) -> None:
-        out = self.proc.stdout
-        assert out is not None
-        while True:
-            length = 0
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                if line.strip() == b"":
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            msg = json.loads(out.read(length))
-            with self.cond:
-                if msg.get("method") == "textDocument/publishDiagnostics":
-                    self.diags[msg["params"]["uri"]] = msg["params"]["diagnostics"]
-                elif "id" in msg and "method" in msg:  # a request from the server: accept it
-                    self._send({"jsonrpc": "2.0", "id": msg["id"], "result": {"applied": True}
-                                if msg["method"] == "workspace/applyEdit" else None})
-                elif "id" in msg:
-                    self.answers[msg["id"]] = msg.get("result", msg.get("error"))
-                self.cond.notify_all()
+    def _handle(self, msg: dict[str, Any]) -> None:
+        with self.cond:
+            if msg.get("method") == "textDocument/publishDiagnostics":
+                self.diags[msg["params"]["uri"]] = msg["params"]["diagnostics"]
+            elif "id" in msg and "method" in msg:  # a request from the server: answer it
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": reply_to_server(msg)})
+            elif "id" in msg:
+                self.answers[msg["id"]] = msg.get("result", msg.get("error"))
+            self.cond.notify_all()
 
     def notify(self, method: str, params: object) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})

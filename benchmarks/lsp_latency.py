@@ -16,12 +16,9 @@ Usage: .venv/bin/python benchmarks/lsp_latency.py [--rounds N] [--examples DIR]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,29 +26,25 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from lsp_stdio import reply_to_server, start_reader, start_server, write_message
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 class Client:
     """A tiny LSP client: enough for timing, with answers to the server's requests."""
 
-    def __init__(self, cmd: list[str]) -> None:
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    def __init__(self) -> None:
+        self.proc = start_server()
         self._next = 0
         self._pending: dict[int, Future[Any]] = {}
         self._lock = threading.Lock()
         self.notes: list[tuple[float, str, Any]] = []  # (time, method, params)
         self._cv = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self._reader = start_reader(self.proc, self._handle)
 
     def _send(self, msg: dict[str, Any]) -> None:
-        body = json.dumps(msg).encode()
-        assert self.proc.stdin is not None
-        with self._lock:
-            self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            self.proc.stdin.flush()
+        write_message(self.proc, msg, self._lock)
 
     def request(self, method: str, params: Any) -> Future[Any]:
         with self._lock:
@@ -65,39 +58,18 @@ class Client:
     def notify(self, method: str, params: Any) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    def _read(self) -> None:
-        out = self.proc.stdout
-        assert out is not None
-        while True:
-            length = 0
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                if line.startswith(b"Content-Length:"):
-                    length = int(line.split(b":")[1])
-                elif line in (b"\r\n", b"\n"):
-                    break
-            msg = json.loads(out.read(length))
-            now = time.perf_counter()
-            if "method" in msg and "id" in msg:  # a request from the server
-                result: Any = None
-                if msg["method"] == "workspace/applyEdit":
-                    result = {"applied": True}
-                elif msg["method"] == "workspace/configuration":
-                    result = [None for _ in msg["params"]["items"]]
-                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
-                with self._cv:
-                    self.notes.append((now, msg["method"], msg.get("params")))
-                    self._cv.notify_all()
-            elif "method" in msg:
-                with self._cv:
-                    self.notes.append((now, msg["method"], msg.get("params")))
-                    self._cv.notify_all()
-            elif "id" in msg:
-                fut = self._pending.pop(msg["id"], None)
-                if fut is not None:
-                    fut.set_result(msg.get("result"))
+    def _handle(self, msg: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        if "method" in msg:  # a notification, or a request from the server (answered first)
+            if "id" in msg:
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": reply_to_server(msg)})
+            with self._cv:
+                self.notes.append((now, msg["method"], msg.get("params")))
+                self._cv.notify_all()
+        elif "id" in msg:
+            fut = self._pending.pop(msg["id"], None)
+            if fut is not None:
+                fut.set_result(msg.get("result"))
 
     def wait_note(self, method: str, after: float, pred: Any = None, timeout: float = 120.0) -> tuple[float, Any]:
         deadline = time.perf_counter() + timeout
@@ -131,7 +103,7 @@ CAPS = {
 
 
 def start(folder: Path) -> Client:
-    c = Client([sys.executable, "-m", "hp_lsp"])
+    c = Client()
     c.request("initialize", {"processId": os.getpid(), "rootUri": folder.as_uri(), "capabilities": CAPS}).result(30)
     c.notify("initialized", {})
     return c

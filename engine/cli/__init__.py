@@ -13,7 +13,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from engine import __version__
@@ -100,52 +100,82 @@ def _tokens(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _tokens_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tokens", type=_tokens, metavar="N",
-                   help="a token budget (15e12, 15T, 300B): wall-clock days and device-hours for the plan")
+def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, description: str,  # type: ignore[type-arg]
+                 *, json_doc: str | None, options: Callable[[argparse.ArgumentParser], None] | None = None,
+                 file_metavar: str = "FILE", file_help: str | None = None, options_first: bool = False,
+                 tokens: bool = True, pricing: bool = True) -> argparse.ArgumentParser:
+    """The parser of a command that reads one plan file: FILE, --json (`json_doc`: where the document is
+    specified) and the command's own `options` (before --json with `options_first`, the order --help has
+    always listed them in), then --tokens, the cluster flags and the pricing flags, which every plan command
+    shares so that one file priced by two commands is priced alike."""
+    p = sub.add_parser(name, help=help, description=description, epilog=POSITIONS_NOTE)
+    p.add_argument("file", metavar=file_metavar, help=file_help)
+    if options is not None and options_first:
+        options(p)
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document" + (f" ({json_doc})" if json_doc else ""))
+    if options is not None and not options_first:
+        options(p)
+    if tokens:
+        p.add_argument("--tokens", type=_tokens, metavar="N",
+                       help="a token budget (15e12, 15T, 300B): wall-clock days and device-hours for the plan")
+    _cluster_flags(p)
+    if pricing:
+        _pricing_flags(p)
+    return p
+
+
+def _explain_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
+    p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
+    p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
+
+
+def _compare_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file_b", metavar="FILE_B", nargs="?")
+    p.add_argument("--best", action="store_true", help="compare FILE_A's stated plan with the search's best")
+
+
+def _export_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--to", required=True, choices=("megatron", "torchtitan", "mindspeed"), help="the target stack")
+    p.add_argument("--best", action="store_true", help="export the search's best plan, not the stated one")
+
+
+def _search_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
+
+
+def _apply_options(p: argparse.ArgumentParser) -> None:
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-o", "--output", metavar="OUT", help="write the edited train.yaml to OUT")
+    out.add_argument("--in-place", action="store_true", help="rewrite the train.yaml itself")
+    p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing anything")
+    p.add_argument("--force", action="store_true",
+                   help="rewrite even when the best plan gains less than 1.10x the stated plan's tokens/s "
+                   "(the HP611 threshold; below it nothing is rewritten by default)")
 
 
 def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """explain, compare and export (docs/formats.md §7; docs/explain.md)."""
-    p = sub.add_parser("explain", help="per-stage time and memory, what bounds the step, the pipeline timeline",
-                       description="Price the plan FILE states (for a search config with searched dimensions, "
-                       "the best one) and show one row per pipeline stage (layers, memory by part, forward, "
-                       "backward, recompute, exposed communication, idle), what bounds the step, and the "
-                       "pipeline schedule as a timeline of micro-batches whose last interval ends at the "
-                       "step time.", epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §7 `explain`)")
-    p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
-    p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
-    p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
-    _tokens_flag(p)
-    _cluster_flags(p)
-    _pricing_flags(p)
-
-    p = sub.add_parser("compare", help="two plans side by side: every term, the speedup, the error band",
-                       description="Price two complete plans on the same model and cluster (two files, or "
-                       "--best: FILE_A's stated plan against the best the search finds) and show every time and "
-                       "memory term side by side, the speedup in tokens/s at the same global batch size, the terms "
-                       "that make the difference and whether the gap is inside the cost model's error band.",
-                       epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="FILE_A")
-    p.add_argument("file_b", metavar="FILE_B", nargs="?")
-    p.add_argument("--best", action="store_true", help="compare FILE_A's stated plan with the search's best")
-    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §7 `compare`)")
-    _tokens_flag(p)
-    _cluster_flags(p)
-    _pricing_flags(p)
-
-    p = sub.add_parser("export", help="the plan as Megatron / MindSpeed flags or a torchtitan TOML fragment",
-                       description="Print the plan FILE states (for a search config with searched dimensions, "
-                       "the best one) as the arguments of another training stack: Megatron-LM or MindSpeed-LLM "
-                       "command-line flags, or a torchtitan TOML fragment. Settings the stack cannot express get "
-                       "a warning (HP753). The mapping is in docs/explain.md.", epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--to", required=True, choices=("megatron", "torchtitan", "mindspeed"), help="the target stack")
-    p.add_argument("--best", action="store_true", help="export the search's best plan, not the stated one")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
-    _cluster_flags(p)
+    _plan_parser(sub, "explain", "per-stage time and memory, what bounds the step, the pipeline timeline",
+                 "Price the plan FILE states (for a search config with searched dimensions, the best one) and "
+                 "show one row per pipeline stage (layers, memory by part, forward, backward, recompute, exposed "
+                 "communication, idle), what bounds the step, and the pipeline schedule as a timeline of "
+                 "micro-batches whose last interval ends at the step time.",
+                 json_doc="docs/formats.md §7 `explain`", options=_explain_options)
+    _plan_parser(sub, "compare", "two plans side by side: every term, the speedup, the error band",
+                 "Price two complete plans on the same model and cluster (two files, or --best: FILE_A's stated "
+                 "plan against the best the search finds) and show every time and memory term side by side, the "
+                 "speedup in tokens/s at the same global batch size, the terms that make the difference and "
+                 "whether the gap is inside the cost model's error band.",
+                 json_doc="docs/formats.md §7 `compare`", options=_compare_options, options_first=True,
+                 file_metavar="FILE_A")
+    _plan_parser(sub, "export", "the plan as Megatron / MindSpeed flags or a torchtitan TOML fragment",
+                 "Print the plan FILE states (for a search config with searched dimensions, the best one) as "
+                 "the arguments of another training stack: Megatron-LM or MindSpeed-LLM command-line flags, or "
+                 "a torchtitan TOML fragment. Settings the stack cannot express get a warning (HP753). The "
+                 "mapping is in docs/explain.md.",
+                 json_doc=None, options=_export_options, options_first=True, tokens=False, pricing=False)
 
 
 def _framework_name(text: str) -> str:
@@ -175,50 +205,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"hp-plan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    p = sub.add_parser("check", help="validate a train.yaml or search config (exit 1 on any error)",
-                       description="Validate FILE: YAML, keys, types, model facts and cross-field rules.",
-                       epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="FILE", help="a train.yaml or a search config")
-    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §3 `check`)")
-    _cluster_flags(p)
-
-    p = sub.add_parser("estimate", help="price the strategy the file states (no search)",
-                       description="Price the strategy FILE states: memory per stage, step time, MFU.",
-                       epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §3 `estimate`)")
-    _tokens_flag(p)
-    _cluster_flags(p)
-    _pricing_flags(p)
-
-    p = sub.add_parser("search", help="search the strategy space and rank what fits",
-                       description="Search the strategies FILE allows and rank those that fit the memory budget.",
-                       epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §3 `search`)")
-    p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
-    _tokens_flag(p)
-    _cluster_flags(p)
-    _pricing_flags(p)
-
-    p = sub.add_parser("apply", help="write the best strategy back into the train.yaml (round-trip)",
-                       description="Search, then write the best strategy into the train.yaml (FILE itself, or "
-                       "the train_yaml a search config names), keeping comments and layout. Without -o or "
-                       "--in-place the edited train.yaml is printed on stdout and no file changes; a summary "
-                       "goes to stderr. Nothing is written unless the result reads back as the strategy.",
-                       epilog=POSITIONS_NOTE)
-    p.add_argument("file", metavar="FILE")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("-o", "--output", metavar="OUT", help="write the edited train.yaml to OUT")
-    out.add_argument("--in-place", action="store_true", help="rewrite the train.yaml itself")
-    p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing anything")
-    p.add_argument("--force", action="store_true",
-                   help="rewrite even when the best plan gains less than 1.10x the stated plan's tokens/s "
-                   "(the HP611 threshold; below it nothing is rewritten by default)")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
-    _cluster_flags(p)
-    _pricing_flags(p)
+    _plan_parser(sub, "check", "validate a train.yaml or search config (exit 1 on any error)",
+                 "Validate FILE: YAML, keys, types, model facts and cross-field rules.",
+                 json_doc="docs/formats.md §3 `check`", file_help="a train.yaml or a search config",
+                 tokens=False, pricing=False)
+    _plan_parser(sub, "estimate", "price the strategy the file states (no search)",
+                 "Price the strategy FILE states: memory per stage, step time, MFU.",
+                 json_doc="docs/formats.md §3 `estimate`")
+    _plan_parser(sub, "search", "search the strategy space and rank what fits",
+                 "Search the strategies FILE allows and rank those that fit the memory budget.",
+                 json_doc="docs/formats.md §3 `search`", options=_search_options)
+    _plan_parser(sub, "apply", "write the best strategy back into the train.yaml (round-trip)",
+                 "Search, then write the best strategy into the train.yaml (FILE itself, or the train_yaml a "
+                 "search config names), keeping comments and layout. Without -o or --in-place the edited "
+                 "train.yaml is printed on stdout and no file changes; a summary goes to stderr. Nothing is "
+                 "written unless the result reads back as the strategy.",
+                 json_doc=None, options=_apply_options, options_first=True, tokens=False)
 
     p = sub.add_parser("calibrate", help="fit ratios from measured runs (a RUNS file)",
                        description="Price every run of RUNS (each a config stating one strategy and what it "

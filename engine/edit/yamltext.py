@@ -20,8 +20,7 @@ time and re-compose (see engine.edit.core), which keeps every operation simple a
 
 from __future__ import annotations
 
-import json
-import math
+import io
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -166,8 +165,12 @@ def indent_unit(doc: Doc) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- rendering
+# Which scalars may stand plain, how a number or a quoted string is spelled: PyYAML's emitter decides
+# (through yaml.safe_dump), so a token is what PyYAML itself would write and what its reader reads back as
+# the same value and type (YAML 1.1: `off`, `10`, `1e-05`, `2024-01-01`, `~` are not strings when plain).
+# What stays here is style preservation: an old token's quotes, a boolean's spelling family and case,
+# `~`, layer-range keys always quoted, and a trainer word (`Word`) written plain.
 
-_PLAIN_SAFE = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_./ -]*(?<![ ])$")
 _BOOL_WORDS = {
     "true": ("true", "false"),
     "false": ("true", "false"),
@@ -176,35 +179,36 @@ _BOOL_WORDS = {
     "on": ("on", "off"),
     "off": ("on", "off"),
 }
+_NO_WRAP = 2**30  # the emitter folds scalars longer than its width; a token is always one line
+_LINE_BREAKS = frozenset("\r\n\x85\u2028\u2029")  # what YAML reads as a line break inside a scalar
+_ANALYZER = yaml.emitter.Emitter(io.StringIO(), allow_unicode=True)  # analyze_scalar only: no state
+_RESOLVER = yaml.resolver.Resolver()  # the implicit types of the safe loader and dumper (YAML 1.1)
 
 
-def _resolves_as_str(token: str) -> bool:
-    try:
-        return yaml.safe_load(f"k: {token}\n") == {"k": token}
-    except yaml.YAMLError:
-        return False
+def _emitted(value: str | int | float | bool | None, style: str | None = None) -> str:
+    """PyYAML's token for `value` as an item of a flow sequence, the strictest place a token goes (no plain
+    `,[]{}` either, so it is safe in block values, flow mappings and lists alike). `style` is the emitter's
+    default_style: None lets it choose plain where the value reads back as itself (else single quotes);
+    `'` asks for single quotes where it can write them, else it writes double; `"` double quotes. (About
+    30 us a call: an edit writes a few tokens, so nothing is cached; a cache would also take -0.0 for 0.0.)"""
+    text = yaml.safe_dump([value], default_flow_style=True, default_style=style, width=_NO_WRAP,
+                          allow_unicode=True)
+    return text.rstrip("\n")[1:-1]
 
 
 def render_str(value: str, style: str | None = None) -> str:
-    """A string token: in the old token's quote style, plain when PyYAML reads it back as the same string,
-    else double-quoted (so `off` stays the string "off" and `10` the string "10")."""
-    if style == "'" and "\n" not in value:
-        return "'" + value.replace("'", "''") + "'"
-    if style == '"' or not (_PLAIN_SAFE.match(value) and _resolves_as_str(value)):
-        return json.dumps(value, ensure_ascii=False)
-    return value
-
-
-def render_float(value: float) -> str:
-    if math.isnan(value):
-        return ".nan"
-    if math.isinf(value):
-        return ".inf" if value > 0 else "-.inf"
-    token = repr(value)
-    if "e" in token and "." not in token.split("e")[0]:
-        mant, exp = token.split("e")
-        token = f"{mant}.0e{exp}"  # PyYAML (YAML 1.1) reads `1e-05` as a string, `1.0e-05` as a float
-    return token
+    """A string token: in the old token's quote style, plain when PyYAML would write it plain (it reads back
+    as the same string), else double-quoted (so `off` stays the string "off" and `10` the string "10")."""
+    value = str(value)
+    if style == "'":
+        token = _emitted(value, "'")
+        if not _LINE_BREAKS.intersection(token):  # a folded single-quoted scalar is not one token line
+            return token
+    elif style != '"':
+        token = _emitted(value)
+        if token[:1] not in ("'", '"'):
+            return token
+    return _emitted(value, '"')
 
 
 def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
@@ -212,11 +216,9 @@ def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
     quotes, the spelling family and case of a boolean (`yes`/`no`, `True`/`False`), `~` for null. Numbers and
     booleans are never quoted: `"4"` is the string the reader refuses (HP103), not the degree 4."""
     style = old.style if isinstance(old, yaml.ScalarNode) and old.style in ("'", '"') else None
-    if isinstance(value, bool | int | float):
-        style = None
     old_text = old.value if isinstance(old, yaml.ScalarNode) else ""
     if value is None:
-        return "~" if old_text == "~" else "null"
+        return "~" if old_text == "~" else _emitted(None)
     if isinstance(value, bool):
         word = old_text.lower() if isinstance(old, yaml.ScalarNode) and old.tag.endswith(":bool") else "true"
         pair = _BOOL_WORDS.get(word, ("true", "false"))
@@ -227,10 +229,10 @@ def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
             return token.capitalize()
         return token
     if isinstance(value, int):
-        return str(value)
+        return _emitted(int(value))
     if isinstance(value, float):
-        return render_float(value)
-    if isinstance(value, Word) and not style and _PLAIN_SAFE.match(value):
+        return _emitted(float(value))
+    if isinstance(value, Word) and not style and _plain_word(value):
         return str(value)
     if isinstance(value, str):
         return render_str(value, style)
@@ -241,9 +243,17 @@ def render_scalar(value: Any, old: yaml.Node | None = None) -> str:
     raise EditError(f"cannot write a value of type {type(value).__name__}")
 
 
+def _plain_word(word: str) -> bool:
+    """A trainer word may stand plain when the emitter's analysis allows its characters plain in a flow
+    collection and the safe reader constructs what it resolves to (`off` is read as false, which the
+    trainer's reader maps back; `=` and `<<` resolve to tags it cannot construct)."""
+    tag = _RESOLVER.resolve(yaml.ScalarNode, word, (True, False))
+    return _ANALYZER.analyze_scalar(str(word)).allow_flow_plain and tag in yaml.SafeLoader.yaml_constructors
+
+
 def render_key(key: str) -> str:
-    """A mapping key; keys starting with a digit (layer ranges `"0-9"`, `"10"`) are always quoted."""
-    return json.dumps(key, ensure_ascii=False) if key[:1].isdigit() else render_str(key)
+    """A mapping key; keys starting with a digit (layer ranges `"0-9"`, `"10"`) are always double-quoted."""
+    return render_str(key, '"' if key[:1].isdigit() else None)
 
 
 def render_flow(value: Any) -> str:

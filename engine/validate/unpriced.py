@@ -71,17 +71,25 @@ class Unpriced:
 S, A, L = "search", "automodels", "legacy"
 _ALL = frozenset({S, A, L})
 _TRAIN = frozenset({A, L})
+_SEARCH, _AUTO, _LEGACY = frozenset({S}), frozenset({A}), frozenset({L})
 _MULTIMODAL = ("the vision tower of a multimodal run (HyperParallel prices it with the language model's degrees, "
                "its layers on stage 0) is not priced: only the language model is")
 _STACK = "a per-layer stack (layer groups, op vectors, Gated DeltaNet linear attention) is priced as uniform decoder layers"
+_WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
+_STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
+                    "mode on every layer; activation_checkpoint.layers states a per-layer plan")
+_SLICE = "slicing recomputed activations over tp is not priced"
+_MASTER = "with fp32 gradients and an fp32 master copy"
+_ADAM = "this optimizer's state is priced as AdamW's (two fp32 states and an fp32 master copy)"
+_CENSUS = "a measured census of the model is not read: the formulas price it"
+
+# model keys, read under model. in every file kind and under model.config_overrides. in a train.yaml
 _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("softmax_compute_type", "the softmax is priced at the compute width (flash attention keeps no score matrix)",
      _always),
-    ("recompute_slice_activation", "slicing recomputed activations over tp is not priced", _meaningful),
-    ("multiple_of", "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)",
-     _no_width),
-    ("ffn_dim_multiplier", "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not "
-     "derived)", _no_width),
+    ("recompute_slice_activation", _SLICE, _meaningful),
+    ("multiple_of", _WIDTH, _no_width),
+    ("ffn_dim_multiplier", _WIDTH, _no_width),
     ("moe_enabled", "hp-plan prices the experts num_experts states whatever moe_enabled says", _moe_off),
     ("attn_output_gate", "the attention output gate's projection is not priced", _meaningful),
     ("layer_types", _STACK, _meaningful),
@@ -92,52 +100,50 @@ _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("vision", _MULTIMODAL, _meaningful),
     ("visual_seq_len", _MULTIMODAL, _meaningful),
     ("use_gmm", "grouped GEMM for the experts: each expert's GEMMs are priced at the same rate", _meaningful),
-    ("full_rec", "per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated mode "
-     "on every layer; activation_checkpoint.layers states a per-layer plan", _meaningful),
-    ("sel_rec", "per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated mode "
-     "on every layer; activation_checkpoint.layers states a per-layer plan", _meaningful),
+    ("full_rec", _STAGE_RECOMPUTE, _meaningful),
+    ("sel_rec", _STAGE_RECOMPUTE, _meaningful),
+)
+# (file kinds, dotted path, why, when) of every other key
+_OTHER_KEYS: tuple[tuple[frozenset[str], str, str, When], ...] = (
+    (_SEARCH, "pp_config.stage_partition",
+     "a manual stage partition: the layers are spread evenly (HyperParallel's search ignores it too)", _meaningful),
+    (_SEARCH, "pp_config.layer_recompute_layers",
+     "recompute by layer id: the stated mode is priced on every layer (HyperParallel's search ignores it too)",
+     _meaningful),
+    (_AUTO, "model_init_dtype", "the initialisation dtype does not enter the step's price", _always),
+    (_AUTO, "training.max_grad_norm",
+     "gradient clipping (one norm reduction and a rescale per step) is not priced", _meaningful),
+    (_AUTO, "fsdp_config.edp_shard_size", "the expert FSDP shard: the routed experts' states are priced sharded "
+     "over the whole expert data-parallel group dp·cp·tp/(ep·etp)", _meaningful),
+    (_AUTO, "fsdp_config.reshard_after_backward",
+     "parameters kept gathered after backward are not priced: they are priced resharded", _reshard_kept),
+    (_AUTO, "fsdp_config.mixed_precision",
+     f"FSDP's mixed-precision policy: weights are priced at model.torch_dtype {_MASTER}", _mixed_precision),
+    (_AUTO, "mixed_precision",
+     f"the mixed-precision policy: weights are priced at model.torch_dtype (param_init_type) {_MASTER}",
+     _mixed_precision),
+    (_AUTO, "activation_checkpoint.recompute_slice_activation", _SLICE, _meaningful),
+    (_AUTO, "activation_checkpoint.swap_inputs", "swapping checkpoint inputs to the host is not priced",
+     _meaningful),
+    (_AUTO, "activation_checkpoint.layer_ranges",
+     "per-layer ranges under this name are not read: activation_checkpoint.layers states a per-layer plan",
+     _meaningful),
+    (_AUTO, "activation_swap", "activation swap to the host is not priced (recompute per_layer with offload "
+     "prices offload in a search)", _meaningful),
+    (_TRAIN, "context.expert_shard", "an expert-shard group (HyperParallel's EP constraint C4) is not priced: the "
+     "experts are priced over ep and the expert data-parallel group", _meaningful),
+    (_TRAIN, "context.visual_seq_len", _MULTIMODAL, _meaningful),
+    (_TRAIN, "context.census", _CENSUS, _meaningful),
+    (_TRAIN, "context.census_spec", _CENSUS, _meaningful),
+    (_AUTO, "optimizer._target_", _ADAM, _not_adam),
+    (_LEGACY, "train.optimizer.type", _ADAM, _not_adam),
+    (_LEGACY, "train.gradient_checkpointing.recompute_slice_activation", _SLICE, _meaningful),
 )
 
 TABLE: tuple[Unpriced, ...] = (
     *(Unpriced(_ALL, f"model.{k}", why, when) for k, why, when in _MODEL_KEYS),
     *(Unpriced(_TRAIN, f"model.config_overrides.{k}", why, when) for k, why, when in _MODEL_KEYS),
-    Unpriced(frozenset({S}), "pp_config.stage_partition", "a manual stage partition: the layers are spread evenly "
-             "(HyperParallel's search ignores it too)"),
-    Unpriced(frozenset({S}), "pp_config.layer_recompute_layers", "recompute by layer id: the stated mode is priced "
-             "on every layer (HyperParallel's search ignores it too)"),
-    Unpriced(frozenset({A}), "model_init_dtype", "the initialisation dtype does not enter the step's price",
-             _always),
-    Unpriced(frozenset({A}), "training.max_grad_norm", "gradient clipping (one norm reduction and a rescale per "
-             "step) is not priced", _meaningful),
-    Unpriced(frozenset({A}), "fsdp_config.edp_shard_size", "the expert FSDP shard: the routed experts' states are "
-             "priced sharded over the whole expert data-parallel group dp·cp·tp/(ep·etp)", _meaningful),
-    Unpriced(frozenset({A}), "fsdp_config.reshard_after_backward", "parameters kept gathered after backward are "
-             "not priced: they are priced resharded", _reshard_kept),
-    Unpriced(frozenset({A}), "fsdp_config.mixed_precision", "FSDP's mixed-precision policy: weights are priced at "
-             "model.torch_dtype with fp32 gradients and an fp32 master copy", _mixed_precision),
-    Unpriced(frozenset({A}), "mixed_precision", "the mixed-precision policy: weights are priced at model.torch_dtype "
-             "(param_init_type) with fp32 gradients and an fp32 master copy", _mixed_precision),
-    Unpriced(frozenset({A}), "activation_checkpoint.recompute_slice_activation", "slicing recomputed activations "
-             "over tp is not priced", _meaningful),
-    Unpriced(frozenset({A}), "activation_checkpoint.swap_inputs", "swapping checkpoint inputs to the host is not "
-             "priced", _meaningful),
-    Unpriced(frozenset({A}), "activation_checkpoint.layer_ranges", "per-layer ranges under this name are not read: "
-             "activation_checkpoint.layers states a per-layer plan", _meaningful),
-    Unpriced(frozenset({A}), "activation_swap", "activation swap to the host is not priced (recompute per_layer with "
-             "offload prices offload in a search)", _meaningful),
-    Unpriced(_TRAIN, "context.expert_shard", "an expert-shard group (HyperParallel's EP constraint C4) is not "
-             "priced: the experts are priced over ep and the expert data-parallel group", _meaningful),
-    Unpriced(_TRAIN, "context.visual_seq_len", _MULTIMODAL, _meaningful),
-    Unpriced(_TRAIN, "context.census", "a measured census of the model is not read: the formulas price it",
-             _meaningful),
-    Unpriced(_TRAIN, "context.census_spec", "a measured census of the model is not read: the formulas price it",
-             _meaningful),
-    Unpriced(frozenset({A}), "optimizer._target_", "this optimizer's state is priced as AdamW's (two fp32 states "
-             "and an fp32 master copy)", _not_adam),
-    Unpriced(frozenset({L}), "train.optimizer.type", "this optimizer's state is priced as AdamW's (two fp32 states "
-             "and an fp32 master copy)", _not_adam),
-    Unpriced(frozenset({L}), "train.gradient_checkpointing.recompute_slice_activation", "slicing recomputed "
-             "activations over tp is not priced", _meaningful),
+    *(Unpriced(kinds, path, why, when) for kinds, path, why, when in _OTHER_KEYS),
 )
 
 

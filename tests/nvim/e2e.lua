@@ -58,6 +58,19 @@ local function code_actions(buf, diag, only)
   }) or {}
 end
 
+-- The code action for `diag` that carries an edit and that `accept` takes: the preferred one among those,
+-- else the first. Also returns every action offered (for the failure message).
+local function pick_action(buf, diag, accept)
+  local offered = code_actions(buf, diag)
+  local picked
+  for _, action in ipairs(offered) do
+    if action.edit and accept(action) and (picked == nil or (action.isPreferred and not picked.isPreferred)) then
+      picked = action
+    end
+  end
+  return picked, offered
+end
+
 local function find_line(buf, pattern)
   for i, line in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
     if line:match(pattern) then
@@ -135,13 +148,10 @@ T.run(function()
   T.check(lens ~= nil, 'a code lens shows the best plan', vim.lsp.codelens.get(buf))
 
   -- 5. Quick fix "Apply optimal strategy" on the search diagnostic.
-  local apply
-  for _, action in ipairs(code_actions(buf, search_diag)) do
-    if action.title:match('^Apply optimal strategy') and action.edit then
-      apply = action
-    end
-  end
-  T.require(apply ~= nil, 'the search diagnostic offers "Apply optimal strategy"', code_actions(buf, search_diag))
+  local apply, offered = pick_action(buf, search_diag, function(action)
+    return action.title:match('^Apply optimal strategy') ~= nil
+  end)
+  T.require(apply ~= nil, 'the search diagnostic offers "Apply optimal strategy"', offered)
   T.log('applying: ' .. apply.title)
   vim.lsp.util.apply_workspace_edit(apply.edit, client.offset_encoding)
   local optimal = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
@@ -169,13 +179,10 @@ T.run(function()
   end)
   T.require(bad ~= nil, 'breaking ' .. break_key .. ' gives an error on its line', codes(buf))
   T.log('error: ' .. bad.code .. ' ' .. bad.message)
-  local fix
-  for _, action in ipairs(code_actions(buf, bad)) do
-    if action.kind == 'quickfix' and action.edit and (fix == nil or action.isPreferred) then
-      fix = action
-    end
-  end
-  T.require(fix ~= nil, 'the error offers a quick fix', code_actions(buf, bad))
+  local fix, fixes = pick_action(buf, bad, function(action)
+    return action.kind == 'quickfix'
+  end)
+  T.require(fix ~= nil, 'the error offers a quick fix', fixes)
   T.log('quick fix: ' .. fix.title)
   vim.lsp.util.apply_workspace_edit(fix.edit, client.offset_encoding)
   local fixed = vim.api.nvim_buf_get_lines(buf, line_no, line_no + 1, false)[1]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.engine.calibrate.conftest import stated_config
-from tests.engine.cli.test_check import hp_plan
+from tests.support.cli import hp_plan_script as hp_plan
+from tests.support.configs import stated_config
 
 
 def _estimate(config: Path, *extra: str) -> dict:

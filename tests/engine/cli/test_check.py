@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.cli import ROOT
+from tests.support.cli import hp_plan as hp_plan_module
+from tests.support.cli import hp_plan_script as hp_plan
+
 CORPUS = ROOT / "tests" / "corpus"
 LLAMA = ROOT / "examples" / "llama3-70b"
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "hp-plan"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("hp-plan")
-    return [found] if found else [sys.executable, "-m", "engine.cli"]
-
-
-def hp_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([*_command(), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-
-
-def hp_plan_module(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=120)
 
 
 def test_clean_example_exits_zero() -> None:

@@ -14,7 +14,8 @@ import pytest
 from engine.explain.compare import BAND_HIGH, BAND_LOW
 from engine.explain.export import read_megatron, read_torchtitan
 from engine.specs import RecomputePlan, Strategy
-from tests.engine.cli.test_check import ROOT, hp_plan
+from tests.support.cli import ROOT
+from tests.support.cli import hp_plan_script as hp_plan
 
 EX = ROOT / "examples" / "explain"
 ONE, INTER = str(EX / "1f1b.yaml"), str(EX / "interleaved.yaml")

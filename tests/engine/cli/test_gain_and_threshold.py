@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +13,10 @@ from engine.check import check_file
 from engine.cli.apply import emit, plan
 from engine.search import compare_stated, search, stated_estimate
 from engine.search.gain import FASTER_HINT_RATIO
+from tests.support.cli import copy_example, hp_plan
+from tests.support.configs import llama8b_model
 
-ROOT = Path(__file__).parents[3]
-EXAMPLES = ROOT / "examples"
-
-LLAMA8B_SEARCH = """\
-model:
-  num_hidden_layers: 32
-  hidden_size: 4096
-  intermediate_size: 14336
-  num_attention_heads: 32
-  num_key_value_heads: 8
-  vocab_size: 128256
-  max_position_embeddings: 8192
+LLAMA8B_SEARCH = llama8b_model() + """\
 cluster: {num_nodes: 1, cards_per_node: 8, device_type: H100}
 parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,
               micro_batch_num: auto}
@@ -37,15 +25,9 @@ recompute: auto
 """
 
 
-def hp_plan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
-
-
 @pytest.fixture
 def llama(tmp_path: Path) -> Path:
-    shutil.copytree(EXAMPLES / "llama3-70b", tmp_path / "l")
-    return tmp_path / "l"
+    return copy_example("llama3-70b", tmp_path / "l")
 
 
 def test_llama8b_one_node_8k_gets_no_cp_and_marks_equivalents(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.cli import ROOT, hp_plan
+from tests.support.files import make_non_regular
+
 LLAMA = ROOT / "examples" / "llama3-70b"
 
 
@@ -76,24 +78,14 @@ FLAGS = ("--devices", "64", "--device-type", "H100")
 
 
 def apply(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "engine.cli", "apply", *args, *FLAGS], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    return hp_plan("apply", *args, *FLAGS, cwd=cwd, timeout=120)
 
 
 @pytest.mark.parametrize("kind", ["chardev", "fifo", "proc_stdout"])
 def test_apply_output_never_replaces_a_non_regular_file(tmp_path: Path, kind: str) -> None:
     (tmp_path / "train.yaml").write_text((LLAMA / "train.yaml").read_text())
     out = tmp_path / "out.yaml"
-    if kind == "chardev":
-        try:
-            os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a private /dev/null
-        except OSError:
-            pytest.skip("mknod needs root")
-    elif kind == "fifo":
-        os.mkfifo(out)
-    else:
-        out.symlink_to("/proc/self/fd/1")  # the process's stdout: a pipe here
+    make_non_regular(out, kind)
     before = os.lstat(out)
     r = apply("train.yaml", "-o", str(out), cwd=tmp_path)
     assert r.returncode == 1 and "nothing written" in r.stderr, r.stderr

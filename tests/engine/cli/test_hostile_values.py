@@ -4,22 +4,14 @@ diagnostic, never an internal error; run through the CLI in a subprocess."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.cli import ROOT, hp_plan
+
 LLAMA = ROOT / "examples" / "llama3-70b"
 HUGE = "1234567890123456789012345678"
-
-
-def hp_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def folder(tmp_path: Path, train_sub: tuple[str, str] | None = None, search_sub: tuple[str, str] | None = None) -> Path:

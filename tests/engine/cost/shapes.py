@@ -33,6 +33,19 @@ DSV3 = ModelSpec(name="deepseek-v3", num_layers=61, hidden=7168, heads=128, kv_h
                  ffn=18432, num_experts=256, experts_per_tok=8, num_shared_experts=1, moe_ffn=2048,
                  first_k_dense=3, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, qk_nope_head_dim=128,
                  v_head_dim=128, mtp_depth=1, seq_len=4096)
+# GPT-2 124M: GeLU ffn 4h, tied embeddings, learned positions, biases
+GPT2 = ModelSpec(name="gpt2-124m", num_layers=12, hidden=768, heads=12, vocab=50257, ffn=3072, kv_heads=12,
+                 seq_len=1024, gated_mlp=False, tie_embeddings=True, learned_positions=True, linear_bias=True)
+
+
+def h100(nodes: int = 1, per_node: int = 8) -> ClusterSpec:
+    return cluster(nodes, "H100", per_node)
+
+
+# a DeepSeek-style MoE layer mix (64 routed experts, 8 active, one shared) at Llama-8B width
+MOE = ModelSpec(name="moe", num_layers=8, hidden=4096, heads=32, vocab=32000, ffn=14336, kv_heads=8, seq_len=4096,
+                num_experts=64, experts_per_tok=8, moe_ffn=1408, num_shared_experts=1, first_k_dense=1)
+
 MEGATRON_RUN = RunOptions(selective_policy="attention", framework="megatron")
 
 

@@ -8,24 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.catalog.devices import find_device
 from engine.cost import constants as K
 from engine.cost import estimate
 from engine.cost.timing import size_factor
 from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
+from tests.engine.cost.shapes import GPT2, h100
 
 LLAMA8B = ModelSpec(name="llama-8b", num_layers=32, hidden=4096, heads=32, vocab=128256, ffn=14336, kv_heads=8,
                     seq_len=8192)
-GPT2 = ModelSpec(name="gpt2-124m", num_layers=12, hidden=768, heads=12, vocab=50257, ffn=3072, kv_heads=12,
-                 seq_len=1024, gated_mlp=False, tie_embeddings=True, learned_positions=True, linear_bias=True)
-
-
-def h100(nodes: int = 1, per_node: int = 8) -> ClusterSpec:
-    dev = find_device("H100")
-    assert dev is not None
-    return ClusterSpec(dev, nodes, per_node, dev.memory_gib, dev.intra_node_gb_s, dev.inter_node_gb_s)
-
-
 def price(model: ModelSpec, cluster: ClusterSpec, s: Strategy, run: RunOptions | None = None):  # type: ignore[no-untyped-def]
     return estimate(model, cluster, run or RunOptions(), s, 1e9)
 

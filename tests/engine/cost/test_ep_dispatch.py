@@ -7,11 +7,8 @@ import pytest
 
 from engine.cost import estimate
 from engine.cost.communication import distinct_nodes
-from engine.specs import ModelSpec, RunOptions, Strategy
-from tests.engine.cost.test_cp_and_gemm_size import h100
-
-MOE = ModelSpec(name="moe", num_layers=8, hidden=4096, heads=32, vocab=32000, ffn=14336, kv_heads=8, seq_len=4096,
-                num_experts=64, experts_per_tok=8, moe_ffn=1408, num_shared_experts=1, first_k_dense=1)
+from engine.specs import RunOptions, Strategy
+from tests.engine.cost.shapes import MOE, h100
 
 
 def ep_comm(dispatcher: str, ep: int, nodes: int) -> float:

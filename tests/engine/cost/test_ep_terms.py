@@ -14,8 +14,7 @@ from engine.cost import estimate
 from engine.cost.communication import ep_exposed
 from engine.cost.timing import size_factor
 from engine.specs import RunOptions, Strategy
-from tests.engine.cost.test_cp_and_gemm_size import h100
-from tests.engine.cost.test_ep_dispatch import MOE
+from tests.engine.cost.shapes import MOE, h100
 
 MEGATRON = RunOptions(framework="megatron", selective_policy="attention")
 

@@ -4,8 +4,6 @@ not searched, and every estimate says what it priced. Through the CLI where a us
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,15 +18,10 @@ from engine.cost.memory import op_policy_recomputed_share
 from engine.search import search
 from engine.specs import RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import LLAMA70B, cluster
+from tests.support.cli import ROOT, hp_plan
 
-ROOT = Path(__file__).resolve().parents[3]
 RUNS = ROOT / "benchmarks" / "calibration_runs"
 TITAN_8B = RUNS / "llama31-8b-8xh100-96g-torchtitan-compile" / "search.yaml"
-
-
-def hp_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
 
 
 def test_every_framework_states_its_facts() -> None:

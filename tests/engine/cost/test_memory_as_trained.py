@@ -9,7 +9,7 @@ from engine.check import check_file
 from engine.cost import estimate
 from engine.cost.memory import attention_dropout, dropout
 from engine.specs import RunOptions, Strategy
-from tests.engine.cost.test_cp_and_gemm_size import GPT2, h100
+from tests.engine.cost.shapes import GPT2, h100
 
 SEARCH = """\
 model:

@@ -1,11 +1,15 @@
-"""Checks shared by the edit tests: edits are well formed, minimal, and reproduce the new text."""
+"""Checks shared by the edit tests: edits are well formed, minimal, reproduce the new text and read back as
+the strategy written; and the generator of random strategies the property tests write."""
 
 from __future__ import annotations
 
 import yaml
+from hypothesis import strategies as st
 
 from engine.edit import EditResult, apply_edits
+from engine.edit.strategy import detect_schema, expected, read_back
 from engine.edit.text import LineIndex, split_lines
+from engine.specs import RecomputePlan, Strategy
 
 
 def check_edits(old: str, result: EditResult) -> None:
@@ -73,3 +77,40 @@ def content_lines(text: str) -> list[str]:
 def is_subsequence(small: list[str], big: list[str]) -> bool:
     it = iter(big)
     return all(any(x == y for y in it) for x in small)
+
+
+def reads_back(text: str, strategy: Strategy) -> None:
+    data = yaml.safe_load(text)
+    schema = detect_schema(data)
+    assert read_back(data, schema) | {} == {**read_back(data, schema), **expected(strategy, schema)}
+
+
+@st.composite
+def strategies(draw: st.DrawFn, legacy: bool = False) -> Strategy:
+    dp = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    cp = draw(st.sampled_from([1, 2, 4]))
+    domain = dp if legacy else dp * cp  # a legacy file shards within dp only
+    divisors = [d for d in range(1, domain + 1) if domain % d == 0]
+    vpp = 1 if legacy else draw(st.sampled_from([1, 2, 3]))
+    layers: tuple[tuple[int, int, str], ...] = ()
+    if not legacy and draw(st.booleans()):
+        cuts = sorted(draw(st.sets(st.integers(0, 40), min_size=1, max_size=6)))
+        modes = st.sampled_from(["off", "selective", "full"])
+        layers = tuple((a, a + draw(st.integers(0, 3)), draw(modes)) for a in cuts[::2])
+        layers = tuple(x for i, x in enumerate(layers) if i == 0 or x[0] > layers[i - 1][1])
+    return Strategy(
+        dp=dp,
+        dp_shard=draw(st.sampled_from(divisors)),
+        tp=draw(st.sampled_from([1, 2, 4, 8])),
+        pp=draw(st.sampled_from([1, 2, 4, 8])),
+        cp=cp,
+        ep=draw(st.sampled_from([1, 2, 8, 64])),
+        etp=draw(st.sampled_from([1, 2])),
+        vpp=vpp,
+        pipeline_schedule="interleaved" if vpp > 1 else "1F1B",
+        micro_batch_size=draw(st.sampled_from([1, 2, 4])),
+        micro_batch_num=draw(st.integers(1, 64)),
+        sequence_parallel=False if legacy else draw(st.booleans()),
+        optimizer_shard=1 if legacy else draw(st.sampled_from(divisors)),
+        recompute=RecomputePlan(draw(st.sampled_from(["off", "selective", "full"])), layers),  # type: ignore[arg-type]
+    )

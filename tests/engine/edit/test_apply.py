@@ -6,8 +6,6 @@ import io
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,22 +16,14 @@ from engine.config.types import ClusterOverrides
 from engine.edit import strategy_edits
 from engine.edit.text import LineIndex
 from engine.specs import RecomputePlan, Strategy
+from tests.support.cli import EXAMPLES, ROOT, copy_example, hp_plan
 
 from .fixtures import CRLF, LEGACY
-
-ROOT = Path(__file__).parents[3]
-EXAMPLES = ROOT / "examples"
-
-
-def hp_plan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
 
 
 @pytest.fixture
 def deepseek(tmp_path: Path) -> Path:
-    shutil.copytree(EXAMPLES / "deepseek-v3", tmp_path / "ds")
-    return tmp_path / "ds"
+    return copy_example("deepseek-v3", tmp_path / "ds")
 
 
 def _stated(path: Path, world: int) -> Strategy | None:

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from engine.edit import strategy_edits
 from engine.specs import Strategy
 
-from .helpers import check_edits, content_lines, is_subsequence, untouched_lines
-from .test_strategy import reads_back, strategies
+from .helpers import check_edits, content_lines, is_subsequence, reads_back, strategies, untouched_lines
 
 SECTIONS = {
     "training": {"train_iters": 100, "global_batch_size": 256, "micro_batch_size": 1},

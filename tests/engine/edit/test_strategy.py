@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.edit import strategy_edits
-from engine.edit.strategy import detect_schema, expected, read_back
 from engine.specs import RecomputePlan, Strategy
 
 from .fixtures import (
@@ -27,19 +26,13 @@ from .fixtures import (
     TWO_SPACE,
     YES_NO,
 )
-from .helpers import check_edits, content_lines, is_subsequence, untouched_lines
+from .helpers import check_edits, content_lines, is_subsequence, reads_back, strategies, untouched_lines
 
 BIG = Strategy(
     dp=4, dp_shard=8, tp=8, pp=4, cp=2, ep=1, vpp=2, micro_batch_size=2, micro_batch_num=8,
     sequence_parallel=True, pipeline_schedule="interleaved",
     recompute=RecomputePlan("selective", ((0, 9, "full"), (10, 12, "off"))),
 )
-
-
-def reads_back(text: str, strategy: Strategy) -> None:
-    data = yaml.safe_load(text)
-    schema = detect_schema(data)
-    assert read_back(data, schema) | {} == {**read_back(data, schema), **expected(strategy, schema)}
 
 
 def test_value_changes_replace_only_their_tokens() -> None:
@@ -272,37 +265,6 @@ def test_empty_file() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- properties
-
-
-@st.composite
-def strategies(draw: st.DrawFn, legacy: bool = False) -> Strategy:
-    dp = draw(st.sampled_from([1, 2, 4, 8, 16]))
-    cp = draw(st.sampled_from([1, 2, 4]))
-    domain = dp if legacy else dp * cp  # a legacy file shards within dp only
-    divisors = [d for d in range(1, domain + 1) if domain % d == 0]
-    vpp = 1 if legacy else draw(st.sampled_from([1, 2, 3]))
-    layers: tuple[tuple[int, int, str], ...] = ()
-    if not legacy and draw(st.booleans()):
-        cuts = sorted(draw(st.sets(st.integers(0, 40), min_size=1, max_size=6)))
-        modes = st.sampled_from(["off", "selective", "full"])
-        layers = tuple((a, a + draw(st.integers(0, 3)), draw(modes)) for a in cuts[::2])
-        layers = tuple(x for i, x in enumerate(layers) if i == 0 or x[0] > layers[i - 1][1])
-    return Strategy(
-        dp=dp,
-        dp_shard=draw(st.sampled_from(divisors)),
-        tp=draw(st.sampled_from([1, 2, 4, 8])),
-        pp=draw(st.sampled_from([1, 2, 4, 8])),
-        cp=cp,
-        ep=draw(st.sampled_from([1, 2, 8, 64])),
-        etp=draw(st.sampled_from([1, 2])),
-        vpp=vpp,
-        pipeline_schedule="interleaved" if vpp > 1 else "1F1B",
-        micro_batch_size=draw(st.sampled_from([1, 2, 4])),
-        micro_batch_num=draw(st.integers(1, 64)),
-        sequence_parallel=False if legacy else draw(st.booleans()),
-        optimizer_shard=1 if legacy else draw(st.sampled_from(divisors)),
-        recompute=RecomputePlan(draw(st.sampled_from(["off", "selective", "full"])), layers),  # type: ignore[arg-type]
-    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

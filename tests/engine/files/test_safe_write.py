@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.files import write_text
+from tests.support.files import make_non_regular
 
 
 def test_new_file_follows_the_umask(tmp_path: Path) -> None:
@@ -69,19 +70,7 @@ def test_hard_links_are_kept(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["fifo", "chardev", "directory", "loop", "dangling"])
 def test_non_regular_targets_are_refused(tmp_path: Path, kind: str) -> None:
     target = tmp_path / "out.yaml"
-    if kind == "fifo":
-        os.mkfifo(target)
-    elif kind == "chardev":
-        try:
-            os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a private /dev/null
-        except OSError:
-            pytest.skip("mknod needs root")
-    elif kind == "directory":
-        target.mkdir()
-    elif kind == "loop":
-        target.symlink_to(target)
-    else:
-        target.symlink_to(tmp_path / "nowhere.yaml")
+    make_non_regular(target, kind)
     before = os.lstat(target)
     failed = write_text(str(target), "a: 1\n")
     assert failed is not None and "nothing written" in failed.reason

@@ -17,7 +17,7 @@ from engine.search.pricing import Pricer, table_of
 from engine.search.rank import price_space
 from engine.search.space import enumerate_space, restrictions
 from engine.specs import ModelSpec
-from tests.engine.search.conftest import TINY, TINY_MOE, cluster, make
+from tests.engine.search.shapes import TINY, TINY_MOE, cluster, make
 
 
 @st.composite

@@ -8,8 +8,8 @@ from engine.cost import estimate
 from engine.search import compare_stated, search
 from engine.search.explain import gib
 from engine.specs import RecomputePlan, RunOptions, Strategy
-from tests.engine.search.conftest import TINY, loc, make
-from tests.engine.search.test_space import loop_space
+from tests.engine.search.reference import loop_space
+from tests.engine.search.shapes import TINY, loc, make
 
 
 def codes(res) -> list[str]:  # type: ignore[no-untyped-def]

@@ -13,8 +13,8 @@ from engine.cost import estimate
 from engine.search import search
 from engine.search.equivalence import EQUIVALENCE_BAND, complexity, rank_equivalent, tight
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
-from tests.engine.search.conftest import TINY, TINY_MOE, make
-from tests.engine.search.test_space import loop_space
+from tests.engine.search.reference import loop_space
+from tests.engine.search.shapes import TINY, TINY_MOE, make
 
 MODES = {"none": ("off",), "selective": ("selective",), "full": ("full",), "auto": RECOMPUTE_MODES}
 

@@ -3,32 +3,18 @@ device memory capped by the file's memory_limit_gb is named."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).parents[3]
+from tests.support.cli import ROOT, hp_plan
+from tests.support.configs import llama8b_model
 
-SLOW = """\
-model:
-  num_hidden_layers: 32
-  hidden_size: 4096
-  intermediate_size: 14336
-  num_attention_heads: 32
-  num_key_value_heads: 8
-  vocab_size: 128256
-  max_position_embeddings: 2048
+SLOW = llama8b_model(seq_len=2048) + """\
 cluster: {num_nodes: 64, cards_per_node: 8, device_type: H100, inter_node_bandwidth_gb_s: 1}
 parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: 1, ep: 1, vpp: auto, micro_batch_size: auto,
               micro_batch_num: auto}
 constraint: {global_batch_size: 512, memory_limit_gb: 76}
 recompute: auto
 """
-
-
-def hp_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
 
 
 def test_communication_bound_best_plan_warns_with_the_term(tmp_path: Path) -> None:

@@ -3,11 +3,9 @@ long sequences where CP is what fits, and never on a plan the search itself wrot
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).parents[3]
+from tests.support.cli import hp_plan
 
 TRAIN = """\
 model:
@@ -34,11 +32,6 @@ parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: au
 constraint: {memory_limit_gb: 76}
 recompute: auto
 """
-
-
-def hp_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
 
 
 def check(path: Path) -> str:

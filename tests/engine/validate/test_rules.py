@@ -19,6 +19,12 @@ def run(tmp_path: Path, body: str, name: str = "s.yaml", overrides: ClusterOverr
     return check_file(str(p), overrides=overrides).diagnostics
 
 
+def train_h100(tmp_path: Path, body: str):  # type: ignore[no-untyped-def]
+    """A train.yaml of `body` and a 4096-token dataset, on H100s (--device-type H100)."""
+    return run(tmp_path, body + "dataset: {data_transform: {max_seq_len: 4096}}\n", name="t.yaml",
+               overrides=ClusterOverrides(device_type="H100"))
+
+
 def only(diags, code):  # type: ignore[no-untyped-def]
     found = [d for d in diags if d.code == code]
     assert found, f"{code} not in {[(d.code, d.message) for d in diags]}"
@@ -50,20 +56,16 @@ def test_gbs_and_micro_batch_num(tmp_path: Path) -> None:
 
 
 def test_world_size_errors_on_each_degree_key(tmp_path: Path) -> None:
-    diags = run(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-3.1-8B}\n"
-                "accelerator:\n  tp_size: 8\n  pp_size: 4\ncontext: {device_num: 80}\n"
-                "dataset: {data_transform: {max_seq_len: 4096}}\n", name="t.yaml",
-                overrides=ClusterOverrides(device_type="H100"))
+    diags = train_h100(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-3.1-8B}\n"
+                       "accelerator:\n  tp_size: 8\n  pp_size: 4\ncontext: {device_num: 80}\n")
     found = only(diags, "HP412")
     assert [d.range.start.line for d in found] == [2, 3]
     assert found[0].data["valid"] == [1, 2, 4, 5, 10, 20]  # tp values that make 80 with pp 4
 
 
 def test_fsdp_shard_must_divide_dp_cp(tmp_path: Path) -> None:
-    diags = run(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-3.1-8B}\n"
-                "accelerator: {tp_size: 8}\nfsdp_config:\n  dp_shard_size: 3\ncontext: {device_num: 64}\n"
-                "dataset: {data_transform: {max_seq_len: 4096}}\n", name="t.yaml",
-                overrides=ClusterOverrides(device_type="H100"))
+    diags = train_h100(tmp_path, "model: {pretrained_model_name_or_path: meta-llama/Llama-3.1-8B}\n"
+                       "accelerator: {tp_size: 8}\nfsdp_config:\n  dp_shard_size: 3\ncontext: {device_num: 64}\n")
     (d,) = only(diags, "HP413")
     assert d.range == Range.of(3, 17, 3, 18) and d.data["valid"] == [1, 2, 4, 8]
 
@@ -108,10 +110,8 @@ def test_expert_width_missing(tmp_path: Path) -> None:
 
 
 def test_ep_exceeds_borrowable_ranks(tmp_path: Path) -> None:
-    diags = run(tmp_path, "model: {pretrained_model_name_or_path: mistralai/Mixtral-8x7B-v0.1}\n"
-                "accelerator: {tp_size: 1, pp_size: 4, ep_size: 8}\ncontext: {device_num: 8}\n"
-                "dataset: {data_transform: {max_seq_len: 4096}}\n", name="t.yaml",
-                overrides=ClusterOverrides(device_type="H100"))
+    diags = train_h100(tmp_path, "model: {pretrained_model_name_or_path: mistralai/Mixtral-8x7B-v0.1}\n"
+                       "accelerator: {tp_size: 1, pp_size: 4, ep_size: 8}\ncontext: {device_num: 8}\n")
     (d,) = only(diags, "HP417")
     assert d.path == "accelerator.ep_size"
 

@@ -296,17 +296,22 @@ function M.attach(bufnr)
   return id
 end
 
-local function clients(bufnr)
-  if vim.lsp.get_clients then
-    return vim.lsp.get_clients({ bufnr = bufnr, name = M.name })
-  end
+--- The clients in `list` that are hp_lsp's (Neovim before 0.10 cannot ask for them by name).
+local function ours(list)
   local found = {}
-  for _, client in pairs(vim.lsp.buf_get_clients(bufnr)) do
+  for _, client in pairs(list) do
     if client.name == M.name then
       table.insert(found, client)
     end
   end
   return found
+end
+
+local function clients(bufnr)
+  if vim.lsp.get_clients then
+    return vim.lsp.get_clients({ bufnr = bufnr, name = M.name })
+  end
+  return ours(vim.lsp.buf_get_clients(bufnr))
 end
 
 --- The hp_lsp client attached to a buffer, if any.
@@ -316,14 +321,7 @@ function M.get_client(bufnr)
 end
 
 local function all_clients()
-  local list = vim.lsp.get_clients and vim.lsp.get_clients({ name = M.name }) or vim.lsp.get_active_clients()
-  local found = {}
-  for _, client in ipairs(list) do
-    if client.name == M.name then
-      table.insert(found, client)
-    end
-  end
-  return found
+  return ours(vim.lsp.get_clients and vim.lsp.get_clients({ name = M.name }) or vim.lsp.get_active_clients())
 end
 
 local function maybe_attach(bufnr)
@@ -356,50 +354,70 @@ end
 -- Commands.
 ---------------------------------------------------------------------------------------------------------
 
---- Ask the server to write the optimal strategy into the buffer (it sends back workspace/applyEdit).
-function M.apply_optimal_strategy(bufnr, on_done)
-  bufnr = resolve_buf(bufnr)
+--- Run the server command `command` on the buffer (workspace/executeCommand with its URI). An error is
+--- reported here; `on_answer(err, result)` runs after it either way. False, with a warning, when no server
+--- is attached to the buffer.
+local function execute(bufnr, command, on_answer)
   local client = M.get_client(bufnr)
   if not client then
     vim.notify('hp_lsp: no server attached to this buffer', vim.log.levels.WARN)
     return false
   end
-  local params = {
-    command = M.server_commands.apply_optimal_strategy,
-    arguments = { vim.uri_from_bufnr(bufnr) },
-  }
+  local params = { command = command, arguments = { vim.uri_from_bufnr(bufnr) } }
   call(client, 'request', 'workspace/executeCommand', params, function(err, result)
     if err then
       vim.notify('hp_lsp: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-    elseif type(result) == 'table' and result.applied == false then
+    end
+    on_answer(err, result)
+  end, bufnr)
+  return true
+end
+
+--- Ask the server to write the optimal strategy into the buffer (it sends back workspace/applyEdit).
+function M.apply_optimal_strategy(bufnr, on_done)
+  bufnr = resolve_buf(bufnr)
+  return execute(bufnr, M.server_commands.apply_optimal_strategy, function(err, result)
+    if not err and type(result) == 'table' and result.applied == false then
       vim.notify('hp_lsp: not applied: ' .. tostring(result.reason or 'no reason given'), vim.log.levels.WARN)
-    elseif type(result) == 'table' and result.strategy then
+    elseif not err and type(result) == 'table' and result.strategy then
       vim.notify('hp_lsp: applied ' .. tostring(result.strategy), vim.log.levels.INFO)
     end
     if on_done then
       on_done(err, result)
     end
-  end, bufnr)
-  return true
+  end)
 end
 
---- The plan view's scratch buffer for a source buffer (created on first use, reused after).
-local function plan_buffer(source)
-  local name = 'hp_lsp://plan/' .. vim.api.nvim_buf_get_name(source)
-  local existing = vim.fn.bufnr(name)
-  if existing ~= -1 and vim.api.nvim_buf_is_valid(existing) then
-    return existing, false
+--- A read-only scratch buffer named `name` holding `lines`, shown in a split at the bottom unless a window
+--- shows it already. The buffer is created on first use and reused after (its window too), so running a
+--- command again refreshes its view instead of stacking splits. opts.filetype: the buffer's filetype;
+--- opts.wrap: wrap long lines (default true). Returns the buffer and whether it was created now.
+local function open_scratch(name, lines, opts)
+  opts = opts or {}
+  local bufnr = vim.fn.bufnr(name)
+  local new = bufnr == -1 or not vim.api.nvim_buf_is_valid(bufnr)
+  if new then
+    bufnr = vim.api.nvim_create_buf(false, true)
+    vim.bo[bufnr].buftype = 'nofile'
+    vim.bo[bufnr].bufhidden = 'hide'
+    vim.bo[bufnr].swapfile = false
+    if opts.filetype then
+      vim.bo[bufnr].filetype = opts.filetype
+    end
+    pcall(vim.api.nvim_buf_set_name, bufnr, name)
   end
-  local bufnr = vim.api.nvim_create_buf(false, true)
-  vim.bo[bufnr].buftype = 'nofile'
-  vim.bo[bufnr].bufhidden = 'hide'
-  vim.bo[bufnr].swapfile = false
-  vim.bo[bufnr].filetype = 'hpplan'
-  pcall(vim.api.nvim_buf_set_name, bufnr, name)
-  return bufnr, true
+  vim.bo[bufnr].modifiable = true
+  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
+  vim.bo[bufnr].modifiable = false
+  if vim.fn.bufwinnr(bufnr) == -1 then
+    vim.cmd('botright split')
+    vim.api.nvim_win_set_buf(0, bufnr)
+    vim.wo.wrap = opts.wrap ~= false
+  end
+  return bufnr, new
 end
 
---- Put the server's plan view (hpLsp.showPlan's answer) into the scratch buffer and show it in a split.
+--- Put the server's plan view (hpLsp.showPlan's answer) into the source buffer's plan buffer and show it.
 local function show_plan_result(source, result)
   local lines
   if type(result) ~= 'table' then
@@ -412,40 +430,23 @@ local function show_plan_result(source, result)
       table.insert(lines, 1, '(best plan from an earlier version: save, then :HpShowPlan again)')
     end
   end
-  local bufnr, new = plan_buffer(source)
-  vim.bo[bufnr].modifiable = true
-  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
-  vim.bo[bufnr].modifiable = false
-  if vim.fn.bufwinnr(bufnr) == -1 then
-    vim.cmd('botright split')
-    vim.api.nvim_win_set_buf(0, bufnr)
-    vim.wo.wrap = false
-  end
-  return bufnr, new
+  return open_scratch('hp_lsp://plan/' .. vim.api.nvim_buf_get_name(source), lines,
+    { filetype = 'hpplan', wrap = false })
 end
 
 --- :HpShowPlan: the plan's per-stage table, what bounds it and the pipeline timeline as text lanes, in a
 --- scratch buffer (the server's hpLsp.showPlan; the "▸ Plan view" code lens does the same).
 function M.show_plan(bufnr, on_done)
   bufnr = resolve_buf(bufnr)
-  local client = M.get_client(bufnr)
-  if not client then
-    vim.notify('hp_lsp: no server attached to this buffer', vim.log.levels.WARN)
-    return false
-  end
-  local params = { command = M.server_commands.show_plan, arguments = { vim.uri_from_bufnr(bufnr) } }
-  call(client, 'request', 'workspace/executeCommand', params, function(err, result)
+  return execute(bufnr, M.server_commands.show_plan, function(err, result)
     local plan_buf
-    if err then
-      vim.notify('hp_lsp: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-    else
+    if not err then
       plan_buf = show_plan_result(bufnr, result)
     end
     if on_done then
       on_done(err, result, plan_buf)
     end
-  end, bufnr)
-  return true
+  end)
 end
 
 -- Running the "▸ Plan view" code lens shows the plan too (a client-side handler for the server command).
@@ -493,14 +494,7 @@ end
 
 --- Open the server's log messages (each search it ran) in a scratch buffer.
 function M.show_log()
-  vim.cmd('botright new')
-  local bufnr = vim.api.nvim_get_current_buf()
-  vim.bo[bufnr].buftype = 'nofile'
-  vim.bo[bufnr].bufhidden = 'wipe'
-  vim.bo[bufnr].swapfile = false
-  pcall(vim.api.nvim_buf_set_name, bufnr, 'hp_lsp://log')
-  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, #M.log > 0 and M.log or { '(no messages from hp_lsp yet)' })
-  vim.bo[bufnr].modifiable = false
+  open_scratch('hp_lsp://log', #M.log > 0 and M.log or { '(no messages from hp_lsp yet)' })
 end
 
 return M

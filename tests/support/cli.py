@@ -1,0 +1,43 @@
+"""Running `hp-plan` the way a user does, in a subprocess, and copying the examples it runs on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def _run(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's engine, whatever else is installed
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def hp_plan(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m engine.cli ARGS` with this interpreter (a search on a large example takes a minute on a
+    busy machine, hence the generous timeout)."""
+    return _run([sys.executable, "-m", "engine.cli", *args], cwd, timeout)
+
+
+def _console_script() -> list[str]:
+    script = Path(sys.executable).parent / "hp-plan"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("hp-plan")
+    return [found] if found else [sys.executable, "-m", "engine.cli"]
+
+
+def hp_plan_script(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The `hp-plan` console script when installed (what a user types), else `python -m engine.cli`."""
+    return _run([*_console_script(), *args], cwd, timeout)
+
+
+def copy_example(name: str, dest: Path) -> Path:
+    """A private copy of examples/NAME at `dest`, for tests that write into it."""
+    shutil.copytree(EXAMPLES / name, dest)
+    return dest
