@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
-from engine.cost.layout import effective_layout
+from engine.cost.layout import default_chunks, effective_layout, layout_or_default
 from engine.diagnostics import Diagnostic, Severity
 from engine.integers import TRIAL_DIVISION_MAX, divisors
 from engine.results import Estimate, SearchResult
@@ -28,7 +28,7 @@ from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-expo
 from engine.search.gain import gain
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_space
-from engine.search.space import Space, enumerate_space, restrictions
+from engine.search.space import VPP_AUTO_MAX, Space, enumerate_space, restrictions
 from engine.search.warnings import low_mfu
 from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
 
@@ -95,30 +95,50 @@ ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
 
 
 def _offers_accounting(config: Config) -> bool:
-    """The files state no layout, the framework offers the accounting, and pp may exceed 1."""
+    """The files state no layout, the framework offers the accounting, and some pp > 1 and vpp the space may
+    hold split differently under it than evenly (pp 2 of an even layer count does not, for one), or exist only
+    under it (more chunks than layers: an embedding-only and a loss-only chunk)."""
     if config.run.pipeline_layout.stated or not framework_of(config.run).chooses_accounting:
         return False
-    pp = restrictions(config).get("pp")
-    return pp is None or any(p > 1 for p in pp)
+    if config.model is None or config.cluster is None:
+        return False
+    m = config.model
+    declared = restrictions(config)
+    pps = declared.get("pp") or tuple(divisors(config.cluster.world_size))
+    vpps = declared.get("vpp") or tuple(range(1, VPP_AUTO_MAX + 1))
+    for p in pps:
+        for v in vpps:
+            if p < 2 or p * v > m.num_layers + 2:
+                continue
+            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, v, ACCOUNTED)
+            if applied and (p * v > m.num_layers or (chunks != default_chunks(m.num_layers, p, v)).any()):
+                return True
+    return False
 
 
 def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
-    """The result whose best plan is faster; the accounted one's plans say so (Estimate.pipeline_layout) and an
-    information diagnostic names the keys `apply` writes. Counts add up over both passes."""
-    won = alt.best is not None and (plain.best is None or alt.best.step_time_s < plain.best.step_time_s)
-    base = alt if won else plain
-    out = replace(base, evaluated=plain.evaluated + alt.evaluated, feasible=plain.feasible + alt.feasible,
+    """Both passes' plans ranked together as one search ranks them (engine.search.equivalence); the accounted
+    ones say so (Estimate.pipeline_layout), and when the best is one of them an information diagnostic names
+    the keys `apply` writes. Counts add up over both passes."""
+    out = replace(plain, evaluated=plain.evaluated + alt.evaluated, feasible=plain.feasible + alt.feasible,
                   over_budget=plain.over_budget + alt.over_budget, unpriced=plain.unpriced + alt.unpriced,
                   elapsed_s=plain.elapsed_s + alt.elapsed_s)
-    if not won or alt.best is None:
+    if alt.best is None:
         return out
-    top = tuple(replace(e, pipeline_layout=ACCOUNTED) for e in alt.top)
-    gain = f" ({plain.best.step_time_s / alt.best.step_time_s:.2f}× the tokens/s of the best plan without it)" \
+    marked = [replace(e, pipeline_layout=ACCOUNTED) for e in alt.top]
+    ranked = rank_equivalent([*plain.top, *marked])
+    k = max(len(plain.top), len(alt.top))
+    top = ranked.estimates[:k]
+    out = replace(out, best=top[0], top=top, equivalent=ranked.equivalent[:k], band=ranked.band)
+    if top[0].pipeline_layout is None:
+        return out
+    gain = f" ({plain.best.step_time_s / top[0].step_time_s:.2f}× the tokens/s of the best plan without it)" \
         if plain.best is not None else " (no plan fits without it)"
     note = Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
                       f"{gain}: apply writes account_for_embedding_in_pipeline_split and "
                       "account_for_loss_in_pipeline_split (Megatron-Core)", severity=Severity.INFORMATION)
-    return replace(out, best=top[0], top=top, diagnostics=(*alt.diagnostics, note))
+    diags = plain.diagnostics if plain.best is not None else alt.diagnostics
+    return replace(out, diagnostics=(*diags, note))
 
 
 def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,

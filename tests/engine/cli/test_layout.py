@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.engine.cli.test_check import ROOT, hp_plan
+from tests.support.cli import ROOT, hp_plan
 
 EX = ROOT / "examples" / "llama3-405b"
 SEARCH = str(EX / "search.yaml")
@@ -118,7 +118,7 @@ def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes
     train = (EX / "train.yaml").read_text().replace(ACCOUNTING, "")
     path = _copy(tmp_path, train, "megatron")
     with open(path, "a") as f:  # pp and vpp searched: the stated vpp 8 needs the accounting (HP407 without it)
-        f.write("parallelism: {pp: auto, vpp: auto, micro_batch_num: auto}\n")
+        f.write("parallelism: {pp: auto, vpp: [8], micro_batch_num: auto}\n")
     doc = _json("search", path)
     best = doc["best"]
     assert best["strategy"]["pp"] == 16 and best["strategy"]["vpp"] == 8
@@ -130,7 +130,7 @@ def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes
     assert "account_for_embedding_in_pipeline_split: true" in written
     assert "account_for_loss_in_pipeline_split: true" in written
     text = Path(path).read_text()
-    Path(path).write_text(text.replace("parallelism: {pp: auto, vpp: auto, micro_batch_num: auto}\n", ""))
+    Path(path).write_text(text.replace("parallelism: {pp: auto, vpp: [8], micro_batch_num: auto}\n", ""))
     est = _json("estimate", path)  # the written train.yaml alone states the plan, layout included
     assert est["strategy"] == best["strategy"] and est["peak_memory_gib"] == best["peak_memory_gib"]
     assert est["step_time_s"] == best["step_time_s"]
