@@ -80,40 +80,49 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     budget = _budget(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget)
     result = search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
-    if not _offers_accounting(config) or (cancelled is not None and cancelled()):
+    pps = _accounting_pps(config)
+    if not pps or (cancelled is not None and cancelled()):
         return result
     # The stack offers the embedding and loss counted in the pipeline split (Megatron-Core): the plans with
     # pp > 1 again under that layout (engine.cost.layout), and the faster of the two bests is returned.
     alt_run = replace(config.run, pipeline_layout=ACCOUNTED)
     alt_config = replace(config, run=alt_run)
     alt = search_with(alt_config, Pricer(config.model, config.cluster, alt_run, budget), top=top, cancelled=cancelled,
-                      min_pp=2)
+                      only_pp=pps)
     return _pick_layout(result, alt)
 
 
 ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
 
 
-def _offers_accounting(config: Config) -> bool:
-    """The files state no layout, the framework offers the accounting, and some pp > 1 and vpp the space may
-    hold split differently under it than evenly (pp 2 of an even layer count does not, for one), or exist only
-    under it (more chunks than layers: an embedding-only and a loss-only chunk)."""
+def _accounting_pps(config: Config) -> tuple[int, ...]:
+    """The pp values worth a second pass with the embedding and loss in the split: none unless the files state
+    no layout and the framework offers the accounting; then each pp > 1 with a vpp the space may hold that
+    splits differently under it than evenly (pp 2 of an even layer count does not) or exists only under it
+    (more chunks than layers: an embedding-only and a loss-only chunk)."""
     if config.run.pipeline_layout.stated or not framework_of(config.run).chooses_accounting:
-        return False
+        return ()
     if config.model is None or config.cluster is None:
-        return False
+        return ()
     m = config.model
     declared = restrictions(config)
     pps = declared.get("pp") or tuple(divisors(config.cluster.world_size))
     vpps = declared.get("vpp") or tuple(range(1, VPP_AUTO_MAX + 1))
+    out = []
     for p in pps:
         for v in vpps:
             if p < 2 or p * v > m.num_layers + 2:
                 continue
             chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, v, ACCOUNTED)
             if applied and (p * v > m.num_layers or (chunks != default_chunks(m.num_layers, p, v)).any()):
-                return True
-    return False
+                out.append(p)
+                break
+    return tuple(out)
+
+
+def _offers_accounting(config: Config) -> bool:
+    """Whether the search makes a second pass with the embedding and loss in the split (_accounting_pps)."""
+    return bool(_accounting_pps(config))
 
 
 def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
@@ -143,14 +152,14 @@ def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
 
 def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
                 progress: Callable[[float], None] | None = None,
-                cancelled: Callable[[], bool] | None = None, min_pp: int = 1) -> SearchResult:
-    """`search` with an explicit pricer (tests price synthetic models through the same code); `min_pp` keeps
-    the plans with at least that many pipeline stages."""
+                cancelled: Callable[[], bool] | None = None, only_pp: tuple[int, ...] = ()) -> SearchResult:
+    """`search` with an explicit pricer (tests price synthetic models through the same code); `only_pp`, when
+    given, keeps the plans with those pipeline degrees (the layout pass of `search`)."""
     t0 = time.perf_counter()
     dims = _dimensions(config)
     try:
         result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled,
-                         min_pp=min_pp)
+                         only_pp=only_pp)
     except Cancelled:
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims)
     except Exception as exc:  # the front ends never show a traceback (docs/formats.md §3)
@@ -193,7 +202,7 @@ def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...]
 
 
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
-            cancelled: Callable[[], bool] | None, min_pp: int = 1) -> SearchResult:
+            cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
     g = config.global_batch_size
     if not g or g <= 0:
@@ -213,10 +222,9 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     budget = _budget(config)
     declared = restrictions(config)
     restrict = framework_restrictions(config, declared)
-    if min_pp > 1:
+    if only_pp:
         pp = restrict.get("pp")
-        restrict = {**restrict, "pp": tuple(p for p in (pp if pp is not None else divisors(cluster.world_size))
-                                            if p >= min_pp)}
+        restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
     cannot = _framework_cannot_run(config, declared, restrict)
     if cannot is not None:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.cost import estimate
-from engine.search import ACCOUNTED, _offers_accounting, search
+from engine.search import ACCOUNTED, _accounting_pps, search
 from engine.search.equivalence import EQUIVALENCE_BAND, complexity, rank_equivalent, tight
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
 from tests.engine.search.reference import loop_space
@@ -24,16 +24,17 @@ def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
     """Price every candidate of the plain-loop space one by one through estimate; the best as the search
     ranks (engine.search.equivalence: the simplest plan within the error band of the fastest). Where the
     framework offers the embedding and loss in the pipeline split and the search looks at it (Megatron-Core;
-    engine.search._offers_accounting), every pp > 1 candidate whose pp·vpp divides the layers + 2 is priced
+    engine.search._accounting_pps), every candidate with those pp whose pp·vpp divides the layers + 2 is priced
     under that layout too and ranked with the rest."""
     restrict = {k: (None if d.state in ("auto", "absent") else d.values) for k, d in cfg.dimensions.items()}
     fitting: list = []
     n = _price_loop(cfg, cfg.model, cfg.run, restrict, modes, fitting, None)
-    if _offers_accounting(cfg):
+    pps = _accounting_pps(cfg)
+    if pps:
         slots = cfg.model.num_layers + 2  # the candidates of the split with the embedding and loss in it
         run = replace(cfg.run, pipeline_layout=ACCOUNTED)
         n += _price_loop(cfg, replace(cfg.model, num_layers=slots), run, restrict, modes, fitting,
-                         lambda pp, vpp: pp > 1 and slots % (pp * vpp) == 0)
+                         lambda pp, vpp: pp in pps and slots % (pp * vpp) == 0)
     ranked = rank_equivalent(fitting).estimates
     return (ranked[0] if ranked else None), n
 
