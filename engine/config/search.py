@@ -142,14 +142,7 @@ def read_search(src: Source) -> SearchFacts:
         ov = src.bool_(root, key, key)
         if ov is not None:
             facts.overlaps[key] = ov
-    ppc = src.section(root, "pp_config", "pp_config")
-    facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
-    facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
-    facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
-    model_offset = read_offset(src, model, "model.offset")  # HyperParallel's recipes write it there
-    if model_offset is not None:
-        facts.layout["offset"] = model_offset
-    read_layout(src, ppc, "pp_config", facts.layout)
+    _read_pp_config(facts, src.section(root, "pp_config", "pp_config"), model)
     facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
     facts.note(facts.ratios_file)
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
@@ -165,6 +158,19 @@ def read_search(src: Source) -> SearchFacts:
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts
+
+
+def _read_pp_config(facts: SearchFacts, ppc: Map | None, model: Map | None) -> None:
+    """`pp_config`: the schedule, chunks per stage, HyperParallel's pp_degree list, and the pipeline layout
+    keys (engine.config.layout; HyperParallel's recipes write `offset` in `model`)."""
+    src = facts.src
+    facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
+    facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
+    facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    model_offset = read_offset(src, model, "model.offset")
+    if model_offset is not None:
+        facts.layout["offset"] = model_offset
+    read_layout(src, ppc, "pp_config", facts.layout)
 
 
 def read_modes(src: Source, parent: Map | None, key: str, dotted: str) -> Val | None:
