@@ -44,6 +44,9 @@ class Estimate:
     # The pipeline layout the search chose for this plan where the files state none (engine.search: the
     # embedding and loss counted in the split, where the framework offers it); None = the run's own.
     pipeline_layout: PipelineLayout | None = None
+    # A multimodal model's vision tower (engine.cost.tower): {"layers", "visual_seq_len", "stage": 0, "memory_gib",
+    # "time_s"}, what it holds on stage 0 and its seconds per step there (both inside the breakdowns); None: text only.
+    vision_tower: Mapping[str, float] | None = None
 
     def short(self) -> str:
         """The strategy's one-line form, and the pipeline layout when the search chose one."""
@@ -103,6 +106,7 @@ class Estimate:
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "calibration": self.calibration.to_json() if self.calibration is not None else None,
             "pipeline_layout": self.pipeline_layout.to_json() if self.pipeline_layout is not None else None,
+            **({"vision_tower": dict(self.vision_tower)} if self.vision_tower is not None else {}),
         }
 
 

@@ -62,6 +62,8 @@ class ModelSpec:
     v_head_dim: int = 0
     # Multi-token prediction
     mtp_depth: int = 0  # num_nextn_predict_layers / mtp_num_hidden_layers
+    # A multimodal model's vision tower (HyperParallel's model_spec["vision"], [HP] §2.5); None: text only.
+    vision: VisionTower | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -88,6 +90,47 @@ class ModelSpec:
     @property
     def num_moe_layers(self) -> int:
         return max(self.num_layers - self.first_k_dense, 0) if self.is_moe else 0
+
+
+@dataclass(frozen=True, slots=True)
+class VisionTower:
+    """The vision tower of a multimodal model, as HyperParallel's search prices it ([HP] §2.5, §5.14): encoder
+    layers of its own width that take the language model's degrees and sit, all of them, on pipeline stage 0
+    (front-loaded, before the first decoder layer), each sample carrying `seq_len` visual tokens
+    (`visual_seq_len`). Hugging Face vision_config names in comments.
+
+    `merge` and `out_hidden` describe the patch merger that projects the tower into the language model
+    (Qwen-VL's PatchMerger: a norm, then h·merge² → h·merge² → out_hidden); out_hidden 0 = no merger priced.
+    """
+
+    num_layers: int  # depth / num_hidden_layers
+    hidden: int  # hidden_size / embed_dim
+    heads: int  # num_heads / num_attention_heads
+    seq_len: int  # visual_seq_len: visual tokens per sample
+    ffn: int = 0  # intermediate_size (0 -> 4*hidden)
+    gated_mlp: bool = False  # hidden_act silu (Qwen2.5-VL) -> True; gelu / quick_gelu (Qwen2-VL, Qwen3-VL) -> False
+    out_hidden: int = 0  # out_hidden_size: the merger's output width (the language model's hidden size)
+    merge: int = 1  # spatial_merge_size
+
+    def layer_model(self) -> ModelSpec:
+        """The tower's layers as a ModelSpec the cost model prices: an encoder of biased linears with flash
+        attention, no vocabulary, `seq_len` tokens per sample."""
+        return ModelSpec(name="vision", num_layers=self.num_layers, hidden=self.hidden, heads=self.heads, vocab=0,
+                         ffn=self.ffn or 4 * self.hidden, seq_len=self.seq_len, gated_mlp=self.gated_mlp,
+                         linear_bias=True, hidden_dropout=0.0, attention_dropout=0.0)
+
+    @property
+    def merger_params(self) -> int:
+        """The patch merger's parameters: a norm over h, then (h·merge²)² and (h·merge²)·out_hidden weights with
+        their biases (Qwen2-VL Qwen2VisionTransformer.merger)."""
+        if self.out_hidden <= 0:
+            return 0
+        wide = self.hidden * self.merge * self.merge
+        return 2 * self.hidden + wide * wide + wide + wide * self.out_hidden + self.out_hidden
+
+    def to_json(self) -> dict[str, int]:
+        return {"layers": self.num_layers, "hidden_size": self.hidden, "heads": self.heads,
+                "visual_seq_len": self.seq_len}
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +286,9 @@ class RunOptions:
     # the same micro-batch's expert compute, chunked). Off unless stated: none of the [CAL] runs sets them.
     moe_shared_expert_overlap: bool = False
     moe_a2a_overlap: bool = False
+    # The trainer's accelerator.loss_parallel: the loss over the vocabulary-parallel logits (÷ tp) or, false,
+    # over the whole vocabulary on every TP rank; None: the framework's own (engine.catalog.frameworks).
+    loss_parallel: bool | None = None
     # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
     ratios: Ratios | None = None
     # How the layers are split over the pipeline stages and chunks (the frameworks' layout keys); the

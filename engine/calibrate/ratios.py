@@ -71,5 +71,7 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None) -> PricedTable:
         layer_extra_time_s=priced.layer_extra_time_s * compute,
         stage_time_parts={k: v * ratios.of(_STAGE_PART_GROUP.get(k, "compute"))
                           for k, v in priced.stage_time_parts.items()},
+        tower={k: v * (mr if k == "memory_gib" else compute if k == "time_s" else 1.0)
+               for k, v in priced.tower.items()},
         calibration=ratios,
     )

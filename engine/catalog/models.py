@@ -196,6 +196,42 @@ MODEL_FIELDS: tuple[str, ...] = (
     "learned_positions", "linear_bias", "hidden_dropout", "attention_dropout",
 )
 
+# A vision-language config's tower ([HP] §2.5: `vision_config` → model_spec["vision"]): canonical field -> the
+# Hugging Face vision_config spellings upstream maps onto it.
+VISION_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "num_hidden_layers": ("depth",),
+    "hidden_size": ("embed_dim",),
+    "num_attention_heads": ("num_heads",),
+})
+VISION_INTS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "out_hidden_size",
+               "patch_size", "spatial_merge_size", "num_position_embeddings")
+VISION_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
+VISION_KEYS = frozenset((*VISION_INTS, "hidden_act", *(a for al in VISION_ALIASES.values() for a in al)))
+
+
+def vision_canonical(key: str) -> str | None:
+    """The canonical tower field a vision_config / `vision:` key states, or None."""
+    if key in VISION_INTS or key == "hidden_act":
+        return key
+    return next((c for c, al in VISION_ALIASES.items() if key in al), None)
+
+
+def vision_from_config(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A config.json's `vision_config` as canonical tower fields (empty when it states none)."""
+    vc = raw.get("vision_config")
+    if not isinstance(vc, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in vc.items():
+        canon = vision_canonical(str(key))
+        if canon is None or value is None or (canon in out and key != canon):
+            continue
+        ok = isinstance(value, str) if canon == "hidden_act" else (isinstance(value, int) and not isinstance(value, bool))
+        if ok:
+            out[canon] = value
+    return out
+
+
 _NON_GATED_TYPES = frozenset({"gpt2", "bloom", "gpt_neox", "opt", "mpt", "falcon", "gpt_bigcode", "gptj"})
 
 
@@ -234,6 +270,9 @@ def normalize_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
         out["hidden_act"] = "gelu"
     if str(src.get("model_type", "")).lower() in ("gpt2", "opt", "gptj"):
         out.setdefault("learned_positions", True)
+    vision = vision_from_config(raw)
+    if vision:
+        out["vision"] = vision  # the tower (engine.config.vision), not a language-model field
     return out
 
 

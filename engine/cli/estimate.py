@@ -66,6 +66,11 @@ def render_text(path: str, config: Config | None, est: Estimate | None, diags: t
         v = est.time_breakdown_s[k]
         if v > 0:
             print(f"  {k:<10} {v:10.3f} s  {100 * v / tot:5.1f}%", file=out)
+    vt = est.vision_tower
+    if vt is not None:
+        # Inside the figures above (stage 0's memory, its stage time): its share, said apart.
+        print(f"  of which the vision tower ({int(vt['layers'])} layers × {int(vt['visual_seq_len'])} visual tokens, "
+              f"on stage 0): {vt['memory_gib']:.2f} GiB, {vt['time_s']:.3f} s of stage 0's work per step", file=out)
 
 
 def _time_to_train(args: argparse.Namespace, loaded: Any, est: Estimate) -> Any:

@@ -11,4 +11,6 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP208", "warning", "unknown activation (hidden_act)"),
     ("HP210", "error", "experts per token inconsistent with the expert count"),
     ("HP211", "error", "first_k_dense_replace exceeds the layer count"),
+    ("HP212", "error", "vision tower incomplete: a required field missing or not positive"),
+    ("HP213", "warning", "visual sequence length not stated (1024 visual tokens assumed)"),
 ]

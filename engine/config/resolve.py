@@ -35,8 +35,9 @@ from engine.config.layout import layout_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, read_search
-from engine.config.train import DTYPES, TrainFacts, base_dir_of, read_train
+from engine.config.train import DTYPES, NOT_PRICED, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
+from engine.config.vision import build_vision
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
 from engine.positions import DOCUMENT_START, Position, Range
@@ -387,8 +388,37 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         anchor_val = train.overrides_anchor or train.pretrained or train.model_anchor
     else:
         anchor_val = sf.train_yaml if sf is not None else None
-    return build_model(layers, name=str(name), seq_len=seq, report=src,
-                       anchor=anchor_val.loc if anchor_val else None, anchor_path="model")
+    result = build_model(layers, name=str(name), seq_len=seq, report=src,
+                         anchor=anchor_val.loc if anchor_val else None, anchor_path="model")
+    return _with_vision(result, src, train, sf)
+
+
+def _with_vision(result: ModelResult, src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> ModelResult:
+    """The language model with its vision tower, when the files state one (engine.config.vision): a search config's
+    model.vision over the train.yaml's over its config.json's; an incomplete tower refuses the model as upstream
+    does (HP212)."""
+    layers: list[dict[str, Val]] = []
+    if train is not None:
+        layers += [train.catalog_vision, train.vision]
+    if sf is not None:
+        layers.append(sf.vision)
+    seq = (sf.visual_seq_len if sf is not None else None) or (train.visual_seq_len if train is not None else None)
+    anchor = ((sf.vision_anchor if sf is not None else None) or (train.vision_anchor if train is not None else None)
+              or (train.pretrained if train is not None and train.catalog_vision else None))
+    tower, ok = build_vision(layers, seq, src, anchor)
+    if seq is not None and not any(layers):
+        sink = src if seq.loc.file == src.path else Source(src.doc, seq.loc.file, primary=False)
+        sink.diag("HP112", f"{NOT_PRICED}: {seq.path}: the visual tokens of a vision tower, and no tower is stated "
+                  "(model.vision, or a config.json's vision_config): a text-only model prices nothing multimodal",
+                  seq.loc.key, seq.path)
+        if sink is not src:
+            src.diags.extend(sink.diags)
+    if not ok:
+        return ModelResult(None, result.locations, result.facts)
+    if tower is None or result.spec is None:
+        return result
+    spec = replace(result.spec, vision=tower)
+    return replace(result, spec=spec, facts=spec if result.facts is result.spec else result.facts)
 
 
 def _seq_len(src: Source, train: TrainFacts | None, sf: SearchFacts | None, layers: list[dict[str, Val]]) -> int:
@@ -516,6 +546,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["selective_policy"] = train.selective_policy.value
         if train.param_bytes is not None:
             kw["param_bytes"] = int(train.param_bytes.value)
+        if train.loss_parallel is not None:
+            kw["loss_parallel"] = bool(train.loss_parallel.value)
         kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
     if sf is not None:
         if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's ([HP] §4.2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.catalog.models import MODEL_FIELDS
+from engine.catalog.models import MODEL_FIELDS, VISION_KEYS
 
 # The pipeline layout keys engine.config.layout reads (Megatron-Core's and HyperParallel's names).
 LAYOUT_KEY_NAMES = ("account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
@@ -46,18 +46,23 @@ _HF_EXTRA = (
     "mtp_num_hidden_layers n_layer n_head n_embd text_config vision_config quantization_config"
 )
 
+# A vision tower's section (engine.config.vision): the keys read, and the rest of a Hugging Face vision_config.
+_VISION = _s(" ".join(sorted(VISION_KEYS)),
+             "model_type in_channels in_chans temporal_patch_size window_size fullatt_block_indexes tokens_per_second "
+             "deepstack_visual_indexes initializer_range layer_norm_eps hidden_dropout_prob attention_dropout mlp_ratio "
+             "num_channels image_size projection_dim torch_dtype")
 TRAIN_AUTOMODELS = _s(
-    "", "model_init_dtype optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
+    "model_init_dtype", "optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
     "trainer output_dir resume wandb profiler data tokenizer loss evaluation callbacks",
     {
         "model": _s(
             "name pretrained_model_name_or_path config_path torch_dtype " + " ".join(MODEL_FIELDS),
             "_target_ attn_implementation cache_dir local_files_only revision subfolder token trust_remote_code "
             "param_init_type compute_dtype softmax_compute_type",
-            {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)},
+            {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA, {"vision": _VISION}), "vision": _VISION},
         ),
         "training": _s(
-            "global_batch_size micro_batch_size",
+            "global_batch_size micro_batch_size micro_batch_num",
             "train_iters max_grad_norm max_steps seed log_interval save_interval eval_interval lr learning_rate "
             "weight_decay warmup_steps gradient_accumulation_steps",
         ),
@@ -65,9 +70,8 @@ TRAIN_AUTOMODELS = _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
             "overlap_grad_reduce overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap pp_schedule pp_vpp "
-            "pp_micro_batch_num "
-            "enable_parallel_optimizer " + LAYOUT_KEY_NAMES,
-            "loss_parallel etp_size dp_size dp_replicate_size",
+            "pp_micro_batch_num enable_parallel_optimizer loss_parallel " + LAYOUT_KEY_NAMES,
+            "etp_size dp_size dp_replicate_size",
         ),
         "fsdp_config": _s(
             "dp_shard_size reshard_after_forward",
@@ -85,7 +89,7 @@ TRAIN_AUTOMODELS = _s(
 TRAIN_LEGACY = _s(
     "", "optimizer lr_scheduler checkpoint logging seed output_dir",
     {
-        "model": _s("name", "", {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA)}),
+        "model": _s("name", "", {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA, {"vision": _VISION})}),
         "train": _s(
             "global_batch_size micro_batch_size micro_batch_num",
             "optimizer mixed_precision train_iters max_grad_norm lr seed",
@@ -93,7 +97,7 @@ TRAIN_LEGACY = _s(
                 "accelerator": _s(
                     "dp_shard dp_replicate tp_degree pipeline_parallel_degree context_parallel_degree "
                     "expert_parallel_degree expert_tensor_parallel_degree use_seq_parallel "
-                    "enable_parallel_optimizer optimizer_weight_shard_size", "sequence_parallel",
+                    "enable_parallel_optimizer optimizer_weight_shard_size sequence_parallel", "",
                 ),
                 "gradient_checkpointing": _s("activation_checkpoint", ""),
             },
@@ -120,7 +124,7 @@ SEARCH = _s(
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
             "optimizer_weight_shard_size seq_length seq_len max_seq_len offset",
-            _HF_EXTRA + " _target_",
+            _HF_EXTRA + " _target_", {"vision": _VISION},
         ),
         "cluster": _s(
             "num_nodes cards_per_node device_type device_memory_gb intra_node_bandwidth_gb_s "

@@ -16,6 +16,7 @@ from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
 from engine.config.train import CP_ALGOS, DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES, read_param_init
+from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Node, Scalar, Seq
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
@@ -68,12 +69,24 @@ class SearchFacts:
     fp8: Val | None = None
     cp_algo: Val | None = None  # estimator.cp_algo
     recompute_modes: Val | None = None  # a tuple of off/selective/full
+    vision: dict[str, Val] = field(default_factory=dict)  # model.vision (engine.config.vision)
+    vision_anchor: Val | None = None
+    visual_seq_len: Val | None = None  # model.visual_seq_len
     locations: dict[str, Val] = field(default_factory=dict)
 
     def note(self, *vals: Val | None) -> None:
         for v in vals:
             if v is not None:
                 self.locations[v.path] = v
+
+
+def _read_tower(facts: SearchFacts, model: Map | None) -> None:
+    """A multimodal model's `model.vision` and `model.visual_seq_len` (engine.config.vision)."""
+    src = facts.src
+    facts.vision = read_vision(src, model, "model")
+    facts.vision_anchor = vision_anchor(src, model, "model")
+    facts.visual_seq_len = src.int_(model, "visual_seq_len", "model.visual_seq_len")
+    facts.note(facts.visual_seq_len, *facts.vision.values())
 
 
 def read_search(src: Source) -> SearchFacts:
@@ -97,6 +110,7 @@ def read_search(src: Source) -> SearchFacts:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
     fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
     facts.model_fields = fields
+    _read_tower(facts, model)
     facts.name = src.str_(model, "name", "model.name")
     # In a search config max_position_embeddings IS the trained sequence length ([HP] §2.1); older
     # examples write it seq_len (beside n_layers, dim, n_heads: §3.2 "older versions"), some seq_length.

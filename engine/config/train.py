@@ -15,6 +15,7 @@ from engine.config.kind import kind_of
 from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, parse_memory_gb
+from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Scalar
 
 # How every "read by HyperParallel, not priced by hp-plan" information (HP112) begins.
@@ -69,9 +70,15 @@ class TrainFacts:
     layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
     param_bytes: Val | None = None
     fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
+    loss_parallel: Val | None = None  # accelerator.loss_parallel
     param_init: Val | None = None  # model.param_init_type (a dtype name)
     device_num: Val | None = None
     max_device_memory: Val | None = None
+    # A multimodal model's vision tower (engine.config.vision): the config.json's vision_config, the file's own.
+    catalog_vision: dict[str, Val] = field(default_factory=dict)
+    vision: dict[str, Val] = field(default_factory=dict)
+    vision_anchor: Val | None = None
+    visual_seq_len: Val | None = None  # context.visual_seq_len, else model.config_overrides.visual_seq_len
     locations: dict[str, Val] = field(default_factory=dict)
 
     def note(self, *vals: Val | None) -> None:
@@ -115,6 +122,7 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     # config; config_overrides, when also given, win ([HP] §2.5: explicit overrides always win).
     direct = read_model_fields(src, model, "model") if facts.schema == "automodels" else {}
     facts.overrides = {**direct, **read_model_fields(src, overrides, "model.config_overrides")}
+    _read_vision(facts, model, overrides)
     if facts.pretrained is not None:
         res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
         if res.error is not None:
@@ -122,12 +130,23 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         else:
             facts.resolution_source = res.source
             facts.catalog_fields = {
-                k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items()
+                k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items() if k != "vision"
             }
-    dtype = src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
-    if dtype is not None:
+            tower = res.fields.get("vision")
+            if isinstance(tower, dict):
+                facts.catalog_vision = {k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in tower.items()}
+    # The compute width: torch_dtype, else compute_dtype (a run key beside it, or a model-spec field in the
+    # overrides, [HP] §2.4-§2.5), else the legacy train.mixed_precision.param_dtype (_read_legacy).
+    dtype = (src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
+             or src.choice(model, "compute_dtype", "model.compute_dtype", {k: k for k in DTYPES})
+             or src.choice(overrides, "compute_dtype", "model.config_overrides.compute_dtype", {k: k for k in DTYPES}))
+    if dtype is not None:  # else keeps the legacy train.mixed_precision.param_dtype, read first
         facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
-    facts.param_init = read_param_init(src, model, "model")
+    # The stored weights' width: the AutoModels root model_init_dtype (the dtype the trainer builds the model in,
+    # above param_init_type in upstream's B_p precedence, [HP] §6.3), else model.param_init_type.
+    init = (src.choice(root, "model_init_dtype", "model_init_dtype", {k: k for k in DTYPES})
+            if facts.schema == "automodels" else None)
+    facts.param_init = init or read_param_init(src, model, "model")
     attn = src.val(model, "attn_implementation", "model.attn_implementation")
     if attn is not None and str(attn.value).strip().lower() == "eager" and "use_flash_attention" not in facts.overrides:
         # Hugging Face's eager attention materialises the score matrix; sdpa / flash kernels do not.
@@ -138,6 +157,22 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
             facts.layout["offset"] = off
     facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values(),
                *facts.layout.values())
+
+
+def _read_vision(facts: TrainFacts, model: Map | None, overrides: Map | None) -> None:
+    """The tower a train.yaml states (`model.vision` beside an AutoModels factory's keywords, then
+    `model.config_overrides.vision`, which wins) and its visual sequence (`context.visual_seq_len`, else
+    `model.config_overrides.visual_seq_len`): engine.config.vision."""
+    src = facts.src
+    direct = read_vision(src, model, "model") if facts.schema == "automodels" else {}
+    facts.vision = {**direct, **read_vision(src, overrides, "model.config_overrides")}
+    facts.vision_anchor = (vision_anchor(src, overrides, "model.config_overrides")
+                           or (vision_anchor(src, model, "model") if facts.schema == "automodels" else None))
+    root = src.root
+    context = src.section(root, "context", "context") if root is not None else None
+    facts.visual_seq_len = (src.int_(context, "visual_seq_len", "context.visual_seq_len")
+                            or src.int_(overrides, "visual_seq_len", "model.config_overrides.visual_seq_len"))
+    facts.note(facts.visual_seq_len, *facts.vision.values())
 
 
 def read_param_init(src: Source, model: Map | None, prefix: str) -> Val | None:
@@ -169,7 +204,10 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     vpp = src.int_(acc, "pp_vpp", "accelerator.pp_vpp")
     if vpp is not None and "vpp" not in deg:
         deg["vpp"] = vpp
-    mbn = src.int_(acc, "pp_micro_batch_num", "accelerator.pp_micro_batch_num")
+    # The trainer's micro-batch count: training.micro_batch_num (where HyperParallel's priced yaml puts it, [HP]
+    # §4.2, like the legacy train.micro_batch_num), else the pipeline's accelerator.pp_micro_batch_num.
+    mbn = (src.int_(training, "micro_batch_num", "training.micro_batch_num")
+           or src.int_(acc, "pp_micro_batch_num", "accelerator.pp_micro_batch_num"))
     if mbn is not None:
         deg["micro_batch_num"] = mbn
     mbs = src.int_(training, "micro_batch_size", "training.micro_batch_size")
@@ -192,6 +230,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         if ov is not None:
             facts.overlaps[key] = ov
     facts.fp8 = src.bool_(acc, "fp8", "accelerator.fp8")
+    facts.loss_parallel = src.bool_(acc, "loss_parallel", "accelerator.loss_parallel")
     read_layout(src, acc, "accelerator", facts.layout)
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
@@ -204,7 +243,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     _read_context(facts, context)
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
-               facts.device_num, facts.max_device_memory, facts.fp8, *facts.overlaps.values(),
+               facts.device_num, facts.max_device_memory, facts.fp8, facts.loss_parallel, *facts.overlaps.values(),
                *facts.layout.values())
 
 
@@ -271,7 +310,10 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     mbn = src.int_(train, "micro_batch_num", "train.micro_batch_num")  # upstream's writer writes it (§4.3)
     if mbn is not None:
         deg["micro_batch_num"] = mbn
-    sp = src.bool_(acc, "use_seq_parallel", "train.accelerator.use_seq_parallel")
+    # train.accelerator rides into the priced yaml's accelerator verbatim ([HP] §2.6), where a stated
+    # sequence_parallel wins over the model's use_seq_parallel (§4.2): read it first.
+    sp = (src.bool_(acc, "sequence_parallel", "train.accelerator.sequence_parallel")
+          or src.bool_(acc, "use_seq_parallel", "train.accelerator.use_seq_parallel"))
     if sp is not None:
         deg["sequence_parallel"] = Val(int(bool(sp.value)), sp.path, sp.loc)
     _read_parallel_optimizer(facts, acc, "train.accelerator")
@@ -287,10 +329,25 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
         deg["dp"] = Val(int(facts.dp_replicate.value) * shard, facts.dp_replicate.path, facts.dp_replicate.loc)
     facts.recompute = src.choice(gc, "activation_checkpoint", "train.gradient_checkpointing.activation_checkpoint",
                                  RECOMPUTE_MODES)
+    _read_legacy_precision(facts, train)
     facts.seq_len = src.int_(data, "max_seq_len", "data.max_seq_len")
     _read_context(facts, src.section(root, "context", "context"))
     facts.note(facts.global_batch_size, facts.dp_replicate, *deg.values(), facts.recompute, facts.seq_len,
                facts.optimizer_shard, facts.device_num, facts.max_device_memory)
+
+
+def _read_legacy_precision(facts: TrainFacts, train: Map | None) -> None:
+    """Legacy `train.mixed_precision.param_dtype`: the model's compute dtype when mixed precision is on (enabled
+    defaults to true, [HP] §2.6). Read before the model's own dtypes, which win (engine.config.train._read_model)."""
+    src = facts.src
+    mp = src.section(train, "mixed_precision", "train.mixed_precision")
+    enabled = src.bool_(mp, "enabled", "train.mixed_precision.enabled")
+    if mp is None or (enabled is not None and not enabled.value):
+        return
+    dtype = src.choice(mp, "param_dtype", "train.mixed_precision.param_dtype", {k: k for k in DTYPES})
+    if dtype is not None:
+        facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
+        facts.note(facts.param_bytes)
 
 
 def _read_recompute_layers(facts: TrainFacts, root: Map) -> None:

@@ -33,7 +33,17 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         device=priced.device,
         causal_mfu=float(priced.causal_mfu[i]) if priced.causal_mfu is not None else 0.0,
         calibrated_framework=_calibrated(priced.framework),
+        vision_tower=_tower(priced, i),
     )
+
+
+def _tower(priced: PricedTable, i: int) -> dict[str, float] | None:
+    """Row i's vision tower share (docs/formats.md §3 `vision_tower`), None for a text-only model."""
+    t = priced.tower
+    if not t:
+        return None
+    return {"layers": int(t["layers"][i]), "visual_seq_len": int(t["visual_seq_len"][i]), "stage": 0,
+            "memory_gib": float(t["memory_gib"][i]), "time_s": float(t["time_s"][i])}
 
 
 def _calibrated(name: str) -> bool:

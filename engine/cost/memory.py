@@ -224,6 +224,8 @@ def stage_params(r: Rows) -> StageParams:
         ex_stage = np.zeros_like(ne_stage)
     tied_copy = e_split if m.tie_embeddings else 0.0
     ne_stage += np.where(r.first, (e_split / t + e_rep)[:, None], 0.0)
+    if r.tower is not None:  # the vision tower's weights sit on stage 0 and shard like the decoder's (engine.cost.tower)
+        ne_stage += np.where(r.first, r.tower.params[:, None], 0.0)
     head_local = (h_split / t + h_rep) + np.where(r.p > 1, tied_copy / t, 0.0)
     if m.mtp_depth:
         head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
@@ -265,13 +267,16 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
 
 def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
     """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
-    (one micro-batch), the embedding dropout mask (stage 0, per micro-batch in flight) and the output side
+    (one micro-batch), the embedding dropout mask and a vision tower's activations (stage 0, per micro-batch in
+    flight; one recompute mode for the whole multimodal model, engine.cost.tower) and the output side
     (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, fp32 logits 4·V/t)."""
     T, h = r.T, r.h
     m = r.model
     emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
     head_act = T * (4.0 * h / r.sp_div + r.logit_bytes * r.V / r.loss_div) * (1 + m.mtp_depth)
     working = act[:, MOE if r.is_moe else DENSE, OFF]
+    if r.tower is not None:  # the vision tower's kept activations, per micro-batch in flight on stage 0
+        emb_act = emb_act + r.tower.act_b
     return working[:, None] + np.where(r.first, (emb_act[:, None] * r.mf), 0.0) + np.where(r.last, head_act[:, None], 0.0)
 
 

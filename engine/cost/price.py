@@ -29,6 +29,7 @@ from engine.cost.timing import (
     ordered_sum,
     recompute_extra,
 )
+from engine.cost.tower import TowerCost, tower_cost
 from engine.results import MEMORY_TERMS, TIME_TERMS
 from engine.specs import ClusterSpec, ModelSpec, RunOptions
 
@@ -69,6 +70,9 @@ def _price_block(
     """Price a block of rows with stage arrays P wide (the whole table's largest pp): memory terms, then
     time per layer (compute, recompute, TP/CP/EP communication), per stage, and the pipeline combination."""
     r = build_rows(model, cluster, run, table, P)
+    tw = tower_cost(r)
+    if tw is not None:
+        r = replace(r, tower=tw)
     mem = price_memory(r)
     lc = layer_compute(r, mem.act)
     rec = recompute_extra(r, mem.act, lc)
@@ -79,36 +83,61 @@ def _price_block(
     comp_stage = r.stage_sum(np.broadcast_to(lc.compute[:, :, None], (r.n, 2, 3)))
     other_stage = r.stage_sum(rec + comm.tp + comm.cp + comm.ep)  # recompute + TP/CP/EP communication
     comp_stage = comp_stage + np.where(r.last, head_time(r)[:, None], 0.0)
+    tw_parts = _tower_stage(r, tw)
+    comp_stage = comp_stage + tw_parts["compute"]
+    other_stage = other_stage + tw_parts["recompute"] + tw_parts["tp_comm"] + tw_parts["cp_comm"]
     p2p = pp_p2p(r)
     fsdp_exp = fsdp_exposed(r, mem.params, comp_stage)
     stage_t = comp_stage + other_stage + p2p[:, None] + fsdp_exp
     stage_t[~r.valid] = 0.0
     # End of step: DP synchronisation and the optimizer.
-    dp_exp_stage = dp_sync_exposed(r, mem.params, comp_stage, r.stage_sum(rec))
+    dp_exp_stage = dp_sync_exposed(r, mem.params, comp_stage, r.stage_sum(rec) + tw_parts["recompute"])
     opt_t = optimizer_time(r, mem.params.ne_stage, mem.params.ex_stage, mem.params.shard_o)
     priced = _combine(r, mem, stage_t, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm, per_layer,
-                      budget_gib)
+                      budget_gib, tw_parts)
     return replace(priced, stage_time_parts=_stage_time_parts(r, lc, comp_stage, rec, comm, {
         "pp_p2p": np.broadcast_to(p2p[:, None], stage_t.shape), "fsdp_comm": fsdp_exp, "dp_comm": dp_exp_stage,
-        "optimizer": np.broadcast_to(opt_t[:, None], stage_t.shape)}))
+        "optimizer": np.broadcast_to(opt_t[:, None], stage_t.shape)}, tw_parts), tower=_tower_totals(r, mem, tw))
+
+
+def _tower_stage(r: Rows, tw: TowerCost | None) -> dict[str, np.ndarray]:
+    """(n, P) per micro-batch seconds a vision tower adds to stage 0, by part (zero elsewhere, and everywhere for a
+    text-only model)."""
+    if tw is None:
+        zero = np.zeros((r.n, r.P))
+        return {k: zero for k in ("forward", "compute", "recompute", "tp_comm", "cp_comm")}
+    parts = {"forward": tw.fwd, "compute": tw.compute, "recompute": tw.rec, "tp_comm": tw.tp, "cp_comm": tw.cp}
+    return {k: np.where(r.first, v[:, None], 0.0) for k, v in parts.items()}
+
+
+def _tower_totals(r: Rows, mem: Memory, tw: TowerCost | None) -> dict[str, np.ndarray]:
+    """PricedTable.tower: the vision tower's share of stage 0, memory (its weights, gradients and optimizer states
+    as stage 0 shards them, plus its activations × micro-batches in flight there) and time (per step: every
+    micro-batch's forward, backward, recompute and communication). Empty for a text-only model."""
+    if tw is None:
+        return {}
+    coef = sum(mem.params.coef_ne[k] for k in ("parameters", "gradients", "optimizer"))
+    memory = tw.params * coef + tw.act_b * r.mf[:, 0]
+    return {"memory_gib": memory / K.GIB, "time_s": r.mb * tw.time, "layers": np.full(r.n, float(tw.layers)),
+            "visual_seq_len": np.full(r.n, float(tw.seq_len))}
 
 
 def _stage_time_parts(r: Rows, lc: LayerCompute, comp_stage: np.ndarray, rec: np.ndarray, comm: LayerComm,
-                      rest: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                      rest: dict[str, np.ndarray], tw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """PricedTable.stage_time_parts: the per-stage, per-micro-batch terms stage_t is the sum of (forward and
     backward compute apart), the stage's exposed end-of-step sync and the optimizer, zero past each row's pp
     (engine.explain draws the pipeline timeline from them)."""
     fwd = r.stage_sum(np.broadcast_to(lc.fwd[:, :, None], (r.n, 2, 3)))
-    fwd = fwd + np.where(r.last, head_forward_time(r)[:, None], 0.0)
-    parts = {"forward": fwd, "backward": comp_stage - fwd, "recompute": r.stage_sum(rec),
-             "tp_comm": r.stage_sum(comm.tp), "cp_comm": r.stage_sum(comm.cp), "ep_comm": r.stage_sum(comm.ep),
-             **rest}
+    fwd = fwd + np.where(r.last, head_forward_time(r)[:, None], 0.0) + tw["forward"]
+    parts = {"forward": fwd, "backward": comp_stage - fwd, "recompute": r.stage_sum(rec) + tw["recompute"],
+             "tp_comm": r.stage_sum(comm.tp) + tw["tp_comm"], "cp_comm": r.stage_sum(comm.cp) + tw["cp_comm"],
+             "ep_comm": r.stage_sum(comm.ep), **rest}
     return {k: np.where(r.valid, v, 0.0) for k, v in parts.items()}
 
 
 def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, fsdp_exp: np.ndarray,
              dp_exp_stage: np.ndarray, opt_t: np.ndarray, p2p: np.ndarray, rec: np.ndarray, comm: LayerComm,
-             per_layer: np.ndarray, budget_gib: float) -> PricedTable:
+             per_layer: np.ndarray, budget_gib: float, tw: dict[str, np.ndarray]) -> PricedTable:
     """Pipeline combination (the slowest stage runs m micro-batches; the others' work shows once as the
     bubble, ÷ v when interleaved; NAR21 §2.2) and the PricedTable of the block."""
     mb, v = r.mb, r.v
@@ -120,9 +149,9 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
     step = mb * t_max + bubble + dp_exposed + opt_t
     time_terms = {
         "compute": mb * comp_stage[pk],
-        "recompute": mb * r.at_stage(imax, rec),
-        "tp_comm": mb * r.at_stage(imax, comm.tp),
-        "cp_comm": mb * r.at_stage(imax, comm.cp),
+        "recompute": mb * (r.at_stage(imax, rec) + tw["recompute"][pk]),
+        "tp_comm": mb * (r.at_stage(imax, comm.tp) + tw["tp_comm"][pk]),
+        "cp_comm": mb * (r.at_stage(imax, comm.cp) + tw["cp_comm"][pk]),
         "ep_comm": mb * r.at_stage(imax, comm.ep),
         "dp_comm": mb * fsdp_exp[pk] + dp_exposed,
         "pp_bubble": bubble,
@@ -134,8 +163,9 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
     world = r.dp * r.t * r.p * r.cp
     tok_s = tokens / step
     stats = model_stats(r.model)
-    mfu = stats.flops_per_token_noncausal * tokens / (step * world * r.peak)
-    causal_mfu = stats.flops_per_token * tokens / (step * world * r.peak)
+    tower_flops = _tower_flops(r) * r.dp * r.b * mb  # the tower's model FLOPs per step, bidirectional
+    mfu = (stats.flops_per_token_noncausal * tokens + tower_flops) / (step * world * r.peak)
+    causal_mfu = (stats.flops_per_token * tokens + tower_flops) / (step * world * r.peak)
     per_step_layer = mb[:, None, None] * per_layer
     extra = per_step_layer - per_step_layer[:, :, OFF:OFF + 1]
     valid = r.valid
@@ -150,3 +180,12 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
         layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
         device=r.cluster.device.name,
     )
+
+
+def _tower_flops(r: Rows) -> float:
+    """Model FLOPs of one sample's pass through a vision tower, forward + backward (its layers over visual_seq_len
+    tokens, non-causal, plus the merger's GEMMs); 0 for a text-only model."""
+    vt = r.model.vision
+    if vt is None or vt.num_layers <= 0:
+        return 0.0
+    return vt.seq_len * (model_stats(vt.layer_model()).flops_per_token_noncausal + 6.0 * vt.merger_params)

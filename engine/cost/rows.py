@@ -10,6 +10,7 @@ engine.cost.communication read the same values instead of recomputing them. Nota
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from engine.cost.layout import (
 from engine.cost.model import AttnShape, attn_shape, routed_copies
 from engine.cost.table import CandidateTable
 from engine.specs import ClusterSpec, ModelSpec, RunOptions
+
+if TYPE_CHECKING:
+    from engine.cost.tower import TowerCost
 
 DENSE, MOE = 0, 1
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -103,6 +107,8 @@ class Rows:
     last: np.ndarray
     valid: np.ndarray
     mf: np.ndarray
+    # A multimodal model's vision tower: what it adds to stage 0 (engine.cost.tower; set by engine.cost.price).
+    tower: TowerCost | None = None
 
     @property
     def types(self) -> tuple[int, ...]:
@@ -172,7 +178,8 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         attn=attn_shape(m), peak=peak, gemm_rate=gemm_rate, wgemm_rate=wgemm_rate, fp8=fp8, fw=fw,
         policy=effective_policy(fw, run),
         elem_traffic=elem, attn_frac=fw.attention_fraction(dev),
-        loss_div=t if fw.loss_parallel else np.ones(n), logit_bytes=fw.loss_bytes_per_logit,
+        loss_div=t if (fw.loss_parallel if run.loss_parallel is None else run.loss_parallel) else np.ones(n),
+        logit_bytes=fw.loss_bytes_per_logit,
         hbm=dev.hbm_tb_s * K.TERA * K.HBM_EFFICIENCY,
         links=Links(cluster.cards_per_node, cluster.intra_node_gb_s, cluster.inter_node_gb_s,
                     full_mesh=dev.full_mesh, coll_eff_intra=dev.coll_eff_intra),

@@ -218,6 +218,9 @@ class PricedTable:
     stage_time_parts: dict[str, np.ndarray] = field(default_factory=dict)
     # The ratios applied over these numbers (engine.calibrate.ratios), None when uncalibrated.
     calibration: Ratios | None = None
+    # A multimodal model's vision tower (engine.cost.tower): "memory_gib" (n,) what it holds on stage 0 and
+    # "time_s" (n,) its seconds per step there; empty for a text-only model.
+    tower: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.peak_gib)

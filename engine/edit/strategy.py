@@ -4,7 +4,8 @@ we search (pp_interleave_num, pipeline_scheduler, sequence_parallel, micro_batch
 
 Keys (docs/formats.md §1). AutoModels: accelerator.{tp_size, pp_size, cp_size, ep_size,
 expert_tensor_parallel_degree, sequence_parallel, pp_interleave_num, pipeline_scheduler,
-optimizer_weight_shard_size}, fsdp_config.dp_shard_size, training.{global_batch_size, micro_batch_size},
+optimizer_weight_shard_size}, fsdp_config.dp_shard_size, training.{global_batch_size, micro_batch_size,
+micro_batch_num (where stated)},
 activation_checkpoint.{mode, layers}. Legacy ([HP] §2.6, §4.3): train.{global_batch_size,
 micro_batch_size, micro_batch_num}, train.accelerator.{dp_shard, dp_replicate, tp_degree,
 pipeline_parallel_degree, context_parallel_degree, expert_parallel_degree, expert_tensor_parallel_degree,
@@ -16,7 +17,9 @@ it), so a legacy file cannot hold an FSDP shard that spans context parallelism.
 A key that is absent and whose value would be the reader's default is not added (a 1-way cp, sequence
 parallelism off): the smallest diff that reads back as the strategy. Degrees the trainer always needs
 (tp, pp, the FSDP shard, the global batch) are always written, as HyperParallel does. micro_batch_num is
-not written for AutoModels: the trainer derives it as gbs / (mbs * dp) (§4.3), which the check enforces.
+not added to an AutoModels file: the trainer derives it as gbs / (mbs * dp) (§4.3), which the check enforces;
+where the file states it (training.micro_batch_num, accelerator.pp_micro_batch_num) the stated key is rewritten,
+so the file never keeps a count the new plan contradicts.
 
 Before returning, the new text is read back with PyYAML (safe) and every field compared to the strategy,
 and the batch rule global_batch_size = dp * micro_batch_size * micro_batch_num checked (§4.4); any
@@ -39,7 +42,7 @@ Schema = Literal["automodels", "legacy"]
 AUTOMODELS_ORDER: Order = {
     (): ("model", "training", "accelerator", "fsdp_config", "mixed_precision", "activation_checkpoint",
          "dataset", "context"),
-    ("training",): ("train_iters", "global_batch_size", "micro_batch_size"),
+    ("training",): ("train_iters", "global_batch_size", "micro_batch_size", "micro_batch_num"),
     ("accelerator",): ("tp_size", "pp_size", "cp_size", "ep_size", "expert_tensor_parallel_degree",
                        "sequence_parallel", "pp_interleave_num", "pipeline_scheduler", "context_parallel_algo",
                        "optimizer_weight_shard_size", "account_for_embedding_in_pipeline_split",
@@ -143,8 +146,7 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
                 mode=as_mode(value_at(data, ("train", "gradient_checkpointing", "activation_checkpoint")))
                 or "off"
             ),
-            "sequence_parallel": as_bool(value_at(data, (*acc, "use_seq_parallel")))
-            if value_at(data, (*acc, "use_seq_parallel")) is not MISSING else False,
+            "sequence_parallel": _legacy_sp(data),
             # enable_parallel_optimizer: false turns the shard off whatever its size (engine.config.train)
             "optimizer_shard": 1 if value_at(data, (*acc, "enable_parallel_optimizer")) is False
             else _int_or(data, (*acc, "optimizer_weight_shard_size"), 1),
@@ -167,7 +169,18 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
         "micro_batch_size": _int_or(data, ("training", "micro_batch_size"), 1),
         "global_batch_size": _int_or(data, ("training", "global_batch_size"), 0),
         "recompute": RecomputePlan(mode, layers) if mode is not None and layers is not None else None,
+        **_stated_micro_batch_num(data),
     }
+
+
+def _stated_micro_batch_num(data: Any) -> dict[str, Any]:
+    """An AutoModels file's micro_batch_num where it states one (engine.config.train reads training.micro_batch_num,
+    else accelerator.pp_micro_batch_num); nothing when unsaid (the trainer derives it)."""
+    for path in (("training", "micro_batch_num"), ("accelerator", "pp_micro_batch_num")):
+        v = value_at(data, path)
+        if v is not MISSING and v is not None:
+            return {"micro_batch_num": as_int(v)}
+    return {}
 
 
 def expected(strategy: Strategy, schema: Schema) -> dict[str, Any]:
@@ -196,6 +209,9 @@ def verify(data: Any, strategy: Strategy, schema: Schema) -> str | None:
     if schema == "automodels" and got["dp_shard"] == -1:
         # absent or -1: the whole data-parallel domain dp*cp (engine.config.resolve, torchtitan's convention)
         got["dp_shard"] = strategy.dp * strategy.cp
+    if schema == "automodels" and got.get("micro_batch_num") is not None:
+        # stated: it must read back as the plan's; unsaid, the trainer derives it from the batch rule (below)
+        want = {**want, "micro_batch_num": strategy.micro_batch_num}
     for k, v in want.items():
         if got.get(k) != v:
             return f"the edited file reads back {k} = {got.get(k)!r}, not {v!r}"
@@ -223,6 +239,21 @@ def _int_change(path: tuple[str, ...], value: int, always: bool = True, default:
         return as_int(now) == value
 
     return Change(path, value, satisfied=ok)
+
+
+def _legacy_sp(data: Any) -> bool | None:
+    """A legacy file's sequence parallelism as engine.config.train reads it: train.accelerator.sequence_parallel,
+    else use_seq_parallel, else off."""
+    for key in ("sequence_parallel", "use_seq_parallel"):
+        v = value_at(data, ("train", "accelerator", key))
+        if v is not MISSING and v is not None:
+            return as_bool(v)
+    return False
+
+
+def _stated_int_change(path: tuple[str, ...], value: int) -> Change:
+    """Rewrite the key where the file states it; never add it (the trainer derives what it leaves unsaid)."""
+    return Change(path, value, satisfied=lambda now: now is MISSING or now is None or as_int(now) == value)
 
 
 def _bool_change(path: tuple[str, ...], value: bool) -> Change:
@@ -264,6 +295,8 @@ def _changes_automodels(s: Strategy) -> list[Change]:
         ),
         _int_change(("training", "global_batch_size"), s.global_batch_size),
         _int_change(("training", "micro_batch_size"), s.micro_batch_size, always=False),
+        _stated_int_change(("training", "micro_batch_num"), s.micro_batch_num),
+        _stated_int_change((*acc, "pp_micro_batch_num"), s.micro_batch_num),
         Change(
             ("activation_checkpoint", "mode"), Word(rc.mode),
             satisfied=lambda now: (rc.mode == "off") if now is MISSING else as_mode(now) == rc.mode,
@@ -280,7 +313,7 @@ def _changes_automodels(s: Strategy) -> list[Change]:
     return changes
 
 
-def _changes_legacy(s: Strategy) -> list[Change]:
+def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
     unsupported = [
         (s.vpp != 1, f"pipeline interleaving (vpp {s.vpp})"),
         (s.pipeline_schedule != "1F1B", f"the {s.pipeline_schedule} schedule"),
@@ -301,7 +334,9 @@ def _changes_legacy(s: Strategy) -> list[Change]:
                             satisfied=lambda now: now is MISSING or as_bool(now) is True))
     return [
         *extra,
-        _bool_change((*acc, "use_seq_parallel"), s.sequence_parallel),
+        # the file's own spelling: sequence_parallel where it states it (it wins), else use_seq_parallel
+        _bool_change((*acc, "sequence_parallel" if value_at(data, (*acc, "sequence_parallel")) not in (MISSING, None)
+                      else "use_seq_parallel"), s.sequence_parallel),
         _int_change(("train", "global_batch_size"), s.global_batch_size),
         _int_change(("train", "micro_batch_size"), s.micro_batch_size, always=False),
         _int_change(("train", "micro_batch_num"), s.micro_batch_num),
@@ -352,7 +387,7 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
         if schema == "legacy" and layout is not None:
             raise EditError("the legacy schema has no key for the pipeline layout the plan needs "
                             "(account_for_embedding_in_pipeline_split)")
-        changes = _changes_legacy(strategy) if schema == "legacy" else \
+        changes = _changes_legacy(strategy, doc.data) if schema == "legacy" else \
             _changes_automodels(strategy) + _layout_changes(layout)
         order = LEGACY_ORDER if schema == "legacy" else AUTOMODELS_ORDER
         if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):

@@ -64,6 +64,10 @@ def render(ex: Explained, width: int = 96) -> list[str]:
              f"MFU {100 * e.mfu:.1f}%, peak {e.peak_memory_gib:.2f} of {e.budget_gib:g} GiB "
              f"({'fits' if e.fits else 'DOES NOT FIT'})", "", "Per stage (* = tightest memory):"]
     lines += ["  " + row for row in stage_table(ex)]
+    vt = e.vision_tower
+    if vt is not None:  # stage 0's figures above include it (engine.cost.tower)
+        lines.append(f"  stage 0 also holds the vision tower: {int(vt['layers'])} layers × {int(vt['visual_seq_len'])} "
+                     f"visual tokens, {vt['memory_gib']:.2f} GiB, {vt['time_s']:.3f} s of its work per step")
     lines += ["", f"Bound: {ex.bound} ({ex.bound_detail})"]
     if ex.estimate.strategy.pp > 1:
         lines.append(f"Pipeline: {ex.schedule}, {e.strategy.micro_batch_num} micro-batches, bubble "

@@ -128,4 +128,5 @@ class Explained:
             "bubble_fraction": self.bubble_fraction,
             "timeline": [iv.to_json() for iv in self.timeline],
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            **({"vision_tower": dict(self.estimate.vision_tower)} if self.estimate.vision_tower is not None else {}),
         }

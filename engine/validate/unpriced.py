@@ -57,7 +57,11 @@ def _not_adam(v: Node, _parent: Map) -> bool:
 
 
 def _mixed_precision(v: Node, _parent: Map) -> bool:
-    return isinstance(v, Map) and bool(v.items())
+    """A policy that states something: `{enabled: false}` is the run hp-plan prices (weights at their dtype)."""
+    if not isinstance(v, Map) or not v.items():
+        return False
+    enabled = v.get("enabled")
+    return not (isinstance(enabled, Scalar) and enabled.value is False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +76,6 @@ S, A, L = "search", "automodels", "legacy"
 _ALL = frozenset({S, A, L})
 _TRAIN = frozenset({A, L})
 _SEARCH, _AUTO, _LEGACY = frozenset({S}), frozenset({A}), frozenset({L})
-_MULTIMODAL = ("the vision tower of a multimodal run (HyperParallel prices it with the language model's degrees, "
-               "its layers on stage 0) is not priced: only the language model is")
 _STACK = "a per-layer stack (layer groups, op vectors, Gated DeltaNet linear attention) is priced as uniform decoder layers"
 _WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
 _STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
@@ -97,8 +99,6 @@ _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("ops", _STACK, _meaningful),
     ("arch", _STACK, _meaningful),
     ("linear_*", _STACK, _always),
-    ("vision", _MULTIMODAL, _meaningful),
-    ("visual_seq_len", _MULTIMODAL, _meaningful),
     ("use_gmm", "grouped GEMM for the experts: each expert's GEMMs are priced at the same rate", _meaningful),
     ("full_rec", _STAGE_RECOMPUTE, _meaningful),
     ("sel_rec", _STAGE_RECOMPUTE, _meaningful),
@@ -110,7 +110,14 @@ _OTHER_KEYS: tuple[tuple[frozenset[str], str, str, When], ...] = (
     (_SEARCH, "pp_config.layer_recompute_layers",
      "recompute by layer id: the stated mode is priced on every layer (HyperParallel's search ignores it too)",
      _meaningful),
-    (_AUTO, "model_init_dtype", "the initialisation dtype does not enter the step's price", _always),
+    (_SEARCH, "pp_config.layer_offset_range", "a range of per-stage layer offsets: the layers are spread evenly "
+     "(HyperParallel's search ignores it too; its validation checks it)", _meaningful),
+    (_SEARCH, "pp_config.micro_batch_num", "the pipeline balancer's micro-batch count: the search's is "
+     "parallelism.micro_batch_num (HyperParallel's search ignores this one too)", _meaningful),
+    (_AUTO, "model.freeze_patterns", "frozen modules (no gradients, optimizer states or backward for them) are not "
+     "priced: every weight is priced trainable", _meaningful),
+    (_AUTO, "fsdp_config.enable_offload",
+     "offloading FSDP's sharded parameters to the host is not priced: they are priced on the device", _meaningful),
     (_AUTO, "training.max_grad_norm",
      "gradient clipping (one norm reduction and a rescale per step) is not priced", _meaningful),
     (_AUTO, "fsdp_config.edp_shard_size", "the expert FSDP shard: the routed experts' states are priced sharded "
@@ -132,12 +139,15 @@ _OTHER_KEYS: tuple[tuple[frozenset[str], str, str, When], ...] = (
      "prices offload in a search)", _meaningful),
     (_TRAIN, "context.expert_shard", "an expert-shard group (HyperParallel's EP constraint C4) is not priced: the "
      "experts are priced over ep and the expert data-parallel group", _meaningful),
-    (_TRAIN, "context.visual_seq_len", _MULTIMODAL, _meaningful),
     (_TRAIN, "context.census", _CENSUS, _meaningful),
     (_TRAIN, "context.census_spec", _CENSUS, _meaningful),
     (_AUTO, "optimizer._target_", _ADAM, _not_adam),
     (_LEGACY, "train.optimizer.type", _ADAM, _not_adam),
     (_LEGACY, "train.gradient_checkpointing.recompute_slice_activation", _SLICE, _meaningful),
+    (_LEGACY, "train.max_grad_norm",
+     "gradient clipping (one norm reduction and a rescale per step) is not priced", _meaningful),
+    (_LEGACY, "train.optimizer.max_grad_norm",
+     "gradient clipping (one norm reduction and a rescale per step) is not priced", _meaningful),
 )
 
 TABLE: tuple[Unpriced, ...] = (

@@ -42,7 +42,7 @@ _BOOL = {"true": "true", "false": "false"}
 # HP104 ("must be true or false") over every schema key, so a new boolean key the readers gain fails there.
 BOOLEAN_KEYS = frozenset(BOOL_FIELDS | set(OVERLAP_KEYS) | {"sequence_parallel", "reshard_after_forward",
                                                               "use_seq_parallel", "enable_parallel_optimizer",
-                                                              "compile", "fp8"})
+                                                              "compile", "fp8", "loss_parallel"})
 # key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
 # exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).
 ENUMS: dict[str, dict[str, str]] = {
@@ -54,6 +54,9 @@ ENUMS: dict[str, dict[str, str]] = {
     "pipeline_schedule": SCHEDULES,
     "torch_dtype": {k: k for k in DTYPES},
     "compute_dtype": {k: k for k in DTYPES},
+    "model_init_dtype": {k: k for k in DTYPES},
+    "param_init_type": {k: k for k in DTYPES},
+    "param_dtype": {k: k for k in DTYPES},
     "hidden_act": {k: k for k in sorted(GATED_ACTS | PLAIN_ACTS)},
     **{k: _BOOL for k in sorted(BOOLEAN_KEYS)},
 }

@@ -360,3 +360,134 @@ def test_recompute_as_a_parallelism_dimension(tmp_path: Path) -> None:
     assert one is not None and one.recompute == "full"
     auto = check_file(rc_search(tmp_path, "a.yaml", rc_dim=", recompute: auto")).config
     assert auto is not None and auto.recompute == "auto" and auto.recompute_modes == ()
+
+
+# An AutoModels recipe stating the trainer's micro-batch count (training.micro_batch_num, where HyperParallel's
+# priced yaml puts it, [HP] §4.2), on 8 devices: 32 = 4 x 1 x dp 8.
+AUTOMODELS_MBN = """\
+model:
+  _target_: hyper_parallel.models.HyperAutoModelForCausalLM.from_pretrained
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+  torch_dtype: bfloat16
+training:
+  global_batch_size: 32
+  micro_batch_size: 1
+  micro_batch_num: MBN
+  max_grad_norm: 1.0
+accelerator: {tp_size: 1, pp_size: 1, cp_size: 1, ep_size: 1}
+fsdp_config: {dp_shard_size: 8}
+activation_checkpoint: {mode: full}
+dataset: {data_transform: {max_seq_len: 4096}}
+context: {device_num: 8}
+"""
+
+
+def test_automodels_training_micro_batch_num_is_read_priced_and_checked(tmp_path: Path) -> None:
+    path = write(tmp_path, "train.yaml", AUTOMODELS_MBN.replace("MBN", "4"))
+    rc, doc = cli("estimate", path, "--device-type", "H100")
+    assert rc == 0 and doc["strategy"]["micro_batch_num"] == 4
+    assert "HP101" not in [d["code"] for d in doc["diagnostics"]]
+    bad = write(tmp_path, "bad.yaml", AUTOMODELS_MBN.replace("MBN", "2"))
+    hp402 = [d for d in check_file(bad).diagnostics if d.code == "HP402"]
+    assert hp402 and hp402[0].path == "training.micro_batch_num" and "needs micro_batch_num 4" in hp402[0].message
+
+
+def test_automodels_apply_rewrites_a_stated_micro_batch_num_and_adds_none(tmp_path: Path) -> None:
+    write(tmp_path, "train.yaml", AUTOMODELS_MBN.replace("MBN", "4"))
+    search = write(tmp_path, "search.yaml", "train_yaml: ./train.yaml\n"
+                   "cluster: {num_nodes: 1, cards_per_node: 8, device_type: H100}\n"
+                   "parallelism: {tp: [2], pp: 1, dp: auto, fsdp: auto}\n")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "training.micro_batch_num: 4 -> 8" in r.stderr + r.stdout  # tp 2 leaves dp 4: 32 = 8 x 1 x 4
+    bare = AUTOMODELS_MBN.replace("  micro_batch_num: MBN\n", "")
+    write(tmp_path, "train.yaml", bare)
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and "micro_batch_num" not in r.stdout + r.stderr  # the trainer derives it
+
+
+def test_the_dtypes_upstream_reads_set_the_widths_priced(tmp_path: Path) -> None:
+    """B_p and B_c as HyperParallel takes them ([HP] §2.5-§2.6, §6.3): the AutoModels root model_init_dtype is the
+    stored weights' width; model.compute_dtype (a run key) and the legacy train.mixed_precision.param_dtype (when
+    mixed precision is on) the compute width when torch_dtype is not stated."""
+    init = write(tmp_path, "init.yaml", AUTOMODELS_MBN.replace("MBN", "4") + "model_init_dtype: float32\n")
+    loaded = check_file(init)
+    assert loaded.config is not None and (loaded.config.run.param_bytes, loaded.config.run.master_weights) == (4, False)
+    assert "model_init_dtype" not in [d.path for d in loaded.diagnostics]
+    no_init = check_file(write(tmp_path, "bf16.yaml", AUTOMODELS_MBN.replace("MBN", "4"))).config
+    assert no_init is not None and (no_init.run.param_bytes, no_init.run.master_weights) == (2, True)
+    compute = AUTOMODELS_MBN.replace("MBN", "4").replace("torch_dtype: bfloat16", "compute_dtype: float32")
+    cfg = check_file(write(tmp_path, "compute.yaml", compute)).config
+    assert cfg is not None and cfg.run.param_bytes == 4
+    # The legacy demo without its model dtypes: train.mixed_precision.param_dtype is the compute width.
+    bare = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace('  param_init_type: "float32"\n', "").replace(
+        '  compute_dtype: "bfloat16"\n', "")
+    mp = bare.replace("  gradient_checkpointing:", "  mixed_precision: {enabled: ENABLED, param_dtype: float32}\n"
+                      "  gradient_checkpointing:")
+    on = check_file(write(tmp_path, "on.yaml", mp.replace("ENABLED", "true"))).config
+    off = check_file(write(tmp_path, "off.yaml", mp.replace("ENABLED", "false"))).config
+    assert on is not None and off is not None and (on.run.param_bytes, off.run.param_bytes) == (4, 2)
+
+
+def test_a_stated_loss_parallel_prices_the_logits(tmp_path: Path) -> None:
+    base = AUTOMODELS_MBN.replace("MBN", "8").replace("tp_size: 1", "tp_size: 2").replace("dp_shard_size: 8",
+                                                                                          "dp_shard_size: 4")
+    _rc, split = cli("estimate", write(tmp_path, "lp.yaml", base.replace("ep_size: 1", "ep_size: 1, loss_parallel: "
+                                                                         "true")), "--device-type", "H100")
+    _rc, whole = cli("estimate", write(tmp_path, "nolp.yaml", base.replace("ep_size: 1", "ep_size: 1, loss_parallel: "
+                                                                           "false")), "--device-type", "H100")
+    # false: every TP rank holds the whole vocabulary's fp32 logits (2 x 4096 tokens x 128256 x 4 B more than ÷ 2)
+    assert whole["memory_breakdown_gib"]["activations"] > split["memory_breakdown_gib"]["activations"] + 1.0
+    assert "HP101" not in [d["code"] for d in whole["diagnostics"]]
+
+
+def test_keys_upstream_reads_that_change_the_run_are_flagged(tmp_path: Path) -> None:
+    kimi = AUTOMODELS_MBN.replace("MBN", "4").replace(
+        "  torch_dtype: bfloat16\n", "  torch_dtype: bfloat16\n  freeze_patterns: [\"model.vision_tower*\"]\n").replace(
+        "fsdp_config: {dp_shard_size: 8}", "fsdp_config: {dp_shard_size: 8, enable_offload: true}")
+    flagged = {d.path for d in check_file(write(tmp_path, "kimi.yaml", kimi)).diagnostics if d.code == "HP112"}
+    assert {"model.freeze_patterns", "fsdp_config.enable_offload", "training.max_grad_norm"} <= flagged
+    legacy_text = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace(
+        "  gradient_checkpointing:", "  optimizer: {type: adamw, max_grad_norm: 1.0}\n  gradient_checkpointing:")
+    flagged = {d.path for d in check_file(write(tmp_path, "l.yaml", legacy_text)).diagnostics if d.code == "HP112"}
+    assert "train.optimizer.max_grad_norm" in flagged
+    search = write(tmp_path, "s.yaml", "model: {name: m, num_hidden_layers: 8, hidden_size: 1024, num_attention_heads: 8,"
+                   " vocab_size: 32000, max_position_embeddings: 4096}\ncluster: {num_nodes: 1, device_type: A2}\n"
+                   "pp_config: {pp_degree: 2, micro_batch_num: 8}\n")
+    assert "pp_config.micro_batch_num" in {d.path for d in check_file(search).diagnostics if d.code == "HP112"}
+
+
+def test_legacy_sequence_parallel_rides_in_the_accelerator_and_wins(tmp_path: Path) -> None:
+    """A legacy train.accelerator rides verbatim into the yaml HyperParallel prices, where a stated sequence_parallel
+    wins over use_seq_parallel ([HP] §2.6, §4.2)."""
+    text = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace("use_seq_parallel: true",
+                                                                          "sequence_parallel: false\n    "
+                                                                          "use_seq_parallel: true")
+    loaded = check_file(write(tmp_path, "sp.yaml", text))
+    assert loaded.config is not None and loaded.config.stated is not None
+    assert loaded.config.stated.sequence_parallel is False
+    assert "HP101" not in [d.code for d in loaded.diagnostics]
+    only = LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace("use_seq_parallel", "sequence_parallel")
+    cfg = check_file(write(tmp_path, "only.yaml", only)).config
+    assert cfg is not None and cfg.stated is not None and cfg.stated.sequence_parallel is True
+    flagged = check_file(write(tmp_path, "s.yaml", "model: {name: m, num_hidden_layers: 8, hidden_size: 1024, "
+                                                   "num_attention_heads: 8, vocab_size: 32000, max_position_embeddings: "
+                                                   "4096}\ncluster: {num_nodes: 1, device_type: A2}\n"
+                                                   "pp_config: {pp_degree: 2, layer_offset_range: [-1, 1]}\n"))
+    assert "pp_config.layer_offset_range" in {d.path for d in flagged.diagnostics if d.code == "HP112"}
+
+
+def test_legacy_apply_writes_sequence_parallel_in_the_files_own_spelling(tmp_path: Path) -> None:
+    write(tmp_path, "hyper_qwen3_72b.yaml", LEGACY_72B.replace("MBN", "144").replace("POE", "true").replace(
+        "use_seq_parallel: true", "sequence_parallel: false"))
+    search = write(tmp_path, "search.yaml", "train_yaml: ./hyper_qwen3_72b.yaml\n"
+                   "cluster: {num_nodes: 128, cards_per_node: 8, device_type: A2}\n"
+                   "parallelism: {dp: auto, tp: [8], pp: [8], vpp: 1, sequence_parallel: true}\n"
+                   "estimator: {framework: torchtitan}\n")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "apply", search, "--dry-run", "--force"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "train.accelerator.sequence_parallel: false -> true" in r.stdout + r.stderr
+    assert "use_seq_parallel" not in r.stdout + r.stderr
