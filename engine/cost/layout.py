@@ -11,17 +11,17 @@ layer counts, HyperParallel's per-stage offsets) replaces that split: `chunk_lay
 every (stage, virtual chunk), the embedding always on stage 0's first chunk and the output layer and loss on the
 last stage's last chunk, so a chunk may hold only the embedding or only the loss (Llama 3 §3.3.2: 405B trained
 with 126 layers + embedding + loss over 16 stages × 8 chunks). With unequal chunks the micro-batches a stage
-keeps in flight differ per chunk (`chunk_in_flight`, Megatron's interleaved order).
+keeps in flight differ per chunk (`chunk_in_flight`, Megatron's interleaved order). Without a stated layout a
+framework's own split is priced where it has one (torchtitan counts the embedding and output as one layer each,
+`effective_layout`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.catalog.frameworks import effective_layout
+from engine.catalog.frameworks import effective_layout as effective_layout  # re-exported: the layout priced
 from engine.specs import PipelineLayout
-
-__all__ = ["LayoutError", "chunk_layers", "effective_layout", "layout_or_default"]
 
 
 class LayoutError(ValueError):
