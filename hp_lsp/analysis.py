@@ -124,14 +124,9 @@ def analyse_runs(path: str, text: str, version: int | None) -> Analysis:
 def cluster_from_search_config(search_path: str, text: str | None = None, *,
                                texts: Mapping[str, str] | None = None) -> ClusterOverrides | None:
     """The cluster a search config states (and its memory budget), as explicit overrides for the train.yaml
-    it references: issue 5 puts a referencing search config first among the cluster's sources. `texts`:
-    open buffers (the train.yaml's own, whose context.device_num the cluster may take)."""
-    return overrides_of(check_file(search_path, text=text, texts=texts).config)
+    it references, by the engine's one rule (engine.search.stated.stated_overrides, which `hp-plan search`
+    and the worker's comparison use too). `texts`: open buffers (the train.yaml's own, whose
+    context.device_num the cluster may take)."""
+    from engine.search.stated import stated_overrides
 
-
-def overrides_of(cfg: Config | None) -> ClusterOverrides | None:
-    cl = cfg.cluster if cfg is not None else None
-    if cfg is None or cl is None:
-        return None
-    return ClusterOverrides(devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
-                            device_type=cl.device.name, memory_gb=cfg.budget_gib, explicit=True)
+    return stated_overrides(check_file(search_path, text=text, texts=texts).config)

@@ -90,8 +90,21 @@ class LspWorkspace(Workspace):
         return LspWorkspace(ws.root_uri, ws._sync_kind, list(ws.folders.values()), ws.position_encoding)
 
 
+class _Futures(dict[Any, "Future[Any]"]):
+    """`_request_futures` whose `items()` is a snapshot: pygls' shutdown cancels every pending future while
+    iterating them, and a cancelled future's done callback (`HpProtocol._forget`) removes its entry; over a
+    live view that raised "dictionary changed size during iteration" when shutdown arrived mid-request."""
+
+    def items(self) -> Any:
+        return list(super().items())
+
+
 class HpProtocol(LanguageServerProtocol):
     """pygls' protocol with the workspace above and no unbounded `_request_futures`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._request_futures = _Futures()
 
     @property  # type: ignore[override]
     def _workspace(self) -> Workspace | None:

@@ -1,6 +1,6 @@
 """Engine TextEdits (code points) -> an LSP WorkspaceEdit the client can apply.
 
-With `workspace.workspaceEdit.documentChanges` advertised, the edit carries the document version so the
+With `workspace.workspaceEdit.documentChanges` advertised (ClientFeatures.document_changes), the edit carries the document version so the
 client refuses it against a changed buffer; otherwise (Neovim 0.7) it falls back to `changes`, and the
 server itself refuses to build edits for text other than the document's current text.
 """
@@ -14,28 +14,17 @@ from pygls.workspace.position_codec import PositionCodec
 
 from engine.edit import EditResult
 from engine.positions import TextEdit
+from hp_lsp.client import ClientFeatures
 from hp_lsp.positions import to_client_range
-
-
-def supports_document_changes(caps: types.ClientCapabilities) -> bool:
-    ws = caps.workspace
-    return bool(ws and ws.workspace_edit and ws.workspace_edit.document_changes)
-
-
-def supports_create_file(caps: types.ClientCapabilities) -> bool:
-    ws = caps.workspace
-    we = ws.workspace_edit if ws else None
-    return bool(we and we.document_changes and we.resource_operations
-                and types.ResourceOperationKind.Create in we.resource_operations)
 
 
 def to_lsp_edits(edits: Sequence[TextEdit], lines: Sequence[str], codec: PositionCodec) -> list[types.TextEdit]:
     return [types.TextEdit(range=to_client_range(lines, codec, e.range), new_text=e.new_text) for e in edits]
 
 
-def workspace_edit(caps: types.ClientCapabilities, uri: str, version: int | None,
+def workspace_edit(features: ClientFeatures, uri: str, version: int | None,
                    edits: list[types.TextEdit]) -> types.WorkspaceEdit:
-    if supports_document_changes(caps):
+    if features.document_changes:
         return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
             edits=list(edits),

@@ -17,22 +17,23 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 
 from engine.config.types import ClusterOverrides
 from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
+from hp_lsp.client import ClientFeatures
 from hp_lsp.features import diagnostics
 from hp_lsp.search_job import ListsRequest, SearchOutcome, SearchRequest
-from hp_lsp.session import DocState
+from hp_lsp.session import DocState, Session
 from hp_lsp.worker import Job, Outcome
 from hp_lsp.workspace import SearchConfigIndex
 
 if TYPE_CHECKING:
     from engine.calibrate.attach import RatiosRequest
-    from hp_lsp.server import HpLanguageServer
 
 T = TypeVar("T")
 DEBOUNCE_S = 0.3
@@ -41,12 +42,15 @@ CLUSTER_CACHE_MAX = 64
 log = logging.getLogger(__name__)
 
 
-def guarded(ls: HpLanguageServer, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+Log = Callable[[types.MessageType, str], None]
+
+
+def guarded(log: Log, what: str, fn: Callable[..., Any], *args: Any) -> Any:
     """Run `fn`; an exception becomes one log message to the client (never a popup)."""
     try:
         return fn(*args)
     except Exception:
-        ls.log(types.MessageType.Error, f"hp-lsp: {what} failed:\n{traceback.format_exc()}")
+        log(types.MessageType.Error, f"hp-lsp: {what} failed:\n{traceback.format_exc()}")
         return None
 
 
@@ -65,9 +69,49 @@ class CheckInput:
     ratios: RatiosRequest | None = None  # the setting hpLsp.ratiosFile (engine.calibrate.attach)
 
 
+class Publisher(Protocol):
+    """Where results go: the client's diagnostics and code lenses (hp_lsp.client.Client)."""
+
+    @property
+    def features(self) -> ClientFeatures: ...
+    def publish_diagnostics(self, uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None: ...
+    def refresh_code_lenses(self) -> None: ...
+
+
+class Jobs(Protocol):
+    """The search worker (hp_lsp.worker.SearchWorker): one job per key, a newer one supersedes."""
+
+    def submit(self, job: Job) -> None: ...
+    def cancel(self, key: str) -> None: ...
+
+
+class Progress(Protocol):
+    """Work-done progress per document (hp_lsp.features.progress.SearchProgress)."""
+
+    def started(self, uri: str, title: str) -> None: ...
+    def report(self, uri: str, fraction: float) -> None: ...
+    def finished(self, uri: str, message: str | None = None) -> None: ...
+
+
+class Workspace(Protocol):
+    """The editor's open buffers and folders (pygls' Workspace, made at initialize: hence a getter)."""
+
+    def get_text_document(self, doc_uri: str) -> TextDocument: ...
+    @property
+    def root_path(self) -> Any: ...
+    @property
+    def folders(self) -> Any: ...
+
+
 class Scheduler:
-    def __init__(self, ls: HpLanguageServer) -> None:
-        self.ls = ls
+    """Decides when to check, search and publish; owns the checker and edit threads. Its collaborators are
+    explicit (the session's state and settings, the open buffers, the outbox, the worker, the progress, the
+    loop's call_soon, the log), so a test drives it with fakes and nothing here knows the pygls server."""
+
+    def __init__(self, *, session: Session, workspace: Callable[[], Workspace], client: Publisher, jobs: Jobs,
+                 progress: Progress, call_soon: Callable[..., object], log: Log) -> None:
+        self.session, self.workspace, self.client = session, workspace, client
+        self.jobs, self.progress, self.call_soon, self.log = jobs, progress, call_soon, log
         self.index = SearchConfigIndex()
         self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
         self._edits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-edit")
@@ -76,14 +120,14 @@ class Scheduler:
 
     # -- document events -----------------------------------------------------------------------------
     def opened(self, uri: str) -> None:
-        doc = self.ls.workspace.get_text_document(uri)
-        self.ls.session.open(uri, doc.path, doc.version)
+        doc = self.workspace().get_text_document(uri)
+        self.session.open(uri, doc.path, doc.version)
         self.check(uri)
         self.search(uri)
 
     def changed(self, uri: str) -> None:
-        doc = self.ls.workspace.get_text_document(uri)
-        state = self.ls.session.change(uri, doc.version)
+        doc = self.workspace().get_text_document(uri)
+        state = self.session.change(uri, doc.version)
         if state is None:
             return
         if state.debounce is not None:
@@ -92,7 +136,7 @@ class Scheduler:
         state.debounce = loop.call_later(DEBOUNCE_S, self._debounced, uri, state.generation)
 
     def _debounced(self, uri: str, generation: int) -> None:
-        state = self.ls.session.get(uri)
+        state = self.session.get(uri)
         if state is None or state.generation != generation:
             return
         state.debounce = None
@@ -100,7 +144,7 @@ class Scheduler:
         self.recheck_dependents(state.path, exclude=uri, search=False)
 
     def saved(self, uri: str) -> None:
-        state = self.ls.session.get(uri)
+        state = self.session.get(uri)
         if state is None:
             return
         if state.debounce is not None:
@@ -111,16 +155,16 @@ class Scheduler:
         self.recheck_dependents(state.path, exclude=uri, search=True)
 
     def closed(self, uri: str) -> None:
-        state = self.ls.session.close(uri)
+        state = self.session.close(uri)
         if state is not None and state.debounce is not None:
             state.debounce.cancel()
         if state is not None:
             # Its unsaved buffer no longer stands for the file: the documents that read it go back to the disk.
             self.recheck_dependents(state.path, exclude=uri, search=False)
-        self.ls.worker.cancel(uri)
-        self.ls.worker.cancel(uri + LISTS_SUFFIX)
-        self.ls.search_progress.finished(uri)
-        self.ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.jobs.cancel(uri)
+        self.jobs.cancel(uri + LISTS_SUFFIX)
+        self.progress.finished(uri)
+        self.client.publish_diagnostics(uri, None, [])
 
     def files_changed(self, uris: list[str]) -> None:
         """Watched files changed on disk: re-check the open documents that read them."""
@@ -132,10 +176,10 @@ class Scheduler:
             self.index.forget(path)
             with self._cluster_lock:
                 self._cluster_cache = {k: v for k, v in self._cluster_cache.items() if k[0] != path}
-            affected.update(self.ls.session.dependents(path, exclude=uri))
-            if uri not in self.ls.session.docs and path.endswith((".yaml", ".yml")):
+            affected.update(self.session.dependents(path, exclude=uri))
+            if uri not in self.session.docs and path.endswith((".yaml", ".yml")):
                 # A search config appearing or changing may now give an open train.yaml its cluster.
-                affected.update(u for u, s in self.ls.session.docs.items()
+                affected.update(u for u, s in self.session.docs.items()
                                 if s.analysis is not None and s.analysis.config is not None
                                 and s.analysis.config.kind == "train")
         for uri in sorted(affected):
@@ -145,43 +189,43 @@ class Scheduler:
     def settings_changed(self) -> None:
         with self._cluster_lock:
             self._cluster_cache.clear()
-        for uri in sorted(self.ls.session.docs):
+        for uri in sorted(self.session.docs):
             self.check(uri)
             self.search(uri)
 
     def recheck_dependents(self, path: str | None, *, exclude: str, search: bool) -> None:
         if not path:
             return
-        for uri in self.ls.session.dependents(path, exclude=exclude):
+        for uri in self.session.dependents(path, exclude=exclude):
             self.check(uri)
             if search:
                 self.search(uri)
 
     # -- fast checks ---------------------------------------------------------------------------------
     def check(self, uri: str) -> Analysis | None:
-        return guarded(self.ls, "check", self._check, uri)
+        return guarded(self.log, "check", self._check, uri)
 
     def _check(self, uri: str) -> Analysis | None:
         """Snapshot the document and the editor's other buffers on the loop; read, resolve and validate on the
         checker thread (the check reads linked files from disk, and no file is read on the event loop: a
         FIFO or a slow disk must never freeze the server); record and publish back on the loop."""
-        state = self.ls.session.get(uri)
+        state = self.session.get(uri)
         if state is None:
             return None
-        doc = self.ls.workspace.get_text_document(uri)
+        doc = self.workspace().get_text_document(uri)
         text, version, generation = doc.source, doc.version, state.generation
-        snapshot = CheckInput(state.path, uri, text, version, self.ls.session.settings.overrides(),
-                              self.ls.session.settings.max_file_size_kb, self.open_texts(exclude=uri),
+        snapshot = CheckInput(state.path, uri, text, version, self.session.settings.overrides(),
+                              self.session.settings.max_file_size_kb, self.open_texts(exclude=uri),
                               tuple(self.roots()), self.ratios_request())
         state.checking = True
         fut = self._checker.submit(self.analyse_off_loop, snapshot)
-        fut.add_done_callback(lambda f: self.ls.call_soon(guarded, self.ls, "check", self._checked_future, uri,
+        fut.add_done_callback(lambda f: self.call_soon(guarded, self.log, "check", self._checked_future, uri,
                                                           generation, f))
         return None
 
     def ratios_request(self) -> RatiosRequest | None:
         """The setting hpLsp.ratiosFile, relative to the workspace root (docs/formats.md §4, §6)."""
-        return self.ls.session.settings.ratios_request(self.ls.workspace.root_path)
+        return self.session.settings.ratios_request(self.workspace().root_path)
 
     def analyse_off_loop(self, job: CheckInput) -> Analysis:
         """Checker thread: the cluster (a search config on disk may give it) and the analysis."""
@@ -191,7 +235,7 @@ class Scheduler:
         return dataclasses.replace(analysis, overrides=overrides, cluster_source=source)
 
     def _checked_future(self, uri: str, generation: int, fut: Future[Analysis]) -> None:
-        state = self.ls.session.get(uri)
+        state = self.session.get(uri)
         if state is not None and state.generation == generation:
             state.checking = False
         if fut.cancelled():
@@ -204,10 +248,10 @@ class Scheduler:
 
     def _checked(self, uri: str, generation: int, source: str | None, analysis: Analysis) -> None:
         if analysis.failure:
-            self.ls.log(types.MessageType.Error, f"hp-lsp: pricing the stated strategy failed:\n{analysis.failure}")
-        if self.ls.session.record_analysis(uri, generation, analysis):
+            self.log(types.MessageType.Error, f"hp-lsp: pricing the stated strategy failed:\n{analysis.failure}")
+        if self.session.record_analysis(uri, generation, analysis):
             if source is not None:
-                self.ls.session.readers.setdefault(source, set()).add(uri)
+                self.session.readers.setdefault(source, set()).add(uri)
             self.publish(uri)
 
     def shutdown(self) -> None:
@@ -220,9 +264,9 @@ class Scheduler:
         return await asyncio.get_running_loop().run_in_executor(self._edits, fn, *args)
 
     def roots(self) -> list[str]:
-        roots = [p for p in (to_fs_path(f.uri) for f in self.ls.workspace.folders.values()) if p]
-        if self.ls.workspace.root_path:
-            roots.append(self.ls.workspace.root_path)
+        roots = [p for p in (to_fs_path(f.uri) for f in self.workspace().folders.values()) if p]
+        if self.workspace().root_path:
+            roots.append(self.workspace().root_path)
         return sorted(set(roots))
 
     def cluster_for(self, path: str | None, text: str, settings: ClusterOverrides | None,
@@ -258,10 +302,10 @@ class Scheduler:
 
     # -- searches ------------------------------------------------------------------------------------
     def search(self, uri: str) -> None:
-        guarded(self.ls, "search", self._search, uri)
+        guarded(self.log, "search", self._search, uri)
 
     def _search(self, uri: str) -> None:
-        session = self.ls.session
+        session = self.session
         state = session.get(uri)
         if state is None or not session.settings.search_on_save or not state.path:
             return
@@ -276,7 +320,7 @@ class Scheduler:
             # The file's own errors (not the price of its stated plan: a plan over the budget or one the cost
             # model refuses is exactly when the search helps). The last good result stays, marked stale.
             return
-        doc = self.ls.workspace.get_text_document(uri)
+        doc = self.workspace().get_text_document(uri)
         overrides, source = analysis.overrides, analysis.cluster_source  # found off the loop by the check
         generation = session.begin_search(uri)
         if generation is None:
@@ -284,20 +328,20 @@ class Scheduler:
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
                                 texts=self.open_texts(exclude=uri), ratios=self.ratios_request())
-        self.ls.worker.submit(Job(uri, generation, request))
+        self.jobs.submit(Job(uri, generation, request))
         self.publish_lenses()
 
     def search_started(self, job: Job) -> None:
         """Worker thread: a job reached the child."""
         if isinstance(job.payload, SearchRequest):
-            self.ls.call_soon(self.ls.search_progress.started, job.key, "Strategy search")
+            self.call_soon(self.progress.started, job.key, "Strategy search")
 
     def search_progress(self, job: Job, fraction: float) -> None:
         if isinstance(job.payload, SearchRequest):
-            self.ls.call_soon(self.ls.search_progress.report, job.key, fraction)
+            self.call_soon(self.progress.report, job.key, fraction)
 
     def search_done(self, outcome: Outcome) -> None:
-        self.ls.call_soon(guarded, self.ls, "search result", self._search_done, outcome)
+        self.call_soon(guarded, self.log, "search result", self._search_done, outcome)
 
     def _search_done(self, outcome: Outcome) -> None:
         if isinstance(outcome.job.payload, ListsRequest):
@@ -307,16 +351,16 @@ class Scheduler:
         request: SearchRequest = outcome.job.payload
         result: SearchOutcome | None = outcome.result if not outcome.cancelled else None
         if outcome.error:
-            self.ls.log(types.MessageType.Warning, f"hp-lsp: search failed for {uri}:\n{outcome.error}")
-        session = self.ls.session
+            self.log(types.MessageType.Warning, f"hp-lsp: search failed for {uri}:\n{outcome.error}")
+        session = self.session
         state = session.get(uri)
         current = state is not None and state.search_generation == outcome.job.generation
         if current:
-            self.ls.search_progress.finished(uri, "cancelled" if outcome.cancelled else None)
+            self.progress.finished(uri, "cancelled" if outcome.cancelled else None)
         if not session.record_search(uri, outcome.job.generation, request.version, result):
             return
         if result is not None and result.note:
-            self.ls.log(types.MessageType.Info, f"hp-lsp: {os.path.basename(request.path)}: {result.note}")
+            self.log(types.MessageType.Info, f"hp-lsp: {os.path.basename(request.path)}: {result.note}")
         self.publish(uri)
         self.publish_lenses()
         if result is not None and result.result is not None and state is not None:
@@ -330,14 +374,14 @@ class Scheduler:
             return
         if not any(d.state == "list" and len(d.values) > 1 for d in config.dimensions.values()):
             return
-        self.ls.worker.submit(Job(state.uri + LISTS_SUFFIX, generation,
+        self.jobs.submit(Job(state.uri + LISTS_SUFFIX, generation,
                                   ListsRequest(request.path, request.text, texts=request.texts)))
 
     def _lists_done(self, outcome: Outcome) -> None:
         uri = outcome.job.key.removesuffix(LISTS_SUFFIX)
-        state = self.ls.session.get(uri)
+        state = self.session.get(uri)
         if outcome.error:
-            self.ls.log(types.MessageType.Warning, f"hp-lsp: list check failed for {uri}:\n{outcome.error}")
+            self.log(types.MessageType.Warning, f"hp-lsp: list check failed for {uri}:\n{outcome.error}")
         if state is None or state.search_generation != outcome.job.generation or outcome.cancelled:
             return
         state.list_facts = outcome.result
@@ -345,32 +389,26 @@ class Scheduler:
     def open_texts(self, *, exclude: str | None = None) -> dict[str, str]:
         """path -> buffer of every open document but `exclude`: the editor's view of the files a check or a
         search reads besides its own (a plain dict, so it pickles into the worker's job)."""
-        return {s.path: str(self.ls.workspace.get_text_document(u).source)
-                for u, s in self.ls.session.docs.items() if s.path and u != exclude}
+        return {s.path: str(self.workspace().get_text_document(u).source)
+                for u, s in self.session.docs.items() if s.path and u != exclude}
 
     def open_text(self, path: str) -> str | None:
         """The buffer of an open document with this path, else None (read the disk)."""
-        for uri, st in self.ls.session.docs.items():
+        for uri, st in self.session.docs.items():
             if st.path == path:
-                return str(self.ls.workspace.get_text_document(uri).source)
+                return str(self.workspace().get_text_document(uri).source)
         return None
 
     # -- output --------------------------------------------------------------------------------------
     def publish(self, uri: str) -> None:
-        state = self.ls.session.get(uri)
+        state = self.session.get(uri)
         if state is None:
             return
-        doc = self.ls.workspace.get_text_document(uri)
-        td = self.ls.client_capabilities.text_document
-        pd = td.publish_diagnostics if td else None
+        doc = self.workspace().get_text_document(uri)
         diags = diagnostics.lsp_diagnostics(state, doc.lines, doc.position_codec,
-                                            links=bool(pd and pd.code_description_support))
+                                            links=self.client.features.diagnostic_links)
         state.published = tuple(diags)
-        self.ls.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=diags))
+        self.client.publish_diagnostics(uri, doc.version, diags)
 
     def publish_lenses(self) -> None:
-        """Ask the client to re-query code lenses, where it supports the refresh request."""
-        ws = self.ls.client_capabilities.workspace
-        if ws and ws.code_lens and ws.code_lens.refresh_support:
-            self.ls.workspace_code_lens_refresh(None)
+        self.client.refresh_code_lenses()

@@ -1,17 +1,15 @@
 """The job the worker process runs: check, search, and pre-compute the "apply the best plan" edits.
 
 This module is imported by the spawned child; it must stay importable without pygls state and return only
-picklable values. Engine results hold `MappingProxyType` fields (frozen maps), which do not pickle, so the
-result is detached into plain dicts before it crosses the pipe.
+picklable values (engine results hold `MappingProxyType` fields: hp_lsp.worker registers their pickling).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
 
 from engine.calibrate.attach import RatiosRequest
 from engine.check import check_file
@@ -63,29 +61,6 @@ class SearchOutcome:
     stated: Estimate | None = None
 
 
-def detach(obj: Any) -> Any:
-    """A copy of a (nested) frozen dataclass with mapping proxies turned into dicts, so it pickles."""
-    if isinstance(obj, MappingProxyType):
-        return {k: detach(v) for k, v in obj.items()}
-    if isinstance(obj, tuple):
-        return tuple(detach(x) for x in obj)
-    if isinstance(obj, list):
-        return [detach(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: detach(v) for k, v in obj.items()}
-    if is_dataclass(obj) and not isinstance(obj, type):
-        changes = {}
-        for f in fields(obj):
-            if not f.init:
-                continue
-            old = getattr(obj, f.name)
-            new = detach(old)
-            if new is not old:
-                changes[f.name] = new
-        return replace(obj, **changes) if changes else obj
-    return obj
-
-
 def run_search(req: SearchRequest, *, progress: Callable[[float], None],
                cancelled: Callable[[], bool]) -> SearchOutcome:
     """Check the text, search its space and build the edits for the best plan. Runs in the worker.
@@ -110,32 +85,18 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     result = search(space, top=req.top, progress=progress, cancelled=cancelled)
     if cancelled():
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0, note="cancelled")
-    # Refusals (HP60x, at the lists/constraint) and the stated-vs-best advice (HP610/HP611), as `hp-plan` gives.
+    # Refusals (HP60x, at the lists/constraint) and the stated-vs-best advice (HP610/HP611), as `hp-plan` gives:
+    # compare_stated reads a search config's train.yaml (its open buffer, else the disk) once, by the engine's
+    # one rule, and returns the stated plan's price it compared with, which hover and lens show beside the best.
     refusals = [replace(d, file=d.file or space_file) for d in result.diagnostics]
-    stated_config = config
-    if config.kind == "search" and config.train_yaml:
-        # The strategy a search config's train.yaml states (its open buffer, else the disk) is the one to
-        # compare with.
-        from hp_lsp.analysis import overrides_of
-
-        train_loaded = check_file(config.train_yaml, overrides=overrides_of(config), texts=texts)
-        stated_config = train_loaded.config or config
-        if stated_config is not config:  # priced with the searched config's calibration, as the best is
-            stated_config = replace(stated_config, run=replace(stated_config.run, ratios=config.run.ratios))
-    advice = [replace(d, file=d.file or stated_config.path) if stated_config is not config else d
-              for d in compare_stated(stated_config, result, texts=texts)]
-    stated: Estimate | None = None
-    if stated_config is not config and stated_config.stated is not None and stated_config.model is not None \
-            and stated_config.cluster is not None:
-        from engine.cost import estimate_config
-
-        stated = estimate_config(stated_config)[0]
+    comparison = compare_stated(config, result, texts=texts)
+    stated = comparison.estimate if config.kind == "search" else None  # a train.yaml's own check prices it
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None
     if result.best is not None and config.kind == "train" and req.text is not None:
         edits, edit_error = best_edits(req.text, result, req.path)
-    return SearchOutcome(detach(result), detach((*refusals, *advice)), req.text, edits, edit_error,
-                         time.monotonic() - t0, stated=detach(stated))
+    return SearchOutcome(result, (*refusals, *comparison.diagnostics), req.text, edits, edit_error,
+                         time.monotonic() - t0, stated=stated)
 
 
 def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:

@@ -11,12 +11,16 @@ for longer than `cancel_grace_s` is killed and respawned. `shutdown()` kills the
 server exits within a second even mid-search.
 
 The job function runs in the child: it must be a module-level function (pickled by reference) taking
-`(payload, *, progress, cancelled)` and returning a picklable value.
+`(payload, *, progress, cancelled)` and returning a picklable value. Engine results freeze their maps in
+`MappingProxyType`, which pickle refuses; this module (imported by both processes: the child runs
+`_child_main`) registers a `copyreg` reducer that rebuilds each proxy around a copy of its dict, so results
+cross the pipe as the engine typed them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import multiprocessing
 import os
 import sys
@@ -27,9 +31,24 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from types import MappingProxyType
 from typing import Any
 
 JobFn = Callable[..., Any]
+
+
+def frozen_map(items: dict[Any, Any]) -> MappingProxyType[Any, Any]:
+    """Unpickling side of the reducer below (pickle needs a function it can import by name: the type itself
+    is `builtins.mappingproxy`, which has no importable name)."""
+    return MappingProxyType(items)
+
+
+def _reduce_mapping_proxy(proxy: MappingProxyType[Any, Any]) -> tuple[Callable[..., Any], tuple[dict[Any, Any]]]:
+    """Pickle a read-only map as `frozen_map(dict(proxy))`: the copy is as frozen as the original."""
+    return frozen_map, (dict(proxy),)
+
+
+copyreg.pickle(MappingProxyType, _reduce_mapping_proxy)
 
 
 @dataclass(frozen=True, slots=True)

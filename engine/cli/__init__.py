@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from engine import __version__
 
@@ -243,7 +243,7 @@ def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
     """The cluster flags as ClusterOverrides (explicit: they win over the files), or None if none given."""
     from engine.config.types import ClusterOverrides
 
-    fields = {
+    fields: dict[str, Any] = {
         "devices": getattr(args, "devices", None),
         "num_nodes": getattr(args, "nodes", None),
         "cards_per_node": getattr(args, "cards_per_node", None),

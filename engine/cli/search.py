@@ -145,7 +145,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
 
     # Each fact once, whichever stage found it (engine.facts): HP402 from the check, not HP600 again.
     diags = list(merge(file_diags, result.diagnostics if result is not None else (),
-                       compare_stated(config, result) if result is not None and config is not None else ()))
+                       compare_stated(config, result).diagnostics if result is not None and config is not None else ()))
     ok = result is not None and result.best is not None and not has_errors(diags)
     if as_json:
         doc: dict[str, object] = {"file": file}

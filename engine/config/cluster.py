@@ -159,7 +159,8 @@ def build_cluster(
             nodes, cards = 1, world
     assert nodes is not None
     mem, mem_val = pick(vals.get("device_memory_gb"), ov.memory_gb)
-    variant = memory_variant(device, float(mem)) if mem else None
+    names_part = mem and not (mem_val is None and ov.memory_is_budget)
+    variant = memory_variant(device, float(mem)) if names_part else None
     if variant is not None:
         emit("HP305", f"{device.name} with {float(mem):g} GB is the {variant.name} part: priced with its figures "
              f"({variant.hbm_tb_s:g} TB/s HBM, {variant.peak_tflops * variant.clock_fraction:.0f} TF sustained); "

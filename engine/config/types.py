@@ -124,6 +124,10 @@ class ClusterOverrides:
     memory_gb: float | None = None
     # Where memory_gb comes from, for messages about a budget no file states ("setting hpLsp.memoryLimitGb").
     memory_source: str | None = None
+    # True when memory_gb is a budget imposed on the file (a search config's on its train.yaml), not a statement
+    # of the device's memory size: it then never names a memory variant of the device (an H100 under a 94 GB
+    # budget stays the 80 GB part it was resolved as, not the H100 NVL).
+    memory_is_budget: bool = False
     # True for flags typed on the command line: each given field then wins over the files (a user who types
     # `--devices 512` means it); False for editor settings, which only fill what the files leave unsaid.
     explicit: bool = False

@@ -25,14 +25,22 @@ from engine.results import Estimate, SearchResult
 from engine.search import explain
 from engine.search.equivalence import POOL, rank_equivalent
 from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-exported: the HP611 threshold
-from engine.search.gain import gain
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_space
 from engine.search.space import VPP_AUTO_MAX, Space, enumerate_space, restrictions
+from engine.search.stated import (
+    StatedComparison,
+    compare_stated,
+    stated_estimate,
+    stated_overrides,
+    stated_source,
+)
+from engine.search.stated import budget as _budget
 from engine.search.warnings import low_mfu
 from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
 
-__all__ = ["Cancelled", "compare_stated", "search", "search_with"]
+__all__ = ["Cancelled", "StatedComparison", "compare_stated", "search", "search_with", "stated_estimate",
+           "stated_overrides", "stated_source"]
 
 # Batch arithmetic runs in int64 columns: a larger global batch (a typo, at any real scale) is refused.
 MAX_GLOBAL_BATCH = 2**53
@@ -40,11 +48,6 @@ MAX_GLOBAL_BATCH = 2**53
 MAX_DEVICES = TRIAL_DIVISION_MAX
 # How far the budget refusal scales the cluster to find a size where something fits.
 MAX_DEVICE_SCALE = 8
-
-
-def _budget(config: Config) -> float:
-    """The memory budget the search prices against: unbounded when neither the files nor the flags state one."""
-    return config.budget_gib if config.budget_gib is not None else math.inf
 
 
 def _dimensions(config: Config) -> dict[str, str]:
@@ -73,7 +76,8 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     it turns true the search stops and returns an empty result (best None, no diagnostics). Never raises: an
     internal failure comes back as an HP900 diagnostic. Refusals (HP600-HP604) are positioned at the
     offending list or value. The advice about the strategy the files state (HP610/HP611) is
-    `compare_stated(config, result)`, which the front ends call on the result.
+    `compare_stated(config, result)` (engine.search.stated), which the front ends call on the result: its
+    diagnostics and the stated plan's estimate.
     """
     if config.model is None or config.cluster is None:
         return search_with(config, None, top=top, progress=progress, cancelled=cancelled)
@@ -429,89 +433,6 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
     elif peak > device:
         out.append(f"A device with at least {need:.1f} GiB would hold the lightest as it is.")
     return out
-
-
-def _stated_source(config: Config, texts: Mapping[str, str] | None = None) -> Config | None:
-    """The config whose `stated` strategy and locations the advice uses: `config` itself when it states one
-    (a train.yaml with a known cluster), else a search config's train.yaml read on the search config's
-    cluster (a train.yaml alone cannot state dp without one); `texts` are unsaved editor buffers, which win
-    over the disk (engine.check.check_file)."""
-    if config.stated is not None:
-        return config
-    if config.kind != "search" or not config.train_yaml or config.cluster is None:
-        return None
-    from engine.check import check_file
-    from engine.config.types import ClusterOverrides
-
-    cl = config.cluster
-    overrides = ClusterOverrides(num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
-                                 device_type=cl.device.name, memory_gb=cl.memory_gib, explicit=True)
-    loaded = check_file(config.train_yaml, overrides=overrides, texts=texts)
-    return loaded.config if loaded.config is not None and loaded.config.stated is not None else None
-
-
-def stated_estimate(config: Config, source: Config | None = None, *,
-                    texts: Mapping[str, str] | None = None) -> Estimate | None:
-    """The strategy the files state, priced on the searched model, cluster, run and budget (the numbers the
-    search ranks with), or None when the files state none. `source` is `_stated_source(config)` when the
-    caller has it already."""
-    if config.model is None or config.cluster is None:
-        return None
-    source = source or _stated_source(config, texts)
-    if source is None or source.stated is None:
-        return None
-    from engine.cost import estimate
-
-    return estimate(config.model, config.cluster, config.run, source.stated, _budget(config))
-
-
-def compare_stated(config: Config, result: SearchResult, *,
-                   texts: Mapping[str, str] | None = None) -> tuple[Diagnostic, ...]:
-    """HP610 when the strategy the files state does not fit the budget, HP611 (a hint) when the search found
-    one at least FASTER_HINT_RATIO× faster. Shared by `hp-plan search` and the language server, so the codes
-    and messages are one.
-
-    `config` is the config that was searched. The stated strategy is its own (a train.yaml) or, for a search
-    config, its train.yaml's, read on the search config's cluster; either is priced on the searched model,
-    cluster, run and budget (the numbers the search ranked with) and positioned at the stated tensor-parallel
-    degree in the file that states it (`file` set when that is the train.yaml). `texts` (path -> unsaved
-    editor buffer) makes the language server compare with the train.yaml as the editor shows it."""
-    best = result.best
-    if best is None or config.model is None or config.cluster is None:
-        return ()
-    source = _stated_source(config, texts)
-    if source is None or source.stated is None:
-        return ()
-    strategy = source.stated
-    stated = stated_estimate(config, source)
-    if stated is None:
-        return ()
-    rng, path, _ = explain.position(source, ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp",
-                                             "accelerator", "parallelism"))
-    file = source.path if source.path and source.path != config.path else None
-    out: list[Diagnostic] = []
-    if stated.verdict == "does not fit":
-        stage = int(np.argmax(stated.stage_memory_gib)) if stated.stage_memory_gib else 0
-        out.append(Diagnostic(
-            "HP610",
-            f"The stated strategy ({strategy.short()}) needs {explain.gib(stated.peak_memory_gib)} on stage "
-            f"{stage}, above the {explain.gib(stated.budget_gib)} budget; {best.strategy.short()} fits at "
-            f"{explain.gib(best.peak_memory_gib)}.",
-            rng, path, file=file,
-            data={"peak_gib": stated.peak_memory_gib, "budget_gib": stated.budget_gib,
-                  "strategy": best.strategy.to_json()}))
-    elif gain(stated, best).worth_it:
-        g = gain(stated, best)
-        out.append(Diagnostic(
-            "HP611",
-            f"A plan {g.ratio:.2f}× faster fits: {best.strategy.short()} trains {best.tokens_per_s:,.0f} tokens/s "
-            f"({best.step_time_s:.3g} s per step, MFU {best.mfu:.0%}, {explain.gib(best.peak_memory_gib)}) against "
-            f"{stated.tokens_per_s:,.0f} tokens/s ({stated.step_time_s:.3g} s per step) for the stated "
-            f"{strategy.short()}.{g.batch_note()}",
-            rng, path, file=file,
-            data={"speedup": g.ratio, "stated_global_batch_size": g.stated_batch,
-                  "global_batch_size": g.best_batch, "strategy": best.strategy.to_json()}))
-    return tuple(out)
 
 
 def _allowed(config: Config) -> tuple[int, ...]:

@@ -14,25 +14,23 @@ Quick fixes read the fix data the engine put in `Diagnostic.data` (echoed back b
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
 from pygls.uris import from_fs_path
+from pygls.workspace.position_codec import PositionCodec
 
 from engine.edit import EditResult, new_search_config_text, rename_key, set_value, strategy_edits, widen_list
 from engine.edit.text import split_lines
 from engine.positions import TextEdit
-from hp_lsp.edits import (
-    normalise,
-    supports_create_file,
-    to_lsp_edits,
-    workspace_edit,
-)
+from hp_lsp.client import ClientFeatures
+from hp_lsp.edits import normalise, to_lsp_edits, workspace_edit
 from hp_lsp.features.diagnostics import SOURCE
-from hp_lsp.linked import read_linked
+from hp_lsp.linked import LinkedText
 from hp_lsp.session import DocState
+from hp_lsp.settings import Settings
 from hp_lsp.workspace import same_path
 
 APPLY_TITLE = "Apply optimal strategy"
@@ -152,21 +150,22 @@ class Target:
     reason: str | None = None
 
 
-async def target_of(ls: Any, state: DocState) -> Target | None:
-    """The document "apply" edits: the document itself, else the linked train.yaml's open buffer, else the
-    file on disk, read through the bounded reader off the event loop (hp_lsp/linked.py). None for a search
-    config without a train_yaml."""
-    path = apply_target(state)
-    if path is None:
-        return None
+def open_target(path: str, state: DocState, open_docs: Mapping[str, DocState],
+                document: Callable[[str], Any]) -> Target | None:
+    """The document "apply" edits (at `path`, from `apply_target`) when the editor holds it: the document
+    itself, else the linked train.yaml's open buffer; None when it is not open (read it with `disk_target`)."""
     if path == state.path:
-        doc = ls.workspace.get_text_document(state.uri)
+        doc = document(state.uri)
         return Target(state.uri, path, doc.version, doc.source, doc.lines)
-    for uri, other in ls.session.docs.items():
+    for uri, other in open_docs.items():
         if other.path and same_path(other.path, path):
-            doc = ls.workspace.get_text_document(uri)
+            doc = document(uri)
             return Target(uri, path, doc.version, doc.source, doc.lines)
-    linked = await ls.scheduler.off_loop(read_linked, path, ls.session.settings.max_file_size_kb * 1024)
+    return None
+
+
+def disk_target(path: str, linked: LinkedText) -> Target:
+    """The train.yaml "apply" edits, read from disk off the event loop (hp_lsp/linked.py), or why it cannot be."""
     uri = from_fs_path(path) or path
     if linked.text is None:
         return Target(uri, path, None, None, reason=linked.reason)
@@ -188,63 +187,79 @@ def search_config_path(train_path: str) -> str:
     return os.path.join(folder, f"search-{stem}-{os.getpid()}.yaml")
 
 
-# -- protocol side ---------------------------------------------------------------------------------------
-async def code_actions_for(ls: Any, params: types.CodeActionParams) -> list[types.CodeAction | types.Command]:
+# -- protocol side: pure builders over a snapshot of the request ------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ActionRequest:
+    """A code-action request as the handler snapshotted it on the loop: the document's text, version, LSP
+    lines and position codec when asked, its state, the range and kinds asked for, the client's diagnostics,
+    what the client can apply, and the settings (a new search config takes the cluster from them)."""
+
+    uri: str
+    text: str
+    version: int | None
+    lines: Sequence[str]
+    codec: PositionCodec
+    state: DocState
+    range: types.Range
+    only: tuple[str, ...]
+    client_diagnostics: tuple[types.Diagnostic, ...]
+    features: ClientFeatures
+    settings: Settings
+
+    def wanted(self, kind: str) -> bool:
+        return not self.only or any(kind == k or kind.startswith(f"{k}.") for k in self.only)
+
+    def ours(self) -> list[types.Diagnostic]:
+        return relevant_diagnostics(self.state, self.range, self.client_diagnostics)
+
+    def needs_target(self) -> bool:
+        """Whether "Apply optimal strategy" is asked for (its target may have to be read from disk)."""
+        quick = self.wanted("quickfix") and any(d.code in SEARCH_CODES for d in self.ours())
+        return quick or self.wanted(SOURCE_KIND)
+
+
+def code_actions(req: ActionRequest, target: Target | None) -> list[types.CodeAction | types.Command]:
     """Quick fixes for the diagnostics in the request, "Apply optimal strategy" (quick fix on the search
-    diagnostics, source action anywhere), "Create search config" when the cluster is unknown. The edits are
-    computed on the edit thread (ls.scheduler.off_loop): a rewrite of a large or hostile file never blocks
-    the loop."""
-    uri = params.text_document.uri
-    state = ls.session.get(uri)
-    if state is None or state.analysis is None or not state.analysis.is_config:
-        return []
-    doc = ls.workspace.get_text_document(uri)
-    text, lines, version, caps = doc.source, doc.lines, doc.version, ls.client_capabilities
-    only = params.context.only
+    diagnostics, source action anywhere; `target` is what it edits), "Create search config" when the
+    cluster is unknown. Pure but not instant (it rewrites strategies): the handler runs it on the edit
+    thread, so a rewrite of a large or hostile file never blocks the loop."""
+    ours = req.ours()
+    out: list[types.CodeAction | types.Command] = _quick_fixes(req, ours) if req.wanted("quickfix") else []
+    search_diags = [d for d in ours if d.code in SEARCH_CODES] if req.wanted("quickfix") else []
+    if not (search_diags or req.wanted(SOURCE_KIND)) or target is None or target.text is None:
+        return out
+    edits, what = optimal_edits(req.state, target.text, target.path)
+    if not edits:
+        return out
+    title = f"{APPLY_TITLE}: {what}"
+    edit = workspace_edit(req.features, target.uri, target.version, to_lsp_edits(edits, target.lines, req.codec))
+    if search_diags:
+        out.append(types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix, diagnostics=search_diags,
+                                    edit=edit, is_preferred=True))
+    if req.wanted(SOURCE_KIND):
+        out.append(types.CodeAction(title=title, kind=SOURCE_KIND, edit=edit))
+    return out
 
-    def wanted(kind: str) -> bool:
-        return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
 
-    def action(title: str, kind: str, edits: Sequence[TextEdit], diags: list[types.Diagnostic] | None = None,
-               preferred: bool = False) -> types.CodeAction:
-        edit = workspace_edit(caps, uri, version, to_lsp_edits(edits, lines, doc.position_codec))
-        return types.CodeAction(title=title, kind=types.CodeActionKind(kind) if kind in _KNOWN_KINDS else kind,
-                                diagnostics=diags, edit=edit, is_preferred=preferred or None)
-
+def _quick_fixes(req: ActionRequest, ours: list[types.Diagnostic]) -> list[types.CodeAction | types.Command]:
+    """One action per distinct fix: two findings on one value (HP403 and HP412 on tp_size) often ask for the
+    same edit, which the menu would otherwise list twice; the action names both diagnostics."""
     out: list[types.CodeAction | types.Command] = []
-    ours = relevant_diagnostics(state, params)
-    if wanted("quickfix"):
-        # One action per distinct fix: two findings on one value (HP403 and HP412 on tp_size) often ask for
-        # the same edit, which the menu would otherwise list twice; the action names both diagnostics.
-        merged: dict[tuple[str, tuple[TextEdit, ...]], list[types.Diagnostic]] = {}
-        for d in ours:
-            data = d.data if isinstance(d.data, dict) else {}
-            path = str(data.get("path", ""))
-            for fix in await ls.scheduler.off_loop(fixes_for, text, path, data):
-                named = merged.get((fix.title, fix.edits))
-                if named is not None:
-                    named.append(d)  # the action made below holds this very list
-                    continue
-                merged[(fix.title, fix.edits)] = named = [d]
-                out.append(action(fix.title, fix.kind, fix.edits, named, fix.preferred))
-            if wants_search_config(str(d.code) if d.code else None, data) and state.path:
-                out.append(create_search_config_action(ls, state, d))
-    search_diags = [d for d in ours if d.code in SEARCH_CODES]
-    want_source = wanted(SOURCE_KIND)
-    if (search_diags and wanted("quickfix")) or want_source:
-        target = await target_of(ls, state)
-        edits, what = (None, "")
-        if target is not None and target.text is not None:
-            edits, what = await ls.scheduler.off_loop(optimal_edits, state, target.text, target.path)
-        if target is not None and edits:
-            title = f"{APPLY_TITLE}: {what}"
-            edit = workspace_edit(caps, target.uri, target.version,
-                                  to_lsp_edits(edits, target.lines, doc.position_codec))
-            if search_diags and wanted("quickfix"):
-                out.append(types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix, diagnostics=search_diags,
-                                            edit=edit, is_preferred=True))
-            if want_source:
-                out.append(types.CodeAction(title=title, kind=SOURCE_KIND, edit=edit))
+    merged: dict[tuple[str, tuple[TextEdit, ...]], list[types.Diagnostic]] = {}
+    for d in ours:
+        data = d.data if isinstance(d.data, dict) else {}
+        for fix in fixes_for(req.text, str(data.get("path", "")), data):
+            named = merged.get((fix.title, fix.edits))
+            if named is not None:
+                named.append(d)  # the action made below holds this very list
+                continue
+            merged[(fix.title, fix.edits)] = named = [d]
+            edit = workspace_edit(req.features, req.uri, req.version, to_lsp_edits(fix.edits, req.lines, req.codec))
+            kind = types.CodeActionKind(fix.kind) if fix.kind in _KNOWN_KINDS else fix.kind
+            out.append(types.CodeAction(title=fix.title, kind=kind, diagnostics=named, edit=edit,
+                                        is_preferred=fix.preferred or None))
+        if wants_search_config(str(d.code) if d.code else None, data) and req.state.path:
+            out.append(create_search_config_action(req.features, req.settings, req.state, d))
     return out
 
 
@@ -257,7 +272,8 @@ def _touches(a: types.Range, b: types.Range) -> bool:
         (b.start.line, b.start.character) <= (a.end.line, a.end.character)
 
 
-def relevant_diagnostics(state: DocState, params: types.CodeActionParams) -> list[types.Diagnostic]:
+def relevant_diagnostics(state: DocState, rng: types.Range,
+                         asked_for: Sequence[types.Diagnostic]) -> list[types.Diagnostic]:
     """Our diagnostics a code-action request is about: the latest ones the server published that touch the
     range, then any of ours the client sent that are not among them.
 
@@ -265,46 +281,37 @@ def relevant_diagnostics(state: DocState, params: types.CodeActionParams) -> lis
     predate the last publish (VS Code fires a request on every cursor move, cancels and re-sends as results
     arrive; a request that was composed before the search's diagnostics landed carries none of them). The
     server's own latest results answer the same question without that race (issue 14)."""
-    latest = [d for d in state.published if d.source == SOURCE and _touches(d.range, params.range)]
+    latest = [d for d in state.published if d.source == SOURCE and _touches(d.range, rng)]
     seen = {(str(d.code), d.range.start.line, d.range.start.character) for d in latest}
-    asked = [d for d in params.context.diagnostics if d.source == SOURCE
+    asked = [d for d in asked_for if d.source == SOURCE
              and (str(d.code), d.range.start.line, d.range.start.character) not in seen]
     return latest + asked
 
 
-async def apply_optimal_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
-    """workspace/executeCommand hpLsp.applyOptimalStrategy [uri] -> workspace/applyEdit; {"applied": bool}.
-    Anything that stops it (a train_yaml that is a directory, a symlink loop, unreadable, missing, a URL, a
-    refused rewrite) is {"applied": false, "reason": ...}, never a JSON-RPC error."""
-    uri = _uri_arg(args)
-    state = ls.session.get(uri) if uri else None
-    if uri is None or state is None:
-        return {"applied": False, "reason": "document not open"}
-    target = await target_of(ls, state)
+def apply_answer(target: Target | None, edits: tuple[TextEdit, ...] | None, what: str, features: ClientFeatures,
+                 codec: PositionCodec) -> tuple[types.WorkspaceEdit | None, dict[str, Any]]:
+    """hpLsp.applyOptimalStrategy's edit to send, or (None, its answer): anything that stops it (a train_yaml
+    that is a directory, a symlink loop, unreadable, missing, a URL, a refused rewrite) is {"applied": false,
+    "reason": ...}, never a JSON-RPC error. With an edit, the answer is completed once the client applied it."""
     if target is None:
-        return {"applied": False, "reason": "a search config without train_yaml has no strategy to rewrite"}
+        return None, {"applied": False, "reason": "a search config without train_yaml has no strategy to rewrite"}
     if target.text is None:
-        return {"applied": False, "reason": f"cannot read the train.yaml: {target.reason}"}
-    edits, what = await ls.scheduler.off_loop(optimal_edits, state, target.text, target.path)
+        return None, {"applied": False, "reason": f"cannot read the train.yaml: {target.reason}"}
     if edits is not None and not edits:
-        return {"applied": False, "strategy": what, "reason": f"the file already states the best plan ({what})"}
+        return None, {"applied": False, "strategy": what, "reason": f"the file already states the best plan ({what})"}
     if not edits:
-        return {"applied": False, "reason": what}
-    edit = workspace_edit(ls.client_capabilities, target.uri, target.version,
-                          to_lsp_edits(edits, target.lines, ls.workspace.position_codec))
-    res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=APPLY_TITLE))
-    return {"applied": bool(res.applied), "strategy": what, **({"reason": res.failure_reason}
-                                                                if res.failure_reason else {})}
+        return None, {"applied": False, "reason": what}
+    edit = workspace_edit(features, target.uri, target.version, to_lsp_edits(edits, target.lines, codec))
+    return edit, {"strategy": what}
 
 
 CREATE_TITLE = "Create a search config next to this file"
 
 
-def _new_search_config(ls: Any, train_path: str) -> tuple[str, str]:
+def new_search_config(settings: Settings, train_path: str) -> tuple[str, str]:
     """(path, text) of the search config to create beside `train_path`: the settings' cluster when there
     is one, else a placeholder node of eight H100s for the user to edit."""
     target = search_config_path(train_path)
-    settings = ls.session.settings
     text = new_search_config_text(os.path.relpath(train_path, os.path.dirname(target)),
                                   settings.num_nodes or 1, settings.cards_per_node or 8,
                                   settings.device_type or "H100",
@@ -312,7 +319,8 @@ def _new_search_config(ls: Any, train_path: str) -> tuple[str, str]:
     return target, text
 
 
-def _create_edit(target: str, text: str) -> types.WorkspaceEdit:
+def create_edit(target: str, text: str) -> types.WorkspaceEdit:
+    """The WorkspaceEdit that creates the file `target` holding `text` (a client with CreateFile support)."""
     new_uri = from_fs_path(target) or target
     start = types.Position(line=0, character=0)
     return types.WorkspaceEdit(document_changes=[
@@ -322,40 +330,31 @@ def _create_edit(target: str, text: str) -> types.WorkspaceEdit:
     ])
 
 
-def create_search_config_action(ls: Any, state: DocState, diag: types.Diagnostic) -> types.CodeAction | types.Command:
+def create_search_config_action(features: ClientFeatures, settings: Settings, state: DocState,
+                                diag: types.Diagnostic) -> types.CodeAction | types.Command:
     """A CodeAction whose edit creates the file, where the client can create files through an edit (VS
     Code); else (Neovim 0.7) a bare Command: the server writes the file itself when it runs."""
     assert state.path is not None
-    if supports_create_file(ls.client_capabilities):
-        target, text = _new_search_config(ls, state.path)
+    if features.create_files:
+        target, text = new_search_config(settings, state.path)
         return types.CodeAction(title=CREATE_TITLE, kind=types.CodeActionKind.QuickFix, diagnostics=[diag],
-                                edit=_create_edit(target, text))
+                                edit=create_edit(target, text))
     return types.Command(title=CREATE_TITLE, command=CREATE_SEARCH_CONFIG_COMMAND, arguments=[state.uri])
 
 
-async def create_search_config_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
-    """hpLsp.createSearchConfig [uri]: create the search config (through applyEdit where the client can)."""
-    uri = _uri_arg(args)
-    state = ls.session.get(uri) if uri else None
-    if state is None or not state.path:
-        return {"created": False, "reason": "document not open"}
-    target, text = _new_search_config(ls, state.path)
-    if supports_create_file(ls.client_capabilities):
-        res = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-            edit=_create_edit(target, text), label="Create search config"))
-        return {"created": bool(res.applied), "path": target}
-    # The client cannot create files through an edit (Neovim 0.7): write it ourselves, never overwriting.
+def write_new(target: str, text: str) -> str | None:
+    """Write a new file (never overwriting one); the reason when it cannot be. For clients that cannot
+    create files through an edit (Neovim 0.7)."""
     try:
         with open(target, "x", encoding="utf-8") as f:
             f.write(text)
     except OSError as exc:
-        return {"created": False, "reason": str(exc)}
-    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=f"Created {target}"))
-    ls.scheduler.files_changed([from_fs_path(target) or target])
-    return {"created": True, "path": target}
+        return str(exc)
+    return None
 
 
-def _uri_arg(args: Sequence[Any]) -> str | None:
+def uri_arg(args: Sequence[Any]) -> str | None:
+    """The document URI a command's first argument names (a string, {"uri": ...} or an object with .uri)."""
     if not args:
         return None
     first = args[0]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.positions import Range
+from hp_lsp.features import plan
 from hp_lsp.features.code_actions import APPLY_COMMAND, apply_target
 from hp_lsp.outline import Entry
 from hp_lsp.session import DocState
@@ -56,9 +57,8 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
         out.append(Lens(rng, f"{whose}: {stated.peak_memory_gib:.1f} GiB ({fit} {stated.budget_gib:.0f}) · "
                              f"{stated.step_time_s:.2f} s/step · MFU {stated.mfu:.0%} · {stated.framework} on "
                              f"{stated.device}{'' if stated.calibrated_framework else ', uncalibrated'}", ""))
-    from hp_lsp.features.plan import plan_lens
 
-    view = plan_lens(state, rng)
-    if view is not None:
-        out.append(view)
+    which = plan.has_plan(state)
+    if which is not None:
+        out.append(Lens(rng, plan.LENS_TITLE, plan.SHOW_PLAN_COMMAND, (state.uri, which)))
     return out

@@ -5,17 +5,16 @@ hover line on a strategy key that says what bounds the plan and the tightest sta
 
 Which plan: "best" is the document's latest search result (what Apply would write), "stated" the plan the
 file states; without a choice, the best when there is one (a search config's plan is its best), else the
-stated one. The pricing, simulation and drawing run in a thread, off the event loop.
+stated one. The pricing, simulation and drawing (`plan_view`) run in a thread, off the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.config.types import Config
-from engine.positions import Range
 from engine.results import Estimate
 from hp_lsp.session import DocState
 
@@ -59,12 +58,17 @@ def plan_view(config: Config, est: Estimate, which: str) -> dict[str, Any]:
     return doc
 
 
-async def show_plan_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
-    """workspace/executeCommand hpLsp.showPlan [uri, which?] -> the plan view, or {"error": why}."""
-    from hp_lsp.features.code_actions import _uri_arg
+@dataclass(frozen=True, slots=True)
+class PlanChoice:
+    """The plan hpLsp.showPlan draws: the document's config, the estimate and which one it is."""
 
-    uri = _uri_arg(args)
-    state = ls.session.get(uri) if uri else None
+    config: Config
+    estimate: Estimate
+    which: str
+
+
+def choose_for_command(uri: str | None, state: DocState | None, args: Sequence[Any]) -> PlanChoice | dict[str, Any]:
+    """hpLsp.showPlan [uri, which?]: the plan to draw, or the answer {"error": why, "uri": uri}."""
     if uri is None or state is None:
         return {"error": "document not open", "uri": uri}
     which = args[1] if len(args) > 1 and args[1] in ("best", "stated") else None
@@ -74,19 +78,19 @@ async def show_plan_command(ls: Any, args: Sequence[Any]) -> dict[str, Any]:
         return {"error": "the model or the cluster is not known yet (see the diagnostics)", "uri": uri}
     if est is None:
         return {"error": what, "uri": uri}
-    doc = await asyncio.to_thread(plan_view, config, est, what)
-    doc.update({"uri": uri, "version": state.version, "stale": what == "best" and state.search_stale})
-    return doc
+    return PlanChoice(config, est, what)
 
 
-def plan_lens(state: DocState, rng: Range) -> Any:
-    """The "▸ Plan view" lens (a code_lens.Lens) when there is a plan to show, else None."""
-    from hp_lsp.features.code_lens import Lens
+def view_meta(uri: str, state: DocState, choice: PlanChoice) -> dict[str, Any]:
+    """What the command's answer says beside `plan_view` (which is slow: the handler runs it off the loop):
+    the document, its version, and whether the best plan is of an older version."""
+    return {"uri": uri, "version": state.version, "stale": choice.which == "best" and state.search_stale}
 
+
+def has_plan(state: DocState) -> str | None:
+    """Which plan the "▸ Plan view" lens would show ("best" | "stated"), or None when there is none."""
     est, which = choose(state)
-    if est is None or _config(state) is None:
-        return None
-    return Lens(rng, LENS_TITLE, SHOW_PLAN_COMMAND, (state.uri, which))
+    return which if est is not None and _config(state) is not None else None
 
 
 def bound_markdown(state: DocState) -> str:

@@ -12,22 +12,18 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import SERVER, find_line, record_client_requests, wait_until
-from tests.engine.calibrate.conftest import stated_config
+from tests.support.configs import stated_config
+from tests.support.lsp_e2e import SERVER, find_line, open_doc, start, wait_until
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest_lsp.fixture(scope="module", config=SERVER)
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     root = request.getfixturevalue("tmp_path_factory").mktemp("calib")
-    record_client_requests(lsp_client)
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))))
+    await start(lsp_client, "visual-studio-code", root)
     lsp_client.hp_root = root  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
@@ -36,12 +32,6 @@ async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
 def _root(client: LanguageClient) -> Path:
     return client.hp_root  # type: ignore[attr-defined,no-any-return]
 
-
-def _open(client: LanguageClient, path: Path, text: str | None = None) -> str:
-    uri = from_fs_path(str(path)) or ""
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="yaml", version=1, text=path.read_text() if text is None else text)))
-    return uri
 
 
 def _change(client: LanguageClient, uri: str, version: int, text: str) -> None:
@@ -75,7 +65,7 @@ async def test_runs_file_diagnostics_and_hover(client: LanguageClient) -> None:
     text = f"runs:\n  - config: run-a.yaml\n    step_time_s: {measured}\n  - config: missing.yaml\n    step_time_s: 1.0\n"
     runs = root / "runs.yaml"
     runs.write_text(text)
-    uri = _open(client, runs)
+    uri = open_doc(client, runs)
     diags = await wait_until(lambda: client.diagnostics.get(uri), what="RUNS diagnostics")
     bad = [d for d in diags if d.code == "HP801"]
     assert bad and bad[0].range.start.line == find_line(text, "missing.yaml")[0]
@@ -100,7 +90,7 @@ async def test_ratios_file_changes_hover_and_lens_and_reprices_on_edit(client: L
     uncal = _step(plain)
     cfg = stated_config(root, "calibrated.yaml", extra="  ratios_file: ./ratios.yaml\n")
     text = cfg.read_text()
-    uri = _open(client, cfg)
+    uri = open_doc(client, cfg)
     await wait_until(lambda: uri in client.diagnostics, what="diagnostics")
     line, col = find_line(text, "tp:")
     want = f"{2 * uncal:.2f}"
@@ -110,7 +100,7 @@ async def test_ratios_file_changes_hover_and_lens_and_reprices_on_edit(client: L
     assert want in await _hover(client, uri, line, col)
 
     # the ratios file is edited in the editor (unsaved): the open config is re-priced with it
-    ratios_uri = _open(client, ratios)
+    ratios_uri = open_doc(client, ratios)
     _change(client, ratios_uri, 2, ratios.read_text().replace("2.0", "3.0"))
     want3 = f"{3 * uncal:.2f}"
     for _ in range(600):

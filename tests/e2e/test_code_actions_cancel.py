@@ -11,15 +11,15 @@ from typing import Any
 import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import (
+from tests.support.lsp_e2e import (
     SERVER,
     apply_lsp_edits,
     copy_example,
     edits_of,
     find_line,
-    record_client_requests,
+    start,
     wait_until,
 )
 
@@ -28,9 +28,7 @@ ROUNDS = 14
 
 @pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient):
-    record_client_requests(lsp_client)
-    lsp_client.set_configuration({"searchOnSave": True}, section="hpLsp")
-    await lsp_client.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code")))
+    await start(lsp_client, "visual-studio-code", settings={"searchOnSave": True})
     yield
     await lsp_client.shutdown_session()
 

@@ -14,25 +14,21 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import EXAMPLES, SERVER, copy_example, record_client_requests, wait_until
+from tests.support.lsp_e2e import EXAMPLES, SERVER, copy_example, open_doc, start, wait_until
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 LLAMA_SEARCH = (EXAMPLES / "llama3-70b" / "search.yaml").read_text()
 LLAMA_TRAIN = (EXAMPLES / "llama3-70b" / "train.yaml").read_text()
 
 
-@pytest_lsp.fixture(scope="module", config=SERVER)
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
     folder = copy_example("llama3-70b", tmp_path_factory.mktemp("hostile"))
-    lsp_client.hp_seen = record_client_requests(lsp_client)  # type: ignore[attr-defined]
     lsp_client.hp_folder = folder  # type: ignore[attr-defined]
-    lsp_client.set_configuration({"searchOnSave": False}, section="hpLsp")
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(folder)),
-        initialization_options={"hpLsp": {"searchOnSave": False, "maxFileSizeKb": 8192}}))
+    lsp_client.hp_seen = await start(  # type: ignore[attr-defined]
+        lsp_client, "visual-studio-code", folder, settings={"searchOnSave": False},
+        init={"hpLsp": {"searchOnSave": False, "maxFileSizeKb": 8192}})
     yield
     await lsp_client.shutdown_session()
 
@@ -48,12 +44,6 @@ def rss_kb(client: LanguageClient) -> int:
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
 
-
-def open_doc(client: LanguageClient, path: Path, text: str, version: int = 1) -> str:
-    uri = from_fs_path(str(path)) or ""
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="yaml", version=version, text=text)))
-    return uri
 
 
 async def alive(client: LanguageClient, uri: str) -> None:

@@ -11,37 +11,26 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import EXAMPLES, SERVER, find_line, wait_until
-
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+from tests.support.lsp_e2e import EXAMPLES, SERVER, find_line, open_doc, start, wait_until
 
 # A lone train.yaml whose cluster and (tight) budget come from settings only.
-# searchOnSave off at first, so the first test sees the fast check alone.
+# searchOnSave off at first, so each test sees the fast check alone until it turns the search on.
 INIT = {"hpLsp": {"cluster": {"numNodes": 128, "cardsPerNode": 8, "deviceType": "H100"}, "memoryLimitGb": 5,
                   "searchOnSave": False}}
 
 
-@pytest_lsp.fixture(scope="module", config=SERVER)
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("integration")
     # Neovim 0.7 does not pull workspace/configuration: settings come from initializationOptions and
     # didChangeConfiguration only, the layers this module exercises.
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("neovim@v0.7.0"), root_uri=from_fs_path(str(root)),
-        initialization_options=INIT))
+    await start(lsp_client, "neovim@v0.7.0", root, init=INIT)
     lsp_client.hp_root = root  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
 
-
-def _open(client: LanguageClient, path: Path) -> str:
-    uri = from_fs_path(str(path)) or ""
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="yaml", version=1, text=path.read_text())))
-    return uri
 
 
 def _keys(diags: Sequence[types.Diagnostic]) -> list[tuple[str, int, int, str]]:
@@ -52,16 +41,21 @@ def _push(client: LanguageClient, section: dict[str, Any]) -> None:
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"hpLsp": section}))
 
 
-async def test_budget_from_settings_lands_on_a_stated_key(client: LanguageClient) -> None:
+async def _open_lone(client: LanguageClient) -> tuple[str, str]:
+    """Open a lone copy of the example train.yaml; wait for HP520 (the plan over the 5 GiB setting)."""
     root: Path = client.hp_root  # type: ignore[attr-defined]
     folder = root / "lone"
     folder.mkdir()
     shutil.copy(EXAMPLES / "llama3-70b" / "train.yaml", folder / "train.yaml")
     text = (folder / "train.yaml").read_text()
-    uri = _open(client, folder / "train.yaml")
-    client.hp_uri, client.hp_text = uri, text  # type: ignore[attr-defined]
+    uri = open_doc(client, folder / "train.yaml")
     await wait_until(lambda: any(str(d.code) == "HP520" for d in client.diagnostics.get(uri, [])),
                      what="HP520 over the 5 GiB setting")
+    return uri, text
+
+
+async def test_budget_from_settings_lands_on_a_stated_key(client: LanguageClient) -> None:
+    uri, text = await _open_lone(client)
     d = next(d for d in client.diagnostics[uri] if str(d.code) == "HP520")
     assert (d.range.start.line, d.range.start.character) != (0, 0)
     assert d.range.start.line == find_line(text, "tp_size:")[0]
@@ -69,14 +63,14 @@ async def test_budget_from_settings_lands_on_a_stated_key(client: LanguageClient
 
 
 async def test_a_null_setting_resets_the_initialization_value(client: LanguageClient) -> None:
-    uri = client.hp_uri  # type: ignore[attr-defined]
+    uri, _ = await _open_lone(client)
     _push(client, {"memoryLimitGb": None})  # the budget is the device's 80 GiB again: the plan fits
     await wait_until(lambda: uri in client.diagnostics and not any(
         str(d.code) == "HP520" for d in client.diagnostics[uri]), what="HP520 cleared by the null setting")
 
 
 async def test_each_finding_is_published_once(client: LanguageClient) -> None:
-    uri = client.hp_uri  # type: ignore[attr-defined]
+    uri, _ = await _open_lone(client)
     _push(client, {"memoryLimitGb": None, "searchOnSave": True})
     await wait_until(lambda: any(str(d.code) in ("HP610", "HP611") for d in client.diagnostics.get(uri, [])),
                      timeout=90, what="the search's advice")

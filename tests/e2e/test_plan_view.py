@@ -16,31 +16,21 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import PROFILES, ROOT, SERVER, find_line, record_client_requests
+from tests.support.lsp_e2e import PROFILES, ROOT, SERVER, find_line, open_doc, start
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 PLAN = ROOT / "examples" / "explain" / "interleaved.yaml"
 
 
-@pytest_lsp.fixture(scope="module", params=PROFILES, config=SERVER)
+@pytest_lsp.fixture(params=PROFILES, config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     root = request.getfixturevalue("tmp_path_factory").mktemp("plan-" + request.param.split("@")[0])
-    record_client_requests(lsp_client)
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(request.param), root_uri=from_fs_path(str(root))))
+    await start(lsp_client, request.param, root)
     lsp_client.hp_root = root  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
 
-
-def _open(client: LanguageClient, path: Path) -> str:
-    uri = from_fs_path(str(path)) or ""
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="yaml", version=1, text=path.read_text())))
-    return uri
 
 
 async def _plan_lens(client: LanguageClient, uri: str) -> types.CodeLens:
@@ -59,7 +49,7 @@ async def test_plan_view_lens_and_command_return_the_explain_data(client: Langua
     root: Path = client.hp_root  # type: ignore[attr-defined]
     path = root / "search.yaml"
     path.write_text(PLAN.read_text())
-    uri = _open(client, path)
+    uri = open_doc(client, path)
     lens = await _plan_lens(client, uri)
     assert lens.command is not None and lens.command.command == "hpLsp.showPlan"
     assert lens.command.arguments and lens.command.arguments[0] == uri
@@ -89,7 +79,7 @@ async def test_hover_on_a_strategy_key_says_what_bounds_the_plan(client: Languag
     path = root / "other" / "search.yaml"
     path.parent.mkdir()
     path.write_text(PLAN.read_text())
-    uri = _open(client, path)
+    uri = open_doc(client, path)
     line, col = find_line(path.read_text(), "tp: 2")
 
     async def hover() -> str:

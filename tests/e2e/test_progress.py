@@ -19,12 +19,9 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import SERVER, copy_example, record_client_requests, wait_until
-
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+from tests.support.lsp_e2e import SERVER, copy_example, open_doc, start, wait_until
 
 SLOW_SEARCH = """\
 # DeepSeek-V3 on 2,304 H800s, every dimension searched: a search that takes over a second.
@@ -56,12 +53,10 @@ recompute: per_layer
 """
 
 
-@pytest_lsp.fixture(scope="module", config=SERVER)
+@pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("progress")
-    record_client_requests(lsp_client)
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(root))))
+    await start(lsp_client, "visual-studio-code", root)
     yield
     await lsp_client.shutdown_session()
 
@@ -72,12 +67,6 @@ def _slow_search_config(dest: Path) -> Path:
     path.write_text(SLOW_SEARCH)
     return path
 
-
-def _open(client: LanguageClient, path: Path) -> str:
-    uri = from_fs_path(str(path)) or ""
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="yaml", version=1, text=path.read_text())))
-    return uri
 
 
 def _new_token(client: LanguageClient, known: set[Any]) -> Any:
@@ -111,7 +100,7 @@ async def _best_lens(client: LanguageClient, uri: str, timeout: float = 60.0) ->
 
 async def test_slow_search_shows_cancellable_progress(client: LanguageClient, tmp_path: Path) -> None:
     known = set(client.progress_reports)
-    uri = _open(client, _slow_search_config(tmp_path))
+    uri = open_doc(client, _slow_search_config(tmp_path))
     token = await wait_until(lambda: _new_token(client, known), what="progress begin")
     end = await wait_until(lambda: _ended(client, token), what="progress end")
     reports = client.progress_reports[token]
@@ -133,7 +122,7 @@ async def test_slow_search_shows_cancellable_progress(client: LanguageClient, tm
 async def test_cancel_stops_the_search_and_the_next_save_searches_again(
         client: LanguageClient, tmp_path: Path) -> None:
     known = set(client.progress_reports)
-    uri = _open(client, _slow_search_config(tmp_path))
+    uri = open_doc(client, _slow_search_config(tmp_path))
     token = await wait_until(lambda: _new_token(client, known), what="progress begin")
     cancelled_at = time.monotonic()
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))

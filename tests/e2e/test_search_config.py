@@ -13,9 +13,9 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import (
+from tests.support.lsp_e2e import (
     EXAMPLES,
     PROFILES,
     SERVER,
@@ -23,11 +23,10 @@ from tests.e2e.conftest import (
     copy_example,
     edits_of,
     find_line,
-    record_client_requests,
+    open_doc,
+    start,
     wait_until,
 )
-
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 class Ctx:
@@ -39,34 +38,26 @@ class Ctx:
         return self.profile.startswith("visual")
 
 
-@pytest_lsp.fixture(scope="module", params=PROFILES, config=SERVER)
+@pytest_lsp.fixture(params=PROFILES, config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     root = request.getfixturevalue("tmp_path_factory").mktemp("sc-" + request.param.split("@")[0])
-    seen = record_client_requests(lsp_client)
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(request.param), root_uri=from_fs_path(str(root))))
+    seen = await start(lsp_client, request.param, root)
     lsp_client.hp_ctx = Ctx(lsp_client, request.param, root, seen)  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def ctx(client: LanguageClient) -> Ctx:
     return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
 
-
-def _open(ctx: Ctx, path: Path) -> str:
-    uri = from_fs_path(str(path)) or ""
-    ctx.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="yaml", version=1, text=path.read_text())))
-    return uri
 
 
 async def test_lone_train_yaml_offers_a_search_config(ctx: Ctx) -> None:
     lonely = ctx.root / "lonely"
     lonely.mkdir()
     shutil.copy(EXAMPLES / "llama3-70b" / "train.yaml", lonely / "train.yaml")
-    uri = _open(ctx, lonely / "train.yaml")
+    uri = open_doc(ctx.client, lonely / "train.yaml")
     await wait_until(lambda: "HP302" in codes(ctx.client, uri), what="no-cluster information")
     diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP302")
     assert diag.severity == types.DiagnosticSeverity.Information
@@ -99,7 +90,7 @@ async def test_lone_train_yaml_offers_a_search_config(ctx: Ctx) -> None:
 
 async def test_search_config_hover_lens_and_apply_to_train_yaml(ctx: Ctx) -> None:
     folder = copy_example("llama3-70b", ctx.root)
-    uri = _open(ctx, folder / "search.yaml")
+    uri = open_doc(ctx.client, folder / "search.yaml")
     text = (folder / "search.yaml").read_text()
     await wait_until(lambda: uri in ctx.client.diagnostics, what="diagnostics")
     line, col = find_line(text, "device_type")
@@ -162,7 +153,7 @@ async def test_hostile_and_half_typed_files_never_break_the_server(ctx: Ctx) -> 
     uris = []
     for name, text in HOSTILE.items():
         (folder / name).write_text(text)
-        uris.append(_open(ctx, folder / name))
+        uris.append(open_doc(ctx.client, folder / name))
     for uri in uris:
         await wait_until(lambda uri=uri: uri in ctx.client.diagnostics, what=f"diagnostics for {uri}")
     # Every request still answers on every file.
@@ -188,7 +179,7 @@ async def test_utf16_columns_after_an_emoji(ctx: Ctx) -> None:
         j += 1
     flow = 'accelerator: {note: "🦙", tp_size: 3, pp_size: 4, sequence_parallel: true}\n'
     (folder / "train.yaml").write_text("".join(lines[:i]) + flow + "".join(lines[j:]))
-    uri = _open(ctx, folder / "train.yaml")
+    uri = open_doc(ctx.client, folder / "train.yaml")
     await wait_until(lambda: "HP403" in codes(ctx.client, uri), what="tp does not divide hidden")
     diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP403")
     col = flow.index("3,")  # code points
@@ -214,8 +205,8 @@ async def test_search_config_follows_the_unsaved_train_yaml_buffer(ctx: Ctx) -> 
                           if not ln.lstrip().startswith("tp: ["))
     search_path.write_text(search_text)
     disk = train_path.read_text()
-    uri = _open(ctx, search_path)
-    train_uri = _open(ctx, train_path)
+    uri = open_doc(ctx.client, search_path)
+    train_uri = open_doc(ctx.client, train_path)
     key_line = find_line(search_text, "train_yaml:")[0]
     disk_tp_line = find_line(disk, "tp_size:")[0]
 
@@ -252,7 +243,7 @@ async def test_search_config_follows_the_unsaved_train_yaml_buffer(ctx: Ctx) -> 
 
     # A valid tp (4) one line lower in the reopened, unsaved buffer; saving the search config searches with it:
     # the advice points at the buffer's line and the stated plan priced is the buffer's.
-    train_uri = _open(ctx, train_path)
+    train_uri = open_doc(ctx.client, train_path)
     change("# an unsaved comment\n" + disk.replace("tp_size: 8", "tp_size: 4"), 2)
     ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))

@@ -1,6 +1,7 @@
 """End to end over stdio: `python -m hp_lsp` driven by pytest-lsp with VS Code's and Neovim 0.7's real
-capabilities (LspSpecificationWarning is fatal: pyproject's filterwarnings). One server per profile,
-shared by the module's tests in order (module-scoped loop: [LSP] §3)."""
+capabilities (LspSpecificationWarning is fatal: pyproject's filterwarnings). Each test gets its own server
+and its own copy of the example, so no test depends on another's edits, settings or open documents; a test
+that needs the search's results waits for them itself."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import (
-    EXAMPLES,
+from tests.support.lsp_e2e import (
     PROFILES,
     SERVER,
     apply_lsp_edits,
@@ -24,11 +24,9 @@ from tests.e2e.conftest import (
     copy_example,
     edits_of,
     find_line,
-    record_client_requests,
+    start,
     wait_until,
 )
-
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 class Ctx:
@@ -46,26 +44,23 @@ class Ctx:
         return self.profile.startswith("visual")
 
 
-@pytest_lsp.fixture(scope="module", params=PROFILES, config=SERVER)
+@pytest_lsp.fixture(params=PROFILES, config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
     profile = request.param
     folder = copy_example("llama3-70b", request.getfixturevalue("tmp_path_factory").mktemp(profile.split("@")[0]))
-    seen = record_client_requests(lsp_client)
-    lsp_client.set_configuration({"searchOnSave": True}, section="hpLsp")
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(profile),
-        root_uri=from_fs_path(str(folder)),
-        initialization_options={"hpLsp": {"maxFileSizeKb": 512}},
-    ))
+    seen = await start(lsp_client, profile, folder, settings={"searchOnSave": True},
+                       init={"hpLsp": {"maxFileSizeKb": 512}})
     c = Ctx(lsp_client, profile, folder, seen)
     lsp_client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
         uri=c.train_uri, language_id="yaml", version=c.version, text=c.text)))
     lsp_client.hp_ctx = c  # type: ignore[attr-defined]
     yield
+    # No test may cause a popup: errors go to the log (answer_or, guarded), never to window/showMessage.
+    assert [m for m in lsp_client.messages if m.type == types.MessageType.Error] == []
     await lsp_client.shutdown_session()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def ctx(client: LanguageClient) -> Ctx:
     return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
 
@@ -121,7 +116,13 @@ async def test_code_lens_shows_the_best_plan(ctx: Ctx) -> None:
     assert lens.range.start.line == line
 
 
+async def _checked(ctx: Ctx) -> None:
+    """The fast check has landed (hovers answer from its cache, never waiting for it)."""
+    await wait_until(lambda: ctx.train_uri in ctx.client.diagnostics, what="the fast check's publish")
+
+
 async def test_hover_on_strategy_key_shows_numbers(ctx: Ctx) -> None:
+    await _checked(ctx)
     line, col = find_line(ctx.text, "tp_size")
     hover = await ctx.client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
@@ -132,6 +133,7 @@ async def test_hover_on_strategy_key_shows_numbers(ctx: Ctx) -> None:
 
 
 async def test_hover_on_model_key_shows_parameters(ctx: Ctx) -> None:
+    await _checked(ctx)
     line, col = find_line(ctx.text, "pretrained_model_name_or_path")
     hover = await ctx.client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
@@ -158,6 +160,7 @@ async def test_completion_of_keys_and_values(ctx: Ctx) -> None:
 
 
 async def test_source_action_and_apply_command(ctx: Ctx) -> None:
+    await _best_lens(ctx)  # the search has landed
     actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=ctx.train_uri),
         range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
@@ -199,13 +202,7 @@ async def test_source_action_and_apply_command(ctx: Ctx) -> None:
 
 
 async def test_quick_fix_on_the_search_diagnostic(ctx: Ctx) -> None:
-    # Back to the example's own stated plan, slower than the best one (HP611).
-    slow = (EXAMPLES / "llama3-70b" / "train.yaml").read_text()
-    _change(ctx, slow)
-    ctx.train.write_text(slow)
-    ctx.text = slow
-    ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
-        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
+    # The example's own stated plan is slower than the best one (HP611).
     await wait_until(lambda: codes(ctx.client, ctx.train_uri) & {"HP610", "HP611"}, what="search diagnostic")
     diag = next(d for d in ctx.client.diagnostics[ctx.train_uri] if str(d.code) in ("HP610", "HP611"))
     actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
@@ -239,6 +236,7 @@ async def test_large_file_is_checked_off_the_loop(ctx: Ctx) -> None:
 
 
 async def test_half_typed_yaml_keeps_results(ctx: Ctx) -> None:
+    await _best_lens(ctx)  # the search has landed
     broken = ctx.text.replace("accelerator:", "accelerator: [", 1)
     ctx.version += 1
     ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
@@ -277,16 +275,18 @@ async def test_settings_via_did_change_configuration(ctx: Ctx) -> None:
 
 
 async def test_watched_file_change_rechecks_dependents(ctx: Ctx) -> None:
-    if ctx.vscode:
-        regs = [r for p in ctx.seen["register"] for r in p.registrations]
-        assert any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES for r in regs)
+    if ctx.vscode:  # registered from `initialized`, once the settings were pulled
+        await wait_until(lambda: any(r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+                                     for p in ctx.seen["register"] for r in p.registrations),
+                         what="the watcher's registration")
     else:
         assert ctx.seen["register"] == []  # Neovim 0.7 has no dynamic registration for it
     # Open the search config (it reads train.yaml from disk), then break train.yaml on disk only.
     search_text = ctx.search.read_text()
     ctx.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
         uri=ctx.search_uri, language_id="yaml", version=1, text=search_text)))
-    await wait_until(lambda: ctx.search_uri in ctx.client.diagnostics, what="search config diagnostics")
+    # Its search's advice (the example's stated plan is slower than the best) marks the search as landed.
+    await wait_until(lambda: codes(ctx.client, ctx.search_uri) & {"HP610", "HP611"}, what="the search config's search")
     before = codes(ctx.client, ctx.search_uri)
     ctx.client.text_document_did_close(types.DidCloseTextDocumentParams(
         text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
@@ -299,8 +299,3 @@ async def test_watched_file_change_rechecks_dependents(ctx: Ctx) -> None:
     ctx.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
         types.FileEvent(uri=ctx.train_uri, type=types.FileChangeType.Changed)]))
     await wait_until(lambda: codes(ctx.client, ctx.search_uri) == before, what="re-check after restore")
-
-
-async def test_no_popups(ctx: Ctx) -> None:
-    errors = [m for m in ctx.client.messages if m.type == types.MessageType.Error]
-    assert errors == []

@@ -9,15 +9,14 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.e2e.conftest import PROFILES, SERVER, copy_example, record_client_requests, wait_until
+from tests.support.lsp_e2e import PROFILES, SERVER, copy_example, start, wait_until
 
 
 @pytest_lsp.fixture(params=PROFILES, config=SERVER)
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    record_client_requests(lsp_client)
-    await lsp_client.initialize_session(types.InitializeParams(capabilities=client_capabilities(request.param)))
+    await start(lsp_client, request.param)
     yield
     # the test shuts the server down itself
 

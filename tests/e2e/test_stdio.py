@@ -9,7 +9,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from tests.e2e.conftest import EXAMPLES
+from tests.support.lsp_e2e import EXAMPLES
 
 
 def frame(msg: dict) -> bytes:

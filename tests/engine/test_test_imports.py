@@ -2,7 +2,7 @@
 (tests/support/, or a package's helpers.py / shapes.py), never from a conftest.py (pytest's file for
 fixtures and hooks, which it loads itself) nor from another test module (one test file would then depend on
 another's contents, and renaming or moving a test would break tests elsewhere). Fixtures stay fixtures.
-Checked over the engine and editor test trees."""
+Checked over the engine, editor and language-server test trees."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.cli import ROOT
 
-TREES = ("tests/engine", "tests/emacs", "tests/vim", "tests/nvim", "tests/support")
+TREES = ("tests/engine", "tests/emacs", "tests/vim", "tests/nvim", "tests/hp_lsp", "tests/e2e", "tests/support")
 
 
 def imported_test_modules(source: str) -> list[tuple[int, str]]:

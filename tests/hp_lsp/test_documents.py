@@ -4,8 +4,11 @@ outline of a huge file bounded (item 11)."""
 
 from __future__ import annotations
 
+import functools
 import time
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -61,6 +64,20 @@ def test_protocol_forgets_finished_notifications() -> None:
     for i in range(1000):
         proto._execute_handler(f"n{i}", gen_handler, callback=lambda f: None)
     assert len(proto._request_futures) == 0  # pygls 2.1.1 kept all 1000 for ever
+
+
+def test_shutdown_cancels_pending_requests_that_forget_themselves() -> None:
+    """pygls' shutdown iterates `_request_futures` and cancels each pending one; each cancel runs `_forget`,
+    which removes the entry: the iteration must survive it (a shutdown right after start raised)."""
+    proto = create_server().protocol
+    assert isinstance(proto, HpProtocol)
+    for key in ("a", "b", "c"):
+        fut: Future[Any] = Future()
+        proto._request_futures[key] = fut
+        fut.add_done_callback(functools.partial(proto._forget, key))
+    for _, fut in proto._request_futures.items():  # what LanguageServerProtocol.lsp_shutdown does
+        fut.cancel()
+    assert len(proto._request_futures) == 0
 
 
 def test_outline_with_a_limit_is_the_full_outlines_head() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Future
-from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types
 
+from hp_lsp.client import ClientFeatures
 from hp_lsp.features import progress as progress_mod
 from hp_lsp.features.progress import SearchProgress
 
@@ -32,45 +32,45 @@ class FakeProgress:
         self.sent.append(("end", token, value))
 
 
-def fake_ls(work_done: bool) -> Any:
+def progress_for(work_done: bool, on_cancel: Any = lambda uri: None) -> tuple[SearchProgress, FakeProgress]:
+    """A SearchProgress over a fake tracker, for a client advertising (or not) window.workDoneProgress."""
     caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=work_done))
-    return SimpleNamespace(client_capabilities=caps, work_done_progress=FakeProgress())
+    features = ClientFeatures.resolve(caps)
+    tracker = FakeProgress()
+    return SearchProgress(tracker, lambda: features.work_done_progress, on_cancel), tracker
 
 
 async def test_long_search_gets_cancellable_progress(monkeypatch: Any) -> None:
     monkeypatch.setattr(progress_mod, "DELAY_S", 0.01)
-    ls = fake_ls(True)
     cancelled: list[str] = []
-    p = SearchProgress(ls, on_cancel=cancelled.append)
+    p, tracker = progress_for(True, cancelled.append)
     p.started("file:///a.yaml", "Strategy search")
     await asyncio.sleep(0.05)
     p.report("file:///a.yaml", 0.5)
-    kinds = [k for k, _, _ in ls.work_done_progress.sent]
+    kinds = [k for k, _, _ in tracker.sent]
     assert kinds == ["create", "begin", "report"]
-    begin = ls.work_done_progress.sent[1][2]
+    begin = tracker.sent[1][2]
     assert begin.cancellable and begin.percentage == 0
-    assert ls.work_done_progress.sent[2][2].percentage == 50
-    token = ls.work_done_progress.sent[0][1]
+    assert tracker.sent[2][2].percentage == 50
+    token = tracker.sent[0][1]
     p.cancelled(token)
     assert cancelled == ["file:///a.yaml"]
     p.finished("file:///a.yaml", "cancelled")
-    assert ls.work_done_progress.sent[-1][0] == "end" and token not in ls.work_done_progress.tokens
+    assert tracker.sent[-1][0] == "end" and token not in tracker.tokens
 
 
 async def test_fast_search_shows_nothing(monkeypatch: Any) -> None:
     monkeypatch.setattr(progress_mod, "DELAY_S", 0.05)
-    ls = fake_ls(True)
-    p = SearchProgress(ls, on_cancel=lambda uri: None)
+    p, tracker = progress_for(True)
     p.started("u", "Strategy search")
     await asyncio.sleep(0)
     p.finished("u")
     await asyncio.sleep(0.1)
-    assert ls.work_done_progress.sent == []
+    assert tracker.sent == []
 
 
 async def test_no_progress_when_not_advertised() -> None:
-    ls = fake_ls(False)
-    p = SearchProgress(ls, on_cancel=lambda uri: None)
+    p, tracker = progress_for(False)
     p.started("u", "Strategy search")
     await asyncio.sleep(0.3)
-    assert ls.work_done_progress.sent == []
+    assert tracker.sent == []

@@ -10,7 +10,7 @@ from engine.config.types import ClusterOverrides
 from engine.diagnostics import Severity
 from hp_lsp.analysis import analyse
 from hp_lsp.features.diagnostics import collect
-from tests.hp_lsp.services import LLAMA, state_for
+from tests.support.lsp_services import LLAMA, state_for
 
 CLUSTER = ClusterOverrides(num_nodes=128, cards_per_node=8, devices=1024, device_type="H100")
 

@@ -11,9 +11,9 @@ from hp_lsp.analysis import analyse, cluster_from_search_config
 from hp_lsp.features import code_lens, diagnostics, hover
 from hp_lsp.features.code_actions import fix_for, optimal_edits, search_config_path
 from hp_lsp.outline import scan
-from hp_lsp.search_job import SearchOutcome, SearchRequest, detach, run_search
+from hp_lsp.search_job import SearchOutcome, SearchRequest, run_search
 from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
-from tests.hp_lsp.services import LLAMA, never, no_progress, state_for
+from tests.support.lsp_services import LLAMA, never, no_progress, state_for
 
 TRAIN = LLAMA / "train.yaml"
 SEARCH = LLAMA / "search.yaml"
@@ -50,14 +50,16 @@ def test_search_job_refuses_broken_files() -> None:
     assert out.result is None and out.note
 
 
-def test_detach_turns_mapping_proxies_into_dicts() -> None:
+def test_results_cross_the_pipe_with_their_frozen_maps() -> None:
+    """hp_lsp.worker's copyreg reducer: a result with MappingProxyType fields pickles, and reads back frozen."""
     from types import MappingProxyType
 
+    import hp_lsp.worker  # noqa: F401  (registers the reducer, as it is in the server and its child)
     from engine.results import SearchResult
 
-    r = SearchResult(None, (), 0, 0, 0.0, MappingProxyType({"tp": "x"}))
-    assert isinstance(detach(r).dimensions, dict)
-    pickle.dumps(detach(r))
+    r = SearchResult(None, (), 0, 0, 0.0, MappingProxyType({"tp": "x"}), refused=MappingProxyType({"dp": 2}))
+    back = pickle.loads(pickle.dumps(r))
+    assert back == r and isinstance(back.dimensions, MappingProxyType) and dict(back.refused) == {"dp": 2}
 
 
 def test_diagnostics_keep_search_findings_through_edits() -> None:

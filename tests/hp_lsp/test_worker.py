@@ -8,7 +8,7 @@ import time
 import pytest
 
 from hp_lsp.worker import Job, Outcome, SearchWorker
-from tests.hp_lsp import jobs
+from tests.support import lsp_jobs as jobs
 
 
 @pytest.fixture

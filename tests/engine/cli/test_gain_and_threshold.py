@@ -55,7 +55,7 @@ def test_hp611_gain_is_the_tokens_per_second_ratio_and_says_the_batches_differ(l
     stated = stated_estimate(loaded.config)
     assert res.best is not None and stated is not None
     assert stated.strategy.global_batch_size == 512 and res.best.strategy.global_batch_size == 1024
-    hp611 = [d for d in compare_stated(loaded.config, res) if d.code == "HP611"]
+    hp611 = [d for d in compare_stated(loaded.config, res).diagnostics if d.code == "HP611"]
     assert hp611
     ratio = res.best.tokens_per_s / stated.tokens_per_s
     assert hp611[0].data["speedup"] == pytest.approx(ratio, rel=1e-12)

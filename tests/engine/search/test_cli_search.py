@@ -95,7 +95,7 @@ def test_advice_on_the_train_yaml_a_search_config_references() -> None:
     cfg = check_file(str(LLAMA)).config
     assert cfg is not None
     res = search(cfg, top=1)
-    advice = compare_stated(cfg, res)
+    advice = compare_stated(cfg, res).diagnostics
     assert len(advice) == 1 and advice[0].code in ("HP610", "HP611")
     d = advice[0]
     train = str(LLAMA.parent / "train.yaml")

@@ -121,11 +121,11 @@ def test_stated_strategy_that_does_not_fit_and_a_faster_one() -> None:
     tight = replace(base, memory_limit_gb=e.peak_memory_gib * 0.9)
     res = search(tight)
     assert res.best is not None
-    assert [d.code for d in compare_stated(tight, res)] == ["HP610"]
+    assert [d.code for d in compare_stated(tight, res).diagnostics] == ["HP610"]
     slow = Strategy(dp=2, tp=8, pp=1, micro_batch_size=1, micro_batch_num=32, recompute=RecomputePlan("full"))
     res2 = search(replace(base, stated=slow))
     assert not codes(res2)  # the search itself leaves the advice to compare_stated
-    hint = [d for d in compare_stated(replace(base, stated=slow), res2) if d.code == "HP611"]
+    hint = [d for d in compare_stated(replace(base, stated=slow), res2).diagnostics if d.code == "HP611"]
     assert hint and "faster fits" in hint[0].message
     assert hint[0].data["strategy"] == res2.best.strategy.to_json()  # type: ignore[union-attr]
 

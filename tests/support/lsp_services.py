@@ -1,4 +1,5 @@
-"""Helpers for the service tests: a DocState filled the way the server fills it, from the real engine."""
+"""Helpers for the language server's service tests: a DocState filled the way the server fills it, from the
+real engine, and the no-op progress/cancel callbacks a job run in-process takes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from hp_lsp.search_job import SearchRequest, run_search
 from hp_lsp.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
-LLAMA = ROOT / "examples" / "llama3-70b"
+EXAMPLES = ROOT / "examples"
+LLAMA = EXAMPLES / "llama3-70b"
 
 
 def no_progress(_: float) -> None:

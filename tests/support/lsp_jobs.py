@@ -1,4 +1,5 @@
-"""Module-level job functions for the worker tests (the spawned child imports them by name)."""
+"""Module-level job functions for the worker tests (the spawned child imports them by name, so they live in
+a plain module, never in a test module or conftest)."""
 
 from __future__ import annotations
 

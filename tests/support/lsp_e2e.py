@@ -1,5 +1,6 @@
-"""Shared helpers for the end-to-end tests: a pytest-lsp client over stdio running `python -m hp_lsp`
-with a real editor's capabilities, recording what the server asks of the client."""
+"""Helpers for the end-to-end tests (tests/e2e): a pytest-lsp client over stdio running `python -m hp_lsp`
+with a real editor's capabilities, recording what the server asks of the client. A plain module, not a
+conftest: tests import these; each test module's `client` fixture starts its own server per test."""
 
 from __future__ import annotations
 
@@ -13,13 +14,36 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 ROOT = Path(__file__).resolve().parents[2]
 # The examples the tests copy (HP_LSP_E2E_EXAMPLES points them at another folder of the same layout).
 EXAMPLES = Path(os.environ.get("HP_LSP_E2E_EXAMPLES", ROOT / "examples"))
 PROFILES = ["visual-studio-code", "neovim@v0.7.0"]
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "hp_lsp"])
+
+
+async def start(client: LanguageClient, profile: str, root: Path | None = None, *,
+                settings: dict[str, Any] | None = None, init: dict[str, Any] | None = None) -> dict[str, list[Any]]:
+    """Initialize a session as `profile` (a pytest-lsp client profile) rooted at `root`; `settings` answer
+    workspace/configuration (section hpLsp), `init` is the initializationOptions. Returns the recorder of
+    the server's requests to the client (record_client_requests)."""
+    seen = record_client_requests(client)
+    if settings is not None:
+        client.set_configuration(settings, section="hpLsp")
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities(profile), root_uri=from_fs_path(str(root)) if root else None,
+        initialization_options=init))
+    return seen
+
+
+def open_doc(client: LanguageClient, path: Path, text: str | None = None, version: int = 1) -> str:
+    """didOpen `path` (its text on disk unless given); returns its URI."""
+    uri = from_fs_path(str(path)) or ""
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="yaml", version=version, text=path.read_text() if text is None else text)))
+    return uri
 
 
 def copy_example(name: str, dest: Path) -> Path:

@@ -1,0 +1,138 @@
+"""The strategy the files state, and how it compares with the search's best: one rule for `hp-plan` and the
+language server.
+
+A search config states no strategy of its own; the one to compare with is its train.yaml's, read on the
+search config's cluster (a train.yaml alone often names no cluster, so it cannot state dp). Before this module
+the CLI and the server read that train.yaml under different overrides and priced it twice, so a search job
+checked the file more than once and the hover's "stated" column could disagree with HP611's figures (issue 17).
+Now: `stated_overrides` is the rule, `stated_source` reads the train.yaml once, and `compare_stated` returns the
+estimate it priced beside its advice, so a caller never prices the stated plan again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.config.types import ClusterOverrides, Config
+from engine.diagnostics import Diagnostic
+from engine.results import Estimate, SearchResult
+from engine.search.explain import gib, position
+from engine.search.gain import gain
+
+# Where HP610/HP611 point in the file that states the plan: its tensor-parallel degree, else the section.
+_ADVICE_AT = ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp", "accelerator", "parallelism")
+
+
+def budget(config: Config) -> float:
+    """The memory budget the search prices against: unbounded when neither the files nor the flags state one."""
+    return config.budget_gib if config.budget_gib is not None else math.inf
+
+
+def stated_overrides(config: Config | None) -> ClusterOverrides | None:
+    """The cluster a search config imposes on the train.yaml it references, as explicit overrides (issue 5
+    puts a referencing search config first among the cluster's sources): its world size, node shape, device
+    and memory budget. The budget goes in as the device memory because the train.yaml's own verdict (the
+    server's hover and HP5xx findings on it) must be against the budget the search ranks with. None when the
+    config states no cluster."""
+    cl = config.cluster if config is not None else None
+    if config is None or cl is None:
+        return None
+    return ClusterOverrides(devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
+                            device_type=cl.device.name, memory_gb=config.budget_gib, memory_is_budget=True,
+                            explicit=True)
+
+
+def stated_source(config: Config, texts: Mapping[str, str] | None = None) -> Config | None:
+    """The config whose `stated` strategy and locations the advice uses: `config` itself when it states one
+    (a train.yaml with a known cluster), else a search config's train.yaml read under `stated_overrides`;
+    `texts` are unsaved editor buffers, which win over the disk (engine.check.check_file). None when the
+    files state no complete strategy."""
+    if config.stated is not None:
+        return config
+    if config.kind != "search" or not config.train_yaml or config.cluster is None:
+        return None
+    from engine.check import check_file
+
+    loaded = check_file(config.train_yaml, overrides=stated_overrides(config), texts=texts)
+    return loaded.config if loaded.config is not None and loaded.config.stated is not None else None
+
+
+def stated_estimate(config: Config, source: Config | None = None, *,
+                    texts: Mapping[str, str] | None = None) -> Estimate | None:
+    """The strategy the files state, priced on the searched model, cluster, run and budget (the numbers the
+    search ranks with), or None when the files state none. `source` is `stated_source(config)` when the
+    caller has it already."""
+    if config.model is None or config.cluster is None:
+        return None
+    source = source or stated_source(config, texts)
+    if source is None or source.stated is None:
+        return None
+    from engine.cost import estimate
+
+    return estimate(config.model, config.cluster, config.run, source.stated, budget(config))
+
+
+@dataclass(frozen=True, slots=True)
+class StatedComparison:
+    """What `compare_stated` found: the advice (HP610/HP611), the stated plan's price it was computed from
+    (None when the files state no plan) and the config that states it (the train.yaml for a search config)."""
+
+    diagnostics: tuple[Diagnostic, ...] = ()
+    estimate: Estimate | None = None
+    source: Config | None = None
+
+
+def compare_stated(config: Config, result: SearchResult, *,
+                   texts: Mapping[str, str] | None = None) -> StatedComparison:
+    """HP610 when the strategy the files state does not fit the budget, HP611 (a hint) when the search found
+    one at least FASTER_HINT_RATIO× faster; with the stated plan's estimate, priced once here (also when
+    nothing fits: the hover still shows the stated column). Shared by `hp-plan search` and the language
+    server, so the codes, messages and numbers are one.
+
+    `config` is the config that was searched; the stated strategy is `stated_source`'s, priced by
+    `stated_estimate` and positioned at the stated tensor-parallel degree in the file that states it (`file`
+    set when that is the train.yaml). `texts` (path -> unsaved editor buffer) makes the language server compare
+    with the train.yaml as the editor shows it."""
+    if config.model is None or config.cluster is None:
+        return StatedComparison()
+    source = stated_source(config, texts)
+    stated = stated_estimate(config, source) if source is not None else None
+    if source is None or source.stated is None or stated is None:
+        return StatedComparison(source=source)
+    advice = _advice(config, source, stated, result.best)
+    return StatedComparison(advice, stated, source)
+
+
+def _advice(config: Config, source: Config, stated: Estimate, best: Estimate | None) -> tuple[Diagnostic, ...]:
+    """HP610 / HP611 for the stated plan against the best, or () when neither applies."""
+    if best is None or source.stated is None:
+        return ()
+    strategy = source.stated
+    rng, path, _ = position(source, _ADVICE_AT)
+    file = source.path if source.path and source.path != config.path else None
+    if stated.verdict == "does not fit":
+        stage = int(np.argmax(stated.stage_memory_gib)) if stated.stage_memory_gib else 0
+        return (Diagnostic(
+            "HP610",
+            f"The stated strategy ({strategy.short()}) needs {gib(stated.peak_memory_gib)} on stage "
+            f"{stage}, above the {gib(stated.budget_gib)} budget; {best.strategy.short()} fits at "
+            f"{gib(best.peak_memory_gib)}.",
+            rng, path, file=file,
+            data={"peak_gib": stated.peak_memory_gib, "budget_gib": stated.budget_gib,
+                  "strategy": best.strategy.to_json()}),)
+    g = gain(stated, best)
+    if not g.worth_it:
+        return ()
+    return (Diagnostic(
+        "HP611",
+        f"A plan {g.ratio:.2f}× faster fits: {best.strategy.short()} trains {best.tokens_per_s:,.0f} tokens/s "
+        f"({best.step_time_s:.3g} s per step, MFU {best.mfu:.0%}, {gib(best.peak_memory_gib)}) against "
+        f"{stated.tokens_per_s:,.0f} tokens/s ({stated.step_time_s:.3g} s per step) for the stated "
+        f"{strategy.short()}.{g.batch_note()}",
+        rng, path, file=file,
+        data={"speedup": g.ratio, "stated_global_batch_size": g.stated_batch,
+              "global_batch_size": g.best_batch, "strategy": best.strategy.to_json()}),)
