@@ -124,6 +124,8 @@ def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes
     assert best["strategy"]["pp"] == 16 and best["strategy"]["vpp"] == 8
     assert best["pipeline_layout"]["embedding_in_split"] and best["pipeline_layout"]["loss_in_split"]
     assert any(d["code"] == "HP613" for d in doc["diagnostics"])
+    assert "best: dp 16 · tp 8 · pp 16 · vpp 8 · fsdp 16 · mbs 1 · sp · rc off · emb+loss in pp split" in \
+        hp_plan("search", path).stdout
     r = hp_plan("apply", path, "--in-place")
     assert r.returncode == 0, r.stdout + r.stderr
     written = (tmp_path / "train.yaml").read_text()
