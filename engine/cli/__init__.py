@@ -34,7 +34,40 @@ class UsageError(Exception):
     """argparse's complaint, raised instead of exiting so that --json can still print a document."""
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter with the terminal width looked up once per process: argparse builds a formatter
+    for every add_argument (to check its metavar), and each looks the width up again (issue 16: start fast)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width if width is not None else _width())
+
+
+_WIDTH: list[int] = []
+
+
+def _width() -> int:
+    """What argparse would use: shutil.get_terminal_size's columns less 2, read as shutil reads them (COLUMNS,
+    else the terminal of stdout, else 80) without importing shutil (and its archive modules)."""
+    if not _WIDTH:
+        try:
+            columns = int(os.environ.get("COLUMNS", "0"))
+        except ValueError:
+            columns = 0
+        if columns <= 0:
+            try:
+                columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+            except (AttributeError, ValueError, OSError):
+                columns = 0
+        _WIDTH.append((columns if columns > 0 else 80) - 2)
+    return _WIDTH[0]
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: error: {message}")
 
@@ -155,14 +188,18 @@ def _apply_options(p: argparse.ArgumentParser) -> None:
                    "(the HP611 threshold; below it nothing is rewritten by default)")
 
 
-def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """explain, compare and export (docs/formats.md §7; docs/explain.md)."""
+def _add_explain(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """explain (docs/formats.md §7; docs/explain.md)."""
     _plan_parser(sub, "explain", "per-stage time and memory, what bounds the step, the pipeline timeline",
                  "Price the plan FILE states (for a search config with searched dimensions, the best one) and "
                  "show one row per pipeline stage (layers, memory by part, forward, backward, recompute, exposed "
                  "communication, idle), what bounds the step, and the pipeline schedule as a timeline of "
                  "micro-batches whose last interval ends at the step time.",
                  json_doc="docs/formats.md §7 `explain`", options=_explain_options)
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """compare (docs/formats.md §7; docs/explain.md)."""
     _plan_parser(sub, "compare", "two plans side by side: every term, the speedup, the error band",
                  "Price two complete plans on the same model and cluster (two files, or --best: FILE_A's stated "
                  "plan against the best the search finds) and show every time and memory term side by side, the "
@@ -170,6 +207,10 @@ def _explain_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
                  "whether the gap is inside the cost model's error band.",
                  json_doc="docs/formats.md §7 `compare`", options=_compare_options, options_first=True,
                  file_metavar="FILE_A")
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """export (docs/formats.md §7; docs/explain.md)."""
     _plan_parser(sub, "export", "the plan as Megatron / MindSpeed flags or a torchtitan TOML fragment",
                  "Print the plan FILE states (for a search config with searched dimensions, the best one) as "
                  "the arguments of another training stack: Megatron-LM or MindSpeed-LLM command-line flags, or "
@@ -196,7 +237,10 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
                    "search config's estimator.ratios_file")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `hp-plan` parser. With `only` (a subcommand name) just that subcommand is defined: `main` parses
+    with it when the command line names one, since the others' arguments are never read (building all eight
+    took more time than reading a config; issue 16)."""
     parser = _Parser(
         prog="hp-plan",
         description="Validate, price and search parallel strategies for HyperParallel train.yaml and search "
@@ -205,16 +249,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"hp-plan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, add in _SUBPARSERS.items():
+        if only is None or name == only:
+            add(sub)
+    return parser
+
+
+def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _plan_parser(sub, "check", "validate a train.yaml or search config (exit 1 on any error)",
                  "Validate FILE: YAML, keys, types, model facts and cross-field rules.",
                  json_doc="docs/formats.md §3 `check`", file_help="a train.yaml or a search config",
                  tokens=False, pricing=False)
+
+
+def _add_estimate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _plan_parser(sub, "estimate", "price the strategy the file states (no search)",
                  "Price the strategy FILE states: memory per stage, step time, MFU.",
                  json_doc="docs/formats.md §3 `estimate`")
+
+
+def _add_search(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _plan_parser(sub, "search", "search the strategy space and rank what fits",
                  "Search the strategies FILE allows and rank those that fit the memory budget.",
                  json_doc="docs/formats.md §3 `search`", options=_search_options)
+
+
+def _add_apply(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _plan_parser(sub, "apply", "write the best strategy back into the train.yaml (round-trip)",
                  "Search, then write the best strategy into the train.yaml (FILE itself, or the train_yaml a "
                  "search config names), keeping comments and layout. Without -o or --in-place the edited "
@@ -222,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "written unless the result reads back as the strategy.",
                  json_doc=None, options=_apply_options, options_first=True, tokens=False)
 
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("calibrate", help="fit ratios from measured runs (a RUNS file)",
                        description="Price every run of RUNS (each a config stating one strategy and what it "
                        "measured, or a training log), fit ratios that make the model reproduce them, and print "
@@ -235,14 +297,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rule", choices=("step", "compute"), default="step",
                    help="what a step time without a profile corrects: step (every part by one factor, the "
                    "default) or compute (compute and recompute only)")
-    _explain_parsers(sub)
-    return parser
+
+
+_SUBPARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {  # type: ignore[type-arg]
+    "check": _add_check, "estimate": _add_estimate, "search": _add_search, "apply": _add_apply,
+    "calibrate": _add_calibrate, "explain": _add_explain, "compare": _add_compare, "export": _add_export}
+assert tuple(_SUBPARSERS) == SUBCOMMANDS
 
 
 def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
     """The cluster flags as ClusterOverrides (explicit: they win over the files), or None if none given."""
     from engine.config.types import ClusterOverrides
 
+    # Values as argparse parsed them (int, str, float or None): typed Any, as getattr returns them.
     fields: dict[str, Any] = {
         "devices": getattr(args, "devices", None),
         "num_nodes": getattr(args, "nodes", None),
@@ -281,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _one_blas_thread()
     as_json = _wants_json(argv)
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:

@@ -15,6 +15,7 @@ from engine.cost.comm import Links
 from engine.cost.memory import StageParams, state_bytes
 from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
 from engine.cost.timing import LayerCompute
+from engine.specs import RunOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +228,20 @@ def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarra
     and gather per parameter one layer ahead: the first layer's gather and the last layer's reduce-scatter
     have nothing to hide under, so at least one layer's share stays exposed. FP8 weights are gathered in
     FP8 (torchao float8 all-gather) on those stacks."""
+    raw, floor = fsdp_traffic(r, sp_)
+    return fsdp_exposure(raw, floor, comp_stage)
+
+
+def fsdp_exposure(raw: np.ndarray, floor: np.ndarray | float, comp_stage: np.ndarray) -> np.ndarray:
+    """(n, P) exposed FSDP traffic per micro-batch of `raw` seconds with `floor` prefetching cannot hide, beside
+    `comp_stage` seconds of compute (fsdp_exposed). Never grows with the compute."""
+    return np.maximum(floor, raw - K.FSDP_OVERLAP * comp_stage)
+
+
+def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | float]:
+    """(n, P) FSDP traffic per micro-batch and the part of it no compute hides (fsdp_exposed): it depends on
+    the degrees, the stage layout and (gathering once per step without resharding) the micro-batch count, not
+    on the micro-batch size, so the search prices it once per combination of degrees."""
     fs, table = r.fs, r.table
     fsdp_raw = np.zeros((r.n, r.P))
     floor: np.ndarray | float = 0.0
@@ -248,7 +263,7 @@ def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarra
             fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
         else:
             fsdp_raw, floor = _fsdp2_traffic(r, sp_, a_ne, l_ne, ag_ex, gathers)
-    return np.maximum(floor, fsdp_raw - K.FSDP_OVERLAP * comp_stage)
+    return fsdp_raw, floor
 
 
 def _fsdp2_traffic(r: Rows, sp_: StageParams, a_ne: np.ndarray, l_ne: np.ndarray,
@@ -272,6 +287,14 @@ def dp_sync_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray, rec_stage
     last micro-batch's backward (with its recomputed forward `rec_stage`); the ZeRO-1 weight all-gather
     overlaps the first micro-batch's forward of the next step (Megatron --overlap-grad-reduce /
     --overlap-param-gather), bucket by bucket: dp_exposed_time."""
+    red, gat, buckets = dp_sync_traffic(r, sp_)
+    return np.where(r.valid, dp_sync_exposure(r.run, red, gat, buckets, comp_stage, rec_stage), 0.0)
+
+
+def dp_sync_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n, P) each of (gradient reduction seconds, weight all-gather seconds, buckets) of the end-of-step
+    synchronisation (dp_sync_exposed): they depend on the degrees and the stage layout, not on the micro-batch
+    size, so the search prices them once per combination of degrees."""
     table, links = r.table, r.links
     _, Bg, _ = state_bytes(r.run)
     Bp = float(r.run.param_bytes)
@@ -285,12 +308,18 @@ def dp_sync_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray, rec_stage
     if r.model.tie_embeddings:
         emb_ar = links.allreduce(np.full(r.n, Bg * sp_.e_split) / r.t, np.full(r.n, 2), pp_stride(r))
         red = red + np.where((r.p > 1)[:, None] & (r.first | r.last), emb_ar[:, None], 0.0)
+    return red, gat, dp_buckets(sp_.ne_stage + sp_.ex_stage, r.dp)
+
+
+def dp_sync_exposure(run: RunOptions, red: np.ndarray, gat: np.ndarray, buckets: np.ndarray,
+                     comp_stage: np.ndarray, rec_stage: np.ndarray) -> np.ndarray:
+    """(n, P) the exposed part of dp_sync_traffic beside `comp_stage` seconds of compute and `rec_stage` of
+    recompute per stage (dp_sync_exposed). Never grows with either."""
     bwd_last = comp_stage * (K.BWD_GEMM_RATIO / (1 + K.BWD_GEMM_RATIO)) + rec_stage
     fwd_first = comp_stage * (1 / (1 + K.BWD_GEMM_RATIO))
-    buckets = dp_buckets(sp_.ne_stage + sp_.ex_stage, r.dp)
-    red_e = dp_exposed_time(red, K.DP_OVERLAP * bwd_last, buckets) if r.run.overlap_grad_reduce else red
-    gat_e = dp_exposed_time(gat, K.DP_OVERLAP * fwd_first, buckets) if r.run.overlap_param_gather else gat
-    return np.where(r.valid, red_e + gat_e, 0.0)
+    red_e = dp_exposed_time(red, K.DP_OVERLAP * bwd_last, buckets) if run.overlap_grad_reduce else red
+    gat_e = dp_exposed_time(gat, K.DP_OVERLAP * fwd_first, buckets) if run.overlap_param_gather else gat
+    return red_e + gat_e
 
 
 def dp_buckets(params: np.ndarray, dp: np.ndarray) -> np.ndarray:

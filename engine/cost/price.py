@@ -9,14 +9,24 @@ p = pp, v = virtual chunks, m = micro-batches, h = hidden, f = MLP width.
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from engine.calibrate.ratios import apply_ratios
 from engine.cost import constants as K
-from engine.cost.communication import LayerComm, dp_sync_exposed, fsdp_exposed, layer_comm, pp_p2p
-from engine.cost.memory import Memory, price_memory
+from engine.cost.communication import (
+    LayerComm,
+    dp_sync_exposed,
+    dp_sync_exposure,
+    dp_sync_traffic,
+    fsdp_exposed,
+    fsdp_exposure,
+    fsdp_traffic,
+    layer_comm,
+    pp_p2p,
+)
+from engine.cost.memory import Memory, price_memory, stage_params
 from engine.cost.model import model_stats
 from engine.cost.rows import OFF, Rows, build_rows
 from engine.cost.table import CandidateTable, PricedTable
@@ -49,6 +59,49 @@ def price_table(
     parts = [_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))), budget_gib, P)
              for i in range(0, n, BLOCK_ROWS)]
     return apply_ratios(_concat(parts), run.ratios)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncParts:
+    """What a row's sharding costs before any overlap, uncalibrated, (n, P) per stage unless stated: FSDP
+    traffic per micro-batch and the part of it prefetching cannot hide (fsdp_traffic), the end-of-step
+    gradient reduction, weight gather and bucket count (dp_sync_traffic), the stage mask, and the (n,)
+    optimizer step. None of it depends on the micro-batch size or sequence parallelism."""
+
+    fsdp_raw: np.ndarray
+    fsdp_floor: np.ndarray
+    red: np.ndarray
+    gat: np.ndarray
+    buckets: np.ndarray
+    valid: np.ndarray
+    optimizer: np.ndarray
+
+    def take(self, idx: np.ndarray) -> SyncParts:
+        return SyncParts(*(getattr(self, f.name)[idx] for f in fields(self)))
+
+
+def sync_parts(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, P: int
+               ) -> SyncParts:
+    """SyncParts of every row of `table`, stage arrays P wide (at least the table's largest pp). The search
+    prices them once per combination of degrees and applies them to every micro-batch size with sync_time
+    (engine.search.bound.sync_bound): the same functions `_price_block` composes, in two halves."""
+    r = build_rows(model, cluster, run, table, P)
+    tw = tower_cost(r)
+    if tw is not None:  # its weights sit on stage 0, synchronised and sharded with the decoder's
+        r = replace(r, tower=tw)
+    params = stage_params(r)
+    raw, floor = fsdp_traffic(r, params)
+    red, gat, buckets = dp_sync_traffic(r, params)
+    opt = optimizer_time(r, params.ne_stage, params.ex_stage, params.shard_o)
+    return SyncParts(raw, np.broadcast_to(floor, raw.shape).copy(), red, gat, buckets, r.valid, opt)
+
+
+def sync_time(run: RunOptions, parts: SyncParts, comp_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((n, P) exposed FSDP traffic per micro-batch, (n,) exposed end-of-step synchronisation) of rows whose
+    stages compute `comp_stage` seconds per micro-batch with no recompute, as `_price_block` prices them."""
+    fsdp = np.where(parts.valid, fsdp_exposure(parts.fsdp_raw, parts.fsdp_floor, comp_stage), 0.0)
+    dp = dp_sync_exposure(run, parts.red, parts.gat, parts.buckets, comp_stage, np.zeros_like(comp_stage))
+    return fsdp, np.where(parts.valid, dp, 0.0).max(axis=1)
 
 
 def _concat(parts: list[PricedTable]) -> PricedTable:

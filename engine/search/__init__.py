@@ -26,8 +26,8 @@ from engine.search import explain
 from engine.search.equivalence import POOL, rank_equivalent
 from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-exported: the HP611 threshold
 from engine.search.pricing import Pricer, table_of
-from engine.search.rank import Cancelled, Priced, Pricing, price_space
-from engine.search.space import VPP_AUTO_MAX, Space, enumerate_space, restrictions
+from engine.search.rank import Cancelled, Priced, Pricing, price_groups, price_space
+from engine.search.space import VPP_AUTO_MAX, Space, enumerate_groups, enumerate_space, restrictions
 from engine.search.stated import (
     StatedComparison,
     compare_stated,
@@ -62,10 +62,25 @@ def _dimensions(config: Config) -> dict[str, str]:
 
 def _strategy(space: Space, priced: Priced, r: int) -> Strategy:
     """Row r with the recompute the search priced for it (its single mode or its per-layer plan)."""
-    lm = priced.layer_modes.get(r)
-    mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
-    tab = table_of(space.columns, np.array([r]), mode, None if lm is None else lm[None, :])
-    return tab.strategy(0)
+    return _strategies(space, priced, [r])[0]
+
+
+def _strategies(space: Space, priced: Priced, rows: list[int]) -> list[Strategy]:
+    """`_strategy` of each of `rows`, the uniform plans read from one table."""
+    out: list[Strategy | None] = [None] * len(rows)
+    uniform = [i for i, r in enumerate(rows) if r not in priced.layer_modes]
+    if uniform:
+        idx = np.asarray([rows[i] for i in uniform], dtype=np.int64)
+        modes = np.where(priced.mode[idx] >= 0, priced.mode[idx], priced.unfit_mode)
+        tab = table_of(space.columns, idx, modes)
+        for j, i in enumerate(uniform):
+            out[i] = tab.strategy(j)
+    for i, r in enumerate(rows):
+        if out[i] is None:
+            mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
+            tab = table_of(space.columns, np.array([r]), mode, priced.layer_modes[r][None, :])
+            out[i] = tab.strategy(0)
+    return [s for s in out if s is not None]
 
 
 def search(config: Config, *, top: int = 10, progress: Callable[[float], None] | None = None,
@@ -233,31 +248,35 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if cannot is not None:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))
     os_shard = config.optimizer_shard
-    space = enumerate_space(model, cluster, g, restrict, cp_algo=config.run.cp_algo,
-                          extra_slots=_extra_slots(config), optimizer_shard=os_shard)
-
-    total = max(len(space), 1)
+    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard,
+                              extra_slots=_extra_slots(config))
+    total = groups.total
 
     def poll(done: int) -> None:
         if cancelled is not None and cancelled():
             raise Cancelled
         if progress is not None:
-            progress(0.9 * min(done / total, 1.0))
+            progress(0.9 * min(done / max(total, 1), 1.0))
 
     pool = max(top, POOL)  # the near-tie band needs the simpler plans priced too (engine.search.equivalence)
-    priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll,
-                         allowed=_allowed(config))
+    # `space` holds the candidates priced (all of them where fewer than `pool` fit); the others are bounded out.
+    space, priced = price_groups(pricer, groups, config.recompute, top=pool, model=model, poll=poll,
+                                 allowed=_allowed(config))
     order = priced.order(pool)
     fits = priced.fits
-    over = int(len(space) - int(fits.sum()) - priced.unpriced)
+    over = int(total - int(fits.sum()) - priced.unpriced)
     diags: list[Diagnostic] = []
     estimates: list[Estimate] = []
     if order.size:
         if cancelled is not None and cancelled():
             raise Cancelled
-        estimates = _estimates(pricer, [_strategy(space, priced, r) for r in order.tolist()], model)
+        estimates = _estimates(pricer, _strategies(space, priced, order.tolist()), model)
         estimates = [e for e in estimates if e.fits]  # the ranking priced these exactly; this only guards
     else:
+        if len(space) < total:  # never expected: with nothing fitting every group is priced; price them all
+            space = groups.materialise()
+            priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll,
+                                 allowed=_allowed(config), exhaustive=True)
         diags.extend(_refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
     if progress is not None:
         progress(1.0)
@@ -268,7 +287,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
                                                     "parallelism", "accelerator"))) if best else None
     if warn is not None:
         diags.append(warn)
-    return SearchResult(best, kept, len(space), int(fits.sum()), 0.0, {},
+    return SearchResult(best, kept, total, int(fits.sum()), 0.0, {},
                         refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
                         equivalent=ranked.equivalent[:top], band=ranked.band, unpriced=priced.unpriced)
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.cost.table import CandidateTable, PricedTable
 from engine.results import Estimate
 from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
+
+if TYPE_CHECKING:
+    from engine.cost.price import SyncParts
 
 
 def table_of(cols: Mapping[str, np.ndarray], idx: np.ndarray, recompute: np.ndarray | int,
@@ -49,6 +53,27 @@ class Pricer:
         from engine.cost import price_table
 
         return price_table(self.model, self.cluster, self.run, table, self.budget_gib)
+
+    def sync_parts(self, table: CandidateTable, P: int) -> SyncParts:
+        """engine.cost.price.sync_parts: each row's sharding traffic before overlap, uncalibrated."""
+        from engine.cost.price import sync_parts
+
+        return sync_parts(self.model, self.cluster, self.run, table, P)
+
+    def sync_time(self, parts: SyncParts, comp_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """engine.cost.price.sync_time: the exposed part of `parts` beside `comp_stage`, uncalibrated."""
+        from engine.cost.price import sync_time
+
+        return sync_time(self.run, parts, comp_stage)
+
+    def time_ratio_span(self) -> tuple[float, float]:
+        """(least, greatest) calibration ratio over the time parts ((1, 1) uncalibrated): a bound priced on
+        calibrated numbers holds after it is scaled by least / greatest (engine.search.bound)."""
+        ratios = self.run.ratios
+        if ratios is None:
+            return 1.0, 1.0
+        values = [v for _, v in ratios.time] or [1.0]
+        return min(*values, 1.0), max(*values, 1.0)
 
     def estimate(self, strategy: Strategy) -> Estimate:
         from engine.cost import estimate

@@ -22,13 +22,23 @@ Pricing every candidate under every mode is what this avoids, exactly:
     rows, and a row whose smaller-micro-batch sibling already failed the budget under its lightest mode is
     not priced: it is over the budget.
 Branch and bound (engine.search.bound): most candidates of a large space cannot enter the top K, and
-pricing them is most of the work. A lower bound on the step time per group of candidates (the pipeline
-combination of the layers' own time, one bound for every ep, fsdp and optimizer shard of the group) orders
-the groups; the most promising are priced first (as above), which gives a K-th best time; the candidates of
-every group whose bound is below it get a second, tighter bound (per ep; FSDP and the optimizer shard left
-out), and only those below it are priced. A candidate never priced is slower than the K-th best: the top K
-is the exhaustive one (`exhaustive=True` prices everything, for the refusals' whole-space statistics and
-the tests). Its memory is not priced either: `Priced.unpriced` counts such rows, neither fit nor over.
+pricing them is most of the work. The search's space comes factored (engine.search.space.Groups: 2.9 M
+candidates on 110,592 devices are 15k groups of (tp, pp, cp, micro-batch, vpp, sp) times the (fsdp, etp,
+ep) combinations valid for them), and `price_groups` bounds the groups before any candidate becomes a row:
+  1. a lower bound per group (the pipeline combination of the layers' own time, for every ep, fsdp and
+     optimizer shard at once) orders the groups; the most promising are priced first (as above), which
+     gives a K-th best time;
+  2. the candidates of every group whose bound is at most it become rows, and get a second bound per
+     (group, ep): the step without FSDP traffic, end-of-step sync or optimizer (shard_bound);
+  3. those still at most the K-th best get a third, per row: the same step with the sharding's own traffic,
+     priced once per combination of degrees and exposed beside the group's compute (sync_bound); with no
+     recompute this is the candidate's own step time, so it drops nearly every candidate that cannot win;
+  4. the rest are priced in rising order of that bound while it stays at most the K-th best so far, which
+     falls as faster candidates are found.
+A candidate never priced is slower than the K-th best: the top K is the exhaustive one (`exhaustive=True`
+prices everything, for the refusals' whole-space statistics and the tests). Its memory is not priced
+either: `Priced.unpriced` counts such rows, neither fit nor over. Memory stays that of the rows priced, not
+of the space. `price_space` runs the same steps over a space already materialised.
 
 The tests check the outcome against pricing every candidate one by one (tests/engine/search).
 """
@@ -41,12 +51,13 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.cost.price import SyncParts
 from engine.cost.table import CandidateTable, PricedTable
 from engine.results import Estimate
-from engine.search.bound import layer_bound, shard_bound
+from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_parts, sync_bound
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
-from engine.search.space import Space, subspace
+from engine.search.space import Groups, Space, subspace
 from engine.specs import ModelSpec, Strategy
 
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -67,10 +78,19 @@ _GROUP = ("tp", "pp", "cp", "fsdp", "etp", "ep", "vpp", "sp", "os")
 # rows (half a pricing call), to learn a K-th best time; four times more each round while fewer than K fit.
 # Spaces this small are priced whole.
 SEED_ROWS = 512
+# The best-first pass prices candidates in batches of rising size, starting here: small enough that the
+# K-th best time tightens after the first batches, large enough that a call's fixed cost is amortised.
+BEST_FIRST_ROWS = 1024
 
 
 class Pricing(Protocol):
     def price(self, table: CandidateTable) -> PricedTable: ...
+
+    def sync_parts(self, table: CandidateTable, P: int) -> SyncParts: ...
+
+    def sync_time(self, parts: SyncParts, comp_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def time_ratio_span(self) -> tuple[float, float]: ...
 
     def estimate(self, strategy: Strategy) -> Estimate: ...
 
@@ -175,66 +195,201 @@ def price_space(pricer: Pricing, space: Space, request: str, *, top: int, model:
     bounded out, or with `exhaustive` every row. `poll(rows_done)` runs between chunks (progress and
     cancellation); it may raise Cancelled. `allowed` narrows the modes auto / per_layer choose among
     (HyperParallel's recompute_modes, e.g. (OFF, FULL)); () keeps all three."""
-    if exhaustive or len(space) <= SEED_ROWS:
-        return _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
-    return _price_bounded(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
-
-
-def _price_bounded(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
-                   poll: Poll | None, allowed: tuple[int, ...]) -> Priced:
-    """Branch and bound over the bound groups (module docstring)."""
     n = len(space)
-    cols = space.columns
-    gcode, bound = layer_bound(pricer, cols, np.arange(n))
-    if poll is not None:
-        poll(0)
+    if exhaustive or n <= SEED_ROWS:
+        return _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
+    gcode, bound = layer_bound(pricer, space.columns, np.arange(n))
+
+    def take(groups: np.ndarray) -> tuple[Space, np.ndarray]:
+        chosen = np.zeros(bound.size, dtype=bool)
+        chosen[groups] = True
+        rows = np.flatnonzero(chosen[gcode])
+        return subspace(space, rows), rows
+
+    def narrow(groups: np.ndarray, kth: float) -> tuple[Space, np.ndarray, np.ndarray]:
+        cand, ids = take(groups)
+        shard = shard_parts(pricer, cand.columns, np.arange(len(cand)))
+        live = np.flatnonzero(shard.bound[shard.code] <= kth)
+        return subspace(cand, live), ids[live], sync_bound(pricer, cand.columns, live, shard, live)
+
+    _, priced, rows = _branch_and_bound(pricer, bound, np.bincount(gcode, minlength=bound.size), take, narrow,
+                                        request, top=top, model=model, poll=poll, allowed=allowed, total=n)
     out = Priced(feasible=np.zeros(n, dtype=bool), exact=np.zeros(n, dtype=bool),
-                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf))
-    order = np.argsort(bound, kind="stable")
-    rows_in_order = np.cumsum(np.bincount(gcode, minlength=bound.size)[order])
-    chosen = np.zeros(bound.size, dtype=bool)
-    done, want, priced_rows = 0, SEED_ROWS, 0
-    while True:  # the most promising groups, until K rows fit (or every group is priced)
-        upto = min(int(np.searchsorted(rows_in_order, want)) + 1, bound.size)
-        fresh = np.zeros(bound.size, dtype=bool)
-        fresh[order[done:upto]] = True
-        chosen |= fresh
-        rows = np.nonzero(fresh[gcode])[0]
-        _price_into(out, pricer, space, rows, request, top=top, model=model, poll=None, allowed=allowed)
-        priced_rows += rows.size
-        done = upto
-        threshold = _kth(out, top)
-        if done == bound.size or np.isfinite(threshold):
-            break
-        want *= 4
-    if done < bound.size:
-        cand = np.nonzero(~chosen[gcode] & (bound[gcode] <= threshold))[0]
-        tcode, tight = shard_bound(pricer, cols, cand)
-        keep = cand[tight[tcode] <= threshold]
-
-        def sub_poll(done_rows: int) -> None:
-            if poll is not None:
-                poll(n - keep.size + done_rows)
-
-        _price_into(out, pricer, space, keep, request, top=top, model=model, poll=sub_poll, allowed=allowed)
-        priced_rows += keep.size
-    out.unpriced = n - priced_rows
+                 mode=np.full(n, -1, dtype=np.int8), step=np.full(n, np.inf), peak=np.full(n, np.inf),
+                 priced=priced.priced, unfit_mode=priced.unfit_mode, unpriced=priced.unpriced)
+    for name in ("feasible", "exact", "mode", "step", "peak"):
+        getattr(out, name)[rows] = getattr(priced, name)
+    out.layer_modes = {int(rows[r]): lm for r, lm in priced.layer_modes.items()}
     return out
 
 
-def _price_into(out: Priced, pricer: Pricing, space: Space, rows: np.ndarray, request: str, *, top: int,
-                model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...]) -> None:
-    """Price `rows` of `space` (every pass, with the K-th best time of `out` so far as the threshold) and
-    write them into `out`. Rows are independent, so a row prices the same here as in the whole space."""
-    if rows.size == 0:
-        return
-    sub = _price_all(pricer, subspace(space, rows), request, top=top, model=model, poll=poll,
-                     allowed=allowed, threshold=_kth(out, top))
-    for name in ("feasible", "exact", "mode", "step", "peak"):
-        getattr(out, name)[rows] = getattr(sub, name)
-    out.layer_modes.update({int(rows[r]): lm for r, lm in sub.layer_modes.items()})
-    out.priced += sub.priced
-    out.unfit_mode = sub.unfit_mode
+# The nest order of a space's rows (engine.search.space), most significant first: the final tie-break.
+NEST_ORDER = ("tp", "pp", "cp", "mbs", "fsdp", "etp", "ep", "vpp", "sp")
+
+
+def price_groups(pricer: Pricing, groups: Groups, request: str, *, top: int, model: ModelSpec,
+                 poll: Poll | None = None, allowed: tuple[int, ...] = ()) -> tuple[Space, Priced]:
+    """`price_space` over a factored space without materialising it: the groups are bounded first and only
+    the candidates of groups that can reach the top K become rows (issue 16: the memory follows what is
+    priced, not the 2.9 M candidates). Returns the priced candidates as a Space in nest order (every
+    candidate when every group had to be priced) and their Priced; `Priced.unpriced` counts the rest."""
+    total = groups.total
+    if total <= SEED_ROWS:
+        space = groups.materialise()
+        return space, _price_all(pricer, space, request, top=top, model=model, poll=poll, allowed=allowed)
+    combos = groups.combos
+    _, first = group_codes(combos, ("etp", "ep"))
+    pairs = (np.asarray(combos["etp"][first]), np.asarray(combos["ep"][first]))
+    bound = group_bound(pricer, {k: groups.cols[k] for k in GROUP_COLUMNS}, pairs)
+
+    def take(sel: np.ndarray) -> tuple[Space, np.ndarray]:
+        return groups.materialise(sel), np.zeros(0, dtype=np.int64)
+
+    def narrow(sel: np.ndarray, kth: float) -> tuple[Space, np.ndarray, np.ndarray]:
+        space, lb = _narrow_groups(pricer, groups, np.sort(sel), kth)
+        return space, np.zeros(0, dtype=np.int64), lb
+
+    sub, priced, _ = _branch_and_bound(pricer, bound, groups.weight, take, narrow, request, top=top, model=model,
+                                       poll=poll, allowed=allowed, total=total)
+    order = np.lexsort(tuple(np.asarray(sub.columns[k]) for k in reversed(NEST_ORDER)))
+    return subspace(sub, order), _permuted(priced, order)
+
+
+def _narrow_groups(pricer: Pricing, groups: Groups, sel: np.ndarray, kth: float) -> tuple[Space, np.ndarray]:
+    """Steps 2 and 3 of the module docstring for the groups `sel` (ascending) of a factored space: the shard
+    bound per (group, etp, ep pair), priced from the groups' own columns, then rows only for the pairs under
+    `kth`, and their sync bound. Returns those rows and their bound."""
+    pair = groups.pair  # per (fsdp, etp, ep) combination
+    n_pairs = int(pair.max()) + 1 if pair.size else 1
+    key_of = np.repeat(np.arange(groups.count.size), groups.count)
+    kp = np.unique(key_of * n_pairs + pair)  # the pairs each key offers, by key
+    kp_start = np.searchsorted(kp // n_pairs, np.arange(groups.count.size))
+    cnt = np.bincount(kp // n_pairs, minlength=groups.count.size)[groups.key[sel]]
+    local = np.repeat(np.arange(sel.size), cnt)
+    within = np.arange(local.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    gp_pair = kp[np.repeat(kp_start[groups.key[sel]], cnt) + within] % n_pairs
+    _, first_combo = np.unique(pair, return_index=True)
+    reps = {k: np.asarray(groups.cols[k][sel[local]]) for k in GROUP_COLUMNS}
+    reps.update(etp=np.asarray(groups.combos["etp"][first_combo[gp_pair]]),
+                ep=np.asarray(groups.combos["ep"][first_combo[gp_pair]]),
+                fsdp=np.ones(local.size, dtype=np.int64), os=np.ones(local.size, dtype=np.int64))
+    shard = shard_parts(pricer, reps, np.arange(local.size))
+    live = shard.bound[shard.code] <= kth
+    keep = np.zeros((sel.size, n_pairs), dtype=bool)
+    keep[local[live], gp_pair[live]] = True
+    gp_index = np.full((sel.size, n_pairs), -1, dtype=np.int64)
+    gp_index[local, gp_pair] = np.arange(local.size)
+    space, row_local, row_pair = groups.materialise_where(sel, keep, pair)
+    lb = sync_bound(pricer, space.columns, np.arange(len(space)), shard, gp_index[row_local, row_pair])
+    return space, lb
+
+
+def _permuted(priced: Priced, order: np.ndarray) -> Priced:
+    """`priced` with its rows in `order` (row i of the result is row order[i])."""
+    where = np.empty(order.size, dtype=np.int64)
+    where[order] = np.arange(order.size)
+    return Priced(feasible=priced.feasible[order], exact=priced.exact[order], mode=priced.mode[order],
+                  step=priced.step[order], peak=priced.peak[order],
+                  layer_modes={int(where[r]): lm for r, lm in priced.layer_modes.items()}, priced=priced.priced,
+                  unfit_mode=priced.unfit_mode, unpriced=priced.unpriced)
+
+
+Take = Callable[[np.ndarray], tuple[Space, np.ndarray]]
+Narrow = Callable[[np.ndarray, float], tuple[Space, np.ndarray, np.ndarray]]
+
+
+@dataclass
+class _Found:
+    """What the branch and bound has priced so far: the candidates' spaces, their prices and ids, in the order
+    priced, and every exact fitting step time (the K-th best of which is the threshold)."""
+
+    spaces: list[Space] = field(default_factory=list)
+    priced: list[Priced] = field(default_factory=list)
+    ids: list[np.ndarray] = field(default_factory=list)
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rows: int = 0
+
+    def add(self, space: Space, priced: Priced, ids: np.ndarray) -> None:
+        self.spaces.append(space)
+        self.priced.append(priced)
+        self.ids.append(ids)
+        self.steps = np.concatenate([self.steps, priced.step[priced.exact & np.isfinite(priced.step)]])
+        self.rows += len(space)
+
+    def kth(self, top: int) -> float:
+        if self.steps.size < top:
+            return float("inf")
+        return float(np.partition(self.steps, top - 1)[top - 1])
+
+
+def _branch_and_bound(pricer: Pricing, bound: np.ndarray, weight: np.ndarray, take: Take, narrow: Narrow,
+                      request: str, *, top: int, model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...],
+                      total: int) -> tuple[Space, Priced, np.ndarray]:
+    """Branch and bound over groups (module docstring): `bound[g]` a lower bound on the step of the
+    `weight[g]` candidates of group g, `take(groups)` their candidates as a Space (and ids the caller keeps),
+    `narrow(groups, kth)` those of their candidates whose tighter bounds are at most kth, with ids and the
+    sync bound. Returns the priced candidates (one Space, in the order priced), their Priced and ids."""
+    found = _Found()
+    order = np.argsort(bound, kind="stable")
+    rows_in_order = np.cumsum(weight[order])
+    done, want = 0, SEED_ROWS
+    while True:  # the most promising groups, until K rows fit (or every group is priced)
+        upto = min(int(np.searchsorted(rows_in_order, want)) + 1, bound.size)
+        sub, ids = take(order[done:upto])
+        found.add(sub, _price_all(pricer, sub, request, top=top, model=model, allowed=allowed,
+                                  threshold=found.kth(top)), ids)
+        done = upto
+        if poll is not None:
+            poll(found.rows)
+        if done == bound.size or np.isfinite(found.kth(top)):
+            break
+        want *= 4
+    if done < bound.size:
+        rest = order[done:]
+        cand, ids, lb = narrow(rest[bound[rest] <= found.kth(top)], found.kth(top))
+        _best_first(pricer, found, cand, ids, lb, request, top=top, model=model, poll=poll, allowed=allowed,
+                    skipped=total - len(cand))
+    return _union(found, total)
+
+
+def _best_first(pricer: Pricing, found: _Found, cand: Space, ids: np.ndarray, lb: np.ndarray, request: str, *,
+                top: int, model: ModelSpec, poll: Poll | None, allowed: tuple[int, ...], skipped: int) -> None:
+    """Step 4 of the module docstring: price the candidates `cand` lowest bound `lb` first, in batches of
+    rising size, while the bound is at most the K-th best so far. `skipped` counts the candidates already
+    done or bounded out (progress)."""
+    n = len(cand)
+    order = np.argsort(lb, kind="stable")
+    lb_sorted = lb[order]
+    pos, step = 0, BEST_FIRST_ROWS
+    while pos < n:
+        stop = min(int(np.searchsorted(lb_sorted, found.kth(top), side="right")), pos + step)
+        if stop <= pos:
+            break
+        rows = np.sort(order[pos:stop])
+        sub = subspace(cand, rows)
+        found.add(sub, _price_all(pricer, sub, request, top=top, model=model, allowed=allowed,
+                                  threshold=found.kth(top)), ids[rows] if ids.size else ids)
+        pos = stop
+        if poll is not None:
+            poll(skipped + pos)
+        step *= 2
+
+
+def _union(found: _Found, total: int) -> tuple[Space, Priced, np.ndarray]:
+    """The priced parts as one Space, one Priced and one id array."""
+    first = found.spaces[0]
+    cols = {k: np.concatenate([np.asarray(s.columns[k]) for s in found.spaces]) for k in first.columns}
+    space = Space(columns=cols, refused=first.refused, value_reasons=first.value_reasons,
+                  dp_values=first.dp_values, mbs_values=first.mbs_values)
+    parts = found.priced
+    offsets = np.cumsum([0] + [len(s) for s in found.spaces])
+    priced = Priced(**{name: np.concatenate([getattr(p, name) for p in parts])
+                       for name in ("feasible", "exact", "mode", "step", "peak")},
+                    layer_modes={int(off) + r: lm for p, off in zip(parts, offsets, strict=False)
+                                 for r, lm in p.layer_modes.items()},
+                    priced=sum(p.priced for p in parts), unfit_mode=parts[-1].unfit_mode,
+                    unpriced=total - found.rows)
+    return space, priced, np.concatenate(found.ids)
 
 
 def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,

@@ -5,6 +5,14 @@ micro_batch_size with the derived micro_batch_num, fsdp, etp, ep, vpp, sequence_
 boolean matrix over (rows so far) x (values of the level) so nothing loops per candidate in Python. Rows come
 out in lexicographic order of that nest, which makes every later tie-break deterministic.
 
+The space is built factored (`enumerate_groups`, issue 16): the fsdp, etp and ep rules read tp, cp and dp
+only, so those levels run once per distinct (tp, cp, dp) (a few hundred) instead of once per candidate
+prefix, and vpp and sp once per prefix; each row then counts its refusals as often as the plain nest would
+(`_Builder.weight`). A `Groups` holds one row per (tp, pp, cp, micro-batch, vpp, sp) and the valid (fsdp,
+etp, ep) of each key; `materialise` makes rows of the groups asked for, in the plain nest's order, so the
+search materialises only the candidates it may have to price (2.9 M candidates on 110,592 devices are 15k
+groups), and `enumerate_space` is every group materialised.
+
 Rules and their sources ([HP] §5 unless stated):
   * dp = N / (tp·pp·cp) is derived, never enumerated: the device product is exact (§5.4, §10.2).
   * tp divides N, stays inside a node (docs/formats.md §2: TP divides heads and KV heads; HyperParallel's own
@@ -129,11 +137,16 @@ def allowed(dim: Dimension | None) -> tuple[int, ...] | None:
 
 @dataclass
 class _Builder:
-    """Accumulates refusals while the levels expand. Private to one enumeration: no state outlives it."""
+    """Accumulates refusals while the levels expand. Private to one enumeration: no state outlives it.
+
+    `weight`, when set, is how many partial candidates each row stands for: the (fsdp, etp, ep) levels run
+    once per distinct (tp, cp, dp) and the (vpp, sp) levels once per candidate prefix, each row counting its
+    refusals as often as the rows of the plain nest it represents (so the counts are the plain nest's)."""
 
     cols: dict[str, np.ndarray]
     refused: Counter[str] = field(default_factory=Counter)
     value_reasons: dict[str, dict[int, list[str]]] = field(default_factory=dict)
+    weight: np.ndarray | None = None
 
     def w(self, name: str) -> np.ndarray:
         """A column widened to int64 for arithmetic (columns are stored narrow)."""
@@ -144,6 +157,15 @@ class _Builder:
         peak memory is one table, not two)."""
         for c in list(self.cols):
             self.cols[c] = self.cols[c][rows]
+        if self.weight is not None:
+            self.weight = self.weight[rows]
+
+    def _count(self, bad: np.ndarray) -> int:
+        """Partial candidates in `bad` ((R,) or (R, K)), each row counted `weight` times."""
+        if self.weight is None:
+            return int(bad.sum())
+        per_row = bad.sum(axis=1) if bad.ndim == 2 else bad
+        return int(np.dot(per_row.astype(np.int64), self.weight))
 
     def expand(self, name: str, values: np.ndarray, checks: list[tuple[str, np.ndarray]],
                eligible: np.ndarray | None = None) -> None:
@@ -154,7 +176,7 @@ class _Builder:
         alive = np.ones(shape, dtype=bool) if eligible is None else np.broadcast_to(eligible, shape).copy()
         for reason, ok in checks:
             bad = alive & ~ok
-            n_bad = int(bad.sum())
+            n_bad = self._count(bad)
             if n_bad:
                 self.refused[reason] += n_bad
                 for v in values[bad.any(axis=0)].tolist():
@@ -165,7 +187,7 @@ class _Builder:
         flat = np.flatnonzero(alive)  # much faster than a 2-D nonzero
         del alive
         new = values.astype(_narrow(values))[flat % shape[1]]
-        np.floor_divide(flat, shape[1], out=flat)  # the parent rows, in place (a large space's peak memory)
+        np.floor_divide(flat, shape[1], out=flat)  # the parent rows, in place
         self._take(flat)
         del flat
         self.cols[name] = new
@@ -175,7 +197,7 @@ class _Builder:
         alive = np.ones(self.cols["tp"].shape[0], dtype=bool)
         for reason, ok in checks:
             bad = alive & ~ok
-            n_bad = int(bad.sum())
+            n_bad = self._count(bad)
             if n_bad:
                 self.refused[reason] += n_bad
             alive &= ok
@@ -217,62 +239,75 @@ def _compact(col: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(col)
 
 
-def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
-                    restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
-                    optimizer_shard: int = 1, extra_slots: int = 0) -> Space:
-    """Enumerate every valid candidate. `restrict[dim]` is a dimension's allowed values (None = its bounds);
-    dimension names as in engine.config.types.DIMENSIONS. `extra_slots`: the embedding and loss the pipeline
-    layout counts as layers of the split (engine.specs.PipelineLayout), which chunks may hold alone; negative
-    when the split need not divide (torchtitan's own)."""
-    n = cluster.world_size
-    g = global_batch
-    exact_split = extra_slots > 0
-    layers = model.num_layers + abs(extra_slots)
-    heads, kv = model.heads, model.kv_heads_eff
-    node = cluster.cards_per_node
-    dev_divs = divisors(n)
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    """What every level's rules read: the model, the cluster's size, the batch and the declared domains."""
 
-    def r(name: str) -> tuple[int, ...] | None:
-        return restrict.get(name)
+    model: ModelSpec
+    n: int
+    g: int
+    node: int
+    dev_divs: list[int]
+    restrict: Mapping[str, tuple[int, ...] | None]
+    cp_algo: str
+    optimizer_shard: int
+    # The embedding and loss the pipeline layout counts as layers of the split (engine.specs.PipelineLayout),
+    # which chunks may hold alone; negative when the split need not divide (torchtitan's own).
+    extra_slots: int = 0
 
-    # Columns are stored in the narrowest integer type that holds them (int16 for every degree of a real
-    # cluster) and widened for each rule's arithmetic: a large space (2.9 M candidates on 110,592 devices,
-    # issue 16) then takes a third of the memory int64 would.
-    b = _Builder(cols={})
-    # Level 1: tp.
-    tp = _domain(r("tp"), dev_divs)[None, :]
+    def r(self, name: str) -> tuple[int, ...] | None:
+        return self.restrict.get(name)
+
+    @property
+    def slots(self) -> int:
+        """The layers the pipeline split places: the model's, plus the embedding and loss the layout counts."""
+        return self.model.num_layers + abs(self.extra_slots)
+
+
+def _level_tp_pp(b: _Builder, c: _Ctx) -> None:
+    """Levels 1 and 2: tp, then pp (vpp's share of the layer bound is checked at its own level)."""
+    m, n = c.model, c.n
+    tp = _domain(c.r("tp"), c.dev_divs)[None, :]
     b.expand("tp", tp[0], [
         (R_TP_DEVICES, n % tp == 0),
-        (R_TP_NODE, tp <= node),
-        (R_TP_HEADS, (heads % tp == 0) & (kv % tp == 0)),
+        (R_TP_NODE, tp <= c.node),
+        (R_TP_HEADS, (m.heads % tp == 0) & (m.kv_heads_eff % tp == 0)),
     ])
-    # Level 2: pp (vpp's share of the layer bound is checked at its own level).
-    pp = _domain(r("pp"), dev_divs)[None, :]
+    pp = _domain(c.r("pp"), c.dev_divs)[None, :]
     t = b.w("tp")[:, None]
     pp_div = (n // t) % pp == 0
     b.expand("pp", pp[0], [
         (R_PP_DEVICES, pp_div),
-        (R_PP_LAYERS, pp <= layers),
-    ], _auto(r("pp"), pp_div))
-    # Level 3: cp, then the derived dp.
-    cp = _domain(r("cp"), [v for v in dev_divs if v <= cp_auto_max(model)])[None, :]
+        (R_PP_LAYERS, pp <= c.slots),
+    ], _auto(c.r("pp"), pp_div))
+
+
+def _level_cp_dp(b: _Builder, c: _Ctx) -> tuple[int, ...]:
+    """Level 3: cp, then the derived dp and the rules on it. Returns the dp degrees the nest reaches."""
+    m, n = c.model, c.n
+    cp = _domain(c.r("cp"), [v for v in c.dev_divs if v <= cp_auto_max(m)])[None, :]
     t, p = b.w("tp")[:, None], b.w("pp")[:, None]
     cp_div = (n // (t * p)) % cp == 0
     cp_checks = [
         (R_CP_DEVICES, cp_div),
-        (R_CP_SEQ, (cp == 1) | (model.seq_len % (2 * cp) == 0)),
+        (R_CP_SEQ, (cp == 1) | (m.seq_len % (2 * cp) == 0)),
     ]
-    if cp_algo == "ulysses":
-        cp_checks.append((R_CP_ULYSSES, (cp == 1) | (kv % (t * cp) == 0)))
-    b.expand("cp", cp[0], cp_checks, _auto(r("cp"), cp_div))
+    if c.cp_algo == "ulysses":
+        cp_checks.append((R_CP_ULYSSES, (cp == 1) | (m.kv_heads_eff % (t * cp) == 0)))
+    b.expand("cp", cp[0], cp_checks, _auto(c.r("cp"), cp_div))
     b.cols["dp"] = _narrowed(n // (b.w("tp") * b.w("pp") * b.w("cp")))
-    if r("dp") is not None:
-        b.filter([(R_DP_LIST, np.isin(b.w("dp"), np.asarray(r("dp"), dtype=np.int64)))])
+    if c.r("dp") is not None:
+        b.filter([(R_DP_LIST, np.isin(b.w("dp"), np.asarray(c.r("dp"), dtype=np.int64)))])
     dp_values = tuple(sorted(set(b.w("dp").tolist())))
-    b.filter([(R_DP_BATCH, g % b.w("dp") == 0)])
-    # Level 4: micro_batch_size, then the derived micro_batch_num.
+    b.filter([(R_DP_BATCH, c.g % b.w("dp") == 0)])
+    return dp_values
+
+
+def _level_mbs(b: _Builder, c: _Ctx) -> np.ndarray:
+    """Level 4: micro_batch_size, then the derived micro_batch_num. Returns the sizes offered."""
+    g = c.g
     mbs_default = [m for m in range(1, min(g, MBS_AUTO_MAX) + 1) if g % m == 0] if g > 0 else [1]
-    mbs = _domain(r("micro_batch_size"), mbs_default)[None, :]
+    mbs = _domain(c.r("micro_batch_size"), mbs_default)[None, :]
     d, p = b.w("dp")[:, None], b.w("pp")[:, None]
     per_dp = g // d
     mbn = per_dp // mbs
@@ -280,45 +315,57 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
         (R_MBS_BATCH, per_dp % mbs == 0),
         (R_MBN_PP, (p == 1) | (mbn >= p)),
     ]
-    if r("micro_batch_num") is not None:
-        mbn_checks.append((R_MBN_LIST, np.isin(mbn, np.asarray(r("micro_batch_num"), dtype=np.int64))))
-    b.expand("mbs", mbs[0], mbn_checks, _auto(r("micro_batch_size"), per_dp % mbs == 0))
+    if c.r("micro_batch_num") is not None:
+        mbn_checks.append((R_MBN_LIST, np.isin(mbn, np.asarray(c.r("micro_batch_num"), dtype=np.int64))))
+    b.expand("mbs", mbs[0], mbn_checks, _auto(c.r("micro_batch_size"), per_dp % mbs == 0))
     b.cols["mbn"] = _narrowed(g // (b.w("dp") * b.w("mbs")))
-    # Level 5: fsdp (dp_shard) within the dp × cp domain.
-    fsdp = _domain(r("fsdp"), dev_divs)[None, :]
+    return mbs[0]
+
+
+def _level_fsdp_etp(b: _Builder, c: _Ctx) -> None:
+    """Levels 5 and 6: fsdp (dp_shard) within the dp × cp domain; etp (never searched: the declared value,
+    else 1; 0 = HyperParallel's "follow tp", per row)."""
+    m = c.model
+    fsdp = _domain(c.r("fsdp"), c.dev_divs)[None, :]
     dom = (b.w("dp") * b.w("cp"))[:, None]
-    b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)], _auto(r("fsdp"), dom % fsdp == 0))
-    # Level 6: etp (never searched: the declared value, else 1; 0 = HyperParallel's "follow tp", per row).
-    if r("etp") == (0,):
+    b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)], _auto(c.r("fsdp"), dom % fsdp == 0))
+    if c.r("etp") == (0,):
         b.cols["etp"] = b.cols["tp"].copy()
-        if model.is_moe:
-            b.filter([(R_ETP_WIDTH, (b.cols["etp"] == 1) | (model.moe_ffn % b.cols["etp"] == 0))])
-    else:
-        etp = _domain(r("etp"), [1])[None, :]
-        etp_checks: list[tuple[str, np.ndarray]] = []
-        if model.is_moe:
-            etp_checks.append((R_ETP_WIDTH, (etp == 1) | (model.moe_ffn % etp == 0)))
-        b.expand("etp", etp[0], etp_checks)
-    # Level 7: ep, borrowed from dp·tp (dp·cp·tp when the FSDP shard spans cp).
-    ep = _domain(r("ep"), divisors(model.num_experts) if model.is_moe else [1])[None, :]
-    d, t, c = b.w("dp")[:, None], b.w("tp")[:, None], b.w("cp")[:, None]
+        if m.is_moe:
+            b.filter([(R_ETP_WIDTH, (b.cols["etp"] == 1) | (m.moe_ffn % b.cols["etp"] == 0))])
+        return
+    etp = _domain(c.r("etp"), [1])[None, :]
+    etp_checks: list[tuple[str, np.ndarray]] = []
+    if m.is_moe:
+        etp_checks.append((R_ETP_WIDTH, (etp == 1) | (m.moe_ffn % etp == 0)))
+    b.expand("etp", etp[0], etp_checks)
+
+
+def _level_ep(b: _Builder, c: _Ctx) -> None:
+    """Level 7: ep, borrowed from dp·tp (dp·cp·tp when the FSDP shard spans cp)."""
+    m = c.model
+    ep = _domain(c.r("ep"), divisors(m.num_experts) if m.is_moe else [1])[None, :]
+    d, t, cp = b.w("dp")[:, None], b.w("tp")[:, None], b.w("cp")[:, None]
     f, et = b.w("fsdp")[:, None], b.w("etp")[:, None]
-    if model.is_moe:
-        pool = np.where(d % f == 0, d * t, d * c * t)
-        t_exp = np.where(et > 1, et, t)
-        b.expand("ep", ep[0], [
-            (R_EP_EXPERTS, model.num_experts % ep == 0),
-            (R_EP_POOL, pool % ep == 0),
-            (R_EP_WIDTH, model.moe_ffn % t_exp == 0),
-            (R_EP_ETP, (et == 1) | ((d * c * t) % (ep * et) == 0)),
-        ])
-    else:
+    if not m.is_moe:
         b.expand("ep", ep[0], [(R_EP_DENSE, np.broadcast_to(ep == 1, (d.shape[0], ep.shape[1])))])
-    # Level 8: vpp, the interleaved schedule's chunks per stage.
-    vpp_r = r("vpp")
+        return
+    pool = np.where(d % f == 0, d * t, d * cp * t)
+    t_exp = np.where(et > 1, et, t)
+    b.expand("ep", ep[0], [
+        (R_EP_EXPERTS, m.num_experts % ep == 0),
+        (R_EP_POOL, pool % ep == 0),
+        (R_EP_WIDTH, m.moe_ffn % t_exp == 0),
+        (R_EP_ETP, (et == 1) | ((d * cp * t) % (ep * et) == 0)),
+    ])
+
+
+def _level_vpp(b: _Builder, c: _Ctx) -> None:
+    """Level 8: vpp, the interleaved schedule's chunks per stage."""
+    layers = c.slots
+    vpp_r = c.r("vpp")
     vpp = _domain(vpp_r, list(range(1, max(VPP_AUTO_MAX, 1) + 1)))[None, :]
-    # Every rule here depends on pp alone: evaluated once per pp value, then looked up per row (a large
-    # space's rows × vpp values in int64 would be its largest temporary).
+    # Every rule here depends on pp alone: evaluated once per pp value, then looked up per row.
     pp_values, pp_code = np.unique(b.cols["pp"], return_inverse=True)
     p = pp_values.astype(np.int64)[:, None]
     eligible = None
@@ -332,29 +379,163 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
         (R_VPP_PP, ((vpp == 1) | (p > 1))[pp_code]),
         (R_VPP_LAYERS, (p * vpp <= layers)[pp_code]),
     ]
-    if exact_split:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
+    if c.extra_slots > 0:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
         rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
     b.expand("vpp", vpp[0], rules, eligible)
-    del pp_code
-    # Level 9: sequence parallelism (0/1); auto offers it only where tp > 1 (at tp 1 it is the same strategy).
-    sp_r = r("sequence_parallel")
-    sp = _domain(sp_r, [0, 1])[None, :]
-    t, c = b.w("tp")[:, None], b.w("cp")[:, None]
-    eligible = None if sp_r is not None else ((sp == 0) | ((t > 1) & (c == 1)))
-    b.expand("sp", sp[0], [(R_SP_CP, (sp == 0) | (c == 1))], eligible)
-    # The optimizer (ZeRO-1) shard is the run's, not searched; it must divide dp·cp.
-    b.cols["os"] = np.broadcast_to(_narrowed(np.asarray([optimizer_shard])), b.cols["tp"].shape)
-    if optimizer_shard != 1:
-        b.filter([(R_OS, (b.w("dp") * b.w("cp")) % optimizer_shard == 0)])
 
-    cols = {k: _compact(b.cols[k]) for k in COLUMNS}
-    return Space(
-        columns=cols,
-        refused=dict(b.refused),
+
+def _level_sp_os(b: _Builder, c: _Ctx) -> None:
+    """Level 9: sequence parallelism (0/1); auto offers it only where tp > 1 (at tp 1 it is the same
+    strategy). Then the optimizer (ZeRO-1) shard: the run's, not searched; it must divide dp·cp."""
+    sp_r = c.r("sequence_parallel")
+    sp = _domain(sp_r, [0, 1])[None, :]
+    t, cp = b.w("tp")[:, None], b.w("cp")[:, None]
+    eligible = None if sp_r is not None else ((sp == 0) | ((t > 1) & (cp == 1)))
+    b.expand("sp", sp[0], [(R_SP_CP, (sp == 0) | (cp == 1))], eligible)
+    if c.optimizer_shard != 1:
+        b.filter([(R_OS, (b.w("dp") * b.w("cp")) % c.optimizer_shard == 0)])
+
+
+def _distinct_rows(cols: Mapping[str, np.ndarray], names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's code, one row per code): the distinct values of `names`, coded in order of first row."""
+    n = cols[names[0]].shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    key = np.zeros(n, dtype=np.int64)
+    for name in names:  # dense codes: a column of one cluster holds at most a few hundred divisors
+        values, code = np.unique(cols[name], return_inverse=True)
+        key = key * values.size + code.reshape(-1)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[order] = np.arange(first.size)
+    return rank[inv.reshape(-1)], first[order]
+
+
+@dataclass(frozen=True, slots=True)
+class Groups:
+    """The space factored, rows never materialised until asked for (issue 16: 2.9 M candidates on 110,592
+    devices, all of one (tp, pp, cp, micro-batch, vpp, sp) group sharing every column but fsdp, etp and ep).
+
+    `cols` holds one row per group (tp, pp, cp, dp, mbs, mbn, vpp, sp), in nest order; `prefix` numbers each
+    group's (tp, pp, cp, mbs) prefix and `key` its (tp, cp, dp) combination key. The (fsdp, etp, ep) values
+    valid under a key are `combos[...][start[key]:start[key] + count[key]]` (they depend on nothing else), so a
+    group stands for `count[key]` candidates. `materialise` expands groups into a Space in the plain nest's
+    row order. The refusal statistics are the whole space's, counted as the plain nest counts them."""
+
+    cols: Mapping[str, np.ndarray]
+    prefix: np.ndarray
+    key: np.ndarray
+    combos: Mapping[str, np.ndarray]
+    start: np.ndarray
+    count: np.ndarray
+    optimizer_shard: int
+    refused: Mapping[str, int]
+    value_reasons: Mapping[str, Mapping[int, tuple[str, ...]]]
+    dp_values: tuple[int, ...]
+    mbs_values: tuple[int, ...]
+
+    @property
+    def weight(self) -> np.ndarray:
+        """Candidates per group."""
+        return self.count[self.key]
+
+    @property
+    def total(self) -> int:
+        return int(self.weight.sum())
+
+    def __len__(self) -> int:
+        return int(self.prefix.shape[0])
+
+    @property
+    def pair(self) -> np.ndarray:
+        """Each (fsdp, etp, ep) combination's (etp, ep) pair, coded densely in (etp, ep) order."""
+        etp, ep = np.asarray(self.combos["etp"], dtype=np.int64), np.asarray(self.combos["ep"], dtype=np.int64)
+        return np.unique(etp * (int(ep.max(initial=0)) + 1) + ep, return_inverse=True)[1].reshape(-1)
+
+    def materialise(self, groups: np.ndarray | None = None) -> Space:
+        """The candidates of `groups` (all when None) as a Space, in the plain nest's order (tp, pp, cp,
+        micro-batch, fsdp, etp, ep, vpp, sp: the fsdp/etp/ep combinations sit between a prefix and its
+        vpp/sp values)."""
+        sel = np.arange(len(self)) if groups is None else np.unique(np.asarray(groups, dtype=np.int64))
+        return self.materialise_where(sel)[0]
+
+    def materialise_where(self, sel: np.ndarray, keep: np.ndarray | None = None, pair: np.ndarray | None = None
+                          ) -> tuple[Space, np.ndarray, np.ndarray]:
+        """The candidates of the groups `sel` (ascending), where given only those whose (etp, ep) pair
+        (`pair`, one code per combination) `keep[i, pair]` allows for group sel[i]; in the plain nest's order.
+        Returns the Space and, per row, i and its pair code (-1 without `pair`)."""
+        pre = self.prefix[sel]
+        first = np.flatnonzero(np.r_[True, pre[1:] != pre[:-1]]) if sel.size else np.zeros(0, dtype=np.int64)
+        run_len = np.diff(np.r_[first, sel.size])
+        key = self.key[sel[first]]
+        sizes = self.count[key] * run_len
+        run = np.repeat(np.arange(first.size), sizes)
+        j = np.arange(run.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        m = run_len[run]
+        local = first[run] + j % m
+        c = self.start[key[run]] + j // m
+        del j, m, run
+        code = np.full(c.size, -1, dtype=np.int64) if pair is None else pair[c]
+        if keep is not None:
+            kept = np.flatnonzero(keep[local, code])
+            local, c, code = local[kept], c[kept], code[kept]
+        g = sel[local]
+        cols = {k: self.cols[k][g] for k in ("tp", "pp", "cp", "dp", "mbs", "mbn")}
+        cols.update({k: self.combos[k][c] for k in ("fsdp", "etp", "ep")})
+        cols.update({k: self.cols[k][g] for k in ("vpp", "sp")})
+        cols["os"] = np.full(g.size, self.optimizer_shard, dtype=_narrow(np.asarray([self.optimizer_shard])))
+        space = Space(columns={k: _compact(cols[k]) for k in COLUMNS}, refused=self.refused,
+                      value_reasons=self.value_reasons, dp_values=self.dp_values, mbs_values=self.mbs_values)
+        return space, local, code
+
+
+def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
+                     restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
+                     optimizer_shard: int = 1, extra_slots: int = 0) -> Groups:
+    """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
+    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots` as _Ctx's."""
+    c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
+             restrict, cp_algo, optimizer_shard, extra_slots)
+    # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
+    b = _Builder(cols={})
+    _level_tp_pp(b, c)
+    dp_values = _level_cp_dp(b, c)
+    mbs = _level_mbs(b, c)
+    b.cols["prefix"] = np.arange(b.cols["tp"].shape[0])
+    # Levels 5-7 read tp, cp and dp only: run once per distinct (tp, cp, dp), each key's rows weighted by
+    # the prefixes that share it.
+    kcode, kfirst = _distinct_rows(b.cols, ("tp", "cp", "dp"))
+    kb = _Builder(cols={k: b.cols[k][kfirst] for k in ("tp", "cp", "dp")}, refused=b.refused,
+                  value_reasons=b.value_reasons, weight=np.bincount(kcode, minlength=kfirst.size))
+    kb.cols["key"] = np.arange(kfirst.size)
+    _level_fsdp_etp(kb, c)
+    _level_ep(kb, c)
+    count = np.bincount(kb.cols["key"], minlength=kfirst.size)
+    start = np.cumsum(count) - count
+    # Prefixes whose key has no valid (fsdp, etp, ep) end here (not refusals at the later levels); the others
+    # stand for one partial candidate per combination.
+    b.cols["key"] = kcode
+    b._take(np.flatnonzero(count[kcode] > 0))
+    b.weight = count[b.cols["key"]]
+    _level_vpp(b, c)
+    _level_sp_os(b, c)
+    return Groups(
+        cols={k: b.cols[k] for k in ("tp", "pp", "cp", "dp", "mbs", "mbn", "vpp", "sp")},
+        prefix=b.cols["prefix"], key=b.cols["key"], combos={k: kb.cols[k] for k in ("fsdp", "etp", "ep")},
+        start=start, count=count, optimizer_shard=optimizer_shard, refused=dict(b.refused),
         value_reasons={k: {v: tuple(rs) for v, rs in m.items()} for k, m in b.value_reasons.items()},
-        dp_values=dp_values,
-        mbs_values=tuple(int(x) for x in mbs[0]),
+        dp_values=dp_values, mbs_values=tuple(int(x) for x in mbs),
     )
+
+
+def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
+                    restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
+                    optimizer_shard: int = 1, extra_slots: int = 0) -> Space:
+    """Enumerate every valid candidate as rows. `restrict[dim]` is a dimension's allowed values (None = its
+    bounds); dimension names as in engine.config.types.DIMENSIONS."""
+    return enumerate_groups(model, cluster, global_batch, restrict, cp_algo=cp_algo,
+                            optimizer_shard=optimizer_shard, extra_slots=extra_slots).materialise()
 
 
 def restrictions(config: Config) -> dict[str, tuple[int, ...] | None]:

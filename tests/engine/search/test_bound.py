@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.search import rank, search
-from engine.search.bound import group_codes, layer_bound, shard_bound
+from engine.search.bound import group_codes, layer_bound, shard_parts, sync_bound
 from engine.search.pricing import Pricer, table_of
-from engine.search.rank import price_space
-from engine.search.space import enumerate_space, restrictions
-from engine.specs import ModelSpec
+from engine.search.rank import price_groups, price_space
+from engine.search.space import COLUMNS, enumerate_groups, enumerate_space, restrictions
+from engine.specs import RATIO_GROUPS, ModelSpec, Ratios, VisionTower
 from tests.engine.search.shapes import TINY, TINY_MOE, cluster, make
 
 
@@ -30,13 +30,27 @@ def configs(draw):  # type: ignore[no-untyped-def]
     if moe:
         kw["first_k_dense"] = draw(st.integers(0, 2))
         kw["num_experts"] = draw(st.sampled_from([4, 8, 16]))
+    if draw(st.booleans()):  # a vision tower on stage 0 (engine.cost.tower): its weights synchronise too
+        kw["vision"] = VisionTower(num_layers=2, hidden=256, heads=4, seq_len=256, ffn=1024, out_hidden=1024, merge=2)
     model: ModelSpec = replace(base, **kw)
     nodes = draw(st.sampled_from([1, 2, 3, 4]))
     per_node = draw(st.sampled_from([4, 8]))
+    # Lists and fixed values as a search config declares them (etp 0 follows tp, per row).
+    dims = draw(st.sampled_from([{}, {}, {"etp": 0}, {"etp": (1, 2)}, {"fsdp": (1, 2, 4)}, {"tp": (1, 2)},
+                                 {"ep": (1, 2), "micro_batch_size": (1, 2)}]))
     cfg = make(model, nodes=nodes, gbs=draw(st.sampled_from([16, 32, 48, 64, 96])),
                recompute=draw(st.sampled_from(["none", "selective", "full", "auto", "per_layer"])),
-               memory_limit=draw(st.sampled_from([None, 4.0, 8.0, 16.0, 40.0])))
-    return replace(cfg, cluster=cluster(nodes, per_node))
+               memory_limit=draw(st.sampled_from([None, 4.0, 8.0, 16.0, 40.0])), dims=dims)
+    # The sharding terms differ by stack (FSDP2's unhidden layer, fp32 reductions), by resharding (ZeRO-2-like
+    # FSDP gathers once per step) and the optimizer shard; calibration scales each time part apart.
+    ratios = None
+    if draw(st.booleans()):
+        ratios = Ratios(time=tuple((g, draw(st.sampled_from([0.5, 0.8, 1.0, 1.3, 2.0]))) for g in RATIO_GROUPS),
+                        memory=draw(st.sampled_from([0.9, 1.0, 1.2])))
+    run = replace(cfg.run, framework=draw(st.sampled_from(["megatron", "torchtitan", "hyperparallel"])),
+                  reshard_after_forward=draw(st.booleans()), ratios=ratios)
+    return replace(cfg, cluster=cluster(nodes, per_node), run=run,
+                   optimizer_shard=draw(st.sampled_from([1, 1, 2])))
 
 
 def _space_and_pricer(cfg):  # type: ignore[no-untyped-def]
@@ -61,8 +75,14 @@ def test_every_bound_is_below_every_candidates_fastest_step(cfg) -> None:  # typ
     fastest = pricer.price(table_of(space.columns, rows, 0)).step_time_s
     gcode, lb = layer_bound(pricer, space.columns, rows)
     assert np.all(lb[gcode] <= fastest)
-    tcode, tight = shard_bound(pricer, space.columns, rows)
-    assert np.all(tight[tcode] <= fastest)
+    shard = shard_parts(pricer, space.columns, rows)
+    assert np.all(shard.bound[shard.code] <= fastest)
+    # The sync bound is the candidate's own step with no recompute, short of the slack: uncalibrated, and
+    # where FSDP's traffic per micro-batch does not depend on their count (it reshards after forward).
+    sync = sync_bound(pricer, space.columns, rows, shard, rows)
+    assert np.all(sync <= fastest)
+    if cfg.run.ratios is None and cfg.run.reshard_after_forward:
+        assert np.allclose(sync, fastest, rtol=1e-6)
 
 
 @SETTINGS
@@ -100,3 +120,30 @@ def test_group_codes_number_groups_by_first_row() -> None:
     assert code.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
     code, first = group_codes(cols, ("a",), np.array([4, 3, 1]))
     assert code.tolist() == [0, 1, 0] and first.tolist() == [0, 1]
+
+
+@SETTINGS
+@given(configs(), st.integers(1, 10))
+def test_factored_top_k_is_the_exhaustive_top_k(cfg, top) -> None:  # type: ignore[no-untyped-def]
+    """The search's own path: groups bounded before their candidates become rows (price_groups)."""
+    space, pricer = _space_and_pricer(cfg)
+    if len(space) == 0:
+        return
+    groups = enumerate_groups(cfg.model, cfg.cluster, cfg.global_batch_size, restrictions(cfg),
+                              cp_algo=cfg.run.cp_algo, optimizer_shard=cfg.optimizer_shard)
+    assert groups.total == len(space)
+    want = price_space(pricer, space, cfg.recompute, top=top, model=cfg.model, exhaustive=True)
+    with mock.patch.object(rank, "SEED_ROWS", 8), mock.patch.object(rank, "BEST_FIRST_ROWS", 4):
+        sub, got = price_groups(pricer, groups, cfg.recompute, top=top, model=cfg.model)
+    assert got.unpriced == len(space) - len(sub)
+    w, g = want.order(top), got.order(top)
+
+    def rows(s, idx):  # type: ignore[no-untyped-def]
+        return [tuple(int(s.columns[k][i]) for k in COLUMNS) for i in idx.tolist()]
+
+    assert rows(space, w) == rows(sub, g)
+    for name in ("step", "peak", "mode"):
+        assert getattr(want, name)[w].tolist() == getattr(got, name)[g].tolist()
+    for a_r, b_r in zip(w.tolist(), g.tolist(), strict=True):
+        a, b = want.layer_modes.get(a_r), got.layer_modes.get(b_r)
+        assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist())

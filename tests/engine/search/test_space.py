@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.search.space import (
+    COLUMNS,
     R_MBN_PP,
     R_SP_CP,
     R_TP_HEADS,
     R_TP_NODE,
+    _Builder,
+    _Ctx,
+    _level_cp_dp,
+    _level_ep,
+    _level_fsdp_etp,
+    _level_mbs,
+    _level_sp_os,
+    _level_tp_pp,
+    _level_vpp,
+    divisors,
+    enumerate_groups,
     enumerate_space,
 )
 from engine.specs import ClusterSpec, DeviceSpec, ModelSpec
@@ -78,3 +91,48 @@ def test_refusals_are_counted_and_attributed() -> None:
     assert len(s2) == 0
     s3 = enumerate_space(DENSE, cluster(1), 32, {"cp": (2,), "sequence_parallel": (1,), "tp": (2,)})
     assert s3.refused[R_SP_CP] > 0 and len(s3) == 0
+
+
+def _plain_nest(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict, cp_algo: str, os_shard: int):  # type: ignore[no-untyped-def]
+    """Every level over every partial candidate, unfactored: the nest the factored enumeration stands for."""
+    c = _Ctx(model, cl.world_size, g, cl.cards_per_node, divisors(cl.world_size), restrict, cp_algo, os_shard)
+    b = _Builder(cols={})
+    _level_tp_pp(b, c)
+    _level_cp_dp(b, c)
+    _level_mbs(b, c)
+    _level_fsdp_etp(b, c)
+    _level_ep(b, c)
+    _level_vpp(b, c)
+    _level_sp_os(b, c)
+    return b
+
+
+@pytest.mark.parametrize(("model", "nodes", "per_node", "g", "restrict", "cp_algo", "os_shard"), [
+    (DENSE, 2, 8, 32, {}, "ring", 1),
+    (DENSE, 4, 8, 48, {"tp": (1, 2, 16), "micro_batch_size": (1, 2)}, "ulysses", 2),
+    (DENSE, 3, 4, 64, {"dp": (2, 4), "vpp": (1, 2, 3), "sequence_parallel": (1,)}, "ring", 1),
+    (MOE, 2, 8, 32, {}, "ring", 1),
+    (MOE, 4, 8, 64, {"etp": (0,)}, "ulysses", 1),
+    (MOE, 2, 8, 16, {"etp": (1, 2), "fsdp": (1, 3, 4)}, "ring", 2),
+    (MOE, 1, 8, 16, {"ep": (2, 4, 3), "micro_batch_num": (4, 8)}, "ring", 1),
+])
+def test_factored_enumeration_counts_as_the_plain_nest(model: ModelSpec, nodes: int, per_node: int, g: int,
+                                                       restrict: dict, cp_algo: str, os_shard: int) -> None:
+    """Levels 5-9 run once per key or prefix, each row weighted by the partial candidates it stands for:
+    the same rows in the same order, the same refusal counts and the same reasons per value."""
+    cl = cluster(nodes, per_node)
+    plain = _plain_nest(model, cl, g, restrict, cp_algo, os_shard)
+    groups = enumerate_groups(model, cl, g, restrict, cp_algo=cp_algo, optimizer_shard=os_shard)
+    space = groups.materialise()
+    assert groups.total == len(space) == plain.cols["tp"].shape[0]
+    for k in ("tp", "pp", "cp", "dp", "mbs", "mbn", "fsdp", "etp", "ep", "vpp", "sp"):
+        assert space.columns[k].tolist() == plain.cols[k].tolist(), k
+    assert dict(space.refused) == dict(plain.refused)
+    assert {d: {v: tuple(r) for v, r in m.items()} for d, m in plain.value_reasons.items()} == \
+        {d: dict(m) for d, m in space.value_reasons.items()}
+    # Any subset of groups materialises as the same rows of the whole space, in its order.
+    some = np.arange(0, len(groups), 3)
+    part = groups.materialise(some)
+    whole = {tuple(int(space.columns[k][i]) for k in COLUMNS): i for i in range(len(space))}
+    idx = [whole[tuple(int(part.columns[k][i]) for k in COLUMNS)] for i in range(len(part))]
+    assert idx == sorted(idx) and len(idx) == int(groups.weight[some].sum())
