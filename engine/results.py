@@ -44,6 +44,9 @@ class Estimate:
     # The pipeline layout the search chose for this plan where the files state none (engine.search: the
     # embedding and loss counted in the split, where the framework offers it); None = the run's own.
     pipeline_layout: PipelineLayout | None = None
+    # The recompute modules `selective` recomputes in this plan, where the search chose them
+    # (`recompute_modules: auto`, engine.search.modules); () = as the files state.
+    recompute_modules: tuple[str, ...] = ()
     # A multimodal model's vision tower (engine.cost.tower): {"layers", "visual_seq_len", "stage": 0, "memory_gib",
     # "time_s"}, what it holds on stage 0 and its seconds per step there (both inside the breakdowns); None: text only.
     vision_tower: Mapping[str, float] | None = None
@@ -106,6 +109,7 @@ class Estimate:
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "calibration": self.calibration.to_json() if self.calibration is not None else None,
             "pipeline_layout": self.pipeline_layout.to_json() if self.pipeline_layout is not None else None,
+            **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {}),
             **({"vision_tower": dict(self.vision_tower)} if self.vision_tower is not None else {}),
         }
 

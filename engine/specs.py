@@ -13,7 +13,11 @@ from typing import Any, Literal
 RecomputeMode = Literal["off", "selective", "full"]
 RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("off", "selective", "full")
 PipelineSchedule = Literal["1F1B", "interleaved"]
-SelectivePolicy = Literal["hyperparallel", "attention", "op"]
+SelectivePolicy = Literal["hyperparallel", "attention", "op", "modules"]
+# Megatron-Core's --recompute-modules (TransformerConfig.recompute_modules; docs/cost-model.md §2.2): the submodules
+# `recompute: selective` recomputes where the framework offers them (engine.catalog.frameworks).
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                                      "shared_experts")
 CpAlgo = Literal["ring", "ulysses", "hybrid"]
 
 GIB = float(1 << 30)
@@ -261,6 +265,9 @@ class RunOptions:
     optimizer_state_bytes: int = 4
     reshard_after_forward: bool = True  # FSDP ZeRO-3 when True, ZeRO-2-like when False
     selective_policy: SelectivePolicy = "hyperparallel"
+    # The submodules selective recompute recomputes (Megatron/MindSpeed --recompute-modules, RECOMPUTE_MODULES);
+    # () = the framework's own selective policy. Stated modules make the policy "modules" where offered.
+    recompute_modules: tuple[str, ...] = ()
     cp_algo: CpAlgo = "ring"
     # How MoE tokens are dispatched (estimator.moe_dispatcher): "alltoall" sends every routed copy (Megatron's
     # alltoall dispatcher); "deepep" sends a token once per destination node and fans it out over NVLink

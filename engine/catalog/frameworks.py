@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from engine.specs import DeviceSpec, PipelineLayout, RunOptions
+from engine.specs import RECOMPUTE_MODULES, DeviceSpec, PipelineLayout, RunOptions
 
 
 def _rates(**kw: float) -> Mapping[str, float]:
@@ -38,16 +38,42 @@ class Framework:
     fsdp2: per-parameter FSDP2 (`fully_shard`): gathers prefetched one layer ahead (the first layer's gather
       and the last one's reduce-scatter stay exposed), gradients reduce-scattered in `fsdp_reduce_bytes`.
     selective_policies: what `recompute: selective` can mean on this stack (the first is its default).
+    recompute_modules: the submodules the stack's `--recompute-modules` can recompute (policy "modules",
+      engine.specs.RECOMPUTE_MODULES; Megatron-Core TransformerConfig.recompute_modules, MindSpeed-LLM's
+      --recompute-modules); () = the stack has no recompute by module.
     loss_parallel: the cross-entropy runs on the vocabulary-parallel logits (÷ tp); else over the full
       vocabulary on every TP rank. loss_bytes_per_logit: bytes per logit the loss holds at its peak:
       Megatron's fused vocab-parallel cross-entropy keeps the fp32 logits (4, KOR22 §4.3); a PyTorch loss in
-      fp32 holds the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10).
+      fp32 streams the bf16 logits, their fp32 upcast and the fp32 softmax gradient (2 + 4 + 4 = 10; the
+      loss's HBM traffic, engine.cost.timing).
+    loss_kind / loss_peak_bytes: how the loss is computed and the bytes per logit alive at its memory peak
+      (engine.cost.memory.fixed_activations; docs/cost-model.md §2.3 counts the tensors). "fused":
+      Megatron's vocab-parallel cross-entropy upcasts the logits once and computes the softmax and its
+      gradient in place in that fp32 buffer (4, KOR22 §4.3). "eager_fp32": `cross_entropy(logits.float())`
+      as torchtitan's `cross_entropy_loss` runs it ([TT-SRC]); the peak is in the loss's backward, with the saved fp32
+      log-softmax, the fp32 gradient nll_loss hands it and the fp32 gradient log_softmax's backward makes
+      alive together (4 + 4 + 4 = 12; the bf16 logits are freed before backward, `del pred` in
+      torchtitan's train step; the forward peak, bf16 logits + upcast + log-softmax, is 10).
+      `loss_parallel_peak_bytes` (0 = the same): the peak when the loss runs vocabulary-parallel over tp > 1
+      (PyTorch's `loss_parallel`, torch/distributed/tensor/parallel/loss.py [PT-FSDP2]): its backward,
+      `(grad_input + exp(x)) * grad_output`, holds the saved fp32 log-softmax, the zeros grad_input, exp(x)
+      and their sum (4 + 4 + 4 + 4 = 16); its forward the bf16 logits, the upcast, the shifted logits and
+      their exp (2 + 4 + 4 + 4 = 14). HyperParallel's trainer with `accelerator.loss_parallel: true` is priced
+      the same [U].
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
     default_layout: how the trainer splits the layers over the pipeline chunks when the files state no layout
       (engine.cost.layout; the planner's even split unless the stack has its own); `layout_keys`: the stack's
       own options for a stated layout (docs/formats.md §2.1), "" = none. `chooses_accounting`: the stack
       offers the embedding and loss counted in the split as options (Megatron-Core's
       account_for_embedding/loss_in_pipeline_split), so the search may choose them where the files state none.
+    fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
+      per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
+      keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
+      is not priced as saving FP8 inputs, [U]).
+    pp_unsharded: under pipeline parallelism the FSDP2 stage keeps its weights gathered (16-bit) between
+      micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
+      backward reduce-scatters them ([TT-SRC], [PT-FSDP2]): torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
+      on, and torch.distributed.pipelining turns gradient sync on only for the last backward.
     ep_overlap: what the run option `moe_a2a_overlap` means on this stack ("" = the stack offers no expert
       all-to-all overlap): "batch" (Megatron-Core --overlap-moe-expert-parallel-comm, MCore v0.14: the
       all-to-alls of one micro-batch run under another micro-batch's compute of the same layer, 1F1B
@@ -73,9 +99,15 @@ class Framework:
     selective_policies: tuple[str, ...]
     loss_parallel: bool
     loss_bytes_per_logit: float
+    loss_kind: str
+    loss_peak_bytes: float
     pipelines: bool
     schedules: tuple[str, ...]
     calibrated_on: tuple[str, ...] = ()
+    loss_parallel_peak_bytes: float = 0.0
+    recompute_modules: tuple[str, ...] = ()
+    pp_unsharded: bool = False
+    fp8_saved_inputs: bool = False
     fp8_keeps: str = ""
     ep_overlap: str = ""
     shared_expert_overlap: bool = False
@@ -114,12 +146,13 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         pytorch_gemms=False,
         attention_kernel="TransformerEngine fused attention (cuDNN / FlashAttention)", attention_rate=_TE_ATTN,
         tp_overlap=True, tp_comm_overlap_name="--tp-comm-overlap (TransformerEngine userbuffers)", fsdp2=False,
-        fsdp_reduce_bytes=0.0, selective_policies=("attention",), loss_parallel=True,
-        loss_bytes_per_logit=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
+        fsdp_reduce_bytes=0.0, selective_policies=("attention", "modules"), loss_parallel=True,
+        loss_bytes_per_logit=4.0, loss_kind="fused", loss_peak_bytes=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
+        recompute_modules=RECOMPUTE_MODULES,
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
-        ep_overlap="batch", shared_expert_overlap=True,
+        ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True,
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
@@ -129,7 +162,9 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
         attention_rate=_rates(**{"": 0.50}), tp_overlap=True,
         tp_comm_overlap_name="MC2 (matmul fused with the TP collective)", fsdp2=False, fsdp_reduce_bytes=0.0,
-        selective_policies=("attention",), loss_parallel=True, loss_bytes_per_logit=4.0, pipelines=True,
+        selective_policies=("attention", "modules"), loss_parallel=True, loss_bytes_per_logit=4.0,
+        loss_kind="fused", loss_peak_bytes=4.0, pipelines=True,
+        recompute_modules=tuple(x for x in RECOMPUTE_MODULES if x != "shared_experts"),
         schedules=("1F1B", "interleaved"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
                        "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
@@ -141,9 +176,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
         tp_overlap=False, tp_comm_overlap_name="async TP (torch._inductor micro-pipelining)", fsdp2=True,
         fsdp_reduce_bytes=4.0, selective_policies=("op",), loss_parallel=True, loss_bytes_per_logit=10.0,
-        pipelines=True,
+        loss_kind="eager_fp32", loss_peak_bytes=12.0, pipelines=True,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
+        pp_unsharded=True, loss_parallel_peak_bytes=16.0,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8",
         default_layout=PipelineLayout(embedding_in_split=True, loss_in_split=True, remainder_first=True),
@@ -154,7 +190,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         fused_elementwise=False, compile_fuses=True, pytorch_gemms=True,
         attention_kernel="PyTorch SDPA / torch_npu fused attention",
         attention_rate=_SDPA_ATTN, tp_overlap=False, tp_comm_overlap_name="", fsdp2=True, fsdp_reduce_bytes=4.0,
-        selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0, pipelines=False,
+        selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0,
+        loss_kind="eager_fp32", loss_peak_bytes=12.0, loss_parallel_peak_bytes=16.0, pipelines=False,
         schedules=("1F1B",),
         fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16",
         layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7; its trainer does not "
@@ -183,7 +220,16 @@ def framework_of(run: RunOptions) -> Framework:
 def effective_policy(fw: Framework, run: RunOptions) -> str:
     """The selective-recompute policy priced: the stated one where the framework offers it, else the
     framework's own (a stated policy it does not offer gets a diagnostic: engine.cost.validate)."""
+    if priced_modules(fw, run):
+        return "modules"
+    if run.selective_policy == "modules":  # modules without a module list: the stack's default list
+        return "attention" if "attention" in fw.selective_policies else fw.selective_policies[0]
     return run.selective_policy if run.selective_policy in fw.selective_policies else fw.selective_policies[0]
+
+
+def priced_modules(fw: Framework, run: RunOptions) -> tuple[str, ...]:
+    """The stated recompute modules this framework runs (the others get HP531 where they are stated)."""
+    return tuple(x for x in run.recompute_modules if x in fw.recompute_modules)
 
 
 def calibration_hint(fw: Framework) -> str:

@@ -118,9 +118,10 @@ def reader_mismatch(path: str, new_text: str, strategy: Strategy, overrides: Clu
 
 
 def plan(path: str, strategy: Strategy, overrides: ClusterOverrides | None = None,
-         text: str | None = None, layout: PipelineLayout | None = None) -> Planned:
-    """Edits writing `strategy` (and the pipeline `layout` the search chose for it) into the train.yaml at
-    `path` (or `text` standing for it), both checks done."""
+         text: str | None = None, recompute_modules: tuple[str, ...] = (),
+         layout: PipelineLayout | None = None) -> Planned:
+    """Edits writing `strategy` (the recompute modules and the pipeline `layout` the search chose for it) into
+    the train.yaml at `path` (or `text` standing for it), both checks done."""
     from engine.check import check_file
 
     try:
@@ -128,7 +129,7 @@ def plan(path: str, strategy: Strategy, overrides: ClusterOverrides | None = Non
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         return Planned(path, "", EditResult.refused("", reason), f"cannot read {path}: {reason}")
-    result = strategy_edits(old, strategy, path=path, layout=layout)
+    result = strategy_edits(old, strategy, path=path, recompute_modules=recompute_modules, layout=layout)
     if not result.ok:
         return Planned(path, old, result, result.error)
     if not result.edits:
@@ -324,7 +325,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                            out=out, err=err, file=file, diagnostics=diags)
     if held is not None:
         return held
-    planned = plan(train_path, result.best.strategy, overrides, layout=result.best.pipeline_layout)
+    planned = plan(train_path, result.best.strategy, overrides, recompute_modules=result.best.recompute_modules,
+                   layout=result.best.pipeline_layout)
     notes = [d for d in diags if not d.is_error]
     if not as_json:
         b = result.best

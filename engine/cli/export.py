@@ -10,6 +10,7 @@ when nothing could be exported or the input has errors (a plan over the budget i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any, TextIO
 
@@ -38,7 +39,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         est, more = pick_plan(config, best=bool(getattr(args, "best", False)))
         diags += [d for d in more if d not in diags]
         if est is not None:
-            exported = export(est.strategy, config.model, config.run, str(args.to))
+            run = (dataclasses.replace(config.run, recompute_modules=est.recompute_modules)
+                   if est.recompute_modules else config.run)  # the modules the search chose
+            exported = export(est.strategy, config.model, run, str(args.to))
             diags += list(exported.diagnostics)
     errors = [d for d in diags if d.is_error]  # HP520 (does not fit) included: exported, but exit 1
     if as_json:

@@ -16,6 +16,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP520", "error", "the stated strategy does not fit the memory budget"),
     ("HP521", "information", "no memory budget stated: using the device memory"),
     ("HP530", "warning", "the framework's trainer cannot run this part of the plan"),
-    ("HP531", "warning", "the framework does not offer this selective-recompute policy: its own is priced"),
+    ("HP531", "warning", "the framework does not offer this selective-recompute policy or recompute module: its "
+     "own is priced"),
     ("HP532", "warning", "FP8 asked on a device without FP8 GEMMs: priced in BF16"),
 ]

@@ -544,6 +544,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["cp_algo"] = train.cp_algo.value
         if train.selective_policy is not None:
             kw["selective_policy"] = train.selective_policy.value
+        if train.recompute_modules is not None:
+            kw["recompute_modules"] = tuple(train.recompute_modules.value)
         if train.param_bytes is not None:
             kw["param_bytes"] = int(train.param_bytes.value)
         if train.loss_parallel is not None:
@@ -554,6 +556,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["cp_algo"] = sf.cp_algo.value
         if sf.selective_policy is not None:
             kw["selective_policy"] = sf.selective_policy.value
+        if sf.recompute_modules is not None:
+            kw["recompute_modules"] = tuple(sf.recompute_modules.value)
         if sf.moe_dispatcher is not None:
             kw["moe_dispatcher"] = sf.moe_dispatcher.value
         if sf.param_bytes is not None:
@@ -566,7 +570,32 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
     if init is not None:  # stored weights' width wins over the compute dtype (read_param_init)
         kw["param_bytes"] = DTYPES[str(init.value)]
         kw["master_weights"] = DTYPES[str(init.value)] < 4
+    kw.update(_state_widths(train, sf, int(kw.get("param_bytes", 2))))
     return RunOptions(**kw)
+
+
+def _state_widths(train: TrainFacts | None, sf: SearchFacts | None, param_bytes: int) -> dict[str, Any]:
+    """Gradient and optimizer-state widths as the files state them (docs/formats.md §1-§2).
+
+    `mixed_precision.enabled: false` trains in the weights' own dtype: gradients and Adam states as wide as
+    the weights, no fp32 master copy (a bf16 recipe then keeps 2 + 2 + 4 bytes per parameter); else
+    `mixed_precision.reduce_dtype` is the gradients' width. The search config's estimator.grad_dtype,
+    optimizer_state_dtype and master_weights win over the train.yaml's."""
+    out: dict[str, Any] = {}
+    if train is not None and train.mp_enabled is not None and not train.mp_enabled.value:
+        out.update(grad_bytes=param_bytes, optimizer_state_bytes=param_bytes, master_weights=False)
+    if train is not None and train.grad_dtype is not None:
+        out["grad_bytes"] = int(train.grad_dtype.value)
+    if train is not None and train.optimizer_states is not None:
+        out["optimizer_states"] = int(train.optimizer_states.value)
+    if sf is not None:
+        if sf.grad_dtype is not None:
+            out["grad_bytes"] = DTYPES[str(sf.grad_dtype.value)]
+        if sf.optimizer_state_dtype is not None:
+            out["optimizer_state_bytes"] = DTYPES[str(sf.optimizer_state_dtype.value)]
+        if sf.master_weights is not None:
+            out["master_weights"] = bool(sf.master_weights.value)
+    return out
 
 
 def _device_what_if(overrides: ClusterOverrides | None, cluster: ClusterSpec | None) -> str | None:

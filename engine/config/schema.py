@@ -52,9 +52,10 @@ _VISION = _s(" ".join(sorted(VISION_KEYS)),
              "deepstack_visual_indexes initializer_range layer_norm_eps hidden_dropout_prob attention_dropout mlp_ratio "
              "num_channels image_size projection_dim torch_dtype")
 TRAIN_AUTOMODELS = _s(
-    "model_init_dtype", "optimizer lr_scheduler mixed_precision activation_swap checkpoint logging seed "
+    "model_init_dtype", "optimizer lr_scheduler activation_swap checkpoint logging seed "
     "trainer output_dir resume wandb profiler data tokenizer loss evaluation callbacks",
     {
+        "mixed_precision": _s("enabled param_dtype reduce_dtype", "output_dtype buffer_dtype cast_forward_inputs"),
         "model": _s(
             "name pretrained_model_name_or_path config_path torch_dtype " + " ".join(MODEL_FIELDS),
             "_target_ attn_implementation cache_dir local_files_only revision subfolder token trust_remote_code "
@@ -78,7 +79,7 @@ TRAIN_AUTOMODELS = _s(
             "edp_shard_size replicate_params reshard_after_backward requires_grad_sync forward_prefetch_depth "
             "backward_prefetch_depth comm_fusion mixed_precision param_dtype reduce_dtype",
         ),
-        "activation_checkpoint": _s("mode selective_policy layers", "layer_ids"),
+        "activation_checkpoint": _s("mode selective_policy recompute_modules layers", "layer_ids"),
         "dataset": _s("", "_target_ data_config path name num_workers", {
             "data_transform": _s("max_seq_len", "_target_ tokenizer padding"),
         }),
@@ -92,8 +93,9 @@ TRAIN_LEGACY = _s(
         "model": _s("name", "", {"config_overrides": _s(" ".join(MODEL_FIELDS), _HF_EXTRA, {"vision": _VISION})}),
         "train": _s(
             "global_batch_size micro_batch_size micro_batch_num",
-            "optimizer mixed_precision train_iters max_grad_norm lr seed",
+            "optimizer train_iters max_grad_norm lr seed",
             {
+                "mixed_precision": _s("enabled param_dtype reduce_dtype", "output_dtype buffer_dtype cast_forward_inputs"),
                 "accelerator": _s(
                     "dp_shard dp_replicate tp_degree pipeline_parallel_degree context_parallel_degree "
                     "expert_parallel_degree expert_tensor_parallel_degree use_seq_parallel "
@@ -112,7 +114,7 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute recompute_modes selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
+    "train_yaml recompute recompute_modes recompute_modules selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
     "moe_shared_expert_overlap moe_a2a_overlap",
     "",
     {
@@ -120,7 +122,7 @@ SEARCH = _s(
         # loader writes there ([HP] §2.1): accepted. Open: other tools' keys are theirs.
         "estimator": _s("cp_algo recompute_modes ratios_file",
                         "type recompute_strategy enable_profiling_calibration framework compile fp8 "
-                        "moe_dispatcher"),
+                        "moe_dispatcher grad_dtype optimizer_state_dtype master_weights"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
             "optimizer_weight_shard_size seq_length seq_len max_seq_len offset",

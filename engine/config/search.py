@@ -15,7 +15,14 @@ from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
-from engine.config.train import CP_ALGOS, DTYPES, OVERLAP_KEYS, SELECTIVE_POLICIES, read_param_init
+from engine.config.train import (
+    CP_ALGOS,
+    DTYPES,
+    OVERLAP_KEYS,
+    SELECTIVE_POLICIES,
+    read_param_init,
+    read_recompute_modules,
+)
 from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Node, Scalar, Seq
 
@@ -56,6 +63,7 @@ class SearchFacts:
     memory_limit_gb: Val | None = None
     recompute: Val | None = None
     selective_policy: Val | None = None
+    recompute_modules: Val | None = None  # recompute_modules (ext): Megatron's --recompute-modules
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
@@ -68,6 +76,10 @@ class SearchFacts:
     compile: Val | None = None
     fp8: Val | None = None
     cp_algo: Val | None = None  # estimator.cp_algo
+    # estimator.grad_dtype / optimizer_state_dtype / master_weights (ext): the widths the optimizer keeps
+    grad_dtype: Val | None = None
+    optimizer_state_dtype: Val | None = None
+    master_weights: Val | None = None
     recompute_modes: Val | None = None  # a tuple of off/selective/full
     vision: dict[str, Val] = field(default_factory=dict)  # model.vision (engine.config.vision)
     vision_anchor: Val | None = None
@@ -149,7 +161,7 @@ def read_search(src: Source) -> SearchFacts:
     facts.recompute_modes = (read_modes(src, est, "recompute_modes", "estimator.recompute_modes")
                              or read_modes(src, root, "recompute_modes", "recompute_modes"))
     _read_recompute_dimension(facts, par)
-    facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    _read_selective(facts, root)
     facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
                                       {"alltoall": "alltoall", "deepep": "deepep"})
     for key in OVERLAP_KEYS:
@@ -162,10 +174,12 @@ def read_search(src: Source) -> SearchFacts:
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
+    _read_state_widths(facts, est)
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
-               facts.framework, facts.compile, facts.fp8,
+               facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
+               facts.master_weights, facts.recompute_modules,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
                *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
                *facts.layout.values())
@@ -185,6 +199,25 @@ def _read_pp_config(facts: SearchFacts, ppc: Map | None, model: Map | None) -> N
     if model_offset is not None:
         facts.layout["offset"] = model_offset
     read_layout(src, ppc, "pp_config", facts.layout)
+
+
+def _read_selective(facts: SearchFacts, root: Map) -> None:
+    """What `selective` recomputes: `selective_policy`, and `recompute_modules` (a list, or `auto`: the search
+    chooses, engine.search.modules)."""
+    src = facts.src
+    facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
+    facts.recompute_modules = read_recompute_modules(src, root, "recompute_modules", "recompute_modules",
+                                                     allow_auto=True)
+
+
+def _read_state_widths(facts: SearchFacts, est: Map | None) -> None:
+    """estimator.grad_dtype / optimizer_state_dtype (dtype names) and master_weights (a boolean): the widths
+    the optimizer keeps (engine.config.resolve._state_widths; docs/formats.md §2)."""
+    src = facts.src
+    dtypes = {k: k for k in DTYPES}
+    facts.grad_dtype = src.choice(est, "grad_dtype", "estimator.grad_dtype", dtypes)
+    facts.optimizer_state_dtype = src.choice(est, "optimizer_state_dtype", "estimator.optimizer_state_dtype", dtypes)
+    facts.master_weights = src.bool_(est, "master_weights", "estimator.master_weights")
 
 
 def read_modes(src: Source, parent: Map | None, key: str, dotted: str) -> Val | None:

@@ -14,9 +14,10 @@ from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
 from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
-from engine.config.reader import Source, Val, parse_memory_gb
+from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
 from engine.config.vision import read_vision, vision_anchor
-from engine.document import Map, Scalar
+from engine.document import Map, Scalar, Seq
+from engine.specs import RECOMPUTE_MODULES
 
 # How every "read by HyperParallel, not priced by hp-plan" information (HP112) begins.
 NOT_PRICED = "read by HyperParallel, not priced by hp-plan"
@@ -26,7 +27,7 @@ RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "se
 OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
                 "moe_a2a_overlap")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
-                      "op": "op", "torchtitan": "op"}
+                      "op": "op", "torchtitan": "op", "modules": "modules"}
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
                        "vpp": "interleaved"}
 CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
@@ -62,6 +63,7 @@ class TrainFacts:
     recompute: Val | None = None  # off | selective | full
     recompute_layers: tuple[tuple[int, int, str], ...] = ()
     selective_policy: Val | None = None
+    recompute_modules: Val | None = None  # activation_checkpoint.recompute_modules (ext): Megatron's modules
     pipeline_schedule: Val | None = None
     cp_algo: Val | None = None
     reshard_after_forward: Val | None = None
@@ -69,6 +71,11 @@ class TrainFacts:
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
     layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
     param_bytes: Val | None = None
+    # mixed_precision (the trainer's section; legacy train.mixed_precision): `enabled` false trains every state
+    # in the weights' dtype (no fp32 master copy); `reduce_dtype` is the gradients' width (engine.config.resolve).
+    mp_enabled: Val | None = None
+    grad_dtype: Val | None = None
+    optimizer_states: Val | None = None  # states per parameter of the named optimizer (read_optimizer)
     fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
     loss_parallel: Val | None = None  # accelerator.loss_parallel
     param_init: Val | None = None  # model.param_init_type (a dtype name)
@@ -98,6 +105,12 @@ def read_train(src: Source, *, base_dir: str | None) -> TrainFacts | None:
     else:
         _read_automodels(facts, root)
     _read_model(facts, root, base_dir)
+    read_optimizer(facts, root)
+    if schema == "legacy":  # enabled and param_dtype were read with the strategy (_read_legacy_precision)
+        read_reduce_dtype(facts, facts.src.section(facts.src.section(root, "train", "train"), "mixed_precision",
+                                                   "train.mixed_precision"), "train.")
+    else:
+        read_mixed_precision(facts, root)
     _read_recompute_layers(facts, root)
     return facts
 
@@ -157,6 +170,94 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
             facts.layout["offset"] = off
     facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values(),
                *facts.layout.values())
+
+
+def read_mixed_precision(facts: TrainFacts, root: Map) -> None:
+    """The AutoModels `mixed_precision: {enabled, param_dtype, reduce_dtype}` (HyperParallel's recipes; PyTorch
+    FSDP2's MixedPrecisionPolicy names, [PT-FSDP2]). `param_dtype` is the width weights are gathered and
+    computed in ([HP] §6.3: it wins over torch_dtype); `reduce_dtype` the gradients' width (read_reduce_dtype);
+    `enabled: false` keeps every state in the weights' own dtype (engine.config.resolve._state_widths)."""
+    src = facts.src
+    mp = src.section(root, "mixed_precision", "mixed_precision")
+    if mp is None:
+        return
+    facts.mp_enabled = src.bool_(mp, "enabled", "mixed_precision.enabled")
+    pd = src.choice(mp, "param_dtype", "mixed_precision.param_dtype", {k: k for k in DTYPES})
+    if pd is not None and (facts.mp_enabled is None or facts.mp_enabled.value):
+        facts.param_bytes = Val(DTYPES[pd.value], pd.path, pd.loc)
+    facts.note(facts.mp_enabled, pd)
+    read_reduce_dtype(facts, mp, "")
+
+
+# States per parameter by optimizer family (the class name the trainer builds, case-insensitive substring):
+# Adam/AdamW keep two moments; Muon one momentum buffer ([HP] §6.3: "Muon bf16 1·2 = 2"; its embedding and
+# output tables, AdamW-like upstream, are priced with one state too: docs/cost-model.md §2.1).
+OPTIMIZER_STATES = (("muon", 1), ("adam", 2))
+
+
+def optimizer_states_of(name: str) -> int | None:
+    """States per parameter the optimizer `name` keeps, or None for one this planner does not know."""
+    low = name.lower()
+    return next((n for key, n in OPTIMIZER_STATES if key in low), None)
+
+
+def read_optimizer(facts: TrainFacts, root: Map) -> None:
+    """`optimizer._target_` (AutoModels) / `train.optimizer.type` (legacy): how many states the optimizer keeps
+    per parameter. An unknown optimizer stays priced as AdamW (HP112 says so: engine.validate.unpriced)."""
+    src = facts.src
+    if facts.schema == "legacy":
+        opt = src.section(src.section(root, "train", "train"), "optimizer", "train.optimizer")
+        v = src.val(opt, "type", "train.optimizer.type")
+    else:
+        opt = src.section(root, "optimizer", "optimizer")
+        v = src.val(opt, "_target_", "optimizer._target_")
+    n = optimizer_states_of(v.value) if v is not None and isinstance(v.value, str) else None
+    if v is not None and n is not None:
+        facts.optimizer_states = Val(n, v.path, v.loc)
+        facts.note(facts.optimizer_states)
+
+
+def read_reduce_dtype(facts: TrainFacts, mp: Map | None, prefix: str) -> None:
+    """`<prefix>mixed_precision.reduce_dtype`: the gradients' width while mixed precision is on."""
+    rd = facts.src.choice(mp, "reduce_dtype", f"{prefix}mixed_precision.reduce_dtype", {k: k for k in DTYPES})
+    if rd is not None and (facts.mp_enabled is None or facts.mp_enabled.value):
+        facts.grad_dtype = Val(DTYPES[rd.value], rd.path, rd.loc)
+    facts.note(rd)
+
+
+def read_recompute_modules(src: Source, parent: Map | None, key: str, dotted: str, *,
+                           allow_auto: bool = False) -> Val | None:
+    """Megatron's `--recompute-modules` as a list (`[mla_up_proj, mlp]`, or one name) -> Val of a tuple in the
+    order engine.specs.RECOMPUTE_MODULES lists them; an unknown name is HP106 at that item (with a "did you
+    mean"), a value that is no name at the value. `auto` (a search config's: the search chooses,
+    engine.search.modules) -> ("auto",) where `allow_auto`."""
+    hit = src.raw(parent, key, dotted)
+    if hit is None:
+        return None
+    kn, vn = hit
+    if allow_auto and isinstance(vn, Scalar) and isinstance(vn.value, str) and vn.value.strip().lower() == "auto":
+        return Val(("auto",), dotted, src.location(kn, vn))
+    items = vn.items if isinstance(vn, Seq) else [vn]
+    got: set[str] = set()
+    ok = True
+    for item in items:
+        v = item.value if isinstance(item, Scalar) else None
+        name = v.strip().lower() if isinstance(v, str) else None
+        if name in RECOMPUTE_MODULES:
+            got.add(name)
+            continue
+        ok = False
+        near = did_you_mean(name, list(RECOMPUTE_MODULES), 0.6) if name else []
+        hint = f" (did you mean '{near[0]}'?)" if near else ""
+        src.diag("HP106", f"{dotted}: unknown recompute module {describe(v) if v is not None else 'a collection'}"
+                 f"{hint}; expected some of {', '.join(RECOMPUTE_MODULES)}", item.range, dotted,
+                 data={"valid": list(RECOMPUTE_MODULES), **({"replace_value": near[0]} if near else {})})
+    if not ok or not got:
+        if ok:
+            src.diag("HP106", f"{dotted} lists no recompute module; expected some of {', '.join(RECOMPUTE_MODULES)}",
+                     vn.range, dotted, data={"valid": list(RECOMPUTE_MODULES)})
+        return None
+    return Val(tuple(x for x in RECOMPUTE_MODULES if x in got), dotted, src.location(kn, vn))
 
 
 def _read_vision(facts: TrainFacts, model: Map | None, overrides: Map | None) -> None:
@@ -235,6 +336,8 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
                                         SELECTIVE_POLICIES)
+    facts.recompute_modules = read_recompute_modules(src, ac, "recompute_modules",
+                                                     "activation_checkpoint.recompute_modules")
     facts.seq_len = (src.int_(transform, "max_seq_len", "dataset.data_transform.max_seq_len")
                      or src.int_(data_config, "seq_length", "dataset.data_config.seq_length"))
     data = src.section(root, "data", "data")
@@ -243,8 +346,8 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     _read_context(facts, context)
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
-               facts.device_num, facts.max_device_memory, facts.fp8, facts.loss_parallel, *facts.overlaps.values(),
-               *facts.layout.values())
+               facts.recompute_modules, facts.device_num, facts.max_device_memory, facts.fp8, facts.loss_parallel,
+               *facts.overlaps.values(), *facts.layout.values())
 
 
 def _read_context(facts: TrainFacts, context: Map | None) -> None:
@@ -342,6 +445,8 @@ def _read_legacy_precision(facts: TrainFacts, train: Map | None) -> None:
     src = facts.src
     mp = src.section(train, "mixed_precision", "train.mixed_precision")
     enabled = src.bool_(mp, "enabled", "train.mixed_precision.enabled")
+    facts.mp_enabled = enabled  # `enabled: false`: every state in the weights' dtype (resolve._state_widths)
+    facts.note(enabled)
     if mp is None or (enabled is not None and not enabled.value):
         return
     dtype = src.choice(mp, "param_dtype", "train.mixed_precision.param_dtype", {k: k for k in DTYPES})

@@ -58,7 +58,18 @@ def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     tp = np.zeros((r.n, 2, 3))
     tp[:, :, :] = (2 * tp_fwd_e + 2 * tp_bwd_e)[:, :, None]
     tp[:, :, FULL] += 2 * tp_fwd_e
-    if r.policy != "attention":
+    if r.policy == "modules":
+        # a recomputed dense MLP or MoE layer (normal checkpointing of the submodule) re-runs its block's
+        # collectives (all-gather + reduce-scatter under SP, the all-reduce without: one all-reduce's bytes);
+        # output-discarding modules and the attention core run no collective again
+        on = set(r.modules)
+        if "mlp" in on:  # the dense layers (a dense model's MoE column repeats its dense one)
+            tp[:, DENSE, SELECTIVE] += tp_fwd_e[:, DENSE]
+            if not r.is_moe:
+                tp[:, MOE, SELECTIVE] += tp_fwd_e[:, MOE]
+        if "moe" in on and r.is_moe:
+            tp[:, MOE, SELECTIVE] += tp_fwd_e[:, MOE]
+    elif r.policy != "attention":
         tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run ([HP] §8.2)
     return tp
 

@@ -22,6 +22,9 @@ LOGIT_BYTES = 4.0
 FLASH_LSE_BYTES = 4.0
 # FP8 (TransformerEngine): the FP8 copy of each weight and of its transpose, cached between micro-batches.
 FP8_WEIGHT_CACHE_BYTES = 2.0
+# FP8 (TransformerEngine, [TE-FP8]): a linear layer saves its input for the weight-gradient GEMM as the FP8 cast it
+# already made for the forward GEMM (te.Linear / LayerNormLinear / GroupedLinear), 1 byte per element.
+FP8_ACT_BYTES = 1.0
 
 # ------------------------------------------------------------------------------------- compute
 # Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency

@@ -59,7 +59,8 @@ def attention_dropout(m: ModelSpec) -> bool:
     return not m.gated_mlp
 
 
-def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
+def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[str, ...] = (),
+              lin: float = K.ACT_BYTES) -> ActTerms:
     """Activation bytes per token of one layer in a recompute mode (before dividing by tp and cp).
 
     KOR22 Table 2 / §4.1 generalised: attention keeps its input, norm output, Q, K, V (GQA widths),
@@ -70,7 +71,10 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
     capacity), its permuted input, the expert's intermediates and its output, plus fp32 router logits and
     probabilities. Full recompute keeps only the layer input (2 bytes × h). Selective "attention" (KOR22)
     drops the score tensors; selective "hyperparallel" ([HP] §8.2) keeps matmul and
-    communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks.
+    communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks;
+    selective "modules" drops what each listed Megatron submodule keeps (_module_terms). `lin` is the bytes
+    of each element a linear layer saves of its input for the weight gradient (2; 1 where TransformerEngine
+    FP8 saves the FP8 cast: Framework.fp8_saved_inputs).
     """
     h = float(m.hidden)
     a = attn_shape(m)
@@ -82,22 +86,24 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str) -> ActTerms:
         return ActTerms(B * h, 0.0, 0.0)
     # Attention block.
     norm_in = 2 * B * h  # two norm inputs (residual stream)
-    norm_out = 2 * B * h  # QKV input and MLP input (norm outputs)
+    norm_out = 2 * lin * h  # QKV input and MLP input (norm outputs)
     masks = 2 * mask * h  # block-output dropout masks
-    latent = B * a.latent
+    latent = lin * a.latent
     qkv = B * (a.q_width + a.kv_width)
-    proj_in = B * a.out_width
+    proj_in = lin * a.out_width
     if m.use_flash_attention:
         score = 0.0
         lse = K.FLASH_LSE_BYTES * a.heads
     else:
         score = (2 * B + attn_mask) * a.heads * m.seq_len if drop else B * a.heads * m.seq_len
         lse = 0.0
-    mlp_split, act_out, router = _mlp_act(m, moe)
+    mlp_split, act_out, router = _mlp_act(m, moe, lin)
     unsplit = norm_in + norm_out + masks + latent + router
     split = qkv + proj_in + lse + mlp_split
     if mode == SELECTIVE and policy == "op":
         return _op_policy_terms(m, moe, lse)
+    if mode == SELECTIVE and policy == "modules":
+        return _module_terms(m, moe, modules, ActTerms(unsplit, split, score), lse, lin)
     if mode == SELECTIVE:
         if policy == "attention":
             score = 0.0  # QKᵀ, softmax, dropout and attention·V are recomputed (KOR22 §4.3)
@@ -142,8 +148,78 @@ def _op_policy_terms(m: ModelSpec, moe: bool, lse: float) -> ActTerms:
     return ActTerms(B * h + router, B * (saved_mm + a.out_width) + lse, 0.0)
 
 
-def _mlp_act(m: ModelSpec, moe: bool) -> tuple[float, float, float]:
-    """(tp-split bytes, activation-output bytes, router bytes) per token the MLP block keeps (act_terms)."""
+@dataclass(frozen=True, slots=True)
+class ModuleBytes:
+    """Bytes per token (before ÷ tp) one layer's Megatron submodules keep that recomputing them drops, by
+    --recompute-modules name; `sp` says whether a term shards with sequence parallelism (unsplit) rather
+    than always by tp. Zero where the layer has no such submodule (mla_up_proj on a non-MLA model, moe_act
+    on a dense layer, mlp on a MoE layer)."""
+
+    core_attn: float
+    layernorm: float
+    mla_up_proj: float
+    mlp: float
+    moe: float
+    moe_router: float
+    moe_act: float
+    shared_experts: float
+
+
+def module_bytes(m: ModelSpec, moe: bool, lse: float, lin: float = K.ACT_BYTES) -> ModuleBytes:
+    """What each recompute module drops (Megatron-Core TransformerConfig.recompute_modules, [MLM-RECOMPUTE]):
+    core_attn (normal checkpoint of the attention core) its saved score chain (no flash attention: softmax,
+    dropout mask and output) or flash attention's log-sum-exp, keeping Q, K, V and the output the output
+    projection saves; layernorm (output-discarding) the two norm outputs; mla_up_proj (output-discarding)
+    the up-projected and RoPE-applied Q, K, V, keeping the latents; mlp (normal checkpoint of a dense MLP)
+    its intermediates; moe (normal checkpoint of the MoE layer) the routed copies, expert intermediates,
+    shared experts and router outputs; moe_act (output-discarding) the routed experts' activation outputs;
+    shared_experts the shared experts' intermediates."""
+    B, h = K.ACT_BYTES, float(m.hidden)
+    a = attn_shape(m)
+    drop = attention_dropout(m)
+    score = ((2 * B + (K.MASK_BYTES if drop else 0.0)) * a.heads * m.seq_len if drop
+             else B * a.heads * m.seq_len) if not m.use_flash_attention else 0.0
+    mlp_split, _, router = _mlp_act(m, moe, lin)
+    shared = 0.0
+    routed_act = 0.0
+    if moe:
+        f_e = float(m.moe_ffn or m.ffn_eff)
+        f_s = float(m.shared_ffn or f_e)
+        shared = m.num_shared_experts * _mlp_inter(f_s, mlp_mats(m), lin)
+        routed_act = lin * routed_copies(m) * f_e
+    return ModuleBytes(core_attn=score + lse, layernorm=2 * lin * h,
+                       mla_up_proj=B * (a.q_width + a.kv_width) if m.is_mla else 0.0,
+                       mlp=0.0 if moe else mlp_split, moe=mlp_split if moe else 0.0, moe_router=router,
+                       moe_act=routed_act, shared_experts=shared)
+
+
+def _module_terms(m: ModelSpec, moe: bool, modules: tuple[str, ...], off: ActTerms, lse: float,
+                  lin: float = K.ACT_BYTES) -> ActTerms:
+    """The layer's no-recompute terms less what the listed modules drop (module_bytes). `moe` covers
+    `moe_act` and `shared_experts` (a module inside a recomputed module drops nothing more)."""
+    mb = module_bytes(m, moe, lse, lin)
+    on = set(modules)
+    unsplit, split, score = off.unsplit, off.split, off.score
+    if "core_attn" in on:
+        split -= lse
+        score = 0.0
+    if "layernorm" in on:
+        unsplit -= mb.layernorm
+    if "mla_up_proj" in on:
+        split -= mb.mla_up_proj
+    if "mlp" in on:
+        split -= mb.mlp
+    if "moe" in on:
+        split -= mb.moe
+        unsplit -= mb.moe_router
+    else:
+        split -= (mb.moe_act if "moe_act" in on else 0.0) + (mb.shared_experts if "shared_experts" in on else 0.0)
+    return ActTerms(unsplit, max(split, 0.0), score)
+
+
+def _mlp_act(m: ModelSpec, moe: bool, lin: float = K.ACT_BYTES) -> tuple[float, float, float]:
+    """(tp-split bytes, activation-output bytes, router bytes) per token the MLP block keeps (act_terms); the
+    activation output and a routed copy's permuted input are linear inputs, saved at `lin` bytes."""
     B = K.ACT_BYTES
     h = float(m.hidden)
     nm = mlp_mats(m)
@@ -151,14 +227,23 @@ def _mlp_act(m: ModelSpec, moe: bool) -> tuple[float, float, float]:
         f_e = float(m.moe_ffn or m.ffn_eff)
         f_s = float(m.shared_ffn or f_e)
         copies = routed_copies(m)
-        per_copy_inter = B * f_e * (3 if nm == 3 else 2)
-        routed_io = 2 * B * h
-        mlp_split = copies * (routed_io + per_copy_inter) + m.num_shared_experts * B * f_s * (3 if nm == 3 else 2)
-        act_out = B * (copies * f_e + m.num_shared_experts * f_s)  # GeLU output / gated product
+        per_copy_inter = _mlp_inter(f_e, nm, lin)
+        routed_io = 2 * B * h if lin == B else (B + lin) * h
+        mlp_split = copies * (routed_io + per_copy_inter) + m.num_shared_experts * _mlp_inter(f_s, nm, lin)
+        act_out = lin * (copies * f_e + m.num_shared_experts * f_s)  # GeLU output / gated product
         router = 2 * 4.0 * m.num_experts  # fp32 logits + probabilities
         return mlp_split, act_out, router
     f = float(m.ffn_eff)
-    return B * f * (3 if nm == 3 else 2), B * f, 0.0
+    return _mlp_inter(f, nm, lin), lin * f, 0.0
+
+
+def _mlp_inter(f: float, nm: int, lin: float) -> float:
+    """Bytes per token an MLP of width f keeps between its matrices: fc1 output(s) in 16 bits (gate and up,
+    or the GeLU input) and the activation output, the fc2 input, at `lin` bytes."""
+    B = K.ACT_BYTES
+    if lin == B:
+        return B * f * (3 if nm == 3 else 2)
+    return B * f * (2 if nm == 3 else 1) + lin * f
 
 
 def layer_activations(r: Rows) -> np.ndarray:
@@ -166,7 +251,7 @@ def layer_activations(r: Rows) -> np.ndarray:
     act = np.zeros((r.n, 2, 3))
     for ty in r.types:
         for mode in (OFF, SELECTIVE, FULL):
-            at = act_terms(r.model, ty == MOE, mode, r.policy)
+            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules, r.lin_bytes)
             if mode == FULL:
                 # The checkpointed layer input is the (sequence-parallel sharded) residual stream.
                 act[:, ty, mode] = r.T * at.unsplit / r.sp_div
@@ -205,6 +290,25 @@ def state_bytes(run: RunOptions) -> tuple[float, float, float]:
     return float(run.param_bytes), float(run.grad_bytes), Bo
 
 
+def held_state_bytes(run: RunOptions, fsdp2: bool) -> tuple[float, float, float, float]:
+    """Bytes per parameter each state term holds: (sharded weights, weights kept whole, gradients, optimizer).
+
+    Megatron-style stacks keep the 16-bit weights and a separate fp32 master copy in the optimizer ([CAL]
+    §6.1: 2 + 4 + 4 + 8 = 18). FSDP2 (`fully_shard` with a MixedPrecisionPolicy, [PT-FSDP2]) keeps the
+    sharded parameter itself in full precision and casts it to the compute dtype only in the all-gather
+    buffer, so the master copy *is* the parameter (4 + 4 + 8 = 16) and the 16-bit weights exist only
+    gathered (counted in `buffers`, or whole when `reshard_after_forward` is off). A run without master
+    weights (fp32 weights, or pure 16-bit training: `mixed_precision.enabled: false`) is the same either way.
+    """
+    Bp, Bg, Bo = state_bytes(run)
+    if fsdp2 and run.master_weights:
+        # the sharded gradient takes the sharded parameter's dtype (fp32); reduce_dtype sets only what the
+        # reduce-scatter moves (engine.cost.communication)
+        whole = Bp if not run.reshard_after_forward else 0.0
+        return 4.0, whole, 4.0, Bo - 4.0
+    return Bp, 0.0, Bg, Bo
+
+
 def stage_params(r: Rows) -> StageParams:
     """Parameters per stage and their bytes by how weights, gradients and optimizer states shard
     (docs/cost-model.md §2.1)."""
@@ -230,13 +334,7 @@ def stage_params(r: Rows) -> StageParams:
     if m.mtp_depth:
         head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
     ne_stage += np.where(r.last, head_local[:, None], 0.0)
-    fs = r.fs
-    shard_p = np.where(fs > 1, fs if r.run.reshard_after_forward else 1.0, 1.0)
-    shard_o = np.maximum(fs, r.os_)
-    Bp, Bg, Bo = state_bytes(r.run)
-    coef_ne = {"parameters": Bp / shard_p, "gradients": Bg / fs, "optimizer": Bo / shard_o}
-    coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp), "gradients": Bg / np.minimum(fs, r.edp),
-               "optimizer": Bo / np.minimum(shard_o, r.edp)}
+    coef_ne, coef_ex, shard_o = _state_coefs(r)
     if r.fp8 and not r.fw.fsdp2:
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM
         # (1 + 1 bytes per parameter, not sharded); torchao's dynamic casting (FSDP2 stacks) caches none.
@@ -246,6 +344,30 @@ def stage_params(r: Rows) -> StageParams:
     if r.is_moe:
         static_b = static_b + ex_stage * (coef_ex["parameters"] + coef_ex["gradients"] + coef_ex["optimizer"])[:, None]
     return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b)
+
+
+def _state_coefs(r: Rows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """Bytes per held parameter of each STATE_TERMS name, non-expert and routed-expert (n,), and the
+    optimizer shard: held_state_bytes sharded as docs/cost-model.md §2.1 states (FSDP2's fp32 sharded
+    parameter; torchtitan under PP, Framework.pp_unsharded)."""
+    fs = r.fs
+    shard_o = np.maximum(fs, r.os_)
+    Bp, whole_b, Bg, Bo = held_state_bytes(r.run, r.fw.fsdp2)
+    whole = np.full(r.n, whole_b)
+    if r.fw.fsdp2 and r.run.master_weights:
+        shard_p = fs  # the fp32 sharded parameter stays sharded; `whole` is the gathered 16-bit copy kept
+    else:
+        shard_p = np.where(fs > 1, fs if r.run.reshard_after_forward else 1.0, 1.0)
+    g_ne, g_ex = Bg / fs, Bg / np.minimum(fs, r.edp)
+    if r.fw.pp_unsharded:  # gathered 16-bit weights and unsharded gradients between micro-batches (PP)
+        piped = (r.p > 1) & (fs > 1)
+        whole = np.where(piped, float(r.run.param_bytes), whole)
+        g_ne = np.where(piped, r.fw.fsdp_reduce_bytes, g_ne)
+        g_ex = np.where(piped, r.fw.fsdp_reduce_bytes, g_ex)
+    coef_ne = {"parameters": Bp / shard_p + whole, "gradients": g_ne, "optimizer": Bo / shard_o}
+    coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp) + whole, "gradients": g_ex,
+               "optimizer": Bo / np.minimum(shard_o, r.edp)}
+    return coef_ne, coef_ex, shard_o
 
 
 def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
@@ -265,15 +387,27 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     return buf + np.where(r.cp > 1, 2 * K.ACT_BYTES * T * r.attn.kv_width / t, 0.0)  # ring KV double buffer
 
 
+def loss_peak_bytes(r: Rows) -> np.ndarray:
+    """(n,) bytes per logit alive at the loss's peak (Framework.loss_peak_bytes): the vocabulary-parallel
+    loss's own figure where it runs over tp > 1 (loss_parallel_peak_bytes), else the plain one."""
+    fw = r.fw
+    plain = np.full(r.n, fw.loss_peak_bytes)
+    parallel = fw.loss_parallel if r.run.loss_parallel is None else r.run.loss_parallel  # accelerator.loss_parallel
+    if parallel and fw.loss_parallel_peak_bytes:
+        return np.where(r.t > 1, fw.loss_parallel_peak_bytes, plain)
+    return plain
+
+
 def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
     """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
     (one micro-batch), the embedding dropout mask and a vision tower's activations (stage 0, per micro-batch in
     flight; one recompute mode for the whole multimodal model, engine.cost.tower) and the output side
-    (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, fp32 logits 4·V/t)."""
+    (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, and the loss's logits as the
+    framework computes them: the bytes per logit alive at the loss's peak, loss_peak_bytes)."""
     T, h = r.T, r.h
     m = r.model
     emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
-    head_act = T * (4.0 * h / r.sp_div + r.logit_bytes * r.V / r.loss_div) * (1 + m.mtp_depth)
+    head_act = T * (4.0 * h / r.sp_div + loss_peak_bytes(r) * r.V / r.loss_div) * (1 + m.mtp_depth)
     working = act[:, MOE if r.is_moe else DENSE, OFF]
     if r.tower is not None:  # the vision tower's kept activations, per micro-batch in flight on stage 0
         emb_act = emb_act + r.tower.act_b

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.catalog.devices import matmul_efficiency
-from engine.catalog.frameworks import Framework, effective_policy, framework_of
+from engine.catalog.frameworks import Framework, effective_policy, framework_of, priced_modules
 from engine.cost import constants as K
 from engine.cost.comm import Links
 from engine.cost.layout import (
@@ -54,7 +54,8 @@ class Rows:
     Framework facts (engine.catalog.frameworks): `fw`; `elem_traffic` HBM bytes per kept activation byte of the
     element-wise work (× EAGER_ELEMENTWISE_FACTOR where the kernels run eager); `attn_frac` the attention
     kernel's rate as a fraction of peak; `wgemm_rate` the weight GEMMs' rate (FP8 where `fp8` is on and the
-    device has FP8 GEMMs), `gemm_rate` the BF16 rate (attention core, router, output layer); `loss_div` what
+    device has FP8 GEMMs), `modules` the recompute modules priced under policy "modules", `lin_bytes` the bytes of each
+    saved linear-layer input element (FP8 where the framework saves the FP8 cast), `gemm_rate` the BF16 rate (attention core, router, output layer); `loss_div` what
     divides the vocabulary each TP rank's loss streams (t with loss parallel, else 1: the full vocabulary).
     """
 
@@ -94,6 +95,8 @@ class Rows:
     fp8: bool
     fw: Framework
     policy: str
+    modules: tuple[str, ...]
+    lin_bytes: float
     elem_traffic: float
     attn_frac: float
     loss_div: np.ndarray
@@ -176,7 +179,8 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         T=b * float(m.seq_len) / cp, s=float(m.seq_len), h=float(m.hidden), V=float(m.vocab),
         is_moe=m.is_moe, moe_copies=routed_copies(m) * K.MOE_IMBALANCE if m.is_moe else 0.0,
         attn=attn_shape(m), peak=peak, gemm_rate=gemm_rate, wgemm_rate=wgemm_rate, fp8=fp8, fw=fw,
-        policy=effective_policy(fw, run),
+        policy=effective_policy(fw, run), modules=priced_modules(fw, run),
+        lin_bytes=K.FP8_ACT_BYTES if fp8 and fw.fp8_saved_inputs else K.ACT_BYTES,
         elem_traffic=elem, attn_frac=fw.attention_fraction(dev),
         loss_div=t if (fw.loss_parallel if run.loss_parallel is None else run.loss_parallel) else np.ones(n),
         logit_bytes=fw.loss_bytes_per_logit,

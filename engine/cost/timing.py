@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
-from engine.cost.memory import act_terms, op_policy_recomputed_share
+from engine.cost.memory import act_terms, module_bytes, op_policy_recomputed_share
 from engine.cost.model import mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
@@ -226,6 +226,8 @@ def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
         # torchtitan "op": every second matmul's forward again, plus the element-wise work it dropped.
         share = op_policy_recomputed_share(r.model)
         rec[:, :, SELECTIVE] = share * lc.gemm + r.elem_traffic * (act[:, :, OFF] - act[:, :, SELECTIVE]) / r.hbm
+    elif policy == "modules":
+        rec[:, :, SELECTIVE] = module_recompute(r, lc)
     elif policy == "attention":
         score_elem = np.zeros((r.n, 2))
         for ty in (DENSE, MOE):
@@ -235,6 +237,57 @@ def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
     else:
         rec[:, :, SELECTIVE] = r.elem_traffic * (act[:, :, OFF] - act[:, :, SELECTIVE]) / r.hbm
     return rec
+
+
+def _mla_up_gemms(r: Rows) -> np.ndarray:
+    """(n,) forward seconds of MLA's up-projections (q from the q latent, k_nope and v from the kv latent)."""
+    m, a, T, t, rate = r.model, r.attn, r.T, r.t, r.wgemm_rate
+    nope = m.qk_nope_head_dim or m.head_dim_eff
+    g = gemm_time(2 * T * m.kv_lora_rank * a.heads * (nope + a.d_v) / t,
+                  np.minimum(a.heads * (nope + a.d_v) / t, m.kv_lora_rank), rate)
+    if m.q_lora_rank:
+        g = g + gemm_time(2 * T * m.q_lora_rank * a.heads * a.d_qk / t, np.minimum(a.heads * a.d_qk / t,
+                                                                                   m.q_lora_rank), rate)
+    return g
+
+
+def module_recompute(r: Rows, lc: LayerCompute) -> np.ndarray:
+    """(n, 2) forward seconds Megatron's --recompute-modules repeat per layer and micro-batch: each module's
+    forward GEMMs (mla_up_proj: the up-projections; mlp: the dense MLP; moe: router, routed and shared
+    experts and the dispatcher's permutations; shared_experts: the shared experts), the attention core
+    (core_attn) and the element-wise work over the bytes each module dropped (memory.module_bytes), streamed
+    like every kept byte. The MoE all-to-alls a recomputed `moe` repeats are not priced ([U])."""
+    m, T, h = r.model, r.T, r.h
+    on = set(r.modules)
+    out = np.zeros((r.n, 2))
+    lse = K.FLASH_LSE_BYTES * r.attn.heads if m.use_flash_attention else 0.0
+    stream = r.elem_traffic * T / r.hbm
+    for ty in (DENSE, MOE):
+        moe = ty == MOE and r.is_moe
+        mb = module_bytes(m, moe, lse, r.lin_bytes)
+        sec = np.zeros(r.n)
+        if "core_attn" in on:
+            sec = sec + lc.attn_fwd[:, ty] + stream * mb.core_attn / r.t
+        if "layernorm" in on:
+            sec = sec + stream * mb.layernorm / r.sp_div
+        if "mla_up_proj" in on and m.is_mla:
+            sec = sec + _mla_up_gemms(r) + stream * mb.mla_up_proj / r.t
+        if "mlp" in on and not moe:
+            f = float(m.ffn_eff)
+            sec = sec + gemm_time(2 * T * mlp_mats(m) * h * f / r.t, np.minimum(f / r.t, h), r.wgemm_rate)
+            sec = sec + stream * mb.mlp / r.t
+        if moe and lc.moe is not None and "moe" in on:
+            sec = sec + lc.moe.router + lc.moe.routed + lc.moe.shared + permutation_time(r)
+            sec = sec + stream * (mb.moe / r.t + mb.moe_router / r.sp_div)
+        elif moe and lc.moe is not None:
+            if "moe_act" in on:
+                sec = sec + stream * mb.moe_act / r.t
+            if "shared_experts" in on:
+                sec = sec + lc.moe.shared + stream * mb.shared_experts / r.t
+        out[:, ty] = sec
+    if not r.is_moe:
+        out[:, MOE] = out[:, DENSE]
+    return out
 
 
 def _head_forward_parts(r: Rows) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.catalog.frameworks import effective_policy, framework_of
+from engine.catalog.frameworks import effective_policy, framework_of, priced_modules
 from engine.config.layout import layout_paths
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
@@ -43,6 +43,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "framework": ("estimator.framework",),
     "fp8": ("estimator.fp8", "accelerator.fp8"),
     "selective_policy": ("selective_policy", "activation_checkpoint.selective_policy"),
+    "recompute_modules": ("recompute_modules", "activation_checkpoint.recompute_modules"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
@@ -156,6 +157,15 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out.append(Problem("HP531", f"{fw.name} offers no '{stated_policy}' selective recompute; priced with its "
                            f"own policy '{effective_policy(fw, config.run)}' ({', '.join(fw.selective_policies)})",
                            "selective_policy"))
+    unoffered = [x for x in config.run.recompute_modules if x not in fw.recompute_modules and x != "auto"]
+    if config.run.recompute_modules == ("auto",) and not fw.recompute_modules:
+        unoffered = ["auto"]
+    if uses_selective and unoffered and _locate(config, "recompute_modules")[1]:
+        what = (f"no recompute module {', '.join(unoffered)}" if fw.recompute_modules
+                else "no recompute by module (Megatron's --recompute-modules)")
+        kept = priced_modules(fw, config.run)
+        how = f"priced with {', '.join(kept)}" if kept else f"priced with its own policy '{effective_policy(fw, config.run)}'"
+        out.append(Problem("HP531", f"{fw.name} offers {what}; {how}", "recompute_modules"))
     if config.run.fp8 and config.cluster is not None and config.cluster.device.fp8_tflops <= 0:
         out.append(Problem("HP532", f"{config.cluster.device.name} has no FP8 GEMMs; priced in BF16", "fp8"))
     return out

@@ -48,7 +48,7 @@ AUTOMODELS_ORDER: Order = {
                        "optimizer_weight_shard_size", "account_for_embedding_in_pipeline_split",
                        "account_for_loss_in_pipeline_split"),
     ("fsdp_config",): ("dp_shard_size", "edp_shard_size", "reshard_after_forward"),
-    ("activation_checkpoint",): ("mode", "selective_policy", "layers"),
+    ("activation_checkpoint",): ("mode", "selective_policy", "recompute_modules", "layers"),
 }
 LEGACY_ORDER: Order = {
     (): ("model", "train", "data"),
@@ -364,16 +364,32 @@ def _layout_changes(layout: PipelineLayout | None) -> list[Change]:
             _bool_change((*acc, "account_for_loss_in_pipeline_split"), layout.loss_in_split)]
 
 
+def _module_changes(s: Strategy, modules: tuple[str, ...], schema: str) -> list[Change]:
+    """`activation_checkpoint.recompute_modules: [..]` for a plan that recomputes selectively with a chosen
+    list; nothing otherwise (a stated list on a plan without selective layers does no harm)."""
+    selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
+    if not modules or not selective:
+        return []
+    if schema == "legacy":
+        raise EditError("the legacy train.yaml schema has no key for recompute modules "
+                        f"{list(modules)}: move the file to the AutoModels schema")
+    want = list(modules)
+    return [Change(("activation_checkpoint", "recompute_modules"), [Word(x) for x in want],
+                   satisfied=lambda now: isinstance(now, list) and [str(x).strip().lower() for x in now] == want)]
+
+
 @keeps_bom
 def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
-                   layout: PipelineLayout | None = None) -> EditResult:
+                   recompute_modules: tuple[str, ...] = (), layout: PipelineLayout | None = None) -> EditResult:
     """Minimal round-trip edits writing `strategy` into the train.yaml `text`; never raises. `layout`: the
     pipeline layout the search chose for it (Estimate.pipeline_layout), written as Megatron-Core's keys.
 
     Returns an EditResult: its `edits` (empty when the file already states the strategy), `new_text`, the
     dotted keys changed, or `error` with the reason nothing may be written (invalid YAML, a section that is
     not a mapping, an alias in the way, a strategy the legacy schema cannot express, or a read-back that
-    differs from the strategy). `path` only names the file in messages.
+    differs from the strategy). `path` only names the file in messages. `recompute_modules` (the search's
+    choice, engine.search.modules) is written as `activation_checkpoint.recompute_modules` where the plan
+    recomputes selectively (AutoModels schema; the legacy schema has no key for it: refused).
     """
     where = f"{path}: " if path else ""
     bad = _sanity(strategy)
@@ -389,6 +405,7 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
                             "(account_for_embedding_in_pipeline_split)")
         changes = _changes_legacy(strategy, doc.data) if schema == "legacy" else \
             _changes_automodels(strategy) + _layout_changes(layout)
+        changes += _module_changes(strategy, recompute_modules, schema)
         order = LEGACY_ORDER if schema == "legacy" else AUTOMODELS_ORDER
         if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):
             changes.append(_int_change(("context", "device_num"), strategy.world_size))

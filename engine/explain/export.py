@@ -21,6 +21,8 @@ MindSpeed-LLM's feature managers and torchtitan's torchtitan/config/job_config.p
 | optimizer_shard (ZeRO-1) | --use-distributed-optimizer, --num-distributed-optimizer-instances dp·cp / o | (none: FSDP shards instead) |
 | recompute full | --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 | activation_checkpoint.mode "full" |
 | recompute selective | --recompute-granularity selective | activation_checkpoint.mode "selective", selective_ac_option "op" |
+| recompute_modules | --recompute-modules m1 m2 … (MindSpeed: no shared_experts) | (none) |
+| grad_dtype bf16 / optimizer_state_dtype bf16 | --grad-reduce-in-bf16 / --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 | training.mixed_precision_reduce "bfloat16" / (none) |
 | recompute off | (no flag) | activation_checkpoint.mode "none" |
 | cp_algo ring / ulysses / hybrid | Megatron --cp-comm-type p2p / a2a / a2a+p2p; MindSpeed --context-parallel-algo megatron_cp_algo / ulysses_cp_algo / hybrid_cp_algo | (ring only: context_parallel_rotate_method) |
 | seq_len | --seq-length | training.seq_len |
@@ -142,7 +144,9 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Ex
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif mode == "selective":
         args += ["--recompute-granularity", "selective"]
+        args += _recompute_modules(run, target, warns)
     warns += _recompute_warnings(s, target)
+    args += _state_dtypes(run)
     if s.cp > 1:
         if target == "mindspeed":
             args += ["--context-parallel-algo", MINDSPEED_CP[run.cp_algo]]
@@ -162,6 +166,28 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Ex
     if lines[-1].endswith(" \\"):
         lines[-1] = lines[-1][:-2]
     return Exported(target, "\n".join(lines) + "\n", tuple(args), tuple(warns))
+
+
+def _recompute_modules(run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+    """`--recompute-modules m1 m2` for the stated modules the target runs (MindSpeed-LLM has no
+    shared_experts module: HP753 for it)."""
+    from engine.catalog.frameworks import FRAMEWORKS
+
+    offered = FRAMEWORKS[target].recompute_modules
+    mods = [x for x in run.recompute_modules if x in offered]
+    for x in run.recompute_modules:
+        if x not in offered and x != "auto":
+            warns.append(_warn("recompute_modules", target, f"the recompute module {x}"))
+    return ["--recompute-modules", *mods] if mods else []
+
+
+def _state_dtypes(run: RunOptions) -> list[str]:
+    """Gradient and optimizer-state widths as Megatron spells them: --grad-reduce-in-bf16 for 16-bit
+    gradients, the precision-aware optimizer with bf16 moments for 16-bit Adam states."""
+    out = ["--grad-reduce-in-bf16"] if run.grad_bytes == 2 else []
+    if run.optimizer_state_bytes == 2:
+        out += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
+    return out
 
 
 def _pairs(args: list[str]) -> list[list[str]]:
@@ -199,7 +225,8 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     mode = {"off": "none", "selective": "selective", "full": "full"}[s.recompute.mode]
     lines = [f"# torchtitan: world size {s.world_size}", "[training]",
              f"local_batch_size = {s.micro_batch_size * s.micro_batch_num}",
-             f"global_batch_size = {s.global_batch_size}", f"seq_len = {model.seq_len}", "",
+             f"global_batch_size = {s.global_batch_size}", f"seq_len = {model.seq_len}",
+             *(['mixed_precision_reduce = "bfloat16"'] if run.grad_bytes == 2 else []), "",
              "[parallelism]", f"data_parallel_replicate_degree = {replicate}",
              f"data_parallel_shard_degree = {shard}", f"tensor_parallel_degree = {s.tp}",
              f"pipeline_parallel_degree = {s.pp}", f"context_parallel_degree = {s.cp}",
@@ -214,6 +241,9 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     lines += ["", "[activation_checkpoint]", f"mode = \"{mode}\""]
     if mode == "selective":
         lines.append('selective_ac_option = "op"')
+        if run.recompute_modules and run.recompute_modules != ("auto",):
+            warns.append(_warn("recompute_modules", target, f"recompute by module {list(run.recompute_modules)} "
+                               "(exported as the op policy)"))
     text = "\n".join(lines) + "\n"
     return Exported(target, text, (), tuple(warns))
 

@@ -25,6 +25,7 @@ from engine.results import Estimate, SearchResult
 from engine.search import explain
 from engine.search.equivalence import POOL, rank_equivalent
 from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-exported: the HP611 threshold
+from engine.search.modules import search_modules, wants_choice
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_groups, price_space
 from engine.search.space import VPP_AUTO_MAX, Space, enumerate_groups, enumerate_space, restrictions
@@ -96,6 +97,9 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     """
     if config.model is None or config.cluster is None:
         return search_with(config, None, top=top, progress=progress, cancelled=cancelled)
+    if wants_choice(config):  # recompute_modules: auto (engine.search.modules)
+        return search_modules(config, lambda c, p: search(c, top=top, progress=p, cancelled=cancelled),
+                              progress, cancelled)
     budget = _budget(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget)
     result = search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
@@ -103,7 +107,8 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     if not pps or (cancelled is not None and cancelled()):
         return result
     # The stack offers the embedding and loss counted in the pipeline split (Megatron-Core): the plans with
-    # pp > 1 again under that layout (engine.cost.layout), and the faster of the two bests is returned.
+    # the pp values where that changes the split priced again under it (engine.cost.layout), both passes' plans
+    # ranked together (_pick_layout).
     alt_run = replace(config.run, pipeline_layout=ACCOUNTED)
     alt_config = replace(config, run=alt_run)
     alt = search_with(alt_config, Pricer(config.model, config.cluster, alt_run, budget), top=top, cancelled=cancelled,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.config.train import NOT_PRICED, detect_schema
+from engine.config.train import NOT_PRICED, detect_schema, optimizer_states_of
 from engine.diagnostics import Diagnostic
 from engine.document import Map, Node, Scalar, Seq
 from engine.validate.context import Ctx
@@ -53,7 +53,8 @@ def _reshard_kept(v: Node, _parent: Map) -> bool:
 
 
 def _not_adam(v: Node, _parent: Map) -> bool:
-    return isinstance(v, Scalar) and isinstance(v.value, str) and "adam" not in v.value.lower()
+    """An optimizer whose states the planner does not know (Adam/AdamW and Muon are priced: read_optimizer)."""
+    return isinstance(v, Scalar) and isinstance(v.value, str) and optimizer_states_of(v.value) is None
 
 
 def _mixed_precision(v: Node, _parent: Map) -> bool:
@@ -126,9 +127,6 @@ _OTHER_KEYS: tuple[tuple[frozenset[str], str, str, When], ...] = (
      "parameters kept gathered after backward are not priced: they are priced resharded", _reshard_kept),
     (_AUTO, "fsdp_config.mixed_precision",
      f"FSDP's mixed-precision policy: weights are priced at model.torch_dtype {_MASTER}", _mixed_precision),
-    (_AUTO, "mixed_precision",
-     f"the mixed-precision policy: weights are priced at model.torch_dtype (param_init_type) {_MASTER}",
-     _mixed_precision),
     (_AUTO, "activation_checkpoint.recompute_slice_activation", _SLICE, _meaningful),
     (_AUTO, "activation_checkpoint.swap_inputs", "swapping checkpoint inputs to the host is not priced",
      _meaningful),

@@ -38,12 +38,14 @@ _BOOL = {"true": "true", "false": "false"}
 # ...), the run's overlap flags engine.config.train and .search read (OVERLAP_KEYS: `accelerator.*` in a
 # train.yaml, top level in a search config), and the three the readers read one by one
 # (accelerator.sequence_parallel, fsdp_config.reshard_after_forward, a search config's model.use_seq_parallel,
-# a legacy train.yaml's train.accelerator.enable_parallel_optimizer).
+# a legacy train.yaml's train.accelerator.enable_parallel_optimizer, mixed_precision.enabled,
+# estimator.master_weights).
 # The schema tables record no types; tests/hp_lsp/test_completion_symbols.py derives this set from the readers'
 # HP104 ("must be true or false") over every schema key, so a new boolean key the readers gain fails there.
 BOOLEAN_KEYS = frozenset(BOOL_FIELDS | set(OVERLAP_KEYS) | {"sequence_parallel", "reshard_after_forward",
                                                               "use_seq_parallel", "enable_parallel_optimizer",
-                                                              "compile", "fp8", "loss_parallel"}
+                                                              "compile", "fp8", "loss_parallel", "enabled",
+                                                              "master_weights"}
                            | set(LAYOUT_BOOLS))
 # key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
 # exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).
@@ -59,6 +61,7 @@ ENUMS: dict[str, dict[str, str]] = {
     "model_init_dtype": {k: k for k in DTYPES},
     "param_init_type": {k: k for k in DTYPES},
     "param_dtype": {k: k for k in DTYPES},
+    **{k: {d: d for d in DTYPES} for k in ("reduce_dtype", "grad_dtype", "optimizer_state_dtype")},
     "hidden_act": {k: k for k in sorted(GATED_ACTS | PLAIN_ACTS)},
     **{k: _BOOL for k in sorted(BOOLEAN_KEYS)},
 }

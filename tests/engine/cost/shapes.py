@@ -43,6 +43,8 @@ def h100(nodes: int = 1, per_node: int = 8) -> ClusterSpec:
 
 
 # a DeepSeek-style MoE layer mix (64 routed experts, 8 active, one shared) at Llama-8B width
+LLAMA8B = ModelSpec(name="llama-8b", num_layers=32, hidden=4096, heads=32, vocab=128256, ffn=14336, kv_heads=8,
+                    seq_len=8192)
 MOE = ModelSpec(name="moe", num_layers=8, hidden=4096, heads=32, vocab=32000, ffn=14336, kv_heads=8, seq_len=4096,
                 num_experts=64, experts_per_tok=8, moe_ffn=1408, num_shared_experts=1, first_k_dense=1)
 

@@ -110,9 +110,10 @@ def test_eighteen_bytes_per_parameter_and_distributed_optimizer() -> None:
     m = LLAMA70B
     cl = cluster(16)
     s = Strategy(dp=16, tp=8, pp=1, micro_batch_num=1, optimizer_shard=1)
-    e1 = estimate(m, cl, RunOptions(), s, 1e6)
+    mega = RunOptions(framework="megatron")  # a separate fp32 master copy (FSDP2 stacks: held_state_bytes)
+    e1 = estimate(m, cl, mega, s, 1e6)
     b1 = e1.memory_breakdown_gib
-    e2 = estimate(m, cl, RunOptions(), Strategy(dp=16, tp=8, optimizer_shard=16), 1e6)
+    e2 = estimate(m, cl, mega, Strategy(dp=16, tp=8, optimizer_shard=16), 1e6)
     b2 = e2.memory_breakdown_gib
     states1 = b1["parameters"] + b1["gradients"] + b1["optimizer"]
     states2 = b2["parameters"] + b2["gradients"] + b2["optimizer"]
@@ -125,8 +126,8 @@ def test_zero_stage_examples() -> None:
     m = gpt(40, 4096, 32)
     cl = cluster(8)
     psi = sum(layer_params(m, False).total for _ in range(1))  # per layer
-    run2 = RunOptions(grad_bytes=2, reshard_after_forward=False)
-    run3 = RunOptions(grad_bytes=2, reshard_after_forward=True)
+    run2 = RunOptions(grad_bytes=2, reshard_after_forward=False, framework="megatron")
+    run3 = RunOptions(grad_bytes=2, reshard_after_forward=True, framework="megatron")
     dp = Strategy(dp=64)
     z1 = Strategy(dp=64, optimizer_shard=64)
     z23 = Strategy(dp=64, dp_shard=64)
@@ -148,7 +149,7 @@ def test_embedding_on_first_stage_head_on_last_and_tied_copy() -> None:
     cl = cluster(1)
     s = Strategy(dp=4, tp=1, pp=2, micro_batch_num=4)
     for m in (tied, untied):
-        pr = price_table(m, cl, RunOptions(), CandidateTable.from_strategies([s]), 1e6)
+        pr = price_table(m, cl, RunOptions(framework="megatron"), CandidateTable.from_strategies([s]), 1e6)
         st = pr.stage_static_gib[0] * GIB / 18  # parameters per stage
         layer = layer_params(m, False).total
         emb = m.vocab * m.hidden
@@ -163,7 +164,7 @@ def test_routed_experts_shard_by_ep_and_mtp_on_last_stage() -> None:
     cl = cluster(32)
     s1 = Strategy(dp=16, tp=1, pp=16, ep=1, micro_batch_num=16)
     s8 = Strategy(dp=16, tp=1, pp=16, ep=8, micro_batch_num=16)
-    pr = price_table(DSV3, cl, RunOptions(), CandidateTable.from_strategies([s1, s8]), 1e6)
+    pr = price_table(DSV3, cl, RunOptions(framework="megatron"), CandidateTable.from_strategies([s1, s8]), 1e6)
     lp = layer_params(DSV3, True)
     # stage 1 holds 4 MoE layers: ep 8 removes 7/8 of their routed weights (18 B each)
     diff = (pr.stage_static_gib[0, 1] - pr.stage_static_gib[1, 1]) * GIB / 18

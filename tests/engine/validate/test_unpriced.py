@@ -42,13 +42,17 @@ def flagged(tmp_path: Path, text: str, name: str = "train.yaml") -> dict[str, st
 def test_recipe_keys_read_but_not_priced_are_flagged_at_the_key(tmp_path: Path) -> None:
     got = flagged(tmp_path, RECIPE.replace("SWAP", "offload"))
     assert set(got) == {"training.max_grad_norm", "fsdp_config.edp_shard_size", "fsdp_config.reshard_after_backward",
-                        "activation_swap", "optimizer._target_", "context.expert_shard", "context.visual_seq_len"}
+                        "activation_swap", "context.expert_shard", "context.visual_seq_len"}
     # a Llama has no vision tower: the visual sequence prices nothing (a multimodal model's is priced, test_vision)
     assert "no tower is stated" in got["context.visual_seq_len"]
-    # `mixed_precision: {enabled: false}` is the run priced (weights at torch_dtype); a policy is flagged
+    # `mixed_precision` is read and priced either way (enabled, param_dtype, reduce_dtype: the state widths,
+    # tests/engine/cost/test_memory_as_trained.py); only fsdp_config's copy of the policy is not read
     on = flagged(tmp_path, RECIPE.replace("SWAP", "none").replace("{enabled: false}", "{enabled: true, param_dtype: "
                                                                    "bfloat16}"), "on.yaml")
-    assert "mixed_precision" in on
+    assert "mixed_precision" not in on
+    # Muon (the recipe's) and AdamW are priced (one and two states per parameter); another optimizer is flagged
+    lion = flagged(tmp_path, RECIPE.replace("SWAP", "none").replace("optim.Muon", "optim.Lion"), "lion.yaml")
+    assert "AdamW" in lion["optimizer._target_"]
 
 
 def test_values_that_say_nothing_are_not_flagged(tmp_path: Path) -> None:
