@@ -16,10 +16,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.cost.layout import layer_stage
+from engine.cost.rows import layer_stages
 from engine.cost.table import OFFLOAD_CODE, CandidateTable, PricedTable
 from engine.specs import GIB as GIB_BYTES
-from engine.specs import ModelSpec
+from engine.specs import ModelSpec, RunOptions
 
 # The layer-mode code of an offloaded layer (after off 0, selective 1, full 2); priced as off.
 OFFLOAD = OFFLOAD_CODE
@@ -50,18 +50,15 @@ def layer_types(model: ModelSpec) -> np.ndarray:
     return ty
 
 
-def offload_saving(model: ModelSpec, table: CandidateTable, priced: PricedTable, mask: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def offload_saving(model: ModelSpec, run: RunOptions, table: CandidateTable, priced: PricedTable,
+                   mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """((n, P) GiB each stage no longer holds, (n, layers) GiB each offloaded layer moves per micro-batch).
 
     A layer's kept activations per micro-batch are `layer_act_one_gib` under off; the stage held them for
     `in_flight` micro-batches and now holds none, except one layer's of one micro-batch in transit (the largest
     of the stage's offloaded layers, [HP] §8.6 "one offloaded layer is kept in transit")."""
     n, P = priced.stage_memory_gib.shape
-    L = model.num_layers
-    st = np.empty(mask.shape, dtype=np.int64)
-    st[:, :L] = layer_stage(L, np.asarray(table.pp, dtype=np.int64), np.asarray(table.vpp, dtype=np.int64))
-    st[:, L:] = (np.asarray(table.pp) - 1)[:, None]
+    st = layer_stages(model, run, np.asarray(table.pp, dtype=np.int64), np.asarray(table.vpp, dtype=np.int64))
     ty = layer_types(model)
     kept = priced.layer_act_one_gib[:, ty, OFF] * mask  # (n, layers) GiB per micro-batch, 0 where not offloaded
     rows = np.arange(n)[:, None]
@@ -72,10 +69,11 @@ def offload_saving(model: ModelSpec, table: CandidateTable, priced: PricedTable,
     return held - transit, kept
 
 
-def apply_offload(model: ModelSpec, table: CandidateTable, priced: PricedTable, mask: np.ndarray) -> PricedTable:
+def apply_offload(model: ModelSpec, run: RunOptions, table: CandidateTable, priced: PricedTable,
+                  mask: np.ndarray) -> PricedTable:
     """`priced` (the table priced with its offloaded layers off) with each stage's memory, the peak, its stage,
     its breakdown and `fits` as offloading makes them; times are unchanged (the copies are hidden)."""
-    saving, kept = offload_saving(model, table, priced, mask)
+    saving, kept = offload_saving(model, run, table, priced, mask)
     saving = np.where(np.isnan(priced.stage_memory_gib), 0.0, saving)
     stage = priced.stage_memory_gib - saving
     parts = dict(priced.stage_parts)

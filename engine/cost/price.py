@@ -68,7 +68,7 @@ def price_table(
         priced = _concat([_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))),
                                        budget_gib, P) for i in range(0, n, BLOCK_ROWS)])
     if offloaded is not None:
-        priced = apply_offload(model, table, priced, offloaded)
+        priced = apply_offload(model, run, table, priced, offloaded)
     return apply_ratios(priced, run.ratios, features)
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.cost.layout import chunk_bounds
 from engine.cost.offload import OVERLAP
 from engine.search.recompute import StageChoice, choose_stage
 
@@ -107,10 +106,11 @@ def _with_k(s: StageInputs, k: np.ndarray, one: np.ndarray) -> StageChoice:
     return StageChoice(sub.counts, sub.time + k * s.time[rows, s.first, OFF], sub.memory + one, sub.feasible)
 
 
-def first_kind(pp: np.ndarray, stage: int, num_layers: int, first_dense: int) -> np.ndarray:
-    """(n,) the kind of stage `stage`'s first layer (vpp 1; engine.cost.layout.chunk_bounds's split)."""
-    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
-    start, _ = chunk_bounds(num_layers, p, np.ones_like(p), np.full_like(p, stage))
+def first_kind(counts: np.ndarray, stage: int, first_dense: int) -> np.ndarray:
+    """(n,) the kind of stage `stage`'s first layer: each stage holds the next counts[:, s] (n, P, 2) layers in
+    model order, whatever layout the cost model priced (engine.search.rank.stage_layers), and the dense layers
+    lead the model."""
+    start = counts[:, :stage].sum(axis=(1, 2))
     return np.where(start < first_dense, 0, 1).astype(np.int64)
 
 
