@@ -264,32 +264,11 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     _canonical(locations, "estimator.ratios_file", sf.ratios_file)
 
     request = _request(sf, train)
-    if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
-        plan = RecomputePlan("off" if sf.recompute.value == "none" else sf.recompute.value)
-    elif train is not None:
-        plan = RecomputePlan(_mode(train.recompute), _layers(train))  # type: ignore[arg-type]
-    else:
-        plan = RecomputePlan()
+    plan = _search_recompute_plan(sf, train)
     schedule = _schedule(sf, train)
-    fixed = {d: dim.values[0] for d, dim in dims.items() if dim.state in ("fixed", "list") and len(dim.values) == 1}
-    # "Stated" means nothing is left to search: dp and micro_batch_num may still follow from the world size
-    # and the batch rule, and dimensions nobody mentions take their defaults.
-    still_searched = [d for d, dim in dims.items() if d not in ("dp", "micro_batch_num") and (
-        dim.state == "auto" or (dim.state == "list" and len(dim.values) > 1))]
-    still_searched += [d for d in ("dp", "micro_batch_num") if dims[d].state == "list" and len(dims[d].values) > 1]
     opt = sf.optimizer_shard or (train.optimizer_shard if train else None)
-    is_moe = model.spec is not None and model.spec.is_moe
-    stated = _stated(
-        fixed,
-        world=cluster.world_size if cluster is not None else None,
-        gbs=int(gbs.value) if gbs is not None else None,
-        full_shard_default=False,
-        plan=plan,
-        schedule=schedule,
-        optimizer_shard=int(opt.value) if opt is not None else 1,
-        model=model.spec,
-        require=("tp", "pp", "cp", "ep") if is_moe else ("tp", "pp", "cp"),
-    ) if not still_searched else None
+    stated = _search_stated(dims, cluster, gbs, plan, schedule, int(opt.value) if opt is not None else 1,
+                            model.spec)
     out.config = Config(
         kind="search",
         path=src.path,
@@ -311,6 +290,41 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
                      if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
         locations=MappingProxyType(locations),
+    )
+
+
+def _search_recompute_plan(sf: SearchFacts, train: TrainFacts | None) -> RecomputePlan:
+    """The recompute a search config states: its own fixed `recompute`, else its train.yaml's (per layer)."""
+    if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
+        return RecomputePlan("off" if sf.recompute.value == "none" else sf.recompute.value)
+    if train is not None:
+        return RecomputePlan(_mode(train.recompute), _layers(train))  # type: ignore[arg-type]
+    return RecomputePlan()
+
+
+def _search_stated(dims: Mapping[str, Dimension], cluster: ClusterSpec | None, gbs: Val | None,
+                   plan: RecomputePlan, schedule: str, optimizer_shard: int, model: ModelSpec | None
+                   ) -> Strategy | None:
+    """The one strategy a search config states, or None while any dimension is still searched. "Stated" means
+    nothing is left to search: dp and micro_batch_num may still follow from the world size and the batch rule,
+    and dimensions nobody mentions take their defaults."""
+    still_searched = [d for d, dim in dims.items() if d not in ("dp", "micro_batch_num") and (
+        dim.state == "auto" or (dim.state == "list" and len(dim.values) > 1))]
+    still_searched += [d for d in ("dp", "micro_batch_num") if dims[d].state == "list" and len(dims[d].values) > 1]
+    if still_searched:
+        return None
+    fixed = {d: dim.values[0] for d, dim in dims.items() if dim.state in ("fixed", "list") and len(dim.values) == 1}
+    is_moe = model is not None and model.is_moe
+    return _stated(
+        fixed,
+        world=cluster.world_size if cluster is not None else None,
+        gbs=int(gbs.value) if gbs is not None else None,
+        full_shard_default=False,
+        plan=plan,
+        schedule=schedule,
+        optimizer_shard=optimizer_shard,
+        model=model,
+        require=("tp", "pp", "cp", "ep") if is_moe else ("tp", "pp", "cp"),
     )
 
 

@@ -104,26 +104,45 @@ def _read_tower(facts: SearchFacts, model: Map | None) -> None:
 
 
 def read_search(src: Source) -> SearchFacts:
+    """Every fact a search config states, typed and located, in the order its diagnostics are said: train_yaml,
+    model, cluster, parallelism, constraint, the run options; then which of them the file states (`note`)."""
     root = src.root
     facts = SearchFacts(src)
     if root is None:
         return facts
-    tv = src.val(root, "train_yaml", "train_yaml")
-    if tv is not None:
-        if isinstance(tv.value, str) and tv.value.strip():
-            facts.train_yaml = tv
-        else:
-            shown = describe(tv.value) if not isinstance(tv.value, Node) else "a collection"
-            src.diag("HP106", f"'train_yaml' must be a file path string, got {shown}", tv.loc.value, "train_yaml")
-
-    # model
+    _read_train_yaml(facts, root)
     model = src.section(root, "model", "model")
+    _read_model_section(facts, root, model)
+    facts.cluster = read_cluster_section(src, root)
+    par = src.section(root, "parallelism", "parallelism")
+    _read_parallelism(facts, par)
+    _read_constraint(facts, root)
+    _read_run_options(facts, root, par, model)
+    _note_stated(facts)
+    return facts
+
+
+def _read_train_yaml(facts: SearchFacts, root: Map) -> None:
+    """`train_yaml`: a path string (HP106 otherwise)."""
+    src = facts.src
+    tv = src.val(root, "train_yaml", "train_yaml")
+    if tv is None:
+        return
+    if isinstance(tv.value, str) and tv.value.strip():
+        facts.train_yaml = tv
+    else:
+        shown = describe(tv.value) if not isinstance(tv.value, Node) else "a collection"
+        src.diag("HP106", f"'train_yaml' must be a file path string, got {shown}", tv.loc.value, "train_yaml")
+
+
+def _read_model_section(facts: SearchFacts, root: Map, model: Map | None) -> None:
+    """`model`: the architecture's facts, a vision tower, the trained sequence, the batch and the state widths."""
+    src = facts.src
     if "model" in root:
         kn = root.key_node("model")
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
-    fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
-    facts.model_fields = fields
+    facts.model_fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
     _read_tower(facts, model)
     facts.name = src.str_(model, "name", "model.name")
     # In a search config max_position_embeddings IS the trained sequence length ([HP] §2.1); older
@@ -139,23 +158,32 @@ def read_search(src: Source) -> SearchFacts:
             facts.param_bytes = Val(DTYPES[dv.value], dv.path, dv.loc)
     facts.param_init = read_param_init(src, model, "model")
 
-    facts.cluster = read_cluster_section(src, root)
 
-    par = src.section(root, "parallelism", "parallelism")
-    if par is not None:
-        for key in DIMENSION_KEYS:
-            # etp 0 is HyperParallel's default and means "the experts follow tp" ([HP] §4.2, §5.5).
-            decl = read_decl(src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"),
-                             minimum=0 if key == "etp" else 1)
-            if decl is not None:
-                facts.dims[key] = decl
+def _read_parallelism(facts: SearchFacts, par: Map | None) -> None:
+    """`parallelism`: each dimension's declaration (fixed, a list, auto)."""
+    if par is None:
+        return
+    for key in DIMENSION_KEYS:
+        # etp 0 is HyperParallel's default and means "the experts follow tp" ([HP] §4.2, §5.5).
+        decl = read_decl(facts.src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"),
+                         minimum=0 if key == "etp" else 1)
+        if decl is not None:
+            facts.dims[key] = decl
 
+
+def _read_constraint(facts: SearchFacts, root: Map) -> None:
+    """`constraint`: the global batch and the memory budget (0 = unset, as upstream writes it)."""
+    src = facts.src
     cons = src.section(root, "constraint", "constraint")
     gbs = src.int_(cons, "global_batch_size", "constraint.global_batch_size", minimum=0)
-    facts.global_batch_size = gbs if gbs is not None and gbs.value > 0 else None  # 0 = unset
+    facts.global_batch_size = gbs if gbs is not None and gbs.value > 0 else None
     mem = src.number(cons, "memory_limit_gb", "constraint.memory_limit_gb", minimum=0.0)
-    facts.memory_limit_gb = mem if mem is not None and mem.value > 0 else None  # 0.0 = unset
+    facts.memory_limit_gb = mem if mem is not None and mem.value > 0 else None
 
+
+def _read_run_options(facts: SearchFacts, root: Map, par: Map | None, model: Map | None) -> None:
+    """How the run executes: recompute, `estimator` (the framework and its options), overlaps, pp_config."""
+    src = facts.src
     facts.recompute = src.choice(root, "recompute", "recompute", RECOMPUTE_REQUESTS)
     est = src.section(root, "estimator", "estimator")
     facts.cp_algo = src.choice(est, "cp_algo", "estimator.cp_algo", CP_ALGOS)
@@ -177,17 +205,20 @@ def read_search(src: Source) -> SearchFacts:
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
     _read_state_widths(facts, est)
+
+
+def _note_stated(facts: SearchFacts) -> None:
+    """Record every fact the file states (facts.note), for the dependency and hover maps."""
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
                facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload,
-               *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
+               *facts.model_fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
                *facts.layout.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
-    return facts
 
 
 def read_offload(src: Source, root: Map) -> Val | None:
