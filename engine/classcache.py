@@ -1,0 +1,151 @@
+"""A bytecode cache for the methods `@dataclass` writes, so a fresh process does not recompile them (issue 16).
+
+Why: on Python 3.11 and 3.12 `dataclasses` writes the source of every generated method (`__init__`,
+`__repr__`, `__eq__`, `__hash__`, and a frozen class's `__setattr__` / `__delattr__`) and compiles it with
+`exec`, one compile per method, at every import. The engine's ~70 typed frozen dataclasses on the
+`hp-plan search` path make 393 such compiles: ~29 ms of CPU per process (measured on the 2-core dev machine;
+benchmarks/cli_speed.py), a fifth of the command's start-up. Python 3.13 builds them in one `exec` per
+class and this cache is not installed there.
+
+What: `install()` replaces `dataclasses._create_fn` with the same function (same source text, same
+namespaces, same result) that looks the compiled code up by its exact source text before compiling it.
+The code objects live beside the engine's bytecode, in `engine/__pycache__/dataclass-methods-<format>.<tag>.marshal`
+(or under PYTHONPYCACHEPREFIX), read once per process (~2 ms) and written back at exit only when a method
+was compiled that was not there, under the rules `.pyc` files follow: nothing is written when
+PYTHONDONTWRITEBYTECODE is set or the directory is read-only. A code object compiled from a text is the
+same whatever process compiled it, so the classes behave exactly as without the cache (tests/engine/
+test_classcache.py compares them). Only classes defined in the engine and hp_lsp packages use the cache.
+"""
+
+import atexit
+import contextlib
+import dataclasses
+import marshal
+import os
+import sys
+from types import CodeType
+from typing import Any
+
+# Versions whose dataclasses.py has the `_create_fn(name, args, body, *, globals, locals, return_type)`
+# this module reproduces (3.13 replaced it with one exec per class).
+VERSIONS = ((3, 11), (3, 12))
+PACKAGES = ("engine.", "hp_lsp.")
+# Above this many entries the file is rewritten with this process's methods only, so the texts of classes
+# since edited do not pile up in a developer's checkout (the engine and server together use ~450).
+MAX_ENTRIES = 4000
+# In the file's name: a change to how the code is compiled must not read an older file's code objects.
+FORMAT = 1
+
+_ORIGINAL = getattr(dataclasses, "_create_fn", None)
+
+
+class _State:
+    """The process's cache: the code read from the file, the texts used, and whether any was compiled."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.codes: dict[str, CodeType] | None = None
+        self.used: dict[str, CodeType] = {}
+        self.compiled = 0
+        self.hits = 0
+
+    def load(self) -> dict[str, CodeType]:
+        if self.codes is None:
+            self.codes = read(self.path)
+        return self.codes
+
+    def code(self, text: str) -> CodeType:
+        codes = self.load()
+        code = codes.get(text)
+        if code is None:
+            code = _compile(text)
+            codes[text] = code
+            self.compiled += 1
+        else:
+            self.hits += 1
+        self.used[text] = code
+        return code
+
+    def save(self) -> None:
+        if not self.compiled or sys.dont_write_bytecode:
+            return
+        on_disk = read(self.path)
+        merged = {**on_disk, **self.used} if len(on_disk) + len(self.used) <= MAX_ENTRIES else dict(self.used)
+        write(self.path, merged)
+
+
+STATE: _State | None = None
+
+
+def _compile(text: str) -> CodeType:
+    """What `exec(text)` in dataclasses.py compiles: no `from __future__` flag of this module or any caller
+    (under `annotations` the generated signatures would read '_type_x' instead of the field types)."""
+    return compile(text, "<string>", "exec", dont_inherit=True)
+
+
+def cache_path() -> str:
+    """Where the cache lives: engine's `__pycache__`, or its mirror under sys.pycache_prefix."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    folder = os.path.join(here, "__pycache__")
+    if sys.pycache_prefix:
+        folder = os.path.join(sys.pycache_prefix, here.lstrip(os.sep), "__pycache__")
+    return os.path.join(folder, f"dataclass-methods-{FORMAT}.{sys.implementation.cache_tag}.marshal")
+
+
+def read(path: str) -> dict[str, CodeType]:
+    """The cache file's {source text: code}; empty when missing, unreadable or not a cache."""
+    try:
+        with open(path, "rb") as fh:
+            data = marshal.load(fh)
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, CodeType)}
+
+
+def write(path: str, codes: dict[str, CodeType]) -> None:
+    """Write atomically (a temporary file renamed over the old one); any OS error leaves no cache."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as fh:
+            marshal.dump(codes, fh)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def create_fn(name: str, args: list[str], body: list[str], *, globals: dict[str, Any] | None = None,
+              locals: dict[str, Any] | None = None, return_type: Any = dataclasses.MISSING) -> Any:
+    """dataclasses._create_fn of Python 3.11 / 3.12, line for line, with the compile looked up in the cache
+    for the engine's own classes."""
+    if locals is None:
+        locals = {}
+    return_annotation = ""
+    if return_type is not dataclasses.MISSING:
+        locals["_return_type"] = return_type
+        return_annotation = "->_return_type"
+    body_text = "\n".join(f"  {b}" for b in body)
+    txt = f" def {name}({','.join(args)}){return_annotation}:\n{body_text}"
+    txt = f"def __create_fn__({', '.join(locals.keys())}):\n{txt}\n return {name}"
+    ns: dict[str, Any] = {}
+    module = (globals or {}).get("__name__", "")
+    if STATE is not None and isinstance(module, str) and module.startswith(PACKAGES):
+        code = STATE.code(txt)
+    else:
+        code = _compile(txt)
+    exec(code, globals, ns)
+    return ns["__create_fn__"](**locals)
+
+
+def install() -> None:
+    """Route dataclasses' method compiles through the cache (once; nowhere but CPython 3.11 / 3.12)."""
+    global STATE
+    if STATE is not None or _ORIGINAL is None or sys.implementation.name != "cpython" \
+            or sys.version_info[:2] not in VERSIONS:
+        return
+    STATE = _State(cache_path())
+    dataclasses._create_fn = create_fn  # type: ignore[attr-defined]
+    atexit.register(STATE.save)
