@@ -10,7 +10,7 @@ class and this cache is not installed there.
 What: `install()` replaces `dataclasses._create_fn` with the same function (same source text, same
 namespaces, same result) that looks the compiled code up by its exact source text before compiling it.
 The code objects live beside the engine's bytecode, in `engine/__pycache__/dataclass-methods-<format>.<tag>.marshal`
-(or under PYTHONPYCACHEPREFIX), read once per process (~2 ms) and written back at exit only when a method
+(or under PYTHONPYCACHEPREFIX), read once per process (~1 ms) and written back at exit only when a method
 was compiled that was not there, under the rules `.pyc` files follow: nothing is written when
 PYTHONDONTWRITEBYTECODE is set or the directory is read-only. A code object compiled from a text is the
 same whatever process compiled it, so the classes behave exactly as without the cache (tests/engine/
@@ -96,7 +96,7 @@ def read(path: str) -> dict[str, CodeType]:
     """The cache file's {source text: code}; empty when missing, unreadable or not a cache."""
     try:
         with open(path, "rb") as fh:
-            data = marshal.load(fh)
+            data = marshal.loads(fh.read())  # marshal.load(fh) reads in small pieces: 7 ms instead of 1
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     if not isinstance(data, dict):
@@ -110,7 +110,7 @@ def write(path: str, codes: dict[str, CodeType]) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "wb") as fh:
-            marshal.dump(codes, fh)
+            fh.write(marshal.dumps(codes))
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
