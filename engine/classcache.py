@@ -1,20 +1,20 @@
 """A bytecode cache for the methods `@dataclass` writes, so a fresh process does not recompile them (issue 16).
 
-Why: on Python 3.11 and 3.12 `dataclasses` writes the source of every generated method (`__init__`,
-`__repr__`, `__eq__`, `__hash__`, and a frozen class's `__setattr__` / `__delattr__`) and compiles it with
-`exec`, one compile per method, at every import. The engine's ~70 typed frozen dataclasses on the
-`hp-plan search` path make 393 such compiles: ~29 ms of CPU per process (measured on the 2-core dev machine;
-benchmarks/cli_speed.py), a fifth of the command's start-up. Python 3.13 builds them in one `exec` per
-class and this cache is not installed there.
+Why: `dataclasses` writes the source of every generated method (`__init__`, `__repr__`, `__eq__`, `__hash__`,
+and a frozen class's `__setattr__` / `__delattr__`) and compiles it with `exec` at every import: on Python
+3.11 and 3.12 one compile per method, on 3.13 one per class. The engine's ~70 typed frozen dataclasses on the
+`hp-plan search` path make 393 such compiles on 3.11: ~29 ms of CPU per process (measured on the 2-core dev
+machine; benchmarks/cli_speed.py), a fifth of the command's start-up.
 
-What: `install()` replaces `dataclasses._create_fn` with the same function (same source text, same
-namespaces, same result) that looks the compiled code up by its exact source text before compiling it.
-The code objects live beside the engine's bytecode, in `engine/__pycache__/dataclass-methods-<format>.<tag>.marshal`
-(or under PYTHONPYCACHEPREFIX), read once per process (~1 ms) and written back at exit only when a method
-was compiled that was not there, under the rules `.pyc` files follow: nothing is written when
-PYTHONDONTWRITEBYTECODE is set or the directory is read-only. A code object compiled from a text is the
-same whatever process compiled it, so the classes behave exactly as without the cache (tests/engine/
-test_classcache.py compares them). Only classes defined in the engine and hp_lsp packages use the cache.
+What: `install()` gives the dataclasses module its own `exec` (a module global, found before the builtin).
+For a class of the engine or hp_lsp packages it looks the compiled code up by its exact source text before
+compiling it; for any other class, and for anything but source text, it is the builtin. The code objects live
+beside the engine's bytecode, in `engine/__pycache__/dataclass-methods-<format>.<tag>.marshal` (or under
+PYTHONPYCACHEPREFIX), read once per process (~1 ms) and written back at exit only when a method was compiled
+that was not there, under the rules `.pyc` files follow: nothing is written when PYTHONDONTWRITEBYTECODE is
+set or the folder cannot be written. A code object compiled from a text is the same whatever process
+compiled it, so the classes behave exactly as without the cache (tests/engine/test_classcache.py compares
+them).
 """
 
 import atexit
@@ -26,17 +26,12 @@ import sys
 from types import CodeType
 from typing import Any
 
-# Versions whose dataclasses.py has the `_create_fn(name, args, body, *, globals, locals, return_type)`
-# this module reproduces (3.13 replaced it with one exec per class).
-VERSIONS = ((3, 11), (3, 12))
 PACKAGES = ("engine.", "hp_lsp.")
 # Above this many entries the file is rewritten with this process's methods only, so the texts of classes
 # since edited do not pile up in a developer's checkout (the engine and server together use ~450).
 MAX_ENTRIES = 4000
 # In the file's name: a change to how the code is compiled must not read an older file's code objects.
 FORMAT = 1
-
-_ORIGINAL = getattr(dataclasses, "_create_fn", None)
 
 
 class _State:
@@ -117,35 +112,25 @@ def write(path: str, codes: dict[str, CodeType]) -> None:
             os.unlink(tmp)
 
 
-def create_fn(name: str, args: list[str], body: list[str], *, globals: dict[str, Any] | None = None,
-              locals: dict[str, Any] | None = None, return_type: Any = dataclasses.MISSING) -> Any:
-    """dataclasses._create_fn of Python 3.11 / 3.12, line for line, with the compile looked up in the cache
-    for the engine's own classes."""
-    if locals is None:
-        locals = {}
-    return_annotation = ""
-    if return_type is not dataclasses.MISSING:
-        locals["_return_type"] = return_type
-        return_annotation = "->_return_type"
-    body_text = "\n".join(f"  {b}" for b in body)
-    txt = f" def {name}({','.join(args)}){return_annotation}:\n{body_text}"
-    txt = f"def __create_fn__({', '.join(locals.keys())}):\n{txt}\n return {name}"
-    ns: dict[str, Any] = {}
-    module = (globals or {}).get("__name__", "")
-    if STATE is not None and isinstance(module, str) and module.startswith(PACKAGES):
-        code = STATE.code(txt)
-    else:
-        code = _compile(txt)
-    exec(code, globals, ns)
-    return ns["__create_fn__"](**locals)
+def cached_exec(source: Any, globals: dict[str, Any] | None = None, locals: dict[str, Any] | None = None) -> None:
+    """The dataclasses module's `exec`: the builtin, with the compile of an engine class's method source
+    looked up in the cache. Compiled without inheriting this module's `from __future__` flags (it has none;
+    dataclasses.py has none either), so the code is what the builtin would have compiled."""
+    if isinstance(source, str):
+        module = (globals or {}).get("__name__")
+        if STATE is not None and isinstance(module, str) and module.startswith(PACKAGES):
+            source = STATE.code(source)
+        else:
+            source = _compile(source)
+    exec(source, globals, locals)
 
 
 def install() -> None:
-    """Route dataclasses' method compiles through the cache (once; nowhere but CPython 3.11 / 3.12)."""
+    """Give dataclasses the caching `exec` (once; on implementations that have a bytecode cache tag)."""
     global STATE
-    if STATE is not None or _ORIGINAL is None or sys.implementation.name != "cpython" \
-            or sys.version_info[:2] not in VERSIONS:
+    if STATE is not None or sys.implementation.cache_tag is None:
         return
     STATE = _State(cache_path())
-    dataclasses._create_fn = create_fn  # type: ignore[attr-defined]
+    dataclasses.exec = cached_exec  # type: ignore[attr-defined]
     atexit.register(STATE.save)
+

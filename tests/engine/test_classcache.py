@@ -20,42 +20,46 @@ pytestmark = pytest.mark.skipif(classcache.STATE is None, reason="the cache is i
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _make(create_fn: object) -> type:
-    """One frozen, slotted dataclass with defaults, a factory and a keyword-only field, built through
-    `create_fn`; its module name is an engine one, so the cache applies."""
-    saved = dataclasses._create_fn  # type: ignore[attr-defined]
-    dataclasses._create_fn = create_fn  # type: ignore[attr-defined]
+def _make(cached: bool) -> type:
+    """One frozen, slotted, ordered dataclass with defaults, a factory and a keyword-only field, defined in an
+    engine module (so the cache applies), its methods compiled by the builtin `exec` or through the cache."""
     module = types.ModuleType("engine.test_classcache_module")
     module.__dict__.update(dataclass=dataclasses.dataclass, field=dataclasses.field)
     sys.modules[module.__name__] = module
+    saved = vars(dataclasses).pop("exec")
+    if cached:
+        dataclasses.exec = saved  # type: ignore[attr-defined]
     try:
-        exec(
+        exec(compile(
             "@dataclass(frozen=True, slots=True, order=True)\n"
             "class Point:\n"
             "    x: int\n"
             "    y: float = 2.5\n"
             "    tags: tuple = field(default_factory=tuple)\n"
             "    label: str = field(default='p', kw_only=True)\n",
-            module.__dict__,
-        )
+            "<test>", "exec", dont_inherit=True), module.__dict__)
     finally:
-        dataclasses._create_fn = saved  # type: ignore[attr-defined]
+        dataclasses.exec = saved  # type: ignore[attr-defined]
         del sys.modules[module.__name__]
     return module.Point  # type: ignore[no-any-return]
 
 
 def test_cached_methods_match_compiled_ones() -> None:
-    assert classcache._ORIGINAL is not None
-    fresh = _make(classcache._ORIGINAL)
-    cached = _make(classcache.create_fn)
-    again = _make(classcache.create_fn)  # this one certainly comes from the cache
+    assert dataclasses.exec is classcache.cached_exec  # type: ignore[attr-defined]
+    fresh = _make(cached=False)
+    state = classcache.STATE
+    assert state is not None
+    before = state.hits
+    cached = _make(cached=True)
+    again = _make(cached=True)
+    assert state.hits >= before + 7  # the second class's seven methods came from the cache
     for cls in (cached, again):
-        assert str(inspect.signature(cls)) == str(inspect.signature(fresh))
+        assert str(inspect.signature(cls)) == str(inspect.signature(fresh)) == \
+            "(x: int, y: float = 2.5, tags: tuple = <factory>, *, label: str = 'p') -> None"
         for name in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__lt__"):
             assert getattr(cls, name).__code__.co_code == getattr(fresh, name).__code__.co_code, name
         a, b = cls(1), cls(1, 3.0, (1,), label="q")
-        f = fresh(1, 3.0, (1,), label="q")
-        assert repr(b) == repr(f).replace(fresh.__qualname__, cls.__qualname__)
+        assert repr(b) == repr(fresh(1, 3.0, (1,), label="q")) == "Point(x=1, y=3.0, tags=(1,), label='q')"
         assert a == cls(1) and a != b and a < b and hash(a) == hash(cls(1))
         with pytest.raises(dataclasses.FrozenInstanceError):
             a.x = 3  # type: ignore[misc]
