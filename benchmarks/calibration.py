@@ -1,24 +1,28 @@
 """Does calibrating on one run improve the prediction of the other runs of the same stack?
 
-    .venv/bin/python benchmarks/calibration.py            # the step rule (the default of hp-plan calibrate)
-    .venv/bin/python benchmarks/calibration.py --rule compute
+    .venv/bin/python benchmarks/calibration.py              # the local rule (the default of hp-plan calibrate)
+    .venv/bin/python benchmarks/calibration.py --rule step  # or compute
 
-Runs: the six published runs of [CAL] §10 (benchmarks/calibration_runs/ or the [CAL] data folder, measured figure
-from each `expected.json`) and the Megatron cases of [CAL] §1-§5 (benchmarks/cases/*.yaml, published
-step from each file's header, written by benchmarks/accuracy.py). A stack is (framework, device type) as the
-configs price them (engine.calibrate.stack). For every stack with two or more runs and every run in it as the
-anchor: a RUNS file naming the anchor is calibrated through `engine.calibrate.result.calibrate` (the code
-`hp-plan calibrate` runs), the ratios file written, and every other run of the stack priced with it through
+Runs: the six published runs of [CAL] §10 (benchmarks/calibration_runs/, measured figure from each
+`expected.json`) and the Megatron cases of [CAL] §1-§5 (benchmarks/cases/*.yaml, published step from each file's
+header, written by benchmarks/accuracy.py). A stack is (framework, device type) as the configs price them
+(engine.calibrate.stack). For every stack with two or more runs and every run in it as the anchor: a RUNS file
+naming the anchor is calibrated through `engine.calibrate.result.calibrate` (the code `hp-plan calibrate` runs),
+the ratios file written, and every other run of the stack priced with it through
 `engine.check.check_file(..., ratios=...)` + `estimate_config` (the code `hp-plan estimate --ratios` runs).
 
-Printed per stack: median |e| of the other runs uncalibrated and calibrated, over all (anchor, target) pairs,
-and the worst anchor; e = (predicted − measured) / measured of the step time.
+Three tables: the runs as published (the model was fitted on them: what is left is each plan's own misfit),
+then the same runs with every measured step × 1.3 and × 0.8 (a synthetic biased stack: a user's slower or faster
+cluster, which calibration must correct). Each prints per stack the median |e| of the other runs uncalibrated and
+calibrated over all (anchor, target) pairs, e = (predicted − measured) / measured of the step time. Last, the
+figures engine.calibrate.prior takes from these runs (σ_g per stack, and the residuals against plan distance).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -26,10 +30,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.calibrate import prior  # noqa: E402
 from engine.calibrate.attach import RatiosRequest  # noqa: E402
+from engine.calibrate.fit import DEFAULT_RULE, RULES  # noqa: E402
+from engine.calibrate.local import strategy_features  # noqa: E402
 from engine.calibrate.result import calibrate  # noqa: E402
 from engine.calibrate.stack import stack_of  # noqa: E402
 from engine.check import check_file  # noqa: E402
@@ -37,6 +46,7 @@ from engine.cost import estimate_config  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"  # the [CAL] §10 runs, copied as published
 CASES_DIR = ROOT / "benchmarks" / "cases"
+BIASED = (1.3, 0.8)  # the synthetic biased stacks: a user's cluster 30% slower, 20% faster than the published
 _PUBLISHED = re.compile(r"published step ([0-9.]+) s")
 
 
@@ -80,70 +90,162 @@ def _price(config: Path, ratios: Path | None) -> tuple[float | None, tuple[str, 
     return (est.step_time_s if est is not None else None), stack_of(loaded.config)
 
 
-def _calibrate_on(run: Run, folder: Path, rule: str) -> Path | None:
-    runs = folder / f"{run.id}.runs.yaml"
-    runs.write_text(f"runs:\n  - config: {run.config}\n    step_time_s: {run.step_time_s!r}\n")
+def _calibrate_on(run: Run | list[Run], folder: Path, rule: str, name: str | None = None) -> Path | None:
+    """Calibrate on one run (or several) through the code `hp-plan calibrate` runs; the ratios file written."""
+    runs_list = run if isinstance(run, list) else [run]
+    name = name or runs_list[0].id
+    runs = folder / f"{name}.runs.yaml"
+    runs.write_text("runs:\n" + "".join(f"  - config: {r.config}\n    step_time_s: {r.step_time_s!r}\n"
+                                        for r in runs_list))
     cal = calibrate(str(runs), rule=rule)
     if not cal.ok:
         return None
-    out = folder / f"{run.id}.ratios.yaml"
+    out = folder / f"{name}.ratios.yaml"
     out.write_text(cal.ratios_text())
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rule", choices=("step", "compute"), default="step")
-    args = ap.parse_args(argv)
-    stacks: dict[tuple[str, str], list[tuple[Run, float]]] = {}
+@dataclass(frozen=True)
+class Priced:
+    run: Run
+    uncalibrated_s: float
+    stack: tuple[str, str]
+    features: np.ndarray  # log2 plan features (engine.calibrate.local)
+
+
+def priced_runs() -> dict[tuple[str, str], list[Priced]]:
+    """Every published run priced uncalibrated, by stack."""
+    stacks: dict[tuple[str, str], list[Priced]] = {}
     for run in published_runs():
-        pred, stack = _price(run.config, None)
-        if pred is not None:
-            stacks.setdefault(stack, []).append((run, pred))
-    print(f"rule: {args.rule}; e = (predicted - measured) / measured of the step time; anchors calibrate, "
-          "targets are the other runs of the same framework and device type\n")
-    head = f"{'stack':<22} {'runs':>4}  {'uncal med|e|':>12} {'calib med|e|':>12}  {'worst anchor':>12}  per anchor"
+        loaded = check_file(str(run.config))
+        c = loaded.config
+        if c is None or c.model is None or c.cluster is None:
+            continue
+        est, _ = estimate_config(c)
+        if est is None:
+            continue
+        feats = strategy_features(c.model, c.cluster, est.strategy)
+        stacks.setdefault(stack_of(c), []).append(Priced(run, est.step_time_s, stack_of(c), feats))
+    return stacks
+
+
+def _scaled(run: Run, scale: float) -> Run:
+    return Run(run.id, run.config, run.step_time_s * scale)
+
+
+def _stack_pairs(runs: list[Priced], rule: str, scale: float, tmp: Path) -> tuple[list[float], list[float], list[str]]:
+    """Over every (anchor, target) pair of one stack: |e| uncalibrated, |e| calibrated on the anchor, and a
+    note per anchor."""
+    pairs_u: list[float] = []
+    pairs_c: list[float] = []
+    notes: list[str] = []
+    for anchor in runs:
+        ratios = _calibrate_on(_scaled(anchor.run, scale), tmp, rule)
+        if ratios is None:
+            notes.append(f"{anchor.run.id}: not calibrated")
+            continue
+        eu, ec = [], []
+        for target in runs:
+            if target is anchor:
+                continue
+            cal, _ = _price(target.run.config, ratios)
+            if cal is None:
+                continue
+            measured = target.run.step_time_s * scale
+            eu.append(abs(target.uncalibrated_s / measured - 1))
+            ec.append(abs(cal / measured - 1))
+        pairs_u += eu
+        pairs_c += ec
+        notes.append(f"{anchor.run.id} {100 * statistics.median(eu):.0f}->{100 * statistics.median(ec):.0f}%")
+    return pairs_u, pairs_c, notes
+
+
+def _stack_loo(runs: list[Priced], rule: str, scale: float, tmp: Path) -> list[float]:
+    """|e| of each run predicted from a calibration on all the other runs of its stack (several anchors)."""
+    out: list[float] = []
+    for target in runs:
+        others = [_scaled(p.run, scale) for p in runs if p is not target]
+        ratios = _calibrate_on(others, tmp, rule, name=f"loo-{target.run.id}")
+        cal, _ = _price(target.run.config, ratios) if ratios is not None else (None, None)
+        if cal is not None:
+            out.append(abs(cal / (target.run.step_time_s * scale) - 1))
+    return out
+
+
+def table(stacks: dict[tuple[str, str], list[Priced]], rule: str, scale: float) -> tuple[float, float]:
+    """Print one table (measured step times × `scale`); return the overall medians (uncalibrated, calibrated)."""
+    head = (f"{'stack':<22} {'runs':>4}  {'uncal med|e|':>12} {'calib med|e|':>12} {'all others':>10}  "
+            "per anchor (one-anchor median |e| uncal->calib)")
     print(head)
     print("-" * len(head))
     all_u: list[float] = []
     all_c: list[float] = []
+    all_l: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for (framework, device), runs in sorted(stacks.items()):
             if len(runs) < 2:
                 print(f"{framework + ' / ' + device:<22} {len(runs):>4}  (one run: nothing to predict)")
                 continue
-            pairs_u: list[float] = []
-            pairs_c: list[float] = []
-            per_anchor: list[str] = []
-            worst = 0.0
-            for anchor, _ in runs:
-                ratios = _calibrate_on(anchor, Path(tmp), args.rule)
-                if ratios is None:
-                    per_anchor.append(f"{anchor.id}: not calibrated")
-                    continue
-                eu, ec = [], []
-                for target, uncal in runs:
-                    if target is anchor:
-                        continue
-                    cal, _ = _price(target.config, ratios)
-                    if cal is None:
-                        continue
-                    eu.append(abs(uncal / target.step_time_s - 1))
-                    ec.append(abs(cal / target.step_time_s - 1))
-                pairs_u += eu
-                pairs_c += ec
-                mc = statistics.median(ec)
-                worst = max(worst, mc)
-                per_anchor.append(f"{anchor.id} {100 * statistics.median(eu):.0f}->{100 * mc:.0f}%")
+            pairs_u, pairs_c, notes = _stack_pairs(runs, rule, scale, Path(tmp))
+            loo = _stack_loo(runs, rule, scale, Path(tmp))
             all_u += pairs_u
             all_c += pairs_c
-            mu, mc = statistics.median(pairs_u), statistics.median(pairs_c)
-            shown = "; ".join(per_anchor) if len(per_anchor) <= 3 else "; ".join(per_anchor[:3]) + "; ..."
-            print(f"{framework + ' / ' + device:<22} {len(runs):>4}  {100 * mu:>11.1f}% {100 * mc:>11.1f}%  "
-                  f"{100 * worst:>11.1f}%  {shown}")
-    if all_u:
-        print(f"\nall pairs: median |e| uncalibrated {100 * statistics.median(all_u):.1f}% -> calibrated "
-              f"{100 * statistics.median(all_c):.1f}% over {len(all_c)} (anchor, target) pairs")
+            all_l += loo
+            shown = "; ".join(notes) if len(notes) <= 3 else "; ".join(notes[:3]) + "; ..."
+            print(f"{framework + ' / ' + device:<22} {len(runs):>4}  {100 * statistics.median(pairs_u):>11.2f}% "
+                  f"{100 * statistics.median(pairs_c):>11.2f}% {100 * statistics.median(loo):>9.2f}%  {shown}")
+    mu, mc = statistics.median(all_u), statistics.median(all_c)
+    print(f"all pairs: median |e| uncalibrated {100 * mu:.2f}% -> calibrated on one anchor {100 * mc:.2f}% over "
+          f"{len(all_c)} (anchor, target) pairs; calibrated on all the other runs of the stack "
+          f"{100 * statistics.median(all_l):.2f}% over {len(all_l)} runs\n")
+    return mu, mc
+
+
+def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
+    """The figures engine.calibrate.prior takes from these runs: the RMS log-residual per stack, per framework and
+    pooled (σ_g), and the semivariogram of the residuals against the plan distance (why ℓ is short)."""
+    res = {st: [math.log(p.run.step_time_s / p.uncalibrated_s) for p in runs] for st, runs in stacks.items()}
+    rms = lambda xs: math.sqrt(sum(x * x for x in xs) / len(xs))  # noqa: E731
+    print("plan spread σ_g (RMS log-residual, uncalibrated): " + "; ".join(
+        f"{fw}/{dev} {rms(r):.3f} ({len(r)})" for (fw, dev), r in sorted(res.items())))
+    stale = [f"{fw}/{dev} {prior.PLAN_SPREAD[(fw, dev)][0]:.3f} (now {rms(r):.3f})" for (fw, dev), r in res.items()
+             if (fw, dev) in prior.PLAN_SPREAD and abs(prior.PLAN_SPREAD[(fw, dev)][0] - rms(r)) > 0.1 * rms(r)]
+    print("  engine/calibrate/prior.py: " + ("matches these figures within 10%" if not stale else
+                                             "out of date, copy the figures above: " + "; ".join(stale)))
+    fws = sorted({fw for fw, _ in res})
+    print("  per framework: " + "; ".join(
+        f"{fw} {rms([x for (f, _), r in res.items() if f == fw for x in r]):.3f}" for fw in fws)
+        + f"; pooled {rms([x for r in res.values() for x in r]):.3f}")
+    bins: dict[int, list[tuple[float, float]]] = {}
+    for runs in stacks.values():
+        for a in runs:
+            for t in runs:
+                if t is not a:
+                    d = float(np.sqrt(((a.features - t.features) ** 2).sum()))
+                    ra, rt = (math.log(p.run.step_time_s / p.uncalibrated_s) for p in (a, t))
+                    bins.setdefault(min(int(d), 4), []).append((abs(rt - ra), abs(rt)))
+    print("  same-stack pairs by plan distance (doublings): median |r_t - r_a| vs median |r_t| "
+          "(a misfit carries over only where the first is the smaller): " + "; ".join(
+              f"{'>=' if b == 4 else ''}{b}: {statistics.median(x for x, _ in v):.3f} vs "
+              f"{statistics.median(y for _, y in v):.3f} ({len(v)})" for b, v in sorted(bins.items())))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rule", choices=RULES, default=DEFAULT_RULE)
+    ap.add_argument("--scales", type=float, nargs="*", default=list(BIASED),
+                    help="the synthetic biased stacks: every measured step time × each of these")
+    args = ap.parse_args(argv)
+    stacks = priced_runs()
+    print(f"rule: {args.rule}; e = (predicted - measured) / measured of the step time; anchors calibrate, "
+          "targets are the other runs of the same framework and device type\n")
+    print("== the published runs as measured ==")
+    table(stacks, args.rule, 1.0)
+    for scale in args.scales:
+        print(f"== a biased stack: every measured step × {scale:g} (a {'slower' if scale > 1 else 'faster'} "
+              "cluster than the published runs) ==")
+        table(stacks, args.rule, scale)
+    priors(stacks)
     return 0
 
 

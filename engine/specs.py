@@ -195,6 +195,26 @@ RATIO_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The plan features the local part of a calibration compares (engine.calibrate.local), each as log2 of a
+# positive count: the model's shape, the trained sequence, the parallel degrees, the micro-batch, the nodes.
+PLAN_FEATURES: tuple[str, ...] = ("hidden", "layers", "experts", "seq_len", "tp", "pp", "cp", "ep", "dp",
+                                  "micro_batch_size", "nodes")
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCorrection:
+    """The plan-specific part of a calibration (the `local` rule, docs/calibration.md): at a plan x the parts in
+    `moved` are multiplied, on top of their stack-wide ratio, by exp(clip(Σ_i weight_i · k(x, anchor_i))), where
+    k(x, a) = exp(−|f(x) − f(a)|² / (2 · length_scale²)) over the log2 PLAN_FEATURES. A plan like an anchor gets
+    that anchor's own misfit back; a distant one gets nothing beyond the stack-wide ratio."""
+
+    moved: tuple[str, ...]
+    length_scale: float
+    anchors: tuple[tuple[float, ...], ...]  # log2 PLAN_FEATURES of each run fitted on
+    weights: tuple[float, ...]  # log-factor weight of each anchor
+    log_bound: float  # |Σ weight·k| is clipped to this (the time ratio bounds, log 10)
+
+
 @dataclass(frozen=True, slots=True)
 class Ratios:
     """Calibration read from a ratios file (`hp-plan calibrate`, docs/formats.md §6): each time part is multiplied
@@ -207,6 +227,7 @@ class Ratios:
     runs: int = 0
     framework: str = ""
     device_type: str = ""
+    local: LocalCorrection | None = None  # the plan-specific part (rule `local`); None: one ratio per group
 
     def of(self, group: str) -> float:
         return dict(self.time).get(group, 1.0)

@@ -1,13 +1,17 @@
-"""Fitting ratios to measured runs (docs/calibration.md has the rule and why).
+"""Fitting ratios to measured runs (docs/calibration.md has the rules and why).
 
 1. Parts a profile measured (`parts_s`): one ratio per group, a ratio of sums over the runs that profiled it,
    Σ measured seconds ÷ Σ priced seconds (HyperParallel's rule, [HP] §7.8). A group priced at
    ≤ 1e-9 of the runs' step time takes no ratio from its profile (nothing to scale).
-2. The step times fix what is left. A step time alone cannot say which part is off, so the choice is a named
-   rule: `step` (the default) moves every part no profile fixed by one factor s; `compute` moves only compute
-   (with recompute) and keeps the rest as priced. s minimises Σ ((s·S_i − R_i)/T_i)² over the runs (T the
-   measured step, R what is left of it after the fixed parts, S the priced seconds of the parts s moves), so
-   with one run s = R/S and the run is reproduced exactly; with several every run weighs by its relative error.
+2. The step times fix what is left. A step time alone cannot say which part is off, nor whether the whole
+   stack or only that plan is off, so the choice is a named rule:
+   `local` (the default) moves every part no profile fixed by a stack factor exp(b̂) times a per-plan factor,
+   fitted by engine.calibrate.local (a stack bias only when the runs' misfit is beyond the model's own
+   spread on the stack; each run's own misfit kept near its plan);
+   `step` moves every part no profile fixed by one factor s on every plan; `compute` moves only compute (with
+   recompute) and keeps the rest as priced. s minimises Σ ((s·S_i − R_i)/T_i)² over the runs (T the measured
+   step, R what is left of it after the fixed parts, S the priced seconds of the parts s moves), so with one
+   run s = R/S and the run is reproduced exactly; with several every run weighs by its relative error.
 3. Memory: Σ measured peaks ÷ Σ priced peaks over the runs that measured one.
 
 Every ratio is bounded to [RATIO_MIN, RATIO_MAX] (never negative); a clamped or far-off ratio is a warning.
@@ -16,15 +20,21 @@ Leave-one-out: each run is predicted from ratios fitted on the others.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from engine.calibrate.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.calibrate.runs import Measured
+from engine.calibrate.stack import stack_of
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.specs import RATIO_GROUPS
 
-RULES = ("step", "compute")
+RULES = ("local", "step", "compute")
+DEFAULT_RULE = "local"
 RATIO_MIN, RATIO_MAX = 0.1, 10.0  # beyond 10x either way the config does not describe what ran
 MEMORY_MIN, MEMORY_MAX = 0.5, 2.0
 FAR_OFF = 2.0  # a ratio beyond 2x (or under 1/2) gets a warning: check that the config states what ran
@@ -40,6 +50,7 @@ class Fitted:
     profiled: tuple[str, ...]
     moved: tuple[str, ...]  # the groups the step-time factor moved
     clamped: tuple[str, ...]
+    local: LocalFit | None = None  # rule `local`: the stack/plan split (ratios hold the stack part)
 
 
 def group_seconds(m: Measured) -> dict[str, float]:
@@ -53,9 +64,9 @@ def _clamp(value: float, lo: float, hi: float) -> tuple[float, bool]:
     return bounded, bounded != value
 
 
-def fit(runs: Sequence[Measured], rule: str = "step") -> Fitted:
-    """Ratios fitted on `runs` (at least one) under `rule` (RULES)."""
-    priced = [group_seconds(m) for m in runs]
+def _profiled(runs: Sequence[Measured], priced: list[dict[str, float]]) -> tuple[dict[str, float], list[str],
+                                                                                list[str]]:
+    """(ratios with the profiled groups set, the profiled groups, the clamped ones)."""
     total = sum(m.step_time_s for m in runs)
     ratios = {g: 1.0 for g in RATIO_GROUPS}
     clamped: list[str] = []
@@ -68,18 +79,56 @@ def fit(runs: Sequence[Measured], rule: str = "step") -> Fitted:
             profiled.append(g)
             if hit:
                 clamped.append(g)
-    free = [g for g in RATIO_GROUPS if g not in profiled]
-    moved = free if rule == "step" else [g for g in free if g == "compute"]
+    return ratios, profiled, clamped
+
+
+def _left(m: Measured, u: dict[str, float], ratios: dict[str, float], moved: Sequence[str]) -> tuple[float, float]:
+    """(R, S): the run's step less its fixed parts, and the priced seconds of the moved parts."""
+    fixed = sum(ratios[g] * u[g] for g in RATIO_GROUPS if g not in moved)
+    return m.step_time_s - fixed, sum(u[g] for g in moved)
+
+
+def _one_factor(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
+                moved: Sequence[str]) -> float | None:
+    """The step/compute rules' factor s (None when the moved parts are priced at nothing)."""
     num = den = 0.0
     for m, u in zip(runs, priced, strict=True):
-        fixed = sum(ratios[g] * u[g] for g in RATIO_GROUPS if g not in moved)
-        s_i = sum(u[g] for g in moved)
-        r_i = m.step_time_s - fixed
+        r_i, s_i = _left(m, u, ratios, moved)
         w = 1.0 / (m.step_time_s ** 2)
         num += w * s_i * r_i
         den += w * s_i * s_i
-    if moved and den > 0:
-        s, hit = _clamp(num / den, RATIO_MIN, RATIO_MAX)
+    return num / den if moved and den > 0 else None
+
+
+def _local(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
+           moved: Sequence[str]) -> LocalFit | None:
+    """The local rule's split over the runs whose moved parts are priced (None when none is)."""
+    feats, res = [], []
+    for m, u in zip(runs, priced, strict=True):
+        r_i, s_i = _left(m, u, ratios, moved)
+        if s_i > 0 and m.config.model is not None and m.config.cluster is not None:
+            feats.append(strategy_features(m.config.model, m.config.cluster, m.estimate.strategy))
+            res.append(math.log(min(max(r_i / s_i, RATIO_MIN), RATIO_MAX)))
+    if not moved or not res:
+        return None
+    framework, device = stack_of(runs[0].config)
+    return fit_local(np.stack(feats), res, moved, framework, device)
+
+
+def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
+    """Ratios fitted on `runs` (at least one) under `rule` (RULES)."""
+    priced = [group_seconds(m) for m in runs]
+    ratios, profiled, clamped = _profiled(runs, priced)
+    free = [g for g in RATIO_GROUPS if g not in profiled]
+    moved = [g for g in free if g == "compute"] if rule == "compute" else free
+    local: LocalFit | None = None
+    if rule == "local":
+        local = _local(runs, priced, ratios, moved)
+        factor = math.exp(local.log_bias) if local is not None else None
+    else:
+        factor = _one_factor(runs, priced, ratios, moved)
+    if factor is not None:
+        s, hit = _clamp(factor, RATIO_MIN, RATIO_MAX)
         for g in moved:
             ratios[g] = s
         if hit:
@@ -90,20 +139,36 @@ def fit(runs: Sequence[Measured], rule: str = "step") -> Fitted:
         memory, hit = _clamp(sum(x for x, _ in peaks) / sum(p for _, p in peaks), MEMORY_MIN, MEMORY_MAX)
         if hit:
             clamped.append("memory")
-    return Fitted(ratios, memory, tuple(profiled), tuple(moved) if den > 0 else (), tuple(clamped))
+    return Fitted(ratios, memory, tuple(profiled), tuple(moved) if factor is not None else (), tuple(clamped),
+                  local)
 
 
-def predict_step(m: Measured, ratios: dict[str, float]) -> float:
-    """The run's step time under `ratios`: Σ priced part × its group's ratio."""
+def run_factor(m: Measured, fitted: Fitted) -> float:
+    """The local factor at the run's plan (1.0 unless rule `local`); it multiplies the moved groups' ratios."""
+    if fitted.local is None or m.config.model is None or m.config.cluster is None:
+        return 1.0
+    x = strategy_features(m.config.model, m.config.cluster, m.estimate.strategy)[None, :]
+    return float(np.exp(local_log_factor(fitted.local.local, x))[0])
+
+
+def calibrated_parts(m: Measured, fitted: Fitted) -> dict[str, float]:
+    """The run's seconds per ratio group after calibration."""
     u = group_seconds(m)
-    return sum(ratios[g] * u[g] for g in RATIO_GROUPS)
+    f = run_factor(m, fitted)
+    moved = fitted.local.local.moved if fitted.local is not None else ()
+    return {g: fitted.ratios[g] * u[g] * (f if g in moved else 1.0) for g in RATIO_GROUPS}
 
 
-def leave_one_out(runs: Sequence[Measured], rule: str = "step") -> list[float | None]:
+def predict_step(m: Measured, fitted: Fitted) -> float:
+    """The run's step time under the fitted ratios (and the local factor at its plan, rule `local`)."""
+    return sum(calibrated_parts(m, fitted).values())
+
+
+def leave_one_out(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> list[float | None]:
     """Each run's step predicted from the ratios fitted on the other runs (None with a single run)."""
     if len(runs) < 2:
         return [None for _ in runs]
-    return [predict_step(m, fit([r for j, r in enumerate(runs) if j != i], rule).ratios) for i, m in enumerate(runs)]
+    return [predict_step(m, fit([r for j, r in enumerate(runs) if j != i], rule)) for i, m in enumerate(runs)]
 
 
 def warnings(fitted: Fitted, at: Range) -> list[Diagnostic]:

@@ -7,16 +7,18 @@ diagnostic and nothing is applied.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from engine.calibrate.prior import LOG_BOUND
 from engine.config.reader import Source
 from engine.diagnostics import Diagnostic
-from engine.document import Map, parse, read_text
+from engine.document import Map, Seq, parse, read_text
 from engine.positions import DOCUMENT_START
-from engine.specs import RATIO_GROUPS, Ratios
+from engine.specs import PLAN_FEATURES, RATIO_GROUPS, LocalCorrection, Ratios
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,16 +36,29 @@ class FittedRow:
                 "calibrated_step_s": round(self.calibrated_step_s, 6)}
 
 
+def local_doc(local: LocalCorrection) -> dict[str, Any]:
+    """The `local` key (docs/formats.md §6): the moved groups, the kernel's length scale and, per run fitted
+    on, its plan (the PLAN_FEATURES as counts) and the log-factor weight it spreads to plans like it."""
+    return {
+        "moved": list(local.moved),
+        "length_scale": local.length_scale,
+        "anchors": [{"plan": {f: round(2.0 ** v) for f, v in zip(PLAN_FEATURES, a, strict=True)},
+                     "weight": round(float(w), 6)} for a, w in zip(local.anchors, local.weights, strict=True)],
+    }
+
+
 def ratios_text(framework: str, device_type: str, ratios: dict[str, float], memory: float,
-                rows: list[FittedRow]) -> str:
-    """The ratios file's YAML text (keys in docs/formats.md §6 order)."""
-    doc = {
+                rows: list[FittedRow], local: LocalCorrection | None = None) -> str:
+    """The ratios file's YAML text (keys in docs/formats.md §6 order; `local` last, rule `local` only)."""
+    doc: dict[str, Any] = {
         "framework": framework,
         "device_type": device_type,
         "ratios": {g: round(float(ratios[g]), 6) for g in RATIO_GROUPS},
         "memory_ratio": round(float(memory), 6),
         "fitted_on": [r.to_json() for r in rows],
     }
+    if local is not None:
+        doc["local"] = local_doc(local)
     head = "# written by hp-plan calibrate (docs/formats.md §6); apply with estimator.ratios_file or --ratios\n"
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
 
@@ -77,11 +92,48 @@ def parse_ratios(text: str, path: str) -> tuple[Ratios | None, list[Diagnostic]]
     dev = src.str_(root, "device_type", "device_type")
     fitted = root.get("fitted_on") if root is not None else None
     runs = len(getattr(fitted, "items", ()) or ())
+    local = _read_local(src, root) if root is not None and "local" in root else None
     if src.diags:
         return None, src.diags
     time = tuple((g, values.get(g, values["compute"])) for g in RATIO_GROUPS)
     return Ratios(time=time, memory=float(mem.value) if mem else 1.0, file=path, runs=runs,
-                  framework=str(fw.value).lower() if fw else "", device_type=str(dev.value) if dev else ""), []
+                  framework=str(fw.value).lower() if fw else "", device_type=str(dev.value) if dev else "",
+                  local=local), []
+
+
+def _read_local(src: Source, root: Map) -> LocalCorrection | None:
+    """The `local` key, or None with an HP810 at the entry at fault."""
+    sec = src.section(root, "local", "local")
+    if sec is None:
+        return None
+    moved_node = sec.get("moved")
+    moved = [getattr(n, "value", None) for n in getattr(moved_node, "items", ())]
+    if not isinstance(moved_node, Seq) or not all(m in RATIO_GROUPS for m in moved):
+        src.diag("HP810", f"local.moved: a list of ratio groups ({', '.join(RATIO_GROUPS)})",
+                 (moved_node or sec).range, "local.moved")
+        return None
+    scale = src.number(sec, "length_scale", "local.length_scale", minimum=0.0, strict=True)
+    anchors_node = sec.get("anchors")
+    if scale is None or float(scale.value) <= 0 or not isinstance(anchors_node, Seq):
+        src.diag("HP810", "local: needs a positive length_scale and a list of anchors", sec.range, "local")
+        return None
+    anchors: list[tuple[float, ...]] = []
+    weights: list[float] = []
+    for i, item in enumerate(anchors_node.items):
+        at = f"local.anchors.{i}"
+        plan = item.get("plan") if isinstance(item, Map) else None
+        weight = src.number(item, "weight", f"{at}.weight", minimum=None, strict=True) if isinstance(item, Map) \
+            else None
+        values = [getattr(plan.get(f), "value", None) if isinstance(plan, Map) else None for f in PLAN_FEATURES]
+        if weight is None or not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 1
+                                     for v in values):
+            src.diag("HP810", f"{at}: needs `plan` with {', '.join(PLAN_FEATURES)} (counts ≥ 1) and a "
+                     "numeric `weight`", item.range, at)
+            return None
+        anchors.append(tuple(math.log2(float(v)) for v in values))  # type: ignore[arg-type]
+        weights.append(float(weight.value))
+    return LocalCorrection(moved=tuple(str(m) for m in moved), length_scale=float(scale.value),
+                           anchors=tuple(anchors), weights=tuple(weights), log_bound=LOG_BOUND)
 
 
 def load_ratios(path: str, text: str | None = None) -> tuple[Ratios | None, list[Diagnostic]]:

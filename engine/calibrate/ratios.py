@@ -1,8 +1,9 @@
 """Applying calibration ratios to priced strategies: one well-defined step over the priced outputs.
 
 The cost model prices every part of a step from stated facts (engine.cost); calibration then multiplies each
-named time part by its group's ratio (engine.specs.RATIO_GROUPS, docs/formats.md §6) and every memory term by the
-memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits). Nothing inside the
+named time part by its group's ratio (engine.specs.RATIO_GROUPS, docs/formats.md §6) — times, under a `local`
+calibration, the local factor of each row's own plan (engine.calibrate.local, one vector over the table) — and
+every memory term by the memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits). Nothing inside the
 pricing changes, so a framework model or a new term in the cost model composes with calibration without either
 knowing the other: `price_table` ends with `apply_ratios(priced, run.ratios)`.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.calibrate.local import part_factors
 from engine.specs import RATIO_GROUPS, Ratios
 
 if TYPE_CHECKING:
@@ -31,25 +33,43 @@ _STAGE_PART_GROUP = {"forward": "compute", "backward": "compute", "recompute": "
 
 
 def part_ratio(ratios: Ratios, part: str) -> float:
-    """The ratio that scales one TIME_TERMS part (1.0 for a part no group names)."""
+    """The ratio that scales one TIME_TERMS part (1.0 for a part no group names), without the local part."""
     for group, parts in RATIO_GROUPS.items():
         if part in parts:
             return ratios.of(group)
     return 1.0
 
 
-def apply_ratios(priced: PricedTable, ratios: Ratios | None) -> PricedTable:
-    """`priced` with every time part × its group's ratio and every memory term × the memory ratio; step time
+def _group_of(part: str) -> str | None:
+    for group, parts in RATIO_GROUPS.items():
+        if part in parts:
+            return group
+    return None
+
+
+def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarray | None = None) -> PricedTable:
+    """`priced` with every time part × its group's multiplier and every memory term × the memory ratio; step time
     is the sum of the scaled parts, throughput and MFU scale inversely with it, `fits` is re-decided against
-    the same budget. Returns `priced` itself when `ratios` is None."""
+    the same budget. A group's multiplier is its ratio, times the local factor of each row's plan (`features`,
+    engine.calibrate.local.plan_features) for the groups a `local` calibration moves. Returns `priced` itself
+    when `ratios` is None."""
     if ratios is None:
         return priced
-    terms = {k: v * part_ratio(ratios, k) for k, v in priced.time_terms.items()}
+    factors = part_factors(ratios, features)
+
+    def of(group: str | None) -> np.ndarray | float:
+        return 1.0 if group is None else factors.get(group, 1.0)
+
+    def per_row(group: str, ndim: int) -> np.ndarray | float:
+        """The group's multiplier shaped to broadcast over an array with `ndim` axes, rows first."""
+        f = of(group)
+        return f.reshape((-1,) + (1,) * (ndim - 1)) if isinstance(f, np.ndarray) else f
+
+    terms = {k: v * of(_group_of(k)) for k, v in priced.time_terms.items()}
     step = np.sum(np.stack(list(terms.values())), axis=0) if terms else priced.step_time_s
     speed = np.divide(priced.step_time_s, step, out=np.ones_like(step), where=step > 0)
     mr = float(ratios.memory)
     peak = priced.peak_gib * mr
-    compute = ratios.of("compute")
     return replace(
         priced,
         peak_gib=peak,
@@ -66,12 +86,12 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None) -> PricedTable:
         stage_fixed_gib=priced.stage_fixed_gib * mr,
         layer_act_one_gib=priced.layer_act_one_gib * mr,
         # A layer's forward + backward + recompute is compute-bound; the knapsack trades it against memory
-        # with the compute ratio (its communication share is small beside it and scaled by the same step).
-        layer_time_s=priced.layer_time_s * compute,
-        layer_extra_time_s=priced.layer_extra_time_s * compute,
-        stage_time_parts={k: v * ratios.of(_STAGE_PART_GROUP.get(k, "compute"))
+        # with the compute multiplier (its communication share is small beside it and scaled by the same step).
+        layer_time_s=priced.layer_time_s * per_row("compute", priced.layer_time_s.ndim),
+        layer_extra_time_s=priced.layer_extra_time_s * per_row("compute", priced.layer_extra_time_s.ndim),
+        stage_time_parts={k: v * per_row(_STAGE_PART_GROUP.get(k, "compute"), v.ndim)
                           for k, v in priced.stage_time_parts.items()},
-        tower={k: v * (mr if k == "memory_gib" else compute if k == "time_s" else 1.0)
+        tower={k: v * (mr if k == "memory_gib" else per_row("compute", v.ndim) if k == "time_s" else 1.0)
                for k, v in priced.tower.items()},
         calibration=ratios,
     )

@@ -7,11 +7,22 @@ may be written).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from engine.calibrate.fit import RULES, Fitted, fit, group_seconds, leave_one_out, predict_step, warnings
-from engine.calibrate.ratiofile import FittedRow, ratios_text
+from engine.calibrate.fit import (
+    DEFAULT_RULE,
+    RULES,
+    Fitted,
+    calibrated_parts,
+    fit,
+    group_seconds,
+    leave_one_out,
+    predict_step,
+    warnings,
+)
+from engine.calibrate.ratiofile import FittedRow, local_doc, ratios_text
 from engine.calibrate.runs import Measured, RunsFile, measure, read_runs
 from engine.calibrate.stack import stack_of
 from engine.diagnostics import Diagnostic
@@ -66,7 +77,8 @@ class Calibration:
         assert self.fitted is not None
         rows = [FittedRow(r.measured.label, r.measured.step_time_s, r.measured.estimate.step_time_s,
                           r.calibrated_step_s) for r in self.runs]
-        return ratios_text(self.framework, self.device_type, self.fitted.ratios, self.fitted.memory, rows)
+        local = self.fitted.local.local if self.fitted.local is not None else None
+        return ratios_text(self.framework, self.device_type, self.fitted.ratios, self.fitted.memory, rows, local)
 
     def to_json(self) -> dict[str, Any]:
         f = self.fitted
@@ -78,9 +90,20 @@ class Calibration:
             "rule": self.rule,
             "moved": list(f.moved) if f else [],
             "profiled": list(f.profiled) if f else [],
+            "local": _local_json(f),
             "runs": [r.to_json() for r in self.runs],
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
+
+
+def _local_json(f: Fitted | None) -> dict[str, Any] | None:
+    """Why the local rule split the runs' misfit as it did (null under the other rules)."""
+    if f is None or f.local is None:
+        return None
+    lf = f.local
+    return {"stack_biased": lf.biased, "probability_biased": round(lf.prob_biased, 6),
+            "prior_biased": lf.prior_biased, "plan_spread": lf.plan_spread,
+            "stack_factor": round(math.exp(lf.log_bias), 6), **local_doc(lf.local)}
 
 
 def _stack_check(runs_file: RunsFile, measured: list[Measured]) -> tuple[str, str, list[Diagnostic]]:
@@ -97,7 +120,7 @@ def _stack_check(runs_file: RunsFile, measured: list[Measured]) -> tuple[str, st
     return first[0], first[1], out
 
 
-def calibrate(path: str, text: str | None = None, rule: str = "step") -> Calibration:
+def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> Calibration:
     """Calibrate on the RUNS file at `path` (or the editor buffer `text` for it) under `rule` (fit.RULES)."""
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; one of {RULES}")
@@ -121,8 +144,6 @@ def calibrate(path: str, text: str | None = None, rule: str = "step") -> Calibra
     loo = leave_one_out(measured, rule)
     reports = []
     for m, lo in zip(measured, loo, strict=True):
-        before = group_seconds(m)
-        after = {g: before[g] * fitted.ratios[g] for g in RATIO_GROUPS}
-        reports.append(RunReport(m, predict_step(m, fitted.ratios), lo, m.estimate.peak_memory_gib * fitted.memory,
-                                 before, after))
+        reports.append(RunReport(m, predict_step(m, fitted), lo, m.estimate.peak_memory_gib * fitted.memory,
+                                 group_seconds(m), calibrated_parts(m, fitted)))
     return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags))

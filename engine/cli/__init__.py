@@ -294,9 +294,11 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p.add_argument("file", metavar="RUNS", help="a RUNS file (docs/formats.md §6)")
     p.add_argument("-o", "--output", metavar="RATIOS", help="write the fitted ratios file here")
     p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §6)")
-    p.add_argument("--rule", choices=("step", "compute"), default="step",
-                   help="what a step time without a profile corrects: step (every part by one factor, the "
-                   "default) or compute (compute and recompute only)")
+    p.add_argument("--rule", choices=("local", "step", "compute"), default="local",
+                   help="what a step time without a profile corrects: local (the default: a stack-wide factor "
+                   "only when the runs' misfit is beyond the model's own spread on the stack, plus each run's "
+                   "misfit on plans like it), step (every part of every plan by one factor) or compute "
+                   "(compute and recompute only)")
 
 
 _SUBPARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {  # type: ignore[type-arg]

@@ -1,4 +1,4 @@
-"""`hp-plan calibrate RUNS [-o RATIOS] [--json] [--rule step|compute]`: fit ratios from measured runs (docs/formats.md §6).
+"""`hp-plan calibrate RUNS [-o RATIOS] [--json] [--rule local|step|compute]`: fit ratios from measured runs (docs/formats.md §6).
 
 Text: the diagnostics (compiler-style, positioned in the RUNS file), then one row per run (measured,
 uncalibrated, calibrated and leave-one-out step time; measured, uncalibrated and calibrated peak), the ratios
@@ -15,6 +15,7 @@ import sys
 import tempfile
 from typing import TextIO
 
+from engine.calibrate.fit import DEFAULT_RULE
 from engine.calibrate.result import Calibration, calibrate
 from engine.cli.check import display_path, format_line
 from engine.specs import RATIO_GROUPS
@@ -51,6 +52,13 @@ def render(cal: Calibration, out: TextIO) -> None:
     moved = ", ".join(f.moved) if f.moved else "none"
     print(f"  from profiles: {', '.join(f.profiled) or 'none'}; moved by the step times ({cal.rule} rule): {moved}",
           file=out)
+    if f.local is not None:
+        lf = f.local
+        verdict = ("a stack bias: every plan moves by the stack factor" if lf.biased else
+                   "within the model's own spread on this stack: only plans like the runs move")
+        print(f"  local rule: the runs' misfit reads as {verdict} (P(stack biased) {lf.prob_biased:.2f}, prior "
+              f"{lf.prior_biased:g}, plan spread {100 * lf.plan_spread:.1f}%); each run's own misfit carries to "
+              f"plans like it (length scale {lf.local.length_scale:g} doublings)", file=out)
     print("\nhow each part moved (seconds per step, uncalibrated -> calibrated):", file=out)
     for r in cal.runs:
         parts = [f"{g} {r.parts_before[g]:.3g} -> {r.parts_after[g]:.3g}" for g in RATIO_GROUPS
@@ -82,7 +90,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     path = str(args.file)
     as_json = bool(getattr(args, "json", False))
     output = getattr(args, "output", None)
-    cal = calibrate(path, rule=str(getattr(args, "rule", "step") or "step"))
+    cal = calibrate(path, rule=str(getattr(args, "rule", DEFAULT_RULE) or DEFAULT_RULE))
     written: str | None = None
     if cal.ok and output:
         try:

@@ -71,6 +71,36 @@ class ModelResult:
     facts: ModelSpec | None = None  # the spec, or a partial one (0 = unknown) when the model is incomplete
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """The merged model facts and where to report on them: each rule below reads facts through `int_` / `bool_`
+    and reports through `emit`, at the fact's own location or at the model's anchor when the fact is absent."""
+
+    merged: Mapping[str, Val]
+    report: Source
+    anchor: Location | None
+    anchor_path: str
+
+    def emit(self, code: str, msg: str, v: Val | None, *, data: dict | None = None) -> None:
+        report = self.report
+        if v is not None:
+            sink = report if v.loc.file == report.path else _foreign(report, v)
+            sink.diag(code, msg, v.loc.value, v.path, data=data)
+            if sink is not report:
+                report.diags.extend(sink.diags)
+        else:
+            rng = self.anchor.key if self.anchor else DOCUMENT_START
+            report.diag(code, msg, rng, self.anchor_path, data=data)
+
+    def int_(self, key: str) -> int:
+        v = self.merged.get(key)
+        return int(v.value) if v is not None and not isinstance(v.value, bool) else 0
+
+    def bool_(self, key: str, default: bool) -> bool:
+        v = self.merged.get(key)
+        return bool(v.value) if v is not None else default
+
+
 def build_model(
     layers: list[dict[str, Val]],
     *,
@@ -87,122 +117,152 @@ def build_model(
     for layer in layers:
         merged.update(layer)
     locations = {f"model.{k}": v.loc for k, v in merged.items()}
+    facts = _Facts(merged, report, anchor, anchor_path)
+    # Every rule runs (an editor shows all findings at once), then the model prices only when none failed.
+    ok = all([_required_ok(facts), _heads_ok(facts), _experts_ok(facts), _layers_ok(facts)])
+    gated = _gated_mlp(facts)
+    if not ok:
+        return ModelResult(None, locations, _partial_spec(facts, name, seq_len))
+    spec = _model_spec(facts, name, seq_len, gated)
+    return ModelResult(spec, locations, spec)
 
-    def emit(code: str, msg: str, v: Val | None, *, data: dict | None = None) -> None:
-        if v is not None:
-            sink = report if v.loc.file == report.path else _foreign(report, v)
-            sink.diag(code, msg, v.loc.value, v.path, data=data)
-            if sink is not report:
-                report.diags.extend(sink.diags)
-        else:
-            rng = anchor.key if anchor else DOCUMENT_START
-            report.diag(code, msg, rng, anchor_path, data=data)
 
+def _required_ok(facts: _Facts) -> bool:
+    """HP201: every required fact present and positive."""
     ok = True
     for f in REQUIRED:
-        v = merged.get(f)
+        v = facts.merged.get(f)
         if v is None:
-            emit("HP201", f"{f} is required and was not supplied. Supply it in model.config_overrides (train.yaml) "
-                 "or the search config's model, or name a catalog model in pretrained_model_name_or_path", None,
-                 data={"missing": f})
+            facts.emit("HP201", f"{f} is required and was not supplied. Supply it in model.config_overrides "
+                       "(train.yaml) or the search config's model, or name a catalog model in "
+                       "pretrained_model_name_or_path", None, data={"missing": f})
             ok = False
         elif int(v.value) <= 0:
-            emit("HP201", f"{f} must be > 0, got {v.value}. Supply the model's real value", v)
+            facts.emit("HP201", f"{f} must be > 0, got {v.value}. Supply the model's real value", v)
             ok = False
+    return ok
 
-    def iv(key: str) -> int:
-        v = merged.get(key)
-        return int(v.value) if v is not None and not isinstance(v.value, bool) else 0
 
-    def bv(key: str, default: bool) -> bool:
-        v = merged.get(key)
-        return bool(v.value) if v is not None else default
-
-    heads, kv = iv("num_attention_heads"), iv("num_key_value_heads")
+def _heads_ok(facts: _Facts) -> bool:
+    """HP202: the key/value heads group the attention heads evenly."""
+    heads, kv = facts.int_("num_attention_heads"), facts.int_("num_key_value_heads")
+    kv_val = facts.merged.get("num_key_value_heads")
+    ok = True
     if heads > 0 and kv > 0 and heads % kv:
         near = max((d for d in range(1, heads + 1) if heads % d == 0 and d <= kv), default=1)
-        emit("HP202", f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv}); "
-             f"{near} would divide it", merged.get("num_key_value_heads"),
-             data={"nearest_valid": near, "valid": [d for d in range(1, heads + 1) if heads % d == 0]})
+        facts.emit("HP202", f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv}); "
+                   f"{near} would divide it", kv_val,
+                   data={"nearest_valid": near, "valid": [d for d in range(1, heads + 1) if heads % d == 0]})
         ok = False
     if kv > heads > 0:
-        emit("HP202", f"num_key_value_heads ({kv}) exceeds num_attention_heads ({heads})",
-             merged.get("num_key_value_heads"))
+        facts.emit("HP202", f"num_key_value_heads ({kv}) exceeds num_attention_heads ({heads})", kv_val)
         ok = False
+    return ok
 
-    experts = iv("num_experts")
-    moe_w = iv("moe_intermediate_size") or (iv("intermediate_size") if experts > 1 else 0)
+
+def _moe_width(facts: _Facts) -> int:
+    """A routed expert's feed-forward width: moe_intermediate_size, else the dense width (0: none resolves)."""
+    experts = facts.int_("num_experts")
+    return facts.int_("moe_intermediate_size") or (facts.int_("intermediate_size") if experts > 1 else 0)
+
+
+def _experts_ok(facts: _Facts) -> bool:
+    """HP203, HP204, HP210: a mixture of experts states widths and a routing that can be priced."""
+    ok = True
+    experts, moe_w = facts.int_("num_experts"), _moe_width(facts)
     if experts > 1 and moe_w <= 0:
-        emit("HP203", f"no feed-forward width resolves for {experts} routed experts; declare moe_intermediate_size, "
-             "or intermediate_size if the experts run at the dense width", merged.get("num_experts"))
+        facts.emit("HP203", f"no feed-forward width resolves for {experts} routed experts; declare "
+                   "moe_intermediate_size, or intermediate_size if the experts run at the dense width",
+                   facts.merged.get("num_experts"))
         ok = False
-    shared = iv("num_shared_experts")
-    if shared > 0 and experts > 1 and iv("shared_expert_intermediate_size") <= 0 and moe_w <= 0:
-        emit("HP204", "num_shared_experts is set but no width resolves for it; declare "
-             "shared_expert_intermediate_size or moe_intermediate_size", merged.get("num_shared_experts"))
+    shared = facts.int_("num_shared_experts")
+    if shared > 0 and experts > 1 and facts.int_("shared_expert_intermediate_size") <= 0 and moe_w <= 0:
+        facts.emit("HP204", "num_shared_experts is set but no width resolves for it; declare "
+                   "shared_expert_intermediate_size or moe_intermediate_size", facts.merged.get("num_shared_experts"))
         ok = False
-    topk = iv("num_experts_per_tok")
+    topk = facts.int_("num_experts_per_tok")
     if experts > 1 and topk > experts:
-        emit("HP210", f"num_experts_per_tok ({topk}) exceeds num_experts ({experts})",
-             merged.get("num_experts_per_tok"))
+        facts.emit("HP210", f"num_experts_per_tok ({topk}) exceeds num_experts ({experts})",
+                   facts.merged.get("num_experts_per_tok"))
         ok = False
     if experts > 1 and topk == 0:
-        emit("HP210", f"num_experts_per_tok is not set for a model with {experts} experts; pricing top-1 routing",
-             merged.get("num_experts"), data={"missing": "num_experts_per_tok"})
-    n_layers = iv("num_hidden_layers")
-    fkd = iv("first_k_dense_replace")
+        facts.emit("HP210", f"num_experts_per_tok is not set for a model with {experts} experts; pricing top-1 "
+                   "routing", facts.merged.get("num_experts"), data={"missing": "num_experts_per_tok"})
+    return ok
+
+
+def _layers_ok(facts: _Facts) -> bool:
+    """HP211: the dense prefix of a mixture of experts fits in the model."""
+    n_layers, fkd = facts.int_("num_hidden_layers"), facts.int_("first_k_dense_replace")
     if n_layers > 0 and fkd > n_layers:
-        emit("HP211", f"first_k_dense_replace ({fkd}) exceeds num_hidden_layers ({n_layers})",
-             merged.get("first_k_dense_replace"))
-        ok = False
+        facts.emit("HP211", f"first_k_dense_replace ({fkd}) exceeds num_hidden_layers ({n_layers})",
+                   facts.merged.get("first_k_dense_replace"))
+        return False
+    return True
 
-    gated = True
-    act_v = merged.get("hidden_act")
-    if act_v is not None:
-        act = str(act_v.value).strip().lower()
-        if act in PLAIN_ACTS:
-            gated = False
-        elif act not in GATED_ACTS:
-            emit("HP208", f"hidden_act '{act_v.value}' is not one this planner knows; pricing a gated (SwiGLU) MLP. "
-                 f"Known: {', '.join(sorted(GATED_ACTS | PLAIN_ACTS))}", act_v)
 
-    if not ok:
-        def known(key: str) -> int:
-            return max(iv(key), 0)
+def _gated_mlp(facts: _Facts) -> bool:
+    """Whether the MLP is gated (three matrices), from hidden_act; HP208 for an activation this planner does not
+    know (priced as gated, the modern default)."""
+    act_v = facts.merged.get("hidden_act")
+    if act_v is None:
+        return True
+    act = str(act_v.value).strip().lower()
+    if act in PLAIN_ACTS:
+        return False
+    if act not in GATED_ACTS:
+        facts.emit("HP208", f"hidden_act '{act_v.value}' is not one this planner knows; pricing a gated (SwiGLU) "
+                   f"MLP. Known: {', '.join(sorted(GATED_ACTS | PLAIN_ACTS))}", act_v)
+    return True
 
-        # A half-written model (heads or vocab not typed yet) cannot be priced, but `tp: 3` against
-        # `hidden_size: 4096` is already wrong and an editor should say so: keep what did resolve as a
-        # ModelSpec with 0 for each unknown required fact, for the degree rules only.
-        partial = ModelSpec(
-            name=name, num_layers=known("num_hidden_layers"), hidden=known("hidden_size"), heads=known("num_attention_heads"),
-            vocab=known("vocab_size"), ffn=known("intermediate_size"), kv_heads=known("num_key_value_heads"),
-            seq_len=seq_len, num_experts=experts if experts > 1 else 0, moe_ffn=max(moe_w, 0) if experts > 1 else 0,
-            first_k_dense=fkd if experts > 1 else 0, kv_lora_rank=known("kv_lora_rank"), mtp_depth=known("mtp_depth"))
-        return ModelResult(None, locations, partial)
+
+def _partial_spec(facts: _Facts, name: str, seq_len: int) -> ModelSpec:
+    """A half-written model (heads or vocab not typed yet) cannot be priced, but `tp: 3` against `hidden_size:
+    4096` is already wrong and an editor should say so: what did resolve, with 0 for each unknown required fact,
+    for the degree rules only."""
+    def known(key: str) -> int:
+        return max(facts.int_(key), 0)
+
+    experts = facts.int_("num_experts")
+    moe = experts > 1
+    return ModelSpec(
+        name=name, num_layers=known("num_hidden_layers"), hidden=known("hidden_size"),
+        heads=known("num_attention_heads"), vocab=known("vocab_size"), ffn=known("intermediate_size"),
+        kv_heads=known("num_key_value_heads"), seq_len=seq_len, num_experts=experts if moe else 0,
+        moe_ffn=max(_moe_width(facts), 0) if moe else 0,
+        first_k_dense=facts.int_("first_k_dense_replace") if moe else 0, kv_lora_rank=known("kv_lora_rank"),
+        mtp_depth=known("mtp_depth"))
+
+
+def _model_spec(facts: _Facts, name: str, seq_len: int, gated: bool) -> ModelSpec:
+    """The priced model: every fact the rules above accepted."""
+    iv, merged = facts.int_, facts.merged
+    experts = iv("num_experts")
+    moe = experts > 1
     cap_v = merged.get("capacity_factor")
-    spec = ModelSpec(
+    return ModelSpec(
         name=name,
-        num_layers=n_layers,
+        num_layers=iv("num_hidden_layers"),
         hidden=iv("hidden_size"),
-        heads=heads,
+        heads=iv("num_attention_heads"),
         vocab=iv("vocab_size"),
         ffn=iv("intermediate_size"),
-        kv_heads=kv,
+        kv_heads=iv("num_key_value_heads"),
         head_dim=iv("head_dim"),
         seq_len=seq_len,
-        tie_embeddings=bv("tie_word_embeddings", False),
+        tie_embeddings=facts.bool_("tie_word_embeddings", False),
         gated_mlp=gated,
-        learned_positions=bv("learned_positions", False),
-        linear_bias=bv("linear_bias", False),
-        use_flash_attention=bv("use_flash_attention", True),
+        learned_positions=facts.bool_("learned_positions", False),
+        linear_bias=facts.bool_("linear_bias", False),
+        use_flash_attention=facts.bool_("use_flash_attention", True),
         hidden_dropout=_float_or_none(merged.get("hidden_dropout")),
         attention_dropout=_float_or_none(merged.get("attention_dropout")),
-        num_experts=experts if experts > 1 else 0,
-        experts_per_tok=(topk or 1) if experts > 1 else 0,
-        num_shared_experts=shared if experts > 1 else 0,
-        moe_ffn=moe_w if experts > 1 else 0,
-        shared_ffn=iv("shared_expert_intermediate_size") if experts > 1 else 0,
-        first_k_dense=fkd if experts > 1 else 0,
+        num_experts=experts if moe else 0,
+        experts_per_tok=(iv("num_experts_per_tok") or 1) if moe else 0,
+        num_shared_experts=iv("num_shared_experts") if moe else 0,
+        moe_ffn=_moe_width(facts) if moe else 0,
+        shared_ffn=iv("shared_expert_intermediate_size") if moe else 0,
+        first_k_dense=iv("first_k_dense_replace") if moe else 0,
         capacity_factor=float(cap_v.value) if cap_v is not None else 1.0,
         kv_lora_rank=iv("kv_lora_rank"),
         q_lora_rank=iv("q_lora_rank"),
@@ -211,7 +271,6 @@ def build_model(
         v_head_dim=iv("v_head_dim"),
         mtp_depth=iv("mtp_depth"),
     )
-    return ModelResult(spec, locations, spec)
 
 
 def _foreign(report: Source, v: Val) -> Source:

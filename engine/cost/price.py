@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from engine.calibrate.local import plan_features
 from engine.calibrate.ratios import apply_ratios
 from engine.cost import constants as K
 from engine.cost.communication import (
@@ -54,11 +55,15 @@ def price_table(
     """Price every row of `table`. See engine.cost for the contract; docs/cost-model.md for the formulas."""
     n = len(table)
     P = int(np.maximum(table.pp, 1).max()) if n else 1
+    features = None
+    if run.ratios is not None and run.ratios.local is not None:
+        features = plan_features(model, cluster, table.tp, table.pp, table.cp, table.ep, table.dp,
+                                 table.micro_batch_size)
     if n <= BLOCK_ROWS:
-        return apply_ratios(_price_block(model, cluster, run, table, budget_gib, P), run.ratios)
+        return apply_ratios(_price_block(model, cluster, run, table, budget_gib, P), run.ratios, features)
     parts = [_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))), budget_gib, P)
              for i in range(0, n, BLOCK_ROWS)]
-    return apply_ratios(_concat(parts), run.ratios)
+    return apply_ratios(_concat(parts), run.ratios, features)
 
 
 @dataclass(frozen=True, slots=True)

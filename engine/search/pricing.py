@@ -67,13 +67,12 @@ class Pricer:
         return sync_time(self.run, parts, comp_stage)
 
     def time_ratio_span(self) -> tuple[float, float]:
-        """(least, greatest) calibration ratio over the time parts ((1, 1) uncalibrated): a bound priced on
-        calibrated numbers holds after it is scaled by least / greatest (engine.search.bound)."""
-        ratios = self.run.ratios
-        if ratios is None:
-            return 1.0, 1.0
-        values = [v for _, v in ratios.time] or [1.0]
-        return min(*values, 1.0), max(*values, 1.0)
+        """(least, greatest) calibration multiplier over the time parts and every plan ((1, 1) uncalibrated; a
+        `local` calibration's per-plan factor included): a bound priced on calibrated numbers holds after it is
+        scaled by least / greatest (engine.search.bound)."""
+        from engine.calibrate.local import multiplier_span
+
+        return multiplier_span(self.run.ratios)
 
     def estimate(self, strategy: Strategy) -> Estimate:
         from engine.cost import estimate

@@ -60,6 +60,12 @@ def run_hover(cal: Calibration, report: RunReport) -> str:
         n = len(cal.runs)
         lines += ["", f"Calibrated on {n} run{'s' if n != 1 else ''} ({cal.rule} rule): "
                   + ", ".join(f"{g} ×{r:.3g}" for g, r in f.ratios.items()) + f"; memory ×{f.memory:.3g}"]
+        if f.local is not None:
+            lf = f.local
+            verdict = ("a stack bias: every plan of the stack moves" if lf.biased else
+                       "within the model's own spread here: only plans like these runs move")
+            lines += ["", f"The runs' misfit reads as {verdict} (P(stack biased) {lf.prob_biased:.2f}); "
+                      "each run's own misfit carries to plans like it."]
     return "\n".join(lines)
 
 

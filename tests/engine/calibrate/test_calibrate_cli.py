@@ -33,6 +33,10 @@ def test_one_run_is_reproduced_and_the_ratios_change_estimate_and_search(runs_di
     assert run["leave_one_out_step_s"] is None
     assert doc["memory_ratio"] == pytest.approx(1.05, rel=1e-3)
     assert doc["framework"] == "torchtitan" and doc["device_type"] == "H100"
+    # 37% off is far beyond the model's spread on torchtitan: rule local reads it as a stack bias
+    assert doc["rule"] == "local" and doc["local"]["stack_biased"] is True
+    stack_factor = doc["local"]["stack_factor"]
+    assert 1.37 ** 0.9 < stack_factor < 1.37
     written = yaml.safe_load(out.read_text())
     assert set(written) >= {"framework", "device_type", "ratios", "memory_ratio", "fitted_on"}
     assert set(written["ratios"]) == {"compute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp", "optimizer"}
@@ -48,7 +52,8 @@ def test_one_run_is_reproduced_and_the_ratios_change_estimate_and_search(runs_di
     stated_config(runs_dir, "d.yaml", tp=2, gbs=32, extra="  ratios_file: ./ratios.yaml\n")
     other_uncal = _estimate(runs_dir / "b.yaml")["step_time_s"]
     other_cal = _estimate(runs_dir / "d.yaml")
-    assert other_cal["step_time_s"] == pytest.approx(other_uncal * 1.37, rel=0.01)
+    # a plan two doublings away: the stack part and a share of the anchor's own (local) part
+    assert other_uncal * stack_factor < other_cal["step_time_s"] < other_uncal * 1.37
     s = json.loads(hp_plan("search", str(runs_dir / "d.yaml"), "--json").stdout)
     assert s["best"]["step_time_s"] == pytest.approx(other_cal["step_time_s"], rel=1e-6)
     assert s["best"]["calibration"]["runs"] == 1
@@ -171,3 +176,42 @@ def test_explain_timeline_follows_the_calibrated_step(runs_dir: Path) -> None:
     assert doc["step_time_s"] == pytest.approx(_estimate(runs_dir / "b.yaml")["step_time_s"] * 1.3, rel=1e-6)
     assert max(t["end_s"] for t in doc["timeline"]) == pytest.approx(doc["step_time_s"], rel=1e-3)
     assert not [d for d in doc["diagnostics"] if d["code"] == "HP750"]  # no rescaling needed
+
+
+def test_local_rule_reproduces_the_anchor_and_moves_near_plans_more_than_distant_ones(runs_dir: Path) -> None:
+    """`hp-plan calibrate` (default rule local) on one run 5% off — within the model's own spread on this stack —
+    then `hp-plan estimate --ratios` on other plans: the anchor is reproduced, a plan one tp doubling away moves
+    part of the way, a plan several doublings away does not move; rule step moves both by the whole 5%."""
+    near = stated_config(runs_dir, "near.yaml", tp=2, gbs=16)
+    far = stated_config(runs_dir, "far.yaml", nodes=4, tp=8, gbs=16)
+    uncal = {p.name: _estimate(p)["step_time_s"] for p in (runs_dir / "a.yaml", near, far)}
+    measured = uncal["a.yaml"] * 1.05
+    runs = runs_dir / "runs.yaml"
+    runs.write_text(f"runs:\n  - config: a.yaml\n    step_time_s: {measured}\n")
+    out = runs_dir / "ratios.yaml"
+    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["rule"] == "local" and doc["local"]["stack_biased"] is False
+    assert yaml.safe_load(out.read_text())["local"]["anchors"][0]["plan"]["tp"] == 1
+    text = hp_plan("calibrate", str(runs)).stdout
+    assert "local rule: the runs' misfit reads as within the model's own spread" in text
+
+    def moved(path: Path, ratios: Path) -> float:
+        return _estimate(path, "--ratios", str(ratios))["step_time_s"] / uncal[path.name] - 1
+
+    assert _estimate(runs_dir / "a.yaml", "--ratios", str(out))["step_time_s"] == pytest.approx(measured, rel=0.01)
+    m_near, m_far = moved(near, out), moved(far, out)
+    assert 0.005 < m_near < 0.05
+    assert abs(m_far) < 0.1 * m_near
+
+    step = runs_dir / "step.yaml"
+    assert hp_plan("calibrate", str(runs), "-o", str(step), "--rule", "step").returncode == 0
+    assert "local" not in yaml.safe_load(step.read_text())
+    assert moved(near, step) == pytest.approx(0.05, abs=1e-3)
+    assert moved(far, step) == pytest.approx(0.05, abs=1e-3)
+
+    # a search with the local ratios ranks with the same prices estimate gives
+    d = stated_config(runs_dir, "d.yaml", tp=2, gbs=16, extra="  ratios_file: ./ratios.yaml\n")
+    s = json.loads(hp_plan("search", str(d), "--json").stdout)
+    assert s["best"]["step_time_s"] == pytest.approx(_estimate(d)["step_time_s"], rel=1e-6)

@@ -4,6 +4,7 @@ digit, on random models, clusters, batches, budgets and recompute requests."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from unittest import mock
 
@@ -11,13 +12,28 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.calibrate.local import plan_features
 from engine.search import rank, search
 from engine.search.bound import group_codes, layer_bound, shard_parts, sync_bound
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import price_groups, price_space
 from engine.search.space import COLUMNS, enumerate_groups, enumerate_space, restrictions
-from engine.specs import RATIO_GROUPS, ModelSpec, Ratios, VisionTower
+from engine.specs import RATIO_GROUPS, LocalCorrection, ModelSpec, Ratios, VisionTower
 from tests.engine.search.shapes import TINY, TINY_MOE, cluster, make
+
+
+@st.composite
+def local_parts(draw, model, clus):  # type: ignore[no-untyped-def]
+    """The local part of a calibration as `hp-plan calibrate --rule local` writes it: some moved groups, and
+    one to three anchors at plans of this model and cluster, each with a log-factor weight of either sign
+    (up to ±1.5: large enough that a span ignoring the local factor fails these tests)."""
+    moved = tuple(g for g in RATIO_GROUPS if draw(st.booleans())) or ("compute",)
+    anchors = []
+    for _ in range(draw(st.integers(1, 3))):
+        degrees = [np.array([draw(st.sampled_from([1, 2, 4]))]) for _ in range(6)]  # tp, pp, cp, ep, dp, mbs
+        anchors.append(tuple(float(v) for v in plan_features(model, clus, *degrees)[0]))
+    return LocalCorrection(moved=moved, length_scale=draw(st.sampled_from([0.5, 1.0, 2.0])), anchors=tuple(anchors),
+                           weights=tuple(draw(st.floats(-1.5, 1.5)) for _ in anchors), log_bound=math.log(10.0))
 
 
 @st.composite
@@ -47,6 +63,10 @@ def configs(draw):  # type: ignore[no-untyped-def]
     if draw(st.booleans()):
         ratios = Ratios(time=tuple((g, draw(st.sampled_from([0.5, 0.8, 1.0, 1.3, 2.0]))) for g in RATIO_GROUPS),
                         memory=draw(st.sampled_from([0.9, 1.0, 1.2])))
+        if draw(st.booleans()):  # a `local` calibration: one stack ratio, and a factor that differs by plan
+            s = draw(st.sampled_from([0.8, 1.0, 1.3]))
+            ratios = Ratios(time=tuple((g, s) for g in RATIO_GROUPS), memory=ratios.memory,
+                            local=draw(local_parts(model, cluster(nodes, per_node))))
     run = replace(cfg.run, framework=draw(st.sampled_from(["megatron", "torchtitan", "hyperparallel"])),
                   reshard_after_forward=draw(st.booleans()), ratios=ratios)
     return replace(cfg, cluster=cluster(nodes, per_node), run=run,

@@ -1,0 +1,128 @@
+"""The `local` rule: a stack bias plus a plan-specific part, fitted by one Gaussian algebra (docs/calibration.md).
+
+Model (engine.calibrate.prior states every figure): the log-residual of the moved parts of a run at plan x is
+r(x) = b + g(x) + noise, g a Gaussian process over the log2 plan features (σ_g², kernel k), b the stack bias.
+Two explanations of the runs are compared by their marginal likelihood times their prior:
+  H0 "the stack prices as the model was fitted" (b = 0): r ~ N(0, Σ0), Σ0 = σ_g² K + σ_n² I;
+  H1 "the stack is biased" (b ~ N(0, σ_B²)):         r ~ N(0, Σ0 + σ_B² 11ᵀ).
+Under the more probable one the posterior mean of r at any plan x is c(x)ᵀ Σ⁻¹ r, with c(x)_i = [σ_B²] +
+σ_g² k(x, a_i): a stack-wide part b̂ = σ_B² Σ_i α_i (0 under H0) and a local part Σ_i σ_g² α_i k(x, a_i),
+α = Σ⁻¹ r. An anchor is reproduced (up to σ_n), plans like an anchor get most of its correction, distant plans
+only the stack part. A single run whose misfit is within the model's own spread therefore leaves distant plans
+as priced, and one far beyond it (a slower cluster) moves every plan of the stack.
+
+The stack part becomes the moved groups' ratios (the `ratios:` of the file); the local part is the
+LocalCorrection (anchors' features and weights) applied per plan, vectorised over a priced table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.calibrate import prior
+from engine.specs import PLAN_FEATURES, ClusterSpec, LocalCorrection, ModelSpec, Ratios, Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFit:
+    """The fitted split: the stack-wide log factor, the local correction, and why (for the report)."""
+
+    log_bias: float
+    local: LocalCorrection
+    biased: bool  # H1 chosen: the runs read as a stack bias
+    prob_biased: float  # the posterior probability of H1
+    plan_spread: float  # σ_g used
+    prior_biased: float  # p used
+
+
+def plan_features(model: ModelSpec, cluster: ClusterSpec, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray,
+                  ep: np.ndarray, dp: np.ndarray, mbs: np.ndarray) -> np.ndarray:
+    """(n, len(PLAN_FEATURES)) log2 features of n plans of one model on one cluster (every count ≥ 1)."""
+    n = np.asarray(tp).shape[0]
+    fixed = {"hidden": model.hidden, "layers": model.num_layers, "experts": max(model.num_experts, 1),
+             "seq_len": model.seq_len, "nodes": cluster.num_nodes}
+    varying = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp, "micro_batch_size": mbs}
+    cols = [np.full(n, float(fixed[f])) if f in fixed else np.asarray(varying[f], dtype=np.float64)
+            for f in PLAN_FEATURES]
+    return np.log2(np.maximum(np.stack(cols, axis=1), 1.0))
+
+
+def strategy_features(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> np.ndarray:
+    """The log2 features of one plan, (len(PLAN_FEATURES),)."""
+    one = [np.array([v]) for v in (s.tp, s.pp, s.cp, s.ep, s.dp, s.micro_batch_size)]
+    return plan_features(model, cluster, *one)[0]
+
+
+def kernel(a: np.ndarray, b: np.ndarray, length_scale: float) -> np.ndarray:
+    """k between every row of `a` (n, F) and of `b` (m, F): exp(−|Δ|²/2ℓ²), (n, m)."""
+    d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2)
+    return np.exp(-d2 / (2.0 * length_scale * length_scale))
+
+
+def _log_normal(r: np.ndarray, cov: np.ndarray) -> float:
+    """log N(r; 0, cov)."""
+    _sign, logdet = np.linalg.slogdet(cov)
+    return float(-0.5 * (r @ np.linalg.solve(cov, r) + logdet + r.size * math.log(2 * math.pi)))
+
+
+def fit_local(features: np.ndarray, residuals: Sequence[float], moved: Sequence[str], framework: str,
+              device_type: str) -> LocalFit:
+    """The stack bias and the local correction from the runs' log2 features (n, F) and log-residuals (n,)."""
+    r = np.asarray(residuals, dtype=np.float64)
+    sg, p = prior.plan_spread(framework, device_type), prior.bias_prior(framework, device_type)
+    sb2, sn2 = prior.STACK_BIAS_SD ** 2, prior.MEASUREMENT_SD ** 2
+    k = kernel(features, features, prior.LENGTH_SCALE)
+    cov0 = sg * sg * k + sn2 * np.eye(r.size)
+    cov1 = cov0 + sb2
+    log_odds = math.log(p / (1 - p)) + _log_normal(r, cov1) - _log_normal(r, cov0)
+    prob = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds > -700 else 0.0
+    biased = log_odds > 0
+    alpha = np.linalg.solve(cov1 if biased else cov0, r)
+    bias = float(np.clip(sb2 * alpha.sum(), -prior.LOG_BOUND, prior.LOG_BOUND)) if biased else 0.0
+    local = LocalCorrection(moved=tuple(moved), length_scale=prior.LENGTH_SCALE,
+                            anchors=tuple(tuple(float(v) for v in row) for row in features),
+                            weights=tuple(float(sg * sg * a) for a in alpha), log_bound=prior.LOG_BOUND)
+    return LocalFit(bias, local, biased, prob, sg, p)
+
+
+def local_log_factor(local: LocalCorrection, features: np.ndarray) -> np.ndarray:
+    """Σ_i weight_i · k(x, anchor_i) at every row of `features` (n, F), clipped to ±log_bound: (n,)."""
+    if not local.anchors:
+        return np.zeros(features.shape[0])
+    k = kernel(features, np.asarray(local.anchors, dtype=np.float64), local.length_scale)
+    return np.clip(k @ np.asarray(local.weights, dtype=np.float64), -local.log_bound, local.log_bound)
+
+
+def part_factors(ratios: Ratios, features: np.ndarray | None) -> dict[str, np.ndarray | float]:
+    """Each ratio group's multiplier: its ratio, times the local factor (n,) for the groups the local part moves."""
+    out: dict[str, np.ndarray | float] = {g: ratios.of(g) for g, _ in ratios.time}
+    local = ratios.local
+    if local is None or features is None:
+        return out
+    f = np.exp(local_log_factor(local, features))
+    for g in local.moved:
+        out[g] = out[g] * f
+    return out
+
+
+def multiplier_span(ratios: Ratios | None) -> tuple[float, float]:
+    """(least, greatest) multiplier any time part gets on any plan, 1.0 included (a part no group names keeps
+    its price): each group's ratio, times for the moved groups a local factor, which lies between
+    exp(Σ negative weights) and exp(Σ positive weights) since every k is in [0, 1]. engine.search.bound scales
+    its bounds by least / greatest, so they stay lower bounds whatever plan the factor is evaluated at."""
+    if ratios is None:
+        return 1.0, 1.0
+    lo_f = hi_f = 1.0
+    local = ratios.local
+    if local is not None:
+        lo_f = math.exp(max(-local.log_bound, sum(min(w, 0.0) for w in local.weights)))
+        hi_f = math.exp(min(local.log_bound, sum(max(w, 0.0) for w in local.weights)))
+    moved = local.moved if local is not None else ()
+    values = [1.0]
+    for g, r in ratios.time:
+        values += [r * lo_f, r * hi_f] if g in moved else [r]
+    return min(values), max(values)
