@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from engine import classcache
 
-pytestmark = pytest.mark.skipif(classcache.STATE is None, reason="the cache is installed on CPython 3.11 / 3.12 only")
+pytestmark = pytest.mark.skipif(classcache.STATE is None, reason="no bytecode cache tag here")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,3 +119,16 @@ def test_unwritable_cache_only_costs_compiles(tmp_path: Path) -> None:
                            "examples/llama3-70b/search.yaml"], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPYCACHEPREFIX": str(blocker)}, check=False)
     assert proc.returncode == 0 and proc.stderr == "" and "parallelism resolved" in proc.stdout
+
+
+def test_hp_plan_writes_the_cache_before_its_fast_exit(tmp_path: Path) -> None:
+    """`python -m engine.cli` ends with os._exit (engine.cli.console): the exit handlers, the cache's save
+    among them, run first, and the output is complete."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "check", "--json", "examples/deepseek-v3/train.yaml"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout)["kind"] == "train"
+    path = _run("import engine.classcache as c; print(c.cache_path())", tmp_path)
+    assert len(classcache.read(path)) > 200  # the check path's methods
