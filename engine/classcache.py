@@ -20,6 +20,7 @@ them).
 import atexit
 import contextlib
 import dataclasses
+import importlib.util
 import marshal
 import os
 import sys
@@ -31,7 +32,7 @@ PACKAGES = ("engine.", "hp_lsp.")
 # since edited do not pile up in a developer's checkout (the engine and server together use ~450).
 MAX_ENTRIES = 4000
 # In the file's name: a change to how the code is compiled must not read an older file's code objects.
-FORMAT = 1
+FORMAT = 2
 
 
 class _State:
@@ -88,10 +89,14 @@ def cache_path() -> str:
 
 
 def read(path: str) -> dict[str, CodeType]:
-    """The cache file's {source text: code}; empty when missing, unreadable or not a cache."""
+    """The cache file's {source text: code}; empty when missing, unreadable, not a cache, or written by an
+    interpreter of another bytecode version (the file starts with the magic number a `.pyc` starts with)."""
     try:
         with open(path, "rb") as fh:
-            data = marshal.loads(fh.read())  # marshal.load(fh) reads in small pieces: 7 ms instead of 1
+            raw = fh.read()  # whole: marshal.load(fh) reads in small pieces, 7 ms instead of 1
+        if raw[:4] != importlib.util.MAGIC_NUMBER:
+            return {}
+        data = marshal.loads(memoryview(raw)[4:])
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     if not isinstance(data, dict):
@@ -105,7 +110,7 @@ def write(path: str, codes: dict[str, CodeType]) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "wb") as fh:
-            fh.write(marshal.dumps(codes))
+            fh.write(importlib.util.MAGIC_NUMBER + marshal.dumps(codes))
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):

@@ -105,10 +105,13 @@ def test_second_process_compiles_nothing(tmp_path: Path) -> None:
 
 def test_corrupt_cache_is_recompiled_and_rewritten(tmp_path: Path) -> None:
     _, _, path = _run(COUNT, tmp_path).split()
-    Path(path).write_bytes(b"not marshal data")
-    compiled, hits, _ = _run(COUNT, tmp_path).split()
-    assert int(compiled) > 300 and int(hits) == 0
-    assert len(classcache.read(path)) == int(compiled)
+    good = Path(path).read_bytes()
+    for bad in (b"not marshal data", b"\0\0\0\0" + good[4:]):  # garbage; another bytecode version's file
+        Path(path).write_bytes(bad)
+        assert classcache.read(path) == {}
+        compiled, hits, _ = _run(COUNT, tmp_path).split()
+        assert int(compiled) > 300 and int(hits) == 0
+        assert len(classcache.read(path)) == int(compiled)
 
 
 def test_unwritable_cache_only_costs_compiles(tmp_path: Path) -> None:
