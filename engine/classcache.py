@@ -10,7 +10,7 @@ What: `install()` gives the dataclasses module its own `exec` (a module global, 
 For a class of the engine or hp_lsp packages it looks the compiled code up by its exact source text before
 compiling it; for any other class, and for anything but source text, it is the builtin. The code objects live
 beside the engine's bytecode, in `engine/__pycache__/dataclass-methods-<format>.<tag>.marshal` (or under
-PYTHONPYCACHEPREFIX), read once per process (~1 ms) and written back at exit only when a method was compiled
+PYTHONPYCACHEPREFIX), read once per process (1-2 ms) and written back at exit only when a method was compiled
 that was not there, under the rules `.pyc` files follow: nothing is written when PYTHONDONTWRITEBYTECODE is
 set or the folder cannot be written. A code object compiled from a text is the same whatever process
 compiled it, so the classes behave exactly as without the cache (tests/engine/test_classcache.py compares
@@ -29,7 +29,7 @@ from typing import Any
 
 PACKAGES = ("engine.", "hp_lsp.")
 # Above this many entries the file is rewritten with this process's methods only, so the texts of classes
-# since edited do not pile up in a developer's checkout (the engine and server together use ~450).
+# since edited do not pile up in a developer's checkout (the engine and server together use ~570).
 MAX_ENTRIES = 4000
 # In the file's name: a change to how the code is compiled must not read an older file's code objects.
 FORMAT = 2
