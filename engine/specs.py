@@ -237,6 +237,45 @@ class Ratios:
 
 
 @dataclass(frozen=True, slots=True)
+class PipelineLayout:
+    """Where the decoder layers sit over the pipeline stages and virtual chunks, as a file states it
+    (docs/cost-model.md §1; engine.cost.layout prices it). The default (nothing stated) is the planner's even
+    split. The keys are the frameworks' own:
+
+    embedding_in_split / loss_in_split: Megatron-Core's `account_for_embedding_in_pipeline_split` /
+      `account_for_loss_in_pipeline_split`: the embedding (loss) counts as one layer of the split, so the first
+      chunk of the first stage builds one decoder layer fewer (the last chunk of the last stage likewise);
+      (L + e + l) must divide by pp·vpp. HyperParallel's `emb_out_in_offset` sets both.
+    first_stage_layers / last_stage_layers: Megatron-Core's `num_layers_in_first_pipeline_stage` /
+      `num_layers_in_last_pipeline_stage` (Megatron-LM `--decoder-first-pipeline-num-layers` / `-last-`);
+      0 = not stated. The other stages share the rest evenly.
+    offset: HyperParallel's per-stage `offset` ([HP] §6.7): one entry per stage, either (o,) (added to the
+      stage's last chunk) or one per virtual chunk; each chunk holds ⌊L_eff/(pp·vpp)⌋ + its offset, with
+      L_eff = L (+ the MTP layers when `mtp_in_offset`, + 2 when the embedding and output are in it).
+    """
+
+    embedding_in_split: bool = False
+    loss_in_split: bool = False
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    offset: tuple[tuple[int, ...], ...] = ()
+    mtp_in_offset: bool = False
+    # torchtitan's split (`generate_llm_fqn_per_model_part`): the embedding and output count as layers and the
+    # (L + e + l) mod (pp·vpp) extra go to the first chunks, so nothing needs to divide.
+    remainder_first: bool = False
+
+    @property
+    def stated(self) -> bool:
+        return self != PipelineLayout()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"embedding_in_split": self.embedding_in_split, "loss_in_split": self.loss_in_split,
+                "first_stage_layers": self.first_stage_layers, "last_stage_layers": self.last_stage_layers,
+                "offset": [list(o) for o in self.offset], "mtp_in_offset": self.mtp_in_offset,
+                "remainder_first": self.remainder_first}
+
+
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     """How the run trains, beyond the parallel degrees: precision, optimizer, FSDP and recompute policy."""
 
@@ -280,6 +319,9 @@ class RunOptions:
     loss_parallel: bool | None = None
     # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
     ratios: Ratios | None = None
+    # How the layers are split over the pipeline stages and chunks (the frameworks' layout keys); the
+    # default is the even split (engine.cost.layout).
+    pipeline_layout: PipelineLayout = field(default_factory=PipelineLayout)
 
 
 @dataclass(frozen=True, slots=True)

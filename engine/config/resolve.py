@@ -31,6 +31,7 @@ from typing import Any
 from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES
 from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
+from engine.config.layout import layout_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, read_search
@@ -562,6 +563,9 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
+    layout = {**(train.layout if train is not None else {}), **(sf.layout if sf is not None else {})}
+    if layout:  # the search config's keys win over the train.yaml's, key by key
+        kw["pipeline_layout"] = layout_of(layout)
     init = (sf.param_init if sf is not None else None) or (train.param_init if train is not None else None)
     if init is not None:  # stored weights' width wins over the compute dtype (read_param_init)
         kw["param_bytes"] = DTYPES[str(init.value)]

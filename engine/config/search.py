@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.catalog.frameworks import FRAMEWORK_ALIASES, FRAMEWORKS
 from engine.config.cluster import ClusterFacts, read_cluster_section
+from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
@@ -65,6 +66,7 @@ class SearchFacts:
     recompute_modules: Val | None = None  # recompute_modules (ext): Megatron's --recompute-modules
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
+    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
@@ -166,10 +168,7 @@ def read_search(src: Source) -> SearchFacts:
         ov = src.bool_(root, key, key)
         if ov is not None:
             facts.overlaps[key] = ov
-    ppc = src.section(root, "pp_config", "pp_config")
-    facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
-    facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
-    facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    _read_pp_config(facts, src.section(root, "pp_config", "pp_config"), model)
     facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
     facts.note(facts.ratios_file)
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
@@ -182,10 +181,24 @@ def read_search(src: Source) -> SearchFacts:
                facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
-               *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
+               *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
+               *facts.layout.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
     return facts
+
+
+def _read_pp_config(facts: SearchFacts, ppc: Map | None, model: Map | None) -> None:
+    """`pp_config`: the schedule, chunks per stage, HyperParallel's pp_degree list, and the pipeline layout
+    keys (engine.config.layout; HyperParallel's recipes write `offset` in `model`)."""
+    src = facts.src
+    facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
+    facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
+    facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    model_offset = read_offset(src, model, "model.offset")
+    if model_offset is not None:
+        facts.layout["offset"] = model_offset
+    read_layout(src, ppc, "pp_config", facts.layout)
 
 
 def _read_selective(facts: SearchFacts, root: Map) -> None:

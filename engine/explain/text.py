@@ -20,7 +20,7 @@ def stage_table(ex: Explained) -> list[str]:
     rows = [heads]
     for r in ex.stages:
         mark = " *" if r.stage == ex.tightest_stage else ""
-        rows.append([str(r.stage), str(r.layers), *(f"{r.memory_gib[k]:.2f}" for k in MEMORY_TERMS),
+        rows.append([str(r.stage), r.layers_text(ex.chunk_detail), *(f"{r.memory_gib[k]:.2f}" for k in MEMORY_TERMS),
                      f"{r.total_gib:.2f}{mark}", *(f"{r.time_s[k]:.3f}" for k in
                                                     ("forward", "backward", "recompute", "comm", "idle"))])
     widths = [max(len(row[c]) for row in rows) for c in range(len(heads))]

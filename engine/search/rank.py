@@ -575,14 +575,19 @@ def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: f
 
 def stage_layers(pp: int, body: int, first_dense: int, counts: np.ndarray) -> list[list[tuple[int, int]]] | None:
     """Per stage (vpp 1), its (global layer, kind) pairs in model order, kind 0 dense, 1 MoE, following the
-    cost model's split (engine.cost.layout.chunk_bounds). Layers past the `body` layers (MTP) sit on the
-    last stage and take the kind the cost model counted them under. None if `counts` (P, 2) disagree."""
-    from engine.cost.layout import chunk_bounds
-
+    cost model's split: each stage holds the next `counts[s]` layers (engine.cost.layout, whatever layout it
+    priced). Layers past the `body` layers (MTP) sit on the last stage and take the kind the cost model counted
+    them under. None if `counts` (P, 2) disagree."""
+    totals = [int(counts[s, 0] + counts[s, 1]) for s in range(pp)]
+    extra_total = sum(totals) - body
+    if extra_total < 0 or totals[-1] < extra_total:
+        return None
+    totals[-1] -= extra_total
     out: list[list[tuple[int, int]]] = []
-    starts, lens = chunk_bounds(body, np.full(pp, pp), np.ones(pp, dtype=np.int64), np.arange(pp))
-    for start, count in zip(starts.tolist(), lens.tolist(), strict=True):
-        out.append([(g, 0 if g < first_dense else 1) for g in range(start, start + count)])
+    start = 0
+    for n in totals:
+        out.append([(g, 0 if g < first_dense else 1) for g in range(start, start + n)])
+        start += n
     g = body
     for k in (0, 1):
         extra = int(counts[pp - 1, k]) - sum(1 for _, kind in out[-1] if kind == k)

@@ -67,7 +67,7 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
         + row(MFU_LABEL, lambda e: f"{e.mfu:.0%} (causal {e.causal_mfu:.0%})")
     )
     return head + body + (f"\nstated plan per stage (GiB): {_stages(stated)}\n" if stated and _stages(stated) else "") \
-        + (f"\nbest: `{best.strategy.short()}`\n" if best else "") \
+        + (f"\nbest: `{best.short()}`\n" if best else "") \
         + f"\npriced for {cols[0][1].priced_for}\n" \
         + ("\n*best plan from an earlier version; save to refresh*\n" if stale else "")
 
