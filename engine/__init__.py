@@ -6,9 +6,3 @@ command line prints.
 """
 
 __version__ = "0.1.0"
-
-# Before any engine module defines its dataclasses: their generated methods come from a bytecode cache
-# instead of ~400 compiles per process (engine/classcache.py; issue 16, start fast).
-from engine import classcache as _classcache
-
-_classcache.install()

@@ -399,7 +399,7 @@ def console() -> NoReturn:
     skipping it, as the commands close the files they write and start no thread. Output that cannot be
     flushed (a reader that went away) exits 1, as a broken pipe during the command does."""
     code = main()
-    atexit._run_exitfuncs()  # engine.classcache saves here
+    atexit._run_exitfuncs()  # what registered to run at exit (logging's flush) still runs
     try:
         sys.stdout.flush()
         sys.stderr.flush()
