@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import Ratios, Strategy
+from engine.specs import PipelineLayout, Ratios, Strategy
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
 # Which FLOP count `mfu` uses (docs/formats.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
@@ -41,12 +41,25 @@ class Estimate:
     device: str = ""  # the catalog device priced
     causal_mfu: float = 0.0
     calibrated_framework: bool = False  # the framework's constants were checked on published runs
+    # The pipeline layout the search chose for this plan where the files state none (engine.search: the
+    # embedding and loss counted in the split, where the framework offers it); None = the run's own.
+    pipeline_layout: PipelineLayout | None = None
     # The recompute modules `selective` recomputes in this plan, where the search chose them
     # (`recompute_modules: auto`, engine.search.modules); () = as the files state.
     recompute_modules: tuple[str, ...] = ()
     # A multimodal model's vision tower (engine.cost.tower): {"layers", "visual_seq_len", "stage": 0, "memory_gib",
     # "time_s"}, what it holds on stage 0 and its seconds per step there (both inside the breakdowns); None: text only.
     vision_tower: Mapping[str, float] | None = None
+    # Offload ([HP] §8.6, engine.cost.offload): per offloaded range of the plan ("first-last", as
+    # strategy.recompute.layers names it), the GiB each of its layers moves to the host per micro-batch; None when
+    # the plan offloads nothing.
+    offloaded_gib: Mapping[str, float] | None = None
+
+    def short(self) -> str:
+        """The strategy's one-line form, and the pipeline layout when the search chose one."""
+        extra = " · emb+loss in pp split" if self.pipeline_layout is not None and (
+            self.pipeline_layout.embedding_in_split or self.pipeline_layout.loss_in_split) else ""
+        return self.strategy.short() + extra
 
     def calibration_note(self) -> str:
         """One line saying whether and how the numbers are calibrated (every output says so)."""
@@ -99,9 +112,20 @@ class Estimate:
             "verdict": self.verdict,
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "calibration": self.calibration.to_json() if self.calibration is not None else None,
+            "pipeline_layout": self.pipeline_layout.to_json() if self.pipeline_layout is not None else None,
             **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {}),
             **({"vision_tower": dict(self.vision_tower)} if self.vision_tower is not None else {}),
+            **({"offloaded_gib": dict(self.offloaded_gib)} if self.offloaded_gib else {}),
         }
+
+    def offload_note(self) -> str | None:
+        """What the front ends say of an offloaded plan ([HP] §4.2's CLI line): which layers, how much they move,
+        and that the trainer is given them off. None when the plan offloads nothing."""
+        if not self.offloaded_gib:
+            return None
+        moved = ", ".join(f"{k} ({v:.2f} GiB per layer per micro-batch)" for k, v in self.offloaded_gib.items())
+        return (f"Offloaded to the host, priced as offload should run: layers {moved}. The trainer runs no offload "
+                "yet, so the plan it is given keeps them off")
 
 
 @dataclass(frozen=True, slots=True)

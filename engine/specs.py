@@ -7,7 +7,7 @@ to one search can never leak into the next (HyperParallel needed guards for exac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 RecomputeMode = Literal["off", "selective", "full"]
@@ -165,6 +165,8 @@ class DeviceSpec:
     full_mesh: bool = False
     coll_eff_intra: float = 0.0  # measured collective bus bandwidth / intra_node_gb_s; 0 = the NVLink default
     generation: str = ""  # kernel generation for attention rates: volta, ampere, hopper, blackwell, cdna3, ascend
+    # Device <-> host memory link, GB/s one direction (offload, [HP] §8.6); 0 = the catalog states none.
+    host_link_gb_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +239,45 @@ class Ratios:
 
 
 @dataclass(frozen=True, slots=True)
+class PipelineLayout:
+    """Where the decoder layers sit over the pipeline stages and virtual chunks, as a file states it
+    (docs/cost-model.md §1; engine.cost.layout prices it). The default (nothing stated) is the planner's even
+    split. The keys are the frameworks' own:
+
+    embedding_in_split / loss_in_split: Megatron-Core's `account_for_embedding_in_pipeline_split` /
+      `account_for_loss_in_pipeline_split`: the embedding (loss) counts as one layer of the split, so the first
+      chunk of the first stage builds one decoder layer fewer (the last chunk of the last stage likewise);
+      (L + e + l) must divide by pp·vpp. HyperParallel's `emb_out_in_offset` sets both.
+    first_stage_layers / last_stage_layers: Megatron-Core's `num_layers_in_first_pipeline_stage` /
+      `num_layers_in_last_pipeline_stage` (Megatron-LM `--decoder-first-pipeline-num-layers` / `-last-`);
+      0 = not stated. The other stages share the rest evenly.
+    offset: HyperParallel's per-stage `offset` ([HP] §6.7): one entry per stage, either (o,) (added to the
+      stage's last chunk) or one per virtual chunk; each chunk holds ⌊L_eff/(pp·vpp)⌋ + its offset, with
+      L_eff = L (+ the MTP layers when `mtp_in_offset`, + 2 when the embedding and output are in it).
+    """
+
+    embedding_in_split: bool = False
+    loss_in_split: bool = False
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    offset: tuple[tuple[int, ...], ...] = ()
+    mtp_in_offset: bool = False
+    # torchtitan's split (`generate_llm_fqn_per_model_part`): the embedding and output count as layers and the
+    # (L + e + l) mod (pp·vpp) extra go to the first chunks, so nothing needs to divide.
+    remainder_first: bool = False
+
+    @property
+    def stated(self) -> bool:
+        return self != PipelineLayout()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"embedding_in_split": self.embedding_in_split, "loss_in_split": self.loss_in_split,
+                "first_stage_layers": self.first_stage_layers, "last_stage_layers": self.last_stage_layers,
+                "offset": [list(o) for o in self.offset], "mtp_in_offset": self.mtp_in_offset,
+                "remainder_first": self.remainder_first}
+
+
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     """How the run trains, beyond the parallel degrees: precision, optimizer, FSDP and recompute policy."""
 
@@ -280,6 +321,9 @@ class RunOptions:
     loss_parallel: bool | None = None
     # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
     ratios: Ratios | None = None
+    # How the layers are split over the pipeline stages and chunks (the frameworks' layout keys); the
+    # default is the even split (engine.cost.layout).
+    pipeline_layout: PipelineLayout = field(default_factory=PipelineLayout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +335,10 @@ class RecomputePlan:
 
     mode: RecomputeMode = "off"
     layers: tuple[tuple[int, int, RecomputeMode], ...] = ()
+    # Inclusive ranges of layers that run with recompute off and move what they keep to host memory over the
+    # host link while later layers compute ([HP] §8.6; docs/cost-model.md "Offload"). They run "off"
+    # (mode_of says so: that is what the trainer runs, it runs no offload yet); only memory differs.
+    offload: tuple[tuple[int, int], ...] = ()
 
     def mode_of(self, layer: int) -> RecomputeMode:
         for first, last, mode in self.layers:
@@ -298,12 +346,32 @@ class RecomputePlan:
                 return mode
         return self.mode
 
+    def offloaded(self, layer: int) -> bool:
+        return any(first <= layer <= last for first, last in self.offload)
+
+    def for_trainer(self) -> RecomputePlan:
+        """The plan HyperParallel's trainer is given ([HP] §8.6, §8.7): it runs no offload yet, so offloaded layers
+        stay `off` (as mode_of already says), with adjacent ranges of one mode merged."""
+        if not self.offload:
+            return self
+        merged: list[tuple[int, int, RecomputeMode]] = []
+        for a, b, m in sorted(self.layers):
+            if merged and merged[-1][2] == m and merged[-1][1] + 1 == a:
+                merged[-1] = (merged[-1][0], b, m)
+            else:
+                merged.append((a, b, m))
+        return RecomputePlan(self.mode, tuple(merged))
+
     def to_json(self) -> str | dict[str, Any]:
-        if not self.layers:
+        """docs/formats.md §3: a mode, or {mode, layers}; offloaded layers are marked "offload" there."""
+        if not self.layers and not self.offload:
             return self.mode
+        marks: dict[tuple[int, int], str] = {(a, b): m for a, b, m in self.layers
+                                             if not any(x <= a and b <= y for x, y in self.offload)}
+        marks.update({(a, b): "offload" for a, b in self.offload})
         return {
             "mode": self.mode,
-            "layers": {(f"{a}" if a == b else f"{a}-{b}"): m for a, b, m in self.layers},
+            "layers": {(f"{a}" if a == b else f"{a}-{b}"): m for (a, b), m in sorted(marks.items())},
         }
 
 
@@ -359,6 +427,12 @@ class Strategy:
             "optimizer_shard": self.optimizer_shard,
         }
 
+    def for_trainer(self) -> Strategy:
+        """This strategy as the trainer is given it: offloaded layers off (RecomputePlan.for_trainer)."""
+        if not self.recompute.offload:
+            return self
+        return replace(self, recompute=self.recompute.for_trainer())
+
     def short(self) -> str:
         """`tp 8 · pp 4 · dp 32 · mbs 1 · recompute selective`: what a code lens or a table row shows."""
         parts = [f"dp {self.dp}", f"tp {self.tp}", f"pp {self.pp}"]
@@ -375,4 +449,6 @@ class Strategy:
             parts.append("sp")
         rc = self.recompute.to_json()
         parts.append(f"rc {rc if isinstance(rc, str) else rc['mode'] + '+'}")
+        if self.recompute.offload:
+            parts.append("offload")
         return " · ".join(parts)

@@ -106,7 +106,7 @@ def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple
     if result.best is None:
         return None, "no strategy fits"
     try:
-        out = strategy_edits(text, result.best.strategy, path=path)
+        out = strategy_edits(text, result.best.strategy, path=path, layout=result.best.pipeline_layout)
     except Exception as exc:  # the engine promises not to raise; keep the server alive if it does
         return None, f"cannot write the strategy: {exc}"
     return (out.edits, None) if out.ok else (None, out.error)

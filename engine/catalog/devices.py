@@ -11,6 +11,13 @@ Source keys: MLE-ACC / MLE-NET (stas00/ml-engineering accelerator and network RE
 (HyperParallel's hardware.py), MS-FLOPS (MindSpeed-LLM `get_device_flops`: 354 TF for any 910B), MS-CHIP
 (Huawei MindStudio `platform_config.h` core counts and SoC map), ASC-BENCH (public Ascend NPU benchmark
 READMEs: 910B2C matmul 322.5 TF, 8-card HCCS all-gather 149 GB/s busbw), TT (torchtitan benchmark notes).
+
+Host link (`host_link_gb_s`, offload only, [HP] §8.6): the device's link to host memory, GB/s one direction.
+PCIe x16 per direction: Gen4 31.5, Gen5 63 GB/s (the PCIe base specifications' 16 / 32 GT/s × 16
+lanes × 128/130) [U: no measured copy rate here, the link's nominal rate]; Calculon's A100-80GB system file states
+host memory at 32 GB/s ([HW] §3 table, [C]). HyperParallel's own figures (HP-HW) are GiB/s: A2 16.0 (placeholder),
+A3 6.92 (measured, the slowest die of a 2-node job), V100 12.0 ([HW] §2, [C]); here × 2^30 / 1e9. GB200's Grace
+link is NVLink-C2C, 900 GB/s both directions, 450 one way [U].
 """
 
 from __future__ import annotations
@@ -25,13 +32,16 @@ _A2_U = ("intra_node_gb_s", "inter_node_gb_s")
 # element-wise benchmark ran a 910B at 642 GB/s and an A800 (the A100's 2.039 TB/s HBM) at 884 GB/s, so a 910B
 # streams like a 2.039 × 642 / 884 = 1.48 TB/s part under the cost model's HBM_EFFICIENCY.
 _A2_HBM_TB_S = 2.039 * 642.0 / 884.0
+_GIB_GB = 2.0 ** 30 / 1e9  # HyperParallel's host links are GiB/s; the catalog's bandwidths GB/s
+_PCIE4, _PCIE5 = 31.5, 63.0  # x16, one direction, nominal [U] (module docstring)
 
 
 def _ascend(name: str, tflops: float, aliases: tuple[str, ...], notes: str) -> DeviceSpec:
-    """An Atlas 800T A2 910B variant: 8 NPUs per node over a full HCCS mesh, 200GE RoCE each."""
+    """An Atlas 800T A2 910B variant: 8 NPUs per node over a full HCCS mesh, 200GE RoCE each; host link
+    HyperParallel's A2 figure, 16.0 GiB/s, which it calls a placeholder (HP-HW) [U]."""
     return DeviceSpec(name, tflops, 64.0, _A2_HBM_TB_S, 196.0, 25.0, 8, aliases, notes, source=_ASCEND_SRC,
-                      unconfirmed=_A2_U, matmul_efficiency=0.91, full_mesh=True, coll_eff_intra=0.76,
-                      generation="ascend")
+                      unconfirmed=(*_A2_U, "host_link_gb_s"), matmul_efficiency=0.91, full_mesh=True,
+                      coll_eff_intra=0.76, generation="ascend", host_link_gb_s=16.0 * _GIB_GB)
 
 
 # name, peak dense BF16/FP16 TFLOP/s, memory, HBM TB/s, intra GB/s, inter GB/s, cards/node, aliases, note
@@ -40,59 +50,71 @@ DEVICES: tuple[DeviceSpec, ...] = (
                "FP16 tensor peak (no BF16); NVLink2 6x25; IB EDR ~4 NICs per 8 GPUs [U]",
                source="[HW] §1: datasheet [V]; NVLink MLE-NET", unconfirmed=("inter_node_gb_s",
                                                                                    "matmul_efficiency"),
-               matmul_efficiency=0.75, generation="volta"),
+               matmul_efficiency=0.75, generation="volta",
+               host_link_gb_s=12.0 * _GIB_GB),
     DeviceSpec("A100-40G", 312.0, 40.0, 1.555, 300.0, 25.0, 8, ("a100-40gb", "a100_40g"),
                "NVLink3 300; HDR 200 Gb/s per GPU", source="[HW] §1, §3.1: MLE-ACC, MLE-NET",
-               matmul_efficiency=0.869, generation="ampere"),
+               matmul_efficiency=0.869, generation="ampere", unconfirmed=("host_link_gb_s",),
+               host_link_gb_s=_PCIE4),
     DeviceSpec("A100", 312.0, 80.0, 2.039, 300.0, 25.0, 8, ("a100-80g", "a100-80gb", "a100-sxm"),
                "DGX A100 / Selene: NVLink3 300, 8 x HDR 200 Gb/s per node",
                source="[HW] §1, §3.1: MLE-ACC, MLE-NET, NAR21", matmul_efficiency=0.869,
-               generation="ampere"),
+               generation="ampere",
+               host_link_gb_s=32.0),
     DeviceSpec("H100", 989.0, 80.0, 3.35, 450.0, 50.0, 8, ("h100-sxm", "h100-80g", "h100-sxm5"),
                "SXM5 80 GB, 700 W; NVLink4 450; DGX H100 8 x NDR 400 Gb/s",
                source="[HW] §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.803, fp8_tflops=1979.0,
-               fp8_matmul_efficiency=0.709, generation="hopper"),
+               fp8_matmul_efficiency=0.709, generation="hopper", unconfirmed=("host_link_gb_s",),
+               host_link_gb_s=_PCIE5),
     DeviceSpec("H100-96G", 989.0, 96.0, 2.4, 450.0, 50.0, 8, ("h100-96gb", "h100-hbm2e", "grand-teton-h100"),
                "H100 96 GB HBM2e, 500 W (Meta Grand Teton, torchtitan's benchmark machines): 989 TF at full "
                "clocks, sustained lower under the 500 W cap (torchtitan: the real peak lies between the NVL and "
                "SXM parts; priced at their midpoint, 912 TF = 0.92 of 989 [D]); MFU stays against 989",
-               source="[HW] §4: TT; HBM figures [U]", unconfirmed=("memory_gib", "hbm_tb_s",
+               source="[HW] §4: TT; HBM figures [U]", unconfirmed=("host_link_gb_s", "memory_gib", "hbm_tb_s",
                                                                           "clock_fraction"),
                matmul_efficiency=0.803, fp8_tflops=1979.0, fp8_matmul_efficiency=0.709,
-               clock_fraction=(835.0 + 989.0) / 2 / 989.0, generation="hopper"),
+               clock_fraction=(835.0 + 989.0) / 2 / 989.0, generation="hopper",
+               host_link_gb_s=_PCIE5),
     DeviceSpec("H100-NVL", 835.0, 94.0, 3.9, 300.0, 50.0, 8, ("h100nvl", "h100-nvl-94g"),
                "PCIe card, 350-400 W, 94 GB HBM3; NVLink bridges pair the cards (scale-up between pairs only, "
                "the rest over PCIe/NIC) [U]",
-               source="[HW] §4: datasheet [V]", unconfirmed=("intra_node_gb_s", "inter_node_gb_s",
+               source="[HW] §4: datasheet [V]", unconfirmed=("host_link_gb_s", "intra_node_gb_s", "inter_node_gb_s",
                                                                     "matmul_efficiency"),
-               matmul_efficiency=0.803, fp8_tflops=1670.0, fp8_matmul_efficiency=0.709, generation="hopper"),
+               matmul_efficiency=0.803, fp8_tflops=1670.0, fp8_matmul_efficiency=0.709, generation="hopper",
+               host_link_gb_s=_PCIE5),
     DeviceSpec("H20", 148.0, 96.0, 4.0, 450.0, 50.0, 8, ("h20-sxm",),
                "export part: 148 TF BF16, 96 GB at 4.0 TB/s, NVLink 900 GB/s bidirectional",
-               source="[HW] §4: datasheet [V]", unconfirmed=("inter_node_gb_s", "matmul_efficiency",
+               source="[HW] §4: datasheet [V]", unconfirmed=("host_link_gb_s", "inter_node_gb_s", "matmul_efficiency",
                                                                     "fp8_tflops"),
-               matmul_efficiency=0.803, fp8_tflops=296.0, fp8_matmul_efficiency=0.709, generation="hopper"),
+               matmul_efficiency=0.803, fp8_tflops=296.0, fp8_matmul_efficiency=0.709, generation="hopper",
+               host_link_gb_s=_PCIE5),
     DeviceSpec("H800", 989.0, 80.0, 3.35, 160.0, 50.0, 8, ("h800-sxm",),
                "NVLink 160 usable per DeepSeek-V3 report section 3.2.2; IB 50; compute as H100 [U]",
-               source="[HW] §1: DSV3 §3.2.2", unconfirmed=("peak_tflops", "memory_gib", "hbm_tb_s"),
-               matmul_efficiency=0.803, fp8_tflops=1979.0, fp8_matmul_efficiency=0.709, generation="hopper"),
+               source="[HW] §1: DSV3 §3.2.2", unconfirmed=("host_link_gb_s", "peak_tflops", "memory_gib", "hbm_tb_s"),
+               matmul_efficiency=0.803, fp8_tflops=1979.0, fp8_matmul_efficiency=0.709, generation="hopper",
+               host_link_gb_s=_PCIE5),
     DeviceSpec("H200", 989.0, 141.0, 4.8, 450.0, 50.0, 8, ("h200-sxm",), "NVLink4 450; NDR 400 Gb/s",
                source="[HW] §1, §3.1: MLE-ACC", matmul_efficiency=0.803, fp8_tflops=1979.0,
-               fp8_matmul_efficiency=0.734, generation="hopper"),
+               fp8_matmul_efficiency=0.734, generation="hopper", unconfirmed=("host_link_gb_s",),
+               host_link_gb_s=_PCIE5),
     DeviceSpec("B200", 2250.0, 180.0, 8.0, 900.0, 50.0, 8, ("b200-sxm",), "NVLink5 900; 8 x 400 Gb/s",
                source="[HW] §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.776, fp8_tflops=4500.0,
-               fp8_matmul_efficiency=0.763, generation="blackwell"),
+               fp8_matmul_efficiency=0.763, generation="blackwell", unconfirmed=("host_link_gb_s",),
+               host_link_gb_s=_PCIE5),
     DeviceSpec("B300", 2250.0, 288.0, 8.0, 900.0, 100.0, 8, ("b300-sxm",), "NVLink5 900; 8 x 800 Gb/s",
                source="[HW] §1, §3.1: MLE-ACC, MLE-NET", matmul_efficiency=0.786, fp8_tflops=4500.0,
-               fp8_matmul_efficiency=0.745, generation="blackwell"),
+               fp8_matmul_efficiency=0.745, generation="blackwell", unconfirmed=("host_link_gb_s",),
+               host_link_gb_s=_PCIE5),
     DeviceSpec("GB200", 2500.0, 186.0, 8.0, 900.0, 50.0, 72, ("gb200-nvl72",),
                "per GPU; the NVL72 rack is one 72-GPU NVLink domain; scale-out 400 Gb/s [U]",
-               source="[HW] §1, §3.1: MLE-ACC", unconfirmed=("inter_node_gb_s",),
-               matmul_efficiency=0.729, fp8_tflops=5000.0, fp8_matmul_efficiency=0.723, generation="blackwell"),
+               source="[HW] §1, §3.1: MLE-ACC", unconfirmed=("host_link_gb_s", "inter_node_gb_s"),
+               matmul_efficiency=0.729, fp8_tflops=5000.0, fp8_matmul_efficiency=0.723, generation="blackwell",
+               host_link_gb_s=450.0),
     DeviceSpec("MI300X", 1307.0, 192.0, 5.3, 448.0, 50.0, 8, ("mi300",),
                "Infinity Fabric full mesh: 448 GB/s aggregate, 64 to any one peer; 400 Gb/s NIC [U]",
                source="[HW] §1, §3.1: MLE-ACC, MLE-NET (2-GPU all-reduce 47.7 vs 312.9 GB/s on 8)",
-               unconfirmed=("inter_node_gb_s",), matmul_efficiency=0.514, fp8_tflops=2610.0,
-               full_mesh=True, coll_eff_intra=0.70, generation="cdna3"),
+               unconfirmed=("host_link_gb_s", "inter_node_gb_s"), matmul_efficiency=0.514, fp8_tflops=2610.0,
+               full_mesh=True, coll_eff_intra=0.70, generation="cdna3", host_link_gb_s=_PCIE5),
     _ascend("A2", 354.0, ("ascend", "ascend910", "ascend910b", "910b", "910b1", "910b2", "910b2c",
                           "ascend910b1", "ascend910b2", "ascend910b2c"),
             "Ascend 910B (B1/B2, 24 AI cores): 354 TF BF16, no FP8; 8 NPUs per node on a full HCCS mesh "
@@ -104,7 +126,8 @@ DEVICES: tuple[DeviceSpec, ...] = (
                "UB 196 GB/s per NPU, RDMA 400 Gb/s per NPU",
                source="[HW] §4: MS-CHIP SoC map (A3 die = 910B1 class), MS-FLOPS; §1 UB and RDMA",
                unconfirmed=("hbm_tb_s", "intra_node_gb_s", "inter_node_gb_s"), matmul_efficiency=0.91,
-               coll_eff_intra=0.76, generation="ascend"),
+               coll_eff_intra=0.76, generation="ascend",
+               host_link_gb_s=6.92 * _GIB_GB),
 )
 
 # Used where a row states none (a device built outside the catalog): the median of [HW] §3.1.

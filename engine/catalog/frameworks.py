@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from engine.specs import RECOMPUTE_MODULES, DeviceSpec, RunOptions
+from engine.specs import RECOMPUTE_MODULES, DeviceSpec, PipelineLayout, RunOptions
 
 
 def _rates(**kw: float) -> Mapping[str, float]:
@@ -61,6 +61,11 @@ class Framework:
       their exp (2 + 4 + 4 + 4 = 14). HyperParallel's trainer with `accelerator.loss_parallel: true` is priced
       the same [U].
     pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
+    default_layout: how the trainer splits the layers over the pipeline chunks when the files state no layout
+      (engine.cost.layout; the planner's even split unless the stack has its own); `layout_keys`: the stack's
+      own options for a stated layout (docs/formats.md §2.1), "" = none. `chooses_accounting`: the stack
+      offers the embedding and loss counted in the split as options (Megatron-Core's
+      account_for_embedding/loss_in_pipeline_split), so the search may choose them where the files state none.
     fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
       per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
       keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
@@ -108,6 +113,9 @@ class Framework:
     shared_expert_overlap: bool = False
     ep_overlap_names: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    default_layout: PipelineLayout = field(default_factory=PipelineLayout)
+    layout_keys: str = ""
+    chooses_accounting: bool = False
 
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
@@ -145,7 +153,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
         ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True,
-        ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap"),
+        ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
+        layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
+                    "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
+                    "TransformerConfig; MCORE-PP)", chooses_accounting=True),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
@@ -170,7 +181,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
         pp_unsharded=True, loss_parallel_peak_bytes=16.0,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
-                  "BF16; FSDP2 all-gathers the weights in FP8"),
+                  "BF16; FSDP2 all-gathers the weights in FP8",
+        default_layout=PipelineLayout(embedding_in_split=True, loss_in_split=True, remainder_first=True),
+        layout_keys="pipeline_parallel_first_stage_less_layers / pipeline_parallel_last_stage_less_layers (the "
+                    "embedding's and output's weight in its split, 1 each by default; TT-SRC)"),
     "hyperparallel": Framework(
         name="hyperparallel", label="HyperParallel trainer (FSDP2-style, PyTorch / torch_npu kernels)",
         fused_elementwise=False, compile_fuses=True, pytorch_gemms=True,
@@ -179,7 +193,9 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0,
         loss_kind="eager_fp32", loss_peak_bytes=12.0, loss_parallel_peak_bytes=16.0, pipelines=False,
         schedules=("1F1B",),
-        fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16"),
+        fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16",
+        layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7; its trainer does not "
+                    "pipeline)"),
 })
 
 DEFAULT_FRAMEWORK = "hyperparallel"
@@ -222,3 +238,11 @@ def calibration_hint(fw: Framework) -> str:
         return f"{fw.name} checked against {len(fw.calibrated_on)} published run families ([CAL])"
     return (f"{fw.name} is uncalibrated: priced from its stack's facts; measure a run and fit it with "
             "`hp-plan calibrate RUNS -o ratios.yaml`, then set estimator.ratios_file")
+
+
+def effective_layout(run: RunOptions) -> PipelineLayout:
+    """The pipeline layout priced (engine.cost.layout): the one the files state, else the framework's own split
+    (torchtitan counts the embedding and the output as layers), else the even split."""
+    if run.pipeline_layout.stated:
+        return run.pipeline_layout
+    return framework_of(run).default_layout

@@ -1,8 +1,6 @@
 """`python -m engine.cli ...` runs hp-plan."""
 
-import sys
-
-from engine.cli import main
+from engine.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

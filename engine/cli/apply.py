@@ -44,7 +44,7 @@ from engine.document import DEFAULT_MAX_BYTES
 from engine.edit import EditResult, strategy_edits
 from engine.files import ReadFailure, read_bounded, write_text
 from engine.results import Estimate, SearchResult
-from engine.specs import Strategy
+from engine.specs import PipelineLayout, Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,8 @@ def repairable(d: Diagnostic, train_path: str, file: str) -> bool:
 
 
 def reader_mismatch(path: str, new_text: str, strategy: Strategy, overrides: ClusterOverrides | None,
-                    old_errors: set[tuple[str, str]]) -> tuple[str | None, tuple[str, ...]]:
+                    old_errors: set[tuple[str, str]], layout: PipelineLayout | None = None
+                    ) -> tuple[str | None, tuple[str, ...]]:
     """Re-read the edited train.yaml with the project's reader (engine.check) on the strategy's device count:
     (the first field that differs from `strategy`, an error on a strategy key, or an error the edit
     introduced; None when it reads back clean; notes)."""
@@ -111,28 +112,32 @@ def reader_mismatch(path: str, new_text: str, strategy: Strategy, overrides: Clu
     for key, value in want.items():
         if got.get(key) != value:
             return f"the edited file reads back {key} = {got.get(key)!r}, not {value!r}", ()
+    if layout is not None and loaded.config is not None and loaded.config.run.pipeline_layout != layout:
+        return "the edited file does not read back the pipeline layout the plan needs", ()
     return None, ()
 
 
 def plan(path: str, strategy: Strategy, overrides: ClusterOverrides | None = None,
-         text: str | None = None, recompute_modules: tuple[str, ...] = ()) -> Planned:
-    """Edits writing `strategy` (and the recompute modules the search chose) into the train.yaml at `path`
-    (or `text` standing for it), both checks done."""
+         text: str | None = None, recompute_modules: tuple[str, ...] = (),
+         layout: PipelineLayout | None = None) -> Planned:
+    """Edits writing `strategy` (the recompute modules and the pipeline `layout` the search chose for it) into
+    the train.yaml at `path` (or `text` standing for it), both checks done."""
     from engine.check import check_file
 
+    strategy = strategy.for_trainer()  # offloaded layers are written off ([HP] §8.6: the trainer runs no offload)
     try:
         old = _read_text(path) if text is None else text
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         return Planned(path, "", EditResult.refused("", reason), f"cannot read {path}: {reason}")
-    result = strategy_edits(old, strategy, path=path, recompute_modules=recompute_modules)
+    result = strategy_edits(old, strategy, path=path, recompute_modules=recompute_modules, layout=layout)
     if not result.ok:
         return Planned(path, old, result, result.error)
     if not result.edits:
         return Planned(path, old, result)
     before = check_file(path, text=old, overrides=_with_world(overrides, strategy.world_size))
     problem, notes = reader_mismatch(path, result.new_text, strategy, overrides,
-                                     {(d.code, d.message) for d in before.diagnostics if d.is_error})
+                                     {(d.code, d.message) for d in before.diagnostics if d.is_error}, layout)
     return Planned(path, old, result, f"{path}: {problem}" if problem else None, notes)
 
 
@@ -208,6 +213,9 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         return refuse(planned.error, doc, diagnostics, file=file, as_json=as_json, out=out, err=err)
     for note in planned.notes:
         err.write(f"hp-plan apply: note: {note}\n")
+    if best is not None and best.offload_note() is not None:
+        # [HP] §8.6: the trainer runs no offload yet; the file gets those layers off and the plan is said here.
+        err.write(f"hp-plan apply: note: {best.offload_note()}\n")
     target = planned.path if in_place else output
     if not as_json:
         for line in describe(res):
@@ -321,11 +329,12 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                            out=out, err=err, file=file, diagnostics=diags)
     if held is not None:
         return held
-    planned = plan(train_path, result.best.strategy, overrides, recompute_modules=result.best.recompute_modules)
+    planned = plan(train_path, result.best.strategy, overrides, recompute_modules=result.best.recompute_modules,
+                   layout=result.best.pipeline_layout)
     notes = [d for d in diags if not d.is_error]
     if not as_json:
         b = result.best
-        err.write(f"hp-plan apply: best {b.strategy.short()}: step {b.step_time_s:.3f} s, "
+        err.write(f"hp-plan apply: best {b.short()}: step {b.step_time_s:.3f} s, "
                   f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}; {b.calibration_note()}\n")
     return emit(planned, output=output, in_place=in_place, dry_run=dry_run, as_json=as_json, best=result.best,
                 file=file, diagnostics=notes if not planned.error else diags, out=out, err=err)

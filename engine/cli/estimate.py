@@ -66,6 +66,9 @@ def render_text(path: str, config: Config | None, est: Estimate | None, diags: t
         v = est.time_breakdown_s[k]
         if v > 0:
             print(f"  {k:<10} {v:10.3f} s  {100 * v / tot:5.1f}%", file=out)
+    note = est.offload_note()
+    if note is not None:
+        print(note, file=out)
     vt = est.vision_tower
     if vt is not None:
         # Inside the figures above (stage 0's memory, its stage time): its share, said apart.

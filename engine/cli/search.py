@@ -58,7 +58,7 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         eq = result.equivalent
         for i, e in enumerate(result.top, 1):
             mark = "equivalent" if i - 1 < len(eq) and eq[i - 1] else ""
-            rows.append((str(i), e.strategy.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f}",
+            rows.append((str(i), e.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f}",
                          f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", mark))
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
         out.write("\n")
@@ -74,8 +74,10 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
             out.write(f"\n{n_eq} plans are equivalent: within {result.band:.0%} of the fastest step time (the cost "
                       "model's error band); among them the simplest ranks first (fewer and smaller tp/cp/pp/vpp/ep, "
                       "then memory headroom)\n")
-        out.write(f"\nbest: {best.strategy.short()} (budget {best.budget_gib:.1f} GiB)\n")
+        out.write(f"\nbest: {best.short()} (budget {best.budget_gib:.1f} GiB)\n")
         out.write(f"priced for {best.priced_for}\n")
+        if best.offload_note() is not None:
+            out.write(f"{best.offload_note()}\n")
     out.write(f"\nevaluated {result.evaluated:,} strategies in {result.elapsed_s * 1000:.0f} ms: "
               f"{result.feasible:,} fit, {result.over_budget:,} over the budget"
               + (f", {result.unpriced:,} bounded out (slower than the top {len(result.top)}; memory not priced)"

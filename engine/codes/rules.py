@@ -22,5 +22,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP419", "error", "manual stage partition inconsistent with pp or the layers"),
     ("HP420", "error", "layer offset range invalid"),
     ("HP421", "error", "per-layer setting names a layer the model does not have"),
+    ("HP422", "error", "stated pipeline layout (offsets, first/last-stage layers, embedding/loss in the split) does "
+     "not fit pp·vpp or the layers"),
     ("HP430", "warning", "a what-if's larger device memory is capped by constraint.memory_limit_gb"),
+    ("HP431", "error", "offload without a per-layer recompute choice, or over no host link"),
 ]

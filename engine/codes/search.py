@@ -16,5 +16,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP604", "error", "the search cannot run: the model, the cluster or the global batch is unknown"),
     ("HP610", "warning", "the stated strategy does not fit the memory budget"),
     ("HP611", "information", "a faster strategy exists"),
+    ("HP613", "information", "the best plan counts the embedding and loss in the pipeline split (the framework's "
+     "layout option the search chose)"),
     ("HP620", "warning", "the best plan runs below 10% MFU (names the dominating term)"),
 ]

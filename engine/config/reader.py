@@ -7,7 +7,6 @@ referenced file carry `file=` so the front ends can show them there (the server 
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Iterable
@@ -47,6 +46,8 @@ def describe(value: Any) -> str:
 
 
 def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.75) -> list[str]:
+    import difflib  # only a file with a misspelt key or value pays for it (issue 16: start fast)
+
     return difflib.get_close_matches(word, sorted(set(choices)), n=3, cutoff=cutoff)
 
 

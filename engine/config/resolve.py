@@ -31,6 +31,7 @@ from typing import Any
 from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES
 from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
+from engine.config.layout import layout_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, read_search
@@ -263,32 +264,11 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     _canonical(locations, "estimator.ratios_file", sf.ratios_file)
 
     request = _request(sf, train)
-    if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
-        plan = RecomputePlan("off" if sf.recompute.value == "none" else sf.recompute.value)
-    elif train is not None:
-        plan = RecomputePlan(_mode(train.recompute), _layers(train))  # type: ignore[arg-type]
-    else:
-        plan = RecomputePlan()
+    plan = _search_recompute_plan(sf, train)
     schedule = _schedule(sf, train)
-    fixed = {d: dim.values[0] for d, dim in dims.items() if dim.state in ("fixed", "list") and len(dim.values) == 1}
-    # "Stated" means nothing is left to search: dp and micro_batch_num may still follow from the world size
-    # and the batch rule, and dimensions nobody mentions take their defaults.
-    still_searched = [d for d, dim in dims.items() if d not in ("dp", "micro_batch_num") and (
-        dim.state == "auto" or (dim.state == "list" and len(dim.values) > 1))]
-    still_searched += [d for d in ("dp", "micro_batch_num") if dims[d].state == "list" and len(dims[d].values) > 1]
     opt = sf.optimizer_shard or (train.optimizer_shard if train else None)
-    is_moe = model.spec is not None and model.spec.is_moe
-    stated = _stated(
-        fixed,
-        world=cluster.world_size if cluster is not None else None,
-        gbs=int(gbs.value) if gbs is not None else None,
-        full_shard_default=False,
-        plan=plan,
-        schedule=schedule,
-        optimizer_shard=int(opt.value) if opt is not None else 1,
-        model=model.spec,
-        require=("tp", "pp", "cp", "ep") if is_moe else ("tp", "pp", "cp"),
-    ) if not still_searched else None
+    stated = _search_stated(dims, cluster, gbs, plan, schedule, int(opt.value) if opt is not None else 1,
+                            model.spec)
     out.config = Config(
         kind="search",
         path=src.path,
@@ -302,7 +282,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         stated_recompute=plan,
         recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
         pipeline_schedule=schedule,  # type: ignore[arg-type]
-        stated=stated,
+        stated=stated, offload_gb_s=_offload(src, sf, request, cluster),
         optimizer_shard=int(opt.value) if opt is not None else 1,
         budget_source=_budget_source(overrides, cluster, mem),
         device_what_if=_device_what_if(overrides, cluster),
@@ -310,6 +290,41 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
                      if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
         locations=MappingProxyType(locations),
+    )
+
+
+def _search_recompute_plan(sf: SearchFacts, train: TrainFacts | None) -> RecomputePlan:
+    """The recompute a search config states: its own fixed `recompute`, else its train.yaml's (per layer)."""
+    if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
+        return RecomputePlan("off" if sf.recompute.value == "none" else sf.recompute.value)
+    if train is not None:
+        return RecomputePlan(_mode(train.recompute), _layers(train))  # type: ignore[arg-type]
+    return RecomputePlan()
+
+
+def _search_stated(dims: Mapping[str, Dimension], cluster: ClusterSpec | None, gbs: Val | None,
+                   plan: RecomputePlan, schedule: str, optimizer_shard: int, model: ModelSpec | None
+                   ) -> Strategy | None:
+    """The one strategy a search config states, or None while any dimension is still searched. "Stated" means
+    nothing is left to search: dp and micro_batch_num may still follow from the world size and the batch rule,
+    and dimensions nobody mentions take their defaults."""
+    still_searched = [d for d, dim in dims.items() if d not in ("dp", "micro_batch_num") and (
+        dim.state == "auto" or (dim.state == "list" and len(dim.values) > 1))]
+    still_searched += [d for d in ("dp", "micro_batch_num") if dims[d].state == "list" and len(dims[d].values) > 1]
+    if still_searched:
+        return None
+    fixed = {d: dim.values[0] for d, dim in dims.items() if dim.state in ("fixed", "list") and len(dim.values) == 1}
+    is_moe = model is not None and model.is_moe
+    return _stated(
+        fixed,
+        world=cluster.world_size if cluster is not None else None,
+        gbs=int(gbs.value) if gbs is not None else None,
+        full_shard_default=False,
+        plan=plan,
+        schedule=schedule,
+        optimizer_shard=optimizer_shard,
+        model=model,
+        require=("tp", "pp", "cp", "ep") if is_moe else ("tp", "pp", "cp"),
     )
 
 
@@ -499,6 +514,26 @@ def _layers(train: TrainFacts) -> tuple[tuple[int, int, Any], ...]:
     return train.recompute_layers
 
 
+def _offload(src: Source, sf: SearchFacts, request: str, cluster: ClusterSpec | None) -> float:
+    """The host link offload is priced over (GB/s), or 0 with an HP431 error on `offload` where it cannot be:
+    HyperParallel's refusals ([HP] §3.6, §5.14): offload is priced only in a choice of a mode per layer, and
+    over a host link the device states or the config gives."""
+    if sf.offload is None:
+        return 0.0
+    where = sf.offload.loc.value
+    if request != "per_layer":
+        src.diag("HP431", "offload is priced in a choice of a recompute mode per layer: give the search config "
+                 f"recompute: per_layer (it is {request})", where, "offload")
+        return 0.0
+    if sf.offload.value is not True:
+        return float(sf.offload.value)
+    link = cluster.device.host_link_gb_s if cluster is not None else 0.0
+    if cluster is not None and link <= 0:
+        src.diag("HP431", f"device {cluster.device.name} states no host link to offload over; give "
+                 "offload: {host_link_gb_s: <GB/s one direction>}", where, "offload")
+    return float(link)
+
+
 def _request(sf: SearchFacts | None, train: TrainFacts | None) -> str:
     if sf is not None and sf.recompute is not None:
         return str(sf.recompute.value)
@@ -562,6 +597,9 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
+    layout = {**(train.layout if train is not None else {}), **(sf.layout if sf is not None else {})}
+    if layout:  # the search config's keys win over the train.yaml's, key by key
+        kw["pipeline_layout"] = layout_of(layout)
     init = (sf.param_init if sf is not None else None) or (train.param_init if train is not None else None)
     if init is not None:  # stored weights' width wins over the compute dtype (read_param_init)
         kw["param_bytes"] = DTYPES[str(init.value)]

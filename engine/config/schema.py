@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 
 from engine.catalog.models import MODEL_FIELDS, VISION_KEYS
 
+# The pipeline layout keys engine.config.layout reads (Megatron-Core's and HyperParallel's names).
+LAYOUT_KEY_NAMES = ("account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
+                    "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage "
+                    "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers offset emb_out_in_offset "
+                    "mtp_in_offset")
+
 
 @dataclass(frozen=True, slots=True)
 class Section:
@@ -65,7 +71,7 @@ TRAIN_AUTOMODELS = _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
             "overlap_grad_reduce overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap pp_schedule pp_vpp "
-            "pp_micro_batch_num enable_parallel_optimizer loss_parallel",
+            "pp_micro_batch_num enable_parallel_optimizer loss_parallel " + LAYOUT_KEY_NAMES,
             "etp_size dp_size dp_replicate_size",
         ),
         "fsdp_config": _s(
@@ -108,7 +114,7 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute recompute_modes recompute_modules selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
+    "train_yaml recompute recompute_modes recompute_modules offload selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
     "moe_shared_expert_overlap moe_a2a_overlap",
     "",
     {
@@ -119,7 +125,7 @@ SEARCH = _s(
                         "moe_dispatcher grad_dtype optimizer_state_dtype master_weights"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
-            "optimizer_weight_shard_size seq_length seq_len max_seq_len",
+            "optimizer_weight_shard_size seq_length seq_len max_seq_len offset",
             _HF_EXTRA + " _target_", {"vision": _VISION},
         ),
         "cluster": _s(
@@ -129,7 +135,7 @@ SEARCH = _s(
         "parallelism": _s(SEARCH_DIMENSION_KEYS + " recompute", "", open=False),
         "constraint": _s("global_batch_size memory_limit_gb", "", open=False),
         "pp_config": _s(
-            "pipeline_schedule pp_interleave_num pp_degree",
+            "pipeline_schedule pp_interleave_num pp_degree " + LAYOUT_KEY_NAMES,
             "stage_partition_mode stage_partition layer_offset_range layer_recompute_layers micro_batch_num",
             open=False,
         ),

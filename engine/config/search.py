@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.catalog.frameworks import FRAMEWORK_ALIASES, FRAMEWORKS
 from engine.config.cluster import ClusterFacts, read_cluster_section
+from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
@@ -65,6 +66,7 @@ class SearchFacts:
     recompute_modules: Val | None = None  # recompute_modules (ext): Megatron's --recompute-modules
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
+    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
@@ -79,6 +81,8 @@ class SearchFacts:
     optimizer_state_dtype: Val | None = None
     master_weights: Val | None = None
     recompute_modes: Val | None = None  # a tuple of off/selective/full
+    # offload (ext, [HP] §8.6): Val(True) for the device's host link, Val(<GB/s>) for a stated one; None = off.
+    offload: Val | None = None
     vision: dict[str, Val] = field(default_factory=dict)  # model.vision (engine.config.vision)
     vision_anchor: Val | None = None
     visual_seq_len: Val | None = None  # model.visual_seq_len
@@ -100,26 +104,45 @@ def _read_tower(facts: SearchFacts, model: Map | None) -> None:
 
 
 def read_search(src: Source) -> SearchFacts:
+    """Every fact a search config states, typed and located, in the order its diagnostics are said: train_yaml,
+    model, cluster, parallelism, constraint, the run options; then which of them the file states (`note`)."""
     root = src.root
     facts = SearchFacts(src)
     if root is None:
         return facts
-    tv = src.val(root, "train_yaml", "train_yaml")
-    if tv is not None:
-        if isinstance(tv.value, str) and tv.value.strip():
-            facts.train_yaml = tv
-        else:
-            shown = describe(tv.value) if not isinstance(tv.value, Node) else "a collection"
-            src.diag("HP106", f"'train_yaml' must be a file path string, got {shown}", tv.loc.value, "train_yaml")
-
-    # model
+    _read_train_yaml(facts, root)
     model = src.section(root, "model", "model")
+    _read_model_section(facts, root, model)
+    facts.cluster = read_cluster_section(src, root)
+    par = src.section(root, "parallelism", "parallelism")
+    _read_parallelism(facts, par)
+    _read_constraint(facts, root)
+    _read_run_options(facts, root, par, model)
+    _note_stated(facts)
+    return facts
+
+
+def _read_train_yaml(facts: SearchFacts, root: Map) -> None:
+    """`train_yaml`: a path string (HP106 otherwise)."""
+    src = facts.src
+    tv = src.val(root, "train_yaml", "train_yaml")
+    if tv is None:
+        return
+    if isinstance(tv.value, str) and tv.value.strip():
+        facts.train_yaml = tv
+    else:
+        shown = describe(tv.value) if not isinstance(tv.value, Node) else "a collection"
+        src.diag("HP106", f"'train_yaml' must be a file path string, got {shown}", tv.loc.value, "train_yaml")
+
+
+def _read_model_section(facts: SearchFacts, root: Map, model: Map | None) -> None:
+    """`model`: the architecture's facts, a vision tower, the trained sequence, the batch and the state widths."""
+    src = facts.src
     if "model" in root:
         kn = root.key_node("model")
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
-    fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
-    facts.model_fields = fields
+    facts.model_fields = read_model_fields(src, model, "model", skip=frozenset(SEQ_KEYS))
     _read_tower(facts, model)
     facts.name = src.str_(model, "name", "model.name")
     # In a search config max_position_embeddings IS the trained sequence length ([HP] §2.1); older
@@ -135,23 +158,32 @@ def read_search(src: Source) -> SearchFacts:
             facts.param_bytes = Val(DTYPES[dv.value], dv.path, dv.loc)
     facts.param_init = read_param_init(src, model, "model")
 
-    facts.cluster = read_cluster_section(src, root)
 
-    par = src.section(root, "parallelism", "parallelism")
-    if par is not None:
-        for key in DIMENSION_KEYS:
-            # etp 0 is HyperParallel's default and means "the experts follow tp" ([HP] §4.2, §5.5).
-            decl = read_decl(src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"),
-                             minimum=0 if key == "etp" else 1)
-            if decl is not None:
-                facts.dims[key] = decl
+def _read_parallelism(facts: SearchFacts, par: Map | None) -> None:
+    """`parallelism`: each dimension's declaration (fixed, a list, auto)."""
+    if par is None:
+        return
+    for key in DIMENSION_KEYS:
+        # etp 0 is HyperParallel's default and means "the experts follow tp" ([HP] §4.2, §5.5).
+        decl = read_decl(facts.src, par, key, f"parallelism.{key}", boolean=(key == "sequence_parallel"),
+                         minimum=0 if key == "etp" else 1)
+        if decl is not None:
+            facts.dims[key] = decl
 
+
+def _read_constraint(facts: SearchFacts, root: Map) -> None:
+    """`constraint`: the global batch and the memory budget (0 = unset, as upstream writes it)."""
+    src = facts.src
     cons = src.section(root, "constraint", "constraint")
     gbs = src.int_(cons, "global_batch_size", "constraint.global_batch_size", minimum=0)
-    facts.global_batch_size = gbs if gbs is not None and gbs.value > 0 else None  # 0 = unset
+    facts.global_batch_size = gbs if gbs is not None and gbs.value > 0 else None
     mem = src.number(cons, "memory_limit_gb", "constraint.memory_limit_gb", minimum=0.0)
-    facts.memory_limit_gb = mem if mem is not None and mem.value > 0 else None  # 0.0 = unset
+    facts.memory_limit_gb = mem if mem is not None and mem.value > 0 else None
 
+
+def _read_run_options(facts: SearchFacts, root: Map, par: Map | None, model: Map | None) -> None:
+    """How the run executes: recompute, `estimator` (the framework and its options), overlaps, pp_config."""
+    src = facts.src
     facts.recompute = src.choice(root, "recompute", "recompute", RECOMPUTE_REQUESTS)
     est = src.section(root, "estimator", "estimator")
     facts.cp_algo = src.choice(est, "cp_algo", "estimator.cp_algo", CP_ALGOS)
@@ -166,31 +198,66 @@ def read_search(src: Source) -> SearchFacts:
         ov = src.bool_(root, key, key)
         if ov is not None:
             facts.overlaps[key] = ov
-    ppc = src.section(root, "pp_config", "pp_config")
-    facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
-    facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
-    facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    _read_pp_config(facts, src.section(root, "pp_config", "pp_config"), model)
     facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
     facts.note(facts.ratios_file)
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
     _read_state_widths(facts, est)
+
+
+def _note_stated(facts: SearchFacts) -> None:
+    """Record every fact the file states (facts.note), for the dependency and hover maps."""
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
                facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
-               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher,
-               *fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values())
+               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload,
+               *facts.model_fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
+               *facts.layout.values())
     if facts.cluster is not None:
         facts.note(*facts.cluster.values.values())
-    return facts
+
+
+def read_offload(src: Source, root: Map) -> Val | None:
+    """`offload` (ext; HyperParallel's run_nd -ao / search_strategies(offload=), [HP] §8.6): false (or absent)
+    offloads nothing; true offloads over the device's host link; {host_link_gb_s: N} over a link of N GB/s one
+    direction (HyperParallel's HostLink.of: the figures stated replace the device's). Returns Val(True),
+    Val(N) or None; a bad value is a positioned HP104/HP105/HP101 error and offloads nothing."""
+    hit = src.raw(root, "offload", "offload")
+    if hit is None:
+        return None
+    kn, vn = hit
+    if isinstance(vn, Map):
+        for key, knode, _ in vn.items():
+            if key != "host_link_gb_s":
+                src.diag("HP101", f"unknown key 'offload.{key}': offload states only host_link_gb_s (GB/s, one "
+                         "direction)", knode.range, f"offload.{key}")
+        link = src.number(vn, "host_link_gb_s", "offload.host_link_gb_s", minimum=0.0, strict=True)
+        return Val(float(link.value), "offload", src.location(kn, vn)) if link is not None else None
+    v = src.bool_(root, "offload", "offload")
+    return v if v is not None and v.value is True else None
+
+
+def _read_pp_config(facts: SearchFacts, ppc: Map | None, model: Map | None) -> None:
+    """`pp_config`: the schedule, chunks per stage, HyperParallel's pp_degree list, and the pipeline layout
+    keys (engine.config.layout; HyperParallel's recipes write `offset` in `model`)."""
+    src = facts.src
+    facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
+    facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")
+    facts.pp_degree = read_decl(src, ppc, "pp_degree", "pp_config.pp_degree", allow_auto=False)
+    model_offset = read_offset(src, model, "model.offset")
+    if model_offset is not None:
+        facts.layout["offset"] = model_offset
+    read_layout(src, ppc, "pp_config", facts.layout)
 
 
 def _read_selective(facts: SearchFacts, root: Map) -> None:
     """What `selective` recomputes: `selective_policy`, and `recompute_modules` (a list, or `auto`: the search
-    chooses, engine.search.modules)."""
+    chooses, engine.search.modules); and `offload` (read_offload), which widens what per_layer may choose."""
+    facts.offload = read_offload(facts.src, root)
     src = facts.src
     facts.selective_policy = src.choice(root, "selective_policy", "selective_policy", SELECTIVE_POLICIES)
     facts.recompute_modules = read_recompute_modules(src, root, "recompute_modules", "recompute_modules",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
+from engine.config.layout import read_layout, read_offset
 from engine.config.model import read_model_fields
 from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
 from engine.config.vision import read_vision, vision_anchor
@@ -68,6 +69,7 @@ class TrainFacts:
     reshard_after_forward: Val | None = None
     optimizer_shard: Val | None = None
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
+    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
     param_bytes: Val | None = None
     # mixed_precision (the trainer's section; legacy train.mixed_precision): `enabled` false trains every state
     # in the weights' dtype (no fp32 master copy); `reduce_dtype` is the gradients' width (engine.config.resolve).
@@ -162,7 +164,12 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     if attn is not None and str(attn.value).strip().lower() == "eager" and "use_flash_attention" not in facts.overrides:
         # Hugging Face's eager attention materialises the score matrix; sdpa / flash kernels do not.
         facts.overrides["use_flash_attention"] = Val(False, attn.path, attn.loc)
-    facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values())
+    for sec, prefix in ((overrides, "model.config_overrides"), (model, "model")):
+        off = read_offset(src, sec, f"{prefix}.offset")  # HyperParallel's recipes state the offsets there
+        if off is not None and "offset" not in facts.layout:
+            facts.layout["offset"] = off
+    facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values(),
+               *facts.layout.values())
 
 
 def read_mixed_precision(facts: TrainFacts, root: Map) -> None:
@@ -251,6 +258,8 @@ def read_recompute_modules(src: Source, parent: Map | None, key: str, dotted: st
                      vn.range, dotted, data={"valid": list(RECOMPUTE_MODULES)})
         return None
     return Val(tuple(x for x in RECOMPUTE_MODULES if x in got), dotted, src.location(kn, vn))
+
+
 def _read_vision(facts: TrainFacts, model: Map | None, overrides: Map | None) -> None:
     """The tower a train.yaml states (`model.vision` beside an AutoModels factory's keywords, then
     `model.config_overrides.vision`, which wins) and its visual sequence (`context.visual_seq_len`, else
@@ -323,6 +332,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
             facts.overlaps[key] = ov
     facts.fp8 = src.bool_(acc, "fp8", "accelerator.fp8")
     facts.loss_parallel = src.bool_(acc, "loss_parallel", "accelerator.loss_parallel")
+    read_layout(src, acc, "accelerator", facts.layout)
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
     facts.selective_policy = src.choice(ac, "selective_policy", "activation_checkpoint.selective_policy",
                                         SELECTIVE_POLICIES)
@@ -337,7 +347,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
                facts.recompute_modules, facts.device_num, facts.max_device_memory, facts.fp8, facts.loss_parallel,
-               *facts.overlaps.values())
+               *facts.overlaps.values(), *facts.layout.values())
 
 
 def _read_context(facts: TrainFacts, context: Map | None) -> None:

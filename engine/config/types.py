@@ -87,6 +87,9 @@ class Config:
     # The modes recompute auto / per_layer choose among (HyperParallel's recompute_modes, estimator.recompute_modes
     # or a parallelism.recompute list), e.g. ("off", "full"); () = all three.
     recompute_modes: tuple[str, ...] = ()
+    # offload (ext, [HP] §8.6): the host link, GB/s one direction, over which recompute per_layer may offload a
+    # stage's first layers; 0 = no offload (not asked, or refused: engine.config.resolve says why).
+    offload_gb_s: float = 0.0
     pipeline_schedule: PipelineSchedule = "1F1B"
     stated: Strategy | None = None
     # ZeRO-1 optimizer-state shard size the files state (accelerator.optimizer_weight_shard_size, a search

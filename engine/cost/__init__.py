@@ -6,7 +6,8 @@ Public API (stable names; docs/cost-model.md has every formula and its source):
   a :class:`CandidateTable` of equal-length numpy columns, one row per strategy: dp, dp_shard, tp, pp, cp, ep,
   etp, vpp, micro_batch_size, micro_batch_num, sequence_parallel (bool), recompute (0 off / 1 selective /
   2 full, every layer), schedule (0 1F1B / 1 interleaved), optimizer_shard, and optionally ``layer_modes``
-  ((n, num_layers + mtp_depth) int8 mode codes per global layer, overriding ``recompute``). Build it with
+  ((n, num_layers + mtp_depth) int8 mode codes per global layer, overriding ``recompute``; code 3 = offloaded:
+  priced off, its activations off the device but the one in transit, engine.cost.offload). Build it with
   ``CandidateTable.from_columns(dp=..., tp=..., pp=..., ...)`` (scalars broadcast) or
   ``CandidateTable.from_strategies([...])``. Rows are not validated here (the search and estimate_config
   validate); every row gets numbers.

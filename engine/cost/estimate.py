@@ -34,7 +34,16 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         causal_mfu=float(priced.causal_mfu[i]) if priced.causal_mfu is not None else 0.0,
         calibrated_framework=_calibrated(priced.framework),
         vision_tower=_tower(priced, i),
+        offloaded_gib=_offloaded(priced, i, strategy),
     )
+
+
+def _offloaded(priced: PricedTable, i: int, strategy: Strategy) -> dict[str, float] | None:
+    """Row i's offloaded ranges, each with the GiB its first layer moves per micro-batch (Estimate.offloaded_gib)."""
+    if priced.offloaded_gib is None or not strategy.recompute.offload:
+        return None
+    return {(f"{a}" if a == b else f"{a}-{b}"): float(priced.offloaded_gib[i, a])
+            for a, b in strategy.recompute.offload}
 
 
 def _tower(priced: PricedTable, i: int) -> dict[str, float] | None:

@@ -5,11 +5,27 @@ chunk j sits on stage j mod pp (Megatron's interleaved order). Each chunk gets �
 L mod C extra layers go to chunks 1, 2, …: never to chunk 0, whose stage already holds the embedding and
 the most micro-batches in flight ([HP] §6.7 puts them on the last chunk instead, next to the
 output layer). MTP layers sit on the last stage, after the output layer (DeepSeek-V3 §2.2).
+
+A stated layout (engine.specs.PipelineLayout: Megatron-Core's embedding/loss accounting and first/last-stage
+layer counts, HyperParallel's per-stage offsets) replaces that split: `chunk_layers` gives the decoder layers of
+every (stage, virtual chunk), the embedding always on stage 0's first chunk and the output layer and loss on the
+last stage's last chunk, so a chunk may hold only the embedding or only the loss (Llama 3 §3.3.2: 405B trained
+with 126 layers + embedding + loss over 16 stages × 8 chunks). With unequal chunks the micro-batches a stage
+keeps in flight differ per chunk (`chunk_in_flight`, Megatron's interleaved order). Without a stated layout a
+framework's own split is priced where it has one (torchtitan counts the embedding and output as one layer each,
+`effective_layout`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from engine.catalog.frameworks import effective_layout as effective_layout  # re-exported: the layout priced
+from engine.specs import PipelineLayout
+
+
+class LayoutError(ValueError):
+    """A stated layout that the framework would refuse for this pp·vpp (the message says why)."""
 
 
 def chunk_bounds(L: int, p: np.ndarray, v: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,3 +94,182 @@ def in_flight(p: np.ndarray, v: np.ndarray, m: np.ndarray, P: int) -> np.ndarray
         inter = np.minimum((pp - i - 1) * 2 + (vv - 1) * pp + 1, mm * vv) / vv
         out = np.where(vv > 1, inter, out)
     return np.where(i < pp, np.maximum(out, 1.0), 0.0)
+
+
+def default_chunks(L: int, p: int, v: int) -> np.ndarray:
+    """(p, v) decoder layers of chunk c on stage i under the planner's even split (chunk_bounds)."""
+    j = np.arange(p * v)
+    _, count = chunk_bounds(L, np.full(p * v, p), np.full(p * v, v), j)
+    return count.reshape(v, p).T.astype(np.int64)
+
+
+def chunk_layers(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
+    """(p, v) decoder layers of chunk c on stage i (model order: chunk j = c·p + i), as the stated layout
+    places them; raises LayoutError where the framework refuses the layout for this pp·vpp. MTP layers are
+    not in the counts (they sit on the last stage, engine.cost.rows)."""
+    if lay.offset:
+        return _offset_chunks(L, mtp, p, v, lay)
+    if lay.first_stage_layers or lay.last_stage_layers:
+        return _uneven_chunks(L, p, v, lay)
+    if lay.embedding_in_split or lay.loss_in_split:
+        return _accounted_chunks(L, p, v, lay)
+    return default_chunks(L, p, v)
+
+
+def _accounted_chunks(L: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
+    """Megatron-Core `get_num_layers_to_build`: (L + e + l) / (p·v) per chunk, one fewer on the first chunk of
+    stage 0 (the embedding) and on the last chunk of the last stage (the loss)."""
+    e, lo = int(lay.embedding_in_split), int(lay.loss_in_split)
+    total = L + e + lo
+    if lay.remainder_first:
+        return _weighted_chunks(total, e, lo, p, v)
+    if total % (p * v):
+        what = " + ".join(["layers"] + ["embedding"] * e + ["loss"] * lo)
+        raise LayoutError(f"{what} = {total} do not split evenly into pp·vpp = {p * v} chunks "
+                          "(Megatron-Core asserts it when the embedding or loss is accounted in the split)")
+    out = np.full((p, v), total // (p * v), dtype=np.int64)
+    out[0, 0] -= e
+    out[p - 1, v - 1] -= lo
+    if (out < 0).any():
+        raise LayoutError(f"{total // (p * v)} layer per chunk leaves nothing for the embedding and the loss")
+    return out
+
+
+def _weighted_chunks(total: int, e: int, lo: int, p: int, v: int) -> np.ndarray:
+    """torchtitan `generate_llm_fqn_per_model_part` (TT-SRC): ⌊total/C⌋ per model chunk, the first total mod C
+    chunks one more, the embedding's and the output's weight taken off the first and the last chunk; torchtitan
+    refuses a split whose chunks hold fewer slots than those weights."""
+    c = p * v
+    base, extra = divmod(total, c)
+    if base < max(e, lo, 1):
+        raise LayoutError(f"{total} layers with the embedding and output over {c} chunks leave fewer than one per "
+                          "chunk (torchtitan refuses it)")
+    order = np.full(c, base, dtype=np.int64)
+    order[:extra] += 1
+    order[0] -= e
+    order[-1] -= lo
+    return order.reshape(v, p).T.copy()
+
+
+def _uneven_chunks(L: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
+    """Megatron-Core's first/last-stage layer counts: the other stages share the rest evenly; under
+    interleaving every stage's count divides by vpp (TransformerConfig checks)."""
+    if lay.embedding_in_split or lay.loss_in_split:
+        raise LayoutError("Megatron-Core refuses first/last-stage layer counts together with the embedding or "
+                          "loss accounted in the split")
+    stages = np.zeros(p, dtype=np.int64)
+    left, rest = L, p
+    for idx, n in ((0, lay.first_stage_layers), (p - 1, lay.last_stage_layers)):
+        if n and p > 1:
+            stages[idx] = n
+            left -= n
+            rest -= 1
+    if left < 0 or (rest == 0 and left) or (rest and left % rest):
+        raise LayoutError(f"after the first/last-stage layer counts, {left} layers do not split evenly over the "
+                          f"other {rest} stages")
+    for i in range(p):
+        if not ((i == 0 and lay.first_stage_layers) or (i == p - 1 and lay.last_stage_layers)) or p == 1:
+            stages[i] = left // rest if rest else 0
+    if p == 1:
+        stages[0] = L
+    if (stages % v).any():
+        raise LayoutError(f"stage layer counts {stages.tolist()} do not divide by vpp {v}")
+    return np.repeat((stages // v)[:, None], v, axis=1)
+
+
+def _offset_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
+    """HyperParallel's offsets ([HP] §6.7): ⌊L_eff/(p·v)⌋ + offset per chunk, a per-stage offset on the
+    stage's last chunk; the embedding and output (emb_out_in_offset) and the MTP layers (mtp_in_offset)
+    take their places in the first and last chunks."""
+    if len(lay.offset) != p:
+        raise LayoutError(f"offset has {len(lay.offset)} entries for pp {p}: one per pipeline stage")
+    emb, loss = int(lay.embedding_in_split), int(lay.loss_in_split)
+    m = mtp if lay.mtp_in_offset else 0
+    eff = L + m + emb + loss
+    out = np.full((p, v), eff // (p * v), dtype=np.int64)
+    for i, o in enumerate(lay.offset):
+        if len(o) == 1:
+            out[i, v - 1] += o[0]
+        elif len(o) == v:
+            out[i] += np.asarray(o, dtype=np.int64)
+        else:
+            raise LayoutError(f"offset entry {i} has {len(o)} values for vpp {v}: one, or one per chunk")
+    out[0, 0] -= emb
+    out[p - 1, v - 1] -= loss + m
+    if (out < 0).any() or int(out.sum()) != L:
+        raise LayoutError(f"the offsets place {int(out.sum()) + emb + loss + m} of L_eff = {eff} layers "
+                          f"(⌊{eff}/{p * v}⌋ = {eff // (p * v)} per chunk + offset)")
+    return out
+
+
+def layout_or_default(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> tuple[np.ndarray, bool]:
+    """(chunks, whether the stated layout applies): a layout that does not fit this pp·vpp (an offset list
+    written for another pp, a split that does not divide) is priced with the even split, as HyperParallel
+    adapts its offsets to each candidate ([HP] §5.8); the stated plan gets the refusal (engine.cost.validate)."""
+    if not lay.stated:
+        return default_chunks(L, p, v), False
+    try:
+        return chunk_layers(L, mtp, p, v, lay), True
+    except LayoutError:
+        return default_chunks(L, p, v), False
+
+
+def chunk_type_counts(chunks: np.ndarray, first_dense: int) -> np.ndarray:
+    """(p, 2) dense and MoE decoder layers per stage from (p, v) chunks laid in model order."""
+    p, v = chunks.shape
+    order = chunks.T.reshape(-1)  # model order j = c·p + i
+    starts = np.concatenate([[0], np.cumsum(order)[:-1]])
+    dense = np.clip(np.minimum(starts + order, first_dense) - starts, 0, order)
+    out = np.zeros((p, 2))
+    stage = np.arange(p * v) % p
+    np.add.at(out[:, 0], stage, dense)
+    np.add.at(out[:, 1], stage, order - dense)
+    return out
+
+
+def chunk_layer_stage(chunks: np.ndarray) -> np.ndarray:
+    """(L,) the stage of each global layer from (p, v) chunks laid in model order."""
+    p, v = chunks.shape
+    order = chunks.T.reshape(-1)
+    return np.repeat(np.arange(p * v) % p, order)
+
+
+def chunk_in_flight(p: int, v: int, m: int, weights: np.ndarray) -> np.ndarray:
+    """(p, v) micro-batches each chunk of each stage holds when the stage's activations peak.
+
+    1F1B (v = 1): min(p − i, m). Interleaved (Megatron-Core `forward_backward_pipelining_with_interleaving`):
+    stage i runs W = min(2(p − i − 1) + (v − 1)·p, m·v) warm-up forwards, then one forward and one backward
+    at a time; forward k runs chunk (k mod p·v) // p (groups of pp micro-batches per chunk) and backward k
+    chunk v − 1 − that. W + 1 chunk-micro-batches are in flight after every steady-state forward; which chunks
+    they belong to changes, so the moment kept is the one holding the most layers (`weights`, (p, v) layers
+    per chunk). The pattern repeats every p·v steps, so those are the moments looked at.
+    """
+    if v == 1:
+        return np.minimum(p - np.arange(p), m).astype(np.float64)[:, None]
+    out = np.zeros((p, v))
+    c = np.arange(v)[None, :]
+    total = m * v
+    for i in range(p):
+        warm = min(2 * (p - i - 1) + (v - 1) * p, total)
+        steps = np.arange(max(min(total - warm, p * v), 1))[:, None]
+        done_f = np.minimum(warm + 1 + steps, total)
+        done_b = np.where(warm >= total, 0, steps)
+        held = _chunk_done(done_f, c, p, v) - _chunk_done(done_b, v - 1 - c, p, v)  # (steps, v)
+        out[i] = held[int(np.argmax(held @ weights[i]))]
+    return out
+
+
+def _chunk_done(k: np.ndarray, chunk: np.ndarray, p: int, v: int) -> np.ndarray:
+    """How many of the first k chunk-micro-batches (forward order) belong to `chunk` (groups of p)."""
+    return (k // (p * v)) * p + np.clip(k % (p * v) - chunk * p, 0, p)
+
+
+def weighted_in_flight(chunks: np.ndarray, m: int) -> np.ndarray:
+    """(p,) micro-batches in flight per stage as one factor on the stage's layers: Σ_c held_c·layers_c /
+    Σ_c layers_c (equal chunks: in_flight's value). A stage without layers keeps the schedule's count."""
+    p, v = chunks.shape
+    w = chunks.astype(np.float64)
+    held = chunk_in_flight(p, v, m, w)
+    layers = w.sum(axis=1)
+    plain = held.sum(axis=1) / v
+    return np.where(layers > 0, (held * w).sum(axis=1) / np.maximum(layers, 1.0), plain)

@@ -18,7 +18,16 @@ from engine.catalog.devices import matmul_efficiency
 from engine.catalog.frameworks import Framework, effective_policy, framework_of, priced_modules
 from engine.cost import constants as K
 from engine.cost.comm import Links
-from engine.cost.layout import in_flight, layer_stage, stage_type_counts
+from engine.cost.layout import (
+    chunk_layer_stage,
+    chunk_type_counts,
+    effective_layout,
+    in_flight,
+    layer_stage,
+    layout_or_default,
+    stage_type_counts,
+    weighted_in_flight,
+)
 from engine.cost.model import AttnShape, attn_shape, routed_copies
 from engine.cost.table import CandidateTable
 from engine.specs import ClusterSpec, ModelSpec, RunOptions
@@ -159,7 +168,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     wgemm_rate = (dev.fp8_tflops * K.TERA * (dev.fp8_matmul_efficiency or eff) * dev.clock_fraction
                   * frac) if fp8 else gemm_rate
     elem = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * (1.0 if fw.fused(run) else K.EAGER_ELEMENTWISE_FACTOR)
-    counts, counts_m, last = _layout(m, table, p_i, v_i, P)
+    counts, counts_m, last = _layout(m, run, table, p_i, v_i, P)
     stage_idx = np.arange(P)[None, :]
     return Rows(
         model=m, run=run, cluster=cluster, table=table, n=n, P=P, rows=np.arange(n),
@@ -179,7 +188,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         links=Links(cluster.cards_per_node, cluster.intra_node_gb_s, cluster.inter_node_gb_s,
                     full_mesh=dev.full_mesh, coll_eff_intra=dev.coll_eff_intra),
         counts=counts, counts_m=counts_m, mode_row=np.clip(table.recompute, 0, 2), first=stage_idx == 0,
-        last=last, valid=stage_idx < p_i[:, None], mf=_in_flight_distinct(p_i, v_i, mb, P),
+        last=last, valid=stage_idx < p_i[:, None], mf=_in_flight_distinct(m, run, p_i, v_i, mb, P),
     )
 
 
@@ -190,17 +199,28 @@ def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, inv.reshape(-1)
 
 
-def _in_flight_distinct(p_i: np.ndarray, v_i: np.ndarray, mb: np.ndarray, P: int) -> np.ndarray:
+def _in_flight_distinct(m: ModelSpec, run: RunOptions, p_i: np.ndarray, v_i: np.ndarray, mb: np.ndarray,
+                        P: int) -> np.ndarray:
     """layout.in_flight, once per distinct (pp, vpp, micro-batch count): a per-row function, so the same
-    digits."""
+    digits. Under a stated layout whose chunks differ, each stage's count is weighted by its chunks' layers
+    (layout.weighted_in_flight)."""
+    lay = effective_layout(run)
     if p_i.size < 2 or float(mb.max()) >= 2**31:
-        return in_flight(p_i, v_i, mb, P)
-    key = (p_i.astype(np.int64) * (int(v_i.max()) + 1) + v_i) * (int(mb.max()) + 1) + mb.astype(np.int64)
-    first, inv = _distinct(key)
-    return in_flight(p_i[first], v_i[first], mb[first], P)[inv]
+        first, inv = np.arange(p_i.size), np.arange(p_i.size)
+    else:
+        key = (p_i.astype(np.int64) * (int(v_i.max()) + 1) + v_i) * (int(mb.max()) + 1) + mb.astype(np.int64)
+        first, inv = _distinct(key)
+    out = in_flight(p_i[first], v_i[first], mb[first], P)
+    if lay.stated:
+        for k, row in enumerate(first.tolist()):
+            p, v = int(p_i[row]), int(v_i[row])
+            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay)
+            if applied and v > 1:
+                out[k, :p] = np.maximum(weighted_in_flight(chunks, int(mb[row])), 1.0)
+    return out[inv]
 
 
-def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
+def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
             P: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Where each row's layers sit: (layers per stage and type, the same per mode too when the table has
     per-layer modes, the last-stage mask)."""
@@ -209,7 +229,15 @@ def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarra
     first_dense = m.first_k_dense if m.is_moe else m.num_layers
     # (n, P, 2), once per distinct (pp, vpp): a per-row function, so the same digits.
     first, inv = _distinct(p_i.astype(np.int64) * (vmax + 1) + v_i) if n > 1 else (np.arange(n), np.arange(n))
-    counts = stage_type_counts(m.num_layers, first_dense, p_i[first], v_i[first], P, vmax)[inv]
+    counts = stage_type_counts(m.num_layers, first_dense, p_i[first], v_i[first], P, vmax)
+    lay = effective_layout(run)
+    if lay.stated:
+        for k, row in enumerate(first.tolist()):
+            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, int(p_i[row]), int(v_i[row]), lay)
+            if applied:
+                counts[k, :] = 0.0
+                counts[k, :chunks.shape[0]] = chunk_type_counts(chunks, first_dense)
+    counts = counts[inv]
     stage_idx = np.arange(P)[None, :]
     last = stage_idx == (p_i[:, None] - 1)
     mtp_type = MOE if m.is_moe else DENSE
@@ -217,7 +245,7 @@ def _layout(m: ModelSpec, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarra
         counts[:, :, mtp_type] += np.where(last, m.mtp_depth, 0)
     counts_m = None  # (n, P, 2, 3) only with per-layer modes
     if table.layer_modes is not None:
-        counts_m = _mode_counts(m, table, p_i, v_i, P, first_dense, mtp_type)
+        counts_m = _mode_counts(m, run, table, p_i, v_i, P, first_dense, mtp_type)
     return counts, counts_m, last
 
 
@@ -232,8 +260,24 @@ def _contract(counts_m: np.ndarray, per: np.ndarray) -> np.ndarray:
     return out
 
 
-def _mode_counts(m: ModelSpec, table: CandidateTable, p: np.ndarray, v: np.ndarray, P: int, first_dense: int,
-                 mtp_type: int) -> np.ndarray:
+def layer_stages(m: ModelSpec, run: RunOptions, p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(n, layers + MTP) the stage of each global layer under the layout priced (MTP layers on the last stage);
+    what per-layer modes and offload (engine.cost.offload) are counted by."""
+    L = m.num_layers
+    st = np.empty((len(p), L + m.mtp_depth), dtype=np.int64)
+    st[:, :L] = layer_stage(L, p, v)
+    lay = effective_layout(run)
+    if lay.stated:
+        for row in range(len(p)):
+            chunks, applied = layout_or_default(L, m.mtp_depth, int(p[row]), int(v[row]), lay)
+            if applied:
+                st[row, :L] = chunk_layer_stage(chunks)
+    st[:, L:] = (p - 1)[:, None]
+    return st
+
+
+def _mode_counts(m: ModelSpec, run: RunOptions, table: CandidateTable, p: np.ndarray, v: np.ndarray, P: int,
+                 first_dense: int, mtp_type: int) -> np.ndarray:
     """(n, P, 2, 3) layers per stage, type and mode from per-layer mode codes."""
     lm = np.asarray(table.layer_modes, dtype=np.int64)
     n = len(table)
@@ -241,9 +285,7 @@ def _mode_counts(m: ModelSpec, table: CandidateTable, p: np.ndarray, v: np.ndarr
     total = L + m.mtp_depth
     if lm.shape != (n, total):
         raise ValueError(f"layer_modes must be (rows, {total}), got {lm.shape}")
-    st = np.empty((n, total), dtype=np.int64)
-    st[:, :L] = layer_stage(L, p, v)
-    st[:, L:] = (p - 1)[:, None]
+    st = layer_stages(m, run, p, v)
     ty = np.empty(total, dtype=np.int64)
     ty[:L] = np.where(np.arange(L) < first_dense, DENSE, MOE)
     ty[L:] = mtp_type

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from itertools import pairwise
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from engine.specs import GIB as GIB_BYTES
 from engine.specs import RECOMPUTE_MODES, Ratios, RecomputePlan, Strategy
 
 RECOMPUTE_CODE: dict[str, int] = {m: i for i, m in enumerate(RECOMPUTE_MODES)}  # off 0, selective 1, full 2
+# A layer that runs off and moves what it keeps to the host (engine.cost.offload.OFFLOAD).
+OFFLOAD_CODE = 3
 SCHEDULE_CODE: dict[str, int] = {"1F1B": 0, "interleaved": 1}
 SCHEDULE_NAME: dict[int, str] = {v: k for k, v in SCHEDULE_CODE.items()}
 # The parts a stage's per-micro-batch time is the sum of (PricedTable.stage_time_parts).
@@ -99,7 +102,7 @@ class CandidateTable:
         """One row per strategy. Plans with per-layer overrides need `num_layers` (the model's layers plus
         its MTP layers) to expand into `layer_modes`; uniform plans never do."""
         rows = list(strategies)
-        need_layers = any(s.recompute.layers for s in rows)
+        need_layers = any(s.recompute.layers or s.recompute.offload for s in rows)
         lm = None
         if need_layers:
             if num_layers is None:
@@ -141,14 +144,18 @@ class CandidateTable:
 
 
 def plan_layer_modes(plan: RecomputePlan, num_layers: int) -> np.ndarray:
-    """The mode code of each global layer 0..num_layers-1 under `plan` (plan.mode_of)."""
-    return np.array([RECOMPUTE_CODE[plan.mode_of(i)] for i in range(num_layers)], dtype=np.int8)
+    """The mode code of each global layer 0..num_layers-1 under `plan` (plan.mode_of), OFFLOAD_CODE where the
+    plan offloads the layer (engine.cost.offload)."""
+    return np.array([OFFLOAD_CODE if plan.offloaded(i) else RECOMPUTE_CODE[plan.mode_of(i)]
+                     for i in range(num_layers)], dtype=np.int8)
 
 
 def plan_from_layer_modes(codes: np.ndarray, default: str | None = None) -> RecomputePlan:
     """Fold per-layer codes into a RecomputePlan: the most common mode (or `default` if given and present)
     becomes the plan's mode, every run of another mode an inclusive range."""
     codes = np.asarray(codes)
+    offload = _runs(codes == OFFLOAD_CODE)
+    codes = np.where(codes == OFFLOAD_CODE, RECOMPUTE_CODE["off"], codes)  # an offloaded layer runs off
     counts = np.bincount(codes.astype(np.int64), minlength=3)
     base = int(np.argmax(counts))
     if default is not None and counts[RECOMPUTE_CODE[default]] == counts.max():
@@ -164,7 +171,31 @@ def plan_from_layer_modes(codes: np.ndarray, default: str | None = None) -> Reco
         if c != base:
             ranges.append((i, j, RECOMPUTE_MODES[c]))
         i = j + 1
-    return RecomputePlan(mode=RECOMPUTE_MODES[base], layers=tuple(ranges))  # type: ignore[arg-type]
+    # A run of "off" that holds offloaded layers is cut at their edges, so each offloaded range is its own.
+    cut = [(a, b, m) for a, b, m in ranges if m != "off" or not offload]
+    if offload:
+        for a, b, m in (r for r in ranges if r[2] == "off"):
+            edges = sorted({a, b + 1, *(x for lo, hi in offload for x in (lo, hi + 1) if a <= x <= b + 1)})
+            cut.extend((x, y - 1, m) for x, y in pairwise(edges))
+        cut.sort()
+    return RecomputePlan(mode=RECOMPUTE_MODES[base], layers=tuple(cut),  # type: ignore[arg-type]
+                         offload=tuple(offload))
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """Inclusive (first, last) of each run of True in `mask`."""
+    out: list[tuple[int, int]] = []
+    i, n = 0, len(mask)
+    while i < n:
+        if mask[i]:
+            j = i
+            while j + 1 < n and mask[j + 1]:
+                j += 1
+            out.append((i, j))
+            i = j + 1
+        else:
+            i += 1
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,6 +252,9 @@ class PricedTable:
     # A multimodal model's vision tower (engine.cost.tower): "memory_gib" (n,) what it holds on stage 0 and
     # "time_s" (n,) its seconds per step there; empty for a text-only model.
     tower: dict[str, np.ndarray] = field(default_factory=dict)
+    # (n, layers + MTP) GiB each offloaded layer moves to the host per micro-batch, 0 for the others
+    # (engine.cost.offload); None when the table offloads nothing.
+    offloaded_gib: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.peak_gib)

@@ -9,12 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog.frameworks import FRAMEWORKS, effective_policy, framework_of, priced_modules
+from engine.config.layout import layout_paths
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
+from engine.cost.layout import LayoutError, chunk_layers, effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.positions import DOCUMENT_START
 from engine.results import Estimate
-from engine.specs import ClusterSpec, ModelSpec, Strategy
+from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
 
 # Where each strategy field may be written, most specific first (search config, then train.yaml forms).
 FIELD_PATHS: dict[str, tuple[str, ...]] = {
@@ -60,8 +62,11 @@ class Problem:
     field: str
 
 
-def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy) -> list[Problem]:
-    """Every reason the strategy cannot run on this model and cluster (empty list = valid)."""
+def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
+                   layout: PipelineLayout | None = None) -> list[Problem]:
+    """Every reason the strategy cannot run on this model and cluster (empty list = valid); with a stated
+    pipeline layout, the embedding and loss it counts in the split count as chunk slots (HP505)."""
+    layout = layout or PipelineLayout()
     out: list[Problem] = []
     for name, v in (("dp", s.dp), ("fsdp", s.dp_shard), ("tp", s.tp), ("pp", s.pp), ("cp", s.cp), ("ep", s.ep),
                     ("etp", s.etp), ("vpp", s.vpp), ("micro_batch_size", s.micro_batch_size),
@@ -92,9 +97,12 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy) -
         out.append(Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}", "etp"))
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
     chunks = s.pp * (s.vpp if interleaved else 1)
-    if chunks > model.num_layers:
-        out.append(Problem("HP505", f"pp·vpp = {chunks} chunks for {model.num_layers} layers: every chunk "
-                           "needs at least one layer", "pp"))
+    slots = model.num_layers + int(layout.embedding_in_split) + int(layout.loss_in_split)
+    if chunks > slots:
+        counted = f"{model.num_layers} layers" + (f" (+ the embedding and loss counted in the split: {slots})"
+                                                  if slots > model.num_layers else "")
+        out.append(Problem("HP505", f"pp·vpp = {chunks} chunks for {counted}: every chunk needs at least one "
+                           "layer", "pp"))
     if s.pp > 1 and s.micro_batch_num < s.pp:
         out.append(Problem("HP506", f"{s.micro_batch_num} micro-batches for {s.pp} pipeline stages: the "
                            "pipeline never fills (micro_batch_num ≥ pp)", "micro_batch_num"))
@@ -116,7 +124,20 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy) -
         out.append(Problem("HP509", f"cp {s.cp} does not divide the sequence length {model.seq_len}", "cp"))
     if s.sequence_parallel and s.tp == 1:
         out.append(Problem("HP510", "sequence_parallel has no effect with tp 1", "sequence_parallel"))
-    return out
+    return out + check_layout(model, s, layout)
+
+
+def check_layout(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
+    """A stated pipeline layout the framework would refuse for this pp·vpp (HP422; engine.cost.layout)."""
+    if not layout.stated or layout.remainder_first or (s.pp == 1 and not layout.offset):
+        return []  # a framework's own split (remainder_first) never refuses: HP505 bounds it
+    v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 and s.pp > 1 else 1
+    try:
+        chunk_layers(model.num_layers, model.mtp_depth, s.pp, v, layout)
+    except LayoutError as exc:
+        return [Problem("HP422", f"pipeline layout for pp {s.pp}" + (f" × vpp {v}" if v > 1 else "") + f": {exc}",
+                        "layout:" + ",".join(layout_paths(layout)))]
+    return []
 
 
 def check_framework(config: Config, s: Strategy) -> list[Problem]:
@@ -176,6 +197,10 @@ def _locate(config: Config, field: str) -> tuple[str, Location | None]:
             paths = FIELD_PATHS.get(field, ())
             hit = next((p for p in paths if p in config.locations), paths[0] if paths else field)
             return hit, dim.location
+    if field.startswith("layout:"):  # a pipeline layout's keys (check_layout names them)
+        paths = tuple(field.split(":", 1)[1].split(","))
+        found = next((p for p in paths if p in config.locations), None)
+        return (found, config.locations[found]) if found is not None else (paths[0], None)
     for path in FIELD_PATHS.get(field, (field,)):
         if path in config.locations:
             return path, config.locations[path]
@@ -218,7 +243,8 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         return None, (positioned(config, "HP501", "the file does not state every parallel degree, so there is "
                                  f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
                                  field, {"searched": open_dims}),)
-    diags = [positioned(config, p.code, p.message, p.field) for p in check_strategy(config.model, config.cluster, s)]
+    diags = [positioned(config, p.code, p.message, p.field)
+             for p in check_strategy(config.model, config.cluster, s, effective_layout(config.run))]
     diags += [positioned(config, p.code, p.message, p.field) for p in check_framework(config, s)]
     if has_errors(diags):
         return None, tuple(diags)

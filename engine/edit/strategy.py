@@ -35,7 +35,7 @@ from engine.config.kind import classify, shape_of_data  # the reader's rule
 from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
 from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, keeps_bom, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
-from engine.specs import RecomputeMode, RecomputePlan, Strategy
+from engine.specs import PipelineLayout, RecomputeMode, RecomputePlan, Strategy
 
 Schema = Literal["automodels", "legacy"]
 
@@ -45,7 +45,8 @@ AUTOMODELS_ORDER: Order = {
     ("training",): ("train_iters", "global_batch_size", "micro_batch_size", "micro_batch_num"),
     ("accelerator",): ("tp_size", "pp_size", "cp_size", "ep_size", "expert_tensor_parallel_degree",
                        "sequence_parallel", "pp_interleave_num", "pipeline_scheduler", "context_parallel_algo",
-                       "optimizer_weight_shard_size"),
+                       "optimizer_weight_shard_size", "account_for_embedding_in_pipeline_split",
+                       "account_for_loss_in_pipeline_split"),
     ("fsdp_config",): ("dp_shard_size", "edp_shard_size", "reshard_after_forward"),
     ("activation_checkpoint",): ("mode", "selective_policy", "recompute_modules", "layers"),
 }
@@ -353,6 +354,16 @@ def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
     ]
 
 
+def _layout_changes(layout: PipelineLayout | None) -> list[Change]:
+    """The embedding/loss accounting a search chose (engine.search: Megatron-Core's options), in the keys the
+    reader reads (engine.config.layout); nothing when the plan keeps the run's own layout."""
+    if layout is None:
+        return []
+    acc = ("accelerator",)
+    return [_bool_change((*acc, "account_for_embedding_in_pipeline_split"), layout.embedding_in_split),
+            _bool_change((*acc, "account_for_loss_in_pipeline_split"), layout.loss_in_split)]
+
+
 def _module_changes(s: Strategy, modules: tuple[str, ...], schema: str) -> list[Change]:
     """`activation_checkpoint.recompute_modules: [..]` for a plan that recomputes selectively with a chosen
     list; nothing otherwise (a stated list on a plan without selective layers does no harm)."""
@@ -369,17 +380,20 @@ def _module_changes(s: Strategy, modules: tuple[str, ...], schema: str) -> list[
 
 @keeps_bom
 def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
-                   recompute_modules: tuple[str, ...] = ()) -> EditResult:
-    """Minimal round-trip edits writing `strategy` into the train.yaml `text`; never raises.
+                   recompute_modules: tuple[str, ...] = (), layout: PipelineLayout | None = None) -> EditResult:
+    """Minimal round-trip edits writing `strategy` into the train.yaml `text`; never raises. `layout`: the
+    pipeline layout the search chose for it (Estimate.pipeline_layout), written as Megatron-Core's keys.
 
     Returns an EditResult: its `edits` (empty when the file already states the strategy), `new_text`, the
     dotted keys changed, or `error` with the reason nothing may be written (invalid YAML, a section that is
     not a mapping, an alias in the way, a strategy the legacy schema cannot express, or a read-back that
     differs from the strategy). `path` only names the file in messages. `recompute_modules` (the search's
     choice, engine.search.modules) is written as `activation_checkpoint.recompute_modules` where the plan
-    recomputes selectively (AutoModels schema; the legacy schema has no key for it: refused).
+    recomputes selectively (AutoModels schema; the legacy schema has no key for it: refused). Layers the plan
+    offloads are written `off`: the trainer runs no offload yet ([HP] §8.6; the front ends say the plan).
     """
     where = f"{path}: " if path else ""
+    strategy = strategy.for_trainer()
     bad = _sanity(strategy)
     if bad:
         return EditResult.refused(text, where + bad)
@@ -388,7 +402,11 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
         if doc.root is not None and not isinstance(doc.data, dict):
             raise EditError("the file's top level is not a mapping")
         schema = detect_schema(doc.data)
-        changes = _changes_legacy(strategy, doc.data) if schema == "legacy" else _changes_automodels(strategy)
+        if schema == "legacy" and layout is not None:
+            raise EditError("the legacy schema has no key for the pipeline layout the plan needs "
+                            "(account_for_embedding_in_pipeline_split)")
+        changes = _changes_legacy(strategy, doc.data) if schema == "legacy" else \
+            _changes_automodels(strategy) + _layout_changes(layout)
         changes += _module_changes(strategy, recompute_modules, schema)
         order = LEGACY_ORDER if schema == "legacy" else AUTOMODELS_ORDER
         if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):

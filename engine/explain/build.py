@@ -15,10 +15,11 @@ from dataclasses import dataclass, replace
 
 from engine.config.types import Config
 from engine.cost import CandidateTable, estimate, price_table
+from engine.cost.layout import chunk_in_flight, effective_layout, layout_or_default
 from engine.cost.table import STAGE_TIME_PARTS, PricedTable
 from engine.diagnostics import Diagnostic
 from engine.explain.schedule import FORWARD, Op, simulate
-from engine.explain.types import Explained, Interval, StageRow
+from engine.explain.types import ChunkRow, Explained, Interval, StageRow
 from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
 from engine.specs import RecomputePlan, Strategy
 
@@ -75,6 +76,7 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
                                 "and drain with every other stage's whole time, NAR21 §2.2 / [HP] "
                                 "§7.5); the timeline shows the difference as bubble"))
     stages = _stage_rows(priced, parts, p, m, est.step_time_s, timeline)
+    stages = [replace(row, chunks=chunks) for row, chunks in zip(stages, stage_chunks(config, s, v), strict=True)]
     b = bound_of(config, est)
     bound, time_bound, detail, tight = b.bound, b.time_bound, b.detail, b.tightest_stage
     pipe = m * max(stage_t) * scale
@@ -83,7 +85,20 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
         estimate=est, framework=framework_of(config), schedule=_schedule_name(s, v), stages=tuple(stages),
         bound=bound, time_bound=time_bound, bound_detail=detail, tightest_stage=tight,
         headroom_gib=b.headroom_gib, timeline=tuple(timeline),
-        bubble_fraction=bubble / pipe if pipe > 0 else 0.0, diagnostics=tuple(diags))
+        bubble_fraction=bubble / pipe if pipe > 0 else 0.0, diagnostics=tuple(diags),
+        chunk_detail=v > 1 or effective_layout(config.run).stated)
+
+
+def stage_chunks(config: Config, s: Strategy, v: int) -> list[tuple[ChunkRow, ...]]:
+    """Per stage, its virtual chunks as the cost model places them (engine.cost.layout): the stated layout
+    where it applies to this pp·vpp, else the even split."""
+    assert config.model is not None
+    m = config.model
+    chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, s.pp, v, effective_layout(config.run))
+    held = chunk_in_flight(s.pp, v, s.micro_batch_num, chunks.astype(float))
+    return [tuple(ChunkRow(chunk=c, layers=int(chunks[i, c]), embedding=i == 0 and c == 0,
+                           loss=i == s.pp - 1 and c == v - 1, in_flight=float(held[i, c])) for c in range(v))
+            for i in range(s.pp)]
 
 
 def _schedule_name(s: Strategy, v: int) -> str:

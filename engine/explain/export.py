@@ -37,6 +37,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic
 from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
 
@@ -73,14 +74,43 @@ def export(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Expor
 
 
 def _recompute_warnings(s: Strategy, target: str) -> list[Diagnostic]:
+    out = []
     if s.recompute.layers:
-        return [_warn("recompute.layers", target, f"per-layer recompute {dict(_ranges(s.recompute))} is exported "
-                      f"as the base mode {s.recompute.mode}")]
-    return []
+        out.append(_warn("recompute.layers", target, f"per-layer recompute {dict(_ranges(s.recompute))} is exported "
+                         f"as the base mode {s.recompute.mode}"))
+    if s.recompute.offload:
+        # [HP] §8.6: the plan's offloaded layers, priced with their activations on the host; the flags run them off
+        names = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in s.recompute.offload)
+        out.append(Diagnostic("HP753", f"recompute.offload: activation offload of layers {names} is not exported: "
+                              f"the {target} flags run those layers with recompute off, their activations kept on "
+                              "the device (priced off the device)", path="recompute.offload"))
+    return out
 
 
 def _ranges(plan: RecomputePlan) -> list[tuple[str, str]]:
     return [(f"{a}-{b}" if a != b else str(a), m) for a, b, m in plan.layers]
+
+
+def _megatron_layout(s: Strategy, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+    """The stated pipeline layout (engine.specs.PipelineLayout) as Megatron-LM's flags (MLM-ARGS): the
+    embedding/loss accounting and the first/last-stage layer counts; HyperParallel's per-stage offsets have
+    no such flag (HP753)."""
+    lay = run.pipeline_layout
+    if s.pp <= 1 or not lay.stated:
+        return []
+    if lay.offset:
+        warns.append(_warn("offset", target, f"per-stage layer offsets {[list(o) for o in lay.offset]}"))
+        return []
+    out: list[str] = []
+    if lay.embedding_in_split:
+        out.append("--account-for-embedding-in-pipeline-split")
+    if lay.loss_in_split:
+        out.append("--account-for-loss-in-pipeline-split")
+    if lay.first_stage_layers:
+        out += ["--decoder-first-pipeline-num-layers", str(lay.first_stage_layers)]
+    if lay.last_stage_layers:
+        out += ["--decoder-last-pipeline-num-layers", str(lay.last_stage_layers)]
+    return out
 
 
 def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Exported:
@@ -90,14 +120,18 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Ex
                        "--micro-batch-size", str(s.micro_batch_size), "--global-batch-size", str(s.global_batch_size),
                        "--seq-length", str(model.seq_len)]
     warns: list[Diagnostic] = []
+    layout_args = _megatron_layout(s, run, target, warns)
     if s.pipeline_schedule == "interleaved" and s.vpp > 1:
-        if model.num_layers % (s.pp * s.vpp) == 0:
+        if model.num_layers % (s.pp * s.vpp) == 0 and not layout_args:
             args += ["--num-layers-per-virtual-pipeline-stage", str(model.num_layers // (s.pp * s.vpp))]
         else:
             args += ["--num-virtual-stages-per-pipeline-rank", str(s.vpp)]
-            warns.append(_warn("vpp", target, f"{model.num_layers} layers do not split evenly into {s.pp}×{s.vpp} "
-                               "chunks; set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers "
-                               "to the split you want"))
+            if not layout_args:
+                warns.append(_warn("vpp", target, f"{model.num_layers} layers do not split evenly into "
+                                   f"{s.pp}×{s.vpp} chunks; set --decoder-first-pipeline-num-layers / "
+                                   "--decoder-last-pipeline-num-layers (or --account-for-embedding-in-pipeline-split "
+                                   "--account-for-loss-in-pipeline-split) to the split you want"))
+    args += layout_args
     if s.sequence_parallel and s.tp > 1:
         args.append("--sequence-parallel")
     dpcp = s.dp * s.cp
@@ -206,11 +240,7 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
              f"expert_parallel_degree = {s.ep}",
              f"pipeline_parallel_schedule = \"{'Interleaved1F1B' if interleaved else '1F1B'}\"",
              f"pipeline_parallel_microbatch_size = {s.micro_batch_size}"]
-    if interleaved:
-        lines.append(f"pipeline_parallel_layers_per_stage = {max(model.num_layers // (s.pp * s.vpp), 1)}")
-        if model.num_layers % (s.pp * s.vpp):
-            warns.append(_warn("vpp", target, f"{model.num_layers} layers do not split evenly into {s.pp}×{s.vpp} "
-                               "stages; set pipeline_parallel_split_points to the split you want"))
+    lines += _torchtitan_layout(s, model, run, interleaved, warns)
     if fs > 1:
         lines.append(f"fsdp_reshard_after_forward = \"{'always' if run.reshard_after_forward else 'never'}\"")
     if run.tp_comm_overlap and s.tp > 1:
@@ -223,6 +253,31 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
                                "(exported as the op policy)"))
     text = "\n".join(lines) + "\n"
     return Exported(target, text, (), tuple(warns))
+
+
+def _torchtitan_layout(s: Strategy, model: ModelSpec, run: RunOptions, interleaved: bool,
+                       warns: list[Diagnostic]) -> list[str]:
+    """The priced pipeline layout in torchtitan's keys (TT-SRC `generate_llm_fqn_per_model_part`): the
+    embedding's and output's weight in the split (`pipeline_parallel_first/last_stage_less_layers`) and the
+    layers per model chunk; per-stage counts and offsets have no such key (HP753)."""
+    if s.pp <= 1:
+        return []
+    lay = effective_layout(run)
+    if lay.offset or lay.first_stage_layers or lay.last_stage_layers:
+        warns.append(_warn("pipeline layout", "torchtitan", "per-stage layer counts (write them as "
+                           "module_fqns_per_model_part)"))
+        return []
+    e, lo = int(lay.embedding_in_split), int(lay.loss_in_split)
+    out = [f"pipeline_parallel_first_stage_less_layers = {e}", f"pipeline_parallel_last_stage_less_layers = {lo}"]
+    chunks = s.pp * (s.vpp if interleaved else 1)
+    total = model.num_layers + e + lo
+    if interleaved:
+        out.append(f"pipeline_parallel_layers_per_stage = {max(total // chunks, 1)}")
+    if total % chunks and not lay.remainder_first:
+        warns.append(_warn("vpp", "torchtitan", f"{total} layers{' with the embedding and output' if e + lo else ''} "
+                           f"do not split evenly into {chunks} model chunks (torchtitan gives the extra ones to the "
+                           "first chunks); set module_fqns_per_model_part to the split priced"))
+    return out
 
 
 def read_megatron(args: list[str] | tuple[str, ...], world: int, num_layers: int) -> Strategy:
@@ -263,7 +318,10 @@ def read_torchtitan(text: str, num_layers: int) -> Strategy:
     mbs = par.get("pipeline_parallel_microbatch_size", 1)
     dp = rep * shard
     interleaved = par.get("pipeline_parallel_schedule") == "Interleaved1F1B"
-    vpp = num_layers // (pp * par["pipeline_parallel_layers_per_stage"]) if interleaved else 1
+    # torchtitan's model chunks: ⌈(layers + the embedding's and output's weight) / layers per stage⌉ (TT-SRC)
+    weights = par.get("pipeline_parallel_first_stage_less_layers", 1) + par.get(
+        "pipeline_parallel_last_stage_less_layers", 1)
+    vpp = -(-(num_layers + weights) // par["pipeline_parallel_layers_per_stage"]) // pp if interleaved else 1
     fs = shard * cp if shard > 1 else 1
     mode = {"none": "off", "selective": "selective", "full": "full"}[ac.get("mode", "none")]
     s = Strategy(dp=dp, dp_shard=fs, tp=tp, pp=pp, cp=cp, ep=par.get("expert_parallel_degree", 1), vpp=vpp,

@@ -20,7 +20,7 @@ def stage_table(ex: Explained) -> list[str]:
     rows = [heads]
     for r in ex.stages:
         mark = " *" if r.stage == ex.tightest_stage else ""
-        rows.append([str(r.stage), str(r.layers), *(f"{r.memory_gib[k]:.2f}" for k in MEMORY_TERMS),
+        rows.append([str(r.stage), r.layers_text(ex.chunk_detail), *(f"{r.memory_gib[k]:.2f}" for k in MEMORY_TERMS),
                      f"{r.total_gib:.2f}{mark}", *(f"{r.time_s[k]:.3f}" for k in
                                                     ("forward", "backward", "recompute", "comm", "idle"))])
     widths = [max(len(row[c]) for row in rows) for c in range(len(heads))]
@@ -64,6 +64,9 @@ def render(ex: Explained, width: int = 96) -> list[str]:
              f"MFU {100 * e.mfu:.1f}%, peak {e.peak_memory_gib:.2f} of {e.budget_gib:g} GiB "
              f"({'fits' if e.fits else 'DOES NOT FIT'})", "", "Per stage (* = tightest memory):"]
     lines += ["  " + row for row in stage_table(ex)]
+    note = e.offload_note()
+    if note is not None:
+        lines.append("  " + note)
     vt = e.vision_tower
     if vt is not None:  # stage 0's figures above include it (engine.cost.tower)
         lines.append(f"  stage 0 also holds the vision tower: {int(vt['layers'])} layers × {int(vt['visual_seq_len'])} "

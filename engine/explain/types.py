@@ -43,15 +43,46 @@ class StageRow:
     memory_gib: Mapping[str, float]
     time_s: Mapping[str, float]
     comm_s: Mapping[str, float]
+    chunks: tuple[ChunkRow, ...] = ()
 
     @property
     def total_gib(self) -> float:
         return sum(self.memory_gib.values())
 
+    def layers_text(self, detail: bool) -> str:
+        """`7` or, with `detail`, `7 (E|1|1|1)`: each virtual chunk's decoder layers, E / L where the chunk
+        also holds the embedding / the output layer and loss (a chunk may hold only those)."""
+        if not detail or not self.chunks:
+            return str(self.layers)
+        return f"{self.layers} ({'|'.join(c.text() for c in self.chunks)})"
+
     def to_json(self) -> dict[str, Any]:
         return {"stage": self.stage, "layers": self.layers,
                 "memory_gib": {k: self.memory_gib[k] for k in MEMORY_TERMS},
-                "time_s": dict(self.time_s), "comm_s": dict(self.comm_s), "total_gib": self.total_gib}
+                "time_s": dict(self.time_s), "comm_s": dict(self.comm_s), "total_gib": self.total_gib,
+                "chunks": [c.to_json() for c in self.chunks]}
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """One virtual chunk of a stage (model chunk c·pp + stage): its decoder layers, whether it holds the
+    embedding (stage 0's first chunk) or the output layer and loss (the last stage's last chunk), and the
+    micro-batches it keeps in flight at the stage's activation peak."""
+
+    chunk: int
+    layers: int
+    embedding: bool
+    loss: bool
+    in_flight: float
+
+    def text(self) -> str:
+        parts = (["E"] if self.embedding else []) + ([str(self.layers)] if self.layers or not (
+            self.embedding or self.loss) else []) + (["L"] if self.loss else [])
+        return "+".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chunk": self.chunk, "layers": self.layers, "embedding": self.embedding, "loss": self.loss,
+                "in_flight": self.in_flight}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +103,7 @@ class Explained:
     timeline: tuple[Interval, ...]
     bubble_fraction: float
     diagnostics: tuple[Diagnostic, ...] = ()
+    chunk_detail: bool = False  # the stage rows show their virtual chunks (interleaved, or a stated layout)
 
     @property
     def step_time_s(self) -> float:

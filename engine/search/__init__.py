@@ -18,8 +18,9 @@ import numpy as np
 
 from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
-from engine.diagnostics import Diagnostic
-from engine.integers import TRIAL_DIVISION_MAX
+from engine.cost.layout import default_chunks, effective_layout, layout_or_default
+from engine.diagnostics import Diagnostic, Severity
+from engine.integers import TRIAL_DIVISION_MAX, divisors
 from engine.results import Estimate, SearchResult
 from engine.search import explain
 from engine.search.equivalence import POOL, rank_equivalent
@@ -27,7 +28,7 @@ from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-expo
 from engine.search.modules import search_modules, wants_choice
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_groups, price_space
-from engine.search.space import Space, enumerate_groups, enumerate_space, restrictions
+from engine.search.space import VPP_AUTO_MAX, Space, enumerate_groups, enumerate_space, restrictions
 from engine.search.stated import (
     StatedComparison,
     compare_stated,
@@ -37,7 +38,7 @@ from engine.search.stated import (
 )
 from engine.search.stated import budget as _budget
 from engine.search.warnings import low_mfu
-from engine.specs import ClusterSpec, ModelSpec, Strategy
+from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
 
 __all__ = ["Cancelled", "StatedComparison", "compare_stated", "search", "search_with", "stated_estimate",
            "stated_overrides", "stated_source"]
@@ -100,24 +101,104 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
         return search_modules(config, lambda c, p: search(c, top=top, progress=p, cancelled=cancelled),
                               progress, cancelled)
     budget = _budget(config)
-    pricer = Pricer(config.model, config.cluster, config.run, budget)
-    return search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
+    pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=config.offload_gb_s)
+    result = search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
+    pps = _accounting_pps(config)
+    if not pps or (cancelled is not None and cancelled()):
+        return result
+    # The stack offers the embedding and loss counted in the pipeline split (Megatron-Core): the plans with
+    # the pp values where that changes the split priced again under it (engine.cost.layout), both passes' plans
+    # ranked together (_pick_layout).
+    alt_run = replace(config.run, pipeline_layout=ACCOUNTED)
+    alt_config = replace(config, run=alt_run)
+    alt = search_with(alt_config, Pricer(config.model, config.cluster, alt_run, budget,
+                                          offload_gb_s=config.offload_gb_s),
+                      top=top, cancelled=cancelled, only_pp=pps)
+    return _pick_layout(result, alt)
+
+
+ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
+
+
+def _accounting_pps(config: Config) -> tuple[int, ...]:
+    """The pp values worth a second pass with the embedding and loss in the split: none unless the files state
+    no layout and the framework offers the accounting; then each pp > 1 with a vpp the space may hold that
+    splits differently under it than evenly (pp 2 of an even layer count does not) or exists only under it
+    (more chunks than layers: an embedding-only and a loss-only chunk)."""
+    if config.run.pipeline_layout.stated or not framework_of(config.run).chooses_accounting:
+        return ()
+    if config.model is None or config.cluster is None:
+        return ()
+    m = config.model
+    declared = restrictions(config)
+    pps = declared.get("pp") or tuple(divisors(config.cluster.world_size))
+    vpps = declared.get("vpp") or tuple(range(1, VPP_AUTO_MAX + 1))
+    out = []
+    for p in pps:
+        for v in vpps:
+            if p < 2 or p * v > m.num_layers + 2:
+                continue
+            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, v, ACCOUNTED)
+            if applied and (p * v > m.num_layers or (chunks != default_chunks(m.num_layers, p, v)).any()):
+                out.append(p)
+                break
+    return tuple(out)
+
+
+def _offers_accounting(config: Config) -> bool:
+    """Whether the search makes a second pass with the embedding and loss in the split (_accounting_pps)."""
+    return bool(_accounting_pps(config))
+
+
+def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
+    """Both passes' plans ranked together as one search ranks them (engine.search.equivalence); the accounted
+    ones say so (Estimate.pipeline_layout), and when the best is one of them an information diagnostic names
+    the keys `apply` writes. Counts add up over both passes."""
+    out = replace(plain, evaluated=plain.evaluated + alt.evaluated, feasible=plain.feasible + alt.feasible,
+                  over_budget=plain.over_budget + alt.over_budget, unpriced=plain.unpriced + alt.unpriced,
+                  elapsed_s=plain.elapsed_s + alt.elapsed_s)
+    if alt.best is None:
+        return out
+    marked = [replace(e, pipeline_layout=ACCOUNTED) for e in alt.top]
+    ranked = rank_equivalent([*plain.top, *marked])
+    k = max(len(plain.top), len(alt.top))
+    top = ranked.estimates[:k]
+    out = replace(out, best=top[0], top=top, equivalent=ranked.equivalent[:k], band=ranked.band)
+    if top[0].pipeline_layout is None:
+        return out
+    gain = f" ({plain.best.step_time_s / top[0].step_time_s:.2f}× the tokens/s of the best plan without it)" \
+        if plain.best is not None else " (no plan fits without it)"
+    note = Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
+                      f"{gain}: apply writes account_for_embedding_in_pipeline_split and "
+                      "account_for_loss_in_pipeline_split (Megatron-Core)", severity=Severity.INFORMATION)
+    diags = plain.diagnostics if plain.best is not None else alt.diagnostics
+    return replace(out, diagnostics=(*diags, note))
 
 
 def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
                 progress: Callable[[float], None] | None = None,
-                cancelled: Callable[[], bool] | None = None) -> SearchResult:
-    """`search` with an explicit pricer (tests price synthetic models through the same code)."""
+                cancelled: Callable[[], bool] | None = None, only_pp: tuple[int, ...] = ()) -> SearchResult:
+    """`search` with an explicit pricer (tests price synthetic models through the same code); `only_pp`, when
+    given, keeps the plans with those pipeline degrees (the layout pass of `search`)."""
     t0 = time.perf_counter()
     dims = _dimensions(config)
     try:
-        result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled)
+        result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled,
+                         only_pp=only_pp)
     except Cancelled:
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims)
     except Exception as exc:  # the front ends never show a traceback (docs/formats.md §3)
         diag = Diagnostic("HP900", f"the search failed: {type(exc).__name__}: {exc}")
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims, diagnostics=(diag,))
     return replace(result, elapsed_s=time.perf_counter() - t0, dimensions=dims)
+
+
+def _extra_slots(config: Config) -> int:
+    """The embedding and loss the pipeline layout counts as layers of the split (enumerate_space): negative
+    when the split needs no divisibility (torchtitan's own, engine.cost.layout.effective_layout)."""
+    lay = effective_layout(config.run)
+    n = int(lay.embedding_in_split) + int(lay.loss_in_split)
+    return -n if lay.remainder_first else n
 
 
 def framework_restrictions(config: Config, restrict: dict[str, tuple[int, ...] | None]
@@ -146,7 +227,7 @@ def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...]
 
 
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
-            cancelled: Callable[[], bool] | None) -> SearchResult:
+            cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
     g = config.global_batch_size
     if not g or g <= 0:
@@ -166,11 +247,15 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     budget = _budget(config)
     declared = restrictions(config)
     restrict = framework_restrictions(config, declared)
+    if only_pp:
+        pp = restrict.get("pp")
+        restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
     cannot = _framework_cannot_run(config, declared, restrict)
     if cannot is not None:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))
     os_shard = config.optimizer_shard
-    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
+    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard,
+                              extra_slots=_extra_slots(config))
     total = groups.total
 
     def poll(done: int) -> None:
@@ -223,7 +308,8 @@ def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) ->
 
     out: list[Estimate | None] = [None] * len(strategies)
     for per_layer in (False, True):
-        idx = [i for i, s in enumerate(strategies) if bool(s.recompute.layers) == per_layer]
+        idx = [i for i, s in enumerate(strategies)
+               if bool(s.recompute.layers or s.recompute.offload) == per_layer]
         if not idx:
             continue
         batch = [strategies[i] for i in idx]
@@ -262,7 +348,7 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
         for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
             if restrict.get(d) is None:
                 continue
-            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo,
+            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
                                     optimizer_shard=os_shard)
             if not explain.batch_unreachable(alone, g) and alone.dp_values:
                 causes.append(d)
@@ -273,7 +359,8 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
             raise Cancelled
 
     if restricted:
-        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, optimizer_shard=os_shard)
+        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo,
+                          extra_slots=_extra_slots(config), optimizer_shard=os_shard)
         # The list refusals read every row's fit, step and peak: price the widened space whole.
         wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
                                   allowed=_allowed(config), exhaustive=True)
@@ -316,7 +403,7 @@ def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping
             if peaks.size:
                 notes[(d, v)] = f"its lightest strategy needs {explain.gib(float(peaks.min()))}"
             elif rows.size == 0:
-                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo,
+                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
                                         optimizer_shard=os_shard)
                 rules = sorted(alone.refused.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
                 if rules:
@@ -351,7 +438,7 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         big_pricer = replace(pricer, cluster=bigger) if isinstance(pricer, Pricer) else None
         if big_pricer is None:
             break
-        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo,
+        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
                                 optimizer_shard=lightest.optimizer_shard)
         if len(space):
             priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll,

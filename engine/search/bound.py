@@ -227,6 +227,11 @@ def sync_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray,  # type
     np.maximum.at(most, scode, np.asarray(cols["mbn"][rows], dtype=np.int64))
     rep["mbn"] = most
     lo, hi = pricer.time_ratio_span()
+    # The traffic is uncalibrated and the compute it hides behind (shard.comp) calibrated. Calibrated, a row
+    # exposes r_f·f beside r_c·c with lo ≤ r ≤ hi, so at least lo·exposed(f, (hi / lo)·c), and c ≤ comp / lo:
+    # pricing the exposure beside comp·hi/lo² and scaling by lo (hi here, lo/hi below) stays a lower bound (the
+    # exposure is homogeneous in traffic and compute); exactly the row's own under one ratio for every part.
+    comp_scale = hi / (lo * lo)
     out = np.empty(n)
     row_pp, key_pp = np.asarray(cols["pp"][rows]), rep["pp"]
     where = np.empty(srep.size, dtype=np.int64)  # each key's place among the keys of its depth
@@ -239,7 +244,7 @@ def sync_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray,  # type
         for start in range(0, at.size, _SYNC_CHUNK):
             j = at[start:start + _SYNC_CHUNK]
             g, k = shard.code[of_rows[j]], where[scode[j]]
-            fsdp, dp = pricer.sync_time(parts.take(k), shard.comp[g, :depth])
+            fsdp, dp = pricer.sync_time(parts.take(k), shard.comp[g, :depth] * comp_scale)
             stage = shard.stages[g, :depth] + hi * fsdp
             top = stage.max(axis=1)
             out[j] = shard.m[g] * top + (stage.sum(axis=1) - top) / shard.v[g] + hi * (dp + parts.optimizer[k])

@@ -48,5 +48,5 @@ def gain(stated: Estimate, best: Estimate) -> Gain:
 def describe(stated: Estimate, best: Estimate) -> str:
     """`stated dp 8 · … 82,000 tokens/s → best dp 4 · … 118,000 tokens/s: 1.44× the tokens/s`."""
     g = gain(stated, best)
-    return (f"stated {stated.strategy.short()} {stated.tokens_per_s:,.0f} tokens/s → best {best.strategy.short()} "
+    return (f"stated {stated.strategy.short()} {stated.tokens_per_s:,.0f} tokens/s → best {best.short()} "
             f"{best.tokens_per_s:,.0f} tokens/s: {g.ratio:.2f}× the tokens/s.{g.batch_note()}")

@@ -48,6 +48,8 @@ class Pricer:
     cluster: ClusterSpec
     run: RunOptions
     budget_gib: float
+    # The host link recompute per_layer may offload over, GB/s one direction (Config.offload_gb_s; 0 = none).
+    offload_gb_s: float = 0.0
 
     def price(self, table: CandidateTable) -> PricedTable:
         from engine.cost import price_table

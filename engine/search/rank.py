@@ -52,9 +52,10 @@ from typing import Protocol
 import numpy as np
 
 from engine.cost.price import SyncParts
-from engine.cost.table import CandidateTable, PricedTable
+from engine.cost.table import OFFLOAD_CODE, CandidateTable, PricedTable
 from engine.results import Estimate
 from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_parts, sync_bound
+from engine.search.offload import StageInputs, choose_offload, first_kind, layer_forward
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
 from engine.search.space import Groups, Space, subspace
@@ -514,16 +515,21 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
 def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray, *, top: int,
                model: ModelSpec, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), threshold: float = np.inf) -> None:
     """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
-    no recompute does not fit whose all-off bound is at most the K-th best time."""
+    no recompute does not fit whose all-off bound is at most the K-th best time. With offload, rows no single
+    mode fits are tried too: offloading holds less than full recompute (engine.search.offload)."""
     threshold = min(_kth(out, top), threshold)
-    cand = np.nonzero(out.exact & out.feasible & (out.mode != OFF) & (cols["vpp"] == 1)
-                      & (bound <= threshold))[0]
+    live = (cols["vpp"] == 1) & (bound <= threshold)
+    pick = out.exact & out.feasible & (out.mode != OFF)
+    if _offload_link(pricer) > 0:
+        pick = pick | (~out.feasible & np.isfinite(bound))
+    cand = np.nonzero(pick & live)[0]
     budget = float(pricer.budget_gib)
     for start in range(0, cand.size, CHUNK):
         rows = cand[start:start + CHUNK]
         pt = pricer.price(table_of(cols, rows, FULL))
         out.priced += rows.size
-        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget, modes)
+        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget, modes,
+                                offload=_offload_link(pricer), mbn=cols["mbn"][rows])
         has_plan = np.array([p is not None for p in plans], dtype=bool)
         if not has_plan.any():
             continue
@@ -536,15 +542,23 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
                          | ((repriced.step_time_s == out.step[sel]) & (repriced.peak_gib < out.peak[sel])))
         for j in np.nonzero(better)[0].tolist():
             r = int(sel[j])
+            out.feasible[r] = out.exact[r] = True  # a row only offload fits is now priced exactly
             out.step[r] = float(repriced.step_time_s[j])
             out.peak[r] = float(repriced.peak_gib[j])
             out.layer_modes[r] = lm[j]
 
 
+def _offload_link(pricer: Pricing) -> float:
+    """The host link offload may use, GiB/s (the Pricer's offload_gb_s, GB/s; 0 = no offload)."""
+    return float(getattr(pricer, "offload_gb_s", 0.0)) * 1e9 / 2.0 ** 30
+
+
 def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float,
-                    modes: tuple[int, ...] = (OFF, SELECTIVE, FULL)) -> list[np.ndarray | None]:
+                    modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), *, offload: float = 0.0,
+                    mbn: np.ndarray | None = None) -> list[np.ndarray | None]:
     """Solve every stage of every row; return per-row layer mode codes over the body and MTP layers (None
-    where a stage cannot fit)."""
+    where a stage cannot fit). With `offload` (a host link, GiB/s) a stage's first layers may be offloaded
+    where that is faster (engine.search.offload); `mbn` (the rows' micro-batch counts) is then needed."""
     n, n_stages = pt.stage_static_gib.shape
     counts = np.rint(np.nan_to_num(pt.layer_count, nan=0.0)).astype(np.int64)  # (n, P, 2)
     act = np.nan_to_num(pt.layer_act_gib, nan=0.0)  # (n, P, 2, 3)
@@ -552,13 +566,22 @@ def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: f
     act[..., [m for m in (OFF, SELECTIVE, FULL) if m not in modes]] = 1e30
     time = pt.layer_time_s  # (n, 2, 3)
     chosen = np.zeros((n, n_stages, 2, 3), dtype=np.int64)
+    offloaded = np.zeros((n, n_stages), dtype=np.int64)
     feasible = np.ones(n, dtype=bool)
+    first_dense = model.first_k_dense if model.is_moe else model.num_layers
     for s in range(n_stages):
         live = pp > s
         if not live.any():
             continue
         stage_budget = budget - np.nan_to_num(pt.stage_static_gib[:, s]) - np.nan_to_num(pt.stage_fixed_gib[:, s])
         c = choose_stage(counts[:, s], act[:, s], time, stage_budget)
+        if offload > 0 and mbn is not None:
+            fwd = layer_forward(time, pt.stage_time_parts, mbn, s)
+            inputs = StageInputs(counts[:, s], act[:, s], np.nan_to_num(pt.layer_act_one_gib), time, fwd,
+                                 stage_budget, first_kind(counts, s, first_dense))
+            oc = choose_offload(inputs, c, offload)
+            c = oc.rest
+            offloaded[:, s] = np.where(live, oc.k, 0)
         feasible &= ~live | c.feasible
         chosen[:, s] = np.where(live[:, None, None], c.counts.reshape(n, 2, 3), 0)
     out: list[np.ndarray | None] = []
@@ -566,23 +589,27 @@ def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: f
         if not feasible[i]:
             out.append(None)
             continue
-        first_dense = model.first_k_dense if model.is_moe else model.num_layers
         layers = stage_layers(int(pp[i]), model.num_layers, first_dense, counts[i])
         width = model.num_layers + model.mtp_depth
-        out.append(None if layers is None else _assign(layers, chosen[i], width))
+        out.append(None if layers is None else _assign(layers, chosen[i], width, offloaded[i]))
     return out
 
 
 def stage_layers(pp: int, body: int, first_dense: int, counts: np.ndarray) -> list[list[tuple[int, int]]] | None:
     """Per stage (vpp 1), its (global layer, kind) pairs in model order, kind 0 dense, 1 MoE, following the
-    cost model's split (engine.cost.layout.chunk_bounds). Layers past the `body` layers (MTP) sit on the
-    last stage and take the kind the cost model counted them under. None if `counts` (P, 2) disagree."""
-    from engine.cost.layout import chunk_bounds
-
+    cost model's split: each stage holds the next `counts[s]` layers (engine.cost.layout, whatever layout it
+    priced). Layers past the `body` layers (MTP) sit on the last stage and take the kind the cost model counted
+    them under. None if `counts` (P, 2) disagree."""
+    totals = [int(counts[s, 0] + counts[s, 1]) for s in range(pp)]
+    extra_total = sum(totals) - body
+    if extra_total < 0 or totals[-1] < extra_total:
+        return None
+    totals[-1] -= extra_total
     out: list[list[tuple[int, int]]] = []
-    starts, lens = chunk_bounds(body, np.full(pp, pp), np.ones(pp, dtype=np.int64), np.arange(pp))
-    for start, count in zip(starts.tolist(), lens.tolist(), strict=True):
-        out.append([(g, 0 if g < first_dense else 1) for g in range(start, start + count)])
+    start = 0
+    for n in totals:
+        out.append([(g, 0 if g < first_dense else 1) for g in range(start, start + n)])
+        start += n
     g = body
     for k in (0, 1):
         extra = int(counts[pp - 1, k]) - sum(1 for _, kind in out[-1] if kind == k)
@@ -596,14 +623,18 @@ def stage_layers(pp: int, body: int, first_dense: int, counts: np.ndarray) -> li
     return out
 
 
-def _assign(layers: list[list[tuple[int, int]]], counts: np.ndarray, num_layers: int) -> np.ndarray:
-    """Lay a stage's chosen counts (kind, mode) onto its layers: full first, then selective, then off, so
-    the layer that ends the warm-up (the stage's last; its backward working set is charged) keeps its
-    activations ([HP] §6.11)."""
+def _assign(layers: list[list[tuple[int, int]]], counts: np.ndarray, num_layers: int,
+            offloaded: np.ndarray | None = None) -> np.ndarray:
+    """Lay a stage's chosen counts (kind, mode) onto its layers: its first `offloaded[s]` layers offloaded
+    (OFFLOAD_CODE, [HP] §8.6), then full first, then selective, then off, so the layer that ends the warm-up
+    (the stage's last; its backward working set is charged) keeps its activations ([HP] §6.11)."""
     modes = np.zeros(num_layers, dtype=np.int8)
     for s, stage in enumerate(layers):
         left = counts[s].copy()
-        for g, kind in stage:
+        k = int(offloaded[s]) if offloaded is not None else 0
+        for g, _ in stage[:k]:
+            modes[g] = OFFLOAD_CODE
+        for g, kind in stage[k:]:
             for m in (FULL, SELECTIVE, OFF):
                 if left[kind, m] > 0:
                     left[kind, m] -= 1

@@ -94,6 +94,7 @@ R_EP_WIDTH = "expert width not divisible by the expert tp"
 R_EP_ETP = "ep·etp does not divide dp·cp·tp"
 R_VPP_PP = "vpp > 1 needs pp > 1"
 R_VPP_LAYERS = "pp·vpp above the layers"
+R_LAYOUT_SPLIT = "pp·vpp does not divide the layers with the embedding and loss in the split"
 R_SP_CP = "sequence parallelism with cp > 1"
 R_OS = "optimizer shard does not divide dp·cp"
 
@@ -250,9 +251,17 @@ class _Ctx:
     restrict: Mapping[str, tuple[int, ...] | None]
     cp_algo: str
     optimizer_shard: int
+    # The embedding and loss the pipeline layout counts as layers of the split (engine.specs.PipelineLayout),
+    # which chunks may hold alone; negative when the split need not divide (torchtitan's own).
+    extra_slots: int = 0
 
     def r(self, name: str) -> tuple[int, ...] | None:
         return self.restrict.get(name)
+
+    @property
+    def slots(self) -> int:
+        """The layers the pipeline split places: the model's, plus the embedding and loss the layout counts."""
+        return self.model.num_layers + abs(self.extra_slots)
 
 
 def _level_tp_pp(b: _Builder, c: _Ctx) -> None:
@@ -269,7 +278,7 @@ def _level_tp_pp(b: _Builder, c: _Ctx) -> None:
     pp_div = (n // t) % pp == 0
     b.expand("pp", pp[0], [
         (R_PP_DEVICES, pp_div),
-        (R_PP_LAYERS, pp <= m.num_layers),
+        (R_PP_LAYERS, pp <= c.slots),
     ], _auto(c.r("pp"), pp_div))
 
 
@@ -353,7 +362,7 @@ def _level_ep(b: _Builder, c: _Ctx) -> None:
 
 def _level_vpp(b: _Builder, c: _Ctx) -> None:
     """Level 8: vpp, the interleaved schedule's chunks per stage."""
-    layers = c.model.num_layers
+    layers = c.slots
     vpp_r = c.r("vpp")
     vpp = _domain(vpp_r, list(range(1, max(VPP_AUTO_MAX, 1) + 1)))[None, :]
     # Every rule here depends on pp alone: evaluated once per pp value, then looked up per row.
@@ -366,10 +375,13 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
         # a pipeline (not refusals: no such candidate exists). A list may ask for any vpp with pp·vpp ≤ layers.
         per_stage = np.maximum(layers // p, 1)
         eligible = ((vpp <= per_stage) & (per_stage % vpp == 0) & ((p > 1) | (vpp == 1)))[pp_code]
-    b.expand("vpp", vpp[0], [
+    rules = [
         (R_VPP_PP, ((vpp == 1) | (p > 1))[pp_code]),
         (R_VPP_LAYERS, (p * vpp <= layers)[pp_code]),
-    ], eligible)
+    ]
+    if c.extra_slots > 0:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
+        rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
+    b.expand("vpp", vpp[0], rules, eligible)
 
 
 def _level_sp_os(b: _Builder, c: _Ctx) -> None:
@@ -480,11 +492,11 @@ class Groups:
 
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
-                     optimizer_shard: int = 1) -> Groups:
+                     optimizer_shard: int = 1, extra_slots: int = 0) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
-    bounds); dimension names as in engine.config.types.DIMENSIONS."""
+    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots` as _Ctx's."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
-             restrict, cp_algo, optimizer_shard)
+             restrict, cp_algo, optimizer_shard, extra_slots)
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)
@@ -519,11 +531,11 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
 
 def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                     restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
-                    optimizer_shard: int = 1) -> Space:
+                    optimizer_shard: int = 1, extra_slots: int = 0) -> Space:
     """Enumerate every valid candidate as rows. `restrict[dim]` is a dimension's allowed values (None = its
     bounds); dimension names as in engine.config.types.DIMENSIONS."""
     return enumerate_groups(model, cluster, global_batch, restrict, cp_algo=cp_algo,
-                            optimizer_shard=optimizer_shard).materialise()
+                            optimizer_shard=optimizer_shard, extra_slots=extra_slots).materialise()
 
 
 def restrictions(config: Config) -> dict[str, tuple[int, ...] | None]:

@@ -119,7 +119,7 @@ def _advice(config: Config, source: Config, stated: Estimate, best: Estimate | N
         return (Diagnostic(
             "HP610",
             f"The stated strategy ({strategy.short()}) needs {gib(stated.peak_memory_gib)} on stage "
-            f"{stage}, above the {gib(stated.budget_gib)} budget; {best.strategy.short()} fits at "
+            f"{stage}, above the {gib(stated.budget_gib)} budget; {best.short()} fits at "
             f"{gib(best.peak_memory_gib)}.",
             rng, path, file=file,
             data={"peak_gib": stated.peak_memory_gib, "budget_gib": stated.budget_gib,
@@ -129,7 +129,7 @@ def _advice(config: Config, source: Config, stated: Estimate, best: Estimate | N
         return ()
     return (Diagnostic(
         "HP611",
-        f"A plan {g.ratio:.2f}× faster fits: {best.strategy.short()} trains {best.tokens_per_s:,.0f} tokens/s "
+        f"A plan {g.ratio:.2f}× faster fits: {best.short()} trains {best.tokens_per_s:,.0f} tokens/s "
         f"({best.step_time_s:.3g} s per step, MFU {best.mfu:.0%}, {gib(best.peak_memory_gib)}) against "
         f"{stated.tokens_per_s:,.0f} tokens/s ({stated.step_time_s:.3g} s per step) for the stated "
         f"{strategy.short()}.{g.batch_note()}",

@@ -7,7 +7,9 @@ from __future__ import annotations
 import itertools
 import math
 
+from engine.catalog.frameworks import effective_layout
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
+from engine.specs import PipelineLayout
 from engine.validate import cp_pays
 from engine.validate.context import Ctx, Declared, nearest
 
@@ -109,17 +111,22 @@ def _pp(ctx: Ctx) -> None:
         return
     vpp = ctx.fixed.get("vpp")
     v = vpp.value if vpp is not None else 1
-    layers = m.num_layers + m.mtp_depth
+    lay = effective_layout(ctx.config.run)
+    # Megatron-Core counts the embedding and the loss as layers of the split when asked (PipelineLayout):
+    # a chunk may then hold only the embedding or only the loss, so they count as splittable here.
+    extra = int(lay.embedding_in_split) + int(lay.loss_in_split)
+    layers = m.num_layers + m.mtp_depth + extra
     bound = layers // max(v, 1)
     candidates: list[Declared] = list(ctx.declared.get("pp", []))
     search = ctx.resolved.search
     if search is not None and search.pp_degree is not None:
         loc = search.pp_degree.val.loc
         candidates += [Declared(x, loc, "pp_config.pp_degree") for x in search.pp_degree.values]
+    what_layers = f"{m.num_layers + m.mtp_depth} layers + {' + '.join(_accounted(lay))}" if extra else \
+        f"the number of splittable layers ({layers})"
     for d in candidates:
         if d.value > 1 and d.value > bound:
-            what = f"the number of splittable layers ({layers})" if v <= 1 else \
-                f"layers / vpp = {layers} / {v} = {bound}"
+            what = what_layers if v <= 1 else f"{'(' + what_layers + ')' if extra else 'layers'} / vpp = {layers} / {v} = {bound}"
             valid = [p for p in divisors(layers) if p <= bound][:16]
             ctx.emit("HP407", f"pp ({d.value}) exceeds {what}: every stage needs at least one layer"
                      f"{' per virtual chunk' if v > 1 else ''}", d.location, d.path,
@@ -130,10 +137,19 @@ def _pp(ctx: Ctx) -> None:
             ctx.emit("HP416", f"pp_interleave_num / vpp ({vpp.value}) needs pipeline parallelism (pp > 1) to "
                      "interleave anything; set it to 1", vpp.location, vpp.path,
                      data={"nearest_valid": 1, "valid": [1]})
-        elif pp is not None and pp.value > 1 and m.num_layers % (pp.value * vpp.value):
-            ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {pp.value * vpp.value} "
-                     "chunks; the interleaved schedule (Megatron) needs num_layers divisible by pp·vpp",
-                     vpp.location, vpp.path)
+        elif pp is not None and pp.value > 1 and not lay.stated:  # a layout: HP422 (pipeline.py), or no rule
+            chunks = pp.value * vpp.value
+            if m.num_layers % chunks:
+                hint = (" (or count the embedding and loss in the split: account_for_embedding_in_pipeline_split / "
+                        "account_for_loss_in_pipeline_split, as Llama 3 405B did)"
+                        if (m.num_layers + 2) % chunks == 0 else "")
+                ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {chunks} chunks; the "
+                         f"interleaved schedule (Megatron) needs num_layers divisible by pp·vpp{hint}", vpp.location,
+                         vpp.path)
+
+
+def _accounted(lay: PipelineLayout) -> list[str]:
+    return [n for n, on in (("embedding", lay.embedding_in_split), ("loss", lay.loss_in_split)) if on]
 
 
 def _fixed_in_list(ctx: Ctx) -> None:

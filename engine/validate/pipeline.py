@@ -3,6 +3,7 @@ recompute ranges of a train.yaml (docs/formats.md §1 `activation_checkpoint.lay
 
 from __future__ import annotations
 
+from engine.config.layout import layout_paths
 from engine.config.reader import Val
 from engine.document import Map, Scalar, Seq, find
 from engine.validate.context import Ctx
@@ -15,6 +16,7 @@ def check(ctx: Ctx) -> None:
     layers = m.num_layers
     _partition(ctx, layers)
     _offsets(ctx, layers)
+    _layout(ctx, layers)
     _recompute_ids(ctx, layers)
     _train_layer_ranges(ctx, layers)
 
@@ -98,6 +100,29 @@ def _offsets(ctx: Ctx, layers: int) -> None:
     if abs(lo) >= layers or abs(hi) >= layers:
         ctx.emit("HP420", f"layer_offset_range ({lo}, {hi}) exceeds num_layers ({layers})", _loc(ctx, node),
                  "pp_config.layer_offset_range")
+
+
+def _layout(ctx: Ctx, layers: int) -> None:
+    """A stated layout (offsets, first/last-stage layers, embedding/loss in the split) against the fixed pp and
+    vpp: what the framework would refuse (engine.cost.layout.chunk_layers) is an error at the layout key."""
+    lay = ctx.config.run.pipeline_layout
+    pp, vpp = ctx.fixed.get("pp"), ctx.fixed.get("vpp")
+    if not lay.stated or pp is None or pp.value < 1:
+        return
+    p = pp.value
+    v = vpp.value if vpp is not None and vpp.value > 1 and p > 1 else 1
+    if p == 1 and not lay.offset:
+        return
+    m = ctx.model
+    from engine.cost.layout import LayoutError, chunk_layers  # numpy only where a layout is stated
+
+    try:
+        chunk_layers(layers, m.mtp_depth if m is not None else 0, p, v, lay)
+    except LayoutError as exc:
+        key = next((k for k in layout_paths(lay) if k in ctx.config.locations), None)
+        loc = ctx.config.locations.get(key) if key is not None else None
+        ctx.emit("HP422", f"pipeline layout for pp {p}" + (f" × vpp {v}" if v > 1 else "") + f": {exc}",
+                 loc, key or "pp_config")
 
 
 def _recompute_ids(ctx: Ctx, layers: int) -> None:

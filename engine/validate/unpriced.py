@@ -78,8 +78,6 @@ _ALL = frozenset({S, A, L})
 _TRAIN = frozenset({A, L})
 _SEARCH, _AUTO, _LEGACY = frozenset({S}), frozenset({A}), frozenset({L})
 _STACK = "a per-layer stack (layer groups, op vectors, Gated DeltaNet linear attention) is priced as uniform decoder layers"
-_OFFSET = ("per-stage layer offsets: hp-plan spreads the layers evenly over the stages, the remainder on the later "
-           "ones")
 _WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
 _STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
                     "mode on every layer; activation_checkpoint.layers states a per-layer plan")
@@ -92,7 +90,6 @@ _CENSUS = "a measured census of the model is not read: the formulas price it"
 _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("softmax_compute_type", "the softmax is priced at the compute width (flash attention keeps no score matrix)",
      _always),
-    ("offset", _OFFSET, _meaningful),
     ("recompute_slice_activation", _SLICE, _meaningful),
     ("multiple_of", _WIDTH, _no_width),
     ("ffn_dim_multiplier", _WIDTH, _no_width),

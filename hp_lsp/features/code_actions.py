@@ -119,12 +119,12 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
         return None, "no strategy fits the budget"
     own = path is None or path == state.path
     if own and outcome.text == text and outcome.edits is not None:
-        return outcome.edits, best.strategy.short()
-    res = strategy_edits(text, best.strategy, path=path or state.path)
+        return outcome.edits, best.short()
+    res = strategy_edits(text, best.strategy, path=path or state.path, layout=best.pipeline_layout)
     edits, error = normalise(res)
     if edits is None:
         return None, error or "cannot write the strategy"
-    return tuple(edits), best.strategy.short()
+    return tuple(edits), best.short()
 
 
 def apply_target(state: DocState) -> str | None:

@@ -44,10 +44,10 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
             figures = (f"{best.peak_memory_gib:.1f} GiB · {best.step_time_s:.2f} s/step · MFU {best.mfu:.0%} · "
                        f"{best.framework} on {best.device}{'' if best.calibrated_framework else ', uncalibrated'}")
             if apply_target(state) is not None:
-                out.append(Lens(rng, f"Best: {best.strategy.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,
+                out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,
                                 (state.uri,)))
             else:
-                out.append(Lens(rng, f"Best: {best.strategy.short()} — {figures}{stale}", ""))
+                out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale}", ""))
     elif state.searching:
         out.append(Lens(rng, "Searching for the best strategy…", ""))
     stated = state.stated

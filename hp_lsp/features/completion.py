@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from lsprotocol import types
 
 from engine.catalog.devices import device_names
+from engine.config.layout import LAYOUT_BOOLS
 from engine.config.model import BOOL_FIELDS, GATED_ACTS, PLAIN_ACTS
 from engine.config.schema import SEARCH, SEARCH_DIMENSION_KEYS, TRAIN_AUTOMODELS, TRAIN_LEGACY, Section
 from engine.config.search import RECOMPUTE_REQUESTS, SCHEDULES
@@ -44,7 +45,8 @@ _BOOL = {"true": "true", "false": "false"}
 BOOLEAN_KEYS = frozenset(BOOL_FIELDS | set(OVERLAP_KEYS) | {"sequence_parallel", "reshard_after_forward",
                                                               "use_seq_parallel", "enable_parallel_optimizer",
                                                               "compile", "fp8", "loss_parallel", "enabled",
-                                                              "master_weights"})
+                                                              "master_weights", "offload"}
+                           | set(LAYOUT_BOOLS))
 # key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
 # exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).
 ENUMS: dict[str, dict[str, str]] = {

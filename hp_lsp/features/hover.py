@@ -67,7 +67,7 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
         + row(MFU_LABEL, lambda e: f"{e.mfu:.0%} (causal {e.causal_mfu:.0%})")
     )
     return head + body + (f"\nstated plan per stage (GiB): {_stages(stated)}\n" if stated and _stages(stated) else "") \
-        + (f"\nbest: `{best.strategy.short()}`\n" if best else "") \
+        + (f"\nbest: `{best.short()}`\n" if best else "") \
         + f"\npriced for {cols[0][1].priced_for}\n" \
         + ("\n*best plan from an earlier version; save to refresh*\n" if stale else "")
 
@@ -129,6 +129,7 @@ def device_hover(name: str) -> str | None:
         f"**{dev.name}**: **{dev.memory_gib:.0f} GiB**, {dev.peak_tflops:.0f} TFLOP/s dense BF16\n\n"
         f"HBM {dev.hbm_tb_s:.2f} TB/s · intra-node {dev.intra_node_gb_s:.0f} GB/s · "
         f"inter-node {dev.inter_node_gb_s:.0f} GB/s · {dev.cards_per_node} per node"
+        + (f" · host link {dev.host_link_gb_s:.1f} GB/s (offload)" if dev.host_link_gb_s > 0 else "")
         + (f"\n\n{dev.notes}" if dev.notes else "")
         + (f"\n\n{unconfirmed_note(dev)}" if unconfirmed_note(dev) else "")
     )

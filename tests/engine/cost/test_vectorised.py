@@ -9,7 +9,7 @@ import pytest
 from engine.cost import CandidateTable, estimate, plan_from_layer_modes, plan_layer_modes, price_table
 from engine.cost.layout import layer_stage
 from engine.results import MEMORY_TERMS, TIME_TERMS
-from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import DSV3, LLAMA70B, cluster
 
 
@@ -29,6 +29,8 @@ def random_rows(model: ModelSpec, world: int, n: int, seed: int) -> CandidateTab
     )
 
 
+LAYOUTS = {"even": PipelineLayout(), "embedding+loss": PipelineLayout(embedding_in_split=True, loss_in_split=True),
+           "first/last": PipelineLayout(first_stage_layers=8, last_stage_layers=8)}
 # The memory-as-trained facts (issue 11) in the same contract: recompute modules, TransformerEngine FP8 saved
 # inputs and the fused loss (megatron on H100); FSDP2's states, PP-unsharded weights and gradients, the
 # vocabulary-parallel loss (torchtitan).
@@ -41,6 +43,17 @@ RUNS = [(RunOptions(cp_algo="ring"), "A100"),
 @pytest.mark.parametrize("model", [LLAMA70B, DSV3])
 @pytest.mark.parametrize(("run", "device"), RUNS)
 def test_vectorised_equals_one_by_one(model: ModelSpec, run: RunOptions, device: str) -> None:
+    _table_equals_one_by_one(model, run, device)
+
+
+@pytest.mark.parametrize("layout", [k for k in LAYOUTS if k != "even"])
+@pytest.mark.parametrize("model", [LLAMA70B, DSV3])
+def test_vectorised_equals_one_by_one_under_a_stated_layout(model: ModelSpec, layout: str) -> None:
+    """A stated pipeline layout (engine.cost.layout) applies to some rows' pp·vpp and not to others."""
+    _table_equals_one_by_one(model, RunOptions(cp_algo="ring", pipeline_layout=LAYOUTS[layout]), "A100")
+
+
+def _table_equals_one_by_one(model: ModelSpec, run: RunOptions, device: str) -> None:
     cl = cluster(32, device)
     table = random_rows(model, cl.world_size, 60, seed=1)
     pr = price_table(model, cl, run, table, 76.0)

@@ -4,13 +4,14 @@ progress and cancellation."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from itertools import product
 
 import numpy as np
 import pytest
 
 from engine.cost import estimate
-from engine.search import search
+from engine.search import ACCOUNTED, _accounting_pps, search
 from engine.search.equivalence import EQUIVALENCE_BAND, complexity, rank_equivalent, tight
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
 from tests.engine.search.reference import loop_space
@@ -21,22 +22,38 @@ MODES = {"none": ("off",), "selective": ("selective",), "full": ("full",), "auto
 
 def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
     """Price every candidate of the plain-loop space one by one through estimate; the best as the search
-    ranks (engine.search.equivalence: the simplest plan within the error band of the fastest)."""
+    ranks (engine.search.equivalence: the simplest plan within the error band of the fastest). Where the
+    framework offers the embedding and loss in the pipeline split and the search looks at it (Megatron-Core;
+    engine.search._accounting_pps), every candidate with those pp whose pp·vpp divides the layers + 2 is priced
+    under that layout too and ranked with the rest."""
     restrict = {k: (None if d.state in ("auto", "absent") else d.values) for k, d in cfg.dimensions.items()}
-    fitting = []
+    fitting: list = []
+    n = _price_loop(cfg, cfg.model, cfg.run, restrict, modes, fitting, None)
+    pps = _accounting_pps(cfg)
+    if pps:
+        slots = cfg.model.num_layers + 2  # the candidates of the split with the embedding and loss in it
+        run = replace(cfg.run, pipeline_layout=ACCOUNTED)
+        n += _price_loop(cfg, replace(cfg.model, num_layers=slots), run, restrict, modes, fitting,
+                         lambda pp, vpp: pp in pps and slots % (pp * vpp) == 0)
+    ranked = rank_equivalent(fitting).estimates
+    return (ranked[0] if ranked else None), n
+
+
+def _price_loop(cfg, space_model, run, restrict, modes, fitting, keep) -> int:  # type: ignore[no-untyped-def]
     n = 0
-    for tp, pp, cp, dp, mbs, mbn, fsdp, etp, ep, vpp, sp in sorted(loop_space(cfg.model, cfg.cluster,
+    for tp, pp, cp, dp, mbs, mbn, fsdp, etp, ep, vpp, sp in sorted(loop_space(space_model, cfg.cluster,
                                                                                 cfg.global_batch_size, restrict)):
+        if keep is not None and not keep(pp, vpp):
+            continue
         for mode in modes:
             s = Strategy(dp=dp, dp_shard=fsdp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs,
                          micro_batch_num=mbn, sequence_parallel=bool(sp), recompute=RecomputePlan(mode),
                          pipeline_schedule="interleaved" if vpp > 1 else "1F1B")
-            e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib)
+            e = estimate(cfg.model, cfg.cluster, run, s, cfg.budget_gib)
             n += 1
             if e.fits:
-                fitting.append(e)
-    ranked = rank_equivalent(fitting).estimates
-    return (ranked[0] if ranked else None), n
+                fitting.append(e if keep is None else replace(e, pipeline_layout=ACCOUNTED))
+    return n
 
 
 @pytest.mark.parametrize(("model", "recompute", "kw"), [

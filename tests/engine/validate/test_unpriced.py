@@ -67,7 +67,8 @@ def test_search_config_model_run_keys(tmp_path: Path) -> None:
             " softmax_compute_type: float32, recompute_slice_activation: true, param_init_type: float32}\n"
             "cluster: {num_nodes: 1, device_type: A2}\n")
     got = flagged(tmp_path, text, "s.yaml")
-    assert set(got) == {"model.offset", "model.softmax_compute_type", "model.recompute_slice_activation"}
+    # offsets are priced now (engine.cost.layout): read, not flagged
+    assert set(got) == {"model.softmax_compute_type", "model.recompute_slice_activation"}
     zeros = flagged(tmp_path, text.replace("offset: [1, -1]", "offset: 0").replace(
         "recompute_slice_activation: true", "recompute_slice_activation: false"), "z.yaml")
     assert set(zeros) == {"model.softmax_compute_type"}

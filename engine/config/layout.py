@@ -1,0 +1,113 @@
+"""Reading a stated pipeline layout (engine.specs.PipelineLayout) from the keys the frameworks read.
+
+Megatron-Core's TransformerConfig names (`account_for_embedding_in_pipeline_split`,
+`account_for_loss_in_pipeline_split`, `num_layers_in_first_pipeline_stage`, `num_layers_in_last_pipeline_stage`;
+Megatron-LM's `decoder_first_pipeline_num_layers` / `decoder_last_pipeline_num_layers` spell the last two) and
+HyperParallel's execution-spec keys (`offset`, `emb_out_in_offset`, `mtp_in_offset`; [HP] §2.8, §6.7) are read
+in a search config's `pp_config`, a train.yaml's `accelerator`, and (`offset`, as HyperParallel's recipes write
+it) in `model` / `model.config_overrides`. Each value is kept with its position so diagnostics land on it.
+"""
+
+from __future__ import annotations
+
+from engine.config.reader import Source, Val
+from engine.document import Map, Scalar, Seq
+from engine.specs import PipelineLayout
+
+LAYOUT_BOOLS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "emb_out_in_offset",
+                "mtp_in_offset")
+LAYOUT_INTS = {"num_layers_in_first_pipeline_stage": "num_layers_in_first_pipeline_stage",
+               "num_layers_in_last_pipeline_stage": "num_layers_in_last_pipeline_stage",
+               "decoder_first_pipeline_num_layers": "num_layers_in_first_pipeline_stage",
+               "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage"}
+LAYOUT_KEYS = (*LAYOUT_BOOLS, *LAYOUT_INTS, "offset")
+# Which keys state each kind of layout (engine.cost.layout.chunk_layers tries them in this order): a refusal is
+# reported at the key of the kind that was priced.
+_KIND_KEYS = {
+    "offset": ("offset", "emb_out_in_offset", "mtp_in_offset"),
+    "stages": ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+               "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"),
+    "split": ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "emb_out_in_offset"),
+}
+
+
+def layout_paths(lay: PipelineLayout) -> tuple[str, ...]:
+    """The dotted paths that may state the kind of layout `lay` prices, most specific first (a search config's
+    pp_config, a train.yaml's accelerator, then the model sections that hold HyperParallel's offset)."""
+    kind = "offset" if lay.offset else "stages" if lay.first_stage_layers or lay.last_stage_layers else "split"
+    keys = _KIND_KEYS[kind]
+    paths = [f"{sec}.{k}" for sec in ("pp_config", "accelerator") for k in keys]
+    if kind == "offset":
+        paths[1:1] = ["model.offset", "model.config_overrides.offset"]
+    return tuple(paths)
+
+
+def read_layout(src: Source, section: Map | None, prefix: str, into: dict[str, Val]) -> None:
+    """The layout keys of `section` into `into` (canonical name -> Val); bad values get a positioned
+    diagnostic and are left out."""
+    for key in LAYOUT_BOOLS:
+        v = src.bool_(section, key, f"{prefix}.{key}")
+        if v is not None:
+            into[key] = v
+    for key, canon in LAYOUT_INTS.items():
+        v = src.int_(section, key, f"{prefix}.{key}")
+        if v is not None:
+            into[canon] = v
+    off = read_offset(src, section, f"{prefix}.offset")
+    if off is not None:
+        into["offset"] = off
+
+
+def read_offset(src: Source, section: Map | None, dotted: str) -> Val | None:
+    """HyperParallel's `offset`: 0, a list with one integer per stage, or a list of per-chunk lists. The Val's
+    value is the normalised tuple of per-stage tuples (empty for 0: nothing stated)."""
+    v = src.val(section, dotted.rsplit(".", 1)[-1], dotted)
+    if v is None:
+        return None
+    node = v.value
+    if isinstance(node, int) and not isinstance(node, bool):
+        if node:
+            src.diag("HP112", f"{dotted} = {node}: a single offset for every stage is not priced (give one entry per "
+                     "pipeline stage)", v.loc.value, dotted)
+        return None
+    rows: list[tuple[int, ...]] = []
+    items = node.items if isinstance(node, Seq) else None
+    for item in items or ():
+        if isinstance(item, Scalar) and _is_int(item.value):
+            rows.append((int(item.value),))
+        elif isinstance(item, Seq) and item.items and all(isinstance(i, Scalar) and _is_int(i.value)
+                                                           for i in item.items):
+            rows.append(tuple(int(i.value) for i in item.items if isinstance(i, Scalar)))
+        else:
+            items = None
+            break
+    if items is None:
+        src.diag("HP103", f"{dotted} must be a list with one integer (or one list of integers per virtual chunk) per "
+                 "pipeline stage", v.loc.value, dotted)
+        return None
+    if not any(any(r) for r in rows):
+        return None
+    return Val(tuple(rows), v.path, v.loc)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def layout_of(vals: dict[str, Val]) -> PipelineLayout:
+    """The PipelineLayout the read keys state (HyperParallel's emb_out_in_offset accounts both the embedding and
+    the output)."""
+    def flag(k: str) -> bool:
+        return k in vals and bool(vals[k].value)
+
+    emb_out = flag("emb_out_in_offset")
+    return PipelineLayout(
+        embedding_in_split=flag("account_for_embedding_in_pipeline_split") or emb_out,
+        loss_in_split=flag("account_for_loss_in_pipeline_split") or emb_out,
+        first_stage_layers=int(vals["num_layers_in_first_pipeline_stage"].value)
+        if "num_layers_in_first_pipeline_stage" in vals else 0,
+        last_stage_layers=int(vals["num_layers_in_last_pipeline_stage"].value)
+        if "num_layers_in_last_pipeline_stage" in vals else 0,
+        offset=tuple(vals["offset"].value) if "offset" in vals else (),
+        mtp_in_offset=flag("mtp_in_offset"),
+    )

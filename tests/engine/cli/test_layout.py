@@ -1,0 +1,145 @@
+"""The pipeline layout as run, end to end through `hp-plan` (check, estimate, search, explain) on Llama 3.1 405B
+with Meta's layout (examples/llama3-405b: 126 layers + embedding + loss over 16 stages × 8 chunks), Megatron's
+first/last-stage layer counts and HyperParallel's offsets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.support.cli import ROOT, hp_plan
+
+EX = ROOT / "examples" / "llama3-405b"
+SEARCH = str(EX / "search.yaml")
+ACCOUNTING = ("  account_for_embedding_in_pipeline_split: true   # Megatron-Core's names for Meta's layout\n"
+              "  account_for_loss_in_pipeline_split: true\n")
+
+
+def _json(*args: str, code: int = 0) -> dict[str, Any]:
+    r = hp_plan(*args, "--json")
+    assert "Traceback" not in r.stdout + r.stderr
+    assert r.returncode == code, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _copy(tmp_path: Path, train: str, framework: str = "megatron") -> str:
+    (tmp_path / "train.yaml").write_text(train)
+    search = (EX / "search.yaml").read_text()
+    assert "framework: megatron" in search
+    (tmp_path / "search.yaml").write_text(search.replace("framework: megatron", f"framework: {framework}"))
+    return str(tmp_path / "search.yaml")
+
+
+def test_meta_layout_fits_where_vpp_8_was_refused(tmp_path: Path) -> None:
+    est = _json("estimate", SEARCH)
+    assert est["verdict"] == "fits" and est["strategy"]["vpp"] == 8
+    assert 74.0 < est["peak_memory_gib"] < 78.0  # 75.8 GiB on stage 1 (8 layers, 16 micro-batches in flight)
+    assert not [d for d in est["diagnostics"] if d["code"] in ("HP407", "HP416", "HP505", "HP422")]
+    # The same run without the accounting keys under Megatron (whose default split is even): 126 layers cannot
+    # fill 128 chunks, refused as before, and HP416 says which keys would make it split.
+    train = (EX / "train.yaml").read_text()
+    assert ACCOUNTING in train
+    plain = _copy(tmp_path, train.replace(ACCOUNTING, ""), "megatron")
+    r = hp_plan("check", plain)
+    assert r.returncode == 1
+    assert "HP407" in r.stdout and "HP416" in r.stdout and "account_for_embedding_in_pipeline_split" in r.stdout
+    # torchtitan's own split counts the embedding and the output as layers (its first/last_stage_less_layers
+    # default to 1): the same file without the keys is the same plan (which does not fit there: torchtitan's
+    # pipeline keeps the gradients unsharded until the last micro-batch).
+    (tmp_path / "tt").mkdir()
+    (tmp_path / "tk").mkdir()
+    same = _json("estimate", _copy(tmp_path / "tt", train.replace(ACCOUNTING, ""), "torchtitan"), code=1)
+    keyed = _json("estimate", _copy(tmp_path / "tk", train, "torchtitan"), code=1)
+    assert same["stage_memory_gib"] == keyed["stage_memory_gib"] and same["step_time_s"] == keyed["step_time_s"]
+
+
+def test_search_keeps_the_layout_and_finds_the_run(tmp_path: Path) -> None:
+    doc = _json("search", SEARCH)
+    assert doc["best"]["strategy"]["vpp"] == 8 and doc["best"]["verdict"] == "fits"
+    assert doc["best"]["peak_memory_gib"] == _json("estimate", SEARCH)["peak_memory_gib"]
+
+
+def test_explain_shows_the_embedding_and_loss_chunks() -> None:
+    doc = _json("explain", SEARCH)
+    stages = doc["stages"]
+    assert len(stages) == 16 and [s["layers"] for s in stages] == [7] + [8] * 14 + [7]
+    first, last = stages[0]["chunks"][0], stages[15]["chunks"][7]
+    assert first == {**first, "layers": 0, "embedding": True, "loss": False}
+    assert last == {**last, "layers": 0, "embedding": False, "loss": True}
+    assert all(c["layers"] == 1 for s in stages for c in s["chunks"] if not (c["embedding"] or c["loss"]))
+    # all-warm-up (16 micro-batches = pp): every chunk of stage 1 holds 16
+    assert [c["in_flight"] for c in stages[1]["chunks"]] == [16.0] * 8
+    text = hp_plan("explain", SEARCH).stdout
+    assert "7 (E|1|1|1|1|1|1|1)" in text and "7 (1|1|1|1|1|1|1|L)" in text
+
+
+def test_a_layout_megatron_refuses_is_an_error_at_its_key(tmp_path: Path) -> None:
+    train = (EX / "train.yaml").read_text().replace("pp_interleave_num: 8", "pp_interleave_num: 6")
+    r = hp_plan("check", _copy(tmp_path, train, "megatron"))
+    assert r.returncode == 1
+    line = next(x for x in r.stdout.splitlines() if "HP422" in x)
+    assert "train.yaml:" in line and "128 do not split evenly into pp·vpp = 96" in line
+
+
+def test_first_and_last_stage_counts_in_a_search_config(tmp_path: Path) -> None:
+    text = (EX / "search.yaml").read_text().replace("./train.yaml", str(EX / "train.yaml"))
+    text += ("parallelism: {vpp: 1}\npp_config:\n  pipeline_schedule: 1F1B\n  account_for_embedding_in_pipeline_split: "
+             "false\n  account_for_loss_in_pipeline_split: false\n  num_layers_in_first_pipeline_stage: 6\n"
+             "  num_layers_in_last_pipeline_stage: 8\n")
+    (tmp_path / "s.yaml").write_text(text)
+    doc = _json("explain", str(tmp_path / "s.yaml"))
+    assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
+    assert doc["stages"][0]["chunks"] == [{"chunk": 0, "layers": 6, "embedding": True, "loss": False,
+                                           "in_flight": 16.0}]
+
+
+def test_hyperparallel_offsets_in_the_model_section(tmp_path: Path) -> None:
+    text = (EX / "search.yaml").read_text().replace("./train.yaml", str(EX / "train.yaml"))
+    text += ("parallelism: {vpp: 1}\npp_config:\n  pipeline_schedule: 1F1B\n  account_for_embedding_in_pipeline_split: "
+             "false\n  account_for_loss_in_pipeline_split: false\n"
+             "model:\n  offset: [-2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n")
+    (tmp_path / "s.yaml").write_text(text)
+    # ⌊126/16⌋ = 7 per stage: the offsets must place the 14 others; these place none (-2 + 0): refused
+    r = hp_plan("check", str(tmp_path / "s.yaml"))
+    assert r.returncode == 1
+    line = next(x for x in r.stdout.splitlines() if "HP422" in x)
+    offset_line = text.splitlines().index("  offset: [-2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]") + 1
+    assert line.startswith(f"{tmp_path / 's.yaml'}:{offset_line}:11:") and "place 110 of L_eff = 126" in line
+    (tmp_path / "s.yaml").write_text(text.replace("[-2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]",
+                                                  "[-1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"))
+    doc = _json("explain", str(tmp_path / "s.yaml"))
+    assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
+
+
+def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes_it(tmp_path: Path) -> None:
+    """No layout stated, Megatron: vpp 8 over 16 stages exists only with the embedding and loss in the split; the
+    search prices the plans with pp > 1 under that layout too, keeps the faster, says so (HP613), and apply
+    writes Megatron-Core's keys, which read back as the plan."""
+    train = (EX / "train.yaml").read_text().replace(ACCOUNTING, "")
+    path = _copy(tmp_path, train, "megatron")
+    with open(path, "a") as f:  # pp and vpp searched: the stated vpp 8 needs the accounting (HP407 without it)
+        f.write("parallelism: {pp: auto, vpp: [8], micro_batch_num: auto}\n")
+    doc = _json("search", path)
+    best = doc["best"]
+    assert best["strategy"]["pp"] == 16 and best["strategy"]["vpp"] == 8
+    assert best["pipeline_layout"]["embedding_in_split"] and best["pipeline_layout"]["loss_in_split"]
+    assert any(d["code"] == "HP613" for d in doc["diagnostics"])
+    assert "best: dp 16 · tp 8 · pp 16 · vpp 8 · fsdp 16 · mbs 1 · sp · rc off · emb+loss in pp split" in \
+        hp_plan("search", path).stdout
+    r = hp_plan("apply", path, "--in-place")
+    assert r.returncode == 0, r.stdout + r.stderr
+    written = (tmp_path / "train.yaml").read_text()
+    assert "account_for_embedding_in_pipeline_split: true" in written
+    assert "account_for_loss_in_pipeline_split: true" in written
+    text = Path(path).read_text()
+    Path(path).write_text(text.replace("parallelism: {pp: auto, vpp: [8], micro_batch_num: auto}\n", ""))
+    est = _json("estimate", path)  # the written train.yaml alone states the plan, layout included
+    assert est["strategy"] == best["strategy"] and est["peak_memory_gib"] == best["peak_memory_gib"]
+    assert est["step_time_s"] == best["step_time_s"]
+    # torchtitan's own split already counts them: nothing to choose, nothing said
+    (tmp_path / "tt2").mkdir()
+    tt = _json("search", _copy(tmp_path / "tt2", train, "torchtitan"), code=1)  # over the budget there
+    assert tt["evaluated"] == 1 and not any(d["code"] == "HP613" for d in tt["diagnostics"])

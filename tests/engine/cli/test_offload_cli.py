@@ -1,0 +1,147 @@
+"""`offload` end to end through `hp-plan` ([HP] §8.6): where offload wins (Llama-3.1-8B at 32k tokens on 8 H100s,
+memory-tight), where it does not (no memory pressure; a host link too slow to hide the copies), the refusal, and
+`hp-plan apply` writing the trainer plan (offloaded layers off) that reads back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.cli import hp_plan
+
+TRAIN = """\
+model:
+  name: llama3-8b
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+  torch_dtype: bfloat16
+training:
+  global_batch_size: 64
+  micro_batch_size: 1
+accelerator:
+  tp_size: 1
+  pp_size: 4
+  cp_size: 1
+dataset:
+  data_transform:
+    max_seq_len: 32768
+"""
+
+SEARCH = """\
+train_yaml: ./train.yaml
+cluster: {{num_nodes: 1, cards_per_node: 8, device_type: H100}}
+parallelism: {{tp: [1, 2, 4, 8], pp: auto, cp: 1, ep: 1, vpp: 1, micro_batch_size: 1}}
+constraint: {{global_batch_size: 64, memory_limit_gb: {memory}}}
+recompute: {recompute}
+{offload}
+"""
+
+
+def _folder(tmp_path: Path, *, offload: str = "offload: true", memory: int = 76, recompute: str = "per_layer",
+            seq: int = 32768) -> Path:
+    (tmp_path / "train.yaml").write_text(TRAIN.replace("32768", str(seq)))
+    path = tmp_path / "search.yaml"
+    path.write_text(SEARCH.format(offload=offload, memory=memory, recompute=recompute))
+    return path
+
+
+def _best(path: Path) -> dict:
+    r = hp_plan("search", str(path), "--json", "--top", "3")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["best"]
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    """(the best with offload, the best without) under a 76 GiB budget at 32k tokens."""
+    on = _best(_folder(tmp_path_factory.mktemp("on")))
+    off = _best(_folder(tmp_path_factory.mktemp("off"), offload="offload: false"))
+    return on, off
+
+
+def test_offload_wins_where_memory_is_tight(tight: tuple[dict, dict]) -> None:
+    on, off = tight
+    layers = on["strategy"]["recompute"]["layers"]
+    offloaded = [k for k, v in layers.items() if v == "offload"]
+    assert offloaded and offloaded[0].startswith("0")  # a stage's first layers
+    assert set(on["offloaded_gib"]) == set(offloaded) and all(v > 0 for v in on["offloaded_gib"].values())
+    assert on["fits"] and on["peak_memory_gib"] <= 76.0
+    # faster than the best plan without offload (measured: 68.4 s -> 58.5 s a step)
+    assert on["step_time_s"] < 0.95 * off["step_time_s"]
+    assert "offloaded_gib" not in off and "offload" not in json.dumps(off["strategy"])
+
+
+def test_offload_lets_candidates_fit_that_no_recompute_mode_fits(tmp_path: Path) -> None:
+    """At 72 GiB full recompute on every layer leaves some candidates over the budget; offload (which holds less
+    than full recompute: one layer in transit) fits one more (measured: 4 fit with offload, 3 without)."""
+    def run(offload: str, sub: str) -> dict:
+        (tmp_path / sub).mkdir()
+        r = hp_plan("search", str(_folder(tmp_path / sub, memory=72, offload=offload)), "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    on, off = run("offload: true", "on"), run("offload: false", "off")
+    assert on["evaluated"] == off["evaluated"]
+    assert on["feasible"] > off["feasible"]
+    assert on["best"]["step_time_s"] < off["best"]["step_time_s"] and on["best"]["peak_memory_gib"] <= 72.0
+
+
+def test_the_text_says_the_plan(tmp_path: Path) -> None:
+    r = hp_plan("search", str(_folder(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    assert "Offloaded to the host, priced as offload should run: layers 0-" in r.stdout
+    assert "The trainer runs no offload yet, so the plan it is given keeps them off" in r.stdout
+
+
+def test_no_offload_without_memory_pressure(tmp_path: Path) -> None:
+    """At 4k tokens recompute off fits: offload is never chosen (it is chosen only if faster)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    on = _best(_folder(tmp_path / "a", seq=4096))
+    off = _best(_folder(tmp_path / "b", seq=4096, offload="offload: false"))
+    assert on["strategy"]["recompute"] == "off"
+    assert on["strategy"] == off["strategy"] and on["step_time_s"] == off["step_time_s"]
+    assert "offloaded_gib" not in on
+
+
+def test_no_offload_over_a_link_too_slow_to_hide_the_copies(tmp_path: Path, tight: tuple[dict, dict]) -> None:
+    """At 0.5 GB/s a layer's 2 GiB copy takes seconds, longer than the forward it would hide behind."""
+    slow = _best(_folder(tmp_path, offload="offload: {host_link_gb_s: 0.5}"))
+    assert "offloaded_gib" not in slow
+    assert slow["step_time_s"] == tight[1]["step_time_s"]
+
+
+def test_refused_without_a_per_layer_choice(tmp_path: Path) -> None:
+    r = hp_plan("check", str(_folder(tmp_path, recompute="auto")))
+    assert r.returncode == 1
+    assert "HP431" in r.stdout + r.stderr
+    assert "give the search config recompute: per_layer" in r.stdout + r.stderr
+
+
+def test_apply_writes_the_trainer_plan_and_it_reads_back(tmp_path: Path, tight: tuple[dict, dict]) -> None:
+    path = _folder(tmp_path)
+    r = hp_plan("apply", str(path), "--in-place")
+    assert r.returncode == 0, r.stderr
+    assert "note: Offloaded to the host" in r.stderr
+    written = yaml.safe_load((tmp_path / "train.yaml").read_text())
+    layers = written["activation_checkpoint"].get("layers", {})
+    on = tight[0]["strategy"]["recompute"]
+    # every range but the offloaded ones, as the search chose them; the offloaded ones run off (the mode or "off")
+    want = {k: v for k, v in on["layers"].items() if v != "offload"}
+    assert {str(k): v for k, v in layers.items()} == want
+    assert written["activation_checkpoint"].get("mode", "off") in ("off", on["mode"])
+    # the file now states the trainer plan: pricing it holds the offloaded layers' activations on the device
+    est = hp_plan("estimate", str(tmp_path / "train.yaml"), "--json", "--devices", "8", "--device-type", "H100")
+    assert est.returncode in (0, 1), est.stderr
+    doc = json.loads(est.stdout)
+    rc = doc["strategy"]["recompute"] if "strategy" in doc else doc["estimate"]["strategy"]["recompute"]
+    assert "offload" not in json.dumps(rc)
+
+
+def test_export_says_the_offload_it_cannot_write(tmp_path: Path) -> None:
+    r = hp_plan("export", str(_folder(tmp_path)), "--best", "--to", "megatron")
+    assert r.returncode == 0, r.stderr
+    assert "HP753: recompute.offload: activation offload of layers 0-" in r.stdout + r.stderr
+    assert "offload" not in r.stdout.split("# megatron", 1)[-1]  # no flag claims it

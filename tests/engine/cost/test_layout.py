@@ -1,0 +1,184 @@
+"""The pipeline layout as run (engine.cost.layout): Megatron-Core's embedding/loss accounting and first/last-stage
+layer counts, HyperParallel's offsets, and the micro-batches each chunk keeps in flight under the interleaved
+schedule, checked against a step-by-step replay of Megatron's order; then the priced stages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.cost import CandidateTable, estimate, price_table
+from engine.cost.layout import (
+    LayoutError,
+    chunk_in_flight,
+    chunk_layer_stage,
+    chunk_layers,
+    chunk_type_counts,
+    default_chunks,
+    in_flight,
+    weighted_in_flight,
+)
+from engine.cost.validate import check_strategy
+from engine.specs import ModelSpec, PipelineLayout, RunOptions, Strategy
+from tests.engine.cost.shapes import DSV3, cluster
+
+L405 = ModelSpec(name="llama3.1-405b", num_layers=126, hidden=16384, heads=128, kv_heads=8, vocab=128256,
+                 ffn=53248, seq_len=8192)
+META = PipelineLayout(embedding_in_split=True, loss_in_split=True)
+
+
+def test_meta_layout_puts_the_embedding_and_the_loss_alone_in_their_chunks() -> None:
+    c = chunk_layers(126, 0, 16, 8, META)
+    assert c.shape == (16, 8) and int(c.sum()) == 126
+    assert c[0, 0] == 0 and c[15, 7] == 0  # embedding-only, loss-only chunks
+    assert (np.delete(c.ravel(), [0, 127]) == 1).all()
+    assert chunk_type_counts(c, 126)[:, 0].tolist() == [7] + [8] * 14 + [7]
+
+
+def test_accounting_that_does_not_divide_is_refused() -> None:
+    with pytest.raises(LayoutError, match="128 do not split evenly into pp·vpp = 96"):
+        chunk_layers(126, 0, 16, 6, META)
+    with pytest.raises(LayoutError):  # only the embedding: 127 over 128 chunks
+        chunk_layers(126, 0, 16, 8, PipelineLayout(embedding_in_split=True))
+
+
+def test_megatron_first_and_last_stage_counts() -> None:
+    c = chunk_layers(126, 0, 16, 1, PipelineLayout(first_stage_layers=6, last_stage_layers=8))
+    assert c[:, 0].tolist() == [6] + [8] * 14 + [8]
+    c2 = chunk_layers(126, 0, 16, 2, PipelineLayout(first_stage_layers=6, last_stage_layers=8))
+    assert c2[0].tolist() == [3, 3] and c2[1].tolist() == [4, 4]
+    with pytest.raises(LayoutError, match="do not split evenly over the other 14 stages"):
+        chunk_layers(126, 0, 16, 1, PipelineLayout(first_stage_layers=5, last_stage_layers=8))
+    with pytest.raises(LayoutError, match="divide by vpp 2"):
+        chunk_layers(126, 0, 16, 2, PipelineLayout(first_stage_layers=7, last_stage_layers=7))
+    with pytest.raises(LayoutError, match="together"):
+        chunk_layers(126, 0, 16, 1, PipelineLayout(first_stage_layers=7, embedding_in_split=True))
+
+
+def test_hyperparallel_offsets() -> None:
+    # [HP] §2.7's DeepSeek-V3 recipe: 61 layers + 1 MTP in the offset, 16 stages, offset [1 ×15, -1].
+    lay = PipelineLayout(offset=(*((1,),) * 15, (-1,)), mtp_in_offset=True)
+    c = chunk_layers(61, 1, 16, 1, lay)
+    assert c[:, 0].tolist() == [4] * 15 + [1] and int(c.sum()) == 61
+    # per-chunk offsets under vpp 2 with the embedding and output in the offset: L_eff = 8 + 2 over 4 chunks
+    lay2 = PipelineLayout(embedding_in_split=True, loss_in_split=True, offset=((0, 1), (0, 1)))
+    assert chunk_layers(8, 0, 2, 2, lay2).tolist() == [[1, 3], [2, 2]]
+    with pytest.raises(LayoutError, match="one per pipeline stage"):
+        chunk_layers(61, 1, 8, 1, lay)
+    with pytest.raises(LayoutError, match="place"):
+        chunk_layers(61, 0, 16, 1, PipelineLayout(offset=(*((1,),) * 15, (-1,))))
+
+
+def test_layer_stage_follows_the_interleaved_order() -> None:
+    c = chunk_layers(126, 0, 16, 8, META)
+    st = chunk_layer_stage(c)
+    assert st.shape == (126,)
+    assert st[:3].tolist() == [1, 2, 3]  # layer 0 is on stage 1: stage 0's first chunk is the embedding
+    assert st[-1] == 14  # the last layer is on stage 14: stage 15's last chunk is the loss
+
+
+def _replay(p: int, v: int, m: int, i: int, w: np.ndarray) -> tuple[float, int]:
+    """Megatron's interleaved order on stage i, one op at a time: (most layer-micro-batches held, most
+    chunk-micro-batches held)."""
+    total = m * v
+    warm = min(2 * (p - i - 1) + (v - 1) * p, total)
+    fwd_chunk = [(k % (p * v)) // p for k in range(total)]
+    bwd_chunk = [v - 1 - (k % (p * v)) // p for k in range(total)]
+    held = np.zeros(v)
+    best_w, best_n = 0.0, 0
+    f = b = 0
+    ops = ["F"] * warm + ["F", "B"] * (total - warm) + ["B"] * warm
+    for op in ops:
+        if op == "F":
+            held[fwd_chunk[f]] += 1
+            f += 1
+        else:
+            held[bwd_chunk[b]] -= 1
+            b += 1
+        best_w = max(best_w, float(held @ w))
+        best_n = max(best_n, int(held.sum()))
+    return best_w, best_n
+
+
+@pytest.mark.parametrize(("p", "v", "m"), [(4, 2, 8), (4, 3, 12), (16, 8, 32), (16, 8, 16), (8, 4, 64)])
+def test_chunk_in_flight_is_megatrons_order(p: int, v: int, m: int) -> None:
+    c = chunk_layers(p * v - 2, 0, p, v, META).astype(float)
+    held = chunk_in_flight(p, v, m, c)
+    plain = in_flight(np.array([p]), np.array([v]), np.array([m]), p)[0]
+    for i in range(p):
+        best_w, best_n = _replay(p, v, m, i, c[i])
+        assert float(held[i] @ c[i]) == best_w
+        assert held[i].sum() == best_n == plain[i] * v
+
+
+def test_equal_chunks_keep_the_schedules_count() -> None:
+    for p, v, m in ((4, 2, 8), (8, 5, 16), (16, 8, 16)):
+        got = weighted_in_flight(default_chunks(p * v * 2, p, v), m)
+        np.testing.assert_allclose(got, in_flight(np.array([p]), np.array([v]), np.array([m]), p)[0])
+    assert chunk_in_flight(4, 1, 8, np.ones((4, 1)))[:, 0].tolist() == [4, 3, 2, 1]  # 1F1B: p − i
+
+
+def _meta(layout: PipelineLayout, m: int = 16) -> Strategy:
+    return Strategy(dp=16, dp_shard=16, tp=8, pp=16, vpp=8, micro_batch_num=m, sequence_parallel=True,
+                    pipeline_schedule="interleaved")
+
+
+def test_405b_meta_layout_is_priced_and_fits() -> None:
+    cl = cluster(256, "H100")
+    run = RunOptions(framework="megatron", selective_policy="attention", reshard_after_forward=False,
+                     pipeline_layout=META)
+    e = estimate(L405, cl, run, _meta(META), 80.0)
+    assert e.verdict == "fits" and e.peak_memory_gib < 80.0
+    stages = e.stage_memory_gib
+    assert len(stages) == 16 and stages[0] < stages[1] and stages[15] < stages[1]
+    assert check_strategy(L405, cl, _meta(META), META) == []
+    assert {p.code for p in check_strategy(L405, cl, _meta(META))} == {"HP505"}  # 128 chunks for 126 layers
+
+
+def test_stated_layout_priced_alike_in_a_table_and_alone() -> None:
+    cl = cluster(256, "H100")
+    run = RunOptions(framework="megatron", pipeline_layout=META)
+    rows = [Strategy(dp=2048 // (8 * p), tp=8, pp=p, vpp=v, micro_batch_num=m, sequence_parallel=True,
+                     pipeline_schedule="interleaved" if v > 1 else "1F1B", recompute=_rc(rc))
+            for p, v, m, rc in ((16, 8, 32, "off"), (16, 4, 32, "full"), (8, 1, 16, "selective"), (32, 4, 64, "full"),
+                                (16, 6, 32, "full"))]
+    pr = price_table(L405, cl, run, CandidateTable.from_strategies(rows), 80.0)
+    for i, s in enumerate(rows):
+        e = estimate(L405, cl, run, s, 80.0)
+        assert e.peak_memory_gib == float(pr.peak_gib[i]) and e.step_time_s == float(pr.step_time_s[i])
+    counts = pr.layer_count[:, :, 0]
+    assert counts[0, 0] == 7 and counts[2, 0] == 15 and counts[2, 7] == 15  # (126 + 2) / 8 = 16 per stage
+    # vpp 6: 128 does not divide by 96 chunks, so that row is priced with the even split (the stated plan gets HP422)
+    assert counts[4, :16].tolist() == default_chunks(126, 16, 6).sum(axis=1).tolist()
+    assert [p.code for p in check_strategy(L405, cl, rows[4], META)] == ["HP422"]
+
+
+def _rc(mode: str):  # type: ignore[no-untyped-def]
+    from engine.specs import RecomputePlan
+
+    return RecomputePlan(mode)  # type: ignore[arg-type]
+
+
+def test_mtp_and_moe_types_follow_the_chunks() -> None:
+    lay = PipelineLayout(offset=(*((1,),) * 15, (-1,)), mtp_in_offset=True)
+    c = chunk_layers(DSV3.num_layers, DSV3.mtp_depth, 16, 1, lay)
+    t = chunk_type_counts(c, DSV3.first_k_dense)
+    assert t[0].tolist() == [3, 1] and t[1].tolist() == [0, 4] and int(t.sum()) == 61
+
+
+def test_torchtitans_own_split_counts_the_embedding_and_output() -> None:
+    """torchtitan `generate_llm_fqn_per_model_part` (input/output weight 1): the extra slots go to the first
+    chunks, nothing needs to divide; it is what torchtitan prices when the files state no layout."""
+    from engine.cost.layout import effective_layout
+
+    lay = effective_layout(RunOptions(framework="torchtitan"))
+    assert lay.embedding_in_split and lay.loss_in_split and lay.remainder_first
+    assert not effective_layout(RunOptions(framework="megatron")).stated
+    assert chunk_layers(32, 0, 8, 1, lay)[:, 0].tolist() == [4, 5, 4, 4, 4, 4, 4, 3]
+    assert chunk_layers(126, 0, 16, 8, lay).tolist() == chunk_layers(126, 0, 16, 8, META).tolist()
+    with pytest.raises(LayoutError, match="torchtitan refuses"):
+        chunk_layers(126, 0, 16, 16, lay)  # 128 slots over 256 chunks
+    cl = cluster(256, "H100")
+    s = Strategy(dp=16, tp=8, pp=16, micro_batch_num=16, sequence_parallel=True)
+    tt = price_table(L405, cl, RunOptions(framework="torchtitan"), CandidateTable.from_strategies([s]), 80.0)
+    assert tt.layer_count[0, :16, 0].tolist() == [7] + [8] * 14 + [7]
