@@ -2,11 +2,12 @@
 editor stops the search without publishing a result; the next save searches afresh.
 
 The slowness is the real search, nothing injected: DeepSeek-V3 (examples/deepseek-v3) on 288 nodes of 8 H800
-(2,304 devices, a divisor-rich world size) with a global batch of 4,608, every parallelism dimension `auto`
-and per-layer recompute. Measured on the 2-core team machine: `engine.search.search` takes ~1.3 s for it
-(first progress poll at ~0.1 s, the last cancellable chunk at ~1.1 s), against ~0.4 s for the bundled
-example's 2,048 devices and global batch 4,096. The server shows progress after 200 ms, so a cancel sent on
-`begin` lands with most of the search still to run.
+(2,304 devices, a divisor-rich world size) with a global batch of 4,608, every parallelism dimension `auto`,
+per-layer recompute and, on Megatron, the recompute modules chosen by the search (one search per candidate
+module list). Measured on the 2-core team machine: `hp-plan search` takes ~3.4 s for it, against ~0.5 s without
+the module choice, which a loaded or fast machine could finish before the 200 ms after which the server shows
+progress (the test then waited for a `begin` that never came). A cancel sent on `begin` lands with most of the
+search still to run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pytest_lsp import LanguageClient
 from tests.support.lsp_e2e import SERVER, copy_example, open_doc, start, wait_until
 
 SLOW_SEARCH = """\
-# DeepSeek-V3 on 2,304 H800s, every dimension searched: a search that takes over a second.
+# DeepSeek-V3 on 2,304 H800s, every dimension and the recompute modules searched: a search of seconds.
 train_yaml: ./train.yaml
 
 cluster:
@@ -50,6 +51,10 @@ constraint:
   memory_limit_gb: 76
 
 recompute: per_layer
+recompute_modules: auto
+
+estimator:
+  framework: megatron
 """
 
 
@@ -138,7 +143,7 @@ async def test_cancel_stops_the_search_and_the_next_save_searches_again(
     await asyncio.sleep(0.3)
     assert isinstance(client.progress_reports[token][-1], types.WorkDoneProgressEnd)
     assert not any(t.startswith("Best:") for t in await _lens_titles(client, uri))
-    assert stopped_after < 30.0  # generous: a loaded 2-core machine; the full search alone is ~1.3 s
+    assert stopped_after < 30.0  # generous: a loaded 2-core machine; the full search alone is ~3.4 s
 
     # A later save runs a fresh search (a new token) that completes and publishes its result.
     known = set(client.progress_reports)
