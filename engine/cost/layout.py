@@ -180,11 +180,28 @@ def _uneven_chunks(L: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
 def _offset_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
     """HyperParallel's offsets ([HP] §6.7): ⌊L_eff/(p·v)⌋ + offset per chunk, a per-stage offset on the
     stage's last chunk; the embedding and output (emb_out_in_offset) and the MTP layers (mtp_in_offset)
-    take their places in the first and last chunks."""
+    take their places in the first and last chunks. Offsets that place the MTP layers too, with
+    mtp_in_offset unstated, are read as counting them: upstream's own DeepSeek-V3 search config writes
+    `offset: [1 ×15, -1]` for 61 layers and one MTP layer over pp 16 ([HP] §4), which sums only so."""
     if len(lay.offset) != p:
         raise LayoutError(f"offset has {len(lay.offset)} entries for pp {p}: one per pipeline stage")
-    emb, loss = int(lay.embedding_in_split), int(lay.loss_in_split)
     m = mtp if lay.mtp_in_offset else 0
+    out = _placed_by_offsets(L, m, p, v, lay)
+    if int(out.sum()) != L and m == 0 and mtp > 0:
+        with_mtp = _placed_by_offsets(L, mtp, p, v, lay)
+        if int(with_mtp.sum()) == L and not (with_mtp < 0).any():
+            return with_mtp
+    if (out < 0).any() or int(out.sum()) != L:
+        emb, loss = int(lay.embedding_in_split), int(lay.loss_in_split)
+        eff = L + m + emb + loss
+        raise LayoutError(f"the offsets place {int(out.sum()) + emb + loss + m} of L_eff = {eff} layers "
+                          f"(⌊{eff}/{p * v}⌋ = {eff // (p * v)} per chunk + offset)")
+    return out
+
+
+def _placed_by_offsets(L: int, m: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
+    """(p, v) decoder layers per chunk that the offsets place when m MTP layers are in the split."""
+    emb, loss = int(lay.embedding_in_split), int(lay.loss_in_split)
     eff = L + m + emb + loss
     out = np.full((p, v), eff // (p * v), dtype=np.int64)
     for i, o in enumerate(lay.offset):
@@ -196,9 +213,6 @@ def _offset_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.
             raise LayoutError(f"offset entry {i} has {len(o)} values for vpp {v}: one, or one per chunk")
     out[0, 0] -= emb
     out[p - 1, v - 1] -= loss + m
-    if (out < 0).any() or int(out.sum()) != L:
-        raise LayoutError(f"the offsets place {int(out.sum()) + emb + loss + m} of L_eff = {eff} layers "
-                          f"(⌊{eff}/{p * v}⌋ = {eff // (p * v)} per chunk + offset)")
     return out
 
 

@@ -69,6 +69,17 @@ def test_hyperparallel_offsets() -> None:
         chunk_layers(61, 0, 16, 1, PipelineLayout(offset=(*((1,),) * 15, (-1,))))
 
 
+def test_offsets_that_count_the_mtp_layer_are_read_so_when_unstated() -> None:
+    # Upstream's shipped sapp_nd DeepSeek-V3 config states the offsets and mtp_depth 1 but not mtp_in_offset: its
+    # offsets sum only with the MTP layer counted, and upstream accepts the file (no false HP422).
+    stated = PipelineLayout(offset=(*((1,),) * 15, (-1,)), mtp_in_offset=True)
+    unstated = PipelineLayout(offset=(*((1,),) * 15, (-1,)))
+    assert chunk_layers(61, 1, 16, 1, unstated).tolist() == chunk_layers(61, 1, 16, 1, stated).tolist()
+    # Offsets that place neither count are still refused.
+    with pytest.raises(LayoutError, match="place"):
+        chunk_layers(61, 1, 16, 1, PipelineLayout(offset=((2,), *((1,),) * 14, (-1,))))
+
+
 def test_layer_stage_follows_the_interleaved_order() -> None:
     c = chunk_layers(126, 0, 16, 8, META)
     st = chunk_layer_stage(c)
