@@ -84,12 +84,19 @@ def test_a_layout_megatron_refuses_is_an_error_at_its_key(tmp_path: Path) -> Non
     assert "train.yaml:" in line and "128 do not split evenly into pp·vpp = 96" in line
 
 
-def test_first_and_last_stage_counts_in_a_search_config(tmp_path: Path) -> None:
+def _unaccounted_1f1b_search(tmp_path: Path, extra: str) -> str:
+    """The 405B example's search config at vpp 1 (1F1B), with no embedding or loss in the split, plus `extra`:
+    written to tmp_path/s.yaml; returns its text."""
     text = (EX / "search.yaml").read_text().replace("./train.yaml", str(EX / "train.yaml"))
     text += ("parallelism: {vpp: 1}\npp_config:\n  pipeline_schedule: 1F1B\n  account_for_embedding_in_pipeline_split: "
-             "false\n  account_for_loss_in_pipeline_split: false\n  num_layers_in_first_pipeline_stage: 6\n"
-             "  num_layers_in_last_pipeline_stage: 8\n")
+             "false\n  account_for_loss_in_pipeline_split: false\n" + extra)
     (tmp_path / "s.yaml").write_text(text)
+    return text
+
+
+def test_first_and_last_stage_counts_in_a_search_config(tmp_path: Path) -> None:
+    _unaccounted_1f1b_search(tmp_path, "  num_layers_in_first_pipeline_stage: 6\n"
+                                       "  num_layers_in_last_pipeline_stage: 8\n")
     doc = _json("explain", str(tmp_path / "s.yaml"))
     assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
     assert doc["stages"][0]["chunks"] == [{"chunk": 0, "layers": 6, "embedding": True, "loss": False,
@@ -97,11 +104,7 @@ def test_first_and_last_stage_counts_in_a_search_config(tmp_path: Path) -> None:
 
 
 def test_hyperparallel_offsets_in_the_model_section(tmp_path: Path) -> None:
-    text = (EX / "search.yaml").read_text().replace("./train.yaml", str(EX / "train.yaml"))
-    text += ("parallelism: {vpp: 1}\npp_config:\n  pipeline_schedule: 1F1B\n  account_for_embedding_in_pipeline_split: "
-             "false\n  account_for_loss_in_pipeline_split: false\n"
-             "model:\n  offset: [-2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n")
-    (tmp_path / "s.yaml").write_text(text)
+    text = _unaccounted_1f1b_search(tmp_path, "model:\n  offset: [-2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n")
     # ⌊126/16⌋ = 7 per stage: the offsets must place the 14 others; these place none (-2 + 0): refused
     r = hp_plan("check", str(tmp_path / "s.yaml"))
     assert r.returncode == 1
