@@ -85,6 +85,17 @@ async function frameText(page, re, timeoutMs) {
   return undefined;
 }
 
+/** Each notification's text in the notification center (opened from the palette), for when no toast shows. */
+async function notificationCenter(page) {
+  await page.keyboard.press('F1');
+  await page.waitForSelector('.quick-input-widget input', { state: 'visible', timeout: 10000 });
+  await page.keyboard.type('Notifications: Show Notifications');
+  await sleep(500);
+  await page.keyboard.press('Enter');
+  await sleep(1000);
+  return page.locator('.notifications-center .notifications-list-container .monaco-list-row').allInnerTexts();
+}
+
 async function goTo(page, line, column) {
   await page.keyboard.press('Control+G');
   await page.waitForSelector('.quick-input-widget input', { state: 'visible', timeout: 10000 });
@@ -106,8 +117,9 @@ async function brokenInterpreter(page) {
   const toasts = '.notifications-toasts .notification-toast';
   const first = await waitText(page, toasts, /did not start/, 60000);
   await sleep(6000); // time for restarts and further messages, if any came
-  const texts = await page.locator(toasts).allInnerTexts();
-  // every toast about the server (another one, "not applied: the file already states the best plan", may linger)
+  let texts = await page.locator(toasts).allInnerTexts();
+  if (!first) texts = texts.concat(await notificationCenter(page)); // a toast hidden by focus still lands there
+  // every message about the server (another one, "not applied: the file already states the best plan", may linger)
   const ours = texts.filter((t) => /did not start|server|hp_lsp|crash/i.test(t));
   const runs = existsSync(broken.count) ? readFileSync(broken.count, 'utf8').split('\n').filter(Boolean).length : 0;
   check('a failed start shows one message with the last stderr line',

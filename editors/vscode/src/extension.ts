@@ -26,6 +26,7 @@ import { DOCUMENT_SELECTOR } from './documents';
 import { SECTION, configurationItem } from './settings';
 import { PlanViews, SHOW_PLAN } from './planView';
 import { StderrTail } from './stderr';
+import { StartGuard } from './startGuard';
 
 /** The language client, silent until the server first runs (the Controller reports a failed start once). */
 class HpLanguageClient extends LanguageClient {
@@ -41,13 +42,16 @@ let planViews: PlanViews | undefined;
 
 function createClient(spec: ClientSpec): ClientHandle {
   let stderr = new StderrTail();
+  let guard = new StartGuard();
   // Spawned here, not by the client: exactly the command line logged (with TransportKind.stdio the client
   // would append `--stdio`), and its stderr's last line kept for the failure message. The client still
   // copies stderr into the output channel.
   const serverOptions: ServerOptions = () =>
     new Promise((resolve, reject) => {
       const tail = (stderr = new StderrTail());
+      const watch = guard;
       const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env });
+      child.once('exit', (code, signal) => watch.exited(code, signal));
       child.stderr.setEncoding('utf8');
       child.stderr.on('data', (chunk: string) => tail.push(chunk));
       child.stderr.on('close', () => tail.close());
@@ -111,7 +115,7 @@ function createClient(spec: ClientSpec): ClientHandle {
   });
   planViews?.setRequester((uri) => made.sendRequest('workspace/executeCommand', { command: SHOW_PLAN, arguments: [uri] }));
   return {
-    start: () => made.start(),
+    start: () => (guard = new StartGuard()).run(() => made.start()),
     stop: () => made.stop(2000),
     sendRequest: (method, params) => made.sendRequest(method, params),
     sendNotification: (method, params) => made.sendNotification(method, params),
