@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config.types import Config  # noqa: E402
+from engine.cost import constants as K  # noqa: E402
 from engine.cost import estimate, estimate_config, price_table  # noqa: E402
 from engine.cost.table import CandidateTable  # noqa: E402
 from engine.specs import GIB, ModelSpec, RunOptions, Strategy  # noqa: E402
@@ -494,7 +495,9 @@ def score_s10(runs: list[Run]) -> list[Scored]:
         if "step_time_s" not in doc:
             out.append(Scored(r.id, r.framework, "?", None))
             continue
-        mem_e = (doc["peak_memory_gib"] / r.measured_peak_gib - 1) if r.measured_peak_gib else None
+        # a measured peak is the allocator's reserved high-water mark: it leaves out RESERVED_GIB (CUDA context,
+        # NCCL buffers), as benchmarks/memory_peaks.py compares
+        mem_e = ((doc["peak_memory_gib"] - K.RESERVED_GIB) / r.measured_peak_gib - 1) if r.measured_peak_gib else None
         out.append(Scored(r.id, doc["framework"], doc["device"], doc["step_time_s"] / r.measured_step_s - 1, mem_e))
     return out
 

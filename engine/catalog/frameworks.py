@@ -74,6 +74,14 @@ class Framework:
       micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
       backward reduce-scatters them ([TT-SRC], [PT-FSDP2]): torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
       on, and torch.distributed.pipelining turns gradient sync on only for the last backward.
+    pp_recv_per_microbatch: the pipeline runs on torch.distributed.pipelining, whose stages allocate a receive
+      buffer per micro-batch for their input and for their output gradient and keep them
+      (engine.cost.memory.pipeline_buffers, [PT-PP]); False: one send and one receive buffer (Megatron's p2p).
+    allocator_overhead: reserved over allocated bytes − 1 of the stack's device allocator at the memory
+      peak (engine.cost.memory.allocator_ratio): the PyTorch caching allocator keeps freed blocks cached, and
+      its high-water mark of reserved memory (what torchtitan logs as "memory") exceeds the live tensors by
+      them. 0 = priced as allocated (Megatron's and DeepSpeed's published figures are formula figures).
+      torchtitan's is FITTED (TORCHTITAN_ALLOCATOR_OVERHEAD below).
     ep_overlap: what the run option `moe_a2a_overlap` means on this stack ("" = the stack offers no expert
       all-to-all overlap): "batch" (Megatron-Core --overlap-moe-expert-parallel-comm, MCore v0.14: the
       all-to-alls of one micro-batch run under another micro-batch's compute of the same layer, 1F1B
@@ -116,6 +124,8 @@ class Framework:
     default_layout: PipelineLayout = field(default_factory=PipelineLayout)
     layout_keys: str = ""
     chooses_accounting: bool = False
+    pp_recv_per_microbatch: bool = False
+    allocator_overhead: float = 0.0
 
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
@@ -129,6 +139,16 @@ class Framework:
     def calibrated(self) -> bool:
         return bool(self.calibrated_on)
 
+
+# Reserved over allocated bytes − 1 of the PyTorch caching allocator at torchtitan's memory peak (Framework.
+# allocator_overhead). torchtitan logs as "memory" the allocator's `reserved_bytes.all.peak` ([TT-SRC]
+# torchtitan/metrics.py, DeviceMemoryMonitor.get_peak_stats), which counts the freed blocks the allocator keeps
+# cached on top of the live tensors, and not the CUDA context or NCCL's own buffers (RESERVED_GIB, outside the
+# allocator). FITTED on six named runs of benchmarks/memory_runs (the first row of each of torchtitan's six
+# benchmark tables: tt-8b-8gpu-eager, tt-8b-8gpu-cp1-32k, tt-8b-128gpu-eager, tt-70b-256gpu-2d,
+# tt-405b-512gpu-3d-1f1b, tt-405b-512gpu-4d-cp1-32k; `benchmarks/memory_peaks.py --fit`: grid 0.00-0.30 in
+# 0.01, smallest mean |e| on those six: 0.14, 2.4 %); the other eleven runs are held out. See docs/cost-model.md §2.4.
+TORCHTITAN_ALLOCATOR_OVERHEAD = 0.14
 
 # Megatron-Core's attention through TransformerEngine / cuDNN fused attention: FA2 reaches ~50-70 % of
 # A100/H100 peak forward and less backward (Dao 2023, §4.1); 0.50 is the cost model's value since its first
@@ -179,7 +199,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         loss_kind="eager_fp32", loss_peak_bytes=12.0, pipelines=True,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
-        pp_unsharded=True, loss_parallel_peak_bytes=16.0,
+        pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True,
+        allocator_overhead=TORCHTITAN_ALLOCATOR_OVERHEAD,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8",
         default_layout=PipelineLayout(embedding_in_split=True, loss_in_split=True, remainder_first=True),

@@ -377,7 +377,8 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     ne_l, ex_l = sp_.ne_layer, sp_.ex_layer
     layer_local = np.maximum(ne_l[:, DENSE] + ex_l[:, DENSE], ne_l[:, MOE] + ex_l[:, MOE])
     buf = np.where(r.sp, 2 * K.ACT_BYTES * T * h, 0.0)  # all-gathered norm output (sequence parallel)
-    buf = buf + np.where(r.p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
+    if not r.fw.pp_recv_per_microbatch:  # torch.distributed.pipelining's buffers: pipeline_buffers, per stage
+        buf = buf + np.where(r.p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
     # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
     # DS-EST's "4 × largest layer's params" at 16-bit ([CAL] §6.3); ZeRO-2-like keeps the weights
     # whole (counted as parameters) and needs only the gradient buffer.
@@ -385,6 +386,31 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     if r.is_moe:
         buf = buf + np.where(r.ep > 1, 2 * K.ACT_BYTES * T / t * r.moe_copies * h, 0.0)
     return buf + np.where(r.cp > 1, 2 * K.ACT_BYTES * T * r.attn.kv_width / t, 0.0)  # ring KV double buffer
+
+
+def pipeline_buffers(r: Rows) -> np.ndarray:
+    """(n, P) bytes torch.distributed.pipelining holds per pipeline rank beyond the layers' own activations
+    (Framework.pp_recv_per_microbatch; zero elsewhere and without pipeline parallelism).
+
+    Its PipelineStage allocates, at the schedule's first step, one receive buffer per micro-batch for the
+    stage input of every chunk that is not the model's first and one for the output gradient of every chunk
+    that is not its last (`_prepare_forward_infra` / `_prepare_backward_infra` over n_microbatches, [PT-PP]),
+    and keeps them; each is one micro-batch's residual stream (sequence-parallel sharded). A received input is
+    also the first layer's checkpointed input (already counted with the layers); the first rank's stage
+    outputs, kept in the stage's forward cache for each micro-batch in flight until its backward, are not."""
+    if not r.fw.pp_recv_per_microbatch:
+        return np.zeros((r.n, r.P))
+    one = K.ACT_BYTES * r.T * r.h / r.sp_div  # (n,) one micro-batch's stage input or output gradient
+    chunks = 2 * r.v[:, None] - r.first - r.last  # receive-buffer sets per micro-batch on each rank
+    per_rank = one[:, None] * (r.mb[:, None] * chunks + r.mf * r.first)
+    return np.where((r.p[:, None] > 1) & r.valid, per_rank, 0.0)
+
+
+def allocator_ratio(r: Rows) -> float:
+    """Reserved over allocated bytes of the framework's allocator (1 + Framework.allocator_overhead): the
+    PyTorch caching allocator's high-water mark of reserved memory exceeds the peak of live tensors by the
+    freed blocks it keeps cached and cannot reuse for later requests (docs/cost-model.md §2.4)."""
+    return 1.0 + r.fw.allocator_overhead
 
 
 def loss_peak_bytes(r: Rows) -> np.ndarray:
@@ -427,18 +453,26 @@ class Memory:
     peak_stage: np.ndarray
     terms: dict[str, np.ndarray]
     stage_parts: dict[str, np.ndarray]
+    alloc_ratio: float = 1.0  # allocator_ratio: what PricedTable.layer_act_one_gib carries over `act`
 
 
 def price_memory(r: Rows) -> Memory:
-    """Every stage's memory, its peak, and the peak stage's breakdown."""
+    """Every stage's memory, its peak, and the peak stage's breakdown. Allocator-held bytes (states,
+    activations, buffers) are scaled by allocator_ratio, the overhead reported as part of `reserved` with the
+    fixed RESERVED_GIB that lies outside the allocator; the per-layer kept bytes the search sums
+    (PricedTable.layer_act_one_gib) carry the same ratio, so static + fixed + Σ layers stays the stage total."""
     act = layer_activations(r)
     sp_ = stage_params(r)
-    buf = buffers(r, sp_)
+    buf_stage = buffers(r, sp_)[:, None] + pipeline_buffers(r)
     fixed_act = fixed_activations(r, act)
+    ratio = allocator_ratio(r)
+    over = ratio - 1.0
     reserved_b = K.RESERVED_GIB * K.GIB
-    fixed_b = fixed_act + buf[:, None] + reserved_b
+    fixed_b = ratio * (fixed_act + buf_stage) + over * sp_.static_b + reserved_b
     act_stage = fixed_act + r.mf * r.stage_sum(act)
-    tot = sp_.static_b + act_stage + (buf[:, None] + reserved_b)
+    alloc = sp_.static_b + act_stage + buf_stage
+    res_stage = reserved_b + over * alloc
+    tot = alloc + res_stage
     tot[~r.valid] = -np.inf
     peak_stage = np.argmax(tot, axis=1)
     pick = (r.rows, peak_stage)
@@ -447,8 +481,10 @@ def price_memory(r: Rows) -> Memory:
     ne_pk, ex_pk = sp_.ne_stage[pick], sp_.ex_stage[pick]
     terms = {k: (ne_pk * sp_.coef_ne[k] + ex_pk * sp_.coef_ex[k]) / K.GIB for k in STATE_TERMS}
     terms["activations"] = act_stage[pick] / K.GIB
-    terms["buffers"] = buf / K.GIB
-    terms["reserved"] = np.full(r.n, K.RESERVED_GIB)
-    stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "act": act_stage, "buf": buf, "valid": r.valid,
+    terms["buffers"] = buf_stage[pick] / K.GIB
+    terms["reserved"] = res_stage[pick] / K.GIB
+    stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "act": act_stage, "buf": buf_stage, "res": res_stage,
+                   "valid": r.valid,
                    **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
-    return Memory(act, sp_, buf, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts)
+    return Memory(act, sp_, buf_stage, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts,
+                  ratio)

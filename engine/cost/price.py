@@ -240,7 +240,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
         mfu=mfu, fits=mem.peak_gib <= budget_gib, budget_gib=float(budget_gib),
         stage_static_gib=np.where(valid, mem.params.static_b / K.GIB, np.nan),
         stage_fixed_gib=np.where(valid, mem.fixed_b / K.GIB, np.nan),
-        layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.act / K.GIB, layer_time_s=per_step_layer,
+        layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.act * mem.alloc_ratio / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
         device=r.cluster.device.name,
     )

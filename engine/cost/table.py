@@ -268,8 +268,10 @@ class PricedTable:
         out = {k: sp["ne"] * sp[f"ne_{k}"][:, None] + sp["ex"] * sp[f"ex_{k}"][:, None]
                for k in ("parameters", "gradients", "optimizer")}
         out["activations"] = sp["act"]
-        out["buffers"] = np.broadcast_to(sp["buf"][:, None], valid.shape)
-        out["reserved"] = np.full(valid.shape, self.memory_terms["reserved"][:, None] * GIB_BYTES)
+        buf = sp["buf"]
+        out["buffers"] = np.broadcast_to(buf if buf.ndim == 2 else buf[:, None], valid.shape)
+        out["reserved"] = (sp["res"] if "res" in sp
+                           else np.full(valid.shape, self.memory_terms["reserved"][:, None] * GIB_BYTES))
         return {k: np.where(valid, v / GIB_BYTES, np.nan) for k, v in out.items()}
 
     @property

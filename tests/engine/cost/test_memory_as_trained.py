@@ -15,6 +15,7 @@ import pytest
 
 from engine.check import check_file
 from engine.cli import main as hp_plan
+from engine.cost import constants as K
 from engine.cost import estimate
 from engine.cost.memory import attention_dropout, dropout
 from engine.specs import GIB, RecomputePlan, RunOptions, Strategy
@@ -121,9 +122,10 @@ def _estimate_json(path: Path) -> dict[str, Any]:
 def test_128k_context_run_priced_at_its_measured_peak() -> None:
     # torchtitan Table 2: Llama 3.1 8B, FSDP 2 x CP 4, 131072 tokens, full AC: measured 84.0 GiB. Counting one
     # fp32 logits tensor (4 B) priced it at 45.9 GiB (-45%); the loss's backward peak (12 B) is the peak.
+    # Compared as torchtitan measures it: the allocator's reserved peak, without RESERVED_GIB (outside it).
     doc = _estimate_json(RUNS / "tt-8b-8gpu-cp4-128k.yaml")
     assert doc["fits"] is True
-    assert abs(doc["peak_memory_gib"] / 84.0 - 1) <= 0.10
+    assert abs((doc["peak_memory_gib"] - K.RESERVED_GIB) / 84.0 - 1) <= 0.10
 
 
 def test_held_out_measured_peaks_no_run_that_trained_is_out_of_memory() -> None:
@@ -132,12 +134,15 @@ def test_held_out_measured_peaks_no_run_that_trained_is_out_of_memory() -> None:
     for path in sorted(RUNS.glob("*.yaml")):
         doc = _estimate_json(path)
         assert doc["fits"] is True, path.name
-        errors[path.stem] = doc["peak_memory_gib"] / expected[path.stem]["measured_peak_gib"] - 1
+        priced = doc["peak_memory_gib"] - K.RESERVED_GIB  # the allocator's share, what torchtitan logs
+        errors[path.stem] = priced / expected[path.stem]["measured_peak_gib"] - 1
     assert set(errors) == set(expected)
-    # every Llama 3.1 8B row (one to 128 nodes, 8K to 256K tokens) and the 70B row within 10.5%; the 405B
-    # pipelined rows are the known gap (docs/cost-model.md §2.4)
-    assert all(abs(e) <= 0.105 for k, e in errors.items() if not k.startswith("tt-405b")), errors
-    assert sum(abs(e) <= 0.10 for e in errors.values()) >= 11
+    # every Llama 3.1 8B row (one to 128 nodes, 8K to 256K tokens) and the 70B row within 10%; of the 405B
+    # pipelined rows only CP 8 at 256K (measured 84.9, priced flat with CP 1-4) is the known gap
+    # (docs/cost-model.md §2.4). Before the allocator overhead and the pipeline buffers: 11 of 17.
+    assert all(abs(e) <= 0.10 for k, e in errors.items() if not k.startswith("tt-405b")), errors
+    assert sum(abs(e) <= 0.10 for e in errors.values()) >= 16, errors
+    assert all(e >= -0.12 for e in errors.values()), errors
 
 
 # ------------------------------------------------------------------------------- dtypes read from the files
@@ -212,3 +217,38 @@ def test_muon_keeps_one_state_per_parameter(tmp_path: Path) -> None:
     f.write_text(adam)
     a = _estimate_json(f)["memory_breakdown_gib"]
     assert m["optimizer"] == pytest.approx(a["optimizer"] / 2)
+
+
+# ------------------------------------------- the allocator's reserve and torch.distributed.pipelining's buffers
+def test_allocator_overhead_scales_what_the_allocator_holds_and_reports_it_as_reserved() -> None:
+    from engine.catalog.frameworks import FRAMEWORKS
+    s = Strategy(dp=8, dp_shard=8, micro_batch_size=1)
+    titan = estimate(LLAMA8B, h100(1, 8), RunOptions(framework="torchtitan"), s, 1e6)
+    b = titan.memory_breakdown_gib
+    held = sum(v for k, v in b.items() if k != "reserved")  # states, activations, buffers: the allocator's
+    f = FRAMEWORKS["torchtitan"].allocator_overhead
+    assert f > 0
+    assert b["reserved"] == pytest.approx(K.RESERVED_GIB + f * held, rel=1e-9)
+    assert titan.peak_memory_gib == pytest.approx((1 + f) * held + K.RESERVED_GIB, rel=1e-9)
+    # Megatron's published figures are formula figures: no allocator overhead there
+    mega = estimate(LLAMA8B, h100(1, 8), RunOptions(framework="megatron"), s, 1e6).memory_breakdown_gib
+    assert mega["reserved"] == pytest.approx(K.RESERVED_GIB, rel=1e-12)
+
+
+def test_torch_pipelining_keeps_a_receive_buffer_per_micro_batch() -> None:
+    # torchtitan's pipeline stages hold, per micro-batch, a forward receive buffer (not on the first chunk) and
+    # an output-gradient receive buffer (not on the last), plus the first rank's stage outputs in flight; the
+    # buffer term grows with the micro-batch count at a fixed micro-batch, Megatron's (one send + one receive)
+    # does not.
+    run = RunOptions(framework="torchtitan")
+    full = RecomputePlan("full")
+
+    def buffers(fw: str, mbn: int) -> float:
+        s = Strategy(dp=4, dp_shard=4, pp=2, micro_batch_size=1, micro_batch_num=mbn, recompute=full)
+        return estimate(LLAMA8B, h100(1, 8), replace(run, framework=fw), s, 1e6).memory_breakdown_gib["buffers"]
+
+    one = 2.0 * LLAMA8B.seq_len * LLAMA8B.hidden / GIB  # one micro-batch's residual stream, bf16
+    # 2 stages: each rank has one receive set per micro-batch (rank 0: gradients; rank 1: inputs); rank 0 (the
+    # peak with its 2 micro-batches in flight) also keeps those 2 outputs
+    assert buffers("torchtitan", 8) - buffers("torchtitan", 4) == pytest.approx(4 * one, rel=1e-9)
+    assert buffers("megatron", 8) == pytest.approx(buffers("megatron", 4), rel=1e-12)
