@@ -54,6 +54,8 @@ class Estimate:
     # strategy.recompute.layers names it), the GiB each of its layers moves to the host per micro-batch; None when
     # the plan offloads nothing.
     offloaded_gib: Mapping[str, float] | None = None
+    # The share of the peak stage's activation memory offload moves off the device ([HP] §4.1 offloaded_share).
+    offloaded_share: float | None = None
 
     def short(self) -> str:
         """The strategy's one-line form, and the pipeline layout when the search chose one."""
@@ -116,6 +118,8 @@ class Estimate:
             **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {}),
             **({"vision_tower": dict(self.vision_tower)} if self.vision_tower is not None else {}),
             **({"offloaded_gib": dict(self.offloaded_gib)} if self.offloaded_gib else {}),
+            **({"offloaded_share": self.offloaded_share} if self.offloaded_gib and self.offloaded_share is not None
+               else {}),
         }
 
     def offload_note(self) -> str | None:
@@ -124,8 +128,10 @@ class Estimate:
         if not self.offloaded_gib:
             return None
         moved = ", ".join(f"{k} ({v:.2f} GiB per layer per micro-batch)" for k, v in self.offloaded_gib.items())
-        return (f"Offloaded to the host, priced as offload should run: layers {moved}. The trainer runs no offload "
-                "yet, so the plan it is given keeps them off")
+        share = (f", {100 * self.offloaded_share:.0f}% of the peak stage's activation memory"
+                 if self.offloaded_share else "")
+        return (f"Offloaded to the host, priced as offload should run: layers {moved}{share}. The trainer runs no "
+                "offload yet, so the plan it is given keeps them off")
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,8 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         calibrated_framework=_calibrated(priced.framework),
         vision_tower=_tower(priced, i),
         offloaded_gib=_offloaded(priced, i, strategy),
+        offloaded_share=(float(priced.offloaded_share[i]) if priced.offloaded_share is not None
+                         and strategy.recompute.offload else None),
     )
 
 

@@ -77,6 +77,7 @@ def apply_offload(model: ModelSpec, run: RunOptions, table: CandidateTable, pric
     saving = np.where(np.isnan(priced.stage_memory_gib), 0.0, saving)
     stage = priced.stage_memory_gib - saving
     parts = dict(priced.stage_parts)
+    act_before = parts["act"] / GIB_BYTES
     parts["act"] = parts["act"] - saving * GIB_BYTES
     out = replace(priced, stage_memory_gib=stage, stage_parts=parts)
     peak_stage = np.nanargmax(np.where(np.isnan(stage), -np.inf, stage), axis=1)
@@ -88,5 +89,8 @@ def apply_offload(model: ModelSpec, run: RunOptions, table: CandidateTable, pric
     changed = mask.any(axis=1)
     memory_terms = {k: np.where(changed, terms[k], priced.memory_terms[k]) for k in priced.memory_terms}
     peak = np.where(changed, peak, priced.peak_gib)
+    held = act_before[rows, peak_stage]
+    share = np.where(changed & (held > 0), saving[rows, peak_stage] / np.where(held > 0, held, 1.0), 0.0)
     return replace(out, peak_gib=peak, peak_stage=np.where(changed, peak_stage, priced.peak_stage),
-                   memory_terms=memory_terms, fits=peak <= priced.budget_gib, offloaded_gib=kept)
+                   memory_terms=memory_terms, fits=peak <= priced.budget_gib, offloaded_gib=kept,
+                   offloaded_share=share)

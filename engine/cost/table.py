@@ -255,6 +255,9 @@ class PricedTable:
     # (n, layers + MTP) GiB each offloaded layer moves to the host per micro-batch, 0 for the others
     # (engine.cost.offload); None when the table offloads nothing.
     offloaded_gib: np.ndarray | None = None
+    # (n,) the share of its activation memory the peak stage no longer holds because of offload ([HP] §4.1
+    # `offloaded_share`, "share of the kept memory"); None when the table offloads nothing.
+    offloaded_share: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.peak_gib)

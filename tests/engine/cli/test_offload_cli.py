@@ -67,6 +67,7 @@ def test_offload_wins_where_memory_is_tight(tight: tuple[dict, dict]) -> None:
     offloaded = [k for k, v in layers.items() if v == "offload"]
     assert offloaded and offloaded[0].startswith("0")  # a stage's first layers
     assert set(on["offloaded_gib"]) == set(offloaded) and all(v > 0 for v in on["offloaded_gib"].values())
+    assert 0.0 < on["offloaded_share"] < 1.0
     assert on["fits"] and on["peak_memory_gib"] <= 76.0
     # faster than the best plan without offload (measured: 68.4 s -> 58.5 s a step)
     assert on["step_time_s"] < 0.95 * off["step_time_s"]

@@ -129,6 +129,10 @@ def test_offloaded_plan_prices_like_off_with_its_activations_off_the_device(tmp_
     assert b.memory_breakdown_gib["activations"] == pytest.approx(a.memory_breakdown_gib["activations"] - 9 * one)
     assert b.to_json()["strategy"]["recompute"] == {"mode": "full", "layers": {"0-9": "offload"}}
     assert "offloaded_gib" in b.to_json() and "offloaded_gib" not in a.to_json()
+    # offloaded_share ([HP] §4.1): what offload took off the peak stage's activation memory, as a share of it
+    assert b.offloaded_share == pytest.approx(9 * one / a.memory_breakdown_gib["activations"], rel=1e-6)
+    assert 0.0 < b.offloaded_share < 1.0 and b.to_json()["offloaded_share"] == b.offloaded_share
+    assert "offloaded_share" not in a.to_json() and a.offloaded_share is None
 
 
 def test_plan_codes_round_trip_and_the_trainer_plan() -> None:
