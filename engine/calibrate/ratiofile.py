@@ -136,8 +136,8 @@ def _read_local(src: Source, root: Map) -> LocalCorrection | None:
                      "numeric `weight`", item.range, at)
             return None
         own_node = item.get("own") if isinstance(item, Map) else None
-        own_value = src.number(item, "own", f"{at}.own", minimum=None, strict=True) if own_node is not None \
-            else None
+        own_value = src.number(item, "own", f"{at}.own", minimum=None, strict=True) \
+            if own_node is not None and isinstance(item, Map) else None
         if own_node is not None and own_value is None:
             return None
         anchors.append(tuple(math.log2(float(v)) for v in values))  # type: ignore[arg-type]
