@@ -547,9 +547,9 @@ def print_groups(scored: list[Scored]) -> None:
 
 # What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
 # without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the PyTorch
-# GEMM fraction (without its runs, the Megatron fraction is all the other runs can say); mindspeed and
-# hyperparallel: none (their constants are device facts and the shared fit).
-OWN_CONSTANTS = {"torchtitan": ("TORCH_GEMM_FRACTION_OF_MAMF",)}
+# GEMM fraction, mindspeed: the NPU GEMM fraction (without their runs, the Megatron fraction is all the other
+# runs can say); hyperparallel: none (its constants are device facts and the shared fits).
+OWN_CONSTANTS = {"torchtitan": ("TORCH_GEMM_FRACTION_OF_MAMF",), "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF",)}
 
 
 def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
@@ -559,7 +559,7 @@ def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
     frameworks = sorted({"megatron", *(r.framework for r in runs)})
     print(f"{'left out':<12} {'cases':>5} {'median |e|':>10} {'max |e|':>8}  constants priced without its runs")
     for fw in frameworks:
-        saved = {k: getattr(K, k) for k in (*FIT_GRID, "TORCH_GEMM_FRACTION_OF_MAMF")}
+        saved = {k: getattr(K, k) for k in (*FIT_GRID, *FRACTION_FITS)}
         try:
             if fw == "megatron":
                 values = _fit_runs([r for r in runs if r.framework != "megatron"])
@@ -590,28 +590,34 @@ def _fit_runs(runs: list[Run]) -> dict[str, float]:
     return _grid_search(mean_error)[0]
 
 
-TORCH_GRID = tuple(round(0.60 + 0.01 * i, 2) for i in range(21))  # 0.60 … 0.80
+FRACTION_GRID = tuple(round(0.60 + 0.01 * i, 2) for i in range(41))  # 0.60 … 1.00
+# The framework GEMM fractions fitted on [CAL] §10 runs alone: the constant and the runs it is fitted on.
+FRACTION_FITS = {
+    "TORCH_GEMM_FRACTION_OF_MAMF": ("llama31-8b-8xh100-96g-torchtitan-compile",
+                                    "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
+    "MINDSPEED_GEMM_FRACTION_OF_MAMF": ("ascend-llama2-7b-8xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
+}
 
 
-def fit_torch_fraction(runs: list[Run]) -> tuple[float, list[float]]:
-    """TORCH_GEMM_FRACTION_OF_MAMF refitted on the torchtitan runs of [CAL] §10 alone, with every other term
-    as priced now (the call-size factor included): the value whose worst |step error| over those runs is the
-    smallest, ties to the smaller mean |e|. Why minimax: with two runs the mean |e| is flat wherever their
-    errors straddle zero, so the mean cannot choose; balancing them does not lean on either run."""
+def fit_fraction(runs: list[Run], constant: str) -> tuple[float, list[float]]:
+    """A framework GEMM fraction (FRACTION_FITS) refitted on its named [CAL] §10 runs alone, with every other
+    term as priced now: the value whose worst |step error| over those runs is the smallest, ties to the
+    smaller mean |e|. Why minimax: with two runs the mean |e| is flat wherever their errors straddle zero, so
+    the mean cannot choose; balancing them does not lean on either run."""
     from engine.cost import constants as K
 
-    titan = [r for r in runs if r.framework == "torchtitan"]
-    saved = K.TORCH_GEMM_FRACTION_OF_MAMF
+    named = [r for r in runs if r.id in FRACTION_FITS[constant]]
+    saved = getattr(K, constant)
     best: tuple[float, float, float, list[float]] = (float("inf"), float("inf"), saved, [])
     try:
-        for v in TORCH_GRID:
-            K.TORCH_GEMM_FRACTION_OF_MAMF = v
-            es = [sc.error for sc in score_s10(titan) if sc.error is not None]
+        for v in FRACTION_GRID:
+            setattr(K, constant, v)
+            es = [sc.error for sc in score_s10(named) if sc.error is not None]
             key = (max(abs(e) for e in es), statistics.mean(abs(e) for e in es))
             if key < best[:2]:
                 best = (*key, v, es)
     finally:
-        K.TORCH_GEMM_FRACTION_OF_MAMF = saved
+        setattr(K, constant, saved)
     return best[2], best[3]
 
 
@@ -626,9 +632,10 @@ def main(argv: list[str] | None = None) -> int:
         write_cases(cases)
     if args.fit:
         fit_report(cases)
-        v, es = fit_torch_fraction(s10_runs())
-        print(f"TORCH_GEMM_FRACTION_OF_MAMF fitted on the torchtitan runs: {v:g} "
-              f"(errors {', '.join(f'{100 * e:+.1f}%' for e in es)})")
+        for constant, ids in FRACTION_FITS.items():
+            v, es = fit_fraction(s10_runs(), constant)
+            print(f"{constant} fitted on {', '.join(ids)}: {v:g} "
+                  f"(errors {', '.join(f'{100 * e:+.1f}%' for e in es)})")
         return 0
     print(f"{'case':<16} {'published s':>11} {'predicted s':>11} {'error':>8}  notes")
     errs: dict[str, list[float]] = {}

@@ -319,6 +319,15 @@ class RunOptions:
     # the same micro-batch's expert compute, chunked). Off unless stated: none of the [CAL] runs sets them.
     moe_shared_expert_overlap: bool = False
     moe_a2a_overlap: bool = False
+    # Weight-gradient GEMMs accumulate straight into the fp32 main gradients in their epilogue (Megatron
+    # --gradient-accumulation-fusion, on by default; MindSpeed maps it to npu_matmul_add_fp32). Off
+    # (--no-gradient-accumulation-fusion, as every MindSpeed-LLM script in [CAL] §10 passes): each micro-batch's
+    # 16-bit weight gradient is written, then added to main_grad by a separate kernel (engine.cost.timing.
+    # grad_accumulation_time). `gemm_gradient_accumulation_fusion`: the same for the grouped expert GEMMs
+    # (MindSpeed --gemm-gradient-accumulation-fusion, npu_groupmatmul_add_fp32). None: the framework's
+    # usual setting (engine.catalog.frameworks).
+    gradient_accumulation_fusion: bool | None = None
+    gemm_gradient_accumulation_fusion: bool | None = None
     # The trainer's accelerator.loss_parallel: the loss over the vocabulary-parallel logits (÷ tp) or, false,
     # over the whole vocabulary on every TP rank; None: the framework's own (engine.catalog.frameworks).
     loss_parallel: bool | None = None

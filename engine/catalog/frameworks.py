@@ -24,6 +24,8 @@ def _rates(**kw: float) -> Mapping[str, float]:
 class Framework:
     """Facts of one training stack (docs/cost-model.md §5 gives each with its source).
 
+    npu_gemms: linear layers run as Megatron-Core modules on torch_npu / CANN GEMM kernels (MindSpeed-LLM on
+      Ascend): priced at constants.MINDSPEED_GEMM_FRACTION_OF_MAMF.
     pytorch_gemms: linear layers run as plain PyTorch (aten/cuBLAS or torch_npu) GEMMs between FSDP2 hooks
       and DTensor dispatch, not TransformerEngine / Megatron fused modules: priced at
       constants.TORCH_GEMM_FRACTION_OF_MAMF instead of GEMM_FRACTION_OF_MAMF.
@@ -83,6 +85,13 @@ class Framework:
       combine all-to-alls are in flight (Megatron and MindSpeed --moe-shared-expert-overlap).
       `ep_overlap_names`: the stack's own option names, for messages and docs.
     calibrated_on: the [CAL] cases its constants were checked against (empty: uncalibrated).
+    grad_accum_fusion / grouped_grad_accum_fusion: what the stack's recipes usually run when the files do not
+      say (RunOptions.gradient_accumulation_fusion / gemm_gradient_accumulation_fusion): the weight-gradient
+      GEMMs (dense; grouped expert GEMMs) accumulate into the fp32 main gradients in their epilogue. Megatron
+      defaults to on ([MCORE-DDP]); MindSpeed-LLM's example scripts turn the dense one off
+      (`--no-gradient-accumulation-fusion` in 60 of 66 mcore pretraining scripts at v1.0.RC3.0, 32 of 49 at
+      master, all three [CAL] §10 scripts) and 13 of the 24 grouped-GEMM scripts at master turn the grouped one
+      on (`--gemm-gradient-accumulation-fusion`, [MS-LLM]). FSDP2 stacks keep no main gradients: unused.
     """
 
     name: str
@@ -116,6 +125,9 @@ class Framework:
     default_layout: PipelineLayout = field(default_factory=PipelineLayout)
     layout_keys: str = ""
     chooses_accounting: bool = False
+    grad_accum_fusion: bool = True
+    npu_gemms: bool = False
+    grouped_grad_accum_fusion: bool = True
 
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
@@ -170,7 +182,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
                        "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
         fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",
         ep_overlap="chunked", shared_expert_overlap=True,
-        ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap"),
+        ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
+        npu_gemms=True),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
         compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,

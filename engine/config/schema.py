@@ -71,6 +71,7 @@ TRAIN_AUTOMODELS = _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
             "overlap_grad_reduce overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap pp_schedule pp_vpp "
+            "gradient_accumulation_fusion gemm_gradient_accumulation_fusion "
             "pp_micro_batch_num enable_parallel_optimizer loss_parallel " + LAYOUT_KEY_NAMES,
             "etp_size dp_size dp_replicate_size",
         ),
@@ -115,7 +116,7 @@ SEARCH_DIMENSION_KEYS = (
 
 SEARCH = _s(
     "train_yaml recompute recompute_modes recompute_modules offload selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
-    "moe_shared_expert_overlap moe_a2a_overlap",
+    "moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion gemm_gradient_accumulation_fusion",
     "",
     {
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its

@@ -24,8 +24,9 @@ NOT_PRICED = "read by HyperParallel, not priced by hp-plan"
 RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "selective", "full": "full",
                    "true": "full"}
 # Overlap switches (engine.specs.RunOptions fields of the same names; hp-lsp extensions, not HyperParallel's).
+# Boolean run flags stated as Megatron-style options (RunOptions fields of the same names): overlaps and fusions.
 OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
-                "moe_a2a_overlap")
+                "moe_a2a_overlap", "gradient_accumulation_fusion", "gemm_gradient_accumulation_fusion")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
                       "op": "op", "torchtitan": "op", "modules": "modules"}
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",

@@ -43,6 +43,12 @@ GEMM_FRACTION_OF_MAMF = 0.81
 # (benchmarks/accuracy.py --fit, fit_torch_fraction: grid 0.60-0.80 in 0.01, smallest worst |e|): 0.68 read
 # 8B -5.2 % / 70B +1.2 %; 0.66 reads -3.1 % / +3.3 % (mean |e| is flat at 3.2 % over 0.64-0.69).
 TORCH_GEMM_FRACTION_OF_MAMF = 0.66
+# FITTED (the two dense MindSpeed-LLM runs of [CAL] §10: ascend-llama2-7b-8xa2-mindspeed and
+# ascend-llama2-70b-32xa2-mindspeed): the same fraction for Megatron-Core modules on torch_npu / CANN GEMM
+# kernels (Framework.npu_gemms). The MoE run (Qwen3-30B-A3B) is left out of the fit: its error is the MoE path's
+# (docs/cost-model.md §8.1), and a GEMM fraction fitted on it would move every dense plan with it.
+# benchmarks/accuracy.py --fit, fit_fraction: grid 0.60-1.00 in 0.01, smallest worst |e| over the two runs.
+MINDSPEED_GEMM_FRACTION_OF_MAMF = 0.87
 # Shape penalty: a GEMM whose smallest dimension is x runs at x / (x + GEMM_HALF_DIM) of the large-shape
 # efficiency (tile quantisation and poor occupancy on thin shards; cf. Calculon's size-bucketed table,
 # [HW] §3.3). 128 = one tensor-core CTA tile edge: a dimension of 128 reaches half efficiency.
@@ -129,6 +135,11 @@ P2P_OVERLAP = 0.0
 # Adam step streams, per parameter held by the rank: fp32 master r/w (8), m r/w (8), v r/w (8), fp32 grad
 # read (4), 16-bit weight write (2) = 30 bytes (memory bound).
 OPTIMIZER_BYTES_PER_PARAM = 30.0
+# Unfused gradient accumulation (RunOptions.gradient_accumulation_fusion off), per parameter and micro-batch:
+# the weight-gradient GEMM writes a 16-bit gradient (param bytes) that the main-grad hook reads back and adds
+# to the main gradient (read + write, grad bytes each): 2 × param bytes + 2 × grad bytes (12 for bf16 weights
+# and fp32 main grads), streamed at the HBM rate. Megatron-LM's
+# `param.main_grad.add_(param.grad.data)` in its DDP backward hook vs the fused wgrad_gemm_accum_fp32 [MCORE-DDP].
 
 # ------------------------------------------------------------------------------------- memory reserve
 # Framework reserve per device: CUDA context, cuBLAS/cuDNN workspaces, NCCL channels and allocator

@@ -34,6 +34,7 @@ from engine.cost.rows import OFF, Rows, build_rows
 from engine.cost.table import CandidateTable, PricedTable
 from engine.cost.timing import (
     LayerCompute,
+    grad_accumulation_time,
     head_forward_time,
     head_time,
     layer_compute,
@@ -147,6 +148,7 @@ def _price_block(
     comp_stage = r.stage_sum(np.broadcast_to(lc.compute[:, :, None], (r.n, 2, 3)))
     other_stage = r.stage_sum(rec + comm.tp + comm.cp + comm.ep)  # recompute + TP/CP/EP communication
     comp_stage = comp_stage + np.where(r.last, head_time(r)[:, None], 0.0)
+    comp_stage = comp_stage + grad_accumulation_time(r, mem.params.ne_stage, mem.params.ex_stage)
     tw_parts = _tower_stage(r, tw)
     comp_stage = comp_stage + tw_parts["compute"]
     other_stage = other_stage + tw_parts["recompute"] + tw_parts["tp_comm"] + tw_parts["cp_comm"]

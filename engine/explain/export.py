@@ -161,6 +161,7 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Ex
             args += ["--cp-comm-type", MEGATRON_CP[run.cp_algo]]
     if run.tp_comm_overlap and s.tp > 1:
         args.append("--tp-comm-overlap")
+    args += _grad_accumulation_args(model, run, target)
     if s.dp_shard <= 1 and dpcp > 1:
         if run.overlap_grad_reduce:
             args.append("--overlap-grad-reduce")
@@ -173,6 +174,21 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Ex
     if lines[-1].endswith(" \\"):
         lines[-1] = lines[-1][:-2]
     return Exported(target, "\n".join(lines) + "\n", tuple(args), tuple(warns))
+
+
+def _grad_accumulation_args(model: ModelSpec, run: RunOptions, target: str) -> list[str]:
+    """The weight-gradient accumulation the plan was priced with, as the target's flags (Megatron fuses by
+    default; the target framework's usual setting where the files state none, engine.catalog.frameworks)."""
+    from engine.catalog.frameworks import FRAMEWORKS
+
+    fw = FRAMEWORKS[target]
+    dense = fw.grad_accum_fusion if run.gradient_accumulation_fusion is None else run.gradient_accumulation_fusion
+    grouped = (fw.grouped_grad_accum_fusion if run.gemm_gradient_accumulation_fusion is None
+               else run.gemm_gradient_accumulation_fusion)
+    args = [] if dense else ["--no-gradient-accumulation-fusion"]
+    if target == "mindspeed" and model.is_moe and grouped:
+        args.append("--gemm-gradient-accumulation-fusion")
+    return args
 
 
 def _recompute_modules(run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:

@@ -37,7 +37,7 @@ def hp_plan_script(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subpro
     return _run([*_console_script(), *args], cwd, timeout)
 
 
-def copy_example(name: str, dest: Path) -> Path:
-    """A private copy of examples/NAME at `dest`, for tests that write into it."""
-    shutil.copytree(EXAMPLES / name, dest)
+def copy_example(name: str, dest: Path, examples: Path = EXAMPLES) -> Path:
+    """A private copy of examples/NAME (from `examples`) at `dest`, for tests that write into it."""
+    shutil.copytree(examples / name, dest)
     return dest

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -16,6 +15,8 @@ from typing import Any
 from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from tests.support import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 # The examples the tests copy (HP_LSP_E2E_EXAMPLES points them at another folder of the same layout).
@@ -47,10 +48,9 @@ def open_doc(client: LanguageClient, path: Path, text: str | None = None, versio
 
 
 def copy_example(name: str, dest: Path) -> Path:
-    """A private copy of examples/<name> (tests write to it)."""
-    target = dest / name
-    shutil.copytree(EXAMPLES / name, target)
-    return target
+    """A private copy of examples/<name> at dest/<name> (tests write to it); the examples may come from
+    HP_LSP_E2E_EXAMPLES."""
+    return cli.copy_example(name, dest / name, EXAMPLES)
 
 
 def record_client_requests(client: LanguageClient) -> dict[str, list[Any]]:

@@ -32,10 +32,11 @@ def test_flagged_cases_exist_and_their_case_files_say_why(tmp_path: Path, monkey
     assert "# FLAGGED:" in committed  # the committed case file is the one the benchmark writes
 
 
-def test_torch_gemm_fraction_is_its_fit_on_the_two_torchtitan_runs() -> None:
+@pytest.mark.parametrize("constant", sorted(accuracy.FRACTION_FITS))
+def test_framework_gemm_fractions_are_their_fits_on_their_named_runs(constant: str) -> None:
     runs = accuracy.s10_runs()
-    assert sorted(r.id for r in runs if r.framework == "torchtitan") == [
-        "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8", "llama31-8b-8xh100-96g-torchtitan-compile"]
-    value, errors = accuracy.fit_torch_fraction(runs)
-    assert value == K.TORCH_GEMM_FRACTION_OF_MAMF
+    ids = accuracy.FRACTION_FITS[constant]
+    assert {r.id for r in runs} >= set(ids)  # the named runs exist
+    value, errors = accuracy.fit_fraction(runs, constant)
+    assert value == getattr(K, constant)
     assert len(errors) == 2 and max(abs(e) for e in errors) < 0.05
