@@ -40,7 +40,7 @@ def test_no_stack_is_predicted_worse_calibrated_on_one_published_run(bench: Modu
     assert {("megatron", "A100"), ("megatron", "H100"), ("mindspeed", "A2"), ("torchtitan", "H100-96G")} <= set(stacks)
     for stack, runs in stacks.items():
         uncal, cal = _medians(bench, runs, 1.0, tmp_path)
-        assert cal <= uncal + 1e-9, stack
+        assert cal <= uncal + 1e-4, stack  # a tie up to the ratios file's 6-digit rounding
         assert cal <= 0.08, stack
 
 
