@@ -111,6 +111,11 @@ class Priced:
     uncalibrated_s: float
     stack: tuple[str, str]
     features: np.ndarray  # log2 plan features (engine.calibrate.local)
+    comm_share: float = 0.0  # exposed communication (prior.COMM_PARTS) over the priced step
+
+    @property
+    def residual(self) -> float:
+        return math.log(self.run.step_time_s / self.uncalibrated_s)
 
 
 def priced_runs() -> dict[tuple[str, str], list[Priced]]:
@@ -125,7 +130,8 @@ def priced_runs() -> dict[tuple[str, str], list[Priced]]:
         if est is None:
             continue
         feats = strategy_features(c.model, c.cluster, est.strategy)
-        stacks.setdefault(stack_of(c), []).append(Priced(run, est.step_time_s, stack_of(c), feats))
+        comm = sum(float(est.time_breakdown_s.get(p, 0.0)) for p in prior.COMM_PARTS) / est.step_time_s
+        stacks.setdefault(stack_of(c), []).append(Priced(run, est.step_time_s, stack_of(c), feats, comm))
     return stacks
 
 
@@ -201,29 +207,92 @@ def table(stacks: dict[tuple[str, str], list[Priced]], rule: str, scale: float) 
     return mu, mc
 
 
+_SIGMA_GRID = np.exp(np.linspace(math.log(1e-3), math.log(0.6), 400))
+_SPREAD_GRID = np.concatenate([[0.0], np.exp(np.linspace(math.log(1e-3), math.log(2.0), 400))])
+
+
+@dataclass(frozen=True)
+class SpreadFit:
+    sigma: dict[tuple[str, str], float]  # σ_g per stack
+    kappa: float
+    tau_s: float
+    nll: float
+
+
+def _nll(res: np.ndarray, comm: np.ndarray, step: np.ndarray, sigma: np.ndarray, kappa: np.ndarray,
+         tau: np.ndarray) -> np.ndarray:
+    """−log-likelihood (up to a constant) of residuals `res` (n,) under N(0, σ² + (κc)² + (τ/T)² + σ_n²),
+    broadcast over a grid of one of σ, κ, τ (shape (g, 1)): (g,)."""
+    v = sigma ** 2 + (kappa * comm) ** 2 + (tau / step) ** 2 + prior.MEASUREMENT_SD ** 2
+    return (0.5 * (res * res / v + np.log(v))).sum(axis=-1)
+
+
+def fit_spreads(groups: dict[tuple[str, str], list[Priced]], pooled: bool = False) -> SpreadFit:
+    """Maximum likelihood of σ_g per group (one σ for all when `pooled`), κ and τ0 (engine.calibrate.prior) by
+    coordinate descent over fixed grids."""
+    keys = sorted(groups)
+    arr = {k: (np.array([p.residual for p in groups[k]]), np.array([p.comm_share for p in groups[k]]),
+               np.array([p.uncalibrated_s for p in groups[k]])) for k in keys}
+    allr, allc, allt = (np.concatenate([arr[k][i] for k in keys]) for i in range(3))
+    sigma = {k: 0.05 for k in keys}
+    kappa, tau = 0.3, 0.08
+    col = lambda g: g[:, None]  # noqa: E731
+    for _ in range(8):
+        if pooled:
+            one = float(_SIGMA_GRID[np.argmin(_nll(allr, allc, allt, col(_SIGMA_GRID), kappa, tau))])
+            sigma = {k: one for k in keys}
+        else:
+            for k in keys:
+                r, c, t = arr[k]
+                sigma[k] = float(_SIGMA_GRID[np.argmin(_nll(r, c, t, col(_SIGMA_GRID), kappa, tau))])
+        sig = np.concatenate([np.full(arr[k][0].size, sigma[k]) for k in keys])
+        kappa = float(_SPREAD_GRID[np.argmin(_nll(allr, allc, allt, sig, col(_SPREAD_GRID), tau))])
+        tau = float(_SPREAD_GRID[np.argmin(_nll(allr, allc, allt, sig, kappa, col(_SPREAD_GRID)))])
+    sig = np.concatenate([np.full(arr[k][0].size, sigma[k]) for k in keys])
+    return SpreadFit(sigma, kappa, tau, float(_nll(allr, allc, allt, sig, kappa, tau)))
+
+
+def _fit_without(stacks: dict[tuple[str, str], list[Priced]], left: Priced) -> SpreadFit:
+    return fit_spreads({k: [p for p in v if p is not left] for k, v in stacks.items()})
+
+
 def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
-    """The figures engine.calibrate.prior takes from these runs: the RMS log-residual per stack, per framework and
-    pooled (σ_g), and the semivariogram of the residuals against the plan distance (why ℓ is short)."""
-    res = {st: [math.log(p.run.step_time_s / p.uncalibrated_s) for p in runs] for st, runs in stacks.items()}
+    """The figures engine.calibrate.prior takes from these runs: σ_g per stack, per framework and pooled, κ and
+    τ0 (maximum likelihood, with each run left out in turn), and the semivariogram of the residuals against the
+    plan distance (why ℓ is short)."""
+    res = {st: [p.residual for p in runs] for st, runs in stacks.items()}
     rms = lambda xs: math.sqrt(sum(x * x for x in xs) / len(xs))  # noqa: E731
-    print("plan spread σ_g (RMS log-residual, uncalibrated): " + "; ".join(
+    print("plain RMS log-residual, uncalibrated (κ = τ0 = 0): " + "; ".join(
         f"{fw}/{dev} {rms(r):.3f} ({len(r)})" for (fw, dev), r in sorted(res.items())))
-    stale = [f"{fw}/{dev} {prior.PLAN_SPREAD[(fw, dev)][0]:.3f} (now {rms(r):.3f})" for (fw, dev), r in res.items()
-             if (fw, dev) in prior.PLAN_SPREAD and abs(prior.PLAN_SPREAD[(fw, dev)][0] - rms(r)) > 0.1 * rms(r)]
+    fit = fit_spreads(stacks)
+    by_fw: dict[tuple[str, str], list[Priced]] = {}
+    for (fw, _), runs in stacks.items():
+        by_fw.setdefault((fw, ""), []).extend(runs)
+    fw_fit = fit_spreads(by_fw)
+    pooled = fit_spreads(stacks, pooled=True)
+    print(f"maximum likelihood over {sum(len(v) for v in stacks.values())} runs: κ {fit.kappa:.3f}, τ0 "
+          f"{fit.tau_s:.3f} s, σ_g " + "; ".join(f"{fw}/{dev} {s:.3f}" for (fw, dev), s in sorted(fit.sigma.items()))
+          + f" (−log L {fit.nll:.2f}); per framework " + "; ".join(f"{fw} {s:.3f}" for (fw, _), s in
+                                                                    sorted(fw_fit.sigma.items()))
+          + f"; pooled {pooled.sigma[min(pooled.sigma)]:.3f}")
+    loo = [_fit_without(stacks, p) for runs in stacks.values() for p in runs]
+    ks, ts = [f.kappa for f in loo], [f.tau_s for f in loo]
+    print(f"  each run left out in turn: κ {min(ks):.3f}..{max(ks):.3f} (median {statistics.median(ks):.3f}), "
+          f"τ0 {min(ts):.3f}..{max(ts):.3f} s (median {statistics.median(ts):.3f})")
+    stale = [f"{fw}/{dev} {prior.PLAN_SPREAD[(fw, dev)][0]:.3f} (now {s:.3f})" for (fw, dev), s in fit.sigma.items()
+             if (fw, dev) in prior.PLAN_SPREAD and abs(prior.PLAN_SPREAD[(fw, dev)][0] - s) > 0.1 * s]
+    stale += [f"{name} {have:.3f} (now {now:.3f})" for name, have, now in
+              (("COMM_SPREAD", prior.COMM_SPREAD, fit.kappa), ("OVERHEAD_S", prior.OVERHEAD_S, fit.tau_s))
+              if abs(have - now) > 0.1 * now]
     print("  engine/calibrate/prior.py: " + ("matches these figures within 10%" if not stale else
                                              "out of date, copy the figures above: " + "; ".join(stale)))
-    fws = sorted({fw for fw, _ in res})
-    print("  per framework: " + "; ".join(
-        f"{fw} {rms([x for (f, _), r in res.items() if f == fw for x in r]):.3f}" for fw in fws)
-        + f"; pooled {rms([x for r in res.values() for x in r]):.3f}")
     bins: dict[int, list[tuple[float, float]]] = {}
     for runs in stacks.values():
         for a in runs:
             for t in runs:
                 if t is not a:
                     d = float(np.sqrt(((a.features - t.features) ** 2).sum()))
-                    ra, rt = (math.log(p.run.step_time_s / p.uncalibrated_s) for p in (a, t))
-                    bins.setdefault(min(int(d), 4), []).append((abs(rt - ra), abs(rt)))
+                    bins.setdefault(min(int(d), 4), []).append((abs(t.residual - a.residual), abs(t.residual)))
     print("  same-stack pairs by plan distance (doublings): median |r_t - r_a| vs median |r_t| "
           "(a misfit carries over only where the first is the smaller): " + "; ".join(
               f"{'>=' if b == 4 else ''}{b}: {statistics.median(x for x, _ in v):.3f} vs "

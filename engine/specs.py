@@ -208,13 +208,16 @@ class LocalCorrection:
     """The plan-specific part of a calibration (the `local` rule, docs/calibration.md): at a plan x the parts in
     `moved` are multiplied, on top of their stack-wide ratio, by exp(clip(Σ_i weight_i · k(x, anchor_i))), where
     k(x, a) = exp(−|f(x) − f(a)|² / (2 · length_scale²)) over the log2 PLAN_FEATURES. A plan like an anchor gets
-    that anchor's own misfit back; a distant one gets nothing beyond the stack-wide ratio."""
+    that anchor's own misfit back; a distant one gets nothing beyond the stack-wide ratio. `own` is the part of
+    an anchor's misfit that belongs to that plan alone (its exposed communication, a fixed per-step overhead):
+    added only where the features equal the anchor's, so the anchor is reproduced and no neighbour inherits it."""
 
     moved: tuple[str, ...]
     length_scale: float
     anchors: tuple[tuple[float, ...], ...]  # log2 PLAN_FEATURES of each run fitted on
     weights: tuple[float, ...]  # log-factor weight of each anchor
     log_bound: float  # |Σ weight·k| is clipped to this (the time ratio bounds, log 10)
+    own: tuple[float, ...] = ()  # log-factor each anchor adds at its own plan only (empty: none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.calibrate import prior
 from engine.calibrate.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.calibrate.runs import Measured
 from engine.calibrate.stack import stack_of
@@ -103,16 +104,24 @@ def _one_factor(runs: Sequence[Measured], priced: list[dict[str, float]], ratios
 def _local(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
            moved: Sequence[str]) -> LocalFit | None:
     """The local rule's split over the runs whose moved parts are priced (None when none is)."""
-    feats, res = [], []
+    feats, res, own = [], [], []
     for m, u in zip(runs, priced, strict=True):
         r_i, s_i = _left(m, u, ratios, moved)
         if s_i > 0 and m.config.model is not None and m.config.cluster is not None:
             feats.append(strategy_features(m.config.model, m.config.cluster, m.estimate.strategy))
             res.append(math.log(min(max(r_i / s_i, RATIO_MIN), RATIO_MAX)))
+            own.append(prior.own_spread(moved_comm_seconds(m, moved) / s_i, s_i))
     if not moved or not res:
         return None
     framework, device = stack_of(runs[0].config)
-    return fit_local(np.stack(feats), res, moved, framework, device)
+    return fit_local(np.stack(feats), res, moved, framework, device, own)
+
+
+def moved_comm_seconds(m: Measured, moved: Sequence[str]) -> float:
+    """The run's priced seconds of exposed communication (prior.COMM_PARTS) in the groups the step time moves:
+    a part a profile fixed is measured, so none of the plan's own spread comes from it."""
+    tb = m.estimate.time_breakdown_s
+    return sum(float(tb.get(p, 0.0)) for g in moved for p in RATIO_GROUPS[g] if p in prior.COMM_PARTS)
 
 
 def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:

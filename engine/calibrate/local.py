@@ -1,17 +1,22 @@
 """The `local` rule: a stack bias plus a plan-specific part, fitted by one Gaussian algebra (docs/calibration.md).
 
 Model (engine.calibrate.prior states every figure): the log-residual of the moved parts of a run at plan x is
-r(x) = b + g(x) + noise, g a Gaussian process over the log2 plan features (σ_g², kernel k), b the stack bias.
-Two explanations of the runs are compared by their marginal likelihood times their prior:
-  H0 "the stack prices as the model was fitted" (b = 0): r ~ N(0, Σ0), Σ0 = σ_g² K + σ_n² I;
+r(x) = b + g(x) + u(x) + noise: b the stack bias; g a Gaussian process over the log2 plan features (σ_g², kernel
+k), what the model gets wrong about a kind of plan and shares with plans like it; u(x) ~ N(0, o(x)²) what belongs
+to that plan alone, its spread o(x) larger where more of the priced step is exposed communication or the step is
+short against a fixed per-step overhead (prior.own_spread). Two explanations of the runs are compared by their
+marginal likelihood times their prior:
+  H0 "the stack prices as the model was fitted" (b = 0): r ~ N(0, Σ0), Σ0 = σ_g² K + diag(o_i² + σ_n²);
   H1 "the stack is biased" (b ~ N(0, σ_B²)):         r ~ N(0, Σ0 + σ_B² 11ᵀ).
 Under the more probable one the posterior mean of r at any plan x is c(x)ᵀ Σ⁻¹ r, with c(x)_i = [σ_B²] +
-σ_g² k(x, a_i): a stack-wide part b̂ = σ_B² Σ_i α_i (0 under H0) and a local part Σ_i σ_g² α_i k(x, a_i),
-α = Σ⁻¹ r. An anchor is reproduced (up to σ_n), plans like an anchor get most of its correction, distant plans
-only the stack part. A single run whose misfit is within the model's own spread therefore leaves distant plans
-as priced, and one far beyond it (a slower cluster) moves every plan of the stack.
+σ_g² k(x, a_i) + o_i² [x = a_i]: a stack-wide part b̂ = σ_B² Σ_i α_i (0 under H0), a local part
+Σ_i σ_g² α_i k(x, a_i) and an own part o_i² α_i at the run's own plan, α = Σ⁻¹ r. An anchor is reproduced (up
+to σ_n), plans like an anchor get the shared part of its correction, distant plans only the stack part. A run
+whose misfit is within the model's own spread at that plan therefore leaves distant plans as priced, and one
+far beyond it (a slower cluster) moves every plan of the stack; a short or communication-bound run needs a
+larger misfit to say so, since more of its misfit can be its own.
 
-The stack part becomes the moved groups' ratios (the `ratios:` of the file); the local part is the
+The stack part becomes the moved groups' ratios (the `ratios:` of the file); the local and own parts the
 LocalCorrection (anchors' features and weights) applied per plan, vectorised over a priced table.
 """
 
@@ -70,13 +75,15 @@ def _log_normal(r: np.ndarray, cov: np.ndarray) -> float:
 
 
 def fit_local(features: np.ndarray, residuals: Sequence[float], moved: Sequence[str], framework: str,
-              device_type: str) -> LocalFit:
-    """The stack bias and the local correction from the runs' log2 features (n, F) and log-residuals (n,)."""
+              device_type: str, own_sd: Sequence[float] | None = None) -> LocalFit:
+    """The stack bias and the local correction from the runs' log2 features (n, F), log-residuals (n,) and the
+    spread of each run's own misfit o_i (n,; prior.own_spread, none when not given)."""
     r = np.asarray(residuals, dtype=np.float64)
+    own2 = np.zeros(r.size) if own_sd is None else np.asarray(own_sd, dtype=np.float64) ** 2
     sg, p = prior.plan_spread(framework, device_type), prior.bias_prior(framework, device_type)
     sb2, sn2 = prior.STACK_BIAS_SD ** 2, prior.MEASUREMENT_SD ** 2
     k = kernel(features, features, prior.LENGTH_SCALE)
-    cov0 = sg * sg * k + sn2 * np.eye(r.size)
+    cov0 = sg * sg * k + np.diag(own2 + sn2)
     cov1 = cov0 + sb2
     log_odds = math.log(p / (1 - p)) + _log_normal(r, cov1) - _log_normal(r, cov0)
     prob = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds > -700 else 0.0
@@ -85,16 +92,26 @@ def fit_local(features: np.ndarray, residuals: Sequence[float], moved: Sequence[
     bias = float(np.clip(sb2 * alpha.sum(), -prior.LOG_BOUND, prior.LOG_BOUND)) if biased else 0.0
     local = LocalCorrection(moved=tuple(moved), length_scale=prior.LENGTH_SCALE,
                             anchors=tuple(tuple(float(v) for v in row) for row in features),
-                            weights=tuple(float(sg * sg * a) for a in alpha), log_bound=prior.LOG_BOUND)
+                            weights=tuple(float(sg * sg * a) for a in alpha), log_bound=prior.LOG_BOUND,
+                            own=tuple(float(o * a) for o, a in zip(own2, alpha, strict=True)) if own_sd is not None else ())
     return LocalFit(bias, local, biased, prob, sg, p)
 
 
+SAME_PLAN = 1e-6  # features (log2 counts) this close are the anchor's own plan: counts are integers
+
+
 def local_log_factor(local: LocalCorrection, features: np.ndarray) -> np.ndarray:
-    """Σ_i weight_i · k(x, anchor_i) at every row of `features` (n, F), clipped to ±log_bound: (n,)."""
+    """Σ_i weight_i · k(x, anchor_i) + own_i · [x = anchor_i] at every row of `features` (n, F), clipped to
+    ±log_bound: (n,)."""
     if not local.anchors:
         return np.zeros(features.shape[0])
-    k = kernel(features, np.asarray(local.anchors, dtype=np.float64), local.length_scale)
-    return np.clip(k @ np.asarray(local.weights, dtype=np.float64), -local.log_bound, local.log_bound)
+    anchors = np.asarray(local.anchors, dtype=np.float64)
+    k = kernel(features, anchors, local.length_scale)
+    total = k @ np.asarray(local.weights, dtype=np.float64)
+    if local.own:
+        same = np.abs(features[:, None, :] - anchors[None, :, :]).max(axis=2) < SAME_PLAN
+        total = total + same.astype(np.float64) @ np.asarray(local.own, dtype=np.float64)
+    return np.clip(total, -local.log_bound, local.log_bound)
 
 
 def part_factors(ratios: Ratios, features: np.ndarray | None) -> dict[str, np.ndarray | float]:
@@ -112,15 +129,17 @@ def part_factors(ratios: Ratios, features: np.ndarray | None) -> dict[str, np.nd
 def multiplier_span(ratios: Ratios | None) -> tuple[float, float]:
     """(least, greatest) multiplier any time part gets on any plan, 1.0 included (a part no group names keeps
     its price): each group's ratio, times for the moved groups a local factor, which lies between
-    exp(Σ negative weights) and exp(Σ positive weights) since every k is in [0, 1]. engine.search.bound scales
+    exp(Σ negative weights) and exp(Σ positive weights) (own weights included) since every k and every
+    same-plan indicator is in [0, 1]. engine.search.bound scales
     its bounds by least / greatest, so they stay lower bounds whatever plan the factor is evaluated at."""
     if ratios is None:
         return 1.0, 1.0
     lo_f = hi_f = 1.0
     local = ratios.local
     if local is not None:
-        lo_f = math.exp(max(-local.log_bound, sum(min(w, 0.0) for w in local.weights)))
-        hi_f = math.exp(min(local.log_bound, sum(max(w, 0.0) for w in local.weights)))
+        ws = (*local.weights, *local.own)
+        lo_f = math.exp(max(-local.log_bound, sum(min(w, 0.0) for w in ws)))
+        hi_f = math.exp(min(local.log_bound, sum(max(w, 0.0) for w in ws)))
     moved = local.moved if local is not None else ()
     values = [1.0]
     for g, r in ratios.time:

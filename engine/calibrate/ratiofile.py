@@ -38,13 +38,17 @@ class FittedRow:
 
 def local_doc(local: LocalCorrection) -> dict[str, Any]:
     """The `local` key (docs/formats.md §6): the moved groups, the kernel's length scale and, per run fitted
-    on, its plan (the PLAN_FEATURES as counts) and the log-factor weight it spreads to plans like it."""
-    return {
-        "moved": list(local.moved),
-        "length_scale": local.length_scale,
-        "anchors": [{"plan": {f: round(2.0 ** v) for f, v in zip(PLAN_FEATURES, a, strict=True)},
-                     "weight": round(float(w), 6)} for a, w in zip(local.anchors, local.weights, strict=True)],
-    }
+    on, its plan (the PLAN_FEATURES as counts), the log-factor weight it spreads to plans like it and, when the
+    fit split one off, the `own` log factor its own plan alone gets."""
+    own = local.own or (0.0,) * len(local.anchors)
+    anchors: list[dict[str, Any]] = []
+    for a, w, o in zip(local.anchors, local.weights, own, strict=True):
+        entry: dict[str, Any] = {"plan": {f: round(2.0 ** v) for f, v in zip(PLAN_FEATURES, a, strict=True)},
+                                 "weight": round(float(w), 6)}
+        if local.own:
+            entry["own"] = round(float(o), 6)
+        anchors.append(entry)
+    return {"moved": list(local.moved), "length_scale": local.length_scale, "anchors": anchors}
 
 
 def ratios_text(framework: str, device_type: str, ratios: dict[str, float], memory: float,
@@ -119,6 +123,7 @@ def _read_local(src: Source, root: Map) -> LocalCorrection | None:
         return None
     anchors: list[tuple[float, ...]] = []
     weights: list[float] = []
+    own: list[float] = []
     for i, item in enumerate(anchors_node.items):
         at = f"local.anchors.{i}"
         plan = item.get("plan") if isinstance(item, Map) else None
@@ -130,10 +135,17 @@ def _read_local(src: Source, root: Map) -> LocalCorrection | None:
             src.diag("HP810", f"{at}: needs `plan` with {', '.join(PLAN_FEATURES)} (counts ≥ 1) and a "
                      "numeric `weight`", item.range, at)
             return None
+        own_node = item.get("own") if isinstance(item, Map) else None
+        own_value = src.number(item, "own", f"{at}.own", minimum=None, strict=True) \
+            if own_node is not None and isinstance(item, Map) else None
+        if own_node is not None and own_value is None:
+            return None
         anchors.append(tuple(math.log2(float(v)) for v in values))  # type: ignore[arg-type]
         weights.append(float(weight.value))
+        own.append(float(own_value.value) if own_value is not None else 0.0)
     return LocalCorrection(moved=tuple(str(m) for m in moved), length_scale=float(scale.value),
-                           anchors=tuple(anchors), weights=tuple(weights), log_bound=LOG_BOUND)
+                           anchors=tuple(anchors), weights=tuple(weights), log_bound=LOG_BOUND,
+                           own=tuple(own) if any(own) else ())
 
 
 def load_ratios(path: str, text: str | None = None) -> tuple[Ratios | None, list[Diagnostic]]:

@@ -119,3 +119,44 @@ def test_a_bad_local_key_is_a_positioned_hp810(bad: str, where: str) -> None:
     ratios, diags = parse_ratios(text, "r.yaml")
     assert ratios is None
     assert any(d.code in ("HP810", "HP110") and d.path == where and d.range.start.line == 4 for d in diags), diags
+
+
+def test_a_short_or_communication_bound_anchor_keeps_its_misfit_to_itself() -> None:
+    """The same 26% misfit is a stack bias on a long compute-bound plan, but on a 0.35 s step (the fixed per-step
+    overhead prior.OVERHEAD_S is 27% of it) or a step 80% exposed communication it may be that plan's own: the
+    anchor is still reproduced, and no other plan inherits the own part."""
+    a = plan()
+    r = 0.26
+    long_compute = prior.own_spread(0.0, 20.0)
+    short = prior.own_spread(0.0, 0.35)
+    comm_bound = prior.own_spread(0.8, 60.0)
+    assert long_compute < 0.01 < prior.OVERHEAD_S / 0.35 == pytest.approx(short)
+    assert comm_bound == pytest.approx(math.hypot(prior.COMM_SPREAD * 0.8, prior.OVERHEAD_S / 60.0))
+    assert fit_local(a[None, :], [r], MOVED, *FITTED, own_sd=[long_compute]).biased
+    near, far = plan(tp=4, dp=2), plan(hidden=14, layers=7, tp=3, pp=4, nodes=7)
+    for spread in (short, comm_bound):
+        fit = fit_local(a[None, :], [r], MOVED, *FITTED, own_sd=[spread])
+        assert not fit.biased and fit.log_bias == 0.0
+        assert factor_at(fit, a) == pytest.approx(r, abs=0.005)  # reproduced: the own part is added at a
+        assert fit.local.own[0] > 0.5 * r
+        assert 0.0 < factor_at(fit, near) < 0.1 * r  # only the shared part reaches a neighbour
+        assert abs(factor_at(fit, far)) < 1e-6
+
+
+def test_the_own_part_is_in_the_ratios_file_and_in_the_span() -> None:
+    feats = np.stack([plan(), plan(tp=2, dp=4)])
+    fit = fit_local(feats, [0.3, -0.1], MOVED, *FITTED, own_sd=[0.3, 0.05])
+    assert len(fit.local.own) == 2
+    text = ratios_text("megatron", "A100", {g: math.exp(fit.log_bias) for g in RATIO_GROUPS}, 1.0,
+                       [FittedRow("a.yaml", 1.0, 0.74, 1.0)], fit.local)
+    ratios, diags = parse_ratios(text, "r.yaml")
+    assert not diags and ratios is not None and ratios.local is not None
+    assert ratios.local.own == pytest.approx(fit.local.own, abs=1e-6)
+    for x in feats:
+        assert local_log_factor(ratios.local, x[None, :])[0] == pytest.approx(
+            local_log_factor(fit.local, x[None, :])[0], abs=1e-5)
+    lo, hi = multiplier_span(ratios)
+    factors = part_factors(ratios, np.stack([*feats, plan(tp=1)]))
+    assert all(np.all((lo - 1e-12 <= np.asarray(v)) & (np.asarray(v) <= hi + 1e-12)) for v in factors.values())
+    bad, diags = parse_ratios(text.replace("own: ", "own: x", 1), "r.yaml")
+    assert bad is None and diags

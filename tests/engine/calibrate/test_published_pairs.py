@@ -1,0 +1,53 @@
+"""benchmarks/calibration.py on the published runs: calibrating on one run of a stack never predicts that stack's
+other runs worse (median |e| over every (anchor, target) pair) than the uncalibrated model, and a stack whose
+every step is 30% slower is corrected from one run on the stacks the model prices tightly."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("calibration_bench", ROOT / "benchmarks" / "calibration.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["calibration_bench"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def stacks(bench: ModuleType) -> dict:  # type: ignore[type-arg]
+    return {k: v for k, v in bench.priced_runs().items() if len(v) >= 2}
+
+
+def _medians(bench: ModuleType, runs: list, scale: float, tmp: Path) -> tuple[float, float]:  # type: ignore[type-arg]
+    eu, ec, _ = bench._stack_pairs(runs, "local", scale, tmp)
+    return statistics.median(eu), statistics.median(ec)
+
+
+def test_no_stack_is_predicted_worse_calibrated_on_one_published_run(bench: ModuleType, stacks: dict,  # type: ignore[type-arg]
+                                                                     tmp_path: Path) -> None:
+    assert {("megatron", "A100"), ("megatron", "H100"), ("mindspeed", "A2"), ("torchtitan", "H100-96G")} <= set(stacks)
+    for stack, runs in stacks.items():
+        uncal, cal = _medians(bench, runs, 1.0, tmp_path)
+        assert cal <= uncal + 1e-4, stack  # a tie up to the ratios file's 6-digit rounding
+        assert cal <= 0.08, stack
+
+
+def test_a_uniformly_slower_stack_is_corrected_from_one_run(bench: ModuleType, stacks: dict,  # type: ignore[type-arg]
+                                                            tmp_path: Path) -> None:
+    for stack in (("megatron", "A100"), ("torchtitan", "H100-96G"), ("megatron", "H100")):
+        uncal, cal = _medians(bench, stacks[stack], 1.3, tmp_path)
+        assert uncal > 0.2 and cal < 0.9 * uncal, stack
+    uncal, cal = _medians(bench, stacks[("megatron", "A100")], 1.3, tmp_path)
+    assert cal < 0.07
