@@ -10,7 +10,8 @@ are [U] unconfirmed (`unconfirmed`), which the hover on `device_type` shows.
 Source keys: MLE-ACC / MLE-NET (stas00/ml-engineering accelerator and network READMEs), NAR21, DSV3, HP-HW
 (HyperParallel's hardware.py), MS-FLOPS (MindSpeed-LLM `get_device_flops`: 354 TF for any 910B), MS-CHIP
 (Huawei MindStudio `platform_config.h` core counts and SoC map), ASC-BENCH (public Ascend NPU benchmark
-READMEs: 910B2C matmul 322.5 TF, 8-card HCCS all-gather 149 GB/s busbw), TT (torchtitan benchmark notes).
+READMEs: 910B2C matmul 322.5 TF; 8-card HCCS all-gather 149 GB/s and all-reduce 72 GB/s, both the buffer size
+over the time, i.e. algorithm bandwidth: bus bandwidth 130 / 126 GB/s), TT (torchtitan benchmark notes).
 
 Host link (`host_link_gb_s`, offload only, [HP] §8.6): the device's link to host memory, GB/s one direction.
 PCIe x16 per direction: Gen4 31.5, Gen5 63 GB/s (the PCIe base specifications' 16 / 32 GT/s × 16
@@ -25,13 +26,20 @@ from __future__ import annotations
 from engine.specs import DeviceSpec
 
 _ASCEND_SRC = ("[HW] §4: MS-FLOPS 354 TF; MS-CHIP cores and SoC map; ASC-BENCH matmul 0.91 of peak, "
-               "HCCS all-gather 149 GB/s of ~196 (0.76), element-wise torch.exp 642 GB/s vs an A800's 884; "
+               "HCCS all-gather 149 GB/s algbw = 130 GB/s busbw of ~196 (0.665), element-wise torch.exp 642 GB/s vs an A800's 884; "
                "RoCE 200GE per NPU")
 _A2_U = ("intra_node_gb_s", "inter_node_gb_s")
 # The 1.6 TB/s HBM figure is [U]; the streaming rate priced is derived from a measurement instead [D]: the same
 # element-wise benchmark ran a 910B at 642 GB/s and an A800 (the A100's 2.039 TB/s HBM) at 884 GB/s, so a 910B
 # streams like a 2.039 × 642 / 884 = 1.48 TB/s part under the cost model's HBM_EFFICIENCY.
 _A2_HBM_TB_S = 2.039 * 642.0 / 884.0
+# HCCS collective efficiency (DeviceSpec.coll_eff_intra: measured bus bandwidth / intra_node_gb_s) [C of the
+# measurement, D of the conversion]. ASC-BENCH's bench_collective.py divides the all-gather's OUTPUT size (and the
+# all-reduce's buffer size) by the time: that is algorithm bandwidth, not bus bandwidth. On n = 8 cards the bus
+# bandwidth is 149 × (n-1)/n = 130.4 GB/s for the all-gather (72 × 2(n-1)/n = 126 GB/s for the all-reduce):
+# 130.4 / 196 = 0.665 of the mesh. The same conversion checks the full-mesh share: 2 cards 38 × 1/2 = 19.0 GB/s
+# busbw (AR 18 × 1 = 18) against one link's 196/7 × 0.665 = 18.6; 4 cards 64 × 3/4 = 48 (AR 45) against 55.9.
+HCCS_COLL_EFF = 149.0 * 7.0 / 8.0 / 196.0
 _GIB_GB = 2.0 ** 30 / 1e9  # HyperParallel's host links are GiB/s; the catalog's bandwidths GB/s
 _PCIE4, _PCIE5 = 31.5, 63.0  # x16, one direction, nominal [U] (module docstring)
 
@@ -41,7 +49,7 @@ def _ascend(name: str, tflops: float, aliases: tuple[str, ...], notes: str) -> D
     HyperParallel's A2 figure, 16.0 GiB/s, which it calls a placeholder (HP-HW) [U]."""
     return DeviceSpec(name, tflops, 64.0, _A2_HBM_TB_S, 196.0, 25.0, 8, aliases, notes, source=_ASCEND_SRC,
                       unconfirmed=(*_A2_U, "host_link_gb_s"), matmul_efficiency=0.91, full_mesh=True,
-                      coll_eff_intra=0.76, generation="ascend", host_link_gb_s=16.0 * _GIB_GB)
+                      coll_eff_intra=HCCS_COLL_EFF, generation="ascend", host_link_gb_s=16.0 * _GIB_GB)
 
 
 # name, peak dense BF16/FP16 TFLOP/s, memory, HBM TB/s, intra GB/s, inter GB/s, cards/node, aliases, note
@@ -126,7 +134,7 @@ DEVICES: tuple[DeviceSpec, ...] = (
                "UB 196 GB/s per NPU, RDMA 400 Gb/s per NPU",
                source="[HW] §4: MS-CHIP SoC map (A3 die = 910B1 class), MS-FLOPS; §1 UB and RDMA",
                unconfirmed=("hbm_tb_s", "intra_node_gb_s", "inter_node_gb_s"), matmul_efficiency=0.91,
-               coll_eff_intra=0.76, generation="ascend",
+               coll_eff_intra=HCCS_COLL_EFF, generation="ascend",
                host_link_gb_s=6.92 * _GIB_GB),
 )
 

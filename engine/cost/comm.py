@@ -20,8 +20,9 @@ class Links:
 
     On a full-mesh scale-up fabric (Ascend HCCS, MI300X Infinity Fabric; [HW] §3.2 and §4) a device's
     intra-node rate is the sum of its cards_per_node − 1 peer links, so a group with g members per node
-    uses only g − 1 of them: (g − 1)/(cards_per_node − 1) of the rate (8 × 910B all-gather 149 GB/s bus
-    bandwidth, 4 cards 64: the share; MI300X 2-GPU all-reduce 47.7 vs 312.9 on 8). A point-to-point
+    uses only g − 1 of them: (g − 1)/(cards_per_node − 1) of the rate (910B all-gather 149 / 64 / 38 GB/s
+    output bytes over time on 8 / 4 / 2 cards, i.e. 130 / 48 / 19 GB/s bus bandwidth: the share, one link at
+    2 cards; MI300X 2-GPU all-reduce 47.7 vs 312.9 on 8). A point-to-point
     transfer then uses one link. `coll_eff_intra` is the device's measured collective efficiency (0: the
     NVLink ring default, constants.COLL_EFF_INTRA)."""
 

@@ -55,10 +55,15 @@ def test_full_mesh_groups_get_their_links_share() -> None:
     a2 = find_device("A2")
     assert a2 is not None and a2.full_mesh and a2.peak_tflops == 354.0
     links = Links(8, a2.intra_node_gb_s, a2.inter_node_gb_s, full_mesh=True, coll_eff_intra=a2.coll_eff_intra)
-    t8 = links.gather(np.array([1e9]), np.array([8]), np.array([1]))[0]
-    t4 = links.gather(np.array([1e9]), np.array([4]), np.array([1]))[0]
-    # bus bandwidth (n-1)/n·S/t: 8 cards ≈ 149 GB/s measured, 4 cards ≈ 64 ([HW] §4)
-    assert abs(7 / 8 * 1e9 / t8 / 1e9 - 149) < 5 and abs(3 / 4 * 1e9 / t4 / 1e9 - 64) < 5
+    size = np.array([1e9])
+    t8, t4, t2 = (links.gather(size, np.array([n]), np.array([1]))[0] for n in (8, 4, 2))
+    # ASC-BENCH reports output bytes / time (algorithm bandwidth): all-gather 149 / 64 / 38 GB/s on 8 / 4 / 2 cards
+    # is bus bandwidth (n-1)/n of that, 130.4 / 48 / 19 ([HW] §4 read with its benchmark's code).
+    assert abs(1e9 / t8 / 1e9 - 149) < 3  # the measured algorithm bandwidth, 8 cards
+    assert abs(1e9 / t2 / 1e9 - 38) < 2  # one link of the mesh, 2 cards
+    assert 1.0 < 1e9 / t4 / 1e9 / 64 < 1.2  # the links' share is optimistic at 4 cards (+16 %)
+    ar8 = links.allreduce(size, np.array([8]), np.array([1]))[0]
+    assert abs(1e9 / ar8 / 1e9 - 72) < 4  # the all-reduce's measured 72 GB/s (its buffer size / time)
     b3 = find_device("ascend910b4")
     assert b3 is not None and b3.peak_tflops == 295.0 and "intra_node_gb_s" in b3.unconfirmed
 
