@@ -60,7 +60,7 @@ def attention_dropout(m: ModelSpec) -> bool:
 
 
 def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[str, ...] = (),
-              lin: float = K.ACT_BYTES) -> ActTerms:
+              lin: float = K.ACT_BYTES, compiled: bool = False) -> ActTerms:
     """Activation bytes per token of one layer in a recompute mode (before dividing by tp and cp).
 
     KOR22 Table 2 / §4.1 generalised: attention keeps its input, norm output, Q, K, V (GQA widths),
@@ -74,7 +74,9 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
     communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks;
     selective "modules" drops what each listed Megatron submodule keeps (_module_terms). `lin` is the bytes
     of each element a linear layer saves of its input for the weight gradient (2; 1 where TransformerEngine
-    FP8 saves the FP8 cast: Framework.fp8_saved_inputs).
+    FP8 saves the FP8 cast: Framework.fp8_saved_inputs). `compiled`: the checkpointed block runs under
+    torch.compile, which keeps of the "op" policy's saved outputs only those the backward reads
+    (_op_policy_terms).
     """
     h = float(m.hidden)
     a = attn_shape(m)
@@ -101,7 +103,7 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
     unsplit = norm_in + norm_out + masks + latent + router
     split = qkv + proj_in + lse + mlp_split
     if mode == SELECTIVE and policy == "op":
-        return _op_policy_terms(m, moe, lse)
+        return _op_policy_terms(m, moe, lse, compiled)
     if mode == SELECTIVE and policy == "modules":
         return _module_terms(m, moe, modules, ActTerms(unsplit, split, score), lse, lin)
     if mode == SELECTIVE:
@@ -132,10 +134,17 @@ def op_policy_recomputed_share(m: ModelSpec) -> float:
     return (h * kv + a.out_width * h + mlp_recomputed) / total
 
 
-def _op_policy_terms(m: ModelSpec, moe: bool, lse: float) -> ActTerms:
+def _op_policy_terms(m: ModelSpec, moe: bool, lse: float, compiled: bool = False) -> ActTerms:
     """Bytes per token torchtitan's "op" policy keeps: the layer input, the saved matmul outputs (wq, wv,
     w1, w2 for a Llama layer; every other mm), the SDPA output and its log-sum-exp; norms, RoPE, SiLU and
-    the gate product are recomputed from them (op_policy_recomputed_share)."""
+    the gate product are recomputed from them (op_policy_recomputed_share).
+
+    Eager, PyTorch's selective checkpoint (`torch.utils.checkpoint`, `_CachingTorchDispatchMode`, [PT-SAC])
+    stores the output of every op its policy marks to save, whether or not the backward reads it: the last
+    matmul's output (w2, the block output added to the residual stream, h per token) is kept though an add's
+    backward reads neither input. Under torch.compile (torchtitan compiles each checkpointed block) the
+    partitioner saves only what the joint graph's backward uses, the policy banning recomputation of the
+    listed ops, not forcing unused outputs to be saved: that h is not kept."""
     B = K.ACT_BYTES
     h = float(m.hidden)
     a = attn_shape(m)
@@ -144,7 +153,7 @@ def _op_policy_terms(m: ModelSpec, moe: bool, lse: float) -> ActTerms:
     else:
         f = float(m.ffn_eff)
     router = 2 * 4.0 * m.num_experts if moe else 0.0
-    saved_mm = a.q_width + a.kv_width / 2 + f + h
+    saved_mm = a.q_width + a.kv_width / 2 + f + (0.0 if compiled else h)
     return ActTerms(B * h + router, B * (saved_mm + a.out_width) + lse, 0.0)
 
 
@@ -251,7 +260,7 @@ def layer_activations(r: Rows) -> np.ndarray:
     act = np.zeros((r.n, 2, 3))
     for ty in r.types:
         for mode in (OFF, SELECTIVE, FULL):
-            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules, r.lin_bytes)
+            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules, r.lin_bytes, r.compiled)
             if mode == FULL:
                 # The checkpointed layer input is the (sequence-parallel sharded) residual stream.
                 act[:, ty, mode] = r.T * at.unsplit / r.sp_div

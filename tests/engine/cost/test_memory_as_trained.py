@@ -252,3 +252,20 @@ def test_torch_pipelining_keeps_a_receive_buffer_per_micro_batch() -> None:
     # peak with its 2 micro-batches in flight) also keeps those 2 outputs
     assert buffers("torchtitan", 8) - buffers("torchtitan", 4) == pytest.approx(4 * one, rel=1e-9)
     assert buffers("megatron", 8) == pytest.approx(buffers("megatron", 4), rel=1e-12)
+
+
+# ------------------------------------------------------------------ selective "op" checkpointing, eager vs compiled
+def test_compiled_op_policy_does_not_keep_the_block_output_eager_checkpointing_caches() -> None:
+    # Eager selective checkpointing caches every saved op's output, the last matmul's (w2, h per token) too,
+    # though the residual add's backward never reads it; torch.compile's partitioner keeps only what the
+    # backward reads. torchtitan Table 1 measures eager 82.4 GiB, compiled 77.0 GiB for the same run.
+    s = Strategy(dp=8, dp_shard=8, micro_batch_size=2, recompute=RecomputePlan("selective"))
+    act = {c: estimate(LLAMA8B, h100(1, 8), RunOptions(framework="torchtitan", compile=c, selective_policy="op"),
+                       s, 1e6).memory_breakdown_gib["activations"] for c in (False, True)}
+    T = 2 * LLAMA8B.seq_len
+    assert (act[False] - act[True]) * GIB == pytest.approx(2 * LLAMA8B.hidden * T * LLAMA8B.num_layers, rel=1e-9)
+    # full recompute keeps only the layer input either way
+    full = replace(s, recompute=RecomputePlan("full"))
+    same = {c: estimate(LLAMA8B, h100(1, 8), RunOptions(framework="torchtitan", compile=c), full,
+                        1e6).memory_breakdown_gib["activations"] for c in (False, True)}
+    assert same[False] == pytest.approx(same[True], rel=1e-12)
