@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
+from engine.cost.layout import effective_layout, layout_or_default
 from engine.cost.model import (
     attn_shape,
     embedding_params,
@@ -279,7 +280,9 @@ class StageParams:
     ne_stage / ex_stage (n, P): per stage (zero past a row's pp), apart because they shard over different
     data-parallel groups; coef_ne / coef_ex: bytes per held parameter for each STATE_TERMS name (n,);
     shard_o (n,): the optimizer-state shard; e_split: the tp-split embedding parameters (tied copy, its
-    all-reduce); static_b (n, P): parameters + gradients + optimizer bytes per stage.
+    all-reduce); static_b (n, P): parameters + gradients + optimizer bytes per stage; grad_share (n, P): the
+    share of the stage's gradient bytes alive at its peak (unsharded_grad_share; 1 but for one-round
+    interleaved torchtitan pipelines).
     """
 
     ne_layer: np.ndarray
@@ -291,6 +294,7 @@ class StageParams:
     shard_o: np.ndarray
     e_split: float
     static_b: np.ndarray
+    grad_share: np.ndarray
 
 
 def state_bytes(run: RunOptions) -> tuple[float, float, float]:
@@ -349,10 +353,45 @@ def stage_params(r: Rows) -> StageParams:
         # (1 + 1 bytes per parameter, not sharded); torchao's dynamic casting (FSDP2 stacks) caches none.
         coef_ne["parameters"] = coef_ne["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
         coef_ex["parameters"] = coef_ex["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
-    static_b = ne_stage * (coef_ne["parameters"] + coef_ne["gradients"] + coef_ne["optimizer"])[:, None]
+    share = unsharded_grad_share(r, ne_layer + ex_layer, ne_stage + ex_stage)
+    static_b = ne_stage * (coef_ne["parameters"] + coef_ne["optimizer"])[:, None] + ne_stage * coef_ne["gradients"][:, None] * share
     if r.is_moe:
-        static_b = static_b + ex_stage * (coef_ex["parameters"] + coef_ex["gradients"] + coef_ex["optimizer"])[:, None]
-    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b)
+        static_b = (static_b + ex_stage * (coef_ex["parameters"] + coef_ex["optimizer"])[:, None]
+                    + ex_stage * coef_ex["gradients"][:, None] * share)
+    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b, share)
+
+
+def unsharded_grad_share(r: Rows, layer_local: np.ndarray, stage_local: np.ndarray) -> np.ndarray:
+    """(n, P) share of each stage's unsharded gradients alive at once under Framework.pp_unsharded (1 elsewhere).
+
+    torch.distributed.pipelining reduce-scatters a chunk's gradients, and frees its unsharded ones, at that
+    chunk's last micro-batch's backward (PipelineScheduleMulti: `last_backward` counted per stage; the stage's
+    FSDP post-backward then runs, [PT-PP]). ScheduleInterleaved1F1B runs backwards in groups of
+    `microbatches_per_round` micro-batches per chunk, last chunk first, over max(1, m // p) rounds: with one
+    round (m < 2p; torchtitan's default m = p) each chunk runs all its backwards before the next begins, so only
+    one chunk's unsharded gradients exist at a time: the largest chunk's share of the stage. With more rounds
+    every chunk accumulates across rounds and all are alive. `layer_local` (n, 2): one layer's parameters on a
+    rank per type; `stage_local` (n, P): the stage's; what the layers do not hold (embedding, head, MTP, vision
+    tower) sits on the model's first chunk (stage 0) or last chunk (last stage)."""
+    share = np.ones((r.n, r.P))
+    one_round = r.fw.pp_unsharded & (r.p > 1) & (r.fs > 1) & (r.v > 1) & (r.mb < 2 * r.p)
+    if not one_round.any():
+        return share
+    m, lay = r.model, effective_layout(r.run)
+    first_dense = m.first_k_dense if m.is_moe else m.num_layers
+    for row in np.flatnonzero(one_round).tolist():
+        p, v = int(r.p_i[row]), int(r.v[row])
+        chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay)  # (p, v) layers per chunk
+        order = chunks.T.reshape(-1).astype(np.float64)  # model order j = c·p + i
+        starts = np.concatenate([[0.0], np.cumsum(order)[:-1]])
+        dense = np.clip(np.minimum(starts + order, first_dense) - starts, 0.0, order)
+        params = (dense * layer_local[row, DENSE] + (order - dense) * layer_local[row, MOE]).reshape(v, p).T
+        extra = stage_local[row, :p] - params.sum(axis=1)
+        params[0, 0] += extra[0]
+        params[p - 1, v - 1] += extra[p - 1]
+        total = np.maximum(stage_local[row, :p], 1.0)
+        share[row, :p] = np.where(stage_local[row, :p] > 0, params.max(axis=1) / total, 1.0)
+    return share
 
 
 def _state_coefs(r: Rows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
@@ -489,11 +528,12 @@ def price_memory(r: Rows) -> Memory:
     stage_gib[~r.valid] = np.nan
     ne_pk, ex_pk = sp_.ne_stage[pick], sp_.ex_stage[pick]
     terms = {k: (ne_pk * sp_.coef_ne[k] + ex_pk * sp_.coef_ex[k]) / K.GIB for k in STATE_TERMS}
+    terms["gradients"] = terms["gradients"] * sp_.grad_share[pick]
     terms["activations"] = act_stage[pick] / K.GIB
     terms["buffers"] = buf_stage[pick] / K.GIB
     terms["reserved"] = res_stage[pick] / K.GIB
     stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "act": act_stage, "buf": buf_stage, "res": res_stage,
-                   "valid": r.valid,
+                   "valid": r.valid, "grad_share": sp_.grad_share,
                    **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
     return Memory(act, sp_, buf_stage, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts,
                   ratio)
