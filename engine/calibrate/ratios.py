@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # The memory parts kept per stage for printing (engine.cost.table.PricedTable.stage_memory_terms): every
 # byte array among them scales with the memory ratio; the counts ("valid", "ne", "ex") do not.
-_COUNT_PARTS = frozenset({"valid", "ne", "ex"})
+_COUNT_PARTS = frozenset({"valid", "ne", "ex", "grad_share"})
 # The per-stage parts the pipeline timeline is drawn from (engine.cost.table.STAGE_TIME_PARTS, plus the
 # end-of-step dp_comm and optimizer) -> the ratio group that scales them, so a calibrated timeline still ends
 # at the calibrated step time (exactly when the bubble moves with the stage times, as under the step rule).

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
+from engine.cost.layout import effective_layout, layout_or_default
 from engine.cost.model import (
     attn_shape,
     embedding_params,
@@ -60,7 +61,7 @@ def attention_dropout(m: ModelSpec) -> bool:
 
 
 def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[str, ...] = (),
-              lin: float = K.ACT_BYTES) -> ActTerms:
+              lin: float = K.ACT_BYTES, compiled: bool = False) -> ActTerms:
     """Activation bytes per token of one layer in a recompute mode (before dividing by tp and cp).
 
     KOR22 Table 2 / §4.1 generalised: attention keeps its input, norm output, Q, K, V (GQA widths),
@@ -74,7 +75,9 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
     communication outputs and drops norm outputs, activation outputs, softmax/dropout outputs and masks;
     selective "modules" drops what each listed Megatron submodule keeps (_module_terms). `lin` is the bytes
     of each element a linear layer saves of its input for the weight gradient (2; 1 where TransformerEngine
-    FP8 saves the FP8 cast: Framework.fp8_saved_inputs).
+    FP8 saves the FP8 cast: Framework.fp8_saved_inputs). `compiled`: the checkpointed block runs under
+    torch.compile, which keeps of the "op" policy's saved outputs only those the backward reads
+    (_op_policy_terms).
     """
     h = float(m.hidden)
     a = attn_shape(m)
@@ -101,7 +104,7 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
     unsplit = norm_in + norm_out + masks + latent + router
     split = qkv + proj_in + lse + mlp_split
     if mode == SELECTIVE and policy == "op":
-        return _op_policy_terms(m, moe, lse)
+        return _op_policy_terms(m, moe, lse, compiled)
     if mode == SELECTIVE and policy == "modules":
         return _module_terms(m, moe, modules, ActTerms(unsplit, split, score), lse, lin)
     if mode == SELECTIVE:
@@ -132,10 +135,17 @@ def op_policy_recomputed_share(m: ModelSpec) -> float:
     return (h * kv + a.out_width * h + mlp_recomputed) / total
 
 
-def _op_policy_terms(m: ModelSpec, moe: bool, lse: float) -> ActTerms:
+def _op_policy_terms(m: ModelSpec, moe: bool, lse: float, compiled: bool = False) -> ActTerms:
     """Bytes per token torchtitan's "op" policy keeps: the layer input, the saved matmul outputs (wq, wv,
     w1, w2 for a Llama layer; every other mm), the SDPA output and its log-sum-exp; norms, RoPE, SiLU and
-    the gate product are recomputed from them (op_policy_recomputed_share)."""
+    the gate product are recomputed from them (op_policy_recomputed_share).
+
+    Eager, PyTorch's selective checkpoint (`torch.utils.checkpoint`, `_CachingTorchDispatchMode`, [PT-SAC])
+    stores the output of every op its policy marks to save, whether or not the backward reads it: the last
+    matmul's output (w2, the block output added to the residual stream, h per token) is kept though an add's
+    backward reads neither input. Under torch.compile (torchtitan compiles each checkpointed block) the
+    partitioner saves only what the joint graph's backward uses, the policy banning recomputation of the
+    listed ops, not forcing unused outputs to be saved: that h is not kept."""
     B = K.ACT_BYTES
     h = float(m.hidden)
     a = attn_shape(m)
@@ -144,7 +154,7 @@ def _op_policy_terms(m: ModelSpec, moe: bool, lse: float) -> ActTerms:
     else:
         f = float(m.ffn_eff)
     router = 2 * 4.0 * m.num_experts if moe else 0.0
-    saved_mm = a.q_width + a.kv_width / 2 + f + h
+    saved_mm = a.q_width + a.kv_width / 2 + f + (0.0 if compiled else h)
     return ActTerms(B * h + router, B * (saved_mm + a.out_width) + lse, 0.0)
 
 
@@ -251,7 +261,7 @@ def layer_activations(r: Rows) -> np.ndarray:
     act = np.zeros((r.n, 2, 3))
     for ty in r.types:
         for mode in (OFF, SELECTIVE, FULL):
-            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules, r.lin_bytes)
+            at = act_terms(r.model, ty == MOE, mode, r.policy, r.modules, r.lin_bytes, r.compiled)
             if mode == FULL:
                 # The checkpointed layer input is the (sequence-parallel sharded) residual stream.
                 act[:, ty, mode] = r.T * at.unsplit / r.sp_div
@@ -270,7 +280,9 @@ class StageParams:
     ne_stage / ex_stage (n, P): per stage (zero past a row's pp), apart because they shard over different
     data-parallel groups; coef_ne / coef_ex: bytes per held parameter for each STATE_TERMS name (n,);
     shard_o (n,): the optimizer-state shard; e_split: the tp-split embedding parameters (tied copy, its
-    all-reduce); static_b (n, P): parameters + gradients + optimizer bytes per stage.
+    all-reduce); static_b (n, P): parameters + gradients + optimizer bytes per stage; grad_share (n, P): the
+    share of the stage's gradient bytes alive at its peak (unsharded_grad_share; 1 but for one-round
+    interleaved torchtitan pipelines).
     """
 
     ne_layer: np.ndarray
@@ -282,6 +294,7 @@ class StageParams:
     shard_o: np.ndarray
     e_split: float
     static_b: np.ndarray
+    grad_share: np.ndarray
 
 
 def state_bytes(run: RunOptions) -> tuple[float, float, float]:
@@ -340,10 +353,45 @@ def stage_params(r: Rows) -> StageParams:
         # (1 + 1 bytes per parameter, not sharded); torchao's dynamic casting (FSDP2 stacks) caches none.
         coef_ne["parameters"] = coef_ne["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
         coef_ex["parameters"] = coef_ex["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
-    static_b = ne_stage * (coef_ne["parameters"] + coef_ne["gradients"] + coef_ne["optimizer"])[:, None]
+    share = unsharded_grad_share(r, ne_layer + ex_layer, ne_stage + ex_stage)
+    static_b = ne_stage * (coef_ne["parameters"] + coef_ne["optimizer"])[:, None] + ne_stage * coef_ne["gradients"][:, None] * share
     if r.is_moe:
-        static_b = static_b + ex_stage * (coef_ex["parameters"] + coef_ex["gradients"] + coef_ex["optimizer"])[:, None]
-    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b)
+        static_b = (static_b + ex_stage * (coef_ex["parameters"] + coef_ex["optimizer"])[:, None]
+                    + ex_stage * coef_ex["gradients"][:, None] * share)
+    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b, share)
+
+
+def unsharded_grad_share(r: Rows, layer_local: np.ndarray, stage_local: np.ndarray) -> np.ndarray:
+    """(n, P) share of each stage's unsharded gradients alive at once under Framework.pp_unsharded (1 elsewhere).
+
+    torch.distributed.pipelining reduce-scatters a chunk's gradients, and frees its unsharded ones, at that
+    chunk's last micro-batch's backward (PipelineScheduleMulti: `last_backward` counted per stage; the stage's
+    FSDP post-backward then runs, [PT-PP]). ScheduleInterleaved1F1B runs backwards in groups of
+    `microbatches_per_round` micro-batches per chunk, last chunk first, over max(1, m // p) rounds: with one
+    round (m < 2p; torchtitan's default m = p) each chunk runs all its backwards before the next begins, so only
+    one chunk's unsharded gradients exist at a time: the largest chunk's share of the stage. With more rounds
+    every chunk accumulates across rounds and all are alive. `layer_local` (n, 2): one layer's parameters on a
+    rank per type; `stage_local` (n, P): the stage's; what the layers do not hold (embedding, head, MTP, vision
+    tower) sits on the model's first chunk (stage 0) or last chunk (last stage)."""
+    share = np.ones((r.n, r.P))
+    one_round = r.fw.pp_unsharded & (r.p > 1) & (r.fs > 1) & (r.v > 1) & (r.mb < 2 * r.p)
+    if not one_round.any():
+        return share
+    m, lay = r.model, effective_layout(r.run)
+    first_dense = m.first_k_dense if m.is_moe else m.num_layers
+    for row in np.flatnonzero(one_round).tolist():
+        p, v = int(r.p_i[row]), int(r.v[row])
+        chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay)  # (p, v) layers per chunk
+        order = chunks.T.reshape(-1).astype(np.float64)  # model order j = c·p + i
+        starts = np.concatenate([[0.0], np.cumsum(order)[:-1]])
+        dense = np.clip(np.minimum(starts + order, first_dense) - starts, 0.0, order)
+        params = (dense * layer_local[row, DENSE] + (order - dense) * layer_local[row, MOE]).reshape(v, p).T
+        extra = stage_local[row, :p] - params.sum(axis=1)
+        params[0, 0] += extra[0]
+        params[p - 1, v - 1] += extra[p - 1]
+        total = np.maximum(stage_local[row, :p], 1.0)
+        share[row, :p] = np.where(stage_local[row, :p] > 0, params.max(axis=1) / total, 1.0)
+    return share
 
 
 def _state_coefs(r: Rows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
@@ -480,11 +528,12 @@ def price_memory(r: Rows) -> Memory:
     stage_gib[~r.valid] = np.nan
     ne_pk, ex_pk = sp_.ne_stage[pick], sp_.ex_stage[pick]
     terms = {k: (ne_pk * sp_.coef_ne[k] + ex_pk * sp_.coef_ex[k]) / K.GIB for k in STATE_TERMS}
+    terms["gradients"] = terms["gradients"] * sp_.grad_share[pick]
     terms["activations"] = act_stage[pick] / K.GIB
     terms["buffers"] = buf_stage[pick] / K.GIB
     terms["reserved"] = res_stage[pick] / K.GIB
     stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "act": act_stage, "buf": buf_stage, "res": res_stage,
-                   "valid": r.valid,
+                   "valid": r.valid, "grad_share": sp_.grad_share,
                    **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
     return Memory(act, sp_, buf_stage, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts,
                   ratio)

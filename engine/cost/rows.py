@@ -55,7 +55,8 @@ class Rows:
     element-wise work (× EAGER_ELEMENTWISE_FACTOR where the kernels run eager); `attn_frac` the attention
     kernel's rate as a fraction of peak; `wgemm_rate` the weight GEMMs' rate (FP8 where `fp8` is on and the
     device has FP8 GEMMs), `modules` the recompute modules priced under policy "modules", `lin_bytes` the bytes of each
-    saved linear-layer input element (FP8 where the framework saves the FP8 cast), `gemm_rate` the BF16 rate (attention core, router, output layer); `loss_div` what
+    saved linear-layer input element (FP8 where the framework saves the FP8 cast), `compiled` whether
+    torch.compile runs the checkpointed blocks (what selective "op" keeps, memory._op_policy_terms), `gemm_rate` the BF16 rate (attention core, router, output layer); `loss_div` what
     divides the vocabulary each TP rank's loss streams (t with loss parallel, else 1: the full vocabulary).
     """
 
@@ -97,6 +98,7 @@ class Rows:
     policy: str
     modules: tuple[str, ...]
     lin_bytes: float
+    compiled: bool
     elem_traffic: float
     attn_frac: float
     loss_div: np.ndarray
@@ -182,6 +184,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         attn=attn_shape(m), peak=peak, gemm_rate=gemm_rate, wgemm_rate=wgemm_rate, fp8=fp8, fw=fw,
         policy=effective_policy(fw, run), modules=priced_modules(fw, run),
         lin_bytes=K.FP8_ACT_BYTES if fp8 and fw.fp8_saved_inputs else K.ACT_BYTES,
+        compiled=bool(run.compile and fw.compile_fuses),
         elem_traffic=elem, attn_frac=fw.attention_fraction(dev),
         loss_div=t if (fw.loss_parallel if run.loss_parallel is None else run.loss_parallel) else np.ones(n),
         logit_bytes=fw.loss_bytes_per_logit,

@@ -270,6 +270,8 @@ class PricedTable:
         valid = sp["valid"]
         out = {k: sp["ne"] * sp[f"ne_{k}"][:, None] + sp["ex"] * sp[f"ex_{k}"][:, None]
                for k in ("parameters", "gradients", "optimizer")}
+        if "grad_share" in sp:  # one chunk's unsharded gradients at a time (engine.cost.memory.unsharded_grad_share)
+            out["gradients"] = out["gradients"] * sp["grad_share"]
         out["activations"] = sp["act"]
         buf = sp["buf"]
         out["buffers"] = np.broadcast_to(buf if buf.ndim == 2 else buf[:, None], valid.shape)
