@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from engine.catalog.devices import find_device
@@ -54,3 +56,17 @@ MEGATRON_RUN = RunOptions(selective_policy="attention", framework="megatron")
 @pytest.fixture
 def run() -> RunOptions:
     return MEGATRON_RUN
+
+
+def run_of_train_yaml(tmp_path: Path, accelerator: str) -> RunOptions:
+    """The RunOptions a minimal train.yaml with these `accelerator:` lines (indented two spaces) is read as;
+    no diagnostic may call a key unknown."""
+    from engine.config import load
+
+    train = tmp_path / "train.yaml"
+    train.write_text("model:\n  pretrained_model_name_or_path: gpt2\ntraining:\n  global_batch_size: 8\n"
+                     "  micro_batch_size: 1\naccelerator:\n  tp_size: 1\n" + accelerator)
+    loaded = load(str(train))
+    assert not [d for d in loaded.diagnostics if d.code in ("HP010", "HP011") or "unknown" in d.message.lower()]
+    assert loaded.config is not None
+    return loaded.config.run

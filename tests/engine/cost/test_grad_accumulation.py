@@ -12,7 +12,7 @@ from engine.catalog.frameworks import FRAMEWORKS
 from engine.cost import estimate
 from engine.explain.export import export
 from engine.specs import RunOptions, Strategy
-from tests.engine.cost.shapes import LLAMA8B, MOE, cluster
+from tests.engine.cost.shapes import LLAMA8B, MOE, cluster, run_of_train_yaml
 
 A2 = cluster(1, "A2")
 S = Strategy(dp=4, pp=2, micro_batch_size=1, micro_batch_num=16, optimizer_shard=4)
@@ -54,17 +54,7 @@ def test_grouped_expert_accumulation_follows_its_own_flag() -> None:
 
 
 def test_files_carry_the_flags_and_exports_write_them(tmp_path: Path) -> None:
-    from engine.config import load
-
-    train = tmp_path / "train.yaml"
-    train.write_text(
-        "model:\n  pretrained_model_name_or_path: gpt2\ntraining:\n  global_batch_size: 8\n  micro_batch_size: 1\n"
-        "accelerator:\n  tp_size: 1\n  gradient_accumulation_fusion: false\n  gemm_gradient_accumulation_fusion: true\n"
-    )
-    loaded = load(str(train))
-    assert not [d for d in loaded.diagnostics if "unknown" in d.message.lower()]
-    assert loaded.config is not None
-    r = loaded.config.run
+    r = run_of_train_yaml(tmp_path, "  gradient_accumulation_fusion: false\n  gemm_gradient_accumulation_fusion: true\n")
     assert (r.gradient_accumulation_fusion, r.gemm_gradient_accumulation_fusion) == (False, True)
     assert "--no-gradient-accumulation-fusion" in export(S, LLAMA8B, MINDSPEED, "mindspeed").args
     assert "--no-gradient-accumulation-fusion" not in export(S, LLAMA8B, RunOptions(framework="megatron"),

@@ -13,7 +13,7 @@ from engine.cost import constants as K
 from engine.cost import estimate
 from engine.cost.communication import dp_buckets, dp_exposed_time, tp_exposed
 from engine.specs import RunOptions, Strategy
-from tests.engine.cost.shapes import MEGATRON_RUN, cluster, gpt
+from tests.engine.cost.shapes import MEGATRON_RUN, cluster, gpt, run_of_train_yaml
 
 # A 32B-class GPT at tp 8 × dp 16 with the distributed optimizer: its DP traffic crosses the NICs.
 M = gpt(48, 7168, 56, flash=True)
@@ -97,17 +97,7 @@ def test_tp_comm_overlap_hides_tp_collectives_within_bounds() -> None:
 
 
 def test_readers_carry_the_overlap_keys(tmp_path: Path) -> None:
-    from engine.config import load
-
-    train = tmp_path / "train.yaml"
-    train.write_text(
-        "model:\n  pretrained_model_name_or_path: gpt2\ntraining:\n  global_batch_size: 8\n  micro_batch_size: 1\n"
-        "accelerator:\n  tp_size: 1\n  tp_comm_overlap: true\n  overlap_grad_reduce: false\n"
-    )
-    loaded = load(str(train))
-    assert not [d for d in loaded.diagnostics if d.code in ("HP010", "HP011") or "unknown" in d.message.lower()]
-    assert loaded.config is not None
-    r = loaded.config.run
+    r = run_of_train_yaml(tmp_path, "  tp_comm_overlap: true\n  overlap_grad_reduce: false\n")
     assert (r.tp_comm_overlap, r.overlap_grad_reduce, r.overlap_param_gather) == (True, False, True)
 
 
