@@ -147,6 +147,14 @@ class Framework:
         """Element-wise kernels fused: by the stack itself, or by torch.compile where it is on."""
         return self.fused_elementwise or (self.compile_fuses and run.compile)
 
+    def grad_accumulation_fused(self, run: RunOptions) -> tuple[bool, bool]:
+        """(dense, grouped expert) weight-gradient GEMMs accumulating into the main gradients in their
+        epilogue: as the run states, else this stack's recipes' usual setting."""
+        dense = self.grad_accum_fusion if run.gradient_accumulation_fusion is None else run.gradient_accumulation_fusion
+        grouped = (self.grouped_grad_accum_fusion if run.gemm_gradient_accumulation_fusion is None
+                   else run.gemm_gradient_accumulation_fusion)
+        return dense, grouped
+
     @property
     def calibrated(self) -> bool:
         return bool(self.calibrated_on)

@@ -270,13 +270,10 @@ class PricedTable:
         valid = sp["valid"]
         out = {k: sp["ne"] * sp[f"ne_{k}"][:, None] + sp["ex"] * sp[f"ex_{k}"][:, None]
                for k in ("parameters", "gradients", "optimizer")}
-        if "grad_share" in sp:  # one chunk's unsharded gradients at a time (engine.cost.memory.unsharded_grad_share)
-            out["gradients"] = out["gradients"] * sp["grad_share"]
+        out["gradients"] = out["gradients"] * sp["grad_share"]  # engine.cost.memory.unsharded_grad_share
         out["activations"] = sp["act"]
-        buf = sp["buf"]
-        out["buffers"] = np.broadcast_to(buf if buf.ndim == 2 else buf[:, None], valid.shape)
-        out["reserved"] = (sp["res"] if "res" in sp
-                           else np.full(valid.shape, self.memory_terms["reserved"][:, None] * GIB_BYTES))
+        out["buffers"] = sp["buf"]
+        out["reserved"] = sp["res"]
         return {k: np.where(valid, v / GIB_BYTES, np.nan) for k, v in out.items()}
 
     @property

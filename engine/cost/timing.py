@@ -321,23 +321,19 @@ def optimizer_time(r: Rows, ne_stage: np.ndarray, ex_stage: np.ndarray, shard_o:
     return opt_held.max(axis=1) * K.OPTIMIZER_BYTES_PER_PARAM / r.hbm
 
 
-def _stated_or(stated: bool | None, usual: bool) -> bool:
-    return usual if stated is None else stated
-
-
 def grad_accumulation_time(r: Rows, ne_stage: np.ndarray, ex_stage: np.ndarray) -> np.ndarray:
     """(n, P) seconds per micro-batch each stage spends adding its weight gradients to the main gradients in
     separate kernels, when the stack keeps Megatron-style main gradients and the run turns the GEMM-epilogue
     accumulation off (RunOptions.gradient_accumulation_fusion / gemm_gradient_accumulation_fusion for the
-    grouped expert GEMMs; unstated: the framework's recipes' usual setting): unfused parameters × (2 × param bytes + 2 × grad bytes) through HBM
-    (constants.OPTIMIZER_BYTES_PER_PARAM's neighbour, [MCORE-DDP]). FSDP2 stacks reduce-scatter each
-    micro-batch's gradient instead and are not priced here."""
+    grouped expert GEMMs; unstated: the framework's recipes' usual setting, Framework.grad_accumulation_fused):
+    unfused parameters × (2 × param bytes + 2 × grad bytes) through HBM (engine.cost.constants, "Unfused
+    gradient accumulation"; [MCORE-DDP]). FSDP2 stacks reduce-scatter each micro-batch's gradient instead and
+    are not priced here."""
     run, fw = r.run, r.fw
     if fw.fsdp2:
         return np.zeros_like(ne_stage)
-    dense = not _stated_or(run.gradient_accumulation_fusion, fw.grad_accum_fusion)
-    experts = not _stated_or(run.gemm_gradient_accumulation_fusion, fw.grouped_grad_accum_fusion)
-    unfused = ne_stage * float(dense) + ex_stage * float(experts)
+    dense_fused, grouped_fused = fw.grad_accumulation_fused(run)
+    unfused = ne_stage * float(not dense_fused) + ex_stage * float(not grouped_fused)
     return unfused * (2.0 * run.param_bytes + 2.0 * run.grad_bytes) / r.hbm
 
 

@@ -181,10 +181,7 @@ def _grad_accumulation_args(model: ModelSpec, run: RunOptions, target: str) -> l
     default; the target framework's usual setting where the files state none, engine.catalog.frameworks)."""
     from engine.catalog.frameworks import FRAMEWORKS
 
-    fw = FRAMEWORKS[target]
-    dense = fw.grad_accum_fusion if run.gradient_accumulation_fusion is None else run.gradient_accumulation_fusion
-    grouped = (fw.grouped_grad_accum_fusion if run.gemm_gradient_accumulation_fusion is None
-               else run.gemm_gradient_accumulation_fusion)
+    dense, grouped = FRAMEWORKS[target].grad_accumulation_fused(run)
     args = [] if dense else ["--no-gradient-accumulation-fusion"]
     if target == "mindspeed" and model.is_moe and grouped:
         args.append("--gemm-gradient-accumulation-fusion")
