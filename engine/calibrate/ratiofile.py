@@ -135,11 +135,11 @@ def _read_local(src: Source, root: Map) -> LocalCorrection | None:
             src.diag("HP810", f"{at}: needs `plan` with {', '.join(PLAN_FEATURES)} (counts ≥ 1) and a "
                      "numeric `weight`", item.range, at)
             return None
-        own_node = item.get("own") if isinstance(item, Map) else None
-        own_value = src.number(item, "own", f"{at}.own", minimum=None, strict=True) \
-            if own_node is not None and isinstance(item, Map) else None
-        if own_node is not None and own_value is None:
-            return None
+        own_value = None
+        if isinstance(item, Map) and item.get("own") is not None:  # optional; once stated, a number
+            own_value = src.number(item, "own", f"{at}.own", minimum=None, strict=True)
+            if own_value is None:
+                return None
         anchors.append(tuple(math.log2(float(v)) for v in values))  # type: ignore[arg-type]
         weights.append(float(weight.value))
         own.append(float(own_value.value) if own_value is not None else 0.0)
