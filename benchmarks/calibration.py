@@ -6,7 +6,7 @@
 Runs: the six published runs of [CAL] §10 (benchmarks/calibration_runs/, measured figure from each
 `expected.json`) and the Megatron cases of [CAL] §1-§5 (benchmarks/cases/*.yaml, published step from each file's
 header, written by benchmarks/accuracy.py). A stack is (framework, device type) as the configs price them
-(engine.calibrate.stack). For every stack with two or more runs and every run in it as the anchor: a RUNS file
+(engine.ratios.stack). For every stack with two or more runs and every run in it as the anchor: a RUNS file
 naming the anchor is calibrated through `engine.calibrate.result.calibrate` (the code `hp-plan calibrate` runs),
 the ratios file written, and every other run of the stack priced with it through
 `engine.check.check_file(..., ratios=...)` + `estimate_config` (the code `hp-plan estimate --ratios` runs).
@@ -15,7 +15,7 @@ Three tables: the runs as published (the model was fitted on them: what is left 
 then the same runs with every measured step × 1.3 and × 0.8 (a synthetic biased stack: a user's slower or faster
 cluster, which calibration must correct). Each prints per stack the median |e| of the other runs uncalibrated and
 calibrated over all (anchor, target) pairs, e = (predicted − measured) / measured of the step time. Last, the
-figures engine.calibrate.prior takes from these runs (σ_g per stack, and the residuals against plan distance).
+figures engine.ratios.prior takes from these runs (σ_g per stack, and the residuals against plan distance).
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.calibrate import prior  # noqa: E402
-from engine.calibrate.attach import RatiosRequest  # noqa: E402
 from engine.calibrate.fit import DEFAULT_RULE, RULES  # noqa: E402
-from engine.calibrate.local import strategy_features  # noqa: E402
 from engine.calibrate.result import calibrate  # noqa: E402
-from engine.calibrate.stack import stack_of  # noqa: E402
 from engine.check import check_file  # noqa: E402
 from engine.cost import estimate_config  # noqa: E402
+from engine.ratios import prior  # noqa: E402
+from engine.ratios.attach import RatiosRequest  # noqa: E402
+from engine.ratios.local import strategy_features  # noqa: E402
+from engine.ratios.stack import stack_of  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"  # the [CAL] §10 runs, copied as published
 CASES_DIR = ROOT / "benchmarks" / "cases"
@@ -110,7 +110,7 @@ class Priced:
     run: Run
     uncalibrated_s: float
     stack: tuple[str, str]
-    features: np.ndarray  # log2 plan features (engine.calibrate.local)
+    features: np.ndarray  # log2 plan features (engine.ratios.local)
     comm_share: float = 0.0  # exposed communication (prior.COMM_PARTS) over the priced step
 
     @property
@@ -228,7 +228,7 @@ def _nll(res: np.ndarray, comm: np.ndarray, step: np.ndarray, sigma: np.ndarray,
 
 
 def fit_spreads(groups: dict[tuple[str, str], list[Priced]], pooled: bool = False) -> SpreadFit:
-    """Maximum likelihood of σ_g per group (one σ for all when `pooled`), κ and τ0 (engine.calibrate.prior) by
+    """Maximum likelihood of σ_g per group (one σ for all when `pooled`), κ and τ0 (engine.ratios.prior) by
     coordinate descent over fixed grids."""
     keys = sorted(groups)
     arr = {k: (np.array([p.residual for p in groups[k]]), np.array([p.comm_share for p in groups[k]]),
@@ -257,7 +257,7 @@ def _fit_without(stacks: dict[tuple[str, str], list[Priced]], left: Priced) -> S
 
 
 def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
-    """The figures engine.calibrate.prior takes from these runs: σ_g per stack, per framework and pooled, κ and
+    """The figures engine.ratios.prior takes from these runs: σ_g per stack, per framework and pooled, κ and
     τ0 (maximum likelihood, with each run left out in turn), and the semivariogram of the residuals against the
     plan distance (why ℓ is short)."""
     res = {st: [p.residual for p in runs] for st, runs in stacks.items()}
@@ -284,7 +284,7 @@ def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
     stale += [f"{name} {have:.3f} (now {now:.3f})" for name, have, now in
               (("COMM_SPREAD", prior.COMM_SPREAD, fit.kappa), ("OVERHEAD_S", prior.OVERHEAD_S, fit.tau_s))
               if abs(have - now) > 0.1 * now]
-    print("  engine/calibrate/prior.py: " + ("matches these figures within 10%" if not stale else
+    print("  engine/ratios/prior.py: " + ("matches these figures within 10%" if not stale else
                                              "out of date, copy the figures above: " + "; ".join(stale)))
     bins: dict[int, list[tuple[float, float]]] = {}
     for runs in stacks.values():

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from engine.check import check_file  # noqa: E402
 from engine.explain import bound_of, explain_estimate, pick_plan  # noqa: E402
 from engine.explain.svg import render as render_svg  # noqa: E402
-from engine.explain.text import render as render_text  # noqa: E402
+from engine.explain.terminal import render as render_text  # noqa: E402
 
 T = TypeVar("T")
 FILES = ("examples/explain/1f1b.yaml", "examples/explain/interleaved.yaml", "examples/llama3-70b/search.yaml",

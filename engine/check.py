@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from engine.calibrate.attach import RatiosRequest, with_ratios
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES
 from engine.facts import unique
+from engine.ratios.attach import RatiosRequest, with_ratios
 from engine.validate import validate
 
 
@@ -34,7 +34,7 @@ def check_file(path: str, text: str | None = None, overrides: ClusterOverrides |
     counts at once (the language server passes its open documents; the CLI reads the disk only).
 
     `ratios` names a ratios file from outside the files (`--ratios`, the setting hpLsp.ratiosFile); with the
-    config's own `estimator.ratios_file` it is attached to the config (engine.calibrate.attach)."""
+    config's own `estimator.ratios_file` it is attached to the config (engine.ratios.attach)."""
     try:
         resolved = resolve(path, text, overrides, max_bytes=max_bytes, texts=texts)
         diags = list(resolved.diagnostics)

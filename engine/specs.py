@@ -197,7 +197,7 @@ RATIO_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
-# The plan features the local part of a calibration compares (engine.calibrate.local), each as log2 of a
+# The plan features the local part of a calibration compares (engine.ratios.local), each as log2 of a
 # positive count: the model's shape, the trained sequence, the parallel degrees, the micro-batch, the nodes.
 PLAN_FEATURES: tuple[str, ...] = ("hidden", "layers", "experts", "seq_len", "tp", "pp", "cp", "ep", "dp",
                                   "micro_batch_size", "nodes")
@@ -331,7 +331,7 @@ class RunOptions:
     # The trainer's accelerator.loss_parallel: the loss over the vocabulary-parallel logits (÷ tp) or, false,
     # over the whole vocabulary on every TP rank; None: the framework's own (engine.catalog.frameworks).
     loss_parallel: bool | None = None
-    # Calibration applied over the priced parts (engine.calibrate.ratios.apply_ratios); None = uncalibrated.
+    # Calibration applied over the priced parts (engine.cost.ratio_scaling.apply_ratios); None = uncalibrated.
     ratios: Ratios | None = None
     # How the layers are split over the pipeline stages and chunks (the frameworks' layout keys); the
     # default is the even split (engine.cost.layout).

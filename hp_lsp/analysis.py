@@ -11,7 +11,6 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.calibrate.attach import RatiosRequest
 from engine.calibrate.result import Calibration
 from engine.calibrate.runs import is_runs_file
 from engine.check import check_file
@@ -20,6 +19,7 @@ from engine.cost import estimate_config
 from engine.diagnostics import Diagnostic
 from engine.facts import merge
 from engine.positions import Range
+from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate
 from hp_lsp.outline import Entry, scan
 from hp_lsp.workspace import same_path

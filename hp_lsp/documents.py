@@ -27,7 +27,7 @@ from pygls.workspace import TextDocument, Workspace
 
 from engine.edit.text import split_lines
 from engine.positions import Position
-from hp_lsp.positions import from_client_position
+from hp_lsp.client_units import from_client_position
 
 
 class LspTextDocument(TextDocument):

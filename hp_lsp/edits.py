@@ -15,7 +15,7 @@ from pygls.workspace.position_codec import PositionCodec
 from engine.edit import EditResult
 from engine.positions import TextEdit
 from hp_lsp.client import ClientFeatures
-from hp_lsp.positions import to_client_range
+from hp_lsp.client_units import to_client_range
 
 
 def to_lsp_edits(edits: Sequence[TextEdit], lines: Sequence[str], codec: PositionCodec) -> list[types.TextEdit]:

@@ -33,7 +33,7 @@ from hp_lsp.worker import Job, Outcome
 from hp_lsp.workspace import SearchConfigIndex
 
 if TYPE_CHECKING:
-    from engine.calibrate.attach import RatiosRequest
+    from engine.ratios.attach import RatiosRequest
 
 T = TypeVar("T")
 DEBOUNCE_S = 0.3
@@ -66,7 +66,7 @@ class CheckInput:
     max_kb: int
     texts: dict[str, str]
     roots: tuple[str, ...]
-    ratios: RatiosRequest | None = None  # the setting hpLsp.ratiosFile (engine.calibrate.attach)
+    ratios: RatiosRequest | None = None  # the setting hpLsp.ratiosFile (engine.ratios.attach)
 
 
 class Publisher(Protocol):

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from engine.calibrate.attach import RatiosRequest
 from engine.check import check_file
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
 from engine.positions import TextEdit
+from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate, SearchResult
 
 

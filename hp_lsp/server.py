@@ -27,12 +27,12 @@ from pygls.uris import from_fs_path
 from hp_lsp import __version__
 from hp_lsp.analysis import Analysis
 from hp_lsp.client import Client, ClientFeatures
+from hp_lsp.client_units import from_client_position, to_client_range
 from hp_lsp.documents import HpProtocol
 from hp_lsp.features import calibration, code_actions, code_lens, completion, hover, plan, symbols
 from hp_lsp.features.progress import SearchProgress
 from hp_lsp.linked import read_linked
 from hp_lsp.outline import Entry, scan
-from hp_lsp.positions import from_client_position, to_client_range
 from hp_lsp.scheduler import Scheduler
 from hp_lsp.search_job import run_job
 from hp_lsp.session import DocState, Session

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engine.config.types import ClusterOverrides
 
 if TYPE_CHECKING:
-    from engine.calibrate.attach import RatiosRequest
+    from engine.ratios.attach import RatiosRequest
 
 SECTION = "hpLsp"
 DEFAULT_MAX_FILE_SIZE_KB = 1024
@@ -42,7 +42,7 @@ class Settings:
             return None
         import os
 
-        from engine.calibrate.attach import RatiosRequest
+        from engine.ratios.attach import RatiosRequest
 
         path = os.path.expanduser(self.ratios_file)
         if not os.path.isabs(path):

@@ -6,7 +6,7 @@
 2. The step times fix what is left. A step time alone cannot say which part is off, nor whether the whole
    stack or only that plan is off, so the choice is a named rule:
    `local` (the default) moves every part no profile fixed by a stack factor exp(b̂) times a per-plan factor,
-   fitted by engine.calibrate.local (a stack bias only when the runs' misfit is beyond the model's own
+   fitted by engine.ratios.local (a stack bias only when the runs' misfit is beyond the model's own
    spread on the stack; each run's own misfit kept near its plan);
    `step` moves every part no profile fixed by one factor s on every plan; `compute` moves only compute (with
    recompute) and keeps the rest as priced. s minimises Σ ((s·S_i − R_i)/T_i)² over the runs (T the measured
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.calibrate import prior
-from engine.calibrate.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.calibrate.runs import Measured
-from engine.calibrate.stack import stack_of
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
+from engine.ratios import prior
+from engine.ratios.local import LocalFit, fit_local, local_log_factor, strategy_features
+from engine.ratios.stack import stack_of
 from engine.specs import RATIO_GROUPS
 
 RULES = ("local", "step", "compute")

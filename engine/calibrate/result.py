@@ -22,11 +22,11 @@ from engine.calibrate.fit import (
     predict_step,
     warnings,
 )
-from engine.calibrate.ratiofile import FittedRow, local_doc, ratios_text
 from engine.calibrate.runs import Measured, RunsFile, measure, read_runs
-from engine.calibrate.stack import stack_of
 from engine.diagnostics import Diagnostic
 from engine.positions import DOCUMENT_START
+from engine.ratios.ratiofile import FittedRow, local_doc, ratios_text
+from engine.ratios.stack import stack_of
 from engine.specs import RATIO_GROUPS
 
 

@@ -4,7 +4,7 @@ The same strategy runs at different speeds under different stacks. A `Framework`
 field is a fact about the stack's kernels, overlaps, sharding and recompute policies, with its source in
 docs/cost-model.md §5 ([CAL] §10 quotes the stacks' own code and scripts). What a framework's
 trainer cannot execute (`pipelines`, `schedules`, `selective_policies`) becomes a diagnostic on the stated
-plan and a filter on the search (engine.cost.validate).
+plan and a filter on the search (engine.cost.strategy_rules).
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def framework_of(run: RunOptions) -> Framework:
 
 def effective_policy(fw: Framework, run: RunOptions) -> str:
     """The selective-recompute policy priced: the stated one where the framework offers it, else the
-    framework's own (a stated policy it does not offer gets a diagnostic: engine.cost.validate)."""
+    framework's own (a stated policy it does not offer gets a diagnostic: engine.cost.strategy_rules)."""
     if priced_modules(fw, run):
         return "modules"
     if run.selective_policy == "modules":  # modules without a module list: the stack's default list

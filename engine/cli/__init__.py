@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from engine import __version__
 
 if TYPE_CHECKING:
-    from engine.calibrate.attach import RatiosRequest
     from engine.config.types import ClusterOverrides
+    from engine.ratios.attach import RatiosRequest
 
 SUBCOMMANDS = ("check", "estimate", "search", "apply", "calibrate", "explain", "compare", "export")
 
@@ -120,7 +120,7 @@ def ratios_request(args: argparse.Namespace) -> RatiosRequest | None:
     path = getattr(args, "ratios", None)
     if not path:
         return None
-    from engine.calibrate.attach import RatiosRequest
+    from engine.ratios.attach import RatiosRequest
 
     return RatiosRequest(os.path.abspath(os.path.expanduser(path)), "--ratios", explicit=True)
 

@@ -29,7 +29,7 @@ def _load(path: str, args: argparse.Namespace) -> tuple[Config | None, list[Diag
 def stated_estimate(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
     """The plan a file states: its own, or a search config's train.yaml's, priced on the search config's
     model, cluster and budget (what the search ranks against)."""
-    from engine.cost.validate import estimate_config
+    from engine.cost.strategy_rules import estimate_config
 
     if config.stated is None and config.kind == "search" and config.train_yaml and config.cluster is not None:
         from engine.check import check_file

@@ -17,7 +17,7 @@ import numpy as np
 from engine.cli import cluster_overrides, ratios_request
 from engine.cli.check import format_line
 from engine.config.types import Config
-from engine.cost.validate import estimate_config
+from engine.cost.strategy_rules import estimate_config
 from engine.diagnostics import Diagnostic, has_errors
 from engine.facts import merge
 from engine.results import MEMORY_TERMS, MFU_LABEL, TIME_TERMS, Estimate

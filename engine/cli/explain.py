@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     from engine.cli.check import format_line
     from engine.cli.search import write_json
     from engine.explain.svg import render as render_svg
-    from engine.explain.text import render as render_text
+    from engine.explain.terminal import render as render_text
     from engine.explain.tokens import time_to_train
 
     out = stdout or sys.stdout

@@ -31,10 +31,10 @@ from typing import Any
 from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES
 from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
-from engine.config.layout import layout_of
-from engine.config.model import REQUIRED, ModelResult, build_model
+from engine.config.model_facts import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
-from engine.config.search import Decl, SearchFacts, read_search
+from engine.config.search_config import Decl, SearchFacts, read_search
+from engine.config.stated_layout import layout_of
 from engine.config.train import DTYPES, NOT_PRICED, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.config.vision import build_vision

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from engine.catalog.models import MODEL_FIELDS, VISION_KEYS
 
-# The pipeline layout keys engine.config.layout reads (Megatron-Core's and HyperParallel's names).
+# The pipeline layout keys engine.config.stated_layout reads (Megatron-Core's and HyperParallel's names).
 LAYOUT_KEY_NAMES = ("account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
                     "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage "
                     "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers offset emb_out_in_offset "

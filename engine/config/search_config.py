@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from engine.catalog.frameworks import FRAMEWORK_ALIASES, FRAMEWORKS
 from engine.config.cluster import ClusterFacts, read_cluster_section
-from engine.config.layout import read_layout, read_offset
-from engine.config.model import read_model_fields
+from engine.config.model_facts import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
 from engine.config.schema import SEARCH_DIMENSION_KEYS
+from engine.config.stated_layout import read_layout, read_offset
 from engine.config.train import (
     CP_ALGOS,
     DTYPES,
@@ -66,7 +66,7 @@ class SearchFacts:
     recompute_modules: Val | None = None  # recompute_modules (ext): Megatron's --recompute-modules
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
-    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
+    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.stated_layout)
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
@@ -243,7 +243,7 @@ def read_offload(src: Source, root: Map) -> Val | None:
 
 def _read_pp_config(facts: SearchFacts, ppc: Map | None, model: Map | None) -> None:
     """`pp_config`: the schedule, chunks per stage, HyperParallel's pp_degree list, and the pipeline layout
-    keys (engine.config.layout; HyperParallel's recipes write `offset` in `model`)."""
+    keys (engine.config.stated_layout; HyperParallel's recipes write `offset` in `model`)."""
     src = facts.src
     facts.pipeline_schedule = src.choice(ppc, "pipeline_schedule", "pp_config.pipeline_schedule", SCHEDULES)
     facts.pp_interleave_num = src.int_(ppc, "pp_interleave_num", "pp_config.pp_interleave_num")

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
-from engine.config.layout import read_layout, read_offset
-from engine.config.model import read_model_fields
+from engine.config.model_facts import read_model_fields
 from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
+from engine.config.stated_layout import read_layout, read_offset
 from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Scalar, Seq
 from engine.specs import RECOMPUTE_MODULES
@@ -70,7 +70,7 @@ class TrainFacts:
     reshard_after_forward: Val | None = None
     optimizer_shard: Val | None = None
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (accelerator.*, ext)
-    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.layout)
+    layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.stated_layout)
     param_bytes: Val | None = None
     # mixed_precision (the trainer's section; legacy train.mixed_precision): `enabled` false trains every state
     # in the weights' dtype (no fp32 master copy); `reduce_dtype` is the gradients' width (engine.config.resolve).

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.catalog.models import VISION_REQUIRED, vision_canonical
-from engine.config.model import GATED_ACTS, _foreign
+from engine.config.model_facts import GATED_ACTS, _foreign
 from engine.config.reader import Source, Val
 from engine.document import Map
 from engine.positions import DOCUMENT_START

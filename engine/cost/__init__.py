@@ -40,8 +40,8 @@ Public API (stable names; docs/cost-model.md has every formula and its source):
 from engine.cost.estimate import estimate, estimate_row
 from engine.cost.model import ModelStats, model_stats
 from engine.cost.price import price_table
+from engine.cost.strategy_rules import check_strategy, estimate_config
 from engine.cost.table import CandidateTable, PricedTable, plan_from_layer_modes, plan_layer_modes
-from engine.cost.validate import check_strategy, estimate_config
 
 __all__ = [
     "CandidateTable", "ModelStats", "PricedTable", "check_strategy", "estimate", "estimate_config", "estimate_row",

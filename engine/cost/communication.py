@@ -1,7 +1,7 @@
 """Communication terms: tensor-, context- and expert-parallel collectives per layer, pipeline
 point-to-point, FSDP traffic per micro-batch and the end-of-step data-parallel synchronisation, each as the
 seconds it leaves exposed after the overlaps the frameworks implement (docs/cost-model.md §3, "Overlap").
-Collective times come from engine.cost.comm.Links (alpha-beta over the two-level hierarchy).
+Collective times come from engine.cost.collectives.Links (alpha-beta over the two-level hierarchy).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
-from engine.cost.comm import Links
+from engine.cost.collectives import Links
 from engine.cost.memory import StageParams, state_bytes
 from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
 from engine.cost.timing import LayerCompute

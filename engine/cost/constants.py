@@ -152,13 +152,8 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0
 RESERVED_GIB = 1.5
 # The allocator's reserve over its live tensors is a framework fact: engine.catalog.frameworks
 # (TORCHTITAN_ALLOCATOR_OVERHEAD, fitted there on named runs). RESERVED_GIB is what lies outside the allocator.
-# The memory model's stated uncertainty, as a fraction of the budget: a peak within it of the budget gets the
-# verdict "marginal" (docs/formats.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
-# the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in [CAL] §10
-# (torchtitan Llama-3.1-8B, 77.0 GiB reserved: a high-water mark of the allocator's reserve) reads +7.6 %
-# with the fitted allocator overhead (benchmarks/accuracy.py; 16 of the 17 peaks of benchmarks/memory_peaks.py
-# within 10 %, median |e| 2.6 %); 5 % is the band, not a bound.
-MEMORY_UNCERTAINTY = 0.05
+# The memory model's stated uncertainty (the verdict's band) is engine.results.MEMORY_UNCERTAINTY: the verdict is a
+# property of a priced result, and the results sit below the cost model that fills them.
 
 # ------------------------------------------------------------------------------------- MoE
 # Dropless routing with capacity factor 1 still lands unevenly: the busiest expert rank receives this

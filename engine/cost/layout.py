@@ -219,7 +219,7 @@ def _placed_by_offsets(L: int, m: int, p: int, v: int, lay: PipelineLayout) -> n
 def layout_or_default(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> tuple[np.ndarray, bool]:
     """(chunks, whether the stated layout applies): a layout that does not fit this pp·vpp (an offset list
     written for another pp, a split that does not divide) is priced with the even split, as HyperParallel
-    adapts its offsets to each candidate ([HP] §5.8); the stated plan gets the refusal (engine.cost.validate)."""
+    adapts its offsets to each candidate ([HP] §5.8); the stated plan gets the refusal (engine.cost.strategy_rules)."""
     if not lay.stated:
         return default_chunks(L, p, v), False
     try:

@@ -322,7 +322,7 @@ def held_state_bytes(run: RunOptions, fsdp2: bool) -> tuple[float, float, float,
     return Bp, 0.0, Bg, Bo
 
 
-def stage_params(r: Rows) -> StageParams:
+def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams:
     """Parameters per stage and their bytes by how weights, gradients and optimizer states shard
     (docs/cost-model.md §2.1)."""
     m, t, n = r.model, r.t, r.n
@@ -341,8 +341,8 @@ def stage_params(r: Rows) -> StageParams:
         ex_stage = np.zeros_like(ne_stage)
     tied_copy = e_split if m.tie_embeddings else 0.0
     ne_stage += np.where(r.first, (e_split / t + e_rep)[:, None], 0.0)
-    if r.tower is not None:  # the vision tower's weights sit on stage 0 and shard like the decoder's (engine.cost.tower)
-        ne_stage += np.where(r.first, r.tower.params[:, None], 0.0)
+    if tower_params is not None:  # a vision tower's weights sit on stage 0 and shard like the decoder's (engine.cost.tower)
+        ne_stage += np.where(r.first, tower_params[:, None], 0.0)
     head_local = (h_split / t + h_rep) + np.where(r.p > 1, tied_copy / t, 0.0)
     if m.mtp_depth:
         head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
@@ -472,7 +472,7 @@ def loss_peak_bytes(r: Rows) -> np.ndarray:
     return plain
 
 
-def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
+def fixed_activations(r: Rows, act: np.ndarray, tower_act: np.ndarray | None = None) -> np.ndarray:
     """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
     (one micro-batch), the embedding dropout mask and a vision tower's activations (stage 0, per micro-batch in
     flight; one recompute mode for the whole multimodal model, engine.cost.tower) and the output side
@@ -483,8 +483,8 @@ def fixed_activations(r: Rows, act: np.ndarray) -> np.ndarray:
     emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
     head_act = T * (4.0 * h / r.sp_div + loss_peak_bytes(r) * r.V / r.loss_div) * (1 + m.mtp_depth)
     working = act[:, MOE if r.is_moe else DENSE, OFF]
-    if r.tower is not None:  # the vision tower's kept activations, per micro-batch in flight on stage 0
-        emb_act = emb_act + r.tower.act_b
+    if tower_act is not None:  # a vision tower's kept activations, per micro-batch in flight on stage 0
+        emb_act = emb_act + tower_act
     return working[:, None] + np.where(r.first, (emb_act[:, None] * r.mf), 0.0) + np.where(r.last, head_act[:, None], 0.0)
 
 
@@ -504,15 +504,15 @@ class Memory:
     alloc_ratio: float = 1.0  # allocator_ratio: what PricedTable.layer_act_one_gib carries over `act`
 
 
-def price_memory(r: Rows) -> Memory:
+def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.ndarray | None = None) -> Memory:
     """Every stage's memory, its peak, and the peak stage's breakdown. Allocator-held bytes (states,
     activations, buffers) are scaled by allocator_ratio, the overhead reported as part of `reserved` with the
     fixed RESERVED_GIB that lies outside the allocator; the per-layer kept bytes the search sums
     (PricedTable.layer_act_one_gib) carry the same ratio, so static + fixed + Σ layers stays the stage total."""
     act = layer_activations(r)
-    sp_ = stage_params(r)
+    sp_ = stage_params(r, tower_params)
     buf_stage = buffers(r, sp_)[:, None] + pipeline_buffers(r)
-    fixed_act = fixed_activations(r, act)
+    fixed_act = fixed_activations(r, act, tower_act)
     ratio = allocator_ratio(r)
     over = ratio - 1.0
     reserved_b = K.RESERVED_GIB * K.GIB

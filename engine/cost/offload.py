@@ -3,7 +3,7 @@ and moves the activations it keeps to host memory over the host link while the l
 
 The cost model prices such a layer as `off` (the code OFFLOAD in CandidateTable.layer_modes, priced as OFF): its
 forward, backward and communication are those of a plain layer, and the copies are hidden behind the forward of
-the later layers (the search offloads only where they are: engine.search.offload, HyperParallel's feasibility
+the later layers (the search offloads only where they are: engine.search.offload_choice, HyperParallel's feasibility
 rule). Only memory differs: the stage no longer holds that layer's activations for every micro-batch in flight,
 only the one in transit, so each stage's memory falls by Σ in_flight × kept − the largest kept in transit. This
 module applies that correction over the priced table, before calibration scales memory, so `hp-plan estimate`

@@ -13,8 +13,6 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from engine.calibrate.local import plan_features
-from engine.calibrate.ratios import apply_ratios
 from engine.cost import constants as K
 from engine.cost.communication import (
     LayerComm,
@@ -30,6 +28,7 @@ from engine.cost.communication import (
 from engine.cost.memory import Memory, price_memory, stage_params
 from engine.cost.model import model_stats
 from engine.cost.offload import apply_offload, strip_offload
+from engine.cost.ratio_scaling import apply_ratios
 from engine.cost.rows import OFF, Rows, build_rows
 from engine.cost.table import CandidateTable, PricedTable
 from engine.cost.timing import (
@@ -43,6 +42,7 @@ from engine.cost.timing import (
     recompute_extra,
 )
 from engine.cost.tower import TowerCost, tower_cost
+from engine.ratios.local import plan_features
 from engine.results import MEMORY_TERMS, TIME_TERMS
 from engine.specs import ClusterSpec, ModelSpec, RunOptions
 
@@ -98,10 +98,8 @@ def sync_parts(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     prices them once per combination of degrees and applies them to every micro-batch size with sync_time
     (engine.search.bound.sync_bound): the same functions `_price_block` composes, in two halves."""
     r = build_rows(model, cluster, run, table, P)
-    tw = tower_cost(r)
-    if tw is not None:  # its weights sit on stage 0, synchronised and sharded with the decoder's
-        r = replace(r, tower=tw)
-    params = stage_params(r)
+    tw = tower_cost(r)  # a vision tower's weights sit on stage 0, synchronised and sharded with the decoder's
+    params = stage_params(r, None if tw is None else tw.params)
     raw, floor = fsdp_traffic(r, params)
     red, gat, buckets = dp_sync_traffic(r, params)
     opt = optimizer_time(r, params.ne_stage, params.ex_stage, params.shard_o)
@@ -136,9 +134,7 @@ def _price_block(
     time per layer (compute, recompute, TP/CP/EP communication), per stage, and the pipeline combination."""
     r = build_rows(model, cluster, run, table, P)
     tw = tower_cost(r)
-    if tw is not None:
-        r = replace(r, tower=tw)
-    mem = price_memory(r)
+    mem = price_memory(r, *((None, None) if tw is None else (tw.params, tw.act_b)))
     lc = layer_compute(r, mem.act)
     rec = recompute_extra(r, mem.act, lc)
     comm = layer_comm(r, lc)

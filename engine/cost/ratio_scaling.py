@@ -2,7 +2,7 @@
 
 The cost model prices every part of a step from stated facts (engine.cost); calibration then multiplies each
 named time part by its group's ratio (engine.specs.RATIO_GROUPS, docs/formats.md §6) — times, under a `local`
-calibration, the local factor of each row's own plan (engine.calibrate.local, one vector over the table) — and
+calibration, the local factor of each row's own plan (engine.ratios.local, one vector over the table) — and
 every memory term by the memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits). Nothing inside the
 pricing changes, so a framework model or a new term in the cost model composes with calibration without either
 knowing the other: `price_table` ends with `apply_ratios(priced, run.ratios)`.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.calibrate.local import part_factors
+from engine.ratios.local import part_factors
 from engine.specs import RATIO_GROUPS, Ratios
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
     """`priced` with every time part × its group's multiplier and every memory term × the memory ratio; step time
     is the sum of the scaled parts, throughput and MFU scale inversely with it, `fits` is re-decided against
     the same budget. A group's multiplier is its ratio, times the local factor of each row's plan (`features`,
-    engine.calibrate.local.plan_features) for the groups a `local` calibration moves. Returns `priced` itself
+    engine.ratios.local.plan_features) for the groups a `local` calibration moves. Returns `priced` itself
     when `ratios` is None."""
     if ratios is None:
         return priced

@@ -10,14 +10,13 @@ engine.cost.communication read the same values instead of recomputing them. Nota
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.catalog.devices import matmul_efficiency
 from engine.catalog.frameworks import Framework, effective_policy, framework_of, priced_modules
 from engine.cost import constants as K
-from engine.cost.comm import Links
+from engine.cost.collectives import Links
 from engine.cost.layout import (
     chunk_layer_stage,
     chunk_type_counts,
@@ -31,9 +30,6 @@ from engine.cost.layout import (
 from engine.cost.model import AttnShape, attn_shape, routed_copies
 from engine.cost.table import CandidateTable
 from engine.specs import ClusterSpec, ModelSpec, RunOptions
-
-if TYPE_CHECKING:
-    from engine.cost.tower import TowerCost
 
 DENSE, MOE = 0, 1
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -112,8 +108,6 @@ class Rows:
     last: np.ndarray
     valid: np.ndarray
     mf: np.ndarray
-    # A multimodal model's vision tower: what it adds to stage 0 (engine.cost.tower; set by engine.cost.price).
-    tower: TowerCost | None = None
 
     @property
     def types(self) -> tuple[int, ...]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog.frameworks import FRAMEWORKS, effective_policy, framework_of, priced_modules
-from engine.config.layout import layout_paths
+from engine.config.stated_layout import layout_paths
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import LayoutError, chunk_layers, effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.positions import DOCUMENT_START
-from engine.results import Estimate
+from engine.results import MEMORY_UNCERTAINTY, Estimate
 from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
 
 # Where each strategy field may be written, most specific first (search config, then train.yaml forms).
@@ -219,8 +219,6 @@ def marginal(d: Diagnostic) -> Diagnostic:
     """HP520 for a peak within the memory model's uncertainty above the budget: a warning that says the
     verdict is marginal (it may fit; measure it), not an error."""
     from dataclasses import replace
-
-    from engine.cost.constants import MEMORY_UNCERTAINTY
 
     return replace(d, severity=Severity.WARNING,
                    message=d.message + f": within the memory model's {MEMORY_UNCERTAINTY:.0%} uncertainty, the "

@@ -356,7 +356,7 @@ def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
 
 def _layout_changes(layout: PipelineLayout | None) -> list[Change]:
     """The embedding/loss accounting a search chose (engine.search: Megatron-Core's options), in the keys the
-    reader reads (engine.config.layout); nothing when the plan keeps the run's own layout."""
+    reader reads (engine.config.stated_layout); nothing when the plan keeps the run's own layout."""
     if layout is None:
         return []
     acc = ("accelerator",)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.config.types import Config
-from engine.cost.validate import estimate_config
+from engine.cost.strategy_rules import estimate_config
 from engine.diagnostics import Diagnostic, has_errors
 from engine.explain.build import explain_estimate
 from engine.explain.types import Explained

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.calibrate.ratiofile import load_ratios
-from engine.calibrate.stack import stack_of
 from engine.config.types import Config, Loaded
 from engine.diagnostics import Diagnostic
 from engine.positions import DOCUMENT_START
+from engine.ratios.ratiofile import load_ratios
+from engine.ratios.stack import stack_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """The `local` rule: a stack bias plus a plan-specific part, fitted by one Gaussian algebra (docs/calibration.md).
 
-Model (engine.calibrate.prior states every figure): the log-residual of the moved parts of a run at plan x is
+Model (engine.ratios.prior states every figure): the log-residual of the moved parts of a run at plan x is
 r(x) = b + g(x) + u(x) + noise: b the stack bias; g a Gaussian process over the log2 plan features (σ_g², kernel
 k), what the model gets wrong about a kind of plan and shares with plans like it; u(x) ~ N(0, o(x)²) what belongs
 to that plan alone, its spread o(x) larger where more of the priced step is exposed communication or the step is
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.calibrate import prior
+from engine.ratios import prior
 from engine.specs import PLAN_FEATURES, ClusterSpec, LocalCorrection, ModelSpec, Ratios, Strategy
 
 

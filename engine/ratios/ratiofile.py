@@ -13,11 +13,11 @@ from typing import Any
 
 import yaml
 
-from engine.calibrate.prior import LOG_BOUND
 from engine.config.reader import Source
 from engine.diagnostics import Diagnostic
 from engine.document import Map, Seq, parse, read_text
 from engine.positions import DOCUMENT_START
+from engine.ratios.prior import LOG_BOUND
 from engine.specs import PLAN_FEATURES, RATIO_GROUPS, LocalCorrection, Ratios
 
 

@@ -3,7 +3,7 @@
 `search(config)` enumerates the space (engine.search.space), prices it through the cost model
 (engine.search.rank), re-prices the top strategies through `engine.cost.estimate` (the path `hp-plan
 estimate` takes, so both print the same digits) and, when nothing fits, explains why with positioned HP6xx
-diagnostics (engine.search.explain). It keeps no state between calls: identical inputs give identical
+diagnostics (engine.search.refusals). It keeps no state between calls: identical inputs give identical
 results ([HP] §10.8).
 """
 
@@ -18,12 +18,12 @@ import numpy as np
 
 from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
+from engine.cost.equivalence import POOL, rank_equivalent
 from engine.cost.layout import default_chunks, effective_layout, layout_or_default
 from engine.diagnostics import Diagnostic, Severity
 from engine.integers import TRIAL_DIVISION_MAX, divisors
 from engine.results import Estimate, SearchResult
-from engine.search import explain
-from engine.search.equivalence import POOL, rank_equivalent
+from engine.search import refusals
 from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-exported: the HP611 threshold
 from engine.search.modules import search_modules, wants_choice
 from engine.search.pricing import Pricer, table_of
@@ -151,7 +151,7 @@ def _offers_accounting(config: Config) -> bool:
 
 
 def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
-    """Both passes' plans ranked together as one search ranks them (engine.search.equivalence); the accounted
+    """Both passes' plans ranked together as one search ranks them (engine.cost.equivalence); the accounted
     ones say so (Estimate.pipeline_layout), and when the best is one of them an information diagnostic names
     the keys `apply` writes. Counts add up over both passes."""
     out = replace(plain, evaluated=plain.evaluated + alt.evaluated, feasible=plain.feasible + alt.feasible,
@@ -219,7 +219,7 @@ def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...]
     if asked is None or allowed is None or set(asked) & set(allowed):
         return None
     fw = framework_of(config.run)
-    rng, path, file = explain.dim_position(config, "pp")
+    rng, path, file = refusals.dim_position(config, "pp")
     return Diagnostic("HP530", f"{fw.name}: its trainer does not pipeline ([HP] §2.5: no PipelineStage), "
                       f"so no plan with pp {list(asked)} can run on it; allow pp 1, or name the framework that runs "
                       "the plan (estimator.framework: megatron | mindspeed | torchtitan, or --framework)", rng, path,
@@ -242,7 +242,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         if huge:
             missing.append(f"{name} below {MAX_DEVICES:,} (it is {huge[0]:,})")
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
-        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(explain.cannot_search(config, missing),))
+        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(refusals.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
     budget = _budget(config)
     declared = restrictions(config)
@@ -264,7 +264,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         if progress is not None:
             progress(0.9 * min(done / max(total, 1), 1.0))
 
-    pool = max(top, POOL)  # the near-tie band needs the simpler plans priced too (engine.search.equivalence)
+    pool = max(top, POOL)  # the near-tie band needs the simpler plans priced too (engine.cost.equivalence)
     # `space` holds the candidates priced (all of them where fewer than `pool` fit); the others are bounded out.
     space, priced = price_groups(pricer, groups, config.recompute, top=pool, model=model, poll=poll,
                                  allowed=_allowed(config))
@@ -289,7 +289,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     ranked = rank_equivalent(estimates)
     kept = ranked.estimates[:top]
     best = kept[0] if kept else None
-    warn = low_mfu(best, *explain.position(config, ("constraint.global_batch_size", "training.global_batch_size",
+    warn = low_mfu(best, *refusals.position(config, ("constraint.global_batch_size", "training.global_batch_size",
                                                     "parallelism", "accelerator"))) if best else None
     if warn is not None:
         diags.append(warn)
@@ -323,7 +323,7 @@ def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) ->
 def _describe(pricer: Pricing, strategy: Strategy) -> str:
     """`dp 8 · tp 8 · … (12.3 s per step, 70.1 GiB)`, priced exactly."""
     e = pricer.estimate(strategy)
-    return f"{strategy.short()} ({e.step_time_s:.3g} s per step, {explain.gib(e.peak_memory_gib)})"
+    return f"{strategy.short()} ({e.step_time_s:.3g} s per step, {refusals.gib(e.peak_memory_gib)})"
 
 
 def _lightest(space: Space, priced: Priced) -> int | None:
@@ -337,12 +337,12 @@ def _lightest(space: Space, priced: Priced) -> int | None:
 def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
             restrict: Mapping[str, tuple[int, ...] | None], model: ModelSpec, cluster: ClusterSpec, g: int,
             budget: float, cancelled: Callable[[], bool] | None) -> list[Diagnostic]:
-    """Nothing fits within the declared space: say why (engine.search.explain), in this order: the global
+    """Nothing fits within the declared space: say why (engine.search.refusals), in this order: the global
     batch, the lists (against the space with every list widened), the rules, the budget."""
     relax = {d: (v if d == "etp" else None) for d, v in restrict.items()}
     os_shard = config.optimizer_shard
     restricted = [d for d, v in restrict.items() if v is not None and d != "etp"]
-    if explain.batch_unreachable(space, g):
+    if refusals.batch_unreachable(space, g):
         # Which declared values cause it: each batch-shaping dimension widened on its own.
         causes: list[str] = []
         for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
@@ -350,9 +350,9 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
                 continue
             alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
                                     optimizer_shard=os_shard)
-            if not explain.batch_unreachable(alone, g) and alone.dp_values:
+            if not refusals.batch_unreachable(alone, g) and alone.dp_values:
                 causes.append(d)
-        return [explain.batch_refusal(config, space, g, causes)]
+        return [refusals.batch_refusal(config, space, g, causes)]
 
     def poll(_: int) -> None:
         if cancelled is not None and cancelled():
@@ -368,22 +368,22 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
             light = _lightest(space, priced)
             in_lists = float(priced.peak[light]) if light is not None else None
             notes = _value_notes(config, space, priced, restrict, model, cluster, g, os_shard)
-            return explain.list_refusals(config, restrict, space, wide, wide_priced.fits, wide_priced.step,
+            return refusals.list_refusals(config, restrict, space, wide, wide_priced.fits, wide_priced.step,
                                          wide_priced.peak, in_lists, budget,
                                          lambda r: _describe(pricer, _strategy(wide, wide_priced, r)), notes)
     else:
         wide, wide_priced = space, priced
     if len(wide) == 0:
-        if explain.batch_unreachable(wide, g):
-            return [explain.batch_refusal(config, wide, g)]
-        return [explain.validity_refusal(config, wide.refused)]
+        if refusals.batch_unreachable(wide, g):
+            return [refusals.batch_refusal(config, wide, g)]
+        return [refusals.validity_refusal(config, wide.refused)]
     light = _lightest(wide, wide_priced)
     if light is None:
-        return [explain.validity_refusal(config, wide.refused)]
+        return [refusals.validity_refusal(config, wide.refused)]
     lightest = _strategy(wide, wide_priced, light)
     peak = float(wide_priced.peak[light])
     advice = _budget_advice(config, pricer, wide, relax, model, cluster, g, budget, lightest, peak, poll)
-    return [explain.budget_refusal(config, budget, lightest.short(), peak, advice)]
+    return [refusals.budget_refusal(config, budget, lightest.short(), peak, advice)]
 
 
 def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping[str, tuple[int, ...] | None],
@@ -395,13 +395,13 @@ def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping
     for d, values in restrict.items():
         if values is None or d == "etp":
             continue
-        col = space.columns[explain.DIM_COLUMN[d]]
+        col = space.columns[refusals.DIM_COLUMN[d]]
         for v in sorted(set(values)):
             rows = np.nonzero(col == v)[0]
             peaks = priced.peak[rows] if rows.size else np.empty(0)
             peaks = peaks[np.isfinite(peaks)]
             if peaks.size:
-                notes[(d, v)] = f"its lightest strategy needs {explain.gib(float(peaks.min()))}"
+                notes[(d, v)] = f"its lightest strategy needs {refusals.gib(float(peaks.min()))}"
             elif rows.size == 0:
                 alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
                                         optimizer_shard=os_shard)
@@ -427,11 +427,11 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         order = full.order(1)
         if order.size:
             r = int(order[0])
-            out.append(f"With recompute: full, {_strategy(wide, full, r).short()} fits at {explain.gib(full.peak[r])}.")
+            out.append(f"With recompute: full, {_strategy(wide, full, r).short()} fits at {refusals.gib(full.peak[r])}.")
         else:
             lf = _lightest(wide, full)
             if lf is not None:
-                out.append(f"Full recompute lowers the lightest to {explain.gib(full.peak[lf])}.")
+                out.append(f"Full recompute lowers the lightest to {refusals.gib(full.peak[lf])}.")
     scale = 2
     while scale <= MAX_DEVICE_SCALE:
         bigger = replace(cluster, num_nodes=cluster.num_nodes * scale)
@@ -447,15 +447,15 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
             if order.size:
                 r = int(order[0])
                 out.append(f"With {bigger.world_size} devices ({bigger.num_nodes} nodes of {bigger.cards_per_node}), "
-                           f"{_strategy(space, priced, r).short()} fits at {explain.gib(priced.peak[r])}.")
+                           f"{_strategy(space, priced, r).short()} fits at {refusals.gib(priced.peak[r])}.")
                 break
         scale *= 2
     else:
         out.append(f"Even {cluster.world_size * MAX_DEVICE_SCALE} devices do not fit it with recompute {config.recompute}.")
     device = cluster.memory_gib
-    need = explain.round_up(peak)
+    need = refusals.round_up(peak)
     if config.memory_limit_gb and 0 < config.memory_limit_gb < device and peak <= device:
-        out.append(f"Or raise constraint.memory_limit_gb to {need:.1f} (the device holds {explain.gib(device)}).")
+        out.append(f"Or raise constraint.memory_limit_gb to {need:.1f} (the device holds {refusals.gib(device)}).")
     elif peak > device:
         out.append(f"A device with at least {need:.1f} GiB would hold the lightest as it is.")
     return out

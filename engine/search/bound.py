@@ -27,7 +27,7 @@ computed once per group of candidates that share the columns it depends on, deci
   its candidates' largest count, a bound below the others'.
 
 All are exact arithmetic on exact prices; BOUND_SLACK absorbs the few ulp by which the sums here and the
-cost model's own may differ. Calibrated prices (engine.calibrate.ratios) scale each time part by its own
+cost model's own may differ. Calibrated prices (engine.cost.ratio_scaling) scale each time part by its own
 ratio, which no pipeline combination commutes with: a calibrated step is at least the least ratio times the
 uncalibrated one, and a bound read off calibrated prices at most the greatest ratio times its uncalibrated
 self, so every bound is scaled by least / greatest (1 uncalibrated). tests/engine/search/test_bound.py checks

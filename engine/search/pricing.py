@@ -72,7 +72,7 @@ class Pricer:
         """(least, greatest) calibration multiplier over the time parts and every plan ((1, 1) uncalibrated; a
         `local` calibration's per-plan factor included): a bound priced on calibrated numbers holds after it is
         scaled by least / greatest (engine.search.bound)."""
-        from engine.calibrate.local import multiplier_span
+        from engine.ratios.local import multiplier_span
 
         return multiplier_span(self.run.ratios)
 

@@ -55,7 +55,7 @@ from engine.cost.price import SyncParts
 from engine.cost.table import OFFLOAD_CODE, CandidateTable, PricedTable
 from engine.results import Estimate
 from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_parts, sync_bound
-from engine.search.offload import StageInputs, choose_offload, first_kind, layer_forward
+from engine.search.offload_choice import StageInputs, choose_offload, first_kind, layer_forward
 from engine.search.pricing import table_of
 from engine.search.recompute import choose_stage
 from engine.search.space import Groups, Space, subspace
@@ -516,7 +516,7 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
                model: ModelSpec, modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), threshold: float = np.inf) -> None:
     """Give the rows that could still reach the top K a mode per layer (module docstring): 1F1B rows where
     no recompute does not fit whose all-off bound is at most the K-th best time. With offload, rows no single
-    mode fits are tried too: offloading holds less than full recompute (engine.search.offload)."""
+    mode fits are tried too: offloading holds less than full recompute (engine.search.offload_choice)."""
     threshold = min(_kth(out, top), threshold)
     live = (cols["vpp"] == 1) & (bound <= threshold)
     pick = out.exact & out.feasible & (out.mode != OFF)
@@ -558,7 +558,7 @@ def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: f
                     mbn: np.ndarray | None = None) -> list[np.ndarray | None]:
     """Solve every stage of every row; return per-row layer mode codes over the body and MTP layers (None
     where a stage cannot fit). With `offload` (a host link, GiB/s) a stage's first layers may be offloaded
-    where that is faster (engine.search.offload); `mbn` (the rows' micro-batch counts) is then needed."""
+    where that is faster (engine.search.offload_choice); `mbn` (the rows' micro-batch counts) is then needed."""
     n, n_stages = pt.stage_static_gib.shape
     counts = np.rint(np.nan_to_num(pt.layer_count, nan=0.0)).astype(np.int64)  # (n, P, 2)
     act = np.nan_to_num(pt.layer_act_gib, nan=0.0)  # (n, P, 2, 3)

@@ -4,7 +4,7 @@
 * degrees: degrees against the model and the cluster (tp/cp/ep divisibility, pp vs layers, world size,
   FSDP and optimizer shards, ep/cp on dense models);
 * batch: the global-batch rule;
-* memory: the memory budget against the device;
+* budget: the memory budget against the device;
 * pipeline: manual stage partitions, layer offsets and per-layer recompute ranges against the layers;
 * unpriced: keys HyperParallel reads that this planner does not price (HP112, information).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from engine.config.resolve import Resolved
 from engine.diagnostics import Diagnostic
-from engine.validate import batch, degrees, keys, memory, pipeline, unpriced
+from engine.validate import batch, budget, degrees, keys, pipeline, unpriced
 from engine.validate.context import build_ctx
 
 
@@ -23,6 +23,6 @@ def validate(resolved: Resolved) -> list[Diagnostic]:
     ctx = build_ctx(resolved)
     if ctx is None:
         return []
-    for family in (keys, degrees, batch, memory, pipeline, unpriced):
+    for family in (keys, degrees, batch, budget, pipeline, unpriced):
         family.check(ctx)
     return ctx.diags

@@ -5,7 +5,7 @@ is the textbook choice, and after `hp-plan apply` on a plan the search wrote). T
 against its twins without CP, the CP ranks folded into data parallelism (micro-batches divided to keep the
 global batch) or into tensor parallelism (when it stays inside a node and divides the heads). CP is needed
 to fit when no twin fits the budget, and pays when it beats the fastest fitting twin by more than the
-cost model's error band, by the search's own ranking (engine.search.equivalence); otherwise HP411 says
+cost model's error band, by the search's own ranking (engine.cost.equivalence); otherwise HP411 says
 what the twin does instead, with the numbers. No stated plan (a search config's lists): nothing to judge, no HP411.
 """
 
@@ -37,9 +37,9 @@ def twins(s: Strategy, heads: int, kv_heads: int, cards_per_node: int) -> list[S
 
 def judge(stated: Estimate, others: list[Estimate], band: float) -> str | None:
     """HP411's message, or None when CP is needed to fit or the search's own ranking
-    (engine.search.equivalence.rank_equivalent: step time, and inside the error band simplicity and headroom)
+    (engine.cost.equivalence.rank_equivalent: step time, and inside the error band simplicity and headroom)
     puts the stated plan ahead of every fitting twin, as it does for a plan the search wrote."""
-    from engine.search.equivalence import rank_equivalent
+    from engine.cost.equivalence import rank_equivalent
 
     fitting = [e for e in others if e.fits]
     if not stated.fits or not fitting:
@@ -62,7 +62,7 @@ def check(ctx: Ctx) -> None:
     if s is None or m is None or cl is None or s.cp <= 1:
         return
     from engine.cost import estimate
-    from engine.search.equivalence import EQUIVALENCE_BAND
+    from engine.cost.equivalence import EQUIVALENCE_BAND
 
     budget = cfg.budget_gib if cfg.budget_gib is not None else math.inf
     stated = estimate(m, cl, cfg.run, s, budget)

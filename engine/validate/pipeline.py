@@ -3,8 +3,8 @@ recompute ranges of a train.yaml (docs/formats.md §1 `activation_checkpoint.lay
 
 from __future__ import annotations
 
-from engine.config.layout import layout_paths
 from engine.config.reader import Val
+from engine.config.stated_layout import layout_paths
 from engine.document import Map, Scalar, Seq, find
 from engine.validate.context import Ctx
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from lsprotocol import types
 
 from engine.catalog.devices import device_names
-from engine.config.layout import LAYOUT_BOOLS
-from engine.config.model import BOOL_FIELDS, GATED_ACTS, PLAIN_ACTS
+from engine.config.model_facts import BOOL_FIELDS, GATED_ACTS, PLAIN_ACTS
 from engine.config.schema import SEARCH, SEARCH_DIMENSION_KEYS, TRAIN_AUTOMODELS, TRAIN_LEGACY, Section
-from engine.config.search import RECOMPUTE_REQUESTS, SCHEDULES
+from engine.config.search_config import RECOMPUTE_REQUESTS, SCHEDULES
+from engine.config.stated_layout import LAYOUT_BOOLS
 from engine.config.train import (
     CP_ALGOS,
     DTYPES,
@@ -34,7 +34,7 @@ def _section(root: Section, path: tuple[str, ...]) -> Section | None:
 
 _BOOL = {"true": "true", "false": "false"}
 # Keys the readers type as booleans (`Source.bool_`: true/false, nothing else), from the readers' own tables:
-# the model facts engine.config.model reads as booleans (BOOL_FIELDS: tie_word_embeddings, use_flash_attention,
+# the model facts engine.config.model_facts reads as booleans (BOOL_FIELDS: tie_word_embeddings, use_flash_attention,
 # ...), the run's overlap flags engine.config.train and .search read (OVERLAP_KEYS: `accelerator.*` in a
 # train.yaml, top level in a search config), and the three the readers read one by one
 # (accelerator.sequence_parallel, fsdp_config.reshard_after_forward, a search config's model.use_seq_parallel,

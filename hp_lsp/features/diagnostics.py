@@ -20,8 +20,8 @@ from pygls.workspace.position_codec import PositionCodec
 from engine.diagnostics import CODES, Diagnostic, Severity
 from engine.facts import merge
 from engine.positions import Range
+from hp_lsp.client_units import to_client_range
 from hp_lsp.outline import Entry, scan
-from hp_lsp.positions import to_client_range
 from hp_lsp.session import DocState
 
 SOURCE = "hp-lsp"

@@ -50,7 +50,7 @@ def plan_view(config: Config, est: Estimate, which: str) -> dict[str, Any]:
     picture, what Neovim shows) and `svg` (the timeline and memory chart, what the VS Code panel shows)."""
     from engine.explain import explain_estimate
     from engine.explain.svg import render as render_svg
-    from engine.explain.text import render as render_text
+    from engine.explain.terminal import render as render_text
 
     ex = explain_estimate(config, est)
     doc = ex.to_json()

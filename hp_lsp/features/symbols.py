@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
+from hp_lsp.client_units import to_client_range
 from hp_lsp.outline import Entry
-from hp_lsp.positions import to_client_range
 
 MAX_SYMBOLS = 5000
 

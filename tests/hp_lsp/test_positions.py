@@ -6,7 +6,7 @@ from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
 from engine.positions import Position, Range
-from hp_lsp.positions import from_client_position, offset_of, to_client_position, to_client_range
+from hp_lsp.client_units import from_client_position, offset_of, to_client_position, to_client_range
 
 UTF16 = PositionCodec(types.PositionEncodingKind.Utf16)
 UTF32 = PositionCodec(types.PositionEncodingKind.Utf32)

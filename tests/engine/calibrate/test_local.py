@@ -1,4 +1,4 @@
-"""The local rule's fit (engine.calibrate.local): a stack bias only when the runs' misfit is beyond the model's
+"""The local rule's fit (engine.ratios.local): a stack bias only when the runs' misfit is beyond the model's
 own spread on the stack, each run's misfit carried to plans like it, anchors reproduced; its ratios file key."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.calibrate import prior
-from engine.calibrate.local import fit_local, kernel, local_log_factor, multiplier_span, part_factors
-from engine.calibrate.ratiofile import FittedRow, parse_ratios, ratios_text
+from engine.ratios import prior
+from engine.ratios.local import fit_local, kernel, local_log_factor, multiplier_span, part_factors
+from engine.ratios.ratiofile import FittedRow, parse_ratios, ratios_text
 from engine.specs import PLAN_FEATURES, RATIO_GROUPS, LocalCorrection, Ratios
 
 MOVED = tuple(RATIO_GROUPS)

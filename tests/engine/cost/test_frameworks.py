@@ -13,7 +13,7 @@ from engine.catalog.devices import find_device
 from engine.catalog.frameworks import FRAMEWORKS, find_framework
 from engine.check import check_file
 from engine.cost import CandidateTable, estimate, estimate_config, price_table
-from engine.cost.comm import Links
+from engine.cost.collectives import Links
 from engine.cost.memory import op_policy_recomputed_share
 from engine.search import search
 from engine.specs import RecomputePlan, RunOptions, Strategy

@@ -18,7 +18,7 @@ from engine.cost.layout import (
     in_flight,
     weighted_in_flight,
 )
-from engine.cost.validate import check_strategy
+from engine.cost.strategy_rules import check_strategy
 from engine.specs import ModelSpec, PipelineLayout, RunOptions, Strategy
 from tests.engine.cost.shapes import DSV3, cluster
 

@@ -8,7 +8,7 @@ import pytest
 
 from engine.cost import CandidateTable, estimate, model_stats, price_table
 from engine.cost import constants as K
-from engine.cost.comm import Links
+from engine.cost.collectives import Links
 from engine.results import TIME_TERMS
 from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import DSV3, LLAMA70B, MEGATRON_RUN, cluster, gpt

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cost.constants import MEMORY_UNCERTAINTY
+from engine.results import MEMORY_UNCERTAINTY
 
 ROOT = Path(__file__).parents[3]
 TRAIN = ROOT / "examples" / "llama3-70b" / "train.yaml"

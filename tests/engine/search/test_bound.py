@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.calibrate.local import plan_features
+from engine.ratios.local import plan_features
 from engine.search import rank, search
 from engine.search.bound import group_codes, layer_bound, shard_parts, sync_bound
 from engine.search.pricing import Pricer, table_of

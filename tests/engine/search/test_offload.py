@@ -14,7 +14,7 @@ from engine.check import check_file
 from engine.cost import estimate
 from engine.cost.offload import OVERLAP
 from engine.cost.table import OFFLOAD_CODE, plan_from_layer_modes, plan_layer_modes
-from engine.search.offload import StageInputs, choose_offload, copies_hidden
+from engine.search.offload_choice import StageInputs, choose_offload, copies_hidden
 from engine.search.recompute import brute_force, choose_stage
 from engine.specs import RecomputePlan
 from tests.support.configs import llama8b_model

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from engine.cost import estimate
 from engine.search import compare_stated, search
-from engine.search.explain import gib
+from engine.search.refusals import gib
 from engine.specs import RecomputePlan, RunOptions, Strategy
 from tests.engine.search.reference import loop_space
 from tests.engine.search.shapes import TINY, loc, make

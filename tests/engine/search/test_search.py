@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from engine.cost import estimate
+from engine.cost.equivalence import EQUIVALENCE_BAND, complexity, rank_equivalent, tight
 from engine.search import ACCOUNTED, _accounting_pps, search
-from engine.search.equivalence import EQUIVALENCE_BAND, complexity, rank_equivalent, tight
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
 from tests.engine.search.reference import loop_space
 from tests.engine.search.shapes import TINY, TINY_MOE, make
@@ -22,7 +22,7 @@ MODES = {"none": ("off",), "selective": ("selective",), "full": ("full",), "auto
 
 def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
     """Price every candidate of the plain-loop space one by one through estimate; the best as the search
-    ranks (engine.search.equivalence: the simplest plan within the error band of the fastest). Where the
+    ranks (engine.cost.equivalence: the simplest plan within the error band of the fastest). Where the
     framework offers the embedding and loss in the pipeline split and the search looks at it (Megatron-Core;
     engine.search._accounting_pps), every candidate with those pp whose pp·vpp divides the layers + 2 is priced
     under that layout too and ranked with the rest."""
