@@ -515,7 +515,7 @@ def print_s10(runs: list[Run], scored: list[Scored]) -> None:
 
 
 def print_groups(scored: list[Scored]) -> None:
-    """Median |e|, mean e, max |e| per framework, per framework and device, and the targets of issue 9."""
+    """Median |e|, mean e, max |e| per framework, per framework and device, and the targets of D-011."""
     def table(title: str, key: Any) -> None:
         groups: dict[str, list[Scored]] = {}
         for sc in scored:
@@ -543,7 +543,7 @@ def print_groups(scored: list[Scored]) -> None:
             if sc.error is not None and abs(sc.error) > 0.25]
     mems = [sc for sc in scored if sc.memory_error is not None]
     mem_ok = all(abs(sc.memory_error or 0.0) <= 0.10 for sc in mems)
-    print(f"targets (issue 9): median |e| ≤ 5% per framework: {'met' if med_ok else 'MISSED'}; none worse than "
+    print(f"targets (D-011): median |e| ≤ 5% per framework: {'met' if med_ok else 'MISSED'}; none worse than "
           f"25%: {'met' if worst <= 0.25 else 'MISSED (' + ', '.join(over) + ')'}; measured memory within 10%: "
           f"{'met' if mem_ok else 'MISSED'} ({', '.join(f'{sc.id} {100 * (sc.memory_error or 0.0):+.1f}%' for sc in mems)})")
 

@@ -1,6 +1,6 @@
 """CLI start-up: wall and CPU time of `hp-plan check` and `hp-plan search` on the bundled examples.
 
-Issue 16 targets (2-core machine): `hp-plan check` on an example <= 120 ms wall, `hp-plan search` on the 70B
+D-016's targets (2-core machine): `hp-plan check` on an example <= 120 ms wall, `hp-plan search` on the 70B
 example <= 200 ms wall. Each command runs as the user runs it (the venv's console script, a fresh process),
 once to warm the file cache and write the bytecode caches a normal install writes on first use
 (PYTHONDONTWRITEBYTECODE is dropped from the children's environment), then REPEAT times. CPU time is the

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/estimate_speed.py [--rows 100000] [--repeat 3]
 
-Targets (issue 3): ≥ 200k strategies/s for a dense model, ≥ 50k/s for a MoE model on a 2-core machine.
+Targets (D-008): ≥ 200k strategies/s for a dense model, ≥ 50k/s for a MoE model on a 2-core machine.
 Also checks that a sample of rows priced one by one (engine.cost.estimate) gives identical numbers.
 """
 

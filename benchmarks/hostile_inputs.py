@@ -1,4 +1,4 @@
-"""Hostile inputs: wall time, CPU time and peak memory of `check_file` on each (issue 2 targets).
+"""Hostile inputs: wall time, CPU time and peak memory of `check_file` on each (D-001 targets).
 
 Cases:
   * alias bomb ("billion laughs", 9 levels x 9 aliases) ...................... < 2 s, < 200 MB
@@ -7,7 +7,7 @@ Cases:
   * 5000 levels of flow nesting and 5000 levels of block nesting ................ bounded (refused)
   * 11 MB file (above the 10 MiB default cap) .................................... refused without parsing
 
-Issue 13 cases (`--issue13`, also run by default after the table above):
+Server and rewrite cases (`--server`, D-002, also run by default after the table above):
   * item 1: a search config whose train_yaml is a FIFO, /dev/stdin or /proc/self/fd/0, opened in the
     server: seconds until its HP009 arrives and until a documentSymbol request is answered; `hp-plan check`
     on it (a subprocess, stdin never written) ........................................... < 5 s, no hang
@@ -115,7 +115,7 @@ def run_case(name: str) -> dict[str, object]:
     }
 
 
-# -- issue 13: the server and the rewriter against hostile files ------------------------------------------------
+# -- D-002: the server and the rewriter against hostile files ------------------------------------------------
 LLAMA = os.path.join(ROOT, "examples", "llama3-70b")
 
 
@@ -338,7 +338,7 @@ def _item7(folder: str, edits: int = 10_000) -> bool:
     return per_edit_kb < 0.2
 
 
-def issue13() -> bool:
+def server_and_rewrite() -> bool:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hp-hostile-") as folder:
@@ -352,14 +352,14 @@ def issue13() -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", choices=sorted(CASES))
-    ap.add_argument("--issue13", action="store_true", help="only the issue 13 cases (server and rewrite)")
+    ap.add_argument("--server", action="store_true", help="only the server and rewrite cases (D-002)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(run_case(args.case)))
         return 0
-    if args.issue13:
-        return 0 if issue13() else 1
+    if args.server:
+        return 0 if server_and_rewrite() else 1
     names = [args.case] if args.case else list(CASES)
     print(f"{'case':<18}{'size MB':>9}{'wall s':>9}{'cpu s':>8}{'RSS MB':>9}{'heap MB':>9}  target    codes")
     ok = True
@@ -378,8 +378,8 @@ def main() -> int:
         print(f"{name:<18}{r['size_mb']:>9.2f}{r['wall_s']:>9.2f}{r['cpu_s']:>8.2f}{r['rss_mb']:>9.0f}"
               f"{r['heap_peak_mb']:>9.1f}  {target:<9} {'ok ' if met else 'MISS'} {','.join(r['codes'])}")
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    if not args.case or args.issue13:
-        ok &= issue13()
+    if not args.case or args.server:
+        ok &= server_and_rewrite()
     return 0 if ok else 1
 
 

@@ -1,4 +1,4 @@
-"""Latency of the language server over stdio, as an editor sees it (issue 5's targets).
+"""Latency of the language server over stdio, as an editor sees it (D-015's targets).
 
 Runs `python -m hp_lsp` as a subprocess and speaks JSON-RPC to it directly (a minimal client: a reader
 thread, futures per request id, timestamps on every notification). Prints:

@@ -1,4 +1,4 @@
-"""Measured peaks: the memory the cost model prices against published, measured peak memory (issue 11).
+"""Measured peaks: the memory the cost model prices against published, measured peak memory (D-010).
 
     .venv/bin/python benchmarks/memory_peaks.py          # price every benchmarks/memory_runs/*.yaml, print errors
     .venv/bin/python benchmarks/memory_peaks.py --json   # the same rows as JSON
@@ -9,7 +9,7 @@ it; benchmarks/memory_runs/expected.json holds the measured peak and its source.
 allocator's peak *reserved* bytes ([TT-SRC] metrics.py), which leave out the CUDA context and NCCL's buffers:
 the priced figure compared is the peak less constants.RESERVED_GIB (what the model places outside the
 allocator). One constant was fitted here: torchtitan's allocator overhead (Framework.allocator_overhead), on
-the six FIT_RUNS (`--fit`); the other eleven runs are held out. Targets (issue 11): no run that trained is
+the six FIT_RUNS (`--fit`); the other eleven runs are held out. Targets (D-010): no run that trained is
 called out of memory; measured peaks within 10% (signed error e = (priced − measured) / measured).
 """
 

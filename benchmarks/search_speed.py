@@ -2,12 +2,12 @@
 
 Cases, each from its bundled example (model, cluster, global batch, memory budget) with every dimension
 searched, and their targets on a 2-core machine:
-  * Llama-3.1-70B on 1024 H100, every dimension auto, recompute auto ............ <= 20 ms (issue 16; was 100)
+  * Llama-3.1-70B on 1024 H100, every dimension auto, recompute auto ............ <= 20 ms (D-009)
   * DeepSeek-V3 on 2048 H800, every dimension auto, recompute auto ............. <= 500 ms
   * Llama-3.1-70B on 1024 H100, every dimension auto, recompute per_layer ....... <= 2 s
-  * DeepSeek-V3 on 110,592 H800 in 72-device nodes, G 221,184, all auto ........ <= 1 s (issue 16)
+  * DeepSeek-V3 on 110,592 H800 in 72-device nodes, G 221,184, all auto ........ <= 1 s (D-009)
   * peak RSS of each case's process ............................................. < 300 MB
-Issue 16 also asks for the same best plans before and after a change: --top-out writes every case's top 10
+D-009 also asks for the same best plans before and after a change: --top-out writes every case's top 10
 to the last digit, --check-top compares this run's with such a file (exit 1 on any difference).
 
 Each case runs in its own process (so its peak RSS is its own), warms up once, then times REPEAT runs.
@@ -43,7 +43,7 @@ CASES = {
 # Clusters that differ from the bundled example: (nodes, cards per node, global batch per device).
 # NVL72-class racks hold 72 devices in one NVLink domain; 1536 of them make 110,592 devices, and two
 # sequences per device make a global batch of 221,184: both divisor-rich (2^12 · 3^3, 2^13 · 3^3), the
-# largest space of the cases, 2.9 M candidates (issue 16).
+# largest space of the cases, 2.9 M candidates (D-009).
 CLUSTERS = {"deepseekv3-nvl72": (1536, 72, 2)}
 
 

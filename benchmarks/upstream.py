@@ -1,4 +1,4 @@
-"""HyperParallel's own shipped YAML files, read as hp-plan reads them (issue 12).
+"""HyperParallel's own shipped YAML files, read as hp-plan reads them (D-005).
 
 Runs `hp-plan check`, `estimate` and `search` (--json, in a subprocess each: the interface a user touches) on
 every .yaml/.yml under ../shared/reference/upstream (relative to the repository; override with --dir), and prints

@@ -3,7 +3,7 @@ search config links, the target of "apply").
 
 Why a module of its own: a path in a user's YAML is hostile input. `train_yaml: /dev/stdin` made the language
 server read its own protocol input, a FIFO blocked `open()` for ever, and `/dev/zero` or a 2 GB sparse file
-grew memory at disk speed (issue 13). So a read here:
+grew memory at disk speed (D-002). So a read here:
 
 * opens only regular files: the path is stat'ed first (device nodes are never opened: opening some has side
   effects), then opened with O_NONBLOCK (a FIFO swapped in between cannot block the open) and fstat'ed

@@ -1,6 +1,6 @@
 """The server's copy of the editor's documents: lines counted as LSP counts them, no disk reads, no leak.
 
-pygls' workspace document (pygls 2.1) has three defects for this server (issue 13):
+pygls' workspace document (pygls 2.1) has three defects for this server (D-003):
 
 * it splits lines with `str.splitlines`, which also breaks at VT, FF, \\x1c-\\x1e, NEL, U+2028 and U+2029,
   while LSP counts only `\\n`, `\\r\\n` and `\\r`: after one of them every later incremental edit lands a line

@@ -1,7 +1,7 @@
 """When to check, when to search, what to publish: the glue between LSP events and the services.
 
 Runs on the event loop, which only snapshots and publishes: fast checks (engine.check + the stated plan's
-price, ~20 ms) run on one checker thread after a DEBOUNCE_S pause in typing (they read linked files, and no
+price; `benchmarks/lsp_latency.py` times them) run on one checker thread after a DEBOUNCE_S pause in typing (they read linked files, and no
 file is read on the loop: docs/files.md); searches go to the worker process on open and save (setting searchOnSave)
 and come back through `call_soon_threadsafe`. Every step is wrapped so an exception becomes a log message
 and never a popup or a dead server.
@@ -271,7 +271,7 @@ class Scheduler:
 
     def cluster_for(self, path: str | None, text: str, settings: ClusterOverrides | None,
                     open_texts: dict[str, str], roots: Sequence[str]) -> tuple[ClusterOverrides | None, str | None]:
-        """Cluster facts for a document, in the order of issue 5: a search config that references it (train.yaml
+        """Cluster facts for a document, in the order of D-006: a search config that references it (train.yaml
         only; explicit, so it wins over the file's `context`), else the file's own `context`, else the
         settings (which only fill what the file leaves unsaid). Reads the disk: checker thread only."""
         if not path or "train_yaml:" in text:

@@ -40,7 +40,7 @@ class DocState:
     search_pending: bool = False  # a search was asked for while that check ran
     debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
     # the diagnostics last published (LSP types, client units): code actions answer from these, not from
-    # the client's possibly older view of them (overlapping and cancelled requests; issue 14)
+    # the client's possibly older view of them (overlapping and cancelled requests; D-015)
     published: tuple[Any, ...] = ()
 
     @property

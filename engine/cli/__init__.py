@@ -37,7 +37,7 @@ class UsageError(Exception):
 
 class _Formatter(argparse.HelpFormatter):
     """argparse's formatter with the terminal width looked up once per process: argparse builds a formatter
-    for every add_argument (to check its metavar), and each looks the width up again (issue 16: start fast)."""
+    for every add_argument (to check its metavar), and each looks the width up again (D-016: start fast)."""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
                  width: int | None = None) -> None:
@@ -241,7 +241,7 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The `hp-plan` parser. With `only` (a subcommand name) just that subcommand is defined: `main` parses
     with it when the command line names one, since the others' arguments are never read (building all eight
-    took more time than reading a config; issue 16)."""
+    took more time than reading a config; D-016)."""
     parser = _Parser(
         prog="hp-plan",
         description="Validate, price and search parallel strategies for HyperParallel train.yaml and search "
@@ -395,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def console() -> NoReturn:
     """The `hp-plan` console script (and `python -m engine.cli`): main, the exit handlers, stdout and stderr
     flushed, then the process ends without the interpreter's teardown. Freeing every module and object
-    (numpy's among them) took 10-30 ms of CPU after the output was complete (issue 16); nothing is lost by
+    (numpy's among them) took 10-30 ms of CPU after the output was complete (D-016); nothing is lost by
     skipping it, as the commands close the files they write and start no thread. Output that cannot be
     flushed (a reader that went away) exits 1, as a broken pipe during the command does."""
     code = main()

@@ -46,7 +46,7 @@ def describe(value: Any) -> str:
 
 
 def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.75) -> list[str]:
-    import difflib  # only a file with a misspelt key or value pays for it (issue 16: start fast)
+    import difflib  # only a file with a misspelt key or value pays for it (D-016: start fast)
 
     return difflib.get_close_matches(word, sorted(set(choices)), n=3, cutoff=cutoff)
 

@@ -192,7 +192,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
 
 def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(one row of each distinct key, each row's key index). A search's table holds a few pipeline shapes
-    over hundreds of rows: the layout is computed once per shape and broadcast (issue 16)."""
+    over hundreds of rows: the layout is computed once per shape and broadcast (D-009)."""
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     return first, inv.reshape(-1)
 

@@ -152,7 +152,7 @@ def diff_splices(old: str, new: str) -> list[Splice]:
 
 
 # Above this many element comparisons (len(a) * len(b) of what differs once the common ends are trimmed),
-# difflib's matcher (quadratic on repeated elements: a comment of 6,000 ": " took 6.7 s, issue 13) is not
+# difflib's matcher (quadratic on repeated elements: a comment of 6,000 ": " took 6.7 s, D-004) is not
 # run: the differing middle is replaced as one block instead. A strategy rewrite changes a few tokens of a
 # few lines, far below it.
 MATCH_BUDGET = 250_000

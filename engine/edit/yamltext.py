@@ -189,8 +189,8 @@ def _emitted(value: str | int | float | bool | None, style: str | None = None) -
     """PyYAML's token for `value` as an item of a flow sequence, the strictest place a token goes (no plain
     `,[]{}` either, so it is safe in block values, flow mappings and lists alike). `style` is the emitter's
     default_style: None lets it choose plain where the value reads back as itself (else single quotes);
-    `'` asks for single quotes where it can write them, else it writes double; `"` double quotes. (About
-    30 us a call: an edit writes a few tokens, so nothing is cached; a cache would also take -0.0 for 0.0.)"""
+    `'` asks for single quotes where it can write them, else it writes double; `"` double quotes. (An edit
+    writes a few tokens, so nothing is cached; a cache would also take -0.0 for 0.0.)"""
     text = yaml.safe_dump([value], default_flow_style=True, default_style=style, width=_NO_WRAP,
                           allow_unicode=True)
     return text.rstrip("\n")[1:-1]

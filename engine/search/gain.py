@@ -1,6 +1,6 @@
 """How much faster a plan is than the stated one: the ratio of tokens per second, which is what a training run
 buys, never of step times (a step at another global batch size holds another number of tokens: a 5.54×
-shorter step was a 1.44× gain in tokens/s, issue 11). Shared by HP611, `hp-plan apply` and the hover, so
+shorter step was a 1.44× gain in tokens/s, D-013). Shared by HP611, `hp-plan apply` and the hover, so
 every "N× faster" is one number.
 """
 

@@ -231,7 +231,7 @@ NEST_ORDER = ("tp", "pp", "cp", "mbs", "fsdp", "etp", "ep", "vpp", "sp")
 def price_groups(pricer: Pricing, groups: Groups, request: str, *, top: int, model: ModelSpec,
                  poll: Poll | None = None, allowed: tuple[int, ...] = ()) -> tuple[Space, Priced]:
     """`price_space` over a factored space without materialising it: the groups are bounded first and only
-    the candidates of groups that can reach the top K become rows (issue 16: the memory follows what is
+    the candidates of groups that can reach the top K become rows (D-009: the memory follows what is
     priced, not the 2.9 M candidates). Returns the priced candidates as a Space in nest order (every
     candidate when every group had to be priced) and their Priced; `Priced.unpriced` counts the rest."""
     total = groups.total

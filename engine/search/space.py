@@ -5,7 +5,7 @@ micro_batch_size with the derived micro_batch_num, fsdp, etp, ep, vpp, sequence_
 boolean matrix over (rows so far) x (values of the level) so nothing loops per candidate in Python. Rows come
 out in lexicographic order of that nest, which makes every later tie-break deterministic.
 
-The space is built factored (`enumerate_groups`, issue 16): the fsdp, etp and ep rules read tp, cp and dp
+The space is built factored (`enumerate_groups`, D-009): the fsdp, etp and ep rules read tp, cp and dp
 only, so those levels run once per distinct (tp, cp, dp) (a few hundred) instead of once per candidate
 prefix, and vpp and sp once per prefix; each row then counts its refusals as often as the plain nest would
 (`_Builder.weight`). A `Groups` holds one row per (tp, pp, cp, micro-batch, vpp, sp) and the valid (fsdp,
@@ -414,7 +414,7 @@ def _distinct_rows(cols: Mapping[str, np.ndarray], names: tuple[str, ...]) -> tu
 
 @dataclass(frozen=True, slots=True)
 class Groups:
-    """The space factored, rows never materialised until asked for (issue 16: 2.9 M candidates on 110,592
+    """The space factored, rows never materialised until asked for (D-009: 2.9 M candidates on 110,592
     devices, all of one (tp, pp, cp, micro-batch, vpp, sp) group sharing every column but fsdp, etp and ep).
 
     `cols` holds one row per group (tp, pp, cp, dp, mbs, mbn, vpp, sp), in nest order; `prefix` numbers each

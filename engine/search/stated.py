@@ -4,7 +4,7 @@ language server.
 A search config states no strategy of its own; the one to compare with is its train.yaml's, read on the
 search config's cluster (a train.yaml alone often names no cluster, so it cannot state dp). Before this module
 the CLI and the server read that train.yaml under different overrides and priced it twice, so a search job
-checked the file more than once and the hover's "stated" column could disagree with HP611's figures (issue 17).
+checked the file more than once and the hover's "stated" column could disagree with HP611's figures (D-007).
 Now: `stated_overrides` is the rule, `stated_source` reads the train.yaml once, and `compare_stated` returns the
 estimate it priced beside its advice, so a caller never prices the stated plan again.
 """
@@ -33,7 +33,7 @@ def budget(config: Config) -> float:
 
 
 def stated_overrides(config: Config | None) -> ClusterOverrides | None:
-    """The cluster a search config imposes on the train.yaml it references, as explicit overrides (issue 5
+    """The cluster a search config imposes on the train.yaml it references, as explicit overrides (D-006
     puts a referencing search config first among the cluster's sources): its world size, node shape, device
     and memory budget. The budget goes in as the device memory because the train.yaml's own verdict (the
     server's hover and HP5xx findings on it) must be against the budget the search ranks with. None when the

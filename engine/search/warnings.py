@@ -1,6 +1,6 @@
 """Warnings about the best plan itself: a search that finds only a communication-bound plan says so.
 
-Why: a best plan at MFU 3.4 % (698 s per step) came out with no word (issue 11). Below LOW_MFU the search
+Why: a best plan at MFU 3.4 % (698 s per step) came out with no word (D-014). Below LOW_MFU the search
 names the term that dominates the step, from the plan's own time breakdown, so the user knows whether the
 cluster, the batch or the model is the problem.
 """

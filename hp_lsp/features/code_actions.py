@@ -280,7 +280,7 @@ def relevant_diagnostics(state: DocState, rng: types.Range,
     Why not only the request's `context.diagnostics`: a client computes that from its own view, which can
     predate the last publish (VS Code fires a request on every cursor move, cancels and re-sends as results
     arrive; a request that was composed before the search's diagnostics landed carries none of them). The
-    server's own latest results answer the same question without that race (issue 14)."""
+    server's own latest results answer the same question without that race (D-015)."""
     latest = [d for d in state.published if d.source == SOURCE and _touches(d.range, rng)]
     seen = {(str(d.code), d.range.start.line, d.range.start.character) for d in latest}
     asked = [d for d in asked_for if d.source == SOURCE

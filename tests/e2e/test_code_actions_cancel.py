@@ -1,6 +1,6 @@
 """Code actions answer from the server's latest results, whatever the client's request carries: overlapping
 requests, a `$/cancelRequest` in flight, a search running, and a context composed before the last publish
-(no diagnostics in it). Issue 14 saw 1 of 14 such requests in a real VS Code come back empty."""
+(no diagnostics in it). In a real VS Code 1 of 14 such requests once came back empty (D-015)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile files against the real server over stdio (issue 13): linked train.yaml files that are FIFOs,
+"""Hostile files against the real server over stdio (D-002): linked train.yaml files that are FIFOs,
 /dev/stdin, device nodes or 2 GB sparse files; Apply on unreadable targets; line separators and incremental
 sync; a BOM; a huge outline. Device nodes and FIFOs live in the test's temporary folder. Every wait is bounded;
 memory is read from the server's /proc status."""

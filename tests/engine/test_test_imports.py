@@ -1,4 +1,4 @@
-"""The tests' own layout (issue 17): a test module imports shared helpers from a plain support module
+"""The tests' own layout (D-019): a test module imports shared helpers from a plain support module
 (tests/support/, or a package's helpers.py / shapes.py), never from a conftest.py (pytest's file for
 fixtures and hooks, which it loads itself) nor from another test module (one test file would then depend on
 another's contents, and renaming or moving a test would break tests elsewhere). Fixtures stay fixtures.

@@ -1,6 +1,6 @@
-"""The server's document copy (hp_lsp/documents.py): LSP line counting in incremental sync (issue 13, item
-4), no disk reads for unopened URIs (item 2), no per-notification leak in the protocol (item 7), and the
-outline of a huge file bounded (item 11)."""
+"""The server's document copy (hp_lsp/documents.py): LSP line counting in incremental sync (D-003),
+no disk reads for unopened URIs, no per-notification leak in the protocol, and the outline of a huge file
+bounded (D-001)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One rule for "the train.yaml a search config states" (engine.search.stated, issue 17): a search job checks
+"""One rule for "the train.yaml a search config states" (engine.search.stated, D-007): a search job checks
 that train.yaml once and prices the stated plan once, and the language server shows the numbers `hp-plan
 search` prints for it."""
 

@@ -1,4 +1,4 @@
-"""Issue 11 items 1, 3, 4: HP611 and `hp-plan apply` state the gain in tokens/s (batch sizes differing said so),
+"""Gains (D-013): HP611 and `hp-plan apply` state the gain in tokens/s (batch sizes differing said so),
 apply does not rewrite below the 1.10× threshold unless --force, CP only where it pays, near-ties marked."""
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""`hp-plan check` on a search config whose train_yaml is something that must never be read (issue 13, item
-1): a FIFO, /dev/stdin, /proc/self/fd/0, a device node, a 2 GB sparse file. Each run is a subprocess with a
-20 s timeout and a stdin pipe that is never written, so a blocking read shows up as a timeout, not a hang."""
+"""`hp-plan check` on a search config whose train_yaml is something that must never be read (D-002): a
+FIFO, /dev/stdin, /proc/self/fd/0, a device node, a 2 GB sparse file. Each run is a subprocess with a 20 s timeout and a stdin pipe that is never written, so a blocking read shows up as a timeout, not a hang."""
 
 from __future__ import annotations
 

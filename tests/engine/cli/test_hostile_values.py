@@ -1,4 +1,4 @@
-"""Values that made check/estimate/search fail with HP900 (issue 13, item 8): an explicit tag the trainer's
+"""Values that made check/estimate/search fail with HP900 (D-001): an explicit tag the trainer's
 loader cannot construct (`tp_size: !!timestamp 5`) and a 28-digit degree. Each is now a positioned
 diagnostic, never an internal error; run through the CLI in a subprocess."""
 

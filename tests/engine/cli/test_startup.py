@@ -1,4 +1,4 @@
-"""Start-up of `hp-plan` (issue 16): `check` loads neither numpy nor the search, the version needs no
+"""Start-up of `hp-plan` (D-016): `check` loads neither numpy nor the search, the version needs no
 package-metadata lookup, and numpy's BLAS gets one thread unless the user chose otherwise."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile variants of HyperParallel's own files (issue 12): half-typed, wrong types, missing sections, in the shapes
+"""Hostile variants of HyperParallel's own files (D-005): half-typed, wrong types, missing sections, in the shapes
 of upstream's AutoModels recipes, legacy SAPP-ND demos and search examples, plus the keys this issue reads
 (vision, visual_seq_len, training.micro_batch_num, model_init_dtype, loss_parallel, mixed_precision). Each goes
 through `hp-plan check`, `estimate` and `search --json` (in process): one JSON document, no internal error (HP900),

@@ -1,4 +1,4 @@
-"""Files shaped like the ones HyperParallel's repositories ship ([HP] §2, issue 12): each is read
+"""Files shaped like the ones HyperParallel's repositories ship ([HP] §2, D-005): each is read
 as upstream reads it, through `hp-plan check` in a subprocess or check_file. The fixtures are written here, in
 the shape of upstream's recipes, examples and SAPP-ND demos (never read from ../shared at test time)."""
 

@@ -1,4 +1,4 @@
-"""A multimodal model's vision tower (issue 12): read where HyperParallel reads it (a search config's model.vision
+"""A multimodal model's vision tower (D-005): read where HyperParallel reads it (a search config's model.vision
 and visual_seq_len, a train.yaml's config_overrides.vision and context.visual_seq_len, a config.json's
 vision_config), and priced the way its search prices sibling towers: the language model's degrees, every tower
 layer on stage 0, its memory and time inside the breakdown and said apart in `vision_tower`. Through

@@ -1,4 +1,4 @@
-"""Issue 11 items 1-2: context parallelism is priced (ring KV exchange per step, Ulysses all-to-alls, short
+"""Priced as run (D-010): context parallelism is priced (ring KV exchange per step, Ulysses all-to-alls, short
 flash-attention chunks), and a GEMM's efficiency depends on the tokens it sees (micro-batch × sequence shard)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_cp_comm_is_positive_whenever_cp_above_one(algo: str, cp: int) -> None:
 
 
 def test_cp_degrees_no_longer_price_the_same() -> None:
-    """Reproduced: cp 1/2/4/8 priced alike to three decimals for Llama-3.1-8B at 8K on 8 H100 (issue 11)."""
+    """Reproduced: cp 1/2/4/8 priced alike to three decimals for Llama-3.1-8B at 8K on 8 H100 (D-010)."""
     steps = [price(LLAMA8B, h100(), Strategy(dp=8 // c, dp_shard=8, cp=c, micro_batch_num=8 * c)).step_time_s
              for c in (1, 2, 4, 8)]
     # The same global batch of 64 sequences (dp · micro_batch_num): the step grows with cp.

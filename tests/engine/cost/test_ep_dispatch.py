@@ -1,4 +1,4 @@
-"""Issue 11 item 7: expert all-to-alls priced as dispatched: DeepEP sends a token once per destination node."""
+"""Expert all-to-alls priced as dispatched (D-010): DeepEP sends a token once per destination node."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11, EP item: dispatcher volume, overlaps bounded by the compute they run beside, grouped-GEMM
+"""Expert parallelism priced as run (D-010): dispatcher volume, overlaps bounded by the compute they run beside, grouped-GEMM
 efficiency monotone in the tokens each expert sees, and the options read from a search config."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11: memory as trained: no dropout masks at dropout 0, gradient and optimizer-state widths as the files
+"""Memory as trained (D-010): no dropout masks at dropout 0, gradient and optimizer-state widths as the files
 state them, the states as the stack holds them (FSDP2), the loss's peak as the framework computes it, and the
 held-out measured peaks (benchmarks/memory_runs)."""
 

@@ -1,4 +1,4 @@
-"""Issue 11: recompute by module (Megatron/MindSpeed --recompute-modules) priced in memory and time, read from the
+"""Recompute by module (D-010) (Megatron/MindSpeed --recompute-modules) priced in memory and time, read from the
 files with positioned diagnostics, written back as the framework's flags; FP8 inputs saved as TransformerEngine
 saves them; the DeepSeek-V3 recipe that recomputes only the MLA up-projections (and the dense MLPs) fits."""
 

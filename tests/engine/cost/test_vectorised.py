@@ -31,7 +31,7 @@ def random_rows(model: ModelSpec, world: int, n: int, seed: int) -> CandidateTab
 
 LAYOUTS = {"even": PipelineLayout(), "embedding+loss": PipelineLayout(embedding_in_split=True, loss_in_split=True),
            "first/last": PipelineLayout(first_stage_layers=8, last_stage_layers=8)}
-# The memory-as-trained facts (issue 11) in the same contract: recompute modules, TransformerEngine FP8 saved
+# The memory-as-trained facts (D-010) in the same contract: recompute modules, TransformerEngine FP8 saved
 # inputs and the fused loss (megatron on H100); FSDP2's states, PP-unsharded weights and gradients, the
 # vocabulary-parallel loss (torchtitan).
 RUNS = [(RunOptions(cp_algo="ring"), "A100"),

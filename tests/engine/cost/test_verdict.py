@@ -1,4 +1,4 @@
-"""Issue 11 item 6 (verdict): `fits | marginal | does not fit` within the memory model's uncertainty of the
+"""The verdict (D-010): `fits | marginal | does not fit` within the memory model's uncertainty of the
 budget (docs/formats.md §3); `fits` stays true for marginal and HP520 is then a warning, not an error."""
 
 from __future__ import annotations

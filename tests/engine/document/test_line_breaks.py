@@ -1,4 +1,4 @@
-"""Lines are counted as LSP counts them (issue 13, item 4): only \\n, \\r\\n and \\r break a line. libyaml also
+"""Lines are counted as LSP counts them (D-003): only \\n, \\r\\n and \\r break a line. libyaml also
 breaks at NEL, U+2028 and U+2029, so before the fix every diagnostic after `note: "x\\u2028y"` pointed one line
 low; VT, FF and \\x1c-\\x1e are no YAML characters at all and get an HP001 at the character itself."""
 

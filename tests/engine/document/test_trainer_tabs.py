@@ -1,4 +1,4 @@
-"""Tabs libyaml accepts but the trainer's loader (PyYAML's pure-Python safe_load) refuses (issue 13, item 5):
+"""Tabs libyaml accepts but the trainer's loader (PyYAML's pure-Python safe_load) refuses (D-003):
 `hp-plan check` passed them, so `apply` could write a file HyperParallel cannot load. Now an HP001 error at
 the tab; tabs inside quoted strings and comments, which both loaders take, stay fine."""
 

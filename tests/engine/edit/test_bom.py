@@ -1,4 +1,4 @@
-"""A file starting with a UTF-8 BOM (issue 13, item 10) was refused by the strategy writer and every quick
+"""A file starting with a UTF-8 BOM (D-003) was refused by the strategy writer and every quick
 fix as "not valid YAML". Now the edits are computed after the BOM, keep it, and land on the original text."""
 
 from __future__ import annotations

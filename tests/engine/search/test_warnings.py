@@ -1,4 +1,4 @@
-"""Issue 11 item 5: a best plan below 10 % MFU is called out with the term that dominates it, and a what-if
+"""The low-MFU warning (D-014): a best plan below 10 % MFU is called out with the term that dominates it, and a what-if
 device memory capped by the file's memory_limit_gb is named."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HP411 judged by pricing (issue 11 item 1): it fires where the plan without CP is as fast or faster, not at
+"""HP411 judged by pricing (D-014): it fires where the plan without CP is as fast or faster, not at
 long sequences where CP is what fits, and never on a plan the search itself wrote."""
 
 from __future__ import annotations

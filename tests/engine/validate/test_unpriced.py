@@ -1,4 +1,4 @@
-"""HP112: every key HyperParallel reads that hp-plan does not price is said so at the key (issue 12), on files
+"""HP112: every key HyperParallel reads that hp-plan does not price is said so at the key (D-005), on files
 shaped like upstream's recipes; keys that say nothing (off, none, zeros) are not flagged."""
 
 from __future__ import annotations
