@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import atexit
 import importlib
-import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from engine import __version__
+from engine.integers import MAX_CONFIG_INT, shown_int
 
 if TYPE_CHECKING:
     from engine.calibrate.attach import RatiosRequest
@@ -88,9 +89,23 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text[:40]!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if value > MAX_CONFIG_INT:  # what a file may state (engine.integers), so a flag is bounded alike
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CONFIG_INT:,}, got {shown_int(value)}")
+    return value
+
+
+# The widest text timeline `explain --width` draws: one character per column and stage is kept while drawing,
+# so a width typed 10000000 took 1.5 GB. Ten times a wide terminal is still a picture.
+MAX_TIMELINE_WIDTH = 2000
+
+
+def _timeline_width(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_TIMELINE_WIDTH:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMELINE_WIDTH} columns, got {value}")
     return value
 
 
@@ -99,8 +114,8 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
     return value
 
 
@@ -162,7 +177,8 @@ def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, descript
 def _explain_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
     p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
-    p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
+    p.add_argument("--width", type=_timeline_width, default=96, metavar="N",
+                   help=f"text timeline width (96; at most {MAX_TIMELINE_WIDTH})")
 
 
 def _compare_options(p: argparse.ArgumentParser) -> None:
@@ -328,7 +344,9 @@ def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
 
 
 def _print_json(doc: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    from engine.jsonout import write_json
+
+    write_json(sys.stdout, doc)
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
