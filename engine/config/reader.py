@@ -169,8 +169,8 @@ class Source:
                   v.loc.value, v.path, data=data)
 
     def number(self, parent: Map | None, key: str, dotted: str, *, minimum: float | None = 0.0,
-               strict: bool = False) -> Val | None:
-        """A number (int or float). `minimum` is inclusive unless `strict`."""
+               strict: bool = False, maximum: float | None = None) -> Val | None:
+        """A number (int or float). `minimum` is inclusive unless `strict`; `maximum` inclusive."""
         v = self.val(parent, key, dotted)
         if v is None:
             return None
@@ -192,6 +192,9 @@ class Source:
         if minimum is not None and (value < minimum or (strict and value == minimum)):
             rel = ">" if strict else ">="
             self.diag("HP110", f"{dotted} must be {rel} {minimum:g}, got {value:g}", v.loc.value, dotted)
+            return None
+        if maximum is not None and value > maximum:
+            self.diag("HP110", f"{dotted} must be at most {maximum:g}, got {value:g}", v.loc.value, dotted)
             return None
         return Val(float(value), v.path, v.loc)
 
