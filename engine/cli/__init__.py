@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import importlib
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from engine import __version__
+from engine import HP_PLAN_PROCESS, __version__, exit_on_interrupt
 from engine.integers import MAX_CONFIG_INT, shown_int
 
 if TYPE_CHECKING:
@@ -399,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         return _internal(as_json, file, exc)
     try:
+        if HP_PLAN_PROCESS and signal.getsignal(signal.SIGINT) is exit_on_interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a command cleans up on Ctrl-C
         code = module.run(args)
         return int(code) if isinstance(code, int) else 0
     except KeyboardInterrupt:
@@ -410,19 +414,82 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal(as_json, file, exc)
 
 
+class OutputFailed(BaseException):
+    """Standard output cannot be written (closed, full, or its reader went away). A BaseException, so no
+    command's own `except Exception` takes it for an input error and writes again."""
+
+    def __init__(self, error: OSError | ValueError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Guarded:
+    """A standard stream whose write or flush failure ends the command (stdout: OutputFailed) or is ignored
+    (stderr: nowhere left to report it). A closed stream (`>&-`: sys.stdout is None) fails its first write."""
+
+    def __init__(self, stream: TextIO | None, *, raises: bool) -> None:
+        self._stream = stream
+        self._raises = raises
+
+    def _failed(self, exc: OSError | ValueError) -> None:
+        if self._raises:
+            raise OutputFailed(exc) from None
+
+    def write(self, text: str) -> int:
+        try:
+            if self._stream is None:
+                raise OSError(errno.EBADF, "standard output is closed")
+            return self._stream.write(text)
+        except (OSError, ValueError) as exc:
+            self._failed(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            if self._stream is not None:
+                self._stream.flush()
+        except (OSError, ValueError) as exc:
+            self._failed(exc)
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream is not None and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _output_failed(failure: OutputFailed) -> int:
+    """Exit 1; say why unless the reader simply went away (`| head -1`: a broken pipe is no news)."""
+    err = failure.error
+    if not (isinstance(err, OSError) and err.errno == errno.EPIPE):
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        sys.stderr.write(f"hp-plan: cannot write the output: {reason}\n")
+    return 1
+
+
 def console() -> NoReturn:
     """The `hp-plan` console script (and `python -m engine.cli`): main, the exit handlers, stdout and stderr
     flushed, then the process ends without the interpreter's teardown. Freeing every module and object
     (numpy's among them) took 10-30 ms of CPU after the output was complete (issue 16); nothing is lost by
     skipping it, as the commands close the files they write and start no thread. Output that cannot be
-    flushed (a reader that went away) exits 1, as a broken pipe during the command does."""
-    code = main()
-    atexit._run_exitfuncs()  # what registered to run at exit (logging's flush) still runs
+    written (stdout closed, a full disk, a reader that went away) ends the command quietly with exit 1 and
+    at most a one-line reason on stderr; Ctrl-C exits 130 without a traceback."""
+    sys.stdout = _Guarded(sys.stdout, raises=True)  # type: ignore[assignment]
+    sys.stderr = _Guarded(sys.stderr, raises=False)  # type: ignore[assignment]
     try:
+        code = main()
+        atexit._run_exitfuncs()  # what registered to run at exit (logging's flush) still runs
         sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        code = code or 1
+    except OutputFailed as failure:
+        code = _output_failed(failure)
+    except KeyboardInterrupt:
+        code = 128 + signal.SIGINT
+    if HP_PLAN_PROCESS:
+        signal.signal(signal.SIGINT, exit_on_interrupt)
+    sys.stderr.flush()
     os._exit(code)
 
 
