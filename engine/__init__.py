@@ -6,3 +6,25 @@ command line prints.
 """
 
 __version__ = "0.1.0"
+
+import os as _os
+import signal as _signal
+import sys as _sys
+
+# The `hp-plan` process (its console script, or `python -m engine.cli`) ends quietly on a Ctrl-C that comes
+# while it starts: this package loads first, so the handler is in place before the command line's modules
+# load (an interrupt there printed an import traceback). engine.cli hands Ctrl-C back to Python while a
+# command runs, so the command's `finally` blocks still run. Any other program importing the engine keeps its
+# own handler.
+HP_PLAN_PROCESS = _os.path.basename(_sys.argv[0]) in ("hp-plan", "-m") or _sys.argv[0].endswith(
+    _os.path.join("engine", "cli", "__main__.py"))
+
+
+def exit_on_interrupt(signum: int, frame: object) -> None:
+    """SIGINT outside a running command: exit at once with the shell's code for it (128 + SIGINT)."""
+    _os._exit(128 + _signal.SIGINT)
+
+
+if HP_PLAN_PROCESS and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, exit_on_interrupt)
+

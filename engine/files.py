@@ -148,7 +148,12 @@ def read_bounded(path: str, max_bytes: int) -> ReadOk | ReadFailure:
 #     it), or, when it has other hard links or its owner cannot be kept, rewritten in place so every link
 #     (and the owner) sees the new text;
 #   * anything else (a directory, FIFO, character or block device, socket, a dangling symlink or a symlink
-#     loop): refused, nothing written.
+#     loop): refused, nothing written;
+#   * with `expected` (the bytes the caller read and edited, as `apply --in-place` does): refused, nothing
+#     written, when the file no longer holds them (another program saved it meanwhile: a lost update). The
+#     file is compared again just before the rename (or the in-place rewrite), so the window left is the
+#     rename itself.
+# Every file the project writes goes through write_text: `apply -o/--in-place`, `calibrate -o`, `explain --svg`.
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +192,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _rewrite_in_place(path: str, data: bytes) -> WriteFailure | None:
+def _changed(path: str, expected: bytes | None) -> WriteFailure | None:
+    """None when `path` still holds `expected` (or nothing is expected); else the lost-update refusal."""
+    if expected is None:
+        return None
+    now = read_bounded(path, len(expected))
+    if isinstance(now, ReadOk) and now.data == expected:
+        return None
+    return WriteFailure(path, f"{path} changed since it was read (another program wrote it); nothing written: "
+                              "run the command again on the new contents")
+
+
+def _rewrite_in_place(path: str, data: bytes, expected: bytes | None = None) -> WriteFailure | None:
     """Overwrite the file's contents (same inode: hard links and owner kept). Not atomic: used only where a
     rename would split links or change the owner."""
     try:
@@ -197,6 +213,9 @@ def _rewrite_in_place(path: str, data: bytes) -> WriteFailure | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return WriteFailure(path, f"{path} is no longer a regular file; nothing written")
+        changed = _changed(path, expected)
+        if changed is not None:
+            return changed
         _write_all(fd, data)
         os.ftruncate(fd, len(data))
         os.fsync(fd)
@@ -207,13 +226,13 @@ def _rewrite_in_place(path: str, data: bytes) -> WriteFailure | None:
     return None
 
 
-def _replace_atomic(real: str, st: os.stat_result, data: bytes) -> WriteFailure | None:
+def _replace_atomic(real: str, st: os.stat_result, data: bytes, expected: bytes | None) -> WriteFailure | None:
     folder = os.path.dirname(real)
     tmp = os.path.join(folder, f".{os.path.basename(real)}.hp-plan-{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError:
-        return _rewrite_in_place(real, data)  # the folder is not writable but the file is
+        return _rewrite_in_place(real, data, expected)  # the folder is not writable but the file is
     try:
         try:
             if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
@@ -221,12 +240,15 @@ def _replace_atomic(real: str, st: os.stat_result, data: bytes) -> WriteFailure 
         except OSError:  # the owner cannot be kept through a rename: keep the inode instead
             os.close(fd)
             fd = -1
-            return _rewrite_in_place(real, data)
+            return _rewrite_in_place(real, data, expected)
         os.fchmod(fd, stat.S_IMODE(st.st_mode))
         _write_all(fd, data)
         os.fsync(fd)
         os.close(fd)
         fd = -1
+        changed = _changed(real, expected)  # last look before the rename: a save meanwhile is not lost
+        if changed is not None:
+            return changed
         os.replace(tmp, real)
         tmp = ""
     except OSError as exc:
@@ -240,12 +262,17 @@ def _replace_atomic(real: str, st: os.stat_result, data: bytes) -> WriteFailure 
     return None
 
 
-def write_text(path: str, text: str) -> WriteFailure | None:
-    """Write `text` (UTF-8, line breaks as given) to `path` with the semantics above; None when written."""
+def write_text(path: str, text: str, *, expected: str | None = None) -> WriteFailure | None:
+    """Write `text` (UTF-8, line breaks as given) to `path` with the semantics above; None when written.
+    `expected`: the text the caller read from `path` and edited; the write is refused when the file holds
+    anything else by then."""
     data = text.encode("utf-8", errors="surrogatepass")
+    before = expected.encode("utf-8", errors="surrogatepass") if expected is not None else None
     try:
         st = os.stat(path)
     except OSError as exc:
+        if before is not None and exc.errno == errno.ENOENT:
+            return WriteFailure(path, f"{path} was removed since it was read; nothing written")
         if exc.errno == errno.ELOOP:
             return WriteFailure(path, f"{path} is a symlink loop; nothing written")
         if exc.errno != errno.ENOENT:
@@ -261,5 +288,5 @@ def write_text(path: str, text: str) -> WriteFailure | None:
     if not st.st_mode & 0o222 or not os.access(real, os.W_OK):
         return WriteFailure(path, f"{path} is read-only; nothing written (make it writable first)")
     if st.st_nlink > 1:
-        return _rewrite_in_place(real, data)
-    return _replace_atomic(real, st, data)
+        return _rewrite_in_place(real, data, before)
+    return _replace_atomic(real, st, data, before)

@@ -18,18 +18,28 @@ is an outlier (a checkpoint save, an evaluation) and dropped; the steady value i
 A log whose kept steps still spread wider than 1.5x (10th to 90th percentile), or where more than a third of
 the steps are outliers, is not a steady state and is refused.
 
-Logs are read only from regular files, line by line, at most MAX_LOG_BYTES: never a FIFO or a device.
+Logs are read only from regular files, at most MAX_LOG_BYTES: never a FIFO or a device. They are streamed:
+one line at a time (at most MAX_LINE_CHARS of it kept), each step kept as two machine numbers, so memory
+stays bounded by the step count, not the log's size (reading a 128 MiB log whole took 2.3 GB). A reading is
+kept per (file, size, modification time), so a log is read once per change however often a RUNS file is
+checked (the language server checks at every pause in typing).
+
+A value no run can measure is refused at its line (HP803): a step time, tokens/s or peak memory that is not
+positive, not finite, or beyond MEASURED_MAX (a step of 1e308 s overflowed the fit).
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import math
 import os
 import re
 import stat
 import statistics
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 MAX_LOG_BYTES = 512 * 1024 * 1024  # a month of step lines is far below this
@@ -39,6 +49,13 @@ OUTLIER_SIGMAS = 3.5
 OUTLIER_FLOOR = 0.02  # relative to the median: steps within 2% are never outliers
 MAX_SPREAD = 1.5  # p90 / p10 of the kept steps
 MAX_OUTLIER_SHARE = 1 / 3
+# The largest value a log or RUNS file may state for each measurement: far beyond any run (a step of 11.6
+# days, 10^9 tokens/s on one device, a pebibyte of device memory), and small enough that the fit's sums of
+# squares stay finite. A larger one is a typo or a unit mix-up: refused at its line.
+MEASURED_MAX = {"step_time_s": 1e6, "tokens_per_s_per_device": 1e9, "peak_memory_gib": 1e6}
+_WHAT = {"step_time_s": "step time (s)", "tokens_per_s_per_device": "tokens/s per device",
+         "peak_memory_gib": "peak memory (GiB)"}
+CACHE_ENTRIES = 32  # readings kept (a RUNS file names a few logs)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TT_STEP = re.compile(r"\bstep:\s*(\d+)\b")
@@ -80,107 +97,155 @@ class LogReading:
     lines: int
 
 
-def read_lines(path: str, max_bytes: int = MAX_LOG_BYTES) -> list[str]:
-    """The lines of a regular file (UTF-8, undecodable bytes replaced), at most `max_bytes`. A FIFO, a
-    device or a directory is refused before it is opened for reading, so nothing can block."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise LogError("HP801", f"log not found: {path}") from None
-    except OSError as exc:
-        raise LogError("HP801", f"cannot read the log {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise LogError("HP801", f"the log {path} is not a regular file")
-    if st.st_size > max_bytes:
-        raise LogError("HP801", f"the log {path} is {st.st_size / 2**20:.0f} MiB, over the "
-                       f"{max_bytes / 2**20:.0f} MiB limit: cut it to the steps to calibrate on")
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise LogError("HP801", f"cannot read the log {path}: {exc.strerror or exc}") from None
-    text = data.decode("utf-8", errors="replace")
-    return [line[:MAX_LINE_CHARS] for line in text.splitlines()]
+def measured_problem(kind: str, value: float) -> str | None:
+    """Why `value` cannot be a measured `kind` (a MEASURED_MAX key), or None when it can."""
+    if not math.isfinite(value) or value <= 0:
+        return f"{_WHAT[kind]} must be a positive finite number, got {value:g}"
+    if value > MEASURED_MAX[kind]:
+        return f"{_WHAT[kind]} {value:g} is beyond any run (at most {MEASURED_MAX[kind]:g})"
+    return None
+
+
+def _checked(kind: str, value: float, line: int, where: str = "") -> float:
+    problem = measured_problem(kind, value)
+    if problem is not None:
+        raise LogError("HP803", where + problem, line)
+    return value
 
 
 def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def _torchtitan(lines: list[str]) -> tuple[list[tuple[int, float]], float | None]:
-    vals: list[tuple[int, float]] = []
-    peak: float | None = None
-    for i, raw in enumerate(lines):
+class _Scan:
+    """One format's reading of a log, fed line by line: step values (line numbers and values in machine
+    arrays), the peak, and the first impossible value (raised only if this format is the log's)."""
+
+    name = ""
+    kind = ""
+
+    def __init__(self) -> None:
+        self.at: array[int] = array("q")
+        self.values: array[float] = array("d")
+        self.peak: float | None = None
+        self.error: LogError | None = None
+
+    def step(self, i: int, value: float, where: str = "") -> None:
+        try:
+            self.values.append(_checked(self.kind, value, i, where))
+            self.at.append(i)
+        except LogError as exc:
+            self.error = self.error or exc
+
+    def peak_at(self, i: int, value: float, where: str = "") -> None:
+        try:
+            self.peak = max(self.peak or 0.0, _checked("peak_memory_gib", value, i, where))
+        except LogError as exc:
+            self.error = self.error or exc
+
+    def feed(self, i: int, line: str) -> None:
+        raise NotImplementedError
+
+    def found(self) -> bool:
+        return bool(self.values) or self.error is not None
+
+
+class _Torchtitan(_Scan):
+    name, kind = "torchtitan", "tokens_per_s_per_device"
+
+    def feed(self, i: int, raw: str) -> None:
         line = _ANSI.sub("", raw)
         if not _TT_STEP.search(line):
-            continue
+            return
         tps = _TT_TPS.search(line)
         if tps is not None:
-            vals.append((i, _number(tps.group(1))))
+            self.step(i, _number(tps.group(1)))
         mem = _TT_MEM.search(line)
         if mem is not None:
-            peak = max(peak or 0.0, float(mem.group(1)))
-    return vals, peak
+            self.peak_at(i, float(mem.group(1)))
 
 
-def _megatron(lines: list[str]) -> tuple[list[tuple[int, float]], float | None]:
-    vals: list[tuple[int, float]] = []
-    peak: float | None = None
-    for i, line in enumerate(lines):
+class _Megatron(_Scan):
+    name, kind = "megatron", "step_time_s"
+
+    def feed(self, i: int, line: str) -> None:
         if _MG_ITER.search(line):
             ms = _MG_MS.search(line)
             if ms is not None:
-                vals.append((i, float(ms.group(1)) / 1000.0))
+                self.step(i, float(ms.group(1)) / 1000.0)
         res = _MG_MAXRES.search(line)
         if res is not None:
-            peak = max(peak or 0.0, float(res.group(1)) / 1024.0)  # MB (2^20) -> GiB
-    return vals, peak
+            self.peak_at(i, float(res.group(1)) / 1024.0)  # MB (2^20) -> GiB
 
 
-def _csv(lines: list[str]) -> tuple[list[tuple[int, float]], float | None] | None:
-    """None when the first non-empty line is not a header with a step-time column."""
-    start = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if start is None:
-        return None
-    header = [h.strip().lower() for h in next(csv.reader([lines[start]]))]
-    col, scale = ((header.index("step_time_s"), 1.0) if "step_time_s" in header else
-                  (header.index("step_time_ms"), 1e-3) if "step_time_ms" in header else (None, 1.0))
-    if col is None:
-        return None
-    mem_col = header.index("peak_memory_gib") if "peak_memory_gib" in header else None
-    vals: list[tuple[int, float]] = []
-    peak: float | None = None
-    for offset, row in enumerate(csv.reader(lines[start + 1:])):
-        i = start + 1 + offset
-        if not row or not any(c.strip() for c in row):
-            continue
+class _Csv(_Scan):
+    """A CSV whose first non-empty line is a header with a step-time column (else it reads nothing)."""
+
+    name, kind = "csv", "step_time_s"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.header_at: int | None = None
+        self.col: int | None = None
+        self.scale = 1.0
+        self.mem_col: int | None = None
+        self.done = False
+
+    def feed(self, i: int, line: str) -> None:
+        if self.done or not line.strip():
+            return
+        if self.header_at is None:
+            self._header(i, line)
+            return
+        row = next(csv.reader([line]), [])
+        if not any(c.strip() for c in row):
+            return
+        assert self.col is not None
+        n = i - self.header_at + 1
         try:
-            v = float(row[col]) * scale
+            v = float(row[self.col]) * self.scale
         except (IndexError, ValueError):
-            raise LogError("HP803", f"CSV row {offset + 2}: step time {row[col] if col < len(row) else ''!r} "
-                           "is not a number", i) from None
-        if not math.isfinite(v) or v <= 0:
-            raise LogError("HP803", f"CSV row {offset + 2}: step time must be positive, got {v:g}", i)
-        vals.append((i, v))
-        if mem_col is not None and mem_col < len(row):
-            with contextlib.suppress(ValueError):
-                peak = max(peak or 0.0, float(row[mem_col]))
-    return vals, peak
+            cell = row[self.col] if self.col < len(row) else ""
+            self.error = self.error or LogError("HP803", f"CSV row {n}: step time {cell[:40]!r} is not a number", i)
+            return
+        self.step(i, v, f"CSV row {n}: ")
+        if self.mem_col is not None and self.mem_col < len(row) and row[self.mem_col].strip():
+            try:
+                peak = float(row[self.mem_col])
+            except ValueError:
+                self.error = self.error or LogError(
+                    "HP803", f"CSV row {n}: peak memory {row[self.mem_col][:40]!r} is not a number", i)
+                return
+            self.peak_at(i, peak, f"CSV row {n}: ")
+
+    def _header(self, i: int, line: str) -> None:
+        header = [h.strip().lower() for h in next(csv.reader([line]), [])]
+        self.header_at = i
+        if "step_time_s" in header:
+            self.col = header.index("step_time_s")
+        elif "step_time_ms" in header:
+            self.col, self.scale = header.index("step_time_ms"), 1e-3
+        else:
+            self.done = True
+            return
+        self.mem_col = header.index("peak_memory_gib") if "peak_memory_gib" in header else None
+
+    def found(self) -> bool:
+        return self.col is not None
 
 
-def steady_state(values: list[tuple[int, float]], kind: str) -> Steady:
+def steady_state(values: Iterable[tuple[int, float]] | _Scan, kind: str) -> Steady:
     """Warm-up dropped, outliers dropped, mean of the rest; refuses a log whose steps disagree wildly."""
-    n = len(values)
+    at, xs_all = (values.at, values.values) if isinstance(values, _Scan) else _columns(values)
+    n = len(xs_all)
     warm = max(1, math.ceil(WARMUP_FRACTION * n)) if n >= 3 else 0
-    rest = values[warm:]
-    xs = [v for _, v in rest]
+    xs = xs_all[warm:]
     med = statistics.median(xs)
     mad = statistics.median(abs(x - med) for x in xs)
     bound = max(OUTLIER_SIGMAS * 1.4826 * mad, OUTLIER_FLOOR * med)
     kept = [x for x in xs if abs(x - med) <= bound]
     outliers = len(xs) - len(kept)
-    first_line = rest[0][0] if rest else None
+    first_line = at[warm] if warm < n else None
     if outliers > MAX_OUTLIER_SHARE * len(xs):
         raise LogError("HP804", f"{outliers} of {len(xs)} steady steps lie far from the median {med:.4g}: "
                        "the steps disagree too much to read one step time", first_line)
@@ -192,27 +257,119 @@ def steady_state(values: list[tuple[int, float]], kind: str) -> Steady:
     return Steady(kind, statistics.fmean(kept), len(kept), warm, outliers)
 
 
-def parse_log(lines: list[str]) -> LogReading:
-    """The steady step figure and peak memory of a log in one of the §8 formats."""
-    if not any(line.strip() for line in lines):
+def _columns(values: Iterable[tuple[int, float]]) -> tuple[array[int], array[float]]:
+    at, xs = array("q"), array("d")
+    for i, v in values:
+        at.append(i)
+        xs.append(v)
+    return at, xs
+
+
+def parse_log(lines: Iterable[str]) -> LogReading:
+    """The steady step figure and peak memory of a log in one of the §8 formats, in one pass over `lines`."""
+    scans: tuple[_Scan, ...] = (_Torchtitan(), _Megatron(), _Csv())
+    count, blank = 0, True
+    for i, line in enumerate(lines):
+        count = i + 1
+        blank = blank and not line.strip()
+        for scan in scans:
+            scan.feed(i, line)
+    if blank:
         raise LogError("HP802", "the log is empty")
-    tried: list[tuple[str, str, tuple[list[tuple[int, float]], float | None] | None]] = [
-        ("torchtitan", "tokens_per_s_per_device", _torchtitan(lines)),
-        ("megatron", "step_time_s", _megatron(lines)),
-    ]
-    for name, kind, got in tried:
-        if got is not None and got[0]:
-            return LogReading(name, steady_state(got[0], kind), got[1], len(lines))
-    got_csv = _csv(lines)
-    if got_csv is not None:
-        if not got_csv[0]:
-            raise LogError("HP802", "the CSV has a step-time column but no rows")
-        return LogReading("csv", steady_state(got_csv[0], "step_time_s"), got_csv[1], len(lines))
+    for scan in scans:
+        if scan.found():
+            if scan.error is not None:
+                raise scan.error
+            if not scan.values:
+                raise LogError("HP802", "the CSV has a step-time column but no rows")
+            return LogReading(scan.name, steady_state(scan, scan.kind), scan.peak, count)
     raise LogError("HP802", "no step lines in a known format: expected torchtitan `step: N ... tps: T`, "
                    "Megatron/NeMo/MindSpeed `iteration N/ M | ... elapsed time per iteration (ms): X`, or a CSV "
                    "with a step_time_s / step_time_ms column (docs/formats.md §8)")
 
 
-def read_log(path: str) -> LogReading:
-    """`parse_log` of a file read with `read_lines` (regular files only, bounded)."""
-    return parse_log(read_lines(path))
+def _open_log(path: str, max_bytes: int) -> tuple[int, os.stat_result]:
+    """An O_NONBLOCK descriptor on the regular file at `path` and its stat; LogError (HP801) else."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise LogError("HP801", f"log not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise LogError("HP801", f"cannot read the log {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise LogError("HP801", f"the log {path} is not a regular file")
+    if st.st_size > max_bytes:
+        raise LogError("HP801", f"the log {path} is {st.st_size / 2**20:.0f} MiB, over the "
+                       f"{max_bytes / 2**20:.0f} MiB limit: cut it to the steps to calibrate on")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        now = os.fstat(fd)
+    except OSError as exc:
+        raise LogError("HP801", f"cannot read the log {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(now.st_mode):  # swapped for something else between the stat and the open
+        os.close(fd)
+        raise LogError("HP801", f"the log {path} is not a regular file")
+    return fd, now
+
+
+def stream_lines(fd: int, path: str, max_bytes: int = MAX_LOG_BYTES) -> Iterator[str]:
+    """The lines of an open file (UTF-8, undecodable bytes replaced, `\n` or `\r\n` breaks), each cut at
+    MAX_LINE_CHARS, read a line at a time: at most one line's bytes held. A file that grows past
+    `max_bytes` while it is read is refused (HP801)."""
+    limit = 4 * MAX_LINE_CHARS  # bytes: a UTF-8 character is at most 4
+    total = 0
+    with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
+        while True:
+            raw = fh.readline(limit)
+            if not raw:
+                return
+            total += len(raw)
+            while not raw.endswith(b"\n"):  # a line longer than the limit: the rest is skipped, not kept
+                more = fh.readline(limit)
+                if not more:
+                    break
+                total += len(more)
+                if total > max_bytes:
+                    break
+                if more.endswith(b"\n"):
+                    break
+            if total > max_bytes:
+                raise LogError("HP801", f"the log {path} grew past the {max_bytes / 2**20:.0f} MiB limit while "
+                               "it was read")
+            yield raw.rstrip(b"\r\n").decode("utf-8", errors="replace")[:MAX_LINE_CHARS]
+
+
+def read_lines(path: str, max_bytes: int = MAX_LOG_BYTES) -> list[str]:
+    """The lines of a regular file (UTF-8, undecodable bytes replaced), at most `max_bytes`. A FIFO, a
+    device or a directory is refused before it is opened for reading, so nothing can block."""
+    fd, _ = _open_log(path, max_bytes)
+    return list(stream_lines(fd, path, max_bytes))
+
+
+_CACHE: OrderedDict[tuple[object, ...], LogReading | LogError] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def read_log(path: str, max_bytes: int = MAX_LOG_BYTES) -> LogReading:
+    """`parse_log` of the regular file at `path`, streamed (bounded memory), and kept per (file, size,
+    modification time): an unchanged log is not read again."""
+    fd, st = _open_log(path, max_bytes)
+    key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, max_bytes)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+    if hit is not None:
+        os.close(fd)
+    else:
+        try:
+            hit = parse_log(stream_lines(fd, path, max_bytes))
+        except LogError as exc:
+            hit = exc
+        with _CACHE_LOCK:
+            _CACHE[key] = hit
+            while len(_CACHE) > CACHE_ENTRIES:
+                _CACHE.popitem(last=False)
+    if isinstance(hit, LogError):
+        raise LogError(hit.code, str(hit), hit.line)
+    return hit

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from engine.calibrate.logs import LogError, LogReading, read_log
+from engine.calibrate.logs import MEASURED_MAX, LogError, LogReading, read_log
 from engine.config.reader import Source, Val
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic, Severity, has_errors
@@ -133,7 +133,7 @@ def _parts(src: Source, item: Map, dotted: str) -> tuple[tuple[str, float], ...]
                      "HyperParallel's comp, op_wait, dp_wait, mp_wait, sp_wait, ep_wait, cp_wait, pp_wait",
                      kn.range, f"{dotted}.parts_s.{key}")
             continue
-        v = src.number(sec, str(key), f"{dotted}.parts_s.{key}", minimum=0.0)
+        v = src.number(sec, str(key), f"{dotted}.parts_s.{key}", minimum=0.0, maximum=MEASURED_MAX["step_time_s"])
         if v is not None:
             sums[group] = sums.get(group, 0.0) + float(v.value)
     return tuple(sums.items())
@@ -153,9 +153,8 @@ def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | No
         src.diag("HP801", f"{dotted} names no config: every run needs the config that states its strategy",
                  item.range, dotted)
     log, log_path = _path_val(src, item, "log", f"{dotted}.log", runs_path)
-    step = src.number(item, "step_time_s", f"{dotted}.step_time_s", minimum=0.0, strict=True)
-    tps = src.number(item, "tokens_per_s_per_device", f"{dotted}.tokens_per_s_per_device", minimum=0.0, strict=True)
-    peak = src.number(item, "peak_memory_gib", f"{dotted}.peak_memory_gib", minimum=0.0, strict=True)
+    step, tps, peak = (src.number(item, key, f"{dotted}.{key}", minimum=0.0, strict=True, maximum=MEASURED_MAX[key])
+                       for key in ("step_time_s", "tokens_per_s_per_device", "peak_memory_gib"))
     if log is None and step is None and tps is None and "step_time_s" not in item \
             and "tokens_per_s_per_device" not in item:
         src.diag("HP806", f"{dotted} has no measurement: give step_time_s, tokens_per_s_per_device or a log",

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import importlib
-import json
+import math
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from engine import __version__
+from engine import HP_PLAN_PROCESS, __version__, exit_on_interrupt
+from engine.integers import MAX_CONFIG_INT, shown_int
 
 if TYPE_CHECKING:
     from engine.config.types import ClusterOverrides
@@ -88,9 +91,23 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text[:40]!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if value > MAX_CONFIG_INT:  # what a file may state (engine.integers), so a flag is bounded alike
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CONFIG_INT:,}, got {shown_int(value)}")
+    return value
+
+
+# The widest text timeline `explain --width` draws: one character per column and stage is kept while drawing,
+# so a width typed 10000000 took 1.5 GB. Ten times a wide terminal is still a picture.
+MAX_TIMELINE_WIDTH = 2000
+
+
+def _timeline_width(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_TIMELINE_WIDTH:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMELINE_WIDTH} columns, got {value}")
     return value
 
 
@@ -99,8 +116,8 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
     return value
 
 
@@ -162,7 +179,8 @@ def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, descript
 def _explain_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
     p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
-    p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
+    p.add_argument("--width", type=_timeline_width, default=96, metavar="N",
+                   help=f"text timeline width (96; at most {MAX_TIMELINE_WIDTH})")
 
 
 def _compare_options(p: argparse.ArgumentParser) -> None:
@@ -328,7 +346,9 @@ def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
 
 
 def _print_json(doc: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    from engine.jsonout import write_json
+
+    write_json(sys.stdout, doc)
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
@@ -381,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         return _internal(as_json, file, exc)
     try:
+        if HP_PLAN_PROCESS and signal.getsignal(signal.SIGINT) is exit_on_interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a command cleans up on Ctrl-C
         code = module.run(args)
         return int(code) if isinstance(code, int) else 0
     except KeyboardInterrupt:
@@ -392,19 +414,82 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal(as_json, file, exc)
 
 
+class OutputFailed(BaseException):
+    """Standard output cannot be written (closed, full, or its reader went away). A BaseException, so no
+    command's own `except Exception` takes it for an input error and writes again."""
+
+    def __init__(self, error: OSError | ValueError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Guarded:
+    """A standard stream whose write or flush failure ends the command (stdout: OutputFailed) or is ignored
+    (stderr: nowhere left to report it). A closed stream (`>&-`: sys.stdout is None) fails its first write."""
+
+    def __init__(self, stream: TextIO | None, *, raises: bool) -> None:
+        self._stream = stream
+        self._raises = raises
+
+    def _failed(self, exc: OSError | ValueError) -> None:
+        if self._raises:
+            raise OutputFailed(exc) from None
+
+    def write(self, text: str) -> int:
+        try:
+            if self._stream is None:
+                raise OSError(errno.EBADF, "standard output is closed")
+            return self._stream.write(text)
+        except (OSError, ValueError) as exc:
+            self._failed(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            if self._stream is not None:
+                self._stream.flush()
+        except (OSError, ValueError) as exc:
+            self._failed(exc)
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream is not None and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _output_failed(failure: OutputFailed) -> int:
+    """Exit 1; say why unless the reader simply went away (`| head -1`: a broken pipe is no news)."""
+    err = failure.error
+    if not (isinstance(err, OSError) and err.errno == errno.EPIPE):
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        sys.stderr.write(f"hp-plan: cannot write the output: {reason}\n")
+    return 1
+
+
 def console() -> NoReturn:
     """The `hp-plan` console script (and `python -m engine.cli`): main, the exit handlers, stdout and stderr
     flushed, then the process ends without the interpreter's teardown. Freeing every module and object
     (numpy's among them) took 10-30 ms of CPU after the output was complete (D-016); nothing is lost by
     skipping it, as the commands close the files they write and start no thread. Output that cannot be
-    flushed (a reader that went away) exits 1, as a broken pipe during the command does."""
-    code = main()
-    atexit._run_exitfuncs()  # what registered to run at exit (logging's flush) still runs
+    written (stdout closed, a full disk, a reader that went away) ends the command quietly with exit 1 and
+    at most a one-line reason on stderr; Ctrl-C exits 130 without a traceback."""
+    sys.stdout = _Guarded(sys.stdout, raises=True)  # type: ignore[assignment]
+    sys.stderr = _Guarded(sys.stderr, raises=False)  # type: ignore[assignment]
     try:
+        code = main()
+        atexit._run_exitfuncs()  # what registered to run at exit (logging's flush) still runs
         sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        code = code or 1
+    except OutputFailed as failure:
+        code = _output_failed(failure)
+    except KeyboardInterrupt:
+        code = 128 + signal.SIGINT
+    if HP_PLAN_PROCESS:
+        signal.signal(signal.SIGINT, exit_on_interrupt)
+    sys.stderr.flush()
     os._exit(code)
 
 

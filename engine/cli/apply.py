@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from engine.cli.check import format_line
-from engine.cli.search import write_json
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES
 from engine.edit import EditResult, strategy_edits
 from engine.files import ReadFailure, read_bounded, write_text
+from engine.jsonout import write_json
 from engine.results import Estimate, SearchResult
 from engine.specs import PipelineLayout, Strategy
 
@@ -66,6 +66,14 @@ def _read_text(path: str) -> str:
     if isinstance(got, ReadFailure):
         raise OSError(got.reason)
     return got.data.decode("utf-8")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one existing file (`-o` pointed at the train.yaml itself)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def _with_world(overrides: ClusterOverrides | None, world: int) -> ClusterOverrides:
@@ -244,7 +252,9 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         else:
             err.write(f"hp-plan apply: {planned.path} already states the best strategy; nothing written\n")
         return 0
-    failed = write_text(target, res.new_text)
+    # What was read and edited must still be there: a save meanwhile is refused, not overwritten (a lost update).
+    same = in_place or _same_file(target, planned.path)
+    failed = write_text(target, res.new_text, expected=planned.old_text if same else None)
     if failed is not None:
         doc["error"] = failed.reason
         if as_json:

@@ -9,15 +9,14 @@ Exit 1 (and nothing written) when any run has an error; 0 otherwise.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from typing import TextIO
 
 from engine.calibrate.fit import DEFAULT_RULE
 from engine.calibrate.result import Calibration, calibrate
 from engine.cli.check import display_path, format_line
+from engine.files import write_text
+from engine.jsonout import write_json
 from engine.specs import RATIO_GROUPS
 
 
@@ -70,20 +69,6 @@ def render(cal: Calibration, out: TextIO) -> None:
                   "outlier steps dropped", file=out)
 
 
-def _write(path: str, text: str) -> None:
-    """Write through a temporary file in the same folder, so a failed write leaves no half file."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".ratios-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for the `calibrate` subcommand."""
     out = out or sys.stdout
@@ -93,20 +78,21 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     cal = calibrate(path, rule=str(getattr(args, "rule", DEFAULT_RULE) or DEFAULT_RULE))
     written: str | None = None
     if cal.ok and output:
-        try:
-            _write(output, cal.ratios_text())
-            written = output
-        except OSError as exc:
-            print(f"hp-plan calibrate: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+        # The one safe writer (engine.files): device nodes, FIFOs and read-only files refused, symlinks written
+        # through, hard links, mode and owner kept, atomic where it can be.
+        failed = write_text(output, cal.ratios_text())
+        if failed is not None:
+            print(f"hp-plan calibrate: {failed.reason}", file=sys.stderr)
             if as_json:
                 doc = cal.to_json()
-                doc.update({"file": path, "written": None, "error": f"cannot write {output}"})
-                out.write(json.dumps(doc, indent=2) + "\n")
+                doc.update({"file": path, "written": None, "error": failed.reason})
+                write_json(out, doc)
             return 1
+        written = output
     if as_json:
         doc = cal.to_json()
         doc.update({"file": path, "written": written})
-        out.write(json.dumps(doc, indent=2) + "\n")
+        write_json(out, doc)
         return 0 if cal.ok else 1
     for d in cal.diagnostics:
         print(format_line(d, path), file=out)

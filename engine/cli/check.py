@@ -10,7 +10,6 @@ Exit 1 if any error, else 0.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any, TextIO
@@ -18,6 +17,7 @@ from typing import Any, TextIO
 from engine.check import check_file
 from engine.cli import cluster_overrides
 from engine.diagnostics import Diagnostic, Severity, has_errors
+from engine.jsonout import write_json
 
 
 def display_path(path: str) -> str:
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         doc["kind"] = cfg.kind if cfg is not None else None
         doc["dimensions"] = {d.name: d.summary().split(": ", 1)[1] for d in cfg.dimensions.values()} if cfg else {}
         doc["stated"] = cfg.stated.to_json() if cfg is not None and cfg.stated is not None else None
-        out.write(json.dumps(doc, indent=2) + "\n")
+        write_json(out, doc)
     else:
         for d in diags:
             out.write(format_line(d, file) + "\n")

@@ -89,9 +89,9 @@ def _render(cmp: Any, out: TextIO, ttt: tuple[Any, Any] | None) -> None:
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `compare`."""
     from engine.cli.check import format_line
-    from engine.cli.search import write_json
     from engine.explain.compare import compare
     from engine.explain.tokens import time_to_train
+    from engine.jsonout import write_json
 
     out = stdout or sys.stdout
     file = str(args.file)

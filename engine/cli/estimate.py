@@ -8,7 +8,6 @@ when nothing could be priced.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, TextIO
 
@@ -20,6 +19,7 @@ from engine.config.types import Config
 from engine.cost.strategy_rules import estimate_config
 from engine.diagnostics import Diagnostic, has_errors
 from engine.facts import merge
+from engine.jsonout import write_json
 from engine.results import MEMORY_TERMS, MFU_LABEL, TIME_TERMS, Estimate
 
 
@@ -116,8 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 doc["time_to_train"] = ttt.to_json()
         else:
             doc = {"file": path, "diagnostics": [d.to_json() for d in diags]}
-        json.dump(doc, out, indent=2)
-        out.write("\n")
+        write_json(out, doc)
     else:
         render_text(path, loaded.config if loaded is not None else None, est, diags, out)
         ttt = _time_to_train(args, loaded, est) if est is not None else None

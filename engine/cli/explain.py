@@ -34,10 +34,10 @@ def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `explain`."""
     from engine.cli.check import format_line
-    from engine.cli.search import write_json
     from engine.explain.svg import render as render_svg
     from engine.explain.terminal import render as render_text
     from engine.explain.tokens import time_to_train
+    from engine.jsonout import write_json
 
     out = stdout or sys.stdout
     err = stderr or sys.stderr

@@ -22,9 +22,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     from engine.check import check_file
     from engine.cli import cluster_overrides
     from engine.cli.check import format_line
-    from engine.cli.search import write_json
     from engine.explain import pick_plan
     from engine.explain.export import export
+    from engine.jsonout import write_json
 
     out = stdout or sys.stdout
     err = stderr or sys.stderr

@@ -10,14 +10,13 @@ Exit 0 when a strategy fits and the file has no error, 1 otherwise (2, usage, is
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from engine.diagnostics import has_errors
+from engine.jsonout import write_json
 from engine.results import MFU_LABEL, SearchResult
 
 # The bar appears only when the search has run this long (a quick search prints nothing extra).
@@ -86,22 +85,6 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         out.write("refused before pricing:\n")
         for reason, n in sorted(result.refused.items(), key=lambda kv: (-kv[1], kv[0])):
             out.write(f"  {n:>9,}  {reason}\n")
-
-
-def json_safe(obj: object) -> object:
-    """JSON has no infinity: an unbounded budget prints as null (also `hp-plan apply --json`)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [json_safe(v) for v in obj]
-    return obj
-
-
-def write_json(out: TextIO, doc: object) -> None:
-    """One indented JSON document and a newline (`hp-plan search --json`, `hp-plan apply --json`)."""
-    out.write(json.dumps(json_safe(doc), indent=2) + "\n")
 
 
 def _add_time_to_train(doc: dict[str, object], args: argparse.Namespace, config: object,

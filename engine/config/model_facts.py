@@ -14,6 +14,7 @@ from engine.catalog.models import ALIASES, MODEL_FIELDS
 from engine.config.reader import Source, Val
 from engine.config.types import Location
 from engine.document import Map
+from engine.integers import MAX_MODEL_FACT, largest_divisor_at_most, listed_divisors, shown_int
 from engine.positions import DOCUMENT_START
 from engine.specs import ModelSpec
 
@@ -57,7 +58,7 @@ def read_model_fields(src: Source, section: Map | None, prefix: str, *, skip: fr
         elif canon in STR_FIELDS:
             v = src.str_(section, key, dotted)
         else:
-            v = src.int_(section, key, dotted, minimum=0)
+            v = src.int_(section, key, dotted, minimum=0, maximum=None)  # bounded by _range_ok
         if v is not None:
             out[canon] = v
     return out
@@ -119,6 +120,8 @@ def build_model(
     locations = {f"model.{k}": v.loc for k, v in merged.items()}
     facts = _Facts(merged, report, anchor, anchor_path)
     # Every rule runs (an editor shows all findings at once), then the model prices only when none failed.
+    if not _range_ok(facts):  # the other rules divide and list by these facts: bounded first
+        return ModelResult(None, locations, None)
     ok = all([_required_ok(facts), _heads_ok(facts), _experts_ok(facts), _layers_ok(facts)])
     gated = _gated_mlp(facts)
     if not ok:
@@ -143,16 +146,27 @@ def _required_ok(facts: _Facts) -> bool:
     return ok
 
 
+def _range_ok(facts: _Facts) -> bool:
+    """HP110: every integer fact within MAX_MODEL_FACT (engine.integers), from whichever source stated it (the
+    user's keys, a local config.json), so no rule, divisor list or price below sees a larger one."""
+    ok = True
+    for key, v in facts.merged.items():
+        if isinstance(v.value, int) and not isinstance(v.value, bool) and v.value > MAX_MODEL_FACT:
+            facts.emit("HP110", f"{key} must be at most {MAX_MODEL_FACT:,} (the largest model fact hp-plan "
+                       f"prices), got {shown_int(v.value)}", v)
+            ok = False
+    return ok
+
+
 def _heads_ok(facts: _Facts) -> bool:
     """HP202: the key/value heads group the attention heads evenly."""
     heads, kv = facts.int_("num_attention_heads"), facts.int_("num_key_value_heads")
     kv_val = facts.merged.get("num_key_value_heads")
     ok = True
     if heads > 0 and kv > 0 and heads % kv:
-        near = max((d for d in range(1, heads + 1) if heads % d == 0 and d <= kv), default=1)
+        near = largest_divisor_at_most(heads, kv)
         facts.emit("HP202", f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv}); "
-                   f"{near} would divide it", kv_val,
-                   data={"nearest_valid": near, "valid": [d for d in range(1, heads + 1) if heads % d == 0]})
+                   f"{near} would divide it", kv_val, data={"nearest_valid": near, "valid": listed_divisors(heads)})
         ok = False
     if kv > heads > 0:
         facts.emit("HP202", f"num_key_value_heads ({kv}) exceeds num_attention_heads ({heads})", kv_val)

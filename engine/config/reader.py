@@ -16,6 +16,7 @@ from typing import Any
 from engine.config.types import Location
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import Document, Map, Node, Scalar, Seq
+from engine.integers import MAX_CONFIG_INT, shown_int
 from engine.positions import DOCUMENT_START, Range
 
 
@@ -41,7 +42,7 @@ def describe(value: Any) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, int):
-        return str(value)
+        return shown_int(value)
     return type(value).__name__
 
 
@@ -133,19 +134,25 @@ class Source:
 
     # -- typed getters ----------------------------------------------------------------------------------
     def int_(self, parent: Map | None, key: str, dotted: str, *, minimum: int | None = 1,
-             allow: tuple[int, ...] = (), what: str = "an integer") -> Val | None:
+             allow: tuple[int, ...] = (), what: str = "an integer", maximum: int | None = MAX_CONFIG_INT) -> Val | None:
         """An integer (bools, strings and floats refused with a fix when one is obvious); `minimum` None
-        accepts any integer. Returns None when absent or invalid."""
+        accepts any integer up to `maximum` (engine.integers: every integer a config states is bounded; None
+        only where the caller bounds the value itself, as the model facts' rule does). Returns None when absent
+        or invalid."""
         v = self.val(parent, key, dotted)
         if v is None:
             return None
         value = v.value
         if isinstance(value, int) and not isinstance(value, bool):
+            if maximum is not None and value > maximum:
+                self.diag("HP110", f"{dotted} must be at most {maximum:,}, got {shown_int(value)}", v.loc.value,
+                          dotted)
+                return None
             if value in allow or minimum is None or value >= minimum:
                 return v
             bound = "positive" if minimum == 1 else f">= {minimum}"
             extra = f" (or {', '.join(map(str, allow))})" if allow else ""
-            self.diag("HP109", f"{dotted} must be {bound}{extra}, got {value}", v.loc.value, dotted,
+            self.diag("HP109", f"{dotted} must be {bound}{extra}, got {shown_int(value)}", v.loc.value, dotted,
                       data={"replace_value": max(minimum, 1)})
             return None
         self._type_error(v, what)
@@ -162,8 +169,8 @@ class Source:
                   v.loc.value, v.path, data=data)
 
     def number(self, parent: Map | None, key: str, dotted: str, *, minimum: float | None = 0.0,
-               strict: bool = False) -> Val | None:
-        """A number (int or float). `minimum` is inclusive unless `strict`."""
+               strict: bool = False, maximum: float | None = None) -> Val | None:
+        """A number (int or float). `minimum` is inclusive unless `strict`; `maximum` inclusive."""
         v = self.val(parent, key, dotted)
         if v is None:
             return None
@@ -178,9 +185,16 @@ class Source:
             self.diag("HP105", f"{dotted} must be a number, got {describe(value)}",
                       v.loc.value, dotted, data=data)
             return None
+        if isinstance(value, int) and abs(value) > MAX_CONFIG_INT:  # a float cannot hold it (1e400 as digits)
+            self.diag("HP110", f"{dotted} must be at most {MAX_CONFIG_INT:,}, got {shown_int(value)}",
+                      v.loc.value, dotted)
+            return None
         if minimum is not None and (value < minimum or (strict and value == minimum)):
             rel = ">" if strict else ">="
             self.diag("HP110", f"{dotted} must be {rel} {minimum:g}, got {value:g}", v.loc.value, dotted)
+            return None
+        if maximum is not None and value > maximum:
+            self.diag("HP110", f"{dotted} must be at most {maximum:g}, got {value:g}", v.loc.value, dotted)
             return None
         return Val(float(value), v.path, v.loc)
 

@@ -31,6 +31,12 @@ REBUILD_TOLERANCE = 1e-9
 EARLY_NOTE = 0.001
 # Gaps shorter than this share of the step are float rounding between the simulator's sums and the pieces'.
 SNAP = 1e-12
+# The most forward units (stages × chunks × micro-batches) the timeline draws one by one. Simulating and
+# drawing cost ~50 µs and a few intervals per unit; a global batch typed 2**30 asked for 10**9 of them (8 GB
+# of intervals). Beyond the cap, micro-batches are drawn in equal groups (one box per group) and HP750 says so;
+# a plan with more stages × chunks than the cap gets no timeline. Real plans (16 stages × 4 chunks × 64
+# micro-batches) stay within it.
+TIMELINE_MAX_UNITS = 4096
 
 
 def price_one(config: Config, strategy: Strategy, budget_gib: float) -> PricedTable:
@@ -107,30 +113,35 @@ def _schedule_name(s: Strategy, v: int) -> str:
     return f"interleaved 1F1B (vpp {v})" if v > 1 else "1F1B"
 
 
-def _durations(parts: dict[str, list[float]], i: int, v: int) -> tuple[float, float, float, float, float]:
-    """(forward, forward-side comm, recompute, backward, backward-side comm) seconds of one micro-batch on
-    one chunk of stage i. The cost model prices a stage's exposed communication per micro-batch, not per
+def _durations(parts: dict[str, list[float]], i: int, v: int,
+               group: float = 1.0) -> tuple[float, float, float, float, float]:
+    """(forward, forward-side comm, recompute, backward, backward-side comm) seconds of one micro-batch (of
+    `group` micro-batches where the timeline draws them grouped) on one chunk of stage i. The cost model prices a stage's exposed communication per micro-batch, not per
     direction: it is drawn after the forward and after the backward in proportion to their compute."""
     f, b, r = parts["forward"][i], parts["backward"][i], parts["recompute"][i]
     c = sum(parts[k][i] for k in COMM_PARTS)
     work = f + b + r
     cf = c * f / work if work > 0 else c / 2
-    return f / v, cf / v, r / v, b / v, (c - cf) / v
+    return f * group / v, cf * group / v, r * group / v, b * group / v, (c - cf) * group / v
 
 
 def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int,
               step: float) -> tuple[list[Interval], float, str]:
     """The intervals of every lane, how much earlier than the priced pipeline the order finished, and a note
     when the drawing departs from the schedule's order or durations (empty when it does not)."""
-    d = [_durations(parts, i, v) for i in range(p)]
+    if p * v > TIMELINE_MAX_UNITS:
+        return [], 0.0, (f"no timeline: {p:,} stages × {v} chunks are more lanes than the {TIMELINE_MAX_UNITS:,} "
+                         "units it draws")
+    drawn, note = drawn_micro_batches(p, v, m)
+    d = [_durations(parts, i, v, m / drawn) for i in range(p)]
     fwd, bwd = [x[0] + x[1] for x in d], [x[2] + x[3] + x[4] for x in d]
-    note = ""
     try:
-        ops = simulate(fwd, bwd, v, m)
+        ops = simulate(fwd, bwd, v, drawn)
     except ValueError:  # interleaved with micro-batches not a multiple of pp (HP507): no 1F1B order exists
-        ops = simulate(fwd, bwd, v, m, all_forward_first=True)
-        note = (f"{m} micro-batches are not a multiple of pp {p}: the interleaved 1F1B order cannot run them, "
-                "so the timeline draws every forward before any backward")
+        ops = simulate(fwd, bwd, v, drawn, all_forward_first=True)
+        note = (note + "; " if note else "") + (
+            f"{m} micro-batches are not a multiple of pp {p}: the interleaved 1F1B order cannot run them, "
+            "so the timeline draws every forward before any backward")
     dp = parts["dp_comm"]
     opt = parts["optimizer"][0]
     pipe_end = step - max(dp) - opt
@@ -152,6 +163,20 @@ def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int,
             t = _op_intervals(out, o, d[i], start, squeeze)
         _tail(out, i, t, pipe_end, dp[i], max(dp), opt, step)
     return out, max(0.0, pipe_end - made), note
+
+
+def drawn_micro_batches(p: int, v: int, m: int) -> tuple[int, str]:
+    """How many micro-batches (or equal groups of them) the timeline draws for p stages × v chunks, at most
+    TIMELINE_MAX_UNITS units, and the HP750 note when they are grouped (empty when drawn one by one). An
+    interleaved order keeps a multiple of p where it had one, so grouping does not change which order runs."""
+    if p * v * m <= TIMELINE_MAX_UNITS:
+        return m, ""
+    drawn = max(1, TIMELINE_MAX_UNITS // (p * v))
+    if v > 1 and m % p == 0 and drawn >= p:
+        drawn -= drawn % p
+    return drawn, (f"the timeline draws the {m:,} micro-batches as {drawn:,} boxes per stage and chunk, each "
+                   f"{m / drawn:,.4g} micro-batches long: one by one they would be {p * v * m:,} units, over the "
+                   f"{TIMELINE_MAX_UNITS:,} it draws")
 
 
 def _op_intervals(out: list[Interval], o: Op, d: tuple[float, float, float, float, float], start: float,
@@ -185,13 +210,17 @@ def _stage_rows(priced: PricedTable, parts: dict[str, list[float]], p: int, m: i
                 timeline: list[Interval]) -> list[StageRow]:
     counts = priced.layer_count[0].sum(axis=1)
     mem = priced.stage_memory_terms
+    idle = [0.0] * p
+    for iv in timeline:  # one pass: a pass per stage was quadratic in the stages
+        if iv.kind == "bubble":
+            idle[iv.stage] += iv.end_s - iv.start_s
     rows = []
     for i in range(p):
         comm = {k: m * parts[k][i] for k in COMM_PARTS}
         comm["dp_comm"] = parts["dp_comm"][i]
         t = {"forward": m * parts["forward"][i], "backward": m * parts["backward"][i],
              "recompute": m * parts["recompute"][i], "comm": sum(comm.values())}
-        t["idle"] = sum(iv.end_s - iv.start_s for iv in timeline if iv.stage == i and iv.kind == "bubble")
+        t["idle"] = idle[i]
         t["optimizer"] = parts["optimizer"][i]
         rows.append(StageRow(stage=i, layers=int(counts[i]), memory_gib={k: float(mem[k][0, i]) for k in MEMORY_TERMS},
                              time_s=t, comm_s=comm))
