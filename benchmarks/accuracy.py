@@ -441,7 +441,7 @@ class Run:
 
     id: str
     framework: str
-    measured_step_s: float
+    measured_step_s: float | None  # None: only the peak was published ([CAL] §12)
     measured_peak_gib: float | None
     tolerance: float
 
@@ -455,9 +455,10 @@ def s10_runs() -> list[Run]:
     for folder in sorted(RUNS_DIR.iterdir()):
         exp = json.loads((folder / "expected.json").read_text())
         search_cfg = yaml.safe_load((folder / "search.yaml").read_text())
-        step = exp["step_time_s"] or exp["global_batch_size"] * exp["seq_len"] / (
-            exp["devices"] * exp["tokens_per_s_per_device"])
-        out.append(Run(folder.name, search_cfg.get("estimator", {}).get("framework", "hyperparallel"), float(step),
+        tps = exp.get("tokens_per_s_per_device")
+        step = exp["step_time_s"] or (exp["global_batch_size"] * exp["seq_len"] / (exp["devices"] * tps) if tps else None)
+        out.append(Run(folder.name, search_cfg.get("estimator", {}).get("framework", "hyperparallel"),
+                       float(step) if step else None,
                        exp.get("peak_memory_gib"), float(exp["tolerance"])))
     return out
 
@@ -498,17 +499,19 @@ def score_s10(runs: list[Run]) -> list[Scored]:
         # a measured peak is the allocator's reserved high-water mark: it leaves out RESERVED_GIB (CUDA context,
         # NCCL buffers), as benchmarks/memory_peaks.py compares
         mem_e = ((doc["peak_memory_gib"] - K.RESERVED_GIB) / r.measured_peak_gib - 1) if r.measured_peak_gib else None
-        out.append(Scored(r.id, doc["framework"], doc["device"], doc["step_time_s"] / r.measured_step_s - 1, mem_e))
+        step_e = doc["step_time_s"] / r.measured_step_s - 1 if r.measured_step_s else None
+        out.append(Scored(r.id, doc["framework"], doc["device"], step_e, mem_e))
     return out
 
 
 def print_s10(runs: list[Run], scored: list[Scored]) -> None:
     print(f"{'§10 run':<46} {'framework':<10} {'device':<9} {'measured s':>10} {'error':>7} {'tol':>5}  memory")
     for r, sc in zip(runs, scored, strict=True):
-        if sc.error is None:
-            print(f"{r.id:<46} {r.framework:<10} {'-':<9} {r.measured_step_s:>10.3f}  NOT PRICED")
-            continue
         mem = f"{100 * sc.memory_error:+.1f}% of the measured {r.measured_peak_gib} GiB" if sc.memory_error is not None else "-"
+        if sc.error is None or r.measured_step_s is None:
+            what = "NOT PRICED" if sc.device == "?" else f"{'-':>10} {'-':>7} {'':>5}  {mem}"
+            print(f"{r.id:<46} {sc.framework:<10} {sc.device:<9} {what}")
+            continue
         within = "" if abs(sc.error) <= r.tolerance else " OUTSIDE its tolerance"
         print(f"{r.id:<46} {sc.framework:<10} {sc.device:<9} {r.measured_step_s:>10.3f} {100 * sc.error:>+6.1f}% "
               f"{100 * r.tolerance:>4.0f}%  {mem}{within}")
