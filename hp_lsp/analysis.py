@@ -129,4 +129,5 @@ def cluster_from_search_config(search_path: str, text: str | None = None, *,
     context.device_num the cluster may take)."""
     from engine.search.stated import stated_overrides
 
-    return stated_overrides(check_file(search_path, text=text, texts=texts).config)
+    config = check_file(search_path, text=text, texts=texts).config
+    return stated_overrides(config) if config is not None and config.kind == "search" else None
