@@ -1,5 +1,4 @@
-"""What one request carries and touches: a search job takes only the buffers of the files it reads, a
-workspace scan lists a folder again only when the folder changed (and never more than a bounded number of its
+"""What one request touches: a workspace scan lists a folder again only when the folder changed (and never more than a bounded number of its
 entries), every handler says where its work runs, and only the session writes document state."""
 
 from __future__ import annotations
@@ -7,50 +6,17 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import hp_lsp.workspace
-from hp_lsp.client import ClientFeatures
-from hp_lsp.documents import LspTextDocument
-from hp_lsp.search_job import SearchRequest
 from hp_lsp.session import DocState
 from hp_lsp.threads import HANDLERS
 from hp_lsp.workspace import SearchConfigIndex
-from tests.hp_lsp.test_scheduler import _scheduler, _until
-from tests.support.lsp_services import LLAMA
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-async def test_a_search_job_carries_only_the_documents_it_reads(tmp_path: Path) -> None:
-    """Every open document's text went into every search job (150 open 500 KB files: 37 s per search); now
-    the job carries the search config that gives the train.yaml its cluster and nothing else."""
-    folder = tmp_path / "llama"
-    shutil.copytree(LLAMA, folder)
-    sched, ws, client, jobs, _progress, _logs = _scheduler(ClientFeatures())
-    for i in range(20):  # unrelated open documents, as an editor with many tabs has
-        other = tmp_path / f"notes{i}.md"
-        other.write_text("x" * 1000)
-        ws.docs[other.as_uri()] = LspTextDocument(other.as_uri(), source=other.read_text(), version=1)
-        sched.session.open(other.as_uri(), str(other), 1)
-    search, train = folder / "search.yaml", folder / "train.yaml"
-    for path in (search, train):
-        ws.docs[path.as_uri()] = LspTextDocument(path.as_uri(), source=path.read_text(), version=1)
-    sched.session.open(train.as_uri(), str(train), 1)  # open in the editor before the search config's job
-    sched.opened(search.as_uri())
-    await _until(lambda: jobs.submitted, "the search config's job")
-    sched.opened(train.as_uri())
-    await _until(lambda: len(jobs.submitted) == 2, "the train.yaml's job")
-    for job in jobs.submitted:
-        request = job.payload
-        assert isinstance(request, SearchRequest)
-        other = str(train) if request.path == str(search) else str(search)
-        assert set(request.texts or {}) == {other}, (request.path, sorted(request.texts or {}))
-    sched.shutdown()
 
 
 def test_a_folder_is_listed_again_only_when_it_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
