@@ -19,18 +19,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from engine.codes import (
-    calibration,
-    cluster,
-    explain,
-    internal,
-    model,
-    pricing,
-    reading,
-    rules,
-    search,
-    types,
-)
+from engine.codes import FAMILIES
 from engine.positions import DOCUMENT_START, Range
 
 
@@ -51,9 +40,8 @@ class CodeInfo:
 # The single source of truth for codes, assembled from one table per family (engine/codes/*.py) so that
 # each stage owns its block. Keep numbers stable: users suppress and search by them.
 CODES: dict[str, CodeInfo] = {}
-for _rows in (reading.ROWS, types.ROWS, model.ROWS, cluster.ROWS, rules.ROWS, pricing.ROWS, search.ROWS,
-              internal.ROWS, explain.ROWS, calibration.ROWS):
-    for _code, _sev, _title in _rows:
+for _family in FAMILIES:
+    for _code, _sev, _title in _family.ROWS:
         assert _code not in CODES, f"duplicate diagnostic code {_code}"
         CODES[_code] = CodeInfo(_code, Severity(_sev), _title)
 
@@ -62,7 +50,9 @@ for _rows in (reading.ROWS, types.ROWS, model.ROWS, cluster.ROWS, rules.ROWS, pr
 class Diagnostic:
     """One finding. `path` is dotted (`accelerator.tp_size`); `file` is set when the finding belongs to
     another file than the one being checked (a search config's train_yaml); `data` carries what a quick fix
-    needs (a suggested key, the nearest valid value), JSON-serialisable."""
+    needs (a suggested key, the nearest valid value), JSON-serialisable. `fact` is the key of the fact a
+    finding states when its code states several (engine.facts): the merge reads it, never the message; it is
+    not part of the JSON."""
 
     code: str
     message: str
@@ -71,6 +61,7 @@ class Diagnostic:
     severity: Severity | None = None
     file: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    fact: str = ""
 
     @property
     def effective_severity(self) -> Severity:

@@ -288,10 +288,20 @@ def _fmt_size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.1f} KB"
 
 
-def _too_large(size: int | None, max_bytes: int) -> Diagnostic:
+def _too_large(size: int | None, max_bytes: int, rng: Range = DOCUMENT_START) -> Diagnostic:
     limit = _fmt_size(max_bytes)
     what = f"{_fmt_size(size)} > {limit}" if size is not None else f"over {limit}"
-    return Diagnostic("HP005", f"file too large to analyse: {what} (raise the size limit, hpLsp.maxFileSizeKb)")
+    return Diagnostic("HP005", f"file too large to analyse: {what} (raise the size limit, hpLsp.maxFileSizeKb)",
+                      rng)
+
+
+def text_too_large(text: str, max_bytes: int) -> Diagnostic | None:
+    """HP005 for an editor buffer over `max_bytes`, on its first line: the server tests a buffer before it
+    reads anything, by the rule the reader applies to a file (one emitter of the code, here)."""
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size <= max_bytes:
+        return None
+    return _too_large(size, max_bytes, Range.of(0, 0, 0, len(text.split("\n", 1)[0])))
 
 
 def _reader_diag(exc: yaml.reader.ReaderError, text: str, body: str, marks: Marks) -> Diagnostic:

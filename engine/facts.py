@@ -23,46 +23,56 @@ from dataclasses import replace
 
 from engine.diagnostics import Diagnostic, Severity
 
-# fact -> codes stating it, owner first. A code that covers several facts (HP504, HP508, HP510) is told apart
-# by `_SPLIT` below.
+# Fact keys. A code that states one fact is keyed by its code; the emitter of a code that states several
+# (KEYED below) names the fact it found (`Diagnostic.fact`, `engine.cost.validate.Problem.fact`), so
+# rewording a message never changes what is merged.
+MICRO_BATCHES = "micro-batches below pipeline stages"
+BATCH_UNREACHABLE = "global batch unreachable"
+TP_HEADS = "tp does not divide the heads"
+CP_SEQUENCE = "sequence not divisible by cp"
+EP_EXPERTS = "experts not divisible by ep"
+EP_RANKS = "ep borrows more ranks than exist"
+PP_LAYERS = "pp above the layers"
+WORLD_SIZE = "degrees do not make the world size"
+FSDP_SHARD = "fsdp shard does not divide dp·cp"
+OPTIMIZER_SHARD = "optimizer shard does not divide dp·cp"
+EP_DENSE = "expert parallelism on a dense model"
+OVER_BUDGET = "stated strategy over the budget"
+
+# fact -> codes stating it, owner first.
 FACTS: dict[str, tuple[str, ...]] = {
-    "micro-batches below pipeline stages": ("HP415", "HP506"),
-    "global batch unreachable": ("HP402", "HP600"),
-    "tp does not divide the heads": ("HP403", "HP503"),
-    "sequence not divisible by cp": ("HP404", "HP509"),
-    "experts not divisible by ep": ("HP405", "HP504:experts"),
-    "ep borrows more ranks than exist": ("HP417", "HP504:ranks"),
-    "pp above the layers": ("HP407", "HP505"),
-    "degrees do not make the world size": ("HP412", "HP502"),
-    "fsdp shard does not divide dp·cp": ("HP413", "HP508:fsdp"),
-    "optimizer shard does not divide dp·cp": ("HP414", "HP508:optimizer"),
-    "expert parallelism on a dense model": ("HP410", "HP510:ep"),
-    "stated strategy over the budget": ("HP610", "HP520"),
+    MICRO_BATCHES: ("HP415", "HP506"),
+    BATCH_UNREACHABLE: ("HP402", "HP600"),
+    TP_HEADS: ("HP403", "HP503"),
+    CP_SEQUENCE: ("HP404", "HP509"),
+    EP_EXPERTS: ("HP405", "HP504"),
+    EP_RANKS: ("HP417", "HP504"),
+    PP_LAYERS: ("HP407", "HP505"),
+    WORLD_SIZE: ("HP412", "HP502"),
+    FSDP_SHARD: ("HP413", "HP508"),
+    OPTIMIZER_SHARD: ("HP414", "HP508"),
+    EP_DENSE: ("HP410", "HP510"),
+    OVER_BUDGET: ("HP610", "HP520"),
 }
+# Codes that state several facts (or, HP510, one fact among other findings): only a finding whose emitter
+# names its fact takes part in the merge.
+KEYED = frozenset({"HP504", "HP508", "HP510"})
 
 _SEVERITY_RANK = {Severity.HINT: 0, Severity.INFORMATION: 1, Severity.WARNING: 2, Severity.ERROR: 3}
-
-
-def _variant(d: Diagnostic) -> str:
-    """The code, with the fact it states for codes that cover several (by the engine's own message)."""
-    m = d.message
-    if d.code == "HP504":
-        return "HP504:experts" if "experts" in m and "borrows" not in m else "HP504:ranks"
-    if d.code == "HP508":
-        return "HP508:optimizer" if m.startswith("optimizer") else "HP508:fsdp"
-    if d.code == "HP510":
-        return "HP510:ep" if "routed experts" in m else "HP510"
-    return d.code
-
-
-_FACT_OF: dict[str, tuple[str, int]] = {code: (fact, i) for fact, codes in FACTS.items()
-                                         for i, code in enumerate(codes)}
+_RANK: dict[tuple[str, str], int] = {(fact, code): i for fact, codes in FACTS.items() for i, code in enumerate(codes)}
+_SOLE: dict[str, str] = {code: fact for fact, codes in FACTS.items() for code in codes if code not in KEYED}
 
 
 def fact_of(d: Diagnostic) -> str | None:
-    """The fact a finding states, when another stage may state it too."""
-    hit = _FACT_OF.get(_variant(d))
-    return hit[0] if hit else None
+    """The fact a finding states, when another stage may state it too: the key its emitter gave, else the one
+    fact its code states."""
+    fact = d.fact or (None if d.code in KEYED else _SOLE.get(d.code))
+    return fact if fact is not None and (fact, d.code) in _RANK else None
+
+
+def _hit(d: Diagnostic) -> tuple[str, int] | None:
+    fact = fact_of(d)
+    return (fact, _RANK[(fact, d.code)]) if fact is not None else None
 
 
 def unique(*batches: Iterable[Diagnostic]) -> list[Diagnostic]:
@@ -84,7 +94,7 @@ def merge(*batches: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
     owner: dict[str, int] = {}  # fact -> rank of the best-ranked code present
     strictest: dict[str, Severity] = {}
     for d in items:
-        hit = _FACT_OF.get(_variant(d))
+        hit = _hit(d)
         if hit is None:
             continue
         fact, rank = hit
@@ -94,7 +104,7 @@ def merge(*batches: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
             strictest[fact] = sev
     out: list[Diagnostic] = []
     for d in items:
-        hit = _FACT_OF.get(_variant(d))
+        hit = _hit(d)
         if hit is None:
             out.append(d)
             continue

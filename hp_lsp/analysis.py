@@ -17,15 +17,14 @@ from engine.check import check_file
 from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.cost import estimate_config
 from engine.diagnostics import Diagnostic
+from engine.document import text_too_large
 from engine.facts import merge
-from engine.positions import Range
 from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate
 from hp_lsp.outline import Entry, scan
 from hp_lsp.workspace import same_path
 
 NOT_A_CONFIG = "HP008"
-TOO_LARGE = "HP005"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,25 +63,13 @@ class Analysis:
         return not any(d.code == NOT_A_CONFIG for d in self.loaded.diagnostics)
 
 
-def too_large(text: str, max_kb: int) -> Diagnostic | None:
-    size = len(text.encode("utf-8", errors="surrogatepass"))
-    if size <= max_kb * 1024:
-        return None
-    first = text.split("\n", 1)[0]
-    return Diagnostic(
-        TOO_LARGE,
-        f"file too large to analyse: {size / 1024:.0f} KB > {max_kb} KB (setting hpLsp.maxFileSizeKb)",
-        Range.of(0, 0, 0, len(first)),
-    )
-
-
 def analyse(path: str | None, text: str, version: int | None, *, overrides: ClusterOverrides | None,
             max_file_size_kb: int, texts: Mapping[str, str] | None = None,
             ratios: RatiosRequest | None = None) -> Analysis:
     """Check one document version; never raises (the engine reports its own failures as HP900). `texts`
     holds the other open documents (path -> buffer): a search config's train.yaml is read from there when
     it is open, so its unsaved edits count (the editor's view wins over the disk)."""
-    big = too_large(text, max_file_size_kb)
+    big = text_too_large(text, max_file_size_kb * 1024)
     if big is not None:
         return Analysis(path, version, text, None, diagnostics=(big,), too_large=True)
     if is_runs_file(text):
@@ -129,4 +116,5 @@ def cluster_from_search_config(search_path: str, text: str | None = None, *,
     context.device_num the cluster may take)."""
     from engine.search.stated import stated_overrides
 
-    return stated_overrides(check_file(search_path, text=text, texts=texts).config)
+    config = check_file(search_path, text=text, texts=texts).config
+    return stated_overrides(config) if config is not None and config.kind == "search" else None

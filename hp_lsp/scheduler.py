@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -30,7 +30,7 @@ from hp_lsp.features import diagnostics
 from hp_lsp.search_job import ListsRequest, SearchOutcome, SearchRequest
 from hp_lsp.session import DocState, Session
 from hp_lsp.worker import Job, Outcome
-from hp_lsp.workspace import SearchConfigIndex
+from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
 
 if TYPE_CHECKING:
     from engine.ratios.attach import RatiosRequest
@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 
 Log = Callable[[types.MessageType, str], None]
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.normpath(path))
 
 
 def guarded(log: Log, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -130,16 +134,14 @@ class Scheduler:
         state = self.session.change(uri, doc.version)
         if state is None:
             return
-        if state.debounce is not None:
-            state.debounce.cancel()
         loop = asyncio.get_running_loop()
-        state.debounce = loop.call_later(DEBOUNCE_S, self._debounced, uri, state.generation)
+        self.session.set_debounce(uri, loop.call_later(DEBOUNCE_S, self._debounced, uri, state.generation))
 
     def _debounced(self, uri: str, generation: int) -> None:
         state = self.session.get(uri)
         if state is None or state.generation != generation:
             return
-        state.debounce = None
+        self.session.set_debounce(uri, None)
         self.check(uri)
         self.recheck_dependents(state.path, exclude=uri, search=False)
 
@@ -147,9 +149,7 @@ class Scheduler:
         state = self.session.get(uri)
         if state is None:
             return
-        if state.debounce is not None:
-            state.debounce.cancel()
-            state.debounce = None
+        self.session.set_debounce(uri, None)
         self.check(uri)
         self.search(uri)
         self.recheck_dependents(state.path, exclude=uri, search=True)
@@ -217,7 +217,7 @@ class Scheduler:
         snapshot = CheckInput(state.path, uri, text, version, self.session.settings.overrides(),
                               self.session.settings.max_file_size_kb, self.open_texts(exclude=uri),
                               tuple(self.roots()), self.ratios_request())
-        state.checking = True
+        self.session.begin_check(uri)
         fut = self._checker.submit(self.analyse_off_loop, snapshot)
         fut.add_done_callback(lambda f: self.call_soon(guarded, self.log, "check", self._checked_future, uri,
                                                           generation, f))
@@ -235,23 +235,17 @@ class Scheduler:
         return dataclasses.replace(analysis, overrides=overrides, cluster_source=source)
 
     def _checked_future(self, uri: str, generation: int, fut: Future[Analysis]) -> None:
-        state = self.session.get(uri)
-        if state is not None and state.generation == generation:
-            state.checking = False
+        search_waited = self.session.end_check(uri, generation)
         if fut.cancelled():
             return
-        analysis = fut.result()
-        self._checked(uri, generation, analysis.cluster_source, analysis)
-        if state is not None and state.generation == generation and state.search_pending:
-            state.search_pending = False
+        self._checked(uri, generation, fut.result())
+        if search_waited:
             self.search(uri)
 
-    def _checked(self, uri: str, generation: int, source: str | None, analysis: Analysis) -> None:
+    def _checked(self, uri: str, generation: int, analysis: Analysis) -> None:
         if analysis.failure:
             self.log(types.MessageType.Error, f"hp-lsp: pricing the stated strategy failed:\n{analysis.failure}")
         if self.session.record_analysis(uri, generation, analysis):
-            if source is not None:
-                self.session.readers.setdefault(source, set()).add(uri)
             self.publish(uri)
 
     def shutdown(self) -> None:
@@ -274,7 +268,7 @@ class Scheduler:
         """Cluster facts for a document, in the order of D-006: a search config that references it (train.yaml
         only; explicit, so it wins over the file's `context`), else the file's own `context`, else the
         settings (which only fill what the file leaves unsaid). Reads the disk: checker thread only."""
-        if not path or "train_yaml:" in text:
+        if not path or referenced_train_yaml(path, text) is not None:  # a search config states its own cluster
             return settings, None
         source = self.index.referencing(path, roots, open_texts)
         if source is None:
@@ -310,7 +304,7 @@ class Scheduler:
         if state is None or not session.settings.search_on_save or not state.path:
             return
         if state.checking:  # a large file's check is running: search once it lands
-            state.search_pending = True
+            session.defer_search(uri)
             return
         analysis = state.analysis
         if analysis is None or not analysis.is_config or analysis.too_large or analysis.config is None:
@@ -325,9 +319,13 @@ class Scheduler:
         generation = session.begin_search(uri)
         if generation is None:
             return
+        # Only the buffers of the files this check read (and the search config that gives the cluster) travel
+        # to the worker: every open document's text, pickled for every search, made 150 open 500 KB files
+        # cost 37 s per search.
+        needed = {*analysis.files, *([source] if source else [])}
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
-                                texts=self.open_texts(exclude=uri), ratios=self.ratios_request())
+                                texts=self.open_texts(exclude=uri, only=needed), ratios=self.ratios_request())
         self.jobs.submit(Job(uri, generation, request))
         self.publish_lenses()
 
@@ -379,18 +377,19 @@ class Scheduler:
 
     def _lists_done(self, outcome: Outcome) -> None:
         uri = outcome.job.key.removesuffix(LISTS_SUFFIX)
-        state = self.session.get(uri)
         if outcome.error:
             self.log(types.MessageType.Warning, f"hp-lsp: list check failed for {uri}:\n{outcome.error}")
-        if state is None or state.search_generation != outcome.job.generation or outcome.cancelled:
-            return
-        state.list_facts = outcome.result
+        if not outcome.cancelled:
+            self.session.record_lists(uri, outcome.job.generation, outcome.result)
 
-    def open_texts(self, *, exclude: str | None = None) -> dict[str, str]:
-        """path -> buffer of every open document but `exclude`: the editor's view of the files a check or a
-        search reads besides its own (a plain dict, so it pickles into the worker's job)."""
+    def open_texts(self, *, exclude: str | None = None, only: Collection[str] | None = None) -> dict[str, str]:
+        """path -> buffer of every open document but `exclude` (with `only`, of those paths alone): the
+        editor's view of the files a check or a search reads besides its own (a plain dict, so it pickles
+        into the worker's job)."""
+        wanted = None if only is None else {_norm(p) for p in only}
         return {s.path: str(self.workspace().get_text_document(u).source)
-                for u, s in self.session.docs.items() if s.path and u != exclude}
+                for u, s in self.session.docs.items()
+                if s.path and u != exclude and (wanted is None or _norm(s.path) in wanted)}
 
     def open_text(self, path: str) -> str | None:
         """The buffer of an open document with this path, else None (read the disk)."""
@@ -407,7 +406,7 @@ class Scheduler:
         doc = self.workspace().get_text_document(uri)
         diags = diagnostics.lsp_diagnostics(state, doc.lines, doc.position_codec,
                                             links=self.client.features.diagnostic_links)
-        state.published = tuple(diags)
+        self.session.record_published(uri, tuple(diags))
         self.client.publish_diagnostics(uri, doc.version, diags)
 
     def publish_lenses(self) -> None:

@@ -4,7 +4,8 @@ Each handler is a module-level function that snapshots what its request needs on
 builder in features/ (pure over typed inputs) or the scheduler, and converts the result; `create_server`
 registers them from `FEATURES` and `COMMANDS`, as pygls' examples and taplo do. State lives in session.py;
 what the client can do is resolved once at `initialize` (client.py); the scheduler decides when to check,
-search and publish (scheduler.py); the search runs in the worker process (worker.py). Handlers take their
+search and publish (scheduler.py); the search runs in the worker process (worker.py); threads.py is the table
+of where each handler's work runs and what it may touch. Handlers take their
 first parameter named `ls` (pygls injects the server by that name: [LSP] §1).
 """
 
@@ -37,6 +38,7 @@ from hp_lsp.scheduler import Scheduler
 from hp_lsp.search_job import run_job
 from hp_lsp.session import DocState, Session
 from hp_lsp.settings import SECTION, section_of
+from hp_lsp.threads import place_of
 from hp_lsp.worker import SearchWorker
 
 WATCH_ID = "hp-lsp-watch-yaml"
@@ -388,6 +390,10 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
 def create_server(*, search_fn: Any = run_job) -> HpLanguageServer:
     """A server with every handler of the tables registered (`search_fn`: the worker's job, for tests)."""
     server = HpLanguageServer(search_fn=search_fn)
+    for _method, _options, handler in FEATURES:
+        place_of(handler.__name__)  # every handler says where its work runs (hp_lsp/threads.py)
+    for _name, command in COMMANDS:
+        place_of(command.__name__)
     for method, options, handler in FEATURES:
         server.feature(method, options)(handler)
     for name, command in COMMANDS:

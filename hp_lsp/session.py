@@ -1,7 +1,10 @@
 """The server's only mutable state: open documents, their generations, cached results, and dependencies.
 
 Everything here is touched from the event-loop thread only (worker callbacks are marshalled onto the loop
-with `call_soon_threadsafe` before they reach the session), so no locks are needed.
+with `call_soon_threadsafe` before they reach the session), so no locks are needed; hp_lsp/threads.py is the
+table of which handler runs where. Only `Session`'s methods write a `DocState` or `readers`: the scheduler and
+the handlers read them and ask the session to change them, so every transition (a check begun, a search
+deferred, a result recorded) has one home here.
 
 Two counters per document:
 - `generation` rises with every change; a fast check computed for an older generation is dropped.
@@ -91,16 +94,56 @@ class Session:
     def get(self, uri: str) -> DocState | None:
         return self.docs.get(uri)
 
+    # -- transitions the scheduler asks for ---------------------------------------------------------------
+    def set_debounce(self, uri: str, handle: Any) -> None:
+        """The pending debounced check (a loop TimerHandle, or None once it fired); the previous one is
+        cancelled, so one document has at most one."""
+        state = self.docs.get(uri)
+        if state is None:
+            if handle is not None:
+                handle.cancel()
+            return
+        if state.debounce is not None and state.debounce is not handle:
+            state.debounce.cancel()
+        state.debounce = handle
+
+    def begin_check(self, uri: str) -> None:
+        state = self.docs.get(uri)
+        if state is not None:
+            state.checking = True
+
+    def end_check(self, uri: str, generation: int) -> bool:
+        """The check of `generation` landed (or was cancelled); True when a search waited for it."""
+        state = self.docs.get(uri)
+        if state is None or state.generation != generation:
+            return False
+        state.checking = False
+        pending, state.search_pending = state.search_pending, False
+        return pending
+
+    def defer_search(self, uri: str) -> None:
+        """A search was asked for while a check runs: `end_check` says so when it lands."""
+        state = self.docs.get(uri)
+        if state is not None:
+            state.search_pending = True
+
+    def record_published(self, uri: str, diagnostics: tuple[Any, ...]) -> None:
+        state = self.docs.get(uri)
+        if state is not None:
+            state.published = diagnostics
+
     # -- results -------------------------------------------------------------------------------------------
     def record_analysis(self, uri: str, generation: int, analysis: Analysis) -> bool:
-        """Keep a fast check unless the document moved on (or closed) while it ran."""
+        """Keep a fast check unless the document moved on (or closed) while it ran. The files it read, and the
+        search config that gave it its cluster, become its dependencies."""
         state = self.docs.get(uri)
         if state is None or state.generation != generation:
             return False
         state.analysis = analysis
         if analysis.config is not None:
             state.good = analysis
-        self._set_reads(uri, analysis.files)
+        source = analysis.cluster_source
+        self._set_reads(uri, (*analysis.files, source) if source is not None else analysis.files)
         return True
 
     def begin_search(self, uri: str) -> int | None:
@@ -123,6 +166,14 @@ class Session:
             state.search = outcome
             state.search_version = version
             state.list_facts = None
+        return True
+
+    def record_lists(self, uri: str, search_generation: int, facts: Any) -> bool:
+        """Keep the candidate lists' facts of the current search generation."""
+        state = self.docs.get(uri)
+        if state is None or state.search_generation != search_generation:
+            return False
+        state.list_facts = facts
         return True
 
     # -- dependencies --------------------------------------------------------------------------------------

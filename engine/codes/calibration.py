@@ -13,3 +13,18 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP809", "warning", "the ratios file was fitted on another framework or device type"),
     ("HP810", "error", "the ratios file cannot be applied"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP800": ("engine.calibrate.result", "engine.calibrate.runs"),
+    "HP801": ("engine.calibrate.logs", "engine.calibrate.runs"),
+    "HP802": ("engine.calibrate.logs",),
+    "HP803": ("engine.calibrate.logs",),
+    "HP804": ("engine.calibrate.logs",),
+    "HP805": ("engine.calibrate.runs",),
+    "HP806": ("engine.calibrate.runs",),
+    "HP807": ("engine.calibrate.fit",),
+    "HP808": ("engine.calibrate.result",),
+    "HP809": ("engine.calibrate.attach",),
+    "HP810": ("engine.calibrate.attach", "engine.calibrate.ratiofile"),
+}

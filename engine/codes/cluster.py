@@ -7,3 +7,12 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP304", "warning", "device count is not a whole number of nodes"),
     ("HP305", "information", "the stated memory identifies another part of the device (priced with its figures)"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP301": ("engine.config.cluster",),
+    "HP302": ("engine.config.cluster",),
+    "HP303": ("engine.config.cluster",),
+    "HP304": ("engine.config.cluster",),
+    "HP305": ("engine.config.cluster",),
+}

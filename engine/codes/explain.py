@@ -7,3 +7,12 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP753", "warning", "a strategy setting has no equivalent in the target framework's arguments"),
     ("HP754", "error", "the two plans do not train the same model on the same cluster"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP750": ("engine.explain.build",),
+    "HP751": ("engine.explain.build",),
+    "HP752": ("engine.explain.compare",),
+    "HP753": ("engine.explain.export",),
+    "HP754": ("engine.cli.compare",),
+}

@@ -14,3 +14,19 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP212", "error", "vision tower incomplete: a required field missing or not positive"),
     ("HP213", "warning", "visual sequence length not stated (1024 visual tokens assumed)"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP201": ("engine.config.model",),
+    "HP202": ("engine.config.model",),
+    "HP203": ("engine.config.model",),
+    "HP204": ("engine.config.model",),
+    "HP205": ("engine.config.resolve",),
+    "HP206": ("engine.config.resolve",),
+    "HP207": ("engine.config.resolve",),
+    "HP208": ("engine.config.model",),
+    "HP210": ("engine.config.model",),
+    "HP211": ("engine.config.model",),
+    "HP212": ("engine.config.vision",),
+    "HP213": ("engine.config.vision",),
+}

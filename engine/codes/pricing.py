@@ -21,3 +21,25 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP532", "warning", "FP8 asked on a device without FP8 GEMMs: priced in BF16"),
     ("HP533", "warning", "the framework does not offer this expert-parallel overlap: priced without it"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP501": ("engine.cost.validate",),
+    "HP502": ("engine.cost.validate",),
+    "HP503": ("engine.cost.validate",),
+    "HP504": ("engine.cost.validate",),
+    "HP505": ("engine.cost.validate",),
+    "HP506": ("engine.cost.validate",),
+    "HP507": ("engine.cost.validate",),
+    "HP508": ("engine.cost.validate",),
+    "HP509": ("engine.cost.validate",),
+    "HP510": ("engine.cost.validate",),
+    "HP511": ("engine.cost.validate",),
+    "HP512": ("engine.cost.validate",),
+    "HP520": ("engine.cost.validate",),
+    "HP521": ("engine.cost.validate",),
+    "HP530": ("engine.cost.validate", "engine.search"),
+    "HP531": ("engine.cost.validate",),
+    "HP532": ("engine.cost.validate",),
+    "HP533": ("engine.cost.validate",),
+}

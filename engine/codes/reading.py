@@ -12,3 +12,17 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP009", "error", "referenced train_yaml not found or unreadable"),
     ("HP010", "information", "empty file"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP001": ("engine.document",),
+    "HP002": ("engine.config.resolve",),
+    "HP003": ("engine.document",),
+    "HP004": ("engine.document",),
+    "HP005": ("engine.document",),
+    "HP006": ("engine.document",),
+    "HP007": ("engine.document",),
+    "HP008": ("engine.config.resolve", "hp_lsp.analysis"),
+    "HP009": ("engine.config.resolve",),
+    "HP010": ("engine.config.resolve",),
+}

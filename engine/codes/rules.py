@@ -27,3 +27,31 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP430", "warning", "a what-if's larger device memory is capped by constraint.memory_limit_gb"),
     ("HP431", "error", "offload without a per-layer recompute choice, or over no host link"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP401": ("engine.validate.batch",),
+    "HP402": ("engine.validate.batch",),
+    "HP403": ("engine.validate.degrees",),
+    "HP404": ("engine.validate.degrees",),
+    "HP405": ("engine.validate.degrees",),
+    "HP406": ("engine.validate.degrees",),
+    "HP407": ("engine.validate.degrees",),
+    "HP408": ("engine.validate.degrees",),
+    "HP409": ("engine.validate.memory",),
+    "HP410": ("engine.validate.degrees",),
+    "HP411": ("engine.validate.cp_pays",),
+    "HP412": ("engine.validate.degrees",),
+    "HP413": ("engine.validate.degrees",),
+    "HP414": ("engine.validate.degrees",),
+    "HP415": ("engine.validate.batch",),
+    "HP416": ("engine.validate.degrees",),
+    "HP417": ("engine.validate.degrees",),
+    "HP418": ("engine.validate.degrees",),
+    "HP419": ("engine.validate.pipeline",),
+    "HP420": ("engine.validate.pipeline",),
+    "HP421": ("engine.validate.pipeline",),
+    "HP422": ("engine.validate.pipeline",),
+    "HP430": ("engine.validate.memory",),
+    "HP431": ("engine.config.resolve",),
+}

@@ -20,3 +20,16 @@ ROWS: list[tuple[str, str, str]] = [
      "layout option the search chose)"),
     ("HP620", "warning", "the best plan runs below 10% MFU (names the dominating term)"),
 ]
+
+# code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
+RAISED_BY: dict[str, tuple[str, ...]] = {
+    "HP600": ("engine.search.explain",),
+    "HP601": ("engine.search.explain",),
+    "HP602": ("engine.search.explain",),
+    "HP603": ("engine.search.explain",),
+    "HP604": ("engine.search.explain",),
+    "HP610": ("engine.search.stated",),
+    "HP611": ("engine.search.stated",),
+    "HP613": ("engine.search",),
+    "HP620": ("engine.search.warnings",),
+}

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog.frameworks import FRAMEWORKS, effective_policy, framework_of, priced_modules
-from engine.config.stated_layout import layout_paths
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
-from engine.cost.layout import LayoutError, chunk_layers, effective_layout
+from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
+from engine.facts import EP_DENSE, EP_EXPERTS, EP_RANKS, FSDP_SHARD, OPTIMIZER_SHARD
 from engine.positions import DOCUMENT_START
 from engine.results import MEMORY_UNCERTAINTY, Estimate
 from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
@@ -60,12 +60,15 @@ class Problem:
     code: str
     message: str
     field: str
+    fact: str = ""  # the fact's key (engine.facts) when the code states several: the merge reads it
 
 
 def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
                    layout: PipelineLayout | None = None) -> list[Problem]:
     """Every reason the strategy cannot run on this model and cluster (empty list = valid); with a stated
-    pipeline layout, the embedding and loss it counts in the split count as chunk slots (HP505)."""
+    pipeline layout, the embedding and loss it counts in the split count as chunk slots (HP505). A layout the
+    framework refuses for this pp·vpp is the reader's finding (HP422, engine.validate.pipeline): pricing never
+    fails on one (engine.cost.layout.layout_or_default prices the framework's even split)."""
     layout = layout or PipelineLayout()
     out: list[Problem] = []
     for name, v in (("dp", s.dp), ("fsdp", s.dp_shard), ("tp", s.tp), ("pp", s.pp), ("cp", s.cp), ("ep", s.ep),
@@ -87,12 +90,14 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
         out.append(Problem("HP503", f"tp {s.tp} does not divide the {bad} {what}; tp can be {ok[-6:]}", "tp"))
     if s.ep > 1:
         if not model.is_moe:
-            out.append(Problem("HP510", f"ep {s.ep} has no effect: {model.name} has no routed experts", "ep"))
+            out.append(Problem("HP510", f"ep {s.ep} has no effect: {model.name} has no routed experts", "ep",
+                               EP_DENSE))
         elif model.num_experts % s.ep:
-            out.append(Problem("HP504", f"ep {s.ep} does not divide the {model.num_experts} experts", "ep"))
+            out.append(Problem("HP504", f"ep {s.ep} does not divide the {model.num_experts} experts", "ep",
+                               EP_EXPERTS))
         elif (s.dp * s.cp * s.tp) % (s.ep * s.etp):
             out.append(Problem("HP504", f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
-                               f"{s.dp * s.cp * s.tp}, the devices expert parallelism borrows", "ep"))
+                               f"{s.dp * s.cp * s.tp}, the devices expert parallelism borrows", "ep", EP_RANKS))
     if s.etp > 1 and s.tp % s.etp and model.is_moe:
         out.append(Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}", "etp"))
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
@@ -116,28 +121,15 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
         out.append(Problem("HP510", "interleaving has no effect without pipeline parallelism", "vpp"))
     dom = s.dp * s.cp
     if dom % s.dp_shard:
-        out.append(Problem("HP508", f"fsdp {s.dp_shard} does not divide dp·cp = {dom}", "fsdp"))
+        out.append(Problem("HP508", f"fsdp {s.dp_shard} does not divide dp·cp = {dom}", "fsdp", FSDP_SHARD))
     if dom % s.optimizer_shard:
         out.append(Problem("HP508", f"optimizer shard {s.optimizer_shard} does not divide dp·cp = {dom}",
-                           "optimizer_shard"))
+                           "optimizer_shard", OPTIMIZER_SHARD))
     if s.cp > 1 and model.seq_len % s.cp:
         out.append(Problem("HP509", f"cp {s.cp} does not divide the sequence length {model.seq_len}", "cp"))
     if s.sequence_parallel and s.tp == 1:
         out.append(Problem("HP510", "sequence_parallel has no effect with tp 1", "sequence_parallel"))
-    return out + check_layout(model, s, layout)
-
-
-def check_layout(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
-    """A stated pipeline layout the framework would refuse for this pp·vpp (HP422; engine.cost.layout)."""
-    if not layout.stated or layout.remainder_first or (s.pp == 1 and not layout.offset):
-        return []  # a framework's own split (remainder_first) never refuses: HP505 bounds it
-    v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 and s.pp > 1 else 1
-    try:
-        chunk_layers(model.num_layers, model.mtp_depth, s.pp, v, layout)
-    except LayoutError as exc:
-        return [Problem("HP422", f"pipeline layout for pp {s.pp}" + (f" × vpp {v}" if v > 1 else "") + f": {exc}",
-                        "layout:" + ",".join(layout_paths(layout)))]
-    return []
+    return out
 
 
 def check_framework(config: Config, s: Strategy) -> list[Problem]:
@@ -197,22 +189,19 @@ def _locate(config: Config, field: str) -> tuple[str, Location | None]:
             paths = FIELD_PATHS.get(field, ())
             hit = next((p for p in paths if p in config.locations), paths[0] if paths else field)
             return hit, dim.location
-    if field.startswith("layout:"):  # a pipeline layout's keys (check_layout names them)
-        paths = tuple(field.split(":", 1)[1].split(","))
-        found = next((p for p in paths if p in config.locations), None)
-        return (found, config.locations[found]) if found is not None else (paths[0], None)
     for path in FIELD_PATHS.get(field, (field,)):
         if path in config.locations:
             return path, config.locations[path]
     return (FIELD_PATHS.get(field, (field,))[0], None)
 
 
-def positioned(config: Config, code: str, message: str, field: str, data: dict | None = None) -> Diagnostic:
+def positioned(config: Config, code: str, message: str, field: str, data: dict | None = None,
+               fact: str = "") -> Diagnostic:
     """A diagnostic at the value of `field` where the config wrote it (else at the start of the file)."""
     path, loc = _locate(config, field)
     rng = loc.value if loc is not None else DOCUMENT_START
     file = loc.file if loc is not None and loc.file and loc.file != config.path else None
-    return Diagnostic(code, message, rng, path, file=file, data=data or {})
+    return Diagnostic(code, message, rng, path, file=file, data=data or {}, fact=fact)
 
 
 def marginal(d: Diagnostic) -> Diagnostic:
@@ -241,7 +230,7 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         return None, (positioned(config, "HP501", "the file does not state every parallel degree, so there is "
                                  f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
                                  field, {"searched": open_dims}),)
-    diags = [positioned(config, p.code, p.message, p.field)
+    diags = [positioned(config, p.code, p.message, p.field, fact=p.fact)
              for p in check_strategy(config.model, config.cluster, s, effective_layout(config.run))]
     diags += [positioned(config, p.code, p.message, p.field) for p in check_framework(config, s)]
     if has_errors(diags):

@@ -9,20 +9,21 @@ from engine.check import check_file
 from engine.config.types import ClusterOverrides
 from engine.cost import estimate_config
 from engine.diagnostics import CODES, Diagnostic, Severity
-from engine.facts import FACTS, fact_of, merge
+from engine.facts import EP_EXPERTS, EP_RANKS, FACTS, FSDP_SHARD, KEYED, OPTIMIZER_SHARD, fact_of, merge
 from engine.positions import Range
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _d(code: str, message: str = "m", line: int = 0, severity: Severity | None = None) -> Diagnostic:
-    return Diagnostic(code, message, Range.of(line, 0, line, 1), "p", severity=severity)
+def _d(code: str, message: str = "m", line: int = 0, severity: Severity | None = None,
+       fact: str = "") -> Diagnostic:
+    return Diagnostic(code, message, Range.of(line, 0, line, 1), "p", severity=severity, fact=fact)
 
 
 def test_every_fact_names_documented_codes() -> None:
     for codes in FACTS.values():
         assert len(codes) >= 2
-        assert all(c.split(":")[0] in CODES for c in codes), codes
+        assert all(c in CODES for c in codes), codes
 
 
 def test_owner_kept_at_the_strictest_severity() -> None:
@@ -39,14 +40,35 @@ def test_search_advice_owns_the_over_budget_fact() -> None:
     assert [d.code for d in out] == ["HP610"] and out[0].is_error
 
 
-def test_codes_covering_several_facts_are_told_apart() -> None:
-    fsdp = _d("HP508", "fsdp 3 does not divide dp·cp = 8")
-    opt = _d("HP508", "optimizer shard 3 does not divide dp·cp = 8")
+def test_codes_covering_several_facts_are_told_apart_by_their_key() -> None:
+    fsdp = _d("HP508", "fsdp 3 does not divide dp·cp = 8", fact=FSDP_SHARD)
+    opt = _d("HP508", "optimizer shard 3 does not divide dp·cp = 8", fact=OPTIMIZER_SHARD)
     assert fact_of(fsdp) != fact_of(opt)
     assert [d.message for d in merge([_d("HP414")], [fsdp, opt])] == ["m", fsdp.message]
-    pool = _d("HP504", "ep·etp = 16 does not divide dp·cp·tp = 8, the devices expert parallelism borrows")
-    assert fact_of(pool) == fact_of(_d("HP417")) and fact_of(_d("HP504", "ep 3 does not divide the 256 experts")) \
-        == fact_of(_d("HP405"))
+    assert fact_of(_d("HP504", "ep 3 does not divide the 256 experts", fact=EP_EXPERTS)) == fact_of(_d("HP405"))
+    assert fact_of(_d("HP504", "anything", fact=EP_RANKS)) == fact_of(_d("HP417"))
+    # Without a key such a code states no shared fact (HP510 "sequence_parallel has no effect with tp 1").
+    assert fact_of(_d("HP510", "ep 8 has no effect: dense has no routed experts")) is None
+
+
+def test_the_merge_never_reads_the_message() -> None:
+    """Reworded messages merge as before: the cost model's finding carries its fact's key."""
+    for message in ("ep 3 does not divide the 256 experts", "the experts borrow", "", "HP405"):
+        cost = _d("HP504", message, line=2, fact=EP_EXPERTS)
+        assert [d.code for d in merge([_d("HP405")], [cost])] == ["HP405"]
+        assert [d.code for d in merge([_d("HP417")], [cost])] == ["HP417", "HP504"]
+
+
+def test_the_cost_model_keys_every_finding_of_a_keyed_code() -> None:
+    """Each HP504/HP508/HP510 the cost model raises for a fact another stage states carries that fact's key."""
+    from engine.cost.strategy_rules import check_strategy
+    from engine.specs import Strategy
+
+    config = check_file(str(ROOT / "examples" / "deepseek-v3" / "train.yaml")).config
+    assert config is not None and config.model is not None and config.model.num_experts % 7
+    s = Strategy(dp=8, ep=7, dp_shard=3, optimizer_shard=5)
+    keyed = {(p.code, p.fact) for p in check_strategy(config.model, None, s) if p.code in KEYED}
+    assert {("HP504", EP_EXPERTS), ("HP508", FSDP_SHARD), ("HP508", OPTIMIZER_SHARD)} <= keyed, keyed
 
 
 def test_exact_duplicates_go_repeated_codes_stay() -> None:

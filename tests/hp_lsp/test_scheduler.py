@@ -163,3 +163,30 @@ async def test_a_failing_step_is_one_log_line_not_an_exception(tmp_path: Path) -
     sched.check(uri)
     assert len(logs) == 1 and "check failed" in logs[0]
     sched.shutdown()
+
+
+async def test_a_search_job_carries_only_the_documents_it_reads(tmp_path: Path) -> None:
+    """Every open document's text went into every search job (150 open 500 KB files: 37 s per search); now
+    the job carries the search config that gives the train.yaml its cluster and nothing else."""
+    folder = tmp_path / "llama"
+    shutil.copytree(LLAMA, folder)
+    sched, ws, _client, jobs, _progress, _logs = _scheduler(ClientFeatures())
+    for i in range(20):  # unrelated open documents, as an editor with many tabs has
+        other = tmp_path / f"notes{i}.md"
+        other.write_text("x" * 1000)
+        ws.docs[other.as_uri()] = LspTextDocument(other.as_uri(), source=other.read_text(), version=1)
+        sched.session.open(other.as_uri(), str(other), 1)
+    search, train = folder / "search.yaml", folder / "train.yaml"
+    for path in (search, train):
+        ws.docs[path.as_uri()] = LspTextDocument(path.as_uri(), source=path.read_text(), version=1)
+    sched.session.open(train.as_uri(), str(train), 1)  # open in the editor before the search config's job
+    sched.opened(search.as_uri())
+    await _until(lambda: jobs.submitted, "the search config's job")
+    sched.opened(train.as_uri())
+    await _until(lambda: len(jobs.submitted) == 2, "the train.yaml's job")
+    for job in jobs.submitted:
+        request = job.payload
+        assert isinstance(request, SearchRequest)
+        other = str(train) if request.path == str(search) else str(search)
+        assert set(request.texts or {}) == {other}, (request.path, sorted(request.texts or {}))
+    sched.shutdown()

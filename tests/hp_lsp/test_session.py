@@ -8,9 +8,10 @@ from hp_lsp.session import Session
 
 
 class FakeAnalysis:
-    def __init__(self, config: Any, files: tuple[str, ...] = ()) -> None:
+    def __init__(self, config: Any, files: tuple[str, ...] = (), cluster_source: str | None = None) -> None:
         self.config = config
         self.files = files
+        self.cluster_source = cluster_source
 
 
 def test_stale_check_is_dropped() -> None:
