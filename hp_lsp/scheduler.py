@@ -20,12 +20,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lsprotocol import types
-from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from engine.config.types import ClusterOverrides
 from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
 from hp_lsp.client import ClientFeatures
+from hp_lsp.documents import disk_path
 from hp_lsp.features import diagnostics
 from hp_lsp.search_job import ListsRequest, SearchOutcome, SearchRequest
 from hp_lsp.session import DocState, Session
@@ -170,7 +170,7 @@ class Scheduler:
         """Watched files changed on disk: re-check the open documents that read them."""
         affected: set[str] = set()
         for uri in uris:
-            path = to_fs_path(uri)
+            path = disk_path(uri)
             if not path:
                 continue
             self.index.forget(path)
@@ -264,7 +264,7 @@ class Scheduler:
         return await asyncio.get_running_loop().run_in_executor(self._edits, fn, *args)
 
     def roots(self) -> list[str]:
-        roots = [p for p in (to_fs_path(f.uri) for f in self.workspace().folders.values()) if p]
+        roots = [p for p in (disk_path(f.uri) for f in self.workspace().folders.values()) if p]
         if self.workspace().root_path:
             roots.append(self.workspace().root_path)
         return sorted(set(roots))
