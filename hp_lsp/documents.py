@@ -31,6 +31,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
@@ -126,6 +127,7 @@ class HpProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._request_futures = _Futures()
+        self._writes: set[asyncio.Future[Any]] = set()
 
     @property  # type: ignore[override]
     def _workspace(self) -> Workspace | None:
@@ -169,7 +171,9 @@ class HpProtocol(LanguageServerProtocol):
         except BrokenPipeError:
             raise
         except Exception as error:  # a closed stream at exit: pygls' writer reports the same way
-            self._server._report_server_error(error, type(error))
+            self._server._report_server_error(error, JsonRpcInternalError)
             return
-        if inspect.isawaitable(res):
-            asyncio.ensure_future(res)
+        if inspect.isawaitable(res):  # a WebSocket's send: kept until done, so it is not collected mid-write
+            task = asyncio.ensure_future(res)
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)

@@ -23,7 +23,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from engine.config.types import ClusterOverrides
-from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
+from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config, too_large
 from hp_lsp.client import ClientFeatures
 from hp_lsp.documents import disk_path
 from hp_lsp.features import diagnostics
@@ -228,8 +228,13 @@ class Scheduler:
         return self.session.settings.ratios_request(self.workspace().root_path)
 
     def analyse_off_loop(self, job: CheckInput) -> Analysis:
-        """Checker thread: the cluster (a search config on disk may give it) and the analysis."""
-        overrides, source = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots)
+        """Checker thread: the cluster (a search config on disk may give it) and the analysis. A text over
+        maxFileSizeKb is not read for its cluster either: the search config's check parsed it (7.8 s per edit
+        of a 1.3 MB train.yaml that showed only "file too large")."""
+        if too_large(job.text, job.max_kb) is not None:
+            overrides, source = job.settings, None
+        else:
+            overrides, source = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots)
         analysis = analyse(job.path, job.text, job.version, overrides=overrides, max_file_size_kb=job.max_kb,
                            texts=job.texts, ratios=job.ratios)
         return dataclasses.replace(analysis, overrides=overrides, cluster_source=source)
@@ -327,7 +332,8 @@ class Scheduler:
             return
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
-                                texts=self.open_texts(exclude=uri), ratios=self.ratios_request())
+                                texts=self.open_texts(exclude=uri), ratios=self.ratios_request(),
+                                max_bytes=session.settings.max_file_size_kb * 1024)
         self.jobs.submit(Job(uri, generation, request))
         self.publish_lenses()
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from lsprotocol import types
-from pygls.lsp.server import LanguageServer
 from pygls.io_ import StdoutWriter
+from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
 from hp_lsp import __version__

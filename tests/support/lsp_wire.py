@@ -5,6 +5,7 @@ cannot send malformed messages, so these tests speak the wire themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import socket
@@ -78,10 +79,8 @@ class WireClient:
 
     def send(self, msg: dict[str, Any] | bytes, *, raw: bool = False) -> None:
         data = msg if raw and isinstance(msg, bytes) else frame(msg)
-        try:
+        with contextlib.suppress(OSError):  # the server closed the connection: the frames say why
             self._write(data)
-        except OSError:
-            pass  # the server closed the connection: the test reads why from the frames
 
     def wait_for(self, predicate: Callable[[Any], bool], timeout: float = 30.0, what: str = "a frame") -> Any:
         deadline = time.monotonic() + timeout
@@ -112,7 +111,7 @@ class StdioServer:
     """`python -m hp_lsp` on pipes, with a WireClient on them; stderr kept for the traceback check."""
 
     def __init__(self, *args: str) -> None:
-        self.stderr = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would stall the server
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server); a file, not a pipe: a full pipe would stall the server
         self.proc = subprocess.Popen([sys.executable, "-m", "hp_lsp", *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT)
         assert self.proc.stdin is not None and self.proc.stdout is not None
