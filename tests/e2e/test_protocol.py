@@ -208,3 +208,5 @@ def test_tcp_serves_one_client_and_refuses_a_second() -> None:
             proc.kill()
         _, err = proc.communicate(timeout=30)
     assert b"Traceback" not in err, err.decode()[-2000:]
+    usage = subprocess.run([sys.executable, "-m", "hp_lsp", "--help"], capture_output=True, text=True, timeout=60)
+    assert "first client only" in usage.stdout
