@@ -4,6 +4,8 @@ Transports: stdio (the default, also asked for explicitly with `--stdio`, which 
 other clients append to the command line), `--tcp` or `--ws` with `--host`/`--port`. pygls' own
 `start_server` parser does not know `--stdio` and exits 2 on it, so the arguments are parsed here.
 
+`--tcp` serves one client: a second connection is refused with a JSON-RPC error and closed (hp_lsp/server.py).
+
 Logging goes to stderr at WARNING: pygls logs every message at INFO/DEBUG, and under stdio nothing but the
 protocol may reach stdout.
 """
@@ -22,7 +24,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument("--stdio", action="store_true",
                            help="speak LSP over stdin/stdout (the default; accepted for clients that ask for it)")
-    transport.add_argument("--tcp", action="store_true", help="listen for one client on TCP --host:--port")
+    transport.add_argument("--tcp", action="store_true",
+                           help="listen on TCP --host:--port and serve the first client only: a second "
+                                "connection gets a JSON-RPC error and is closed; the server exits with its "
+                                "client (docs/settings.md, \"The connection\")")
     transport.add_argument("--ws", action="store_true", help="listen on a WebSocket at --host:--port")
     parser.add_argument("--host", default="127.0.0.1", help="address for --tcp/--ws (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8888, help="port for --tcp/--ws (default 8888)")

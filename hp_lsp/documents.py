@@ -9,25 +9,45 @@ pygls' workspace document (pygls 2.1) has three defects for this server (D-003):
 * an unopened URI reads the whole file from disk on every `.source`, unbounded (`/dev/zero`): here an
   unopened document is empty; linked files are read through engine.files (hp_lsp/linked.py), off the loop;
 * its protocol keeps one finished future per handled notification in `_request_futures` for ever (about
-  2 KB per `didChange`, [LSP] "Memory per notification"): `HpProtocol` drops each entry once done.
+  2 KB per `didChange`, [LSP] "Memory per notification"): `HpProtocol` drops each entry once done;
+* its protocol writes JSON with Python's defaults, `NaN` and `Infinity` included, which no strict parser
+  (VS Code's among them) reads: `HpProtocol` writes strict JSON, a non-finite number as null (transport.py).
+
+A URI whose path holds a NUL (`%00`) names no file any file system can hold: such a document has no path, and
+is checked as an unsaved buffer is (`disk_path`; os calls raised ValueError on it, and it never got diagnostics).
 
 The lines of a document are cached per text (a 5 MB file was split again for every position conversion).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
+import json
+import logging
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError
 from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from engine.edit.text import split_lines
 from engine.positions import Position
 from hp_lsp.client_units import from_client_position
+from hp_lsp.transport import finite
+
+logger = logging.getLogger(__name__)
+
+
+def disk_path(uri: str) -> str | None:
+    """The file a URI names, or None when it names none (another scheme, or a path with a NUL byte)."""
+    path = to_fs_path(uri)
+    return None if path is None or "\x00" in path else path
 
 
 class LspTextDocument(TextDocument):
@@ -35,6 +55,8 @@ class LspTextDocument(TextDocument):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.path is not None and "\x00" in self.path:
+            self.path = None  # type: ignore[assignment]
         self._lines_of: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None
 
     @property
@@ -105,6 +127,7 @@ class HpProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._request_futures = _Futures()
+        self._writes: set[asyncio.Future[Any]] = set()
 
     @property  # type: ignore[override]
     def _workspace(self) -> Workspace | None:
@@ -127,3 +150,30 @@ class HpProtocol(LanguageServerProtocol):
     def _forget(self, key: Any, fut: Future[Any]) -> None:
         if self._request_futures.get(key) is fut:
             del self._request_futures[key]
+
+    def _send_data(self, data: Any) -> None:
+        """pygls' writer with strict JSON: a message holding NaN or infinity goes out with null there (and a
+        warning in the log naming the method), never as the `Infinity` a strict parser rejects."""
+        if not data or self.writer is None:
+            return
+        try:
+            body = json.dumps(data, default=self._serialize_message, allow_nan=False)
+        except ValueError:
+            loose = json.loads(json.dumps(data, default=self._serialize_message))
+            logger.warning("a non-finite number in %s sent as null", loose.get("method") or loose.get("id"))
+            body = json.dumps(finite(loose), allow_nan=False)
+        payload = body.encode(self.CHARSET)
+        if self._include_headers:
+            payload = (f"Content-Length: {len(payload)}\r\nContent-Type: {self.CONTENT_TYPE}; "
+                       f"charset={self.CHARSET}\r\n\r\n").encode("ascii") + payload
+        try:
+            res = self.writer.write(payload)
+        except BrokenPipeError:
+            raise
+        except Exception as error:  # a closed stream at exit: pygls' writer reports the same way
+            self._server._report_server_error(error, JsonRpcInternalError)
+            return
+        if inspect.isawaitable(res):  # a WebSocket's send: kept until done, so it is not collected mid-write
+            task = asyncio.ensure_future(res)
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)

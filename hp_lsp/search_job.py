@@ -14,6 +14,7 @@ from types import MappingProxyType
 from engine.check import check_file
 from engine.config.types import ClusterOverrides
 from engine.diagnostics import Diagnostic
+from engine.document import DEFAULT_MAX_BYTES
 from engine.positions import TextEdit
 from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate, SearchResult
@@ -35,6 +36,7 @@ class SearchRequest:
     texts: dict[str, str] | None = None
     # The setting hpLsp.ratiosFile (a file's own estimator.ratios_file wins over it); frozen, so it pickles.
     ratios: RatiosRequest | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES  # hpLsp.maxFileSizeKb: the linked train.yaml counts against it too
 
 
 def _overlay(texts: dict[str, str] | None, path: str, text: str | None) -> dict[str, str] | None:
@@ -72,14 +74,16 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
 
     t0 = time.monotonic()
     texts = _overlay(req.texts, req.path, req.text)
-    loaded = check_file(req.path, text=req.text, overrides=req.overrides, texts=texts, ratios=req.ratios)
+    loaded = check_file(req.path, text=req.text, overrides=req.overrides, texts=texts, ratios=req.ratios,
+                        max_bytes=req.max_bytes)
     config = loaded.config
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
                              note="the file has errors: fix them to search")
     space, space_file = config, None
     if req.space_path is not None:
-        space_loaded = check_file(req.space_path, text=req.space_text, texts=texts, ratios=req.ratios)
+        space_loaded = check_file(req.space_path, text=req.space_text, texts=texts, ratios=req.ratios,
+                                  max_bytes=req.max_bytes)
         if space_loaded.config is not None and not any(d.is_error for d in space_loaded.diagnostics):
             space, space_file = space_loaded.config, req.space_path
     result = search(space, top=req.top, progress=progress, cancelled=cancelled)

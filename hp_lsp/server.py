@@ -15,13 +15,16 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import json
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from lsprotocol import types
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
@@ -39,6 +42,7 @@ from hp_lsp.search_job import run_job
 from hp_lsp.session import DocState, Session
 from hp_lsp.settings import SECTION, section_of
 from hp_lsp.threads import place_of
+from hp_lsp.transport import Dispatcher, StdinSource, StreamSource, error_response, serve
 from hp_lsp.worker import SearchWorker
 
 WATCH_ID = "hp-lsp-watch-yaml"
@@ -76,6 +80,66 @@ class HpLanguageServer(LanguageServer):
     def stop_worker(self) -> None:
         self.worker.shutdown()
         self.scheduler.shutdown()
+
+    # -- transports: pygls' start_io/start_tcp with the bounded reader of transport.py ----------------------
+    def dispatcher(self) -> Dispatcher:
+        return Dispatcher(self.protocol, self.protocol._send_data,
+                          lambda message: self.client.log(types.MessageType.Error, message))
+
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """Serve one client on stdin/stdout until the end of input, `exit`, or a framing error."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(serve(StdinSource(stdin or sys.stdin.buffer), self.dispatcher(), self._stop_event))
+        except BrokenPipeError:
+            pass  # the client went away: nothing is left to answer
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve the first client that connects, and only it: a second connection is refused with a JSON-RPC
+        error and closed (it would otherwise share, and take over, the first client's session). The process
+        ends with its one client's connection, as with stdio."""
+        self._stop_event = stop = threading.Event()
+        busy = asyncio.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if busy.is_set():
+                await refuse_connection(writer)
+                return
+            busy.set()
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            try:
+                await serve(StreamSource(reader), self.dispatcher(), stop)
+            finally:
+                self.shutdown()
+
+        async def listen() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            async with self._server:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._server.serve_forever()
+
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(listen())
+
+
+TCP_BUSY = -32000  # a server error code (JSON-RPC 2.0 reserves -32000..-32099 for the implementation)
+
+
+async def refuse_connection(writer: asyncio.StreamWriter) -> None:
+    """Tell a second TCP client why it is not served, in a frame any LSP client reads, then close it."""
+    body = json.dumps(error_response(None, TCP_BUSY, "hp-lsp serves one client per process and one is "
+                                     "connected; start another `hp-lsp --tcp --port N` for this one")).encode()
+    with contextlib.suppress(OSError):
+        writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        await writer.drain()
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -9,11 +9,12 @@ reported once, so a typo in settings never stops the server.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.config.types import ClusterOverrides
+from engine.config.types import ClusterOverrides, positive_number
 
 if TYPE_CHECKING:
     from engine.ratios.attach import RatiosRequest
@@ -52,24 +53,23 @@ class Settings:
     def overrides(self) -> ClusterOverrides | None:
         """The cluster facts these settings state, for files that leave the cluster unsaid.
 
-        The budget is min(memory limit, device memory) over the positive ones (docs/formats.md §2), so a memory
-        limit alone narrows the device memory the engine prices against.
+        `cluster.deviceMemoryGb` states the device's memory; `memoryLimitGb` is a budget, which like a file's
+        `constraint.memory_limit_gb` only narrows it: budget = min(limit, device memory), Config.budget_gib, the
+        rule `hp-plan` applies (docs/formats.md §2). A limit of 1000 on an 80 GB H100 prices against 80.
         """
-        mem = [v for v in (self.device_memory_gb, self.memory_limit_gb) if v]
-        if not any((self.num_nodes, self.cards_per_node, self.device_type, mem, self.framework)):
+        if not any((self.num_nodes, self.cards_per_node, self.device_type, self.device_memory_gb,
+                    self.memory_limit_gb, self.framework)):
             return None
         devices = self.num_nodes * self.cards_per_node if self.num_nodes and self.cards_per_node else None
-        source = None
-        if mem:
-            limit = self.memory_limit_gb is not None and self.memory_limit_gb == min(mem)
-            source = f"setting {SECTION}.memoryLimitGb" if limit else f"setting {SECTION}.cluster.deviceMemoryGb"
         return ClusterOverrides(
             devices=devices,
             num_nodes=self.num_nodes,
             cards_per_node=self.cards_per_node,
             device_type=self.device_type,
-            memory_gb=min(mem) if mem else None,
-            memory_source=source,
+            memory_gb=self.device_memory_gb,
+            memory_source=f"setting {SECTION}.cluster.deviceMemoryGb" if self.device_memory_gb else None,
+            memory_limit_gb=self.memory_limit_gb,
+            memory_limit_source=f"setting {SECTION}.memoryLimitGb" if self.memory_limit_gb else None,
             framework=_framework_name(self.framework),
         )
 
@@ -147,7 +147,8 @@ def _coerce(kind: str, value: Any) -> tuple[bool, Any]:
             return True, int(value)
         return False, None
     if kind == "posfloat":
-        return (True, float(value)) if isinstance(value, int | float) and value > 0 else (False, None)
+        number = positive_number(value) if isinstance(value, int | float) else None
+        return (True, number) if number is not None else (False, None)
     raise ValueError(kind)
 
 
@@ -176,8 +177,17 @@ def _valid(flat: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if ok:
             values[attr] = val  # None: an explicit null (or a blank string), which resets the key
         else:
-            errors.append(f"{SECTION}.{name}: invalid value {flat[name]!r}, ignored")
+            errors.append(f"{SECTION}.{name}: invalid value {_shown(flat[name])}, ignored (the default is used)")
     return values, errors
+
+
+def _shown(value: Any) -> str:
+    """A refused value as the message shows it: short (a 400-digit number is not echoed whole), and an
+    infinity from JSON's `1e400` named as what it became."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} (not a finite number)"
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 @dataclass(slots=True)

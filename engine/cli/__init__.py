@@ -12,7 +12,6 @@ import argparse
 import atexit
 import errno
 import importlib
-import math
 import os
 import signal
 import sys
@@ -112,13 +111,17 @@ def _timeline_width(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
+    """A finite positive number (engine.config.types.positive_number: the editor settings' rule too)."""
+    from engine.config.types import positive_number
+
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
-    return value
+    number = positive_number(value)
+    if number is None:
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
+    return number
 
 
 def _cluster_flags(p: argparse.ArgumentParser) -> None:

@@ -206,7 +206,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         run=_run(facts, None, overrides),
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
-        memory_limit_gb=float(facts.max_device_memory.value) if facts.max_device_memory else None,
+        memory_limit_gb=_memory_limit(facts.max_device_memory, overrides),
         recompute=_request(None, facts),  # type: ignore[arg-type]
         stated_recompute=plan,
         pipeline_schedule=schedule,  # type: ignore[arg-type]
@@ -277,7 +277,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         run=_run(train, sf, overrides),
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
-        memory_limit_gb=float(mem.value) if mem is not None else None,
+        memory_limit_gb=_memory_limit(mem, overrides),
         recompute=request,  # type: ignore[arg-type]
         stated_recompute=plan,
         recompute_modes=tuple(sf.recompute_modes.value) if sf.recompute_modes is not None else (),
@@ -645,10 +645,23 @@ def _device_what_if(overrides: ClusterOverrides | None, cluster: ClusterSpec | N
     return " ".join(flags) or None
 
 
+def _memory_limit(stated: Val | None, overrides: ClusterOverrides | None) -> float | None:
+    """The memory limit: the files' own, else the overrides' (an editor setting); Config.budget_gib caps it at
+    the device memory either way."""
+    if stated is not None:
+        return float(stated.value)
+    return overrides.memory_limit_gb if overrides is not None else None
+
+
 def _budget_source(overrides: ClusterOverrides | None, cluster: ClusterSpec | None, stated: Val | None) -> str | None:
-    """Where the budget comes from when no file states it: the overrides, when the device memory priced is
-    theirs (messages then name the setting or flag, since the file has no key to point at)."""
-    if stated is not None or overrides is None or not overrides.memory_gb or cluster is None:
+    """Where the budget comes from when no file states it: the overrides, when the limit or the device memory
+    priced is theirs (messages then name the setting or flag, since the file has no key to point at)."""
+    if stated is not None or overrides is None or cluster is None:
+        return None
+    limit = overrides.memory_limit_gb
+    if limit and limit < cluster.memory_gib:
+        return overrides.memory_limit_source or "the cluster overrides"
+    if not overrides.memory_gb:
         return None
     if abs(cluster.memory_gib - float(overrides.memory_gb)) > 1e-9:
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -116,6 +117,17 @@ class Config:
         return [self.dimensions[d].summary() for d in DIMENSIONS if d in self.dimensions]
 
 
+def positive_number(value: float | int) -> float | None:
+    """`value` as a finite positive float, else None: the rule every memory size from outside the files
+    follows (`--memory-gb`, the editor's `deviceMemoryGb` / `memoryLimitGb`). JSON's `1e400` reads as infinity
+    and a 400-digit integer does not fit a float; neither is a memory size."""
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterOverrides:
     """Cluster facts from CLI flags or editor settings; they fill what the files leave unsaid."""
@@ -131,6 +143,11 @@ class ClusterOverrides:
     # of the device's memory size: it then never names a memory variant of the device (an H100 under a 94 GB
     # budget stays the 80 GB part it was resolved as, not the H100 NVL).
     memory_is_budget: bool = False
+    # A memory budget per device from editor settings (hpLsp.memoryLimitGb): it fills constraint.memory_limit_gb
+    # where no file states one, and like a stated one it only narrows the budget, min(it, device memory)
+    # (Config.budget_gib, the rule `hp-plan` applies to a search config's limit): it never grows the device.
+    memory_limit_gb: float | None = None
+    memory_limit_source: str | None = None
     # True for flags typed on the command line: each given field then wins over the files (a user who types
     # `--devices 512` means it); False for editor settings, which only fill what the files leave unsaid.
     explicit: bool = False

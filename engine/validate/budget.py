@@ -10,6 +10,8 @@ def check(ctx: Ctx) -> None:
     limit, cluster = cfg.memory_limit_gb, cfg.cluster
     if limit is None or cluster is None or limit <= 0 or cluster.memory_gib <= 0:
         return
+    if limit > cluster.memory_gib and "constraint.memory_limit_gb" not in cfg.locations:
+        return  # a limit from editor settings: capped all the same (Config.budget_gib), nothing in the file to fix
     if limit > cluster.memory_gib:
         ctx.at("HP409", f"memory limit {limit:g} GB exceeds the device memory of {cluster.device.name} "
                f"({cluster.memory_gib:g} GB): the budget is capped at {cluster.memory_gib:g} GB",

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.positions import Range
+from engine.results import SearchResult
 from hp_lsp.features import plan
 from hp_lsp.features.code_actions import APPLY_COMMAND, apply_target
 from hp_lsp.outline import Entry
@@ -39,7 +40,7 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
     if outcome is not None and outcome.result is not None:
         best = outcome.result.best
         if best is None:
-            out.append(Lens(rng, f"No strategy fits the budget ({outcome.result.evaluated:,} evaluated){stale}", ""))
+            out.append(Lens(rng, f"{no_best(state, outcome.result)}{stale}", ""))
         else:
             figures = (f"{best.peak_memory_gib:.1f} GiB · {best.step_time_s:.2f} s/step · MFU {best.mfu:.0%} · "
                        f"{best.framework} on {best.device}{'' if best.calibrated_framework else ', uncalibrated'}")
@@ -62,3 +63,21 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
     if which is not None:
         out.append(Lens(rng, plan.LENS_TITLE, plan.SHOW_PLAN_COMMAND, (state.uri, which)))
     return out
+
+
+def no_best(state: DocState, result: SearchResult) -> str:
+    """Why a search has no best plan. "No strategy fits the budget" only when strategies were priced: a search
+    that could not run (no cluster, no model, no batch: HP604) or whose every candidate broke a rule says so,
+    rather than "(0 evaluated)" as though the budget were the reason."""
+    if result.evaluated:
+        return f"No strategy fits the budget ({result.evaluated:,} evaluated)"
+    config = state.good.config if state.good is not None else None
+    if config is not None and config.cluster is None:
+        return "No search: the file states no cluster (device, device count)"
+    cannot = next((d.message for d in result.diagnostics if d.code == "HP604"), None)
+    if cannot is not None:
+        return "No search: " + cannot.removeprefix("The search cannot run: ").split(" (see")[0].rstrip(".")
+    if result.refused:
+        reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(result.refused.items(), key=lambda kv: -kv[1])[:2])
+        return f"No valid strategy: every candidate breaks a rule ({reasons})"
+    return "No strategy to evaluate: the search space is empty"

@@ -5,6 +5,7 @@ bounded (D-001)."""
 from __future__ import annotations
 
 import functools
+import json
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -78,6 +79,30 @@ def test_shutdown_cancels_pending_requests_that_forget_themselves() -> None:
     for _, fut in proto._request_futures.items():  # what LanguageServerProtocol.lsp_shutdown does
         fut.cancel()
     assert len(proto._request_futures) == 0
+
+
+def test_every_message_written_is_strict_json() -> None:
+    """Python's json writes NaN and Infinity, which VS Code's parser rejects: the protocol writes null there,
+    in results and notifications alike, and the Content-Length counts the bytes written."""
+    proto = create_server().protocol
+    written: list[bytes] = []
+
+    class Writer:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+        def close(self) -> None: ...
+
+    proto.set_writer(Writer())
+    proto._send_data({"jsonrpc": "2.0", "id": 1, "result": {"budget_gib": float("inf"), "rows": [float("nan"), 2.0],
+                                                            "name": "Ω"}})
+    head, _, body = written[0].partition(b"\r\n\r\n")
+    assert int(head.split(b"\r\n")[0].split(b":")[1]) == len(body)
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    assert json.loads(body, parse_constant=refuse)["result"] == {"budget_gib": None, "rows": [None, 2.0], "name": "Ω"}
 
 
 def test_outline_with_a_limit_is_the_full_outlines_head() -> None:

@@ -39,8 +39,19 @@ def test_later_sources_win_key_by_key() -> None:
 def test_overrides() -> None:
     assert Settings().overrides() is None
     o = Settings(num_nodes=2, cards_per_node=8, device_type="H100", device_memory_gb=80, memory_limit_gb=70).overrides()
-    assert o == ClusterOverrides(devices=16, num_nodes=2, cards_per_node=8, device_type="H100", memory_gb=70,
-                             memory_source="setting hpLsp.memoryLimitGb")
+    assert o == ClusterOverrides(devices=16, num_nodes=2, cards_per_node=8, device_type="H100", memory_gb=80,
+                                 memory_source="setting hpLsp.cluster.deviceMemoryGb", memory_limit_gb=70,
+                                 memory_limit_source="setting hpLsp.memoryLimitGb")
+
+
+def test_memory_sizes_are_finite_and_positive() -> None:
+    """JSON's 1e400 reads as infinity and a 400-digit integer overflows a float: both are refused, named in
+    the message, and the default stays (a budget of Infinity made showPlan write JSON no editor parses)."""
+    p = parse({"memoryLimitGb": float("inf"), "cluster.deviceMemoryGb": 10**400})
+    assert p.settings == Settings()
+    limit, device = sorted(p.errors, key=lambda e: "memoryLimitGb" not in e)
+    assert "memoryLimitGb" in limit and "not a finite number" in limit and "default" in limit
+    assert "deviceMemoryGb" in device and len(device) < 160  # the 400 digits are not echoed whole
 
 
 def test_explicit_null_in_a_later_source_resets_to_the_default() -> None:
@@ -55,7 +66,8 @@ def test_explicit_null_in_a_later_source_resets_to_the_default() -> None:
     s.configuration = section_of({"cluster": None})
     merged = s.merged().settings
     assert (merged.num_nodes, merged.cards_per_node, merged.memory_limit_gb) == (None, None, 40.0)
-    assert merged.overrides() == ClusterOverrides(memory_gb=40.0, memory_source="setting hpLsp.memoryLimitGb")
+    assert merged.overrides() == ClusterOverrides(memory_limit_gb=40.0,
+                                                  memory_limit_source="setting hpLsp.memoryLimitGb")
     # A key a later source leaves out keeps the earlier value (only null resets).
     s.configuration = {"cluster.numNodes": 4}
     assert s.merged().settings.cards_per_node == 8 and s.merged().errors == ()
