@@ -35,7 +35,7 @@ from engine.config.layout import layout_of
 from engine.config.model import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search import Decl, SearchFacts, read_search
-from engine.config.train import DTYPES, NOT_PRICED, TrainFacts, base_dir_of, read_train
+from engine.config.train import DTYPES, NOT_PRICED, OPEN_END, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.config.vision import build_vision
 from engine.diagnostics import Diagnostic, Severity
@@ -511,7 +511,11 @@ def _mode(v: Val | None) -> str:
 
 
 def _layers(train: TrainFacts) -> tuple[tuple[int, int, Any], ...]:
-    return train.recompute_layers
+    """The per-layer ranges; a trainer range with `count: null` runs to the model's last layer."""
+    n = train.overrides.get("num_hidden_layers") or train.catalog_fields.get("num_hidden_layers")
+    last = int(n.value) - 1 if n is not None and isinstance(n.value, int) and n.value > 0 else None
+    return tuple((a, min(b, last) if b == OPEN_END and last is not None else b, m)
+                 for a, b, m in train.recompute_layers)
 
 
 def _offload(src: Source, sf: SearchFacts, request: str, cluster: ClusterSpec | None) -> float:
