@@ -62,6 +62,7 @@ class TrainFacts:
     resolution_source: str = ""
     overrides: dict[str, Val] = field(default_factory=dict)
     model_anchor: Val | None = None  # the `model` key, for "missing field" diagnostics
+    factory: Val | None = None  # model._target_ when it is no Hugging Face loader this planner reads (read_factory)
     overrides_anchor: Val | None = None  # the `config_overrides` key
     seq_len: Val | None = None
     degrees: dict[str, Val] = field(default_factory=dict)
@@ -130,6 +131,7 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
     facts.name = src.str_(model, "name", "model.name")
+    facts.factory = read_factory(src, model) if facts.schema == "automodels" else None
     # config_path: the from-config factories' name for the same thing ([HP] §2.5, ttachon recipes).
     # The legacy trainer loads its model from `model.weights_path` ([HP] §2.6).
     facts.pretrained = (src.str_(model, "pretrained_model_name_or_path", "model.pretrained_model_name_or_path")
@@ -188,6 +190,21 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
             facts.layout["offset"] = off
     facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values(),
                *facts.layout.values())
+
+
+# Loaders whose keyword arguments are the Hugging Face config's ([HP] §2.5): AutoModel classes' from_pretrained /
+# from_config. Any other `_target_` is a factory with arguments of its own.
+HF_LOADERS = (".from_pretrained", ".from_config")
+
+
+def read_factory(src: Source, model: Map | None) -> Val | None:
+    """`model._target_` when it names a factory this planner cannot read (not an AutoModel loader): the model it
+    builds is unknown unless the file names a config or states the facts ([HP] Corrections: keys beside a
+    `_target_` are the factory's arguments)."""
+    v = src.val(model, "_target_", "model._target_")
+    if v is None or not isinstance(v.value, str) or v.value.strip().endswith(HF_LOADERS):
+        return None
+    return v
 
 
 def _path_or_none(src: Source, model: Map | None, key: str) -> Val | None:
