@@ -173,7 +173,7 @@ def lookup(name: str) -> CatalogModel | None:
 ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "num_hidden_layers": ("n_layer", "n_layers", "num_layers"),
     "hidden_size": ("n_embd", "d_model", "dim"),
-    "num_attention_heads": ("n_head", "n_heads"),
+    "num_attention_heads": ("n_head", "n_heads", "num_heads"),
     "num_key_value_heads": ("multi_query_group_num", "n_kv_heads", "num_kv_heads"),
     "intermediate_size": ("n_inner", "ffn_hidden_size", "ffn_dim", "inter_dim"),
     "max_position_embeddings": ("n_positions", "max_seq_len", "seq_length", "seq_len"),

@@ -138,6 +138,9 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
                         or src.str_(model, "config_path", "model.config_path")
                         or (_path_or_none(src, model, "weights_path") if facts.schema == "legacy" else None))
     overrides = src.section(model, "config_overrides", "model.config_overrides")
+    if overrides is None and model is not None and isinstance(model.get("model_config"), Map):
+        # MindFormers' layout (the fast-tuner's example configs, [HP] §5.15): the model's facts under model_config.
+        overrides = src.section(model, "model_config", "model.model_config")
     if model is not None and "config_overrides" in model:
         okn = model.key_node("config_overrides")
         if okn is not None:
@@ -145,7 +148,11 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     # Model facts beside `_target_` are the factory's (or from_pretrained's) keyword overrides of the named
     # config; config_overrides, when also given, win ([HP] §2.5: explicit overrides always win).
     direct = read_model_fields(src, model, "model") if facts.schema == "automodels" else {}
-    facts.overrides = {**direct, **read_model_fields(src, overrides, "model.config_overrides")}
+    mindformers = model is not None and "config_overrides" not in model and overrides is not None
+    facts.overrides = {**direct, **read_model_fields(src, overrides, "model.model_config" if mindformers
+                                                     else "model.config_overrides")}
+    if mindformers and facts.seq_len is None:  # MindFormers' model_config.seq_length is the trained length
+        facts.seq_len = src.int_(overrides, "seq_length", "model.model_config.seq_length")
     _read_vision(facts, model, overrides)
     if facts.pretrained is not None and facts.pretrained.path == "model.weights_path" and all(
             f in facts.overrides for f in REQUIRED):

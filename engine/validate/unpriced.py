@@ -162,7 +162,7 @@ _LOADER_TEXT = (
     "_target_ name pretrained_model_name_or_path config_path weights_path tokenizer_path torch_dtype compute_dtype "
     "param_init_type attn_implementation cache_dir local_files_only revision subfolder token trust_remote_code "
     "force_hf config_overrides vision visual_seq_len text_config vision_config offset emb_out_in_offset "
-    "mtp_in_offset")
+    "mtp_in_offset model_config")
 _LOADER_KEYS = frozenset(_LOADER_TEXT.split())
 _READ = frozenset(MODEL_FIELDS) | frozenset(a for al in ALIASES.values() for a in al) | _LOADER_KEYS
 _SAID = tuple(k for k, _why, _when in _MODEL_KEYS)  # each gets its own HP112
