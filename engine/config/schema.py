@@ -176,3 +176,15 @@ SEARCH_ONLY_KEYS: dict[str, frozenset[str]] = {
     "training": frozenset({"micro_batch_num"}),
     "activation_checkpoint": _words("layers recompute_slice_activation selective_policy recompute_modules"),
 }
+
+
+def _all_keys(section: Section) -> frozenset[str]:
+    out = set(section.read | section.known)
+    for name, child in section.children.items():
+        out |= {name} | _all_keys(child)
+    return frozenset(out)
+
+
+# Every key some section of some dialect holds: never a typo of another one (engine.validate.trainer).
+KNOWN_ANYWHERE = (_all_keys(TRAIN_AUTOMODELS) | _all_keys(TRAIN_LEGACY) | TRAINER_ROOT_FIELDS
+                  | frozenset().union(*TRAINER_SECTION_FIELDS.values()))

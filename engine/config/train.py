@@ -149,8 +149,11 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     # config; config_overrides, when also given, win ([HP] §2.5: explicit overrides always win).
     direct = read_model_fields(src, model, "model") if facts.schema == "automodels" else {}
     mindformers = model is not None and "config_overrides" not in model and overrides is not None
-    facts.overrides = {**direct, **read_model_fields(src, overrides, "model.model_config" if mindformers
-                                                     else "model.config_overrides")}
+    prefix = "model.model_config" if mindformers else "model.config_overrides"
+    # A vision-language model's language facts may sit under config_overrides.text_config (Hugging Face's nesting).
+    text_config = src.section(overrides, "text_config", f"{prefix}.text_config")
+    facts.overrides = {**direct, **read_model_fields(src, text_config, f"{prefix}.text_config"),
+                       **read_model_fields(src, overrides, prefix)}
     if mindformers and facts.seq_len is None:  # MindFormers' model_config.seq_length is the trained length
         facts.seq_len = src.int_(overrides, "seq_length", "model.model_config.seq_length")
     _read_vision(facts, model, overrides)
@@ -424,15 +427,16 @@ def read_plan_cp_algo(src: Source, root: Map) -> Val | None:
     (HP112) and priced as ring, the search's default ([HP] §3.5)."""
     po = root.get("plan_overrides")
     for item in po.items if isinstance(po, Seq) else []:
-        when = item.get("when") if isinstance(item, Map) else None
-        if not isinstance(item, Map) or not (isinstance(when, Scalar) and when.value == "cp"):
-            continue
-        hit = src.raw(item, "inner_wrapper", "plan_overrides.inner_wrapper")
+        hit = src.raw(item, "inner_wrapper", "plan_overrides.inner_wrapper") if isinstance(item, Map) else None
         if hit is None:
             continue
         kn, vn = hit
+        when = item.get("when") if isinstance(item, Map) else None
         target = vn.get("_target_") if isinstance(vn, Map) else vn
-        text = target.value if isinstance(target, Scalar) and isinstance(target.value, str) else ""
+        strategy = vn.get("strategy") if isinstance(vn, Map) else None  # a CP wrapper's own algorithm argument
+        text = " ".join(str(n.value) for n in (target, strategy) if isinstance(n, Scalar) and isinstance(n.value, str))
+        if not ((isinstance(when, Scalar) and when.value == "cp") or "cp_wrapper" in text):
+            continue
         algo = _cp_algo_named(text)
         if algo is not None:
             return Val(algo, "plan_overrides.inner_wrapper", src.location(kn, vn))
