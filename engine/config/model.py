@@ -288,6 +288,7 @@ def _model_spec(facts: _Facts, name: str, seq_len: int, gated: bool) -> ModelSpe
         qk_nope_head_dim=iv("qk_nope_head_dim"),
         v_head_dim=iv("v_head_dim"),
         mtp_depth=iv("mtp_depth"),
+        attention_span=attention_span(merged, seq_len),
     )
 
 
@@ -351,8 +352,9 @@ def attention_span(merged: Mapping[str, Val], seq_len: int) -> float:
     topk, heads = iv("index_topk"), iv("num_attention_heads")
     if topk > 0 and heads > 0:
         head_dim = iv("head_dim") or iv("hidden_size") // heads
-        d_qk = (iv("qk_nope_head_dim") + iv("qk_rope_head_dim")) or head_dim
-        d_v = iv("v_head_dim") or head_dim
+        mla = iv("kv_lora_rank") > 0  # the cost model's attention shape (engine.cost.model.attn_shape)
+        d_qk = (iv("qk_nope_head_dim") or head_dim) + iv("qk_rope_head_dim") if mla else head_dim
+        d_v = (iv("v_head_dim") or head_dim) if mla else head_dim
         full = window_share(topk, seq_len) + iv("index_n_heads") * iv("index_head_dim") / (heads * (d_qk + d_v))
     share = {"full": full, "window": window_share(window, seq_len), "linear": 0.0}
     kinds = layer_kinds(merged, layers)
