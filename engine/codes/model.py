@@ -15,5 +15,4 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP213", "warning", "visual sequence length not stated (1024 visual tokens assumed)"),
     ("HP214", "information", "a model path not found here resolved to the catalog model its last component names"),
     ("HP215", "information", "model fields passed to the model as they are, not priced"),
-    ("HP216", "information", "no model section: a recipe fragment to merge into a train.yaml"),
 ]

@@ -396,12 +396,6 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
                   (train.model_anchor if train is not None and train.src is src else None))
         if sf is not None and sf.train_yaml is not None and train is None:
             return ModelResult(None, {})  # the missing train_yaml is the diagnostic
-        if sf is None and train is not None and train.model_anchor is None:
-            # No `model` section at all: a recipe fragment upstream ships to merge into a training configuration
-            # (examples/recipes/*.yaml, models/*/recipes/*.yaml), not a train.yaml missing its model.
-            src.diag("HP216", "no model section: a recipe fragment to merge into a train.yaml that names the model; "
-                     "its settings are read, nothing is priced", DOCUMENT_START, "model")
-            return ModelResult(None, {})
         src.diag("HP206", "no model stated: set model.pretrained_model_name_or_path (a catalog id or a local "
                  "config.json; from-config factories call it model.config_path) or model.config_overrides with "
                  "num_hidden_layers, hidden_size, num_attention_heads and vocab_size", anchor.loc.key if anchor else DOCUMENT_START, "model")
