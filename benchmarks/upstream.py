@@ -1,9 +1,11 @@
 """HyperParallel's own shipped YAML files, read as hp-plan reads them (D-005).
 
 Runs `hp-plan check`, `estimate` and `search` (--json, in a subprocess each: the interface a user touches) on
-every .yaml/.yml under ../shared/reference/upstream (relative to the repository; override with --dir), and prints
-per file what each command says: the file kind, counts of errors / warnings / information and hints, and the
-codes. A closing summary counts files with errors, crashes (a traceback, no JSON, a timeout) and HP900s.
+every .yaml/.yml under ../shared/reference/upstream (relative to the repository), or under the folder --dir names
+(every YAML file of a repository checkout, its operator tables and CI files included), and prints per file what
+each command says: the file kind, counts of errors / warnings / information and hints, and the codes, then the
+file's verdict from `check` (clean, or the codes of its errors and warnings). A closing summary counts files with
+check errors, with check warnings, crashes (a traceback, no JSON, a timeout) and HP900s.
 The folder is reference data and not part of the repository: the benchmark skips with a message when it is
 absent. Run: `.venv/bin/python benchmarks/upstream.py [--dir DIR] [--no-search]`.
 """
@@ -80,6 +82,15 @@ def line(cmd: str, doc: dict | None, problem: str, dt: float) -> str:
     return f"  {cmd:8s} {counts}{what}  [{tally}]"
 
 
+def verdict(errors: list[str], warnings: list[str]) -> str:
+    """One file's verdict from `check`: clean, or the codes it errs and warns with."""
+    if not errors and not warnings:
+        return "clean (no error, no warning)"
+    parts = [f"errors {', '.join(sorted(set(errors)))}" if errors else "",
+             f"warnings {', '.join(sorted(set(warnings)))}" if warnings else ""]
+    return "; ".join(p for p in parts if p)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", help="folder of upstream YAML files (default ../shared/reference/upstream)")
@@ -92,6 +103,7 @@ def main() -> int:
     files = yaml_files(top)
     cmds = ("check", "estimate") if args.no_search else ("check", "estimate", "search")
     with_errors: list[str] = []
+    with_warnings: list[str] = []
     crashes: list[str] = []
     kinds: Counter = Counter()
     for path in files:
@@ -105,13 +117,20 @@ def main() -> int:
             if cmd == "check" and doc is not None:
                 kinds[doc.get("kind") or "left alone (HP008)"] += 1
                 errs = [d["code"] for d in doc.get("diagnostics", []) if d["severity"] == "error"]
+                warns = [d["code"] for d in doc.get("diagnostics", []) if d["severity"] == "warning"]
                 if errs:
                     with_errors.append(f"{rel}: {', '.join(sorted(set(errs)))}")
+                if warns:
+                    with_warnings.append(f"{rel}: {', '.join(sorted(set(warns)))}")
+                print(f"  verdict  {verdict(errs, warns)}")
     print()
     print(f"summary: {len(files)} files ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}); "
-          f"{len(crashes)} crashes; {len(with_errors)} with check errors")
+          f"{len(crashes)} crashes; {len(with_errors)} with check errors; {len(with_warnings)} with check warnings; "
+          f"{len({e.split(': ')[0] for e in with_errors + with_warnings})} with either")
     for e in with_errors:
         print(f"  check errors: {e}")
+    for w in with_warnings:
+        print(f"  check warnings: {w}")
     for c in crashes:
         print(f"  crash: {c}")
     return 1 if crashes else 0

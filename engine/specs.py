@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 RecomputeMode = Literal["off", "selective", "full"]
 RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("off", "selective", "full")
-PipelineSchedule = Literal["1F1B", "interleaved"]
+PipelineSchedule = Literal["1F1B", "interleaved", "gpipe"]
 SelectivePolicy = Literal["hyperparallel", "attention", "op", "modules"]
 # Megatron-Core's --recompute-modules (TransformerConfig.recompute_modules; docs/cost-model.md §2.2): the submodules
 # `recompute: selective` recomputes where the framework offers them (engine.catalog.frameworks).
@@ -66,6 +66,9 @@ class ModelSpec:
     v_head_dim: int = 0
     # Multi-token prediction
     mtp_depth: int = 0  # num_nextn_predict_layers / mtp_num_hidden_layers
+    # The mean share of full causal attention's score-matrix work its layers do (sliding windows, linear-attention
+    # layers, sparse attention with an indexer): engine.config.model.attention_span; 1.0 = every layer full.
+    attention_span: float = 1.0
     # A multimodal model's vision tower (HyperParallel's model_spec["vision"], [HP] §2.5); None: text only.
     vision: VisionTower | None = None
 

@@ -3,7 +3,7 @@
 The same strategy runs at different speeds under different stacks. A `Framework` is not a fudge factor: each
 field is a fact about the stack's kernels, overlaps, sharding and recompute policies, with its source in
 docs/cost-model.md §5 ([CAL] §10 quotes the stacks' own code and scripts). What a framework's
-trainer cannot execute (`pipelines`, `schedules`, `selective_policies`) becomes a diagnostic on the stated
+trainer cannot execute (`schedules`, `selective_policies`) becomes a diagnostic on the stated
 plan and a filter on the search (engine.cost.strategy_rules).
 """
 
@@ -62,7 +62,8 @@ class Framework:
       and their sum (4 + 4 + 4 + 4 = 16); its forward the bf16 logits, the upcast, the shifted logits and
       their exp (2 + 4 + 4 + 4 = 14). HyperParallel's trainer with `accelerator.loss_parallel: true` is priced
       the same [U].
-    pipelines / schedules: whether the trainer runs pipeline parallelism, and which schedules.
+    schedules: the pipeline schedules the trainer runs (every stack here pipelines: HyperParallel's
+      hyper_parallel/core/pipeline_parallel has PipelineStage with GPipe, 1F1B and interleaved 1F1B, [HP] Corrections 1).
     default_layout: how the trainer splits the layers over the pipeline chunks when the files state no layout
       (engine.cost.layout; the planner's even split unless the stack has its own); `layout_keys`: the stack's
       own options for a stated layout (docs/formats.md §2.1), "" = none. `chooses_accounting`: the stack
@@ -118,7 +119,6 @@ class Framework:
     loss_bytes_per_logit: float
     loss_kind: str
     loss_peak_bytes: float
-    pipelines: bool
     schedules: tuple[str, ...]
     calibrated_on: tuple[str, ...] = ()
     loss_parallel_peak_bytes: float = 0.0
@@ -187,7 +187,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         attention_kernel="TransformerEngine fused attention (cuDNN / FlashAttention)", attention_rate=_TE_ATTN,
         tp_overlap=True, tp_comm_overlap_name="--tp-comm-overlap (TransformerEngine userbuffers)", fsdp2=False,
         fsdp_reduce_bytes=0.0, selective_policies=("attention", "modules"), loss_parallel=True,
-        loss_bytes_per_logit=4.0, loss_kind="fused", loss_peak_bytes=4.0, pipelines=True, schedules=("1F1B", "interleaved"),
+        loss_bytes_per_logit=4.0, loss_kind="fused", loss_peak_bytes=4.0, schedules=("1F1B", "interleaved"),
         recompute_modules=RECOMPUTE_MODULES,
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
@@ -203,7 +203,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         attention_rate=_rates(**{"": 0.50}), tp_overlap=True,
         tp_comm_overlap_name="MC2 (matmul fused with the TP collective)", fsdp2=False, fsdp_reduce_bytes=0.0,
         selective_policies=("attention", "modules"), loss_parallel=True, loss_bytes_per_logit=4.0,
-        loss_kind="fused", loss_peak_bytes=4.0, pipelines=True,
+        loss_kind="fused", loss_peak_bytes=4.0,
         recompute_modules=tuple(x for x in RECOMPUTE_MODULES if x != "shared_experts"),
         schedules=("1F1B", "interleaved"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
@@ -217,7 +217,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
         tp_overlap=False, tp_comm_overlap_name="async TP (torch._inductor micro-pipelining)", fsdp2=True,
         fsdp_reduce_bytes=4.0, selective_policies=("op",), loss_parallel=True, loss_bytes_per_logit=10.0,
-        loss_kind="eager_fp32", loss_peak_bytes=12.0, pipelines=True,
+        loss_kind="eager_fp32", loss_peak_bytes=12.0,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
         pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True,
@@ -233,11 +233,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         attention_kernel="PyTorch SDPA / torch_npu fused attention",
         attention_rate=_SDPA_ATTN, tp_overlap=False, tp_comm_overlap_name="", fsdp2=True, fsdp_reduce_bytes=4.0,
         selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0,
-        loss_kind="eager_fp32", loss_peak_bytes=12.0, loss_parallel_peak_bytes=16.0, pipelines=False,
-        schedules=("1F1B",),
+        loss_kind="eager_fp32", loss_peak_bytes=12.0, loss_parallel_peak_bytes=16.0,
+        schedules=("1F1B", "interleaved", "gpipe"),
         fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16",
-        layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7; its trainer does not "
-                    "pipeline)"),
+        layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7)"),
 })
 
 DEFAULT_FRAMEWORK = "hyperparallel"

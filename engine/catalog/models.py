@@ -173,7 +173,7 @@ def lookup(name: str) -> CatalogModel | None:
 ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "num_hidden_layers": ("n_layer", "n_layers", "num_layers"),
     "hidden_size": ("n_embd", "d_model", "dim"),
-    "num_attention_heads": ("n_head", "n_heads"),
+    "num_attention_heads": ("n_head", "n_heads", "num_heads"),
     "num_key_value_heads": ("multi_query_group_num", "n_kv_heads", "num_kv_heads"),
     "intermediate_size": ("n_inner", "ffn_hidden_size", "ffn_dim", "inter_dim"),
     "max_position_embeddings": ("n_positions", "max_seq_len", "seq_length", "seq_len"),
@@ -182,6 +182,8 @@ ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "mtp_depth": ("num_nextn_predict_layers", "mtp_num_hidden_layers"),
     "hidden_act": ("activation_function", "hidden_activation"),
     "moe_intermediate_size": ("moe_inter_dim",),
+    # GLM-5's recipes count the leading dense layers under this name.
+    "first_k_dense_replace": ("num_dense_layers",),
     "hidden_dropout": ("resid_pdrop", "hidden_dropout_prob"),
     "attention_dropout": ("attn_pdrop", "attention_probs_dropout_prob"),
 })
@@ -194,6 +196,11 @@ MODEL_FIELDS: tuple[str, ...] = (
     "shared_expert_intermediate_size", "first_k_dense_replace", "capacity_factor", "kv_lora_rank",
     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "mtp_depth", "use_flash_attention",
     "learned_positions", "linear_bias", "hidden_dropout", "attention_dropout",
+    # What changes how much of the score matrix attention computes (engine.config.model_facts.attention_span): sliding
+    # windows (Mistral, GPT-OSS, Qwen2), hybrid linear attention (Qwen3-Next / Qwen3.5), DeepSeek-V3.2's sparse
+    # attention and its lightning indexer.
+    "sliding_window", "use_sliding_window", "max_window_layers", "layer_types", "full_attention_interval",
+    "index_n_heads", "index_head_dim", "index_topk",
 )
 
 # A vision-language config's tower ([HP] §2.5: `vision_config` → model_spec["vision"]): canonical field -> the
@@ -285,6 +292,9 @@ class Resolution:
     source: str = ""
     model_id: str = ""
     error: str | None = None
+    # The path's last component that named the catalog model, when only that did (a local checkout of a
+    # published model: `/path/to/Qwen3-30B-A3B`); "" otherwise.
+    by_last_component: str = ""
 
 
 def read_config_json(path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -326,6 +336,11 @@ def resolve(name: str, *, base_dir: str | None = None) -> Resolution:
     hit = lookup(name)
     if hit is not None:
         return Resolution(dict(hit.fields), f"built-in catalog ({hit.id}, {hit.source})", hit.id)
+    last = os.path.basename(expanded.rstrip("/\\"))
+    hit = lookup(last) if last and last != expanded else None
+    if hit is not None:
+        return Resolution(dict(hit.fields), f"built-in catalog ({hit.id}, {hit.source}) by the path's last "
+                          f"component '{last}'", hit.id, by_last_component=last)
     hint = ("no such local directory or config.json" if _looks_like_path(name) else
             "not in the built-in catalog (the network is never used)")
     return Resolution(error=(

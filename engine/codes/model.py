@@ -13,6 +13,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP211", "error", "first_k_dense_replace exceeds the layer count"),
     ("HP212", "error", "vision tower incomplete: a required field missing or not positive"),
     ("HP213", "warning", "visual sequence length not stated (1024 visual tokens assumed)"),
+    ("HP214", "information", "a model path not found here resolved to the catalog model its last component names"),
+    ("HP215", "information", "model fields passed to the model as they are, not priced"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).

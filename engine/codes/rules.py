@@ -11,7 +11,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP408", "error", "minimum product of degrees exceeds the devices"),
     ("HP409", "warning", "memory limit above device memory"),
     ("HP410", "warning", "expert parallelism on a dense model"),
-    ("HP411", "warning", "context parallelism that does not pay (priced against the plan without it)"),
+    ("HP411", "information", "context parallelism that does not pay (priced against the plan without it)"),
     ("HP412", "error", "degrees cannot make the world size"),
     ("HP413", "error", "FSDP shard size does not divide dp × cp"),
     ("HP414", "error", "optimizer shard size does not divide dp × cp"),
@@ -24,6 +24,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP421", "error", "per-layer setting names a layer the model does not have"),
     ("HP422", "error", "stated pipeline layout (offsets, first/last-stage layers, embedding/loss in the split) does "
      "not fit pp·vpp or the layers"),
+    ("HP423", "error", "a combination the trainer refuses (compile with pipeline parallelism; fp32 main "
+     "parameters without float32 gradient reduction)"),
     ("HP430", "warning", "a what-if's larger device memory is capped by constraint.memory_limit_gb"),
     ("HP431", "error", "offload without a per-layer recompute choice, or over no host link"),
 ]

@@ -13,6 +13,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP110", "error", "value out of range"),
     ("HP111", "error", "empty candidate list"),
     ("HP112", "information", "read by HyperParallel, not priced by hp-plan"),
+    ("HP113", "error", "a key the AutoModels trainer refuses (unknown configuration fields, or one only a search "
+     "reads)"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).

@@ -43,6 +43,7 @@ class Shape:
     model_named: bool  # pretrained_model_name_or_path or config_path holds a value
     train: frozenset[str] | None
     recompute_scalar: bool  # a root `recompute: <scalar>` (a search config's key)
+    optimizer_target: bool = False  # `optimizer._target_` is set (engine.config.kind.trainer_runs)
 
 
 def classify(shape: Shape) -> FileKind | None:
@@ -72,6 +73,7 @@ def shape_of_map(root: Map) -> Shape:
     model = root.get("model")
     train = root.get("train")
     rc = root.get("recompute")
+    opt = root.get("optimizer")
     named = isinstance(model, Map) and any(_set(model.get(k)) for k in MODEL_NAME_KEYS)
     return Shape(
         root=frozenset(k for k, _kn, _vn in root.items()),
@@ -79,6 +81,7 @@ def shape_of_map(root: Map) -> Shape:
         model_named=named,
         train=frozenset(k for k, _kn, _vn in train.items()) if isinstance(train, Map) else None,
         recompute_scalar=isinstance(rc, Scalar) and rc.value is not None,
+        optimizer_target=isinstance(opt, Map) and _set(opt.get("_target_")),
     )
 
 
@@ -97,8 +100,18 @@ def shape_of_data(data: Mapping[str, Any]) -> Shape:
         model_named=isinstance(model, dict) and any(model.get(k) is not None for k in MODEL_NAME_KEYS),
         train=frozenset(str(k) for k in train) if isinstance(train, dict) else None,
         recompute_scalar=rc is not None and not isinstance(rc, dict | list),
+        optimizer_target=isinstance(data.get("optimizer"), dict) and data["optimizer"].get("_target_") is not None,
     )
 
 
 def kind_of(root: Map) -> FileKind | None:
     return classify(shape_of_map(root))
+
+
+def trainer_runs(shape: Shape) -> bool:
+    """Whether the file is one the AutoModels trainer itself runs, and so checks strictly ([HP] Corrections: its
+    resolver refuses unknown root keys and unknown fields of its dataclass sections): its two required
+    factories, `model._target_` and `optimizer._target_`, are stated. A train.yaml written for the search alone
+    (model facts and degrees, [HP] Corrections 6) is no trainer input and is not held to its strictness."""
+    return (classify(shape) == "automodels" and shape.model is not None and "_target_" in shape.model
+            and shape.optimizer_target)

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from engine.catalog.models import ALIASES, MODEL_FIELDS
 from engine.config.reader import Source, Val
 from engine.config.types import Location
-from engine.document import Map
+from engine.document import Map, Scalar, Seq
 from engine.integers import MAX_MODEL_FACT, largest_divisor_at_most, listed_divisors, shown_int
 from engine.positions import DOCUMENT_START
 from engine.specs import ModelSpec
 
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
-BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_positions", "linear_bias"})
+BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_positions", "linear_bias",
+                         "use_sliding_window"})
+LIST_FIELDS = frozenset({"layer_types"})
 FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropout"})
 STR_FIELDS = frozenset({"hidden_act"})
 
@@ -43,10 +45,10 @@ def read_model_fields(src: Source, section: Map | None, prefix: str, *, skip: fr
     out: dict[str, Val] = {}
     if section is None:
         return out
-    for key, _kn, _vn in section.items():
+    for key, _kn, vn in section.items():
         canon = canonical(key)
-        if canon is None or key in skip:
-            continue
+        if canon is None or key in skip or (isinstance(vn, Scalar) and vn.value is None):
+            continue  # a null states nothing (`sliding_window: null`, a factory's `num_experts: null`)
         if canon in out and key != canon:
             continue  # the canonical spelling wins over an alias in the same mapping
         dotted = f"{prefix}.{key}"
@@ -57,11 +59,26 @@ def read_model_fields(src: Source, section: Map | None, prefix: str, *, skip: fr
             v = src.number(section, key, dotted, minimum=0.0, strict=canon == "capacity_factor")
         elif canon in STR_FIELDS:
             v = src.str_(section, key, dotted)
+        elif canon in LIST_FIELDS:
+            v = _names(src, section, key, dotted)
         else:
             v = src.int_(section, key, dotted, minimum=0, maximum=None)  # bounded by _range_ok
         if v is not None:
             out[canon] = v
     return out
+
+
+def _names(src: Source, section: Map, key: str, dotted: str) -> Val | None:
+    """A list of layer-type names (`layer_types: [sliding_attention, full_attention, ...]`) as a tuple."""
+    v = src.val(section, key, dotted)
+    node = section.get(key)
+    if v is None or not isinstance(node, Seq) or not all(isinstance(i, Scalar) and isinstance(i.value, str)
+                                                         for i in node.items):
+        if v is not None:
+            src.diag("HP106", f"{dotted} must list layer type names, e.g. [full_attention, linear_attention]",
+                     v.loc.value, dotted)
+        return None
+    return Val(tuple(str(i.value) for i in node.items if isinstance(i, Scalar)), dotted, v.loc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +87,7 @@ class ModelResult:
     locations: Mapping[str, Location]
     # What resolved, complete or not (None when no model facts were read at all): the degree rules use it.
     facts: ModelSpec | None = None  # the spec, or a partial one (0 = unknown) when the model is incomplete
+    experts_known: bool = True  # engine.config.resolve.Resolved.experts_known
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +302,77 @@ def _model_spec(facts: _Facts, name: str, seq_len: int, gated: bool) -> ModelSpe
         qk_nope_head_dim=iv("qk_nope_head_dim"),
         v_head_dim=iv("v_head_dim"),
         mtp_depth=iv("mtp_depth"),
+        attention_span=attention_span(merged, seq_len),
     )
+
+
+# Layer kinds by the names Hugging Face configs write in `layer_types` (GPT-OSS: sliding_attention /
+# full_attention; Qwen3-Next and Qwen3.5: linear_attention / full_attention).
+WINDOWED_LAYERS = frozenset({"sliding_attention", "sliding_window", "local_attention", "chunked_attention"})
+LINEAR_LAYERS = frozenset({"linear_attention", "gated_deltanet", "lightning_attention", "mamba"})
+
+
+def window_share(w: int, s: int) -> float:
+    """Causal attention's work with each query seeing at most w keys, against every earlier key: the score
+    matrix holds w·s − w²/2 of s²/2 entries, 2w/s − (w/s)² (1 from w ≥ s)."""
+    if w <= 0 or w >= s or s <= 0:
+        return 1.0
+    r = w / s
+    return 2 * r - r * r
+
+
+def layer_kinds(merged: Mapping[str, Val], layers: int) -> list[str]:
+    """Each decoder layer's attention: "full", "window" or "linear". `layer_types` names them; else Qwen3-Next's
+    `full_attention_interval` N (every N-th layer full, the others linear); else a `sliding_window` windows
+    every layer (Mistral) or, with `use_sliding_window`, the layers from `max_window_layers` on (Qwen2)."""
+    def val(key: str) -> object:
+        v = merged.get(key)
+        return v.value if v is not None else None
+
+    window = val("sliding_window")
+    windowed = isinstance(window, int) and not isinstance(window, bool) and window > 0
+    types = val("layer_types")
+    if isinstance(types, tuple) and types:
+        return [("window" if windowed else "full") if t in WINDOWED_LAYERS else
+                "linear" if t in LINEAR_LAYERS else "full" for t in (types * (layers // len(types) + 1))[:layers]]
+    interval = val("full_attention_interval")
+    if isinstance(interval, int) and interval > 0:
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)]
+    use = val("use_sliding_window")
+    if not windowed or use is False:
+        return ["full"] * layers
+    first = val("max_window_layers") if use is True else 0
+    first = first if isinstance(first, int) and not isinstance(first, bool) else 0
+    return ["window" if i >= first else "full" for i in range(layers)]
+
+
+def attention_span(merged: Mapping[str, Val], seq_len: int) -> float:
+    """The mean share of full causal attention's score-matrix work the decoder layers do at the trained length s
+    (1.0: every layer full; the cost model scales attention's core FLOPs by it, engine.cost.timing). A windowed
+    layer does window_share(w, s); a linear-attention layer none (its recurrence is said unpriced,
+    engine.validate.unpriced); DeepSeek-V3.2's sparse attention attends index_topk keys per query
+    (window_share(k, s)) after its lightning indexer scores every causal pair with index_n_heads heads of
+    index_head_dim (DeepSeek-V3.2-Exp report §2.1), a share index_n_heads·index_head_dim / (heads·(d_qk + d_v))
+    of the main attention's per-pair work."""
+    def iv(key: str) -> int:
+        v = merged.get(key)
+        return int(v.value) if v is not None and isinstance(v.value, int) and not isinstance(v.value, bool) else 0
+
+    layers = iv("num_hidden_layers")
+    if layers <= 0 or seq_len <= 0:
+        return 1.0
+    window = iv("sliding_window")
+    full = 1.0
+    topk, heads = iv("index_topk"), iv("num_attention_heads")
+    if topk > 0 and heads > 0:
+        head_dim = iv("head_dim") or iv("hidden_size") // heads
+        mla = iv("kv_lora_rank") > 0  # the cost model's attention shape (engine.cost.model.attn_shape)
+        d_qk = (iv("qk_nope_head_dim") or head_dim) + iv("qk_rope_head_dim") if mla else head_dim
+        d_v = (iv("v_head_dim") or head_dim) if mla else head_dim
+        full = window_share(topk, seq_len) + iv("index_n_heads") * iv("index_head_dim") / (heads * (d_qk + d_v))
+    share = {"full": full, "window": window_share(window, seq_len), "linear": 0.0}
+    kinds = layer_kinds(merged, layers)
+    return sum(share[k] for k in kinds) / len(kinds)
 
 
 def _foreign(report: Source, v: Val) -> Source:

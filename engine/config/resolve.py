@@ -35,7 +35,7 @@ from engine.config.model_facts import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search_config import Decl, SearchFacts, read_search
 from engine.config.stated_layout import layout_of
-from engine.config.train import DTYPES, NOT_PRICED, TrainFacts, base_dir_of, read_train
+from engine.config.train import DTYPES, NOT_PRICED, OPEN_END, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.config.vision import build_vision
 from engine.diagnostics import Diagnostic, Severity
@@ -60,6 +60,9 @@ class Resolved:
     # The model facts that resolved, also when `config.model` is None because some are missing: the degree
     # rules check what is known (an editor's half-written file is normal input). None: no model facts at all.
     model_facts: ModelSpec | None = None
+    # Whether the files say if the model has experts: not for a model an unreadable factory builds, or facts
+    # written beside a name that did not resolve (the rest of the model is the name's): no "dense model" rule.
+    experts_known: bool = True
 
     def loaded(self) -> Loaded:
         return Loaded(self.config, tuple(self.diagnostics), tuple(self.files))
@@ -167,6 +170,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
     out.train = facts
     model = _model(src, facts, None)
     out.model_facts = model.facts
+    out.experts_known = model.experts_known
     cluster, cluster_locs = build_cluster(src, None, facts.device_num, overrides)
     locations = _locations(facts, None)
     locations.update(cluster_locs)
@@ -243,6 +247,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         out.train = train
     model = _model(src, train, sf)
     out.model_facts = model.facts
+    out.experts_known = model.experts_known
     device_num = train.device_num if train is not None else None
     cluster, cluster_locs = build_cluster(src, sf.cluster, device_num, overrides)
     locations = _locations(train, sf)
@@ -382,7 +387,10 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         if not covered:
             # The model is whatever the name resolves to: the facts written beside it only override some of
             # it, so neither "missing" errors nor a dense/MoE judgement can be made without it.
-            return ModelResult(None, {})
+            return ModelResult(None, {}, experts_known=False)
+    unread = _unread_factory(train, sf)
+    if unread is not None:
+        return unread
     if not written and (train is None or train.pretrained is None):
         anchor = (sf.model_anchor if sf is not None and sf.model_anchor else
                   (train.model_anchor if train is not None and train.src is src else None))
@@ -404,7 +412,26 @@ def _model(src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> Mod
         anchor_val = sf.train_yaml if sf is not None else None
     result = build_model(layers, name=str(name), seq_len=seq, report=src,
                          anchor=anchor_val.loc if anchor_val else None, anchor_path="model")
+    if train is not None and (train.factory is not None or train.resolution_error is not None) and not any(
+            "num_experts" in layer for layer in layers):
+        result = replace(result, experts_known=False)
     return _with_vision(result, src, train, sf)
+
+
+def _unread_factory(train: TrainFacts | None, sf: SearchFacts | None) -> ModelResult | None:
+    """A model built by a factory this planner cannot read, from its own arguments alone (no config named, no
+    config_overrides, no search-config model): unknown, said once (HP205), never judged dense or MoE."""
+    if train is None or train.factory is None or train.pretrained is not None or train.overrides_anchor is not None:
+        return None
+    if sf is not None and sf.model_fields:
+        return None
+    f = train.factory
+    train.src.diag("HP205", f"model built by the factory '{f.value}', which hp-plan cannot read offline: the keys "
+                   "beside it are its own arguments, so the model stays unknown. State its facts in "
+                   "model.config_overrides (num_hidden_layers, hidden_size, num_attention_heads, vocab_size, and the "
+                   "experts if any) to price it", f.loc.value, f.path, severity=Severity.WARNING,
+                   data={"factory": str(f.value)})
+    return ModelResult(None, {}, experts_known=False)
 
 
 def _with_vision(result: ModelResult, src: Source, train: TrainFacts | None, sf: SearchFacts | None) -> ModelResult:
@@ -511,7 +538,11 @@ def _mode(v: Val | None) -> str:
 
 
 def _layers(train: TrainFacts) -> tuple[tuple[int, int, Any], ...]:
-    return train.recompute_layers
+    """The per-layer ranges; a trainer range with `count: null` runs to the model's last layer."""
+    n = train.overrides.get("num_hidden_layers") or train.catalog_fields.get("num_hidden_layers")
+    last = int(n.value) - 1 if n is not None and isinstance(n.value, int) and n.value > 0 else None
+    return tuple((a, min(b, last) if b == OPEN_END and last is not None else b, m)
+                 for a, b, m in train.recompute_layers)
 
 
 def _offload(src: Source, sf: SearchFacts, request: str, cluster: ClusterSpec | None) -> float:

@@ -143,3 +143,48 @@ SEARCH = _s(
     },
     open=False,
 )
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# The AutoModels trainer's strict resolver ([HP] Corrections, "The AutoModels trainer is strict"): the root fields
+# and the fields of the dataclass sections it checks, as the union over its builds (the pipeline keys are in the
+# builds that pipeline; `dry_run` and `codegen` in some builds). Anything else there the trainer refuses with
+# "unknown configuration fields: [...]". `_target_` sections are checked against their callable instead.
+TRAINER_ROOT_FIELDS = _words(
+    "model optimizer lr_scheduler loss_fn flops_estimator model_init_dtype training accelerator fsdp_config "
+    "plan_overrides mixed_precision activation_checkpoint activation_swap compile dataset dataloader "
+    "packed_sequence checkpoint debug model_integration wandb profiling magi peft dry_run codegen")
+TRAINER_SECTION_FIELDS: dict[str, frozenset[str]] = {
+    "accelerator": _words("tp_size cp_size ep_size pp_size sequence_parallel loss_parallel pp_micro_batch_num "
+                          "pp_schedule pp_vpp pp_layer_split"),
+    "fsdp_config": _words("dp_shard_size edp_shard_size replicate_params mix_precision enable_offload "
+                          "reshard_after_forward reshard_after_backward requires_grad_sync forward_prefetch_depth "
+                          "backward_prefetch_depth comm_fusion comm_fusion_zero_copy"),
+    "activation_checkpoint": _words("mode swap_inputs layer_ranges"),
+}
+# Keys only the search (HyperParallel's, or hp-plan's extensions) reads in a train.yaml: the trainer refuses them.
+SEARCH_ONLY_KEYS: dict[str, frozenset[str]] = {
+    "": frozenset({"context"}),
+    "accelerator": _words(
+        "context_parallel_algo pipeline_scheduler pp_interleave_num dp_replicate expert_tensor_parallel_degree "
+        "optimizer_weight_shard_size enable_parallel_optimizer tp_comm_overlap overlap_grad_reduce "
+        "overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion "
+        "gemm_gradient_accumulation_fusion fp8 " + LAYOUT_KEY_NAMES),
+    "training": frozenset({"micro_batch_num"}),
+    "activation_checkpoint": _words("layers recompute_slice_activation selective_policy recompute_modules"),
+}
+
+
+def _all_keys(section: Section) -> frozenset[str]:
+    out = set(section.read | section.known)
+    for name, child in section.children.items():
+        out |= {name} | _all_keys(child)
+    return frozenset(out)
+
+
+# Every key some section of some dialect holds: never a typo of another one (engine.validate.trainer).
+KNOWN_ANYWHERE = (_all_keys(TRAIN_AUTOMODELS) | _all_keys(TRAIN_LEGACY) | TRAINER_ROOT_FIELDS
+                  | frozenset().union(*TRAINER_SECTION_FIELDS.values()))

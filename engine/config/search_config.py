@@ -32,7 +32,7 @@ SEQ_KEYS = ("max_position_embeddings", "seq_length", "seq_len", "max_seq_len")
 RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
                       "true": "full", "auto": "auto", "per_layer": "per_layer"}
 FRAMEWORK_NAMES = {**{k: k for k in FRAMEWORKS}, **FRAMEWORK_ALIASES}
-SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved"}
+SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved", "gpipe": "gpipe"}
 
 
 @dataclass(frozen=True, slots=True)

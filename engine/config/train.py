@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
-from engine.config.model_facts import read_model_fields
+from engine.config.model_facts import REQUIRED, read_model_fields
 from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
 from engine.config.stated_layout import read_layout, read_offset
 from engine.config.vision import read_vision, vision_anchor
@@ -29,11 +29,17 @@ OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"
                 "moe_a2a_overlap", "gradient_accumulation_fusion", "gemm_gradient_accumulation_fusion")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
                       "op": "op", "torchtitan": "op", "modules": "modules"}
+# Pipeline schedules by the names the trainer (`pp_schedule`: gpipe | 1f1b) and the search (`pipeline_scheduler`)
+# write them; HyperParallel runs ScheduleGPipe, Schedule1F1B and ScheduleInterleaved1F1B ([HP] Corrections 1).
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
-                       "vpp": "interleaved"}
+                       "vpp": "interleaved", "gpipe": "gpipe"}
 CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
             "hybrid": "hybrid", "hybrid_cp": "hybrid"}
 DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
+# `torch_dtype: auto` is Transformers' default: the checkpoint's own dtype, bf16 for every model upstream ships
+# ([HP] Corrections, "Model fields pass through").
+TORCH_DTYPES = {**{k: k for k in DTYPES}, "auto": "auto"}
+AUTO_DTYPE_BYTES = 2
 
 
 def detect_schema(root: Map) -> str | None:
@@ -56,6 +62,7 @@ class TrainFacts:
     resolution_source: str = ""
     overrides: dict[str, Val] = field(default_factory=dict)
     model_anchor: Val | None = None  # the `model` key, for "missing field" diagnostics
+    factory: Val | None = None  # model._target_ when it is no Hugging Face loader this planner reads (read_factory)
     overrides_anchor: Val | None = None  # the `config_overrides` key
     seq_len: Val | None = None
     degrees: dict[str, Val] = field(default_factory=dict)
@@ -109,7 +116,7 @@ def read_train(src: Source, *, base_dir: str | None) -> TrainFacts | None:
     read_optimizer(facts, root)
     if schema == "legacy":  # enabled and param_dtype were read with the strategy (_read_legacy_precision)
         read_reduce_dtype(facts, facts.src.section(facts.src.section(root, "train", "train"), "mixed_precision",
-                                                   "train.mixed_precision"), "train.")
+                                                   "train.mixed_precision"), "train.mixed_precision")
     else:
         read_mixed_precision(facts, root)
     _read_recompute_layers(facts, root)
@@ -124,10 +131,16 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         if kn is not None:
             facts.model_anchor = Val(None, "model", src.location(kn, root.get("model")))
     facts.name = src.str_(model, "name", "model.name")
+    facts.factory = read_factory(src, model) if facts.schema == "automodels" else None
     # config_path: the from-config factories' name for the same thing ([HP] §2.5, ttachon recipes).
+    # The legacy trainer loads its model from `model.weights_path` ([HP] §2.6).
     facts.pretrained = (src.str_(model, "pretrained_model_name_or_path", "model.pretrained_model_name_or_path")
-                        or src.str_(model, "config_path", "model.config_path"))
+                        or src.str_(model, "config_path", "model.config_path")
+                        or (_path_or_none(src, model, "weights_path") if facts.schema == "legacy" else None))
     overrides = src.section(model, "config_overrides", "model.config_overrides")
+    if overrides is None and model is not None and isinstance(model.get("model_config"), Map):
+        # MindFormers' layout (the fast-tuner's example configs, [HP] §5.15): the model's facts under model_config.
+        overrides = src.section(model, "model_config", "model.model_config")
     if model is not None and "config_overrides" in model:
         okn = model.key_node("config_overrides")
         if okn is not None:
@@ -135,14 +148,30 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
     # Model facts beside `_target_` are the factory's (or from_pretrained's) keyword overrides of the named
     # config; config_overrides, when also given, win ([HP] §2.5: explicit overrides always win).
     direct = read_model_fields(src, model, "model") if facts.schema == "automodels" else {}
-    facts.overrides = {**direct, **read_model_fields(src, overrides, "model.config_overrides")}
+    mindformers = model is not None and "config_overrides" not in model and overrides is not None
+    prefix = "model.model_config" if mindformers else "model.config_overrides"
+    # A vision-language model's language facts may sit under config_overrides.text_config (Hugging Face's nesting).
+    text_config = src.section(overrides, "text_config", f"{prefix}.text_config")
+    facts.overrides = {**direct, **read_model_fields(src, text_config, f"{prefix}.text_config"),
+                       **read_model_fields(src, overrides, prefix)}
+    if mindformers and facts.seq_len is None:  # MindFormers' model_config.seq_length is the trained length
+        facts.seq_len = src.int_(overrides, "seq_length", "model.model_config.seq_length")
     _read_vision(facts, model, overrides)
+    if facts.pretrained is not None and facts.pretrained.path == "model.weights_path" and all(
+            f in facts.overrides for f in REQUIRED):
+        # Upstream's legacy reader builds the model from name + config_overrides alone ([HP] §2.6): a complete
+        # one needs nothing from the weights' directory, which exists where the trainer runs.
+        facts.pretrained = None
     if facts.pretrained is not None:
         res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
         if res.error is not None:
             facts.resolution_error = res.error
         else:
             facts.resolution_source = res.source
+            if res.by_last_component:
+                src.diag("HP214", f"'{facts.pretrained.value}' is not a directory here: priced as {res.model_id}, "
+                         f"the catalog model its last component '{res.by_last_component}' names",
+                         facts.pretrained.loc.value, facts.pretrained.path, data={"model": res.model_id})
             facts.catalog_fields = {
                 k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items() if k != "vision"
             }
@@ -151,11 +180,11 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
                 facts.catalog_vision = {k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in tower.items()}
     # The compute width: torch_dtype, else compute_dtype (a run key beside it, or a model-spec field in the
     # overrides, [HP] §2.4-§2.5), else the legacy train.mixed_precision.param_dtype (_read_legacy).
-    dtype = (src.choice(model, "torch_dtype", "model.torch_dtype", {k: k for k in DTYPES})
+    dtype = (src.choice(model, "torch_dtype", "model.torch_dtype", TORCH_DTYPES)
              or src.choice(model, "compute_dtype", "model.compute_dtype", {k: k for k in DTYPES})
              or src.choice(overrides, "compute_dtype", "model.config_overrides.compute_dtype", {k: k for k in DTYPES}))
     if dtype is not None:  # else keeps the legacy train.mixed_precision.param_dtype, read first
-        facts.param_bytes = Val(DTYPES[dtype.value], dtype.path, dtype.loc)
+        facts.param_bytes = Val(DTYPES.get(dtype.value, AUTO_DTYPE_BYTES), dtype.path, dtype.loc)
     # The stored weights' width: the AutoModels root model_init_dtype (the dtype the trainer builds the model in,
     # above param_init_type in upstream's B_p precedence, [HP] §6.3), else model.param_init_type.
     init = (src.choice(root, "model_init_dtype", "model_init_dtype", {k: k for k in DTYPES})
@@ -173,21 +202,49 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
                *facts.layout.values())
 
 
+# Loaders whose keyword arguments are the Hugging Face config's ([HP] §2.5): AutoModel classes' from_pretrained /
+# from_config. Any other `_target_` is a factory with arguments of its own.
+HF_LOADERS = (".from_pretrained", ".from_config")
+
+
+def read_factory(src: Source, model: Map | None) -> Val | None:
+    """`model._target_` when it names a factory this planner cannot read (not an AutoModel loader): the model it
+    builds is unknown unless the file names a config or states the facts ([HP] Corrections: keys beside a
+    `_target_` are the factory's arguments)."""
+    v = src.val(model, "_target_", "model._target_")
+    if v is None or not isinstance(v.value, str) or v.value.strip().endswith(HF_LOADERS):
+        return None
+    return v
+
+
+def _path_or_none(src: Source, model: Map | None, key: str) -> Val | None:
+    """A path the file states (`weights_path: null` states none)."""
+    node = model.get(key) if model is not None else None
+    if isinstance(node, Scalar) and node.value is None:
+        return None
+    return src.str_(model, key, f"model.{key}")
+
+
 def read_mixed_precision(facts: TrainFacts, root: Map) -> None:
     """The AutoModels `mixed_precision: {enabled, param_dtype, reduce_dtype}` (HyperParallel's recipes; PyTorch
-    FSDP2's MixedPrecisionPolicy names, [PT-FSDP2]). `param_dtype` is the width weights are gathered and
-    computed in ([HP] §6.3: it wins over torch_dtype); `reduce_dtype` the gradients' width (read_reduce_dtype);
-    `enabled: false` keeps every state in the weights' own dtype (engine.config.resolve._state_widths)."""
+    FSDP2's MixedPrecisionPolicy names, [PT-FSDP2]), and the newer trainer's `fsdp_config.mix_precision` (the
+    dtypes; the root section keeps only `enabled`, [HP] Corrections). `param_dtype` is the width weights are
+    gathered and computed in ([HP] §6.3: it wins over torch_dtype); `reduce_dtype` the gradients' width
+    (read_reduce_dtype); `enabled: false` keeps every state in the weights' own dtype
+    (engine.config.resolve._state_widths)."""
     src = facts.src
     mp = src.section(root, "mixed_precision", "mixed_precision")
-    if mp is None:
-        return
-    facts.mp_enabled = src.bool_(mp, "enabled", "mixed_precision.enabled")
-    pd = src.choice(mp, "param_dtype", "mixed_precision.param_dtype", {k: k for k in DTYPES})
-    if pd is not None and (facts.mp_enabled is None or facts.mp_enabled.value):
-        facts.param_bytes = Val(DTYPES[pd.value], pd.path, pd.loc)
-    facts.note(facts.mp_enabled, pd)
-    read_reduce_dtype(facts, mp, "")
+    fsdp = src.section(root, "fsdp_config", "fsdp_config")
+    fmp = src.section(fsdp, "mix_precision", "fsdp_config.mix_precision")
+    if mp is not None:
+        facts.mp_enabled = src.bool_(mp, "enabled", "mixed_precision.enabled")
+    for sec, prefix in ((fmp, "fsdp_config.mix_precision"), (mp, "mixed_precision")):
+        pd = src.choice(sec, "param_dtype", f"{prefix}.param_dtype", {k: k for k in DTYPES})
+        if pd is not None and (facts.mp_enabled is None or facts.mp_enabled.value):
+            facts.param_bytes = Val(DTYPES[pd.value], pd.path, pd.loc)
+        facts.note(pd)
+        read_reduce_dtype(facts, sec, prefix)
+    facts.note(facts.mp_enabled)
 
 
 # States per parameter by optimizer family (the class name the trainer builds, case-insensitive substring):
@@ -219,8 +276,8 @@ def read_optimizer(facts: TrainFacts, root: Map) -> None:
 
 
 def read_reduce_dtype(facts: TrainFacts, mp: Map | None, prefix: str) -> None:
-    """`<prefix>mixed_precision.reduce_dtype`: the gradients' width while mixed precision is on."""
-    rd = facts.src.choice(mp, "reduce_dtype", f"{prefix}mixed_precision.reduce_dtype", {k: k for k in DTYPES})
+    """`<prefix>.reduce_dtype` (a mixed-precision section): the gradients' width while mixed precision is on."""
+    rd = facts.src.choice(mp, "reduce_dtype", f"{prefix}.reduce_dtype", {k: k for k in DTYPES})
     if rd is not None and (facts.mp_enabled is None or facts.mp_enabled.value):
         facts.grad_dtype = Val(DTYPES[rd.value], rd.path, rd.loc)
     facts.note(rd)
@@ -324,8 +381,9 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         deg["fsdp"] = shard
     facts.reshard_after_forward = src.bool_(fsdp, "reshard_after_forward", "fsdp_config.reshard_after_forward")
     facts.pipeline_schedule = (src.choice(acc, "pipeline_scheduler", "accelerator.pipeline_scheduler",
-                                          PIPELINE_SCHEDULERS) or _trainer_schedule(src, acc))
-    facts.cp_algo = src.choice(acc, "context_parallel_algo", "accelerator.context_parallel_algo", CP_ALGOS)
+                                          PIPELINE_SCHEDULERS) or _trainer_schedule(src, acc, "accelerator", vpp))
+    facts.cp_algo = (src.choice(acc, "context_parallel_algo", "accelerator.context_parallel_algo", CP_ALGOS)
+                     or read_plan_cp_algo(src, root))
     _read_parallel_optimizer(facts, acc, "accelerator")
     for key in OVERLAP_KEYS:
         ov = src.bool_(acc, key, f"accelerator.{key}")
@@ -351,6 +409,47 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
                *facts.overlaps.values(), *facts.layout.values())
 
 
+# The trainer's CP wrappers (plan_overrides `inner_wrapper`: a registry name such as sdpa_hf_ulysses, or a Target
+# such as ...cp_wrappers.sdpa_hf_ulysses_cp_wrapper) and the batcher's `cp_algorithm`, by the algorithm named in
+# them ([HP] Corrections: plan_overrides is where the trainer chooses the CP algorithm).
+CP_WRAPPER_WORDS = (("ulysses", "ulysses"), ("hybrid", "hybrid"), ("ring", "ring"), ("colossal", "ring"),
+                    ("p2p", "ring"))
+
+
+def _cp_algo_named(text: str) -> str | None:
+    low = text.lower()
+    return next((algo for word, algo in CP_WRAPPER_WORDS if word in low), None)
+
+
+def read_plan_cp_algo(src: Source, root: Map) -> Val | None:
+    """The CP algorithm a trainer file chooses: a `plan_overrides` entry with `when: cp` and its `inner_wrapper`,
+    else `dataloader.get_batch.cp_algorithm`. A wrapper whose name says no algorithm is said unpriced at the key
+    (HP112) and priced as ring, the search's default ([HP] §3.5)."""
+    po = root.get("plan_overrides")
+    for item in po.items if isinstance(po, Seq) else []:
+        hit = src.raw(item, "inner_wrapper", "plan_overrides.inner_wrapper") if isinstance(item, Map) else None
+        if hit is None:
+            continue
+        kn, vn = hit
+        when = item.get("when") if isinstance(item, Map) else None
+        target = vn.get("_target_") if isinstance(vn, Map) else vn
+        strategy = vn.get("strategy") if isinstance(vn, Map) else None  # a CP wrapper's own algorithm argument
+        text = " ".join(str(n.value) for n in (target, strategy) if isinstance(n, Scalar) and isinstance(n.value, str))
+        if not ((isinstance(when, Scalar) and when.value == "cp") or "cp_wrapper" in text):
+            continue
+        algo = _cp_algo_named(text)
+        if algo is not None:
+            return Val(algo, "plan_overrides.inner_wrapper", src.location(kn, vn))
+        src.diag("HP112", f"{NOT_PRICED}: plan_overrides.inner_wrapper '{text}': a CP wrapper whose algorithm "
+                 "hp-plan cannot tell is priced as ring attention", kn.range, "plan_overrides.inner_wrapper")
+        return None
+    loader = src.section(root, "dataloader", "dataloader")
+    batch = src.section(loader, "get_batch", "dataloader.get_batch")
+    v = src.val(batch, "cp_algorithm", "dataloader.get_batch.cp_algorithm")
+    algo = _cp_algo_named(v.value) if v is not None and isinstance(v.value, str) else None
+    return Val(algo, v.path, v.loc) if v is not None and algo is not None else None
+
+
 def _read_context(facts: TrainFacts, context: Map | None) -> None:
     """`context.device_num` and `context.max_device_memory` ("54GB"): both schemas state them there."""
     src = facts.src
@@ -365,21 +464,24 @@ def _read_context(facts: TrainFacts, context: Map | None) -> None:
             facts.max_device_memory = Val(gb, mem.path, mem.loc)
 
 
-def _trainer_schedule(src: Source, acc: Map | None) -> Val | None:
-    """The trainer's `accelerator.pp_schedule` (1f1b, interleaved_1f1b, ...). A schedule this planner does not
-    price is said so at the key and priced as 1F1B, not refused: the trainer runs it."""
-    v = src.val(acc, "pp_schedule", "accelerator.pp_schedule")
+def _trainer_schedule(src: Source, acc: Map | None, prefix: str, vpp: Val | None) -> Val | None:
+    """The trainer's `pp_schedule` (gpipe | 1f1b; AutoModels `accelerator.`, legacy `train.accelerator.`); with
+    `pp_vpp` > 1 a 1F1B schedule runs interleaved (ScheduleInterleaved1F1B, [HP] Corrections 1). A schedule this
+    planner does not price is said so at the key and priced as 1F1B, not refused: the trainer runs it."""
+    v = src.val(acc, "pp_schedule", f"{prefix}.pp_schedule")
+    interleaved = vpp is not None and int(vpp.value) > 1
     if v is None:
-        return None
+        return Val("interleaved", vpp.path, vpp.loc) if vpp is not None and interleaved else None
     text = str(v.value).strip().lower() if isinstance(v.value, str) else None
     if text in PIPELINE_SCHEDULERS:
-        return Val(PIPELINE_SCHEDULERS[text], v.path, v.loc)
+        name = PIPELINE_SCHEDULERS[text]
+        return Val("interleaved" if name == "1F1B" and interleaved else name, v.path, v.loc)
     if text is None:
-        src.diag("HP106", f"accelerator.pp_schedule must be a schedule name such as 1f1b, got {v.value!r}",
+        src.diag("HP106", f"{prefix}.pp_schedule must be a schedule name such as 1f1b, got {v.value!r}",
                  v.loc.value, v.path)
         return None
-    src.diag("HP112", f"{NOT_PRICED}: pipeline schedule '{v.value}' is priced as 1F1B (hp-plan prices 1f1b and "
-             "interleaved_1f1b)", v.loc.key, v.path)
+    src.diag("HP112", f"{NOT_PRICED}: pipeline schedule '{v.value}' is priced as 1F1B (hp-plan prices gpipe, 1f1b "
+             "and interleaved 1f1b)", v.loc.key, v.path)
     return None
 
 
@@ -421,16 +523,7 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     if sp is not None:
         deg["sequence_parallel"] = Val(int(bool(sp.value)), sp.path, sp.loc)
     _read_parallel_optimizer(facts, acc, "train.accelerator")
-    for dim, key in (("tp", "tp_degree"), ("pp", "pipeline_parallel_degree"), ("cp", "context_parallel_degree"),
-                     ("ep", "expert_parallel_degree"), ("etp", "expert_tensor_parallel_degree"),
-                     ("fsdp", "dp_shard")):
-        v = src.int_(acc, key, f"train.accelerator.{key}", allow=(0,) if dim == "etp" else ())
-        if v is not None:
-            deg[dim] = v
-    facts.dp_replicate = src.int_(acc, "dp_replicate", "train.accelerator.dp_replicate")
-    if facts.dp_replicate is not None:
-        shard = int(deg["fsdp"].value) if "fsdp" in deg else 1
-        deg["dp"] = Val(int(facts.dp_replicate.value) * shard, facts.dp_replicate.path, facts.dp_replicate.loc)
+    _read_legacy_degrees(facts, acc)
     facts.recompute = src.choice(gc, "activation_checkpoint", "train.gradient_checkpointing.activation_checkpoint",
                                  RECOMPUTE_MODES)
     _read_legacy_precision(facts, train)
@@ -438,6 +531,38 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     _read_context(facts, src.section(root, "context", "context"))
     facts.note(facts.global_batch_size, facts.dp_replicate, *deg.values(), facts.recompute, facts.seq_len,
                facts.optimizer_shard, facts.device_num, facts.max_device_memory)
+
+
+# The legacy trainer's own `train.accelerator` names ([HP] Corrections: dp, dp_shard, tp, cp, pp, ep, etp, pp_vpp,
+# pp_micro_batch_num) and the names upstream's search reads there (tp_degree, ...): both spellings, the
+# trainer's first.
+LEGACY_DEGREES = (("tp", ("tp", "tp_degree")), ("pp", ("pp", "pipeline_parallel_degree")),
+                  ("cp", ("cp", "context_parallel_degree")), ("ep", ("ep", "expert_parallel_degree")),
+                  ("etp", ("etp", "expert_tensor_parallel_degree")), ("fsdp", ("dp_shard", "dp")),
+                  ("vpp", ("pp_vpp",)))
+
+
+def _read_legacy_degrees(facts: TrainFacts, acc: Map | None) -> None:
+    """The legacy degrees. `dp_shard: -1` is every remaining rank (kept as -1: the whole data-parallel domain,
+    engine.config.resolve), `etp: 0` means etp = tp; `dp` is the trainer's older name for `dp_shard`; a
+    `pp_schedule` with `pp_vpp` > 1 runs interleaved."""
+    src = facts.src
+    deg = facts.degrees
+    for dim, keys in LEGACY_DEGREES:
+        allow = (0,) if dim == "etp" else (-1,) if dim == "fsdp" else ()
+        v = next((x for x in (src.int_(acc, k, f"train.accelerator.{k}", allow=allow) for k in keys)
+                  if x is not None), None)
+        if v is not None:
+            deg[dim] = v
+    mbn = src.int_(acc, "pp_micro_batch_num", "train.accelerator.pp_micro_batch_num")
+    if mbn is not None and "micro_batch_num" not in deg:
+        deg["micro_batch_num"] = mbn
+    facts.dp_replicate = src.int_(acc, "dp_replicate", "train.accelerator.dp_replicate")
+    shard = int(deg["fsdp"].value) if "fsdp" in deg else 1
+    if facts.dp_replicate is not None and shard > 0:
+        deg["dp"] = Val(int(facts.dp_replicate.value) * shard, facts.dp_replicate.path, facts.dp_replicate.loc)
+    facts.pipeline_schedule = _trainer_schedule(src, acc, "train.accelerator", deg.get("vpp"))
+    facts.note(facts.pipeline_schedule)
 
 
 def _read_legacy_precision(facts: TrainFacts, train: Map | None) -> None:
@@ -456,10 +581,19 @@ def _read_legacy_precision(facts: TrainFacts, train: Map | None) -> None:
         facts.note(facts.param_bytes)
 
 
+# A trainer `layer_ranges` entry with `count: null` runs to the last layer (clamped where the model is known,
+# engine.config.resolve._layers).
+OPEN_END = 1 << 30
+
+
 def _read_recompute_layers(facts: TrainFacts, root: Map) -> None:
-    """`activation_checkpoint.layers: {"0-9": full, "40": off}` (docs/formats.md §1, ext)."""
+    """`activation_checkpoint.layers: {"0-9": full, "40": off}` (docs/formats.md §1, ext), or the newer trainer's
+    own `activation_checkpoint.layer_ranges: [{first, count, mode}]` ([HP] Corrections 2)."""
     src = facts.src
     ac = root.get("activation_checkpoint")
+    if isinstance(ac, Map) and isinstance(ac.get("layer_ranges"), Seq):
+        _read_layer_ranges(facts, ac)
+        return
     layers = ac.get("layers") if isinstance(ac, Map) else None
     if layers is None or (isinstance(layers, Scalar) and layers.value is None):
         return
@@ -478,6 +612,30 @@ def _read_recompute_layers(facts: TrainFacts, root: Map) -> None:
         mode = src.choice(layers, key, dotted, RECOMPUTE_MODES)
         if mode is not None:
             out.append((first_last[0], first_last[1], str(mode.value)))
+    facts.recompute_layers = tuple(sorted(out))
+
+
+def _read_layer_ranges(facts: TrainFacts, ac: Map) -> None:
+    """`layer_ranges: [{first: 0, count: 8, mode: full}, {first: 8, count: null, mode: off}]`: ordered ranges that
+    override `mode`; only the last `count` may be null (to the last layer)."""
+    src = facts.src
+    ranges = ac.get("layer_ranges")
+    out: list[tuple[int, int, str]] = []
+    for i, item in enumerate(ranges.items if isinstance(ranges, Seq) else []):
+        dotted = f"activation_checkpoint.layer_ranges[{i}]"
+        if not isinstance(item, Map):
+            src.diag("HP107", f"{dotted} must be a mapping {{first, count, mode}}", item.range, dotted)
+            continue
+        first = src.int_(item, "first", f"{dotted}.first", minimum=0)
+        count_node = item.get("count")
+        to_end = count_node is None or (isinstance(count_node, Scalar) and count_node.value is None)
+        count = None if to_end else src.int_(item, "count", f"{dotted}.count")
+        mode = src.choice(item, "mode", f"{dotted}.mode", RECOMPUTE_MODES)
+        if first is None or mode is None or (count is None and not to_end):
+            continue
+        a = int(first.value)
+        b = a + int(count.value) - 1 if count is not None else OPEN_END
+        out.append((a, b, str(mode.value)))
     facts.recompute_layers = tuple(sorted(out))
 
 

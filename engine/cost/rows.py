@@ -186,8 +186,17 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         links=Links(cluster.cards_per_node, cluster.intra_node_gb_s, cluster.inter_node_gb_s,
                     full_mesh=dev.full_mesh, coll_eff_intra=dev.coll_eff_intra),
         counts=counts, counts_m=counts_m, mode_row=np.clip(table.recompute, 0, 2), first=stage_idx == 0,
-        last=last, valid=stage_idx < p_i[:, None], mf=_in_flight_distinct(m, run, p_i, v_i, mb, P),
+        last=last, valid=stage_idx < p_i[:, None],
+        mf=_gpipe_in_flight(table.schedule, mb, _in_flight_distinct(m, run, p_i, v_i, mb, P)),
     )
+
+
+def _gpipe_in_flight(schedule: np.ndarray, mb: np.ndarray, mf: np.ndarray) -> np.ndarray:
+    """GPipe runs every micro-batch's forward before any backward (NAR21 §2.2.1; HyperParallel's ScheduleGPipe,
+    [HP] Corrections 1), so each stage holds all m micro-batches' activations at its peak, where 1F1B holds
+    min(p − i, m); its bubble is 1F1B's (v = 1)."""
+    gpipe = (schedule == 2)[:, None] & (mf > 0)
+    return np.where(gpipe, mb[:, None], mf) if gpipe.any() else mf
 
 
 def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

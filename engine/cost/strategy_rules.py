@@ -134,16 +134,12 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
 
 def check_framework(config: Config, s: Strategy) -> list[Problem]:
     """What the framework that runs the plan cannot execute or does not offer (engine.catalog.frameworks):
-    pipeline parallelism or a schedule its trainer does not run (HP530), a selective policy it does not offer
+    a pipeline schedule its trainer does not run (HP530), a selective policy it does not offer
     (HP531, priced with its own), FP8 on a device without FP8 GEMMs (HP532, priced in BF16), an expert-parallel
     overlap the stack does not offer (HP533, priced without it: engine.cost.communication._ep_comm)."""
     fw = framework_of(config.run)
     out: list[Problem] = []
-    if s.pp > 1 and not fw.pipelines:
-        out.append(Problem("HP530", f"{fw.name}: its trainer does not pipeline (no PipelineStage; pp > 1 trains "
-                           f"replicas, [HP] §2.5), so pp {s.pp} cannot run as priced; use pp 1, or "
-                           "name the framework that runs it (estimator.framework, --framework)", "pp"))
-    elif s.pp > 1 and s.pipeline_schedule not in fw.schedules:
+    if s.pp > 1 and s.pipeline_schedule not in fw.schedules:
         out.append(Problem("HP530", f"{fw.name} does not run the {s.pipeline_schedule} schedule "
                            f"(it runs {', '.join(fw.schedules)})", "schedule"))
     stated_policy = config.run.selective_policy

@@ -178,7 +178,8 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     into cp calls, so short chunks run below a whole sequence's efficiency (FlashAttention at short
     sequence lengths, Dao 2023 Fig. 4-5)."""
     a = r.attn
-    core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t
+    # attention_span: windows, linear-attention layers and sparse attention's share (engine.config.model).
+    core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t * r.model.attention_span
     if r.model.use_flash_attention:
         causal = 0.5 * core  # causal blocks skipped
         eff = size_factor(causal / attention_calls(r))

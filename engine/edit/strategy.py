@@ -31,8 +31,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from engine.config.kind import classify, shape_of_data  # the reader's rule
-from engine.config.train import PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
+from engine.config.kind import classify, shape_of_data, trainer_runs  # the reader's rule
+from engine.config.train import LEGACY_DEGREES, PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
 from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, keeps_bom, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.specs import PipelineLayout, RecomputeMode, RecomputePlan, Strategy
@@ -44,24 +44,33 @@ AUTOMODELS_ORDER: Order = {
          "dataset", "context"),
     ("training",): ("train_iters", "global_batch_size", "micro_batch_size", "micro_batch_num"),
     ("accelerator",): ("tp_size", "pp_size", "cp_size", "ep_size", "expert_tensor_parallel_degree",
-                       "sequence_parallel", "pp_interleave_num", "pipeline_scheduler", "context_parallel_algo",
+                       "sequence_parallel", "pp_micro_batch_num", "pp_schedule", "pp_vpp", "pp_interleave_num",
+                       "pipeline_scheduler", "context_parallel_algo",
                        "optimizer_weight_shard_size", "account_for_embedding_in_pipeline_split",
                        "account_for_loss_in_pipeline_split"),
     ("fsdp_config",): ("dp_shard_size", "edp_shard_size", "reshard_after_forward"),
-    ("activation_checkpoint",): ("mode", "selective_policy", "recompute_modules", "layers"),
+    ("activation_checkpoint",): ("mode", "selective_policy", "recompute_modules", "layers", "layer_ranges"),
 }
 LEGACY_ORDER: Order = {
     (): ("model", "train", "data"),
     ("train",): ("global_batch_size", "micro_batch_size", "micro_batch_num", "mixed_precision", "accelerator",
                  "gradient_checkpointing"),
-    ("train", "accelerator"): ("dp_shard", "dp_replicate", "tp_degree", "pipeline_parallel_degree",
-                               "context_parallel_degree", "expert_parallel_degree",
+    ("train", "accelerator"): ("dp", "dp_shard", "dp_replicate", "tp", "tp_degree", "cp", "pp",
+                               "pipeline_parallel_degree", "pp_micro_batch_num", "pp_schedule", "pp_vpp",
+                               "context_parallel_degree", "ep", "expert_parallel_degree", "etp",
                                "expert_tensor_parallel_degree", "use_seq_parallel", "enable_parallel_optimizer",
                                "optimizer_weight_shard_size"),
     ("train", "gradient_checkpointing"): ("activation_checkpoint",),
 }
 
-SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b"}
+SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b", "gpipe": "gpipe"}
+# The trainer's own `pp_schedule` names ([HP] Corrections 1: gpipe | 1f1b; interleaved = 1f1b with pp_vpp > 1).
+TRAINER_SCHEDULES = {"1F1B": "1f1b", "interleaved": "1f1b", "gpipe": "gpipe"}
+
+
+def runs_in_trainer(data: Any) -> bool:
+    """Whether the AutoModels trainer itself runs the loaded file (engine.config.kind.trainer_runs)."""
+    return isinstance(data, dict) and trainer_runs(shape_of_data(data))
 
 
 def detect_schema(data: Any) -> Schema:
@@ -132,13 +141,11 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
     if schema == "legacy":
         acc = ("train", "accelerator")
         return {
-            "dp_shard": _int_or(data, (*acc, "dp_shard"), 1),
+            "dp_shard": _int_or(data, (*acc, legacy_key(data, "fsdp")), 1),
             "dp_replicate": _int_or(data, (*acc, "dp_replicate"), 1),
-            "tp": _int_or(data, (*acc, "tp_degree"), 1),
-            "pp": _int_or(data, (*acc, "pipeline_parallel_degree"), 1),
-            "cp": _int_or(data, (*acc, "context_parallel_degree"), 1),
-            "ep": _int_or(data, (*acc, "expert_parallel_degree"), 1),
-            "etp": _int_or(data, (*acc, "expert_tensor_parallel_degree"), 1),
+            **{dim: _int_or(data, (*acc, legacy_key(data, dim)), 1) for dim in ("tp", "pp", "cp", "ep", "etp")},
+            "vpp": _int_or(data, (*acc, "pp_vpp"), 1),
+            "pipeline_schedule": _read_schedule(data, acc, "pipeline_scheduler"),
             "micro_batch_size": _int_or(data, ("train", "micro_batch_size"), 1),
             "micro_batch_num": _int_or(data, ("train", "micro_batch_num"), 1),
             "global_batch_size": _int_or(data, ("train", "global_batch_size"), 0),
@@ -152,18 +159,20 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
             else _int_or(data, (*acc, "optimizer_weight_shard_size"), 1),
         }
     mode = as_mode(value_at(data, ("activation_checkpoint", "mode")))
-    layers = as_layers(value_at(data, ("activation_checkpoint", "layers")))
+    ranges = value_at(data, ("activation_checkpoint", "layer_ranges"))
+    layers = as_ranges(ranges) if ranges is not MISSING else as_layers(value_at(data, ("activation_checkpoint",
+                                                                                     "layers")))
     return {
         "tp": _int_or(data, ("accelerator", "tp_size"), 1),
         "pp": _int_or(data, ("accelerator", "pp_size"), 1),
         "cp": _int_or(data, ("accelerator", "cp_size"), 1),
         "ep": _int_or(data, ("accelerator", "ep_size"), 1),
         "etp": _int_or(data, ("accelerator", "expert_tensor_parallel_degree"), 1),
-        "vpp": _int_or(data, ("accelerator", "pp_interleave_num"), 1),
+        "vpp": _int_or(data, ("accelerator", "pp_interleave_num"), 0) or _int_or(data, ("accelerator", "pp_vpp"), 1),
         "sequence_parallel": as_bool(value_at(data, ("accelerator", "sequence_parallel")))
         if value_at(data, ("accelerator", "sequence_parallel")) is not MISSING
         else False,
-        "pipeline_schedule": as_schedule(value_at(data, ("accelerator", "pipeline_scheduler"))),
+        "pipeline_schedule": _read_schedule(data, ("accelerator",), "pipeline_scheduler"),
         "optimizer_shard": _int_or(data, ("accelerator", "optimizer_weight_shard_size"), 1),
         "dp_shard": _int_or(data, ("fsdp_config", "dp_shard_size"), -1),
         "micro_batch_size": _int_or(data, ("training", "micro_batch_size"), 1),
@@ -171,6 +180,33 @@ def read_back(data: Any, schema: Schema) -> dict[str, Any]:
         "recompute": RecomputePlan(mode, layers) if mode is not None and layers is not None else None,
         **_stated_micro_batch_num(data),
     }
+
+
+def as_ranges(v: Any) -> tuple[tuple[int, int, RecomputeMode], ...] | None:
+    """The trainer's `layer_ranges: [{first, count, mode}]` as (first, last, mode) ranges, sorted."""
+    if v is None or v is MISSING:
+        return ()
+    if not isinstance(v, list):
+        return None
+    out: list[tuple[int, int, RecomputeMode]] = []
+    for item in v:
+        first, count = (as_int(item.get("first")), as_int(item.get("count"))) if isinstance(item, dict) else (None, None)
+        mode = as_mode(item.get("mode")) if isinstance(item, dict) else None
+        if first is None or count is None or mode is None:
+            return None
+        out.append((first, first + count - 1, mode))
+    return tuple(sorted(out))
+
+
+def _read_schedule(data: Any, acc: tuple[str, ...], search_key: str) -> str | None:
+    """The schedule as engine.config.train reads it: the search's key where stated, else the trainer's
+    `pp_schedule` (1f1b with `pp_vpp` > 1 runs interleaved)."""
+    stated = value_at(data, (*acc, search_key))
+    if stated is not MISSING and stated is not None:
+        return as_schedule(stated)
+    name = as_schedule(value_at(data, (*acc, "pp_schedule")))
+    vpp = as_int(value_at(data, (*acc, "pp_vpp")))
+    return "interleaved" if name == "1F1B" and vpp is not None and vpp > 1 else name
 
 
 def _stated_micro_batch_num(data: Any) -> dict[str, Any]:
@@ -188,7 +224,8 @@ def expected(strategy: Strategy, schema: Schema) -> dict[str, Any]:
     if schema == "legacy":
         return {
             "dp_shard": s.dp_shard, "dp_replicate": s.dp // s.dp_shard, "tp": s.tp, "pp": s.pp, "cp": s.cp,
-            "ep": s.ep, "etp": s.etp, "micro_batch_size": s.micro_batch_size,
+            "ep": s.ep, "etp": s.etp, "vpp": s.vpp if s.pipeline_schedule == "interleaved" else 1,
+            "pipeline_schedule": s.pipeline_schedule, "micro_batch_size": s.micro_batch_size,
             "micro_batch_num": s.micro_batch_num, "global_batch_size": s.global_batch_size,
             "recompute": RecomputePlan(s.recompute.mode), "sequence_parallel": s.sequence_parallel,
             "optimizer_shard": s.optimizer_shard,
@@ -206,6 +243,8 @@ def verify(data: Any, strategy: Strategy, schema: Schema) -> str | None:
     """None when `data` (the edited file, read back) states `strategy` exactly and keeps the batch rule;
     else the first mismatch."""
     got, want = read_back(data, schema), expected(strategy, schema)
+    if schema == "legacy" and got["dp_shard"] == -1 and got["dp_replicate"]:
+        got["dp_shard"] = strategy.dp // got["dp_replicate"]  # -1: every remaining rank ([HP] Corrections)
     if schema == "automodels" and got["dp_shard"] == -1:
         # absent or -1: the whole data-parallel domain dp*cp (engine.config.resolve, torchtitan's convention)
         got["dp_shard"] = strategy.dp * strategy.cp
@@ -273,22 +312,16 @@ def _sanity(s: Strategy) -> str | None:
     return None
 
 
-def _changes_automodels(s: Strategy) -> list[Change]:
+def _changes_automodels(s: Strategy, data: Any) -> list[Change]:
+    """The AutoModels keys: the trainer's own where the trainer runs the file (engine.config.kind.trainer_runs:
+    its strict resolver refuses the search's keys, [HP] Corrections), else the search's."""
     acc, rc = ("accelerator",), s.recompute
-    sched = SCHEDULER_NAMES[s.pipeline_schedule]
     changes = [
         _int_change((*acc, "tp_size"), s.tp),
         _int_change((*acc, "pp_size"), s.pp),
         _int_change((*acc, "cp_size"), s.cp, always=False),
         _int_change((*acc, "ep_size"), s.ep, always=False),
-        _int_change((*acc, "expert_tensor_parallel_degree"), s.etp, always=False),
         _bool_change((*acc, "sequence_parallel"), s.sequence_parallel),
-        _int_change((*acc, "pp_interleave_num"), s.vpp, always=False),
-        Change(
-            (*acc, "pipeline_scheduler"), sched,
-            satisfied=lambda now: as_schedule(now) == s.pipeline_schedule,
-        ),
-        _int_change((*acc, "optimizer_weight_shard_size"), s.optimizer_shard, always=False),
         Change(  # `-1` (the whole dp*cp domain) is kept when that is the shard
             ("fsdp_config", "dp_shard_size"), s.dp_shard,
             satisfied=lambda now: as_int(now) == s.dp_shard or (as_int(now) == -1 and s.dp_shard == s.dp * s.cp),
@@ -297,26 +330,89 @@ def _changes_automodels(s: Strategy) -> list[Change]:
         _int_change(("training", "micro_batch_size"), s.micro_batch_size, always=False),
         _stated_int_change(("training", "micro_batch_num"), s.micro_batch_num),
         _stated_int_change((*acc, "pp_micro_batch_num"), s.micro_batch_num),
+        _stated_int_change(("fsdp_config", "edp_shard_size"), expert_shard(s)),
         Change(
             ("activation_checkpoint", "mode"), Word(rc.mode),
             satisfied=lambda now: (rc.mode == "off") if now is MISSING else as_mode(now) == rc.mode,
         ),
     ]
+    return changes + (_trainer_keys(s, data) if runs_in_trainer(data) else _search_keys(s))
+
+
+def expert_shard(s: Strategy) -> int:
+    """`fsdp_config.edp_shard_size` for the plan, where the file states one: the routed experts sharded over their
+    whole data-parallel group dp·cp·tp / (ep·etp) (EP takes no devices of its own, [HP] Corrections; the recipes'
+    rule edp_shard_size = world / ep_size at tp = cp = 1), as the cost model prices them."""
+    return max(s.dp * s.cp * s.tp // max(s.ep * s.etp, 1), 1)
+
+
+def _search_keys(s: Strategy) -> list[Change]:
+    """The search-side keys of a train.yaml written for the search (engine.config.train reads them)."""
+    acc, rc = ("accelerator",), s.recompute
+    changes = [
+        _int_change((*acc, "expert_tensor_parallel_degree"), s.etp, always=False),
+        _int_change((*acc, "pp_interleave_num"), s.vpp, always=False),
+        Change((*acc, "pipeline_scheduler"), SCHEDULER_NAMES[s.pipeline_schedule],
+               satisfied=lambda now: as_schedule(now) == s.pipeline_schedule),
+        _int_change((*acc, "optimizer_weight_shard_size"), s.optimizer_shard, always=False),
+    ]
     if rc.layers:
         layers = FlowMap({(f"{a}" if a == b else f"{a}-{b}"): Word(m) for a, b, m in sorted(rc.layers)})
-        changes.append(
-            Change(("activation_checkpoint", "layers"), layers,
-                   satisfied=lambda now: as_layers(now) == tuple(sorted(rc.layers)))
-        )
+        changes.append(Change(("activation_checkpoint", "layers"), layers,
+                              satisfied=lambda now: as_layers(now) == tuple(sorted(rc.layers))))
     else:
         changes.append(Change(("activation_checkpoint", "layers"), remove=True))
     return changes
 
 
+def _trainer_keys(s: Strategy, data: Any) -> list[Change]:
+    """The trainer's own keys: `pp_vpp` (interleaved when > 1) and `pp_schedule` (gpipe | 1f1b) where the plan
+    needs them or the file states them, a per-layer plan as `activation_checkpoint.layer_ranges`; the search's
+    spellings of the same settings are removed (the trainer refuses them). A plan needing a setting the trainer
+    has no key for (a ZeRO-1 shard, an expert TP degree other than 1) is refused."""
+    missing = [what for cond, what in ((s.optimizer_shard != 1, f"an optimizer shard of {s.optimizer_shard} "
+                                        "(FSDP shards the optimizer states)"),
+                                       (s.etp != 1, f"expert tensor parallelism {s.etp}")) if cond]
+    if missing:
+        raise EditError("the trainer that runs this file has no key for " + ", ".join(missing)
+                        + ": search with it fixed to 1, or write the plan into a search config")
+    acc, rc = ("accelerator",), s.recompute
+    vpp = s.vpp if s.pipeline_schedule == "interleaved" else 1
+    sched = TRAINER_SCHEDULES[s.pipeline_schedule]
+    changes = [
+        _int_change((*acc, "pp_vpp"), vpp, always=False),
+        Change((*acc, "pp_schedule"), sched, satisfied=lambda now: (sched == "1f1b") if now is MISSING
+               else str(now).strip().lower() == sched),
+        *(Change((*acc, k), remove=True) for k in ("pipeline_scheduler", "pp_interleave_num",
+                                                   "expert_tensor_parallel_degree", "optimizer_weight_shard_size")),
+        Change(("activation_checkpoint", "layers"), remove=True),
+    ]
+    if rc.layers:
+        ranges = [FlowMap({"first": a, "count": b - a + 1, "mode": Word(m)}) for a, b, m in sorted(rc.layers)]
+        changes.append(Change(("activation_checkpoint", "layer_ranges"), ranges,
+                              satisfied=lambda now: as_ranges(now) == tuple(sorted(rc.layers))))
+    elif value_at(data, ("activation_checkpoint", "layer_ranges")) is not MISSING:
+        changes.append(Change(("activation_checkpoint", "layer_ranges"), remove=True))
+    return changes
+
+
+def legacy_key(data: Any, dim: str) -> str:
+    """The key a legacy file uses for `dim` under train.accelerator: the one it states (the trainer's name first,
+    as engine.config.train reads them); else the spelling the file writes its other degrees in (upstream's search
+    names, tp_degree, ..., where it uses them), else the trainer's own (LEGACY_DEGREES)."""
+    def stated(k: str) -> bool:
+        return value_at(data, ("train", "accelerator", k)) not in (MISSING, None)
+
+    names = dict(LEGACY_DEGREES)[dim]
+    hit = next((k for k in names if stated(k)), None)
+    if hit is not None:
+        return hit
+    search_spelling = any(stated(ks[1]) for d, ks in LEGACY_DEGREES if d != "fsdp" and len(ks) > 1)
+    return names[1] if search_spelling and len(names) > 1 and dim != "fsdp" else names[0]
+
+
 def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
     unsupported = [
-        (s.vpp != 1, f"pipeline interleaving (vpp {s.vpp})"),
-        (s.pipeline_schedule != "1F1B", f"the {s.pipeline_schedule} schedule"),
         (bool(s.recompute.layers), "per-layer recompute"),
         (s.dp % s.dp_shard != 0, f"an FSDP shard of {s.dp_shard} spanning context parallelism (dp {s.dp})"),
     ]
@@ -332,6 +428,7 @@ def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
     if s.optimizer_shard != 1:  # a stated `enable_parallel_optimizer: false` would turn the shard off
         extra.append(Change((*acc, "enable_parallel_optimizer"), True,
                             satisfied=lambda now: now is MISSING or as_bool(now) is True))
+    sched = TRAINER_SCHEDULES[s.pipeline_schedule]
     return [
         *extra,
         # the file's own spelling: sequence_parallel where it states it (it wins), else use_seq_parallel
@@ -340,13 +437,18 @@ def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
         _int_change(("train", "global_batch_size"), s.global_batch_size),
         _int_change(("train", "micro_batch_size"), s.micro_batch_size, always=False),
         _int_change(("train", "micro_batch_num"), s.micro_batch_num),
-        _int_change((*acc, "dp_shard"), s.dp_shard),
+        _stated_int_change((*acc, "pp_micro_batch_num"), s.micro_batch_num),
+        Change((*acc, legacy_key(data, "fsdp")), s.dp_shard,  # `-1` (every remaining rank) kept when it is that
+               satisfied=lambda now: as_int(now) == s.dp_shard or (as_int(now) == -1 and s.dp_shard == s.dp)),
         _int_change((*acc, "dp_replicate"), s.dp // s.dp_shard),
-        _int_change((*acc, "tp_degree"), s.tp),
-        _int_change((*acc, "pipeline_parallel_degree"), s.pp),
-        _int_change((*acc, "context_parallel_degree"), s.cp, always=False),
-        _int_change((*acc, "expert_parallel_degree"), s.ep, always=False),
-        _int_change((*acc, "expert_tensor_parallel_degree"), s.etp, always=False),
+        _int_change((*acc, legacy_key(data, "tp")), s.tp),
+        _int_change((*acc, legacy_key(data, "pp")), s.pp),
+        _int_change((*acc, legacy_key(data, "cp")), s.cp, always=False),
+        _int_change((*acc, legacy_key(data, "ep")), s.ep, always=False),
+        _int_change((*acc, legacy_key(data, "etp")), s.etp, always=False),
+        _int_change((*acc, "pp_vpp"), s.vpp if s.pipeline_schedule == "interleaved" else 1, always=False),
+        Change((*acc, "pp_schedule"), sched, satisfied=lambda now: (sched == "1f1b") if now is MISSING
+               else str(now).strip().lower() == sched),
         Change(
             ("train", "gradient_checkpointing", "activation_checkpoint"), Word(mode),
             satisfied=lambda now: (mode == "off") if now is MISSING else as_mode(now) == mode,
@@ -354,25 +456,29 @@ def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
     ]
 
 
-def _layout_changes(layout: PipelineLayout | None) -> list[Change]:
+def _layout_changes(layout: PipelineLayout | None, data: Any) -> list[Change]:
     """The embedding/loss accounting a search chose (engine.search: Megatron-Core's options), in the keys the
-    reader reads (engine.config.stated_layout); nothing when the plan keeps the run's own layout."""
+    reader reads (engine.config.stated_layout); nothing when the plan keeps the run's own layout. A file the
+    trainer runs has no key for it (refused)."""
     if layout is None:
         return []
+    if runs_in_trainer(data):
+        raise EditError("the trainer that runs this file has no key for the pipeline layout the plan needs "
+                        "(account_for_embedding_in_pipeline_split)")
     acc = ("accelerator",)
     return [_bool_change((*acc, "account_for_embedding_in_pipeline_split"), layout.embedding_in_split),
             _bool_change((*acc, "account_for_loss_in_pipeline_split"), layout.loss_in_split)]
 
 
-def _module_changes(s: Strategy, modules: tuple[str, ...], schema: str) -> list[Change]:
+def _module_changes(s: Strategy, modules: tuple[str, ...], schema: str, data: Any) -> list[Change]:
     """`activation_checkpoint.recompute_modules: [..]` for a plan that recomputes selectively with a chosen
     list; nothing otherwise (a stated list on a plan without selective layers does no harm)."""
     selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
     if not modules or not selective:
         return []
-    if schema == "legacy":
-        raise EditError("the legacy train.yaml schema has no key for recompute modules "
-                        f"{list(modules)}: move the file to the AutoModels schema")
+    if schema == "legacy" or runs_in_trainer(data):
+        raise EditError("the trainer of this train.yaml has no key for recompute modules "
+                        f"{list(modules)}: write the plan into a search config")
     want = list(modules)
     return [Change(("activation_checkpoint", "recompute_modules"), [Word(x) for x in want],
                    satisfied=lambda now: isinstance(now, list) and [str(x).strip().lower() for x in now] == want)]
@@ -406,8 +512,8 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
             raise EditError("the legacy schema has no key for the pipeline layout the plan needs "
                             "(account_for_embedding_in_pipeline_split)")
         changes = _changes_legacy(strategy, doc.data) if schema == "legacy" else \
-            _changes_automodels(strategy) + _layout_changes(layout)
-        changes += _module_changes(strategy, recompute_modules, schema)
+            _changes_automodels(strategy, doc.data) + _layout_changes(layout, doc.data)
+        changes += _module_changes(strategy, recompute_modules, schema, doc.data)
         order = LEGACY_ORDER if schema == "legacy" else AUTOMODELS_ORDER
         if as_int(value_at(doc.data, ("context", "device_num"))) not in (None, strategy.world_size):
             changes.append(_int_change(("context", "device_num"), strategy.world_size))

@@ -201,31 +201,6 @@ def _extra_slots(config: Config) -> int:
     return -n if lay.remainder_first else n
 
 
-def framework_restrictions(config: Config, restrict: dict[str, tuple[int, ...] | None]
-                           ) -> dict[str, tuple[int, ...] | None]:
-    """What the framework's trainer cannot execute is not searched (engine.catalog.frameworks): without
-    pipeline parallelism (HyperParallel's trainer has no PipelineStage) pp and vpp stay 1, so the search never
-    recommends a plan the stack would run as replicas; the stated plan gets HP530 instead."""
-    fw = framework_of(config.run)
-    if fw.pipelines:
-        return restrict
-    return {**restrict, "pp": (1,), "vpp": (1,)}
-
-
-def _framework_cannot_run(config: Config, declared: Mapping[str, tuple[int, ...] | None],
-                          restrict: Mapping[str, tuple[int, ...] | None]) -> Diagnostic | None:
-    """HP530 at parallelism.pp when every pp the file lists is one the framework's trainer cannot run."""
-    asked, allowed = declared.get("pp"), restrict.get("pp")
-    if asked is None or allowed is None or set(asked) & set(allowed):
-        return None
-    fw = framework_of(config.run)
-    rng, path, file = refusals.dim_position(config, "pp")
-    return Diagnostic("HP530", f"{fw.name}: its trainer does not pipeline ([HP] §2.5: no PipelineStage), "
-                      f"so no plan with pp {list(asked)} can run on it; allow pp 1, or name the framework that runs "
-                      "the plan (estimator.framework: megatron | mindspeed | torchtitan, or --framework)", rng, path,
-                      file=file, data={"framework": fw.name})
-
-
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
             cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
@@ -245,14 +220,10 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(refusals.cannot_search(config, missing),))
     model, cluster = config.model, config.cluster
     budget = _budget(config)
-    declared = restrictions(config)
-    restrict = framework_restrictions(config, declared)
+    restrict = restrictions(config)
     if only_pp:
         pp = restrict.get("pp")
         restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
-    cannot = _framework_cannot_run(config, declared, restrict)
-    if cannot is not None:
-        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))
     os_shard = config.optimizer_shard
     groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard,
                               extra_slots=_extra_slots(config))

@@ -6,6 +6,7 @@
 * batch: the global-batch rule;
 * budget: the memory budget against the device;
 * pipeline: manual stage partitions, layer offsets and per-layer recompute ranges against the layers;
+* trainer: what the AutoModels trainer itself refuses (its strict sections, its cross-field rules);
 * unpriced: keys HyperParallel reads that this planner does not price (HP112, information).
 
 Reading and type problems (HP0xx-HP3xx) come from engine.config while it reads.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from engine.config.resolve import Resolved
 from engine.diagnostics import Diagnostic
-from engine.validate import batch, budget, degrees, keys, pipeline, unpriced
+from engine.validate import batch, budget, degrees, keys, pipeline, trainer, unpriced
 from engine.validate.context import build_ctx
 
 
@@ -23,6 +24,6 @@ def validate(resolved: Resolved) -> list[Diagnostic]:
     ctx = build_ctx(resolved)
     if ctx is None:
         return []
-    for family in (keys, degrees, batch, budget, pipeline, unpriced):
+    for family in (keys, trainer, degrees, batch, budget, pipeline, unpriced):
         family.check(ctx)
     return ctx.diags

@@ -89,7 +89,7 @@ def _cp(ctx: Ctx) -> None:
 
 def _ep(ctx: Ctx) -> None:
     m = ctx.model
-    if m is None:
+    if m is None or not ctx.resolved.experts_known:
         return
     for d in ctx.declared.get("ep", []):
         if d.value <= 1:

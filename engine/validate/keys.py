@@ -8,8 +8,9 @@ certainly a typo that silently changes the run (`tp_sise: 8` trains with tp 1).
 from __future__ import annotations
 
 from engine.catalog.models import ALIASES
+from engine.config.kind import shape_of_map, trainer_runs
 from engine.config.reader import Source, did_you_mean
-from engine.config.schema import SEARCH, TRAIN_AUTOMODELS, TRAIN_LEGACY, Section
+from engine.config.schema import SEARCH, TRAIN_AUTOMODELS, TRAIN_LEGACY, TRAINER_SECTION_FIELDS, Section
 from engine.config.train import detect_schema
 from engine.document import Map
 from engine.validate.context import Ctx
@@ -22,25 +23,37 @@ RENAMED = {
 _ALIAS_KEYS = frozenset(a for aliases in ALIASES.values() for a in aliases)
 
 
+# Sections of a train.yaml whose keys pass through untouched: the model's (factory arguments beside a `_target_`,
+# and `config_overrides`, which goes to the Hugging Face config as it is, [HP] Corrections "Model fields pass
+# through"); the fields this planner does not price are said once (HP215, engine.validate.unpriced).
+_PASS_THROUGH = ("model.",)
+
+
 def check(ctx: Ctx) -> None:
     for src in ctx.resolved.sources:
         root = src.root
         if root is None:
             continue
+        skip: tuple[str, ...] = ()
         if src.primary and ctx.config.kind == "search":
             schema = SEARCH
         else:
             schema = TRAIN_LEGACY if detect_schema(root) == "legacy" else TRAIN_AUTOMODELS
-        _walk(ctx, src, root, schema, "")
+            skip = _PASS_THROUGH
+            if trainer_runs(shape_of_map(root)):  # its strict sections: engine.validate.trainer (HP113)
+                skip += ("", *(f"{name}." for name in TRAINER_SECTION_FIELDS))
+        _walk(ctx, src, root, schema, "", skip)
 
 
-def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str) -> None:
+def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, skip: tuple[str, ...] = ()) -> None:
+    if prefix.startswith(tuple(p for p in skip if p)):
+        return
     for key, kn, vn in node.items():
         dotted = f"{prefix}{key}"
         child = section.children.get(key)
         if child is not None:
             if isinstance(vn, Map):
-                _walk(ctx, src, vn, child, dotted + ".")
+                _walk(ctx, src, vn, child, dotted + ".", skip)
             continue
         if key in section.read or key in section.known:
             if key in RENAMED:
@@ -54,6 +67,8 @@ def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str) -> No
         reads = section.read | frozenset(section.children)
         near = did_you_mean(key, reads | section.known)
         near_read = [k for k in near if k in reads]
+        if prefix in skip:
+            continue
         if section.open:
             if not near_read:
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.catalog.models import ALIASES, MODEL_FIELDS
 from engine.config.train import NOT_PRICED, detect_schema, optimizer_states_of
 from engine.diagnostics import Diagnostic
 from engine.document import Map, Node, Scalar, Seq
@@ -77,7 +78,9 @@ S, A, L = "search", "automodels", "legacy"
 _ALL = frozenset({S, A, L})
 _TRAIN = frozenset({A, L})
 _SEARCH, _AUTO, _LEGACY = frozenset({S}), frozenset({A}), frozenset({L})
-_STACK = "a per-layer stack (layer groups, op vectors, Gated DeltaNet linear attention) is priced as uniform decoder layers"
+_STACK = "a per-layer stack (layer groups, op vectors) is priced as uniform decoder layers"
+_LINEAR = ("linear-attention (Gated DeltaNet) layers are priced without softmax attention's score matrix, but their "
+           "recurrence, state and own projections are not priced: they get the full-attention layers' projections")
 _WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
 _STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
                     "mode on every layer; activation_checkpoint.layers states a per-layer plan")
@@ -95,11 +98,13 @@ _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("ffn_dim_multiplier", _WIDTH, _no_width),
     ("moe_enabled", "hp-plan prices the experts num_experts states whatever moe_enabled says", _moe_off),
     ("attn_output_gate", "the attention output gate's projection is not priced", _meaningful),
-    ("layer_types", _STACK, _meaningful),
     ("layers", _STACK, _meaningful),
     ("ops", _STACK, _meaningful),
     ("arch", _STACK, _meaningful),
-    ("linear_*", _STACK, _always),
+    ("linear_*", _LINEAR, _always),
+    ("compress_ratios", "DeepSeek-V4's compressed attention is not priced: its layers are priced with the sliding "
+     "window and the indexer's top-k keys", _meaningful),
+    ("num_hash_layers", "hash-routed expert layers are priced as learned-router MoE layers", _meaningful),
     ("use_gmm", "grouped GEMM for the experts: each expert's GEMMs are priced at the same rate", _meaningful),
     ("full_rec", _STAGE_RECOMPUTE, _meaningful),
     ("sel_rec", _STAGE_RECOMPUTE, _meaningful),
@@ -130,9 +135,6 @@ _OTHER_KEYS: tuple[tuple[frozenset[str], str, str, When], ...] = (
     (_AUTO, "activation_checkpoint.recompute_slice_activation", _SLICE, _meaningful),
     (_AUTO, "activation_checkpoint.swap_inputs", "swapping checkpoint inputs to the host is not priced",
      _meaningful),
-    (_AUTO, "activation_checkpoint.layer_ranges",
-     "per-layer ranges under this name are not read: activation_checkpoint.layers states a per-layer plan",
-     _meaningful),
     (_AUTO, "activation_swap", "activation swap to the host is not priced (recompute per_layer with offload "
      "prices offload in a search)", _meaningful),
     (_TRAIN, "context.expert_shard", "an expert-shard group (HyperParallel's EP constraint C4) is not priced: the "
@@ -155,6 +157,17 @@ TABLE: tuple[Unpriced, ...] = (
 )
 
 
+# Keys of a train.yaml's `model` that load it rather than describe it (the factory's and from_pretrained's own).
+_LOADER_TEXT = (
+    "_target_ name pretrained_model_name_or_path config_path weights_path tokenizer_path torch_dtype compute_dtype "
+    "param_init_type attn_implementation cache_dir local_files_only revision subfolder token trust_remote_code "
+    "force_hf config_overrides vision visual_seq_len text_config vision_config offset emb_out_in_offset "
+    "mtp_in_offset model_config")
+_LOADER_KEYS = frozenset(_LOADER_TEXT.split())
+_READ = frozenset(MODEL_FIELDS) | frozenset(a for al in ALIASES.values() for a in al) | _LOADER_KEYS
+_SAID = tuple(k for k, _why, _when in _MODEL_KEYS)  # each gets its own HP112
+
+
 def check(ctx: Ctx) -> None:
     for src in ctx.resolved.sources:
         root = src.root
@@ -164,6 +177,30 @@ def check(ctx: Ctx) -> None:
         for entry in TABLE:
             if kind in entry.kinds:
                 _flag(ctx, src.path if not src.primary else None, root, entry)
+        if kind != "search":
+            _passed_through(ctx, src.path if not src.primary else None, root)
+
+
+def _said(key: str) -> bool:
+    return any(key == k or (k.endswith("*") and key.startswith(k[:-1])) for k in _SAID)
+
+
+def _passed_through(ctx: Ctx, file: str | None, root: Map) -> None:
+    """HP215, once per section: the train.yaml's model fields this planner does not price, which go to the model as
+    written ([HP] Corrections, "Model fields pass through"): never an error, new architectures add fields."""
+    model = root.get("model")
+    if not isinstance(model, Map):
+        return
+    for path, node, kn in (("model", model, root.key_node("model")),
+                           ("model.config_overrides", model.get("config_overrides"),
+                            model.key_node("config_overrides"))):
+        if not isinstance(node, Map) or kn is None:
+            continue
+        keys = [k for k, _k, v in node.items() if k not in _READ and not _said(k)
+                and not (isinstance(v, Scalar) and v.value is None)]
+        if keys:
+            ctx.diags.append(Diagnostic("HP215", f"{path}: passed to the model as written, not priced by hp-plan: "
+                                        f"{', '.join(keys)}", kn.range, path, None, file, {"keys": keys}))
 
 
 def _flag(ctx: Ctx, file: str | None, root: Map, entry: Unpriced) -> None:

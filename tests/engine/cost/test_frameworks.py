@@ -15,7 +15,6 @@ from engine.check import check_file
 from engine.cost import CandidateTable, estimate, estimate_config, price_table
 from engine.cost.collectives import Links
 from engine.cost.memory import op_policy_recomputed_share
-from engine.search import search
 from engine.specs import RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import LLAMA70B, cluster
 from tests.support.cli import ROOT, hp_plan
@@ -28,7 +27,9 @@ def test_every_framework_states_its_facts() -> None:
     for fw in FRAMEWORKS.values():
         assert fw.selective_policies and fw.schedules and fw.attention_rate[""] > 0
     assert find_framework("NeMo") is FRAMEWORKS["megatron"] and find_framework("nonsense") is None
-    assert not FRAMEWORKS["hyperparallel"].pipelines and not FRAMEWORKS["hyperparallel"].calibrated
+    assert not FRAMEWORKS["hyperparallel"].calibrated
+    # HyperParallel pipelines: PipelineStage with GPipe, 1F1B and interleaved 1F1B ([HP] Corrections 1).
+    assert set(FRAMEWORKS["hyperparallel"].schedules) == {"1F1B", "interleaved", "gpipe"}
 
 
 def test_eager_kernels_cost_more_than_compiled_ones() -> None:
@@ -91,30 +92,6 @@ def test_estimate_json_says_what_it_priced_and_the_flag_wins(tmp_path: Path) -> 
     assert "priced for torchtitan on H100-96G" in text and "MFU (model FLOPs, non-causal)" in text
     bad = hp_plan("estimate", str(TITAN_8B), "--framework", "caffe")
     assert bad.returncode == 2 and "unknown framework" in bad.stderr
-
-
-def test_a_trainer_that_does_not_pipeline_gets_a_diagnostic_and_no_pipelined_plan(tmp_path: Path) -> None:
-    f = tmp_path / "search.yaml"
-    f.write_text(
-        "model: {num_hidden_layers: 32, hidden_size: 4096, intermediate_size: 14336, num_attention_heads: 32,\n"
-        "        num_key_value_heads: 8, vocab_size: 128256, max_position_embeddings: 4096}\n"
-        "cluster: {num_nodes: 1, cards_per_node: 8, device_type: A2}\n"
-        "parallelism: {dp: 4, fsdp: 4, tp: 1, pp: 2, cp: 1, ep: 1, vpp: 1, micro_batch_size: 1, micro_batch_num: 8}\n"
-        "constraint: {global_batch_size: 32, memory_limit_gb: 60}\n"
-        "recompute: full\n")
-    doc = json.loads(hp_plan("estimate", str(f), "--json").stdout)
-    hit = [d for d in doc["diagnostics"] if d["code"] == "HP530"]
-    assert doc["framework"] == "hyperparallel" and hit and hit[0]["path"] == "parallelism.pp"
-    assert hit[0]["range"]["start"]["line"] == 3
-    assert "uncalibrated" in hp_plan("estimate", str(f)).stdout
-    f.write_text(f.read_text().replace("pp: 2", "pp: auto").replace("dp: 4, fsdp: 4", "dp: auto, fsdp: auto")
-                 .replace("micro_batch_num: 8", "micro_batch_num: auto"))
-    cfg = check_file(str(f)).config
-    assert cfg is not None
-    result = search(cfg, top=5)
-    assert result.top and all(e.strategy.pp == 1 for e in result.top)
-    mega = search(replace(cfg, run=replace(cfg.run, framework="megatron")), top=50)
-    assert any(e.strategy.pp > 1 for e in mega.top) or mega.evaluated > result.evaluated
 
 
 def test_estimator_section_is_read(tmp_path: Path) -> None:

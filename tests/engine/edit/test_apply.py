@@ -53,7 +53,7 @@ def test_plan_writes_a_given_strategy_that_the_reader_reads_back(tmp_path: Path)
 def test_plan_refusal_writes_nothing(tmp_path: Path) -> None:
     legacy = tmp_path / "legacy.yaml"
     legacy.write_text(LEGACY)
-    s = Strategy(dp=2, dp_shard=2, tp=4, pp=2, vpp=2, pipeline_schedule="interleaved", micro_batch_num=64)
+    s = Strategy(dp=2, dp_shard=2, tp=4, pp=2, micro_batch_num=64, recompute=RecomputePlan("off", ((0, 3, "full"),)))
     p = plan(str(legacy), s)
     assert p.error and "legacy" in p.error
     out, err = io.StringIO(), io.StringIO()

@@ -82,9 +82,11 @@ def test_flow_sections_stay_flow() -> None:
     check_edits(FLOW, r)
     lines = r.new_text.splitlines()
     assert lines[3].startswith("accelerator: {tp_size: 8, cp_size: 2, ep_size: 1, pp_size: 4, sequence_parallel: true")
-    assert "sequence_parallel: true, pp_interleave_num: 2, pipeline_scheduler: interleaved_1f1b, loss_parallel" in lines[3]
-    assert 'activation_checkpoint: {mode: selective, layers: {"0-9": full, "10-12": off}}' in r.new_text
-    assert content_lines(r.new_text)[5:7] == content_lines(FLOW)[5:7]  # fsdp_config: only dp_shard changed
+    # A file the trainer runs gets the trainer's own keys: pp_vpp, layer_ranges ([HP] Corrections 1-2).
+    assert "sequence_parallel: true, pp_vpp: 2, loss_parallel" in lines[3]
+    assert ("activation_checkpoint: {mode: selective, layer_ranges: [{first: 0, count: 10, mode: full}, "
+            "{first: 10, count: 3, mode: off}]}") in r.new_text
+    assert content_lines(r.new_text)[6] == content_lines(FLOW)[6]  # fsdp_config: only the two shards changed
     reads_back(r.new_text, BIG)
 
 
@@ -204,7 +206,7 @@ def test_legacy_schema() -> None:
 def test_legacy_refuses_what_it_cannot_say() -> None:
     r = strategy_edits(LEGACY, BIG)
     assert not r.ok and r.edits == () and r.new_text == LEGACY
-    assert "legacy" in (r.error or "") and "vpp 2" in (r.error or "")
+    assert "legacy" in (r.error or "") and "per-layer recompute" in (r.error or "")
     spanning = Strategy(dp=2, dp_shard=4, cp=2, micro_batch_num=64)
     assert "spanning context parallelism" in (strategy_edits(LEGACY, spanning).error or "")
 
