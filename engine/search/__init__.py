@@ -254,7 +254,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if cannot is not None:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(cannot,))
     os_shard = config.optimizer_shard
-    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard,
+    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, optimizer_shard=os_shard,
                               extra_slots=_extra_slots(config))
     total = groups.total
 
@@ -348,7 +348,7 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
         for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
             if restrict.get(d) is None:
                 continue
-            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
+            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
                                     optimizer_shard=os_shard)
             if not explain.batch_unreachable(alone, g) and alone.dp_values:
                 causes.append(d)
@@ -359,7 +359,7 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
             raise Cancelled
 
     if restricted:
-        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo,
+        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space,
                           extra_slots=_extra_slots(config), optimizer_shard=os_shard)
         # The list refusals read every row's fit, step and peak: price the widened space whole.
         wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
@@ -403,7 +403,7 @@ def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping
             if peaks.size:
                 notes[(d, v)] = f"its lightest strategy needs {explain.gib(float(peaks.min()))}"
             elif rows.size == 0:
-                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
+                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
                                         optimizer_shard=os_shard)
                 rules = sorted(alone.refused.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
                 if rules:
@@ -438,7 +438,7 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         big_pricer = replace(pricer, cluster=bigger) if isinstance(pricer, Pricer) else None
         if big_pricer is None:
             break
-        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
+        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
                                 optimizer_shard=lightest.optimizer_shard)
         if len(space):
             priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll,
