@@ -300,6 +300,9 @@ class RunOptions:
     # there (DeepEP, Megatron --moe-enable-deepep; [CAL] §10).
     moe_dispatcher: str = "alltoall"
     fp8: bool = False
+    # The FP8 recipe (estimator.fp8_recipe; engine.cost.fp8): "delayed", "tensorwise" (current scaling),
+    # "blockwise", "mxfp8"; "" = the stack's default (engine.cost.fp8.recipe_of).
+    fp8_recipe: str = ""
     # The stack that runs the plan (docs/formats.md §5; engine.catalog.frameworks) and whether torch.compile / graph
     # mode fuses its element-wise kernels (estimator.compile).
     framework: str = "hyperparallel"

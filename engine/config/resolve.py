@@ -607,6 +607,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["recompute_modules"] = tuple(sf.recompute_modules.value)
         if sf.moe_dispatcher is not None:
             kw["moe_dispatcher"] = sf.moe_dispatcher.value
+        if sf.fp8_recipe is not None:
+            kw["fp8_recipe"] = sf.fp8_recipe.value
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})

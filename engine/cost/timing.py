@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
+from engine.cost.fp8 import cast_widths
 from engine.cost.memory import act_terms, module_bytes, op_policy_recomputed_share
 from engine.cost.model import mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
@@ -189,6 +190,17 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     return af, K.BWD_GEMM_RATIO * af
 
 
+def fp8_cast_time(r: Rows, moe_layer: bool) -> tuple[np.ndarray | float, np.ndarray | float]:
+    """(forward, backward) seconds of one layer's FP8 quantisation, one micro-batch (engine.cost.fp8): the FP8
+    GEMMs' inputs cast in the forward and their output gradients in the backward, each element moving the
+    recipe's cast bytes through HBM; the rank's share of the layer's T tokens (÷ tp). 0 without FP8."""
+    if r.fp8_recipe is None:
+        return 0.0, 0.0
+    fwd_w, bwd_w = cast_widths(r.model, moe_layer)
+    per = r.fp8_recipe.cast_bytes * r.T / r.t / r.hbm
+    return fwd_w * per, bwd_w * per
+
+
 def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     """Forward and backward seconds of one layer, one micro-batch, per type; element-wise work streams the
     layer's kept activations ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE times through HBM."""
@@ -202,11 +214,12 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
         g = _add_mlp_gemms(r, g_attn, mg if ty == MOE else None)
         e = r.elem_traffic * act[:, ty, OFF] / r.hbm
         perm = permutation_time(r) if ty == MOE else 0.0
+        cast_f, cast_b = fp8_cast_time(r, ty == MOE)
         gemm[:, ty] = g
         attn_fwd[:, ty] = af
         attn_bwd[:, ty] = ab
-        fwd[:, ty] = g + af + e + perm
-        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e + perm
+        fwd[:, ty] = g + af + e + perm + cast_f
+        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e + perm + cast_b
         compute[:, ty] = fwd[:, ty] + bwd
     if not r.is_moe:
         for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):
