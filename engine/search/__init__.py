@@ -102,7 +102,7 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
                               progress, cancelled)
     budget = _budget(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=config.offload_gb_s)
-    result = search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
+    result = _with_stack_device(config, search_with(config, pricer, top=top, progress=progress, cancelled=cancelled))
     pps = _accounting_pps(config)
     if not pps or (cancelled is not None and cancelled()):
         return result
@@ -118,6 +118,17 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
 
 
 ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
+
+
+def _with_stack_device(config: Config, result: SearchResult) -> SearchResult:
+    """HP534 on the search's result where the framework does not run on the device (Megatron-LM on Ascend):
+    its plans are priced, and the user hears which stack runs there (engine.cost.validate)."""
+    from engine.cost.validate import positioned, stack_device_problem
+
+    p = stack_device_problem(config)
+    if p is None:
+        return result
+    return replace(result, diagnostics=(positioned(config, p.code, p.message, p.field), *result.diagnostics))
 
 
 def _accounting_pps(config: Config) -> tuple[int, ...]:
