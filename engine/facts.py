@@ -24,7 +24,7 @@ from dataclasses import replace
 from engine.diagnostics import Diagnostic, Severity
 
 # Fact keys. A code that states one fact is keyed by its code; the emitter of a code that states several
-# (KEYED below) names the fact it found (`Diagnostic.fact`, `engine.cost.validate.Problem.fact`), so
+# (KEYED below) names the fact it found (`Diagnostic.fact`, `engine.cost.strategy_rules.Problem.fact`), so
 # rewording a message never changes what is merged.
 MICRO_BATCHES = "micro-batches below pipeline stages"
 BATCH_UNREACHABLE = "global batch unreachable"

@@ -67,7 +67,7 @@ class ModelSpec:
     # Multi-token prediction
     mtp_depth: int = 0  # num_nextn_predict_layers / mtp_num_hidden_layers
     # The mean share of full causal attention's score-matrix work its layers do (sliding windows, linear-attention
-    # layers, sparse attention with an indexer): engine.config.model.attention_span; 1.0 = every layer full.
+    # layers, sparse attention with an indexer): engine.config.model_facts.attention_span; 1.0 = every layer full.
     attention_span: float = 1.0
     # A multimodal model's vision tower (HyperParallel's model_spec["vision"], [HP] §2.5); None: text only.
     vision: VisionTower | None = None
@@ -303,6 +303,9 @@ class RunOptions:
     # there (DeepEP, Megatron --moe-enable-deepep; [CAL] §10).
     moe_dispatcher: str = "alltoall"
     fp8: bool = False
+    # The FP8 recipe (estimator.fp8_recipe; engine.cost.fp8): "delayed", "tensorwise" (current scaling),
+    # "blockwise", "mxfp8"; "" = the stack's default (engine.cost.fp8.recipe_of).
+    fp8_recipe: str = ""
     # The stack that runs the plan (docs/formats.md §5; engine.catalog.frameworks) and whether torch.compile / graph
     # mode fuses its element-wise kernels (estimator.compile).
     framework: str = "hyperparallel"

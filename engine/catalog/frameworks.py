@@ -21,6 +21,55 @@ def _rates(**kw: float) -> Mapping[str, float]:
 
 
 @dataclass(frozen=True, slots=True)
+class StackSpace:
+    """What the stack's launcher runs: the strategy space the search offers for it (docs/cost-model.md §8.6 gives
+    each with its source). A plan outside it is never recommended for that stack; each rule is a counted refusal.
+
+    fsdp: the stack's FSDP route ("" = none): "hsdp" (FSDP2 over any divisor of dp·cp, replicated over the rest:
+      torchtitan's data_parallel_shard/replicate degrees, HyperParallel's fsdp_config), "whole" (one shard group
+      over the whole dp·cp: Megatron-LM's `--use-megatron-fsdp`, MindSpeed's `--use-torch-fsdp2` with its
+      fsdp2_config.yaml). `fsdp_with_pp` / `fsdp_with_ep`: whether that route runs with pipeline / expert
+      parallelism (Megatron-LM arguments.py asserts pp == 1 and ep == 1 for torch FSDP2, MLM-ARGS; Megatron-FSDP
+      is offered here without pp too, as NVIDIA's Megatron-FSDP recipes run it).
+    distributed_optimizer: the optimizer states, fp32 master weights and gradients' reduce-scatter sharded over
+      dp·cp (Megatron-Core's `--use-distributed-optimizer`, ZeRO-1), what the stack's recipes run: the search
+      prices it on (over the whole dp·cp) wherever no FSDP runs, and a stated plan that states no shard gets it.
+    sp_with_cp: sequence parallelism combines with context parallelism (NeMo / Megatron-Bridge recipes run
+      TP + SP + CP; HyperParallel's checker refuses it, [HP] §5.6.1). `sp_with_tp`: sequence parallelism is
+      what the stack runs whenever tp > 1 (Megatron-LM refuses `--tp-comm-overlap` without it; torchtitan's TP
+      always shards norms over the sequence), so the search offers only that.
+    offload: the stack's activation offload of whole layers ("" = none): Megatron-Core's
+      `--cpu-offloading-num-layers` (TransformerConfig raises on it with pipeline parallelism or recompute).
+    devices: the device generations the stack runs on (engine.specs.DeviceSpec.generation; () = any):
+      Megatron-LM / TransformerEngine are CUDA stacks, MindSpeed is Megatron on Ascend.
+    flags: the stack's accepted flags (engine/catalog/data/<name>_flags.txt, read from its argument definitions
+      at a pinned commit), "" = the stack takes no command-line flags (TOML, YAML).
+    """
+
+    fsdp: str = "hsdp"
+    fsdp_with_pp: bool = True
+    fsdp_with_ep: bool = True
+    distributed_optimizer: bool = False
+    sp_with_cp: bool = True
+    sp_with_tp: bool = False
+    offload: str = ""
+    devices: tuple[str, ...] = ()
+    flags: str = ""
+
+
+_MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optimizer=True, sp_with_cp=True,
+                             sp_with_tp=True, offload="layers", devices=("volta", "ampere", "hopper", "blackwell"),
+                             flags="megatron")
+# MindSpeed's FSDP2 route is Megatron's `--use-torch-fsdp2` with `--fsdp2-config-path` (MindSpeed docs
+# features/fsdp2.md): not with pp or ep, not with the distributed optimizer, not with Megatron's --recompute-* flags.
+_MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=False, distributed_optimizer=True,
+                              sp_with_cp=True, sp_with_tp=True, devices=("ascend",), flags="mindspeed")
+_TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True)
+# HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
+_HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Framework:
     """Facts of one training stack (docs/cost-model.md §5 gives each with its source).
 
@@ -138,6 +187,7 @@ class Framework:
     grouped_grad_accum_fusion: bool = True
     pp_recv_per_microbatch: bool = False
     allocator_overhead: float = 0.0
+    space: StackSpace = field(default_factory=StackSpace)
 
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
@@ -196,7 +246,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
-                    "TransformerConfig; MCORE-PP)", chooses_accounting=True),
+                    "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
         compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
@@ -211,7 +261,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",
         ep_overlap="chunked", shared_expert_overlap=True,
         ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
-        npu_gemms=True),
+        npu_gemms=True, space=_MINDSPEED_SPACE),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
         compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
@@ -226,7 +276,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
                   "BF16; FSDP2 all-gathers the weights in FP8",
         default_layout=PipelineLayout(embedding_in_split=True, loss_in_split=True, remainder_first=True),
         layout_keys="pipeline_parallel_first_stage_less_layers / pipeline_parallel_last_stage_less_layers (the "
-                    "embedding's and output's weight in its split, 1 each by default; TT-SRC)"),
+                    "embedding's and output's weight in its split, 1 each by default; TT-SRC)",
+        space=_TORCHTITAN_SPACE),
     "hyperparallel": Framework(
         name="hyperparallel", label="HyperParallel trainer (FSDP2-style, PyTorch / torch_npu kernels)",
         fused_elementwise=False, compile_fuses=True, pytorch_gemms=True,
@@ -236,7 +287,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         loss_kind="eager_fp32", loss_peak_bytes=12.0, loss_parallel_peak_bytes=16.0,
         schedules=("1F1B", "interleaved", "gpipe"),
         fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16",
-        layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7)"),
+        layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7)",
+        space=_HYPERPARALLEL_SPACE),
 })
 
 DEFAULT_FRAMEWORK = "hyperparallel"

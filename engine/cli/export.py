@@ -41,7 +41,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         if est is not None:
             run = (dataclasses.replace(config.run, recompute_modules=est.recompute_modules)
                    if est.recompute_modules else config.run)  # the modules the search chose
-            exported = export(est.strategy, config.model, run, str(args.to))
+            exported = export(est.strategy, config.model, run, str(args.to),
+                              config.cluster.device if config.cluster is not None else None)
             diags += list(exported.diagnostics)
     errors = [d for d in diags if d.is_error]  # HP520 (does not fit) included: exported, but exit 1
     if as_json:

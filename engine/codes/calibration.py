@@ -25,6 +25,6 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP806": ("engine.calibrate.runs",),
     "HP807": ("engine.calibrate.fit",),
     "HP808": ("engine.calibrate.result",),
-    "HP809": ("engine.calibrate.attach",),
-    "HP810": ("engine.calibrate.attach", "engine.calibrate.ratiofile"),
+    "HP809": ("engine.ratios.attach",),
+    "HP810": ("engine.ratios.attach", "engine.ratios.ratiofile"),
 }

@@ -40,7 +40,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP406": ("engine.validate.degrees",),
     "HP407": ("engine.validate.degrees",),
     "HP408": ("engine.validate.degrees",),
-    "HP409": ("engine.validate.memory",),
+    "HP409": ("engine.validate.budget",),
     "HP410": ("engine.validate.degrees",),
     "HP411": ("engine.validate.cp_pays",),
     "HP412": ("engine.validate.degrees",),
@@ -54,6 +54,6 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP420": ("engine.validate.pipeline",),
     "HP421": ("engine.validate.pipeline",),
     "HP422": ("engine.validate.pipeline",),
-    "HP430": ("engine.validate.memory",),
+    "HP430": ("engine.validate.budget",),
     "HP431": ("engine.config.resolve",),
 }

@@ -23,11 +23,11 @@ ROWS: list[tuple[str, str, str]] = [
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
 RAISED_BY: dict[str, tuple[str, ...]] = {
-    "HP600": ("engine.search.explain",),
-    "HP601": ("engine.search.explain",),
-    "HP602": ("engine.search.explain",),
-    "HP603": ("engine.search.explain",),
-    "HP604": ("engine.search.explain",),
+    "HP600": ("engine.search.refusals",),
+    "HP601": ("engine.search.refusals",),
+    "HP602": ("engine.search.refusals",),
+    "HP603": ("engine.search.refusals",),
+    "HP604": ("engine.search.refusals",),
     "HP610": ("engine.search.stated",),
     "HP611": ("engine.search.stated",),
     "HP613": ("engine.search",),

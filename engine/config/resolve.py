@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES
+from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES, framework_of
 from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
 from engine.config.model_facts import REQUIRED, ModelResult, build_model
@@ -202,12 +202,14 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         model=model.spec,
         require=(),
     )
+    run = _run(facts, None, overrides)
+    stated = stack_optimizer(stated, run, facts.optimizer_shard is not None)
     out.config = Config(
         kind="train",
         path=src.path,
         model=model.spec,
         cluster=cluster,
-        run=_run(facts, None, overrides),
+        run=run,
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
         memory_limit_gb=_memory_limit(facts.max_device_memory, overrides),
@@ -274,12 +276,14 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     opt = sf.optimizer_shard or (train.optimizer_shard if train else None)
     stated = _search_stated(dims, cluster, gbs, plan, schedule, int(opt.value) if opt is not None else 1,
                             model.spec)
+    run = _run(train, sf, overrides)
+    stated = stack_optimizer(stated, run, opt is not None)
     out.config = Config(
         kind="search",
         path=src.path,
         model=model.spec,
         cluster=cluster,
-        run=_run(train, sf, overrides),
+        run=run,
         dimensions=MappingProxyType(dims),
         global_batch_size=int(gbs.value) if gbs is not None else None,
         memory_limit_gb=_memory_limit(mem, overrides),
@@ -296,6 +300,15 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
                      if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
         locations=MappingProxyType(locations),
     )
+
+
+def stack_optimizer(stated: Strategy | None, run: RunOptions, shard_stated: bool) -> Strategy | None:
+    """The stated plan with its stack's distributed optimizer where the files state no shard: Megatron-LM's and
+    MindSpeed's recipes run `--use-distributed-optimizer` (ZeRO-1 over dp·cp, StackSpace.distributed_optimizer),
+    so a plan left unstated is priced as they run it, not with replicated optimizer states."""
+    if stated is None or shard_stated or not framework_of(run).space.distributed_optimizer:
+        return stated
+    return replace(stated, optimizer_shard=stated.dp * stated.cp)
 
 
 def _search_recompute_plan(sf: SearchFacts, train: TrainFacts | None) -> RecomputePlan:
@@ -625,6 +638,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["recompute_modules"] = tuple(sf.recompute_modules.value)
         if sf.moe_dispatcher is not None:
             kw["moe_dispatcher"] = sf.moe_dispatcher.value
+        if sf.fp8_recipe is not None:
+            kw["fp8_recipe"] = sf.fp8_recipe.value
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})

@@ -65,6 +65,7 @@ class SearchFacts:
     selective_policy: Val | None = None
     recompute_modules: Val | None = None  # recompute_modules (ext): Megatron's --recompute-modules
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
+    fp8_recipe: Val | None = None  # estimator.fp8_recipe (ext): delayed | tensorwise | blockwise | mxfp8
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.stated_layout)
     pipeline_schedule: Val | None = None
@@ -204,6 +205,8 @@ def _read_run_options(facts: SearchFacts, root: Map, par: Map | None, model: Map
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
+    facts.fp8_recipe = src.choice(est, "fp8_recipe", "estimator.fp8_recipe",
+                                  {name: name for name in ("delayed", "tensorwise", "blockwise", "mxfp8")})
     _read_state_widths(facts, est)
 
 
@@ -214,7 +217,7 @@ def _note_stated(facts: SearchFacts) -> None:
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
                facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
-               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload,
+               facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload, facts.fp8_recipe,
                *facts.model_fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
                *facts.layout.values())
     if facts.cluster is not None:

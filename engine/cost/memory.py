@@ -348,11 +348,15 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
         head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
     ne_stage += np.where(r.last, head_local[:, None], 0.0)
     coef_ne, coef_ex, shard_o = _state_coefs(r)
-    if r.fp8 and not r.fw.fsdp2:
-        # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM
-        # (1 + 1 bytes per parameter, not sharded); torchao's dynamic casting (FSDP2 stacks) caches none.
-        coef_ne["parameters"] = coef_ne["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
-        coef_ex["parameters"] = coef_ex["parameters"] + K.FP8_WEIGHT_CACHE_BYTES
+    if r.fp8_recipe is not None and not r.fw.fsdp2:
+        # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM (the
+        # recipe's bytes per parameter, engine.cost.fp8), sharded as the weights are: a weight FSDP shards
+        # (Megatron-FSDP, reshard after forward) keeps its FP8 copy sharded and gathers it in FP8
+        # (--fp8-param-gather); torchao's dynamic casting (FSDP2 stacks) caches none.
+        shard_w = np.where(r.fs > 1, r.fs if r.run.reshard_after_forward else 1.0, 1.0)
+        cache = r.fp8_recipe.weight_cache_bytes
+        coef_ne["parameters"] = coef_ne["parameters"] + cache / shard_w
+        coef_ex["parameters"] = coef_ex["parameters"] + cache / np.minimum(shard_w, r.edp)
     share = unsharded_grad_share(r, ne_layer + ex_layer, ne_stage + ex_stage)
     static_b = ne_stage * (coef_ne["parameters"] + coef_ne["optimizer"])[:, None] + ne_stage * coef_ne["gradients"][:, None] * share
     if r.is_moe:

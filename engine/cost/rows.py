@@ -17,6 +17,7 @@ from engine.catalog.devices import matmul_efficiency
 from engine.catalog.frameworks import Framework, effective_policy, framework_of, priced_modules
 from engine.cost import constants as K
 from engine.cost.collectives import Links
+from engine.cost.fp8 import Fp8Recipe, recipe_of
 from engine.cost.layout import (
     chunk_layer_stage,
     chunk_type_counts,
@@ -108,6 +109,8 @@ class Rows:
     last: np.ndarray
     valid: np.ndarray
     mf: np.ndarray
+    # The FP8 recipe priced (engine.cost.fp8; None: BF16): its casts' HBM traffic and its weight caches.
+    fp8_recipe: Fp8Recipe | None = None
 
     @property
     def types(self) -> tuple[int, ...]:
@@ -161,7 +164,8 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     frac = (K.TORCH_GEMM_FRACTION_OF_MAMF if fw.pytorch_gemms
             else K.MINDSPEED_GEMM_FRACTION_OF_MAMF if fw.npu_gemms else K.GEMM_FRACTION_OF_MAMF)
     gemm_rate = peak * eff * dev.clock_fraction * frac
-    fp8 = bool(run.fp8 and dev.fp8_tflops > 0)
+    recipe = recipe_of(run, dev)
+    fp8 = recipe is not None
     wgemm_rate = (dev.fp8_tflops * K.TERA * (dev.fp8_matmul_efficiency or eff) * dev.clock_fraction
                   * frac) if fp8 else gemm_rate
     elem = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * (1.0 if fw.fused(run) else K.EAGER_ELEMENTWISE_FACTOR)
@@ -175,7 +179,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         edp=edp, edp_i=np.maximum(np.round(edp).astype(np.int64), 1),
         T=b * float(m.seq_len) / cp, s=float(m.seq_len), h=float(m.hidden), V=float(m.vocab),
         is_moe=m.is_moe, moe_copies=routed_copies(m) * K.MOE_IMBALANCE if m.is_moe else 0.0,
-        attn=attn_shape(m), peak=peak, gemm_rate=gemm_rate, wgemm_rate=wgemm_rate, fp8=fp8, fw=fw,
+        attn=attn_shape(m), peak=peak, gemm_rate=gemm_rate, wgemm_rate=wgemm_rate, fp8=fp8, fw=fw, fp8_recipe=recipe,
         policy=effective_policy(fw, run), modules=priced_modules(fw, run),
         lin_bytes=K.FP8_ACT_BYTES if fp8 and fw.fp8_saved_inputs else K.ACT_BYTES,
         compiled=bool(run.compile and fw.compile_fuses),

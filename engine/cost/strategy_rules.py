@@ -159,7 +159,41 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out.append(Problem("HP531", f"{fw.name} offers {what}; {how}", "recompute_modules"))
     if config.run.fp8 and config.cluster is not None and config.cluster.device.fp8_tflops <= 0:
         out.append(Problem("HP532", f"{config.cluster.device.name} has no FP8 GEMMs; priced in BF16", "fp8"))
-    return out + _ep_overlap_problems(config)
+    elif config.run.fp8 and config.cluster is not None:
+        out += _fp8_recipe_problems(config)
+    wrong = stack_device_problem(config)
+    return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config)
+
+
+def _fp8_recipe_problems(config: Config) -> list[Problem]:
+    """HP532 for a recipe the device cannot run (MXFP8 before Blackwell): priced in BF16 (engine.cost.fp8)."""
+    from engine.cost.fp8 import RECIPES, recipe_name
+
+    assert config.cluster is not None
+    recipe = RECIPES[recipe_name(config.run)]
+    dev = config.cluster.device
+    if recipe.generations and dev.generation not in recipe.generations:
+        return [Problem("HP532", f"{dev.name} cannot run the {recipe.name} FP8 recipe (it needs "
+                        f"{' or '.join(recipe.generations)}); priced in BF16", "fp8")]
+    return []
+
+
+def stack_device_problem(config: Config) -> Problem | None:
+    """HP534: the framework does not run on the cluster's device (StackSpace.devices): Megatron-LM and
+    TransformerEngine are CUDA stacks, MindSpeed is Megatron on Ascend. Why: such a plan is priced with kernels
+    the device does not have (TransformerEngine's on a 910C), so the figure describes no run; the user should
+    hear which stack runs there."""
+    if config.cluster is None:
+        return None
+    fw, dev = framework_of(config.run), config.cluster.device
+    allowed = fw.space.devices
+    if not allowed or not dev.generation or dev.generation in allowed:
+        return None
+    there = [f.name for f in FRAMEWORKS.values() if f.space.devices and dev.generation in f.space.devices]
+    return Problem("HP534", f"{fw.name} does not run on {dev.name} ({dev.generation}; it runs on "
+                   f"{', '.join(allowed)}): priced as if it did" + (f"; on {dev.name} the stack is "
+                                                                    f"{', '.join(there)} (estimator.framework)"
+                                                                    if there else ""), "framework")
 
 
 def _ep_overlap_problems(config: Config) -> list[Problem]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
+from engine.cost.fp8 import cast_widths
 from engine.cost.memory import act_terms, module_bytes, op_policy_recomputed_share
 from engine.cost.model import mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
@@ -178,7 +179,7 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     into cp calls, so short chunks run below a whole sequence's efficiency (FlashAttention at short
     sequence lengths, Dao 2023 Fig. 4-5)."""
     a = r.attn
-    # attention_span: windows, linear-attention layers and sparse attention's share (engine.config.model).
+    # attention_span: windows, linear-attention layers and sparse attention's share (engine.config.model_facts).
     core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t * r.model.attention_span
     if r.model.use_flash_attention:
         causal = 0.5 * core  # causal blocks skipped
@@ -188,6 +189,17 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
     af = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)
     return af, K.BWD_GEMM_RATIO * af
+
+
+def fp8_cast_time(r: Rows, moe_layer: bool) -> tuple[np.ndarray | float, np.ndarray | float]:
+    """(forward, backward) seconds of one layer's FP8 quantisation, one micro-batch (engine.cost.fp8): the FP8
+    GEMMs' inputs cast in the forward and their output gradients in the backward, each element moving the
+    recipe's cast bytes through HBM; the rank's share of the layer's T tokens (÷ tp). 0 without FP8."""
+    if r.fp8_recipe is None:
+        return 0.0, 0.0
+    fwd_w, bwd_w = cast_widths(r.model, moe_layer)
+    per = r.fp8_recipe.cast_bytes * r.T / r.t / r.hbm
+    return fwd_w * per, bwd_w * per
 
 
 def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
@@ -203,11 +215,12 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
         g = _add_mlp_gemms(r, g_attn, mg if ty == MOE else None)
         e = r.elem_traffic * act[:, ty, OFF] / r.hbm
         perm = permutation_time(r) if ty == MOE else 0.0
+        cast_f, cast_b = fp8_cast_time(r, ty == MOE)
         gemm[:, ty] = g
         attn_fwd[:, ty] = af
         attn_bwd[:, ty] = ab
-        fwd[:, ty] = g + af + e + perm
-        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e + perm
+        fwd[:, ty] = g + af + e + perm + cast_f
+        bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e + perm + cast_b
         compute[:, ty] = fwd[:, ty] + bwd
     if not r.is_moe:
         for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):

@@ -2,7 +2,8 @@
 reverse reading the tests use to show the mapping round-trips.
 
 Mapping (docs/explain.md has the same table; flag names as Megatron-LM's megatron/training/arguments.py,
-MindSpeed-LLM's feature managers and torchtitan's torchtitan/config/job_config.py spell them):
+MindSpeed-LLM's feature managers and torchtitan's torchtitan/config/job_config.py spell them; every Megatron-LM and
+MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_flags.txt names):
 
 | strategy | Megatron-LM / MindSpeed-LLM | torchtitan (TOML) |
 |---|---|---|
@@ -13,12 +14,16 @@ MindSpeed-LLM's feature managers and torchtitan's torchtitan/config/job_config.p
 | etp | --expert-tensor-parallel-size | (none: etp 1 only) |
 | vpp (interleaved) | --num-layers-per-virtual-pipeline-stage L/(pp·vpp) | pipeline_parallel_schedule "Interleaved1F1B", pipeline_parallel_layers_per_stage L/(pp·vpp) |
 | pipeline_schedule 1F1B | (the default) | pipeline_parallel_schedule "1F1B" |
-| sequence_parallel | --sequence-parallel | (always on with tp > 1) |
+| sequence_parallel | --sequence-parallel whenever tp > 1 (Megatron refuses --tp-comm-overlap without it) | (always on with tp > 1) |
 | micro_batch_size | --micro-batch-size | parallelism.pipeline_parallel_microbatch_size |
 | global_batch_size | --global-batch-size | training.global_batch_size, training.local_batch_size = mbs·m |
 | dp | world / (tp·pp·cp) (the launcher's world size) | data_parallel_replicate_degree × data_parallel_shard_degree |
-| dp_shard (FSDP) | --use-torch-fsdp2 (whole DP group only) | data_parallel_shard_degree = dp_shard / cp, replicate = dp·cp / dp_shard |
+| dp_shard (FSDP) | Megatron: --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor; MindSpeed: --use-torch-fsdp2 --fsdp2-config-path fsdp2_config.yaml (the YAML follows the flags); whole dp·cp, pp 1 only | data_parallel_shard_degree = dp_shard / cp, replicate = dp·cp / dp_shard |
 | optimizer_shard (ZeRO-1) | --use-distributed-optimizer, --num-distributed-optimizer-instances dp·cp / o | (none: FSDP shards instead) |
+| fp8 (recipe) | Megatron: --fp8-format hybrid --fp8-recipe delayed / tensorwise / blockwise / mxfp8 | (float8 converter, not exported) |
+| moe_dispatcher, MoE overlaps | --moe-grouped-gemm, --moe-token-dispatcher-type alltoall, or flex --moe-flex-dispatcher-backend deepep; --moe-shared-expert-overlap; --overlap-moe-expert-parallel-comm --delay-wgrad-compute / MindSpeed --moe-alltoall-overlap-comm | expert_parallel_degree |
+| offloaded layers | Megatron --cpu-offloading-num-layers N (pp 1, no recompute) | (none) |
+| fused kernels, tp_comm_overlap | TE default / --tp-comm-overlap; MindSpeed --use-flash-attn --use-fused-rmsnorm --use-fused-swiglu --use-fused-rotary-pos-emb, --use-ascend-mc2 | enable_async_tensor_parallel |
 | recompute full | --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 | activation_checkpoint.mode "full" |
 | recompute selective | --recompute-granularity selective | activation_checkpoint.mode "selective", selective_ac_option "op" |
 | recompute_modules | --recompute-modules m1 m2 … (MindSpeed: no shared_experts) | (none) |
@@ -39,7 +44,7 @@ from typing import Any
 
 from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic
-from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import DeviceSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
 TARGETS = ("megatron", "torchtitan", "mindspeed")
 MEGATRON_CP = {"ring": "p2p", "ulysses": "a2a", "hybrid": "a2a+p2p"}
@@ -64,13 +69,14 @@ def _warn(setting: str, target: str, why: str) -> Diagnostic:
     return Diagnostic("HP753", f"{setting}: {why} ({target} has no argument for it)", path=setting)
 
 
-def export(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Exported:
-    """The plan `s` (for `model`, run options `run`) as `target`'s arguments."""
+def export(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
+           device: DeviceSpec | None = None) -> Exported:
+    """The plan `s` (for `model`, run options `run`, on `device` where known) as `target`'s arguments."""
     if target == "torchtitan":
         return _torchtitan(s, model, run)
     if target not in ("megatron", "mindspeed"):
         raise ValueError(f"unknown export target {target!r}; one of {', '.join(TARGETS)}")
-    return _megatron(s, model, run, target)
+    return _megatron(s, model, run, target, device)
 
 
 def _recompute_warnings(s: Strategy, target: str) -> list[Diagnostic]:
@@ -78,12 +84,13 @@ def _recompute_warnings(s: Strategy, target: str) -> list[Diagnostic]:
     if s.recompute.layers:
         out.append(_warn("recompute.layers", target, f"per-layer recompute {dict(_ranges(s.recompute))} is exported "
                          f"as the base mode {s.recompute.mode}"))
-    if s.recompute.offload:
-        # [HP] §8.6: the plan's offloaded layers, priced with their activations on the host; the flags run them off
+    if s.recompute.offload and target == "torchtitan":  # Megatron-style targets: _offload_args
+        # [HP] §8.6: the plan's offloaded layers, priced with their activations on the host; torchtitan has no
+        # activation offload of whole layers, so its config runs them with recompute off, kept on the device
         names = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in s.recompute.offload)
         out.append(Diagnostic("HP753", f"recompute.offload: activation offload of layers {names} is not exported: "
-                              f"the {target} flags run those layers with recompute off, their activations kept on "
-                              "the device (priced off the device)", path="recompute.offload"))
+                              "torchtitan has no layer offload; its config runs those layers with recompute off, "
+                              "their activations kept on the device (priced off the device)", path="recompute.offload"))
     return out
 
 
@@ -113,13 +120,53 @@ def _megatron_layout(s: Strategy, run: RunOptions, target: str, warns: list[Diag
     return out
 
 
-def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Exported:
+def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
+              device: DeviceSpec | None = None) -> Exported:
+    """Megatron-LM / MindSpeed-LLM flags for the plan, with every flag the price assumed (each in the stack's
+    accepted flags at the pinned release, engine/catalog/data; tests/engine/explain/test_export_flags.py)."""
     args: list[str] = ["--tensor-model-parallel-size", str(s.tp), "--pipeline-model-parallel-size", str(s.pp),
                        "--context-parallel-size", str(s.cp), "--expert-model-parallel-size", str(s.ep),
                        "--expert-tensor-parallel-size", str(s.etp),
                        "--micro-batch-size", str(s.micro_batch_size), "--global-batch-size", str(s.global_batch_size),
-                       "--seq-length", str(model.seq_len)]
+                       "--seq-length", str(model.seq_len), "--bf16"]
     warns: list[Diagnostic] = []
+    args += _megatron_pipeline(s, model, run, target, warns)
+    if s.tp > 1:  # Megatron-LM refuses --tp-comm-overlap without it; its recipes run SP whenever tp > 1
+        args.append("--sequence-parallel")
+        if not s.sequence_parallel:
+            warns.append(Diagnostic("HP753", f"sequence_parallel: the plan was priced without sequence parallelism; "
+                                    f"{target} runs it with tp {s.tp} (--sequence-parallel)", path="sequence_parallel"))
+    fsdp2 = target == "mindspeed" and s.dp_shard > 1
+    args += _dp_sharding_args(s, model, run, target, warns)
+    if not fsdp2:  # MindSpeed's FSDP2 route recomputes through its fsdp2_config.yaml only
+        args += _megatron_recompute(s, run, target, warns)
+    warns += _recompute_warnings(s, target)
+    args += _state_dtypes(run)
+    if s.cp > 1:
+        if target == "mindspeed":
+            args += ["--context-parallel-algo", MINDSPEED_CP[run.cp_algo]]
+        else:
+            args += ["--cp-comm-type", MEGATRON_CP[run.cp_algo]]
+    if run.tp_comm_overlap and s.tp > 1:
+        args.append("--use-ascend-mc2" if target == "mindspeed" else "--tp-comm-overlap")
+    args += _grad_accumulation_args(model, run, target)
+    args += _fp8_args(run, target, device, warns) + _moe_args(model, run, target, warns)
+    args += _offload_args(s, target, warns) + _fused_args(target)
+    lines = [f"# {target}: world size {s.world_size} (launch {s.world_size} ranks; data parallel = world / "
+             f"(tp·pp·cp) = {s.dp})"]
+    pairs = _pairs(args)
+    lines += [" ".join(shlex.quote(x) for x in p) + " \\" for p in pairs]
+    if lines[-1].endswith(" \\"):
+        lines[-1] = lines[-1][:-2]
+    if fsdp2:
+        lines += _fsdp2_config(s, run)
+    return Exported(target, "\n".join(lines) + "\n", tuple(args), tuple(warns))
+
+
+def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
+                       warns: list[Diagnostic]) -> list[str]:
+    """The interleaved schedule's chunks and the stated pipeline layout as Megatron-LM's flags."""
+    args: list[str] = []
     layout_args = _megatron_layout(s, run, target, warns)
     if s.pipeline_schedule == "interleaved" and s.vpp > 1:
         if model.num_layers % (s.pp * s.vpp) == 0 and not layout_args:
@@ -131,49 +178,117 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str) -> Ex
                                    f"{s.pp}×{s.vpp} chunks; set --decoder-first-pipeline-num-layers / "
                                    "--decoder-last-pipeline-num-layers (or --account-for-embedding-in-pipeline-split "
                                    "--account-for-loss-in-pipeline-split) to the split you want"))
-    args += layout_args
-    if s.sequence_parallel and s.tp > 1:
-        args.append("--sequence-parallel")
+    return args + layout_args
+
+
+def _megatron_recompute(s: Strategy, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+    mode = s.recompute.mode
+    if mode == "full":
+        return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if mode == "selective":
+        return ["--recompute-granularity", "selective", *_recompute_modules(run, target, warns)]
+    return []
+
+
+def _dp_sharding_args(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
+                      warns: list[Diagnostic]) -> list[str]:
+    """How the data-parallel group shards (engine.catalog.frameworks.StackSpace): Megatron-FSDP
+    (`--use-megatron-fsdp`, Megatron-LM) or MindSpeed's FSDP2 route (`--use-torch-fsdp2` with its
+    fsdp2_config.yaml: no distributed optimizer, untied embeddings, `--ckpt-format torch_dist`), over the whole
+    dp·cp and without pp; else the distributed optimizer (ZeRO-1) over its shard; and the data-parallel overlaps."""
     dpcp = s.dp * s.cp
+    args: list[str] = []
     if s.dp_shard > 1:
-        args.append("--use-torch-fsdp2")
-        if s.dp_shard != dpcp:
-            warns.append(_warn("dp_shard", target, f"FSDP over {s.dp_shard} of the {dpcp} data-parallel ranks "
-                               "(HSDP) is exported as FSDP2 over all of them"))
-        if s.pp > 1:
-            warns.append(_warn("dp_shard", target, "Megatron's FSDP2 path does not run with pipeline parallelism"))
+        if s.dp_shard != dpcp or s.pp > 1:
+            warns.append(_warn("dp_shard", target, f"FSDP over {s.dp_shard} of the {dpcp} data-parallel ranks"
+                               + (f" with pp {s.pp}" if s.pp > 1 else "") + f": {target}'s FSDP shards over the "
+                               "whole data-parallel group and does not pipeline; this plan cannot run there"))
+        if target == "mindspeed":
+            args += ["--use-torch-fsdp2", "--fsdp2-config-path", "fsdp2_config.yaml", "--ckpt-format", "torch_dist",
+                     "--untie-embeddings-and-output-weights"]
+            if model.tie_embeddings:
+                warns.append(_warn("tie_embeddings", target, "MindSpeed's FSDP2 route needs untied embeddings"))
+        else:
+            strategy = "optim_grads_params" if run.reshard_after_forward else "optim_grads"
+            args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy,
+                     "--ckpt-format", "fsdp_dtensor"]
     elif s.optimizer_shard > 1:
         args.append("--use-distributed-optimizer")
         if dpcp // s.optimizer_shard > 1:
             args += ["--num-distributed-optimizer-instances", str(dpcp // s.optimizer_shard)]
-    mode = s.recompute.mode
-    if mode == "full":
-        args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
-    elif mode == "selective":
-        args += ["--recompute-granularity", "selective"]
-        args += _recompute_modules(run, target, warns)
-    warns += _recompute_warnings(s, target)
-    args += _state_dtypes(run)
-    if s.cp > 1:
-        if target == "mindspeed":
-            args += ["--context-parallel-algo", MINDSPEED_CP[run.cp_algo]]
-        else:
-            args += ["--cp-comm-type", MEGATRON_CP[run.cp_algo]]
-    if run.tp_comm_overlap and s.tp > 1:
-        args.append("--tp-comm-overlap")
-    args += _grad_accumulation_args(model, run, target)
-    if s.dp_shard <= 1 and dpcp > 1:
+    if dpcp > 1 and not (target == "mindspeed" and s.dp_shard > 1):
         if run.overlap_grad_reduce:
             args.append("--overlap-grad-reduce")
-        if run.overlap_param_gather and s.optimizer_shard > 1:
-            args.append("--overlap-param-gather")
-    lines = [f"# {target}: world size {s.world_size} (launch {s.world_size} ranks; data parallel = world / "
-             f"(tp·pp·cp) = {s.dp})"]
-    pairs = _pairs(args)
-    lines += [" ".join(shlex.quote(x) for x in p) + " \\" for p in pairs]
-    if lines[-1].endswith(" \\"):
-        lines[-1] = lines[-1][:-2]
-    return Exported(target, "\n".join(lines) + "\n", tuple(args), tuple(warns))
+            if run.overlap_param_gather and (s.optimizer_shard > 1 or s.dp_shard > 1):
+                args.append("--overlap-param-gather")
+    return args
+
+
+def _fsdp2_config(s: Strategy, run: RunOptions) -> list[str]:
+    """MindSpeed's fsdp2_config.yaml for its FSDP2 route (MindSpeed docs features/fsdp2.md): the shard group,
+    resharding, dtypes, and the recompute the plan priced as its `recompute_modules` (Megatron's --recompute-*
+    flags are refused on that route)."""
+    out = ["", "# fsdp2_config.yaml (--fsdp2-config-path)", f"sharding_size: {s.dp_shard}",
+           f"reshard_after_forward: {str(run.reshard_after_forward).lower()}", "param_dtype: bf16",
+           f"reduce_dtype: {'bf16' if run.grad_bytes == 2 else 'fp32'}"]
+    if s.recompute.mode != "off":
+        out.append("recompute_modules: [megatron.core.transformer.transformer_layer.TransformerLayer]")
+    return out
+
+
+def _fp8_args(run: RunOptions, target: str, device: DeviceSpec | None, warns: list[Diagnostic]) -> list[str]:
+    """The FP8 recipe priced (engine.cost.fp8) as Megatron-LM's `--fp8-format hybrid --fp8-recipe R`."""
+    from engine.cost.fp8 import recipe_name, recipe_of
+
+    if not run.fp8:
+        return []
+    if target == "mindspeed" or (device is not None and recipe_of(run, device) is None):
+        warns.append(_warn("fp8", target, f"FP8 ({recipe_name(run)}): not run on this device, priced in BF16"))
+        return []
+    return ["--fp8-format", "hybrid", "--fp8-recipe", recipe_name(run)]
+
+
+def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+    """The MoE path priced: grouped expert GEMMs, the dispatcher (all-to-all, or DeepEP through Megatron-Core's
+    flex dispatcher), and the expert-parallel overlaps the files state (MCORE-MOE; MindSpeed's own names)."""
+    if not model.is_moe:
+        return []
+    args = ["--moe-grouped-gemm"]
+    if run.moe_dispatcher == "deepep" and target == "megatron":
+        args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+    else:
+        args += ["--moe-token-dispatcher-type", "alltoall"]
+        if run.moe_dispatcher == "deepep":
+            warns.append(_warn("moe_dispatcher", target, "DeepEP dispatch (exported as the all-to-all dispatcher)"))
+    if run.moe_shared_expert_overlap and model.num_shared_experts:
+        args.append("--moe-shared-expert-overlap")
+    if run.moe_a2a_overlap:
+        args += (["--moe-alltoall-overlap-comm"] if target == "mindspeed"
+                 else ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"])
+    return args
+
+
+def _offload_args(s: Strategy, target: str, warns: list[Diagnostic]) -> list[str]:
+    """Activation offload of whole layers as Megatron-Core's `--cpu-offloading-num-layers` (its
+    TransformerConfig refuses it with pipeline parallelism or recompute, MLM-ARGS core_v0.16.0)."""
+    if not s.recompute.offload:
+        return []
+    layers = sum(b - a + 1 for a, b in s.recompute.offload)
+    if target == "megatron" and s.pp == 1 and s.recompute.mode == "off" and not s.recompute.layers:
+        return ["--cpu-offloading-num-layers", str(layers)]
+    warns.append(Diagnostic("HP753", f"recompute.offload: {target} cannot offload these {layers} layers with this plan "
+                            "(Megatron-Core's CPU offloading runs without pipeline parallelism and recompute; "
+                            "MindSpeed has no layer offload): exported without it, the price assumed it",
+                            path="recompute.offload"))
+    return []
+
+
+def _fused_args(target: str) -> list[str]:
+    """The fused kernels the price assumes (Framework.fused_elementwise): MindSpeed-LLM's flags for them, as its
+    scripts pass them ([CAL] §10, MS-LLM); TransformerEngine fuses them by default under Megatron-LM."""
+    if target != "mindspeed":
+        return []
+    return ["--use-flash-attn", "--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb"]
 
 
 def _grad_accumulation_args(model: ModelSpec, run: RunOptions, target: str) -> list[str]:
@@ -313,7 +428,8 @@ def read_megatron(args: list[str] | tuple[str, ...], world: int, num_layers: int
     if "--use-distributed-optimizer" in flags:
         opt = dp * cp // int(val.get("--num-distributed-optimizer-instances", 1))
     mode = val.get("--recompute-granularity", "off")
-    return Strategy(dp=dp, dp_shard=dp * cp if "--use-torch-fsdp2" in flags else 1, tp=tp, pp=pp, cp=cp,
+    fsdp = "--use-torch-fsdp2" in flags or "--use-megatron-fsdp" in flags
+    return Strategy(dp=dp, dp_shard=dp * cp if fsdp else 1, tp=tp, pp=pp, cp=cp,
                     ep=int(val.get("--expert-model-parallel-size", 1)),
                     etp=int(val.get("--expert-tensor-parallel-size", 1)), vpp=vpp, micro_batch_size=mbs,
                     micro_batch_num=gbs // (dp * mbs), sequence_parallel="--sequence-parallel" in flags,

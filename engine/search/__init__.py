@@ -102,7 +102,7 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
                               progress, cancelled)
     budget = _budget(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=config.offload_gb_s)
-    result = search_with(config, pricer, top=top, progress=progress, cancelled=cancelled)
+    result = _with_stack_device(config, search_with(config, pricer, top=top, progress=progress, cancelled=cancelled))
     pps = _accounting_pps(config)
     if not pps or (cancelled is not None and cancelled()):
         return result
@@ -118,6 +118,17 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
 
 
 ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
+
+
+def _with_stack_device(config: Config, result: SearchResult) -> SearchResult:
+    """HP534 on the search's result where the framework does not run on the device (Megatron-LM on Ascend):
+    its plans are priced, and the user hears which stack runs there (engine.cost.strategy_rules)."""
+    from engine.cost.strategy_rules import positioned, stack_device_problem
+
+    p = stack_device_problem(config)
+    if p is None:
+        return result
+    return replace(result, diagnostics=(positioned(config, p.code, p.message, p.field), *result.diagnostics))
 
 
 def _accounting_pps(config: Config) -> tuple[int, ...]:
@@ -225,7 +236,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         pp = restrict.get("pp")
         restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
     os_shard = config.optimizer_shard
-    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, optimizer_shard=os_shard,
+    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, optimizer_shard=os_shard,
                               extra_slots=_extra_slots(config))
     total = groups.total
 
@@ -319,7 +330,7 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
         for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
             if restrict.get(d) is None:
                 continue
-            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
+            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
                                     optimizer_shard=os_shard)
             if not refusals.batch_unreachable(alone, g) and alone.dp_values:
                 causes.append(d)
@@ -330,7 +341,7 @@ def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
             raise Cancelled
 
     if restricted:
-        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo,
+        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space,
                           extra_slots=_extra_slots(config), optimizer_shard=os_shard)
         # The list refusals read every row's fit, step and peak: price the widened space whole.
         wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
@@ -374,7 +385,7 @@ def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping
             if peaks.size:
                 notes[(d, v)] = f"its lightest strategy needs {refusals.gib(float(peaks.min()))}"
             elif rows.size == 0:
-                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
+                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
                                         optimizer_shard=os_shard)
                 rules = sorted(alone.refused.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
                 if rules:
@@ -409,7 +420,7 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         big_pricer = replace(pricer, cluster=bigger) if isinstance(pricer, Pricer) else None
         if big_pricer is None:
             break
-        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo, extra_slots=_extra_slots(config),
+        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
                                 optimizer_shard=lightest.optimizer_shard)
         if len(space):
             priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll,

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.catalog.frameworks import FRAMEWORKS, StackSpace
 from engine.config.types import Config, Dimension
 from engine.integers import divisors
 from engine.specs import ClusterSpec, ModelSpec
@@ -95,8 +96,15 @@ R_EP_ETP = "ep·etp does not divide dp·cp·tp"
 R_VPP_PP = "vpp > 1 needs pp > 1"
 R_VPP_LAYERS = "pp·vpp above the layers"
 R_LAYOUT_SPLIT = "pp·vpp does not divide the layers with the embedding and loss in the split"
-R_SP_CP = "sequence parallelism with cp > 1"
+R_SP_CP = "sequence parallelism with cp > 1 (HyperParallel's checker refuses it)"
 R_OS = "optimizer shard does not divide dp·cp"
+R_FSDP_NONE = "the stack has no FSDP"
+R_FSDP_WHOLE = "FSDP over part of dp·cp (the stack shards over the whole data-parallel group)"
+R_FSDP_PP = "FSDP with pipeline parallelism (the stack's FSDP does not pipeline)"
+R_FSDP_EP = "FSDP with expert parallelism (the stack's FSDP2 route runs no ep)"
+
+# The strategy space searched when no framework is named: HyperParallel's (the default framework).
+DEFAULT_STACK = FRAMEWORKS["hyperparallel"].space
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +259,8 @@ class _Ctx:
     restrict: Mapping[str, tuple[int, ...] | None]
     cp_algo: str
     optimizer_shard: int
+    # The stack's strategy space (engine.catalog.frameworks.StackSpace): its FSDP route, SP rules, optimizer.
+    stack: StackSpace = DEFAULT_STACK
     # The embedding and loss the pipeline layout counts as layers of the split (engine.specs.PipelineLayout),
     # which chunks may hold alone; negative when the split need not divide (torchtitan's own).
     extra_slots: int = 0
@@ -328,7 +338,8 @@ def _level_fsdp_etp(b: _Builder, c: _Ctx) -> None:
     m = c.model
     fsdp = _domain(c.r("fsdp"), c.dev_divs)[None, :]
     dom = (b.w("dp") * b.w("cp"))[:, None]
-    b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0)], _auto(c.r("fsdp"), dom % fsdp == 0))
+    b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0), *_stack_fsdp_rules(b, c, fsdp, dom)],
+             _auto(c.r("fsdp"), dom % fsdp == 0))
     if c.r("etp") == (0,):
         b.cols["etp"] = b.cols["tp"].copy()
         if m.is_moe:
@@ -339,6 +350,21 @@ def _level_fsdp_etp(b: _Builder, c: _Ctx) -> None:
     if m.is_moe:
         etp_checks.append((R_ETP_WIDTH, (etp == 1) | (m.moe_ffn % etp == 0)))
     b.expand("etp", etp[0], etp_checks)
+
+
+def _stack_fsdp_rules(b: _Builder, c: _Ctx, fsdp: np.ndarray, dom: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The stack's own FSDP route (StackSpace.fsdp): none, or one shard group over the whole dp·cp and not with
+    pipeline parallelism (Megatron-FSDP, MindSpeed's FSDP2); counted refusals, so a search says why FSDP 8 of
+    dp 64 never appears for Megatron."""
+    st = c.stack
+    if st.fsdp == "":
+        return [(R_FSDP_NONE, np.broadcast_to(fsdp == 1, (dom.shape[0], fsdp.shape[1])))]
+    rules: list[tuple[str, np.ndarray]] = []
+    if st.fsdp == "whole":
+        rules.append((R_FSDP_WHOLE, (fsdp == 1) | (fsdp == dom)))
+    if not st.fsdp_with_pp:
+        rules.append((R_FSDP_PP, (fsdp == 1) | (b.w("pp")[:, None] == 1)))
+    return rules
 
 
 def _level_ep(b: _Builder, c: _Ctx) -> None:
@@ -352,12 +378,15 @@ def _level_ep(b: _Builder, c: _Ctx) -> None:
         return
     pool = np.where(d % f == 0, d * t, d * cp * t)
     t_exp = np.where(et > 1, et, t)
-    b.expand("ep", ep[0], [
+    rules = [
         (R_EP_EXPERTS, m.num_experts % ep == 0),
         (R_EP_POOL, pool % ep == 0),
         (R_EP_WIDTH, m.moe_ffn % t_exp == 0),
         (R_EP_ETP, (et == 1) | ((d * cp * t) % (ep * et) == 0)),
-    ])
+    ]
+    if not c.stack.fsdp_with_ep:
+        rules.append((R_FSDP_EP, (f == 1) | (ep == 1)))
+    b.expand("ep", ep[0], rules)
 
 
 def _level_vpp(b: _Builder, c: _Ctx) -> None:
@@ -386,13 +415,22 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
 
 def _level_sp_os(b: _Builder, c: _Ctx) -> None:
     """Level 9: sequence parallelism (0/1); auto offers it only where tp > 1 (at tp 1 it is the same
-    strategy). Then the optimizer (ZeRO-1) shard: the run's, not searched; it must divide dp·cp."""
+    strategy), and on stacks that run SP whenever tp > 1 (StackSpace.sp_with_tp) only that. SP with cp > 1 is
+    a counted refusal where the stack refuses it (HyperParallel). Then the optimizer (ZeRO-1) shard: the run's;
+    without the stack's distributed optimizer it must divide dp·cp (a stack with one shards over the whole
+    dp·cp where a stated shard does not divide it: Groups.optimizer_shards)."""
     sp_r = c.r("sequence_parallel")
     sp = _domain(sp_r, [0, 1])[None, :]
     t, cp = b.w("tp")[:, None], b.w("cp")[:, None]
-    eligible = None if sp_r is not None else ((sp == 0) | ((t > 1) & (cp == 1)))
-    b.expand("sp", sp[0], [(R_SP_CP, (sp == 0) | (cp == 1))], eligible)
-    if c.optimizer_shard != 1:
+    if sp_r is not None:
+        eligible = None
+    elif c.stack.sp_with_tp:
+        eligible = sp == (t > 1)
+    else:
+        eligible = (sp == 0) | (t > 1)
+    rules = [] if c.stack.sp_with_cp else [(R_SP_CP, (sp == 0) | (cp == 1))]
+    b.expand("sp", sp[0], rules, eligible)
+    if c.optimizer_shard != 1 and not c.stack.distributed_optimizer:
         b.filter([(R_OS, (b.w("dp") * b.w("cp")) % c.optimizer_shard == 0)])
 
 
@@ -434,6 +472,9 @@ class Groups:
     value_reasons: Mapping[str, Mapping[int, tuple[str, ...]]]
     dp_values: tuple[int, ...]
     mbs_values: tuple[int, ...]
+    # The stack's distributed optimizer (StackSpace.distributed_optimizer): the shard is dp·cp where the stated
+    # one (optimizer_shard) is 1 or does not divide it.
+    distributed_optimizer: bool = False
 
     @property
     def weight(self) -> np.ndarray:
@@ -452,6 +493,17 @@ class Groups:
         """Each (fsdp, etp, ep) combination's (etp, ep) pair, coded densely in (etp, ep) order."""
         etp, ep = np.asarray(self.combos["etp"], dtype=np.int64), np.asarray(self.combos["ep"], dtype=np.int64)
         return np.unique(etp * (int(ep.max(initial=0)) + 1) + ep, return_inverse=True)[1].reshape(-1)
+
+    def optimizer_shards(self, dp: np.ndarray, cp: np.ndarray) -> np.ndarray:
+        """Each row's optimizer (ZeRO-1) shard: the stated one; with the stack's distributed optimizer the whole
+        dp·cp unless a stated shard divides it (Megatron's `--num-distributed-optimizer-instances` must divide
+        dp·cp: a shard that does not is priced over the whole group rather than refusing the row)."""
+        o = self.optimizer_shard
+        if not self.distributed_optimizer:
+            return np.full(dp.size, o, dtype=_narrow(np.asarray([o])))
+        dom = dp.astype(np.int64) * cp.astype(np.int64)
+        shard = dom if o <= 1 else np.where(dom % o == 0, o, dom)
+        return shard.astype(_narrow(shard)) if shard.size else shard
 
     def materialise(self, groups: np.ndarray | None = None) -> Space:
         """The candidates of `groups` (all when None) as a Space, in the plain nest's order (tp, pp, cp,
@@ -484,7 +536,7 @@ class Groups:
         cols = {k: self.cols[k][g] for k in ("tp", "pp", "cp", "dp", "mbs", "mbn")}
         cols.update({k: self.combos[k][c] for k in ("fsdp", "etp", "ep")})
         cols.update({k: self.cols[k][g] for k in ("vpp", "sp")})
-        cols["os"] = np.full(g.size, self.optimizer_shard, dtype=_narrow(np.asarray([self.optimizer_shard])))
+        cols["os"] = self.optimizer_shards(cols["dp"], cols["cp"])
         space = Space(columns={k: _compact(cols[k]) for k in COLUMNS}, refused=self.refused,
                       value_reasons=self.value_reasons, dp_values=self.dp_values, mbs_values=self.mbs_values)
         return space, local, code
@@ -492,11 +544,11 @@ class Groups:
 
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
-                     optimizer_shard: int = 1, extra_slots: int = 0) -> Groups:
+                     optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
     bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots` as _Ctx's."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
-             restrict, cp_algo, optimizer_shard, extra_slots)
+             restrict, cp_algo, optimizer_shard, stack=stack, extra_slots=extra_slots)
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)
@@ -505,8 +557,10 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     b.cols["prefix"] = np.arange(b.cols["tp"].shape[0])
     # Levels 5-7 read tp, cp and dp only: run once per distinct (tp, cp, dp), each key's rows weighted by
     # the prefixes that share it.
-    kcode, kfirst = _distinct_rows(b.cols, ("tp", "cp", "dp"))
-    kb = _Builder(cols={k: b.cols[k][kfirst] for k in ("tp", "cp", "dp")}, refused=b.refused,
+    # A stack whose FSDP does not pipeline reads pp too (its rule, _stack_fsdp_rules).
+    key_cols = ("tp", "cp", "dp") + (("pp",) if stack.fsdp and not stack.fsdp_with_pp else ())
+    kcode, kfirst = _distinct_rows(b.cols, key_cols)
+    kb = _Builder(cols={k: b.cols[k][kfirst] for k in key_cols}, refused=b.refused,
                   value_reasons=b.value_reasons, weight=np.bincount(kcode, minlength=kfirst.size))
     kb.cols["key"] = np.arange(kfirst.size)
     _level_fsdp_etp(kb, c)
@@ -524,6 +578,7 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
         cols={k: b.cols[k] for k in ("tp", "pp", "cp", "dp", "mbs", "mbn", "vpp", "sp")},
         prefix=b.cols["prefix"], key=b.cols["key"], combos={k: kb.cols[k] for k in ("fsdp", "etp", "ep")},
         start=start, count=count, optimizer_shard=optimizer_shard, refused=dict(b.refused),
+        distributed_optimizer=stack.distributed_optimizer,
         value_reasons={k: {v: tuple(rs) for v, rs in m.items()} for k, m in b.value_reasons.items()},
         dp_values=dp_values, mbs_values=tuple(int(x) for x in mbs),
     )
@@ -531,11 +586,11 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
 
 def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                     restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
-                    optimizer_shard: int = 1, extra_slots: int = 0) -> Space:
+                    optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK) -> Space:
     """Enumerate every valid candidate as rows. `restrict[dim]` is a dimension's allowed values (None = its
     bounds); dimension names as in engine.config.types.DIMENSIONS."""
     return enumerate_groups(model, cluster, global_batch, restrict, cp_algo=cp_algo,
-                            optimizer_shard=optimizer_shard, extra_slots=extra_slots).materialise()
+                            optimizer_shard=optimizer_shard, extra_slots=extra_slots, stack=stack).materialise()
 
 
 def restrictions(config: Config) -> dict[str, tuple[int, ...] | None]:

@@ -5,11 +5,32 @@ from __future__ import annotations
 
 from itertools import product
 
-from engine.search.space import MBS_AUTO_MAX, VPP_AUTO_MAX, cp_auto_max, divisors
+from engine.catalog.frameworks import StackSpace
+from engine.search.space import DEFAULT_STACK, MBS_AUTO_MAX, VPP_AUTO_MAX, cp_auto_max, divisors
 from engine.specs import ClusterSpec, ModelSpec
 
 
-def loop_space(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict) -> set[tuple[int, ...]]:
+def _stack_allows(stack: StackSpace, dp: int, cp: int, pp: int, fsdp: int, ep: int) -> bool:
+    """The stack's FSDP route (engine.catalog.frameworks.StackSpace): none, or the whole dp·cp without pp/ep."""
+    if fsdp == 1:
+        return True
+    if not stack.fsdp or (stack.fsdp == "whole" and fsdp != dp * cp):
+        return False
+    return (stack.fsdp_with_pp or pp == 1) and (stack.fsdp_with_ep or ep == 1)
+
+
+def _sp_values(stack: StackSpace, tp: int, cp: int, restrict: dict) -> list[int]:
+    if restrict.get("sequence_parallel") is not None:
+        vals = list(restrict["sequence_parallel"])
+    elif stack.sp_with_tp:
+        vals = [int(tp > 1)]
+    else:
+        vals = [0, 1] if tp > 1 else [0]
+    return [sp for sp in vals if stack.sp_with_cp or not (sp and cp > 1)]
+
+
+def loop_space(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict,
+               stack: StackSpace = DEFAULT_STACK) -> set[tuple[int, ...]]:
     n = cl.world_size
     out = set()
 
@@ -49,8 +70,8 @@ def loop_space(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict) -> set
                     for vpp in vpps:
                         if (vpp > 1 and pp == 1) or pp * vpp > model.num_layers:
                             continue
-                        for sp in dom("sequence_parallel", [0, 1] if tp > 1 else [0]):
-                            if sp and cp > 1:
-                                continue
+                        if not _stack_allows(stack, dp, cp, pp, fsdp, ep):
+                            continue
+                        for sp in _sp_values(stack, tp, cp, restrict):
                             out.add((tp, pp, cp, dp, mbs, mbn, fsdp, 1, ep, vpp, sp))
     return out

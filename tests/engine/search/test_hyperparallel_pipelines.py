@@ -32,7 +32,7 @@ def test_a_search_listing_only_pipelines_returns_the_fastest_pipelined_plan(tmp_
     best, top = doc["best"], doc["top"]
     assert best is not None and best["strategy"]["pp"] in (2, 4)
     assert all(e["strategy"]["pp"] in (2, 4) for e in top)
-    # the fastest, up to the search's near-tie band where it prefers the simpler plan (engine.search.equivalence)
+    # the fastest, up to the search's near-tie band where it prefers the simpler plan (engine.cost.equivalence)
     assert best["step_time_s"] <= min(e["step_time_s"] for e in top) * (1 + doc["equivalence_band"])
     # the same search without the list may choose any pp, and is never slower
     f.write_text(LLAMA8B)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from engine.catalog.frameworks import framework_of
 from engine.cost import estimate
 from engine.search import compare_stated, search
 from engine.search.refusals import gib
@@ -40,12 +41,20 @@ def test_list_beyond_a_node_names_the_list_the_rule_and_what_fits() -> None:
 
 
 def test_lists_met_one_by_one_but_never_together() -> None:
+    # HyperParallel's checker refuses sequence parallelism with context parallelism ([HP] §5.6.1).
     cfg = make(TINY, nodes=1, dims={"tp": 2, "cp": (2,), "sequence_parallel": 1})
+    cfg = replace(cfg, run=RunOptions(framework="hyperparallel"))
     res = search(cfg)
     assert codes(res) == ["HP601"]
     d = res.diagnostics[0]
     assert "never all at once" in d.message and "sequence parallelism with cp > 1" in d.message
     assert d.path in ("parallelism.cp", "parallelism.sequence_parallel")
+
+
+def test_megatron_runs_sequence_parallelism_with_context_parallelism() -> None:
+    """NeMo and Megatron-Bridge run TP + SP + CP: the same lists find a plan for Megatron."""
+    res = search(make(TINY, nodes=1, dims={"tp": 2, "cp": (2,), "sequence_parallel": 1}))
+    assert res.best is not None and res.best.strategy.sequence_parallel and res.best.strategy.cp == 2
 
 
 def _lightest(cfg, restrict: dict) -> float:  # type: ignore[no-untyped-def]
@@ -56,7 +65,7 @@ def _lightest(cfg, restrict: dict) -> float:  # type: ignore[no-untyped-def]
             sequence_parallel=bool(sp), recompute=RecomputePlan("off"),
             pipeline_schedule="interleaved" if v > 1 else "1F1B"), 1e9).peak_memory_gib
         for tp, pp, cp, dp, mbs, mbn, f, etp, ep, v, sp in loop_space(cfg.model, cfg.cluster, cfg.global_batch_size,
-                                                                       restrict))
+                                                                       restrict, framework_of(cfg.run).space))
 
 
 def test_lists_whose_strategies_are_all_over_budget() -> None:
@@ -90,7 +99,8 @@ def test_nothing_fits_the_budget_quotes_the_lightest_and_what_would_fit() -> Non
             dp=dp, dp_shard=f, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=v, micro_batch_size=mbs, micro_batch_num=mbn,
             sequence_parallel=bool(sp), recompute=RecomputePlan("off"),
             pipeline_schedule="interleaved" if v > 1 else "1F1B"), 0.6).peak_memory_gib
-        for tp, pp, cp, dp, mbs, mbn, f, etp, ep, v, sp in loop_space(cfg.model, cfg.cluster, 64, {}))
+        for tp, pp, cp, dp, mbs, mbn, f, etp, ep, v, sp in loop_space(cfg.model, cfg.cluster, 64, {},
+                                                                       framework_of(cfg.run).space))
     assert f"needs {gib(lightest)}" in d.message
     assert "budget of 0.60 GiB" in d.message
     assert d.data["lightest_gib"] == lightest

@@ -10,6 +10,7 @@ from itertools import product
 import numpy as np
 import pytest
 
+from engine.catalog.frameworks import framework_of
 from engine.cost import estimate
 from engine.cost.equivalence import EQUIVALENCE_BAND, complexity, rank_equivalent, tight
 from engine.search import ACCOUNTED, _accounting_pps, search
@@ -41,14 +42,16 @@ def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
 
 def _price_loop(cfg, space_model, run, restrict, modes, fitting, keep) -> int:  # type: ignore[no-untyped-def]
     n = 0
+    stack = framework_of(run).space
     for tp, pp, cp, dp, mbs, mbn, fsdp, etp, ep, vpp, sp in sorted(loop_space(space_model, cfg.cluster,
-                                                                                cfg.global_batch_size, restrict)):
+                                                                                cfg.global_batch_size, restrict, stack)):
         if keep is not None and not keep(pp, vpp):
             continue
         for mode in modes:
             s = Strategy(dp=dp, dp_shard=fsdp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs,
                          micro_batch_num=mbn, sequence_parallel=bool(sp), recompute=RecomputePlan(mode),
-                         pipeline_schedule="interleaved" if vpp > 1 else "1F1B")
+                         pipeline_schedule="interleaved" if vpp > 1 else "1F1B",
+                         optimizer_shard=dp * cp if stack.distributed_optimizer else 1)
             e = estimate(cfg.model, cfg.cluster, run, s, cfg.budget_gib)
             n += 1
             if e.fits:
@@ -83,6 +86,8 @@ def test_fixed_everything_equals_estimate() -> None:
     cfg = make(TINY, recompute="selective", dims={"dp": 4, "fsdp": 2, "tp": 2, "pp": 2, "cp": 1, "ep": 1, "vpp": 1,
                                                   "micro_batch_size": 2, "micro_batch_num": 8,
                                                   "sequence_parallel": 1})
+    # HSDP (FSDP over 2 of the 4 data-parallel ranks) with pipeline parallelism is torchtitan's, not Megatron's.
+    cfg = replace(cfg, run=replace(cfg.run, framework="torchtitan"))
     res = search(cfg)
     assert res.evaluated == 1 and res.best is not None
     e = estimate(cfg.model, cfg.cluster, cfg.run, s, cfg.budget_gib)
