@@ -9,8 +9,9 @@ Formats, recognised by their lines (the first format with a step line wins):
   Megatron divides by 1024·1024).
 * CSV: a header with `step_time_s` or `step_time_ms` (optionally `peak_memory_gib`), one row per step.
 
-HyperParallel's own trainer log: its line format is not in the upstream files this project holds
-(docs/calibration.md), so it is not guessed at; write its step times as the CSV above.
+* HyperParallel's trainer ([HP], Corrections: the trainer's metrics and log line): on a non-terminal stderr one
+  tqdm line per step, prefix `Training`, postfix `loss=…, grad_norm=…, lr=…, tokens/s=<%.3f>, step_time=<%.3f>s`;
+  `step_time` is the optimizer step's wall time (max over the dp·cp ranks). The line carries no memory figure.
 
 Steady state (docs/calibration.md): the first 10% of the step lines (at least one, when there are three or
 more) are warm-up and dropped; of the rest, a step further than max(3.5 robust sigmas, 2%) from the median
@@ -44,6 +45,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TT_STEP = re.compile(r"\bstep:\s*(\d+)\b")
 _TT_TPS = re.compile(r"\btps:\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
 _TT_MEM = re.compile(r"\bmemory:\s*([0-9]+(?:\.[0-9]+)?)\s*GiB")
+_HP_LINE = re.compile(r"\bTraining\b")
+_HP_STEP_TIME = re.compile(r"\bstep_time=([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)s\b")
 _MG_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+")
 _MG_MS = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9]+(?:\.[0-9]+)?)")
 _MG_MAXRES = re.compile(r"max reserved:\s*([0-9]+(?:\.[0-9]+)?)")
@@ -124,6 +127,19 @@ def _torchtitan(lines: list[str]) -> tuple[list[tuple[int, float]], float | None
     return vals, peak
 
 
+def _hyperparallel(lines: list[str]) -> tuple[list[tuple[int, float]], float | None]:
+    """HyperParallel's tqdm line: `Training: … [ …, tokens/s=…, step_time=2.345s]` (no memory figure)."""
+    vals: list[tuple[int, float]] = []
+    for i, raw in enumerate(lines):
+        line = _ANSI.sub("", raw)
+        if not _HP_LINE.search(line):
+            continue
+        st = _HP_STEP_TIME.search(line)
+        if st is not None:
+            vals.append((i, float(st.group(1))))
+    return vals, None
+
+
 def _megatron(lines: list[str]) -> tuple[list[tuple[int, float]], float | None]:
     vals: list[tuple[int, float]] = []
     peak: float | None = None
@@ -197,6 +213,7 @@ def parse_log(lines: list[str]) -> LogReading:
     if not any(line.strip() for line in lines):
         raise LogError("HP802", "the log is empty")
     tried: list[tuple[str, str, tuple[list[tuple[int, float]], float | None] | None]] = [
+        ("hyperparallel", "step_time_s", _hyperparallel(lines)),
         ("torchtitan", "tokens_per_s_per_device", _torchtitan(lines)),
         ("megatron", "step_time_s", _megatron(lines)),
     ]
@@ -208,7 +225,8 @@ def parse_log(lines: list[str]) -> LogReading:
         if not got_csv[0]:
             raise LogError("HP802", "the CSV has a step-time column but no rows")
         return LogReading("csv", steady_state(got_csv[0], "step_time_s"), got_csv[1], len(lines))
-    raise LogError("HP802", "no step lines in a known format: expected torchtitan `step: N ... tps: T`, "
+    raise LogError("HP802", "no step lines in a known format: expected HyperParallel's `Training: … "
+                   "step_time=Xs]`, torchtitan `step: N ... tps: T`, "
                    "Megatron/NeMo/MindSpeed `iteration N/ M | ... elapsed time per iteration (ms): X`, or a CSV "
                    "with a step_time_s / step_time_ms column (docs/formats.md §8)")
 
