@@ -161,6 +161,8 @@ def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, descript
 
 def _explain_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
+    p.add_argument("--trace", metavar="OUT", help="also write the predicted step as a Chrome trace (JSON: Perfetto "
+                   "and chrome://tracing open it; one process per pipeline stage) to OUT")
     p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
     p.add_argument("--width", type=_positive_int, default=96, metavar="N", help="text timeline width (96)")
 
