@@ -26,16 +26,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.calibrate.parts import PartsFit, fit_parts
 from engine.calibrate.runs import Measured
+from engine.calibrate.spreads import part_spreads
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.ratios import prior
 from engine.ratios.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.ratios.stack import stack_of
-from engine.specs import RATIO_GROUPS
+from engine.specs import RATIO_GROUPS, LocalCorrection
 
-RULES = ("local", "step", "compute")
-DEFAULT_RULE = "local"
+RULES = ("parts", "local", "step", "compute")
+DEFAULT_RULE = "parts"
 RATIO_MIN, RATIO_MAX = 0.1, 10.0  # beyond 10x either way the config does not describe what ran
 MEMORY_MIN, MEMORY_MAX = 0.5, 2.0
 FAR_OFF = 2.0  # a ratio beyond 2x (or under 1/2) gets a warning: check that the config states what ran
@@ -51,7 +53,8 @@ class Fitted:
     profiled: tuple[str, ...]
     moved: tuple[str, ...]  # the groups the step-time factor moved
     clamped: tuple[str, ...]
-    local: LocalFit | None = None  # rule `local`: the stack/plan split (ratios hold the stack part)
+    local: LocalFit | None = None  # rules `local`, `parts`: the stack/plan split (ratios hold the stack part)
+    parts: PartsFit | None = None  # rule `parts`: the MAP part ratios and why
 
 
 def group_seconds(m: Measured) -> dict[str, float]:
@@ -124,6 +127,36 @@ def moved_comm_seconds(m: Measured, moved: Sequence[str]) -> float:
     return sum(float(tb.get(p, 0.0)) for g in moved for p in RATIO_GROUPS[g] if p in prior.COMM_PARTS)
 
 
+def _parts_fit(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
+              moved: Sequence[str]) -> tuple[PartsFit, LocalFit] | None:
+    """The parts rule over the runs whose moved parts are priced (None when none is): the MAP part ratios, and
+    each run's remaining misfit as its own (a LocalCorrection with no shared weights, so only its plan gets it)."""
+    rows, feats, sds = [], [], []
+    targets: list[float] = []
+    framework, device = stack_of(runs[0].config)
+    sg = prior.plan_spread(framework, device)
+    for m, u in zip(runs, priced, strict=True):
+        r_i, s_i = _left(m, u, ratios, moved)
+        if s_i > 0 and m.config.model is not None and m.config.cluster is not None:
+            rows.append([u[g] for g in moved])
+            targets.append(r_i)
+            feats.append(strategy_features(m.config.model, m.config.cluster, m.estimate.strategy))
+            own = prior.own_spread(moved_comm_seconds(m, moved) / s_i, s_i)
+            sds.append(math.sqrt(sg * sg + own * own + prior.MEASUREMENT_SD ** 2))
+    if not moved or not rows:
+        return None
+    spreads = part_spreads(framework, device)
+    pf = fit_parts(tuple(moved), np.asarray(rows), np.asarray(targets), np.asarray(sds),
+                   [spreads[g] for g in moved], sg, prior.bias_prior(framework, device))
+    anchors = np.stack(feats)
+    same = (np.abs(anchors[:, None, :] - anchors[None, :, :]).max(axis=2) < 1e-6).sum(axis=1)
+    own_log = tuple(float(e / k) for e, k in zip(pf.own, same, strict=True))  # repeats of a plan share it
+    local = LocalCorrection(moved=tuple(moved), length_scale=prior.LENGTH_SCALE,
+                            anchors=tuple(tuple(float(v) for v in row) for row in anchors),
+                            weights=(0.0,) * len(own_log), log_bound=prior.LOG_BOUND, own=own_log)
+    return pf, LocalFit(pf.log_bias, local, pf.biased, pf.prob_biased, sg, pf.prior_biased)
+
+
 def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
     """Ratios fitted on `runs` (at least one) under `rule` (RULES)."""
     priced = [group_seconds(m) for m in runs]
@@ -131,7 +164,14 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
     free = [g for g in RATIO_GROUPS if g not in profiled]
     moved = [g for g in free if g == "compute"] if rule == "compute" else free
     local: LocalFit | None = None
-    if rule == "local":
+    parts: PartsFit | None = None
+    if rule == "parts":
+        both = _parts_fit(runs, priced, ratios, moved)
+        parts, local = both if both is not None else (None, None)
+        factor = None
+        if parts is not None:
+            ratios.update({g: math.exp(t) for g, t in zip(parts.parts, parts.log_ratios, strict=True)})
+    elif rule == "local":
         local = _local(runs, priced, ratios, moved)
         factor = math.exp(local.log_bias) if local is not None else None
     else:
@@ -148,8 +188,8 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
         memory, hit = _clamp(sum(x for x, _ in peaks) / sum(p for _, p in peaks), MEMORY_MIN, MEMORY_MAX)
         if hit:
             clamped.append("memory")
-    return Fitted(ratios, memory, tuple(profiled), tuple(moved) if factor is not None else (), tuple(clamped),
-                  local)
+    moved_by_steps = tuple(moved) if factor is not None or parts is not None else ()
+    return Fitted(ratios, memory, tuple(profiled), moved_by_steps, tuple(clamped), local, parts)
 
 
 def run_factor(m: Measured, fitted: Fitted) -> float:
@@ -177,7 +217,23 @@ def leave_one_out(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> list[fl
     """Each run's step predicted from the ratios fitted on the other runs (None with a single run)."""
     if len(runs) < 2:
         return [None for _ in runs]
+    if rule == "parts" and not any(m.parts_s for m in runs):
+        return _parts_leave_one_out(runs, fit(runs, rule))
     return [predict_step(m, fit([r for j, r in enumerate(runs) if j != i], rule)) for i, m in enumerate(runs)]
+
+
+def _parts_leave_one_out(runs: Sequence[Measured], fitted: Fitted) -> list[float | None]:
+    """The parts rule's leave-one-out in closed form (engine.calibrate.parts._loo): each run's moved parts at the
+    log misfit the other runs predict for it, linear in the number of runs (no profiles: nothing else is fitted)."""
+    pf = fitted.parts
+    if pf is None or pf.loo_log is None or len(pf.loo_log) != len(runs):
+        return [None for _ in runs]
+    moved = pf.parts
+    out: list[float | None] = []
+    for m, loo in zip(runs, pf.loo_log, strict=True):
+        u = group_seconds(m)
+        out.append(sum(u[g] for g in RATIO_GROUPS if g not in moved) + sum(u[g] for g in moved) * math.exp(loo))
+    return out
 
 
 def warnings(fitted: Fitted, at: Range) -> list[Diagnostic]:

@@ -9,8 +9,9 @@ Formats, recognised by their lines (the first format with a step line wins):
   Megatron divides by 1024·1024).
 * CSV: a header with `step_time_s` or `step_time_ms` (optionally `peak_memory_gib`), one row per step.
 
-HyperParallel's own trainer log: its line format is not in the upstream files this project holds
-(docs/calibration.md), so it is not guessed at; write its step times as the CSV above.
+* HyperParallel's trainer ([HP], Corrections: the trainer's metrics and log line): on a non-terminal stderr one
+  tqdm line per step, prefix `Training`, postfix `loss=…, grad_norm=…, lr=…, tokens/s=<%.3f>, step_time=<%.3f>s`;
+  `step_time` is the optimizer step's wall time (max over the dp·cp ranks). The line carries no memory figure.
 
 Steady state (docs/calibration.md): the first 10% of the step lines (at least one, when there are three or
 more) are warm-up and dropped; of the rest, a step further than max(3.5 robust sigmas, 2%) from the median
@@ -61,6 +62,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TT_STEP = re.compile(r"\bstep:\s*(\d+)\b")
 _TT_TPS = re.compile(r"\btps:\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
 _TT_MEM = re.compile(r"\bmemory:\s*([0-9]+(?:\.[0-9]+)?)\s*GiB")
+_HP_LINE = re.compile(r"\bTraining\b")
+_HP_STEP_TIME = re.compile(r"\bstep_time=([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)s\b")
 _MG_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+")
 _MG_MS = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9]+(?:\.[0-9]+)?)")
 _MG_MAXRES = re.compile(r"max reserved:\s*([0-9]+(?:\.[0-9]+)?)")
@@ -165,6 +168,20 @@ class _Torchtitan(_Scan):
             self.peak_at(i, float(mem.group(1)))
 
 
+class _HyperParallel(_Scan):
+    """HyperParallel's tqdm line: `Training: … [ …, tokens/s=…, step_time=2.345s]` (no memory figure)."""
+
+    name, kind = "hyperparallel", "step_time_s"
+
+    def feed(self, i: int, raw: str) -> None:
+        line = _ANSI.sub("", raw)
+        if not _HP_LINE.search(line):
+            return
+        st = _HP_STEP_TIME.search(line)
+        if st is not None:
+            self.step(i, float(st.group(1)))
+
+
 class _Megatron(_Scan):
     name, kind = "megatron", "step_time_s"
 
@@ -267,7 +284,7 @@ def _columns(values: Iterable[tuple[int, float]]) -> tuple[array[int], array[flo
 
 def parse_log(lines: Iterable[str]) -> LogReading:
     """The steady step figure and peak memory of a log in one of the §8 formats, in one pass over `lines`."""
-    scans: tuple[_Scan, ...] = (_Torchtitan(), _Megatron(), _Csv())
+    scans: tuple[_Scan, ...] = (_HyperParallel(), _Torchtitan(), _Megatron(), _Csv())
     count, blank = 0, True
     for i, line in enumerate(lines):
         count = i + 1
@@ -283,7 +300,8 @@ def parse_log(lines: Iterable[str]) -> LogReading:
             if not scan.values:
                 raise LogError("HP802", "the CSV has a step-time column but no rows")
             return LogReading(scan.name, steady_state(scan, scan.kind), scan.peak, count)
-    raise LogError("HP802", "no step lines in a known format: expected torchtitan `step: N ... tps: T`, "
+    raise LogError("HP802", "no step lines in a known format: expected HyperParallel's `Training: … "
+                   "step_time=Xs]`, torchtitan `step: N ... tps: T`, "
                    "Megatron/NeMo/MindSpeed `iteration N/ M | ... elapsed time per iteration (ms): X`, or a CSV "
                    "with a step_time_s / step_time_ms column (docs/formats.md §8)")
 

@@ -90,7 +90,8 @@ class Calibration:
             "rule": self.rule,
             "moved": list(f.moved) if f else [],
             "profiled": list(f.profiled) if f else [],
-            "local": _local_json(f),
+            "local": _local_json(f) if f is None or f.parts is None else None,
+            "parts": _parts_json(f),
             "runs": [r.to_json() for r in self.runs],
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
@@ -104,6 +105,19 @@ def _local_json(f: Fitted | None) -> dict[str, Any] | None:
     return {"stack_biased": lf.biased, "probability_biased": round(lf.prob_biased, 6),
             "prior_biased": lf.prior_biased, "plan_spread": lf.plan_spread,
             "stack_factor": round(math.exp(lf.log_bias), 6), **local_doc(lf.local)}
+
+
+def _parts_json(f: Fitted | None) -> dict[str, Any] | None:
+    """Why the parts rule moved each part as it did (null under the other rules)."""
+    if f is None or f.parts is None:
+        return None
+    pf = f.parts
+    return {"stack_biased": pf.biased, "probability_biased": round(pf.prob_biased, 6),
+            "prior_biased": pf.prior_biased, "plan_spread": pf.plan_spread,
+            "stack_factor": round(math.exp(pf.log_bias), 6),
+            "parts": {g: {"ratio": round(math.exp(t), 6), "prior_spread": s}
+                      for g, t, s in zip(pf.parts, pf.log_ratios, pf.part_spreads, strict=True)},
+            "own": [round(e, 6) for e in pf.own]}
 
 
 def _stack_check(runs_file: RunsFile, measured: list[Measured]) -> tuple[str, str, list[Diagnostic]]:

@@ -12,7 +12,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from engine.calibrate.ascend import read_ascend
 from engine.calibrate.logs import MEASURED_MAX, LogError, LogReading, read_log
+from engine.calibrate.stream import TraceError
+from engine.calibrate.trace import TraceReading, read_trace
+from engine.calibrate.trace import group_seconds as trace_group_seconds
 from engine.config.reader import Source, Val
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic, Severity, has_errors
@@ -28,7 +32,7 @@ PART_GROUP: dict[str, str] = {
     **{part: group for group, parts in RATIO_GROUPS.items() for part in parts},
     **{group: group for group in RATIO_GROUPS},
 }
-ENTRY_KEYS = ("config", "log", "step_time_s", "tokens_per_s_per_device", "peak_memory_gib", "parts_s", "devices",
+ENTRY_KEYS = ("config", "log", "trace", "ascend_profile", "step_time_s", "tokens_per_s_per_device", "peak_memory_gib", "parts_s", "devices",
               "num_nodes", "cards_per_node", "device_type", "memory_gb", "name")
 
 
@@ -48,6 +52,9 @@ class RunEntry:
     parts_s: tuple[tuple[str, float], ...] = ()
     overrides: ClusterOverrides | None = None
     name: str = ""
+    profile: Val | None = None  # `trace:` (a PyTorch profiler trace) or `ascend_profile:` (a torch_npu folder)
+    profile_path: str | None = None
+    profile_kind: str = ""  # which key: "trace" or "ascend_profile"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,7 @@ class Measured:
     peak_memory_gib: float | None
     parts_s: dict[str, float] = field(default_factory=dict)  # measured seconds per ratio group
     log: LogReading | None = None
+    profile: TraceReading | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +107,9 @@ def _path_val(src: Source, item: Map, key: str, dotted: str, runs_path: str) -> 
     if _same(resolved, runs_path):
         src.diag("HP801", f"{dotted} points at this RUNS file itself; name the run's {key} file", v.loc.value, dotted)
         return v, None
-    if not os.path.isfile(resolved):
-        what = "config" if key == "config" else "log"
+    if not (os.path.isdir(resolved) if key == "ascend_profile" else
+            os.path.exists(resolved) if key == "trace" else os.path.isfile(resolved)):
+        what = "config" if key == "config" else key.replace("_", " ")
         src.diag("HP801", f"{what} file not found: {v.value} (looked for {resolved})", v.loc.value, dotted)
         return v, None
     return v, resolved
@@ -153,15 +162,18 @@ def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | No
         src.diag("HP801", f"{dotted} names no config: every run needs the config that states its strategy",
                  item.range, dotted)
     log, log_path = _path_val(src, item, "log", f"{dotted}.log", runs_path)
+    kind = next((k for k in ("trace", "ascend_profile") if k in item), "")
+    profile, profile_path = _path_val(src, item, kind, f"{dotted}.{kind}", runs_path) if kind else (None, None)
     step, tps, peak = (src.number(item, key, f"{dotted}.{key}", minimum=0.0, strict=True, maximum=MEASURED_MAX[key])
                        for key in ("step_time_s", "tokens_per_s_per_device", "peak_memory_gib"))
-    if log is None and step is None and tps is None and "step_time_s" not in item \
+    if log is None and profile is None and step is None and tps is None and "step_time_s" not in item \
             and "tokens_per_s_per_device" not in item:
-        src.diag("HP806", f"{dotted} has no measurement: give step_time_s, tokens_per_s_per_device or a log",
+        src.diag("HP806", f"{dotted} has no measurement: give step_time_s, tokens_per_s_per_device, a log or a "
+                 "profiler trace",
                  item.range, dotted)
     name = src.str_(item, "name", f"{dotted}.name")
     return RunEntry(index, item.range, cfg, cfg_path, log, log_path, step, tps, peak, _parts(src, item, dotted),
-                    _overrides(src, item, dotted), str(name.value) if name else "")
+                    _overrides(src, item, dotted), str(name.value) if name else "", profile, profile_path, kind)
 
 
 def read_runs(path: str, text: str | None = None) -> RunsFile:
@@ -232,10 +244,16 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
             log = read_log(entry.log_path)
         except LogError as exc:
             return None, [_log_diag(entry, exc)]
-    elif entry.log is not None or (entry.step_time_s is None and entry.tokens_per_s_per_device is None):
+    elif entry.log is not None or (entry.profile_path is None and entry.step_time_s is None
+                                   and entry.tokens_per_s_per_device is None):
+        return None, []  # already diagnosed by read_runs
+    if entry.profile is not None and entry.profile_path is None:
         return None, []  # already diagnosed by read_runs
     config, est, diags = _load(entry)
     if est is None or config is None:
+        return None, diags
+    profile, diags = _profile(entry, est)
+    if diags:
         return None, diags
     tokens_per_device = est.strategy.global_batch_size * config.model.seq_len / est.strategy.world_size \
         if config.model is not None else 0.0
@@ -244,11 +262,39 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
         step = float(entry.step_time_s.value)
     elif entry.tokens_per_s_per_device is not None:
         step = tokens_per_device / float(entry.tokens_per_s_per_device.value)
-    else:
-        assert log is not None
+    elif log is not None:
         s = log.steady
         step = s.value if s.kind == "step_time_s" else tokens_per_device / s.value
+    else:
+        assert profile is not None
+        step = profile.step_time_s
     peak = float(entry.peak_memory_gib.value) if entry.peak_memory_gib is not None else (
         log.peak_memory_gib if log is not None else None)
     label = os.path.relpath(entry.config_path, os.path.dirname(os.path.abspath(runs.path)))
-    return Measured(entry, label, config, est, step, peak, dict(entry.parts_s), log), []
+    parts = dict(entry.parts_s)
+    if profile is not None and not parts:
+        tb = est.time_breakdown_s
+        priced = {g: sum(float(tb.get(p, 0.0)) for p in ps) for g, ps in RATIO_GROUPS.items()}
+        parts = trace_group_seconds(profile, priced)
+    return Measured(entry, label, config, est, step, peak, parts, log, profile), []
+
+
+def _profile(entry: RunEntry, est: Estimate) -> tuple[TraceReading | None, list[Diagnostic]]:
+    """The entry's profile read to its steady state, or a diagnostic on its key: unreadable, no complete step,
+    or from another strategy (more devices or another world size than the config states)."""
+    if entry.profile_path is None:
+        return None, []
+    rng, dotted = _at(entry, entry.profile, f"runs.{entry.index}.{entry.profile_kind}")
+    try:
+        reading = read_ascend(entry.profile_path) if entry.profile_kind == "ascend_profile" else read_trace(
+            entry.profile_path)
+    except TraceError as exc:
+        where = f" (character {exc.offset})" if exc.offset is not None else ""
+        return None, [Diagnostic(exc.code, f"{entry.profile.value if entry.profile else ''}: {exc}{where}", rng,
+                                 dotted)]
+    world = est.strategy.world_size
+    if (reading.world_size is not None and reading.world_size != world) or reading.devices > world:
+        what = f"a world of {reading.world_size}" if reading.world_size else f"{reading.devices} devices"
+        return None, [Diagnostic("HP822", f"the profile is of {what}, the config's strategy runs on {world} "
+                                 "devices: it profiles another run than this config states", rng, dotted)]
+    return reading, []

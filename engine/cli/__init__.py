@@ -181,6 +181,8 @@ def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, descript
 
 def _explain_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="OUT", help="also write the timeline and a memory-per-stage chart as SVG to OUT")
+    p.add_argument("--trace", metavar="OUT", help="also write the predicted step as a Chrome trace (JSON: Perfetto "
+                   "and chrome://tracing open it; one process per pipeline stage) to OUT")
     p.add_argument("--best", action="store_true", help="explain the search's best plan, not the stated one")
     p.add_argument("--width", type=_timeline_width, default=96, metavar="N",
                    help=f"text timeline width (96; at most {MAX_TIMELINE_WIDTH})")
@@ -316,8 +318,10 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p.add_argument("file", metavar="RUNS", help="a RUNS file (docs/formats.md §6)")
     p.add_argument("-o", "--output", metavar="RATIOS", help="write the fitted ratios file here")
     p.add_argument("--json", action="store_true", help="print one JSON document (docs/formats.md §6)")
-    p.add_argument("--rule", choices=("local", "step", "compute"), default="local",
-                   help="what a step time without a profile corrects: local (the default: a stack-wide factor "
+    p.add_argument("--rule", choices=("parts", "local", "step", "compute"), default="parts",
+                   help="what a step time without a profile corrects: parts (the default: one ratio per part of "
+                   "the priced step, each with a prior spread, the most probable set given the runs; each run's "
+                   "remaining misfit stays at its own plan), local (a stack-wide factor "
                    "only when the runs' misfit is beyond the model's own spread on the stack, plus each run's "
                    "misfit on plans like it), step (every part of every plan by one factor) or compute "
                    "(compute and recompute only)")

@@ -1,4 +1,4 @@
-"""`hp-plan calibrate RUNS [-o RATIOS] [--json] [--rule local|step|compute]`: fit ratios from measured runs (docs/formats.md §6).
+"""`hp-plan calibrate RUNS [-o RATIOS] [--json] [--rule parts|local|step|compute]`: fit ratios from measured runs (docs/formats.md §6).
 
 Text: the diagnostics (compiler-style, positioned in the RUNS file), then one row per run (measured,
 uncalibrated, calibrated and leave-one-out step time; measured, uncalibrated and calibrated peak), the ratios
@@ -9,10 +9,12 @@ Exit 1 (and nothing written) when any run has an error; 0 otherwise.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import TextIO
 
 from engine.calibrate.fit import DEFAULT_RULE
+from engine.calibrate.parts import PartsFit
 from engine.calibrate.result import Calibration, calibrate
 from engine.cli.check import display_path, format_line
 from engine.files import write_text
@@ -51,7 +53,9 @@ def render(cal: Calibration, out: TextIO) -> None:
     moved = ", ".join(f.moved) if f.moved else "none"
     print(f"  from profiles: {', '.join(f.profiled) or 'none'}; moved by the step times ({cal.rule} rule): {moved}",
           file=out)
-    if f.local is not None:
+    if f.parts is not None:
+        _render_parts(f.parts, out)
+    elif f.local is not None:
         lf = f.local
         verdict = ("a stack bias: every plan moves by the stack factor" if lf.biased else
                    "within the model's own spread on this stack: only plans like the runs move")
@@ -67,6 +71,20 @@ def render(cal: Calibration, out: TextIO) -> None:
             s = r.measured.log.steady
             print(f"    log ({r.measured.log.format}): {s.used} steady steps, {s.warmup} warm-up and {s.outliers} "
                   "outlier steps dropped", file=out)
+
+
+def _render_parts(pf: PartsFit, out: TextIO) -> None:
+    """Why each part moved as it did: the hypothesis taken, then per part its ratio and prior spread."""
+    verdict = ("a stack bias: every part moves by the stack factor, each part besides by its own deviation"
+               if pf.biased else "within the model's own spread on this stack: no stack-wide factor")
+    print(f"  parts rule: the runs' misfit reads as {verdict} (P(stack biased) {pf.prob_biased:.2f}, prior "
+          f"{pf.prior_biased:g}, stack factor {math.exp(pf.log_bias):.4g}, plan spread "
+          f"{100 * pf.plan_spread:.1f}%); what is left of each run is its own and stays at its plan", file=out)
+    for g, t, s in zip(pf.parts, pf.log_ratios, pf.part_spreads, strict=True):
+        why = ("a part the model knows on this stack: moves only with the stack" if s < 1e-3 else
+               f"prior spread {100 * s:.1f}%: moves with its share of the runs' misfit")
+        print(f"    {g:<10} ratio {math.exp(t):.4g} ({why})", file=out)
+
 
 
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:

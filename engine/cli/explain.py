@@ -1,8 +1,9 @@
-"""`hp-plan explain FILE [--json] [--svg OUT] [--best] [--tokens N] [cluster flags]` (docs/formats.md §7).
+"""`hp-plan explain FILE [--json] [--svg OUT] [--trace OUT] [--best] [--tokens N] [cluster flags]` (docs/formats.md §7).
 
 Text: the plan's summary, one row per pipeline stage, what bounds the step, and the timeline as text lanes.
-`--svg OUT` also writes the timeline and a memory-per-stage chart as an SVG picture. `--json`: one JSON
-document, the §7 `explain` object plus `file` (and `time_to_train` with --tokens, `svg` with --svg).
+`--svg OUT` also writes the timeline and a memory-per-stage chart as an SVG picture; `--trace OUT` the predicted
+step as a Chrome trace (engine.explain.trace). `--json`: one JSON document, the §7 `explain` object plus `file`
+(and `time_to_train` with --tokens, `svg` with --svg, `trace` with --trace).
 Exit 0 when the plan is explained and fits, 1 when the input has errors, nothing could be priced or the plan
 does not fit (it is still explained: its memory is the point).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from engine.diagnostics import Diagnostic, has_errors
@@ -31,12 +33,28 @@ def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any
     return loaded.config, ex, list(merge(tuple(diags), more))
 
 
+def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: Any,
+               diags: list[Diagnostic]) -> str | None:
+    """Write `render(ex)` to `path` through the project's one safe writer (atomic; devices, FIFOs, read-only
+    files refused); the path when written, else None with an HP900 in `diags`."""
+    if not path:
+        return None
+    from engine.files import write_text
+
+    failure = write_text(path, render(ex))
+    if failure is None:
+        return path
+    diags.append(Diagnostic("HP900", f"the {what} was not written: {failure.reason}"))
+    return None
+
+
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `explain`."""
     from engine.cli.check import format_line
     from engine.explain.svg import render as render_svg
     from engine.explain.terminal import render as render_text
     from engine.explain.tokens import time_to_train
+    from engine.explain.trace import render as render_trace
     from engine.jsonout import write_json
 
     out = stdout or sys.stdout
@@ -44,16 +62,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     as_json = bool(getattr(args, "json", False))
     config, ex, diags = load_plan(args, best=bool(getattr(args, "best", False)))
-    svg_path = getattr(args, "svg", None)
-    written = None
-    if ex is not None and svg_path:
-        from engine.files import write_text
-
-        failure = write_text(svg_path, render_svg(ex))  # atomic; devices, FIFOs, read-only files refused
-        if failure is None:
-            written = svg_path
-        else:
-            diags.append(Diagnostic("HP900", f"the SVG was not written: {failure.reason}"))
+    written = _write_out(getattr(args, "svg", None), "SVG", render_svg, ex, diags) if ex is not None else None
+    traced = _write_out(getattr(args, "trace", None), "trace", render_trace, ex, diags) if ex is not None else None
     tokens = getattr(args, "tokens", None)
     ttt = time_to_train(ex.estimate, tokens, config.model.seq_len) if ex is not None and tokens else None
     if as_json:
@@ -68,6 +78,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             doc["time_to_train"] = ttt.to_json()
         if written:
             doc["svg"] = written
+        if traced:
+            doc["trace"] = traced
         write_json(out, doc)
     else:
         for d in diags:
@@ -78,8 +90,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             out.write("\n".join(render_text(ex, width=int(getattr(args, "width", 96) or 96))) + "\n")
             if ttt is not None:
                 out.write(f"\nTime to train: {ttt.line()}\n")
-            if written:
-                err.write(f"hp-plan explain: wrote {written}\n")
+            for path in (written, traced):
+                if path:
+                    err.write(f"hp-plan explain: wrote {path}\n")
     if ex is None or not ex.estimate.fits or any(d.is_error and d.code != "HP520" for d in diags):
         return 1
     return 0

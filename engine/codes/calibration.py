@@ -12,6 +12,9 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP808", "error", "runs from different frameworks or device types"),
     ("HP809", "warning", "the ratios file was fitted on another framework or device type"),
     ("HP810", "error", "the ratios file cannot be applied"),
+    ("HP820", "error", "a profiler trace or profile cannot be read"),
+    ("HP821", "error", "a profile with no complete step"),
+    ("HP822", "error", "a profile of another run than its config states"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).

@@ -25,7 +25,7 @@ def test_one_run_is_reproduced_and_the_ratios_change_estimate_and_search(runs_di
     runs.write_text(f"runs:\n  - config: a.yaml\n    step_time_s: {measured}\n    peak_memory_gib: "
                     f"{uncal['peak_memory_gib'] * 1.05}\n")
     out = runs_dir / "ratios.yaml"
-    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
+    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json", "--rule", "local")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     (run,) = doc["runs"]
@@ -74,7 +74,10 @@ def test_several_runs_are_fitted_with_leave_one_out(runs_dir: Path) -> None:
     for row in doc["runs"]:
         assert row["leave_one_out_step_s"] is not None
         assert abs(row["calibrated_step_s"] / row["measured_step_s"] - 1) < 0.05
-    assert all(1.29 < v < 1.41 for v in doc["ratios"].values())
+    # the default parts rule: a stack bias (every part moves by it), each part's own deviation within its prior
+    assert doc["rule"] == "parts" and doc["parts"]["stack_biased"] is True
+    assert 1.25 < doc["parts"]["stack_factor"] < 1.45, doc["ratios"]
+    assert all(0.9 < v < 2.0 for v in doc["ratios"].values()), doc["ratios"]
     text = hp_plan("calibrate", str(runs)).stdout
     assert "calibrated on 3 runs" in text and "l-o-o" in text and "how each part moved" in text
 
@@ -189,12 +192,12 @@ def test_local_rule_reproduces_the_anchor_and_moves_near_plans_more_than_distant
     runs = runs_dir / "runs.yaml"
     runs.write_text(f"runs:\n  - config: a.yaml\n    step_time_s: {measured}\n")
     out = runs_dir / "ratios.yaml"
-    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
+    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json", "--rule", "local")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["rule"] == "local" and doc["local"]["stack_biased"] is False
     assert yaml.safe_load(out.read_text())["local"]["anchors"][0]["plan"]["tp"] == 1
-    text = hp_plan("calibrate", str(runs)).stdout
+    text = hp_plan("calibrate", str(runs), "--rule", "local").stdout
     assert "local rule: the runs' misfit reads as within the model's own spread" in text
 
     def moved(path: Path, ratios: Path) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -76,3 +77,33 @@ def test_a_fifo_is_never_opened(tmp_path: Path) -> None:
     with pytest.raises(LogError) as exc:
         read_log(str(fifo))  # would block forever if it were opened for reading
     assert exc.value.code == "HP801"
+
+
+HYPERPARALLEL = [
+    "[INFO] building model",
+    *[f"Training:  {i}%|{'#' * (i // 10)}| {i}/100 [00:{i:02d}<03:00,  2.3{i % 4}s/step, loss={7 - i / 50:.3f}, "
+      f"grad_norm=1.2, lr=3e-05, tokens/s={45000 + (i % 3) * 10:.3f}, step_time={(9.9 if i == 1 else 2.34 + (i % 3) * 0.01):.3f}s]"
+      for i in range(1, 31)],
+]
+
+
+def test_hyperparallel_trainer_tqdm_lines_read_step_time_and_drop_warmup() -> None:
+    r = parse_log(HYPERPARALLEL)
+    assert r.format == "hyperparallel" and r.steady.kind == "step_time_s"
+    assert r.steady.warmup == 3  # 10% of 30 step lines: the 9.9 s first step is gone
+    assert 2.34 <= r.steady.value <= 2.36
+    assert r.peak_memory_gib is None  # the line carries no memory figure
+
+
+def test_hyperparallel_log_through_calibrate(tmp_path: Path) -> None:
+    from tests.support.cli import hp_plan_script
+    from tests.support.configs import stated_config
+
+    stated_config(tmp_path, "a.yaml")
+    (tmp_path / "train.log").write_text("\r\n".join(HYPERPARALLEL) + "\n")
+    (tmp_path / "runs.yaml").write_text("runs:\n  - config: a.yaml\n    log: train.log\n")
+    r = hp_plan_script("calibrate", str(tmp_path / "runs.yaml"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["log"]["format"] == "hyperparallel" and run["log"]["warmup_dropped"] == 3
+    assert 2.34 <= run["measured_step_s"] <= 2.36

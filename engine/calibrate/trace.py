@@ -1,0 +1,273 @@
+"""A profiler trace as a measured run (`trace: PATH` in a RUNS file; docs/calibration.md, "Profiles").
+
+PyTorch's profiler writes a Chrome trace per rank (`*.pt.trace.json[.gz]`): device work as complete events of
+category `kernel` (and `gpu_memcpy`, `gpu_memset`) on a device process, and each profiled step as a
+`ProfilerStep#N` annotation (`user_annotation` on the host, `gpu_user_annotation` on the device when the
+profiler records it). This module streams the events (engine.calibrate.stream), classifies every device event
+by its kernel name into the parts of a step — GEMM, attention, element-wise, optimizer, and each collective
+kind — and measures, per complete step and device, each part's device time; communication counts where it is
+exposed (not under compute on the same device), as the model prices it. Steady state: the first 10% of the
+complete steps (at least one, from three on) are warm-up and dropped, as for logs; the step time is the mean
+over the rest of the slowest device's step, the parts those of the busiest device (the one the step waits on).
+
+The parts map onto the ratio groups a RUNS entry's `parts_s` names (docs/formats.md §6): GEMM + attention +
+element-wise → compute, optimizer kernels → optimizer, all-to-all → ep_comm, send/receive and the device's
+idle time → pp (the pipeline group prices the bubble and the p2p transfers; idle also holds what the host
+did not feed the device in time, which the model does not price, so on a plan without a pipeline the group is
+priced at nothing and takes no ratio from it);
+all-reduce, all-gather and reduce-scatter serve tensor, context and data parallelism alike, and a kernel name
+does not say which group it ran on, so their exposed time is shared among tp_comm, cp_comm and dp_comm in
+proportion to the run's priced seconds (one ratio for the three). An event that states its part
+(`args.hp_part`, as `hp-plan explain --trace` writes) is taken at its word.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.calibrate.logs import WARMUP_FRACTION
+from engine.calibrate.stream import TraceError, open_trace, stream_trace
+
+DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# Kernel name -> part, first match wins (names as CUDA, ROCm and the collective libraries spell them).
+CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("alltoall", re.compile(r"all_?to_?all", re.I)),
+    ("sendrecv", re.compile(r"(nccl|rccl|hccl|hcom).*(send|recv|receive)|SendRecv", re.I)),
+    ("collective", re.compile(r"(nccl|rccl|hccl|hcom).*(all_?reduce|all_?gather|reduce_?scatter|broadcast|reduce)"
+                              r"|AllReduce|AllGather|ReduceScatter", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|softmax", re.I)),
+    ("optimizer", re.compile(r"multi_tensor_apply|adam|optimizer|lamb_", re.I)),
+    ("gemm", re.compile(r"gemm|matmul|cutlass|cublas|Cijk_|xmma|hipblaslt|nvjet|sm\d\d_.*(tensorop|wgmma)|MatMul",
+                        re.I)),
+)
+CATEGORIES = ("gemm", "attention", "elementwise", "optimizer", "collective", "alltoall", "sendrecv")
+COMM_CATEGORIES = frozenset({"collective", "alltoall", "sendrecv"})
+CATEGORY_CODE = {c: i for i, c in enumerate(CATEGORIES)}
+PART_CATEGORY = {"compute": "gemm", "optimizer": "optimizer", "ep_comm": "alltoall", "pp": "sendrecv",
+                 "tp_comm": "collective", "cp_comm": "collective", "dp_comm": "collective"}
+# The ratio groups each category's seconds go to (docs/formats.md §6); "collective" is shared (module doc).
+CATEGORY_GROUPS: dict[str, tuple[str, ...]] = {
+    "gemm": ("compute",), "attention": ("compute",), "elementwise": ("compute",), "optimizer": ("optimizer",),
+    "alltoall": ("ep_comm",), "sendrecv": ("pp",), "collective": ("tp_comm", "cp_comm", "dp_comm"),
+    "idle": ("pp",),
+}
+
+
+def classify(name: str, args: Any) -> str:
+    """The part a device event belongs to: its stated `hp_part`, else the first name pattern, else element-wise."""
+    part = args.get("hp_part") if isinstance(args, dict) else None
+    if isinstance(part, str) and part in PART_CATEGORY:
+        return PART_CATEGORY[part]
+    for category, pattern in CATEGORY_PATTERNS:
+        if pattern.search(name):
+            return category
+    return "elementwise"
+
+
+@dataclass
+class DeviceEvents:
+    """One device's events, compactly: start and end (µs) and the category code of each."""
+
+    start: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
+    end: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
+    code: array = field(default_factory=lambda: array("b"))  # type: ignore[type-arg]
+    steps: dict[int, tuple[float, float]] = field(default_factory=dict)  # device-side ProfilerStep spans
+
+
+@dataclass
+class _Collector:
+    """What streaming one trace file keeps: device events per process, host step spans."""
+
+    devices: dict[Any, DeviceEvents] = field(default_factory=dict)
+    host_steps: dict[int, tuple[float, float]] = field(default_factory=dict)
+    events: int = 0
+
+    def __call__(self, ev: dict[str, Any]) -> None:
+        self.events += 1
+        if ev.get("ph") != "X":
+            return
+        cat, name = ev.get("cat"), str(ev.get("name", ""))
+        try:
+            ts, dur = float(ev["ts"]), float(ev.get("dur", 0.0))
+        except (KeyError, TypeError, ValueError):
+            return
+        if not (math.isfinite(ts) and math.isfinite(dur)) or dur < 0:
+            return
+        step = STEP_NAME.match(name)
+        if step is not None and cat in ("user_annotation", "gpu_user_annotation"):
+            spans = self.devices.setdefault(ev.get("pid"), DeviceEvents()).steps if cat == "gpu_user_annotation" \
+                else self.host_steps
+            spans[int(step.group(1))] = (ts, ts + dur)
+        elif cat in DEVICE_CATS:
+            d = self.devices.setdefault(ev.get("pid"), DeviceEvents())
+            d.start.append(ts)
+            d.end.append(ts + dur)
+            d.code.append(CATEGORY_CODE[classify(name, ev.get("args"))])
+
+
+@dataclass(frozen=True, slots=True)
+class StepParts:
+    """One complete step on one device: its length and each category's device seconds (communication
+    exposed), plus idle (the step less every busy moment)."""
+
+    step_s: float
+    parts_s: dict[str, float]
+    idle_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class TraceReading:
+    """The steady state of a trace: mean step (the slowest device's), mean seconds per category (the busiest
+    device's), steps used and dropped, devices, and the world size the trace states (None if it does not)."""
+
+    files: tuple[str, ...]
+    step_time_s: float
+    parts_s: dict[str, float]
+    idle_s: float
+    used: int
+    warmup: int
+    devices: int
+    world_size: int | None
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _length(u: list[tuple[float, float]]) -> float:
+    return sum(e - s for s, e in u)
+
+
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the intersection of two sorted disjoint interval lists."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def step_parts(d: DeviceEvents, lo: float, hi: float) -> StepParts:
+    """The categories' device seconds of the events that start in [lo, hi), clipped to it."""
+    per: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
+    for s, e, c in zip(d.start, d.end, d.code, strict=True):
+        if lo <= s < hi:
+            per[CATEGORIES[c]].append((s, min(e, hi)))
+    compute = _union([iv for c in CATEGORIES if c not in COMM_CATEGORIES for iv in per[c]])
+    parts = {c: sum(e - s for s, e in per[c]) / 1e6 for c in CATEGORIES if c not in COMM_CATEGORIES}
+    for c in COMM_CATEGORIES:
+        u = _union(per[c])
+        parts[c] = (_length(u) - _overlap(u, compute)) / 1e6
+    busy = _length(_union([iv for ivs in per.values() for iv in ivs])) / 1e6
+    step = (hi - lo) / 1e6
+    return StepParts(step, parts, max(0.0, step - busy))
+
+
+def _windows(d: DeviceEvents, host: dict[int, tuple[float, float]]) -> list[tuple[float, float]]:
+    """The device's complete steps: its own ProfilerStep spans, else the host's, each from its start to the
+    next step's start (the device runs behind the host), the last host step only when it is the only one."""
+    if d.steps:
+        return [d.steps[k] for k in sorted(d.steps)]
+    keys = sorted(host)
+    wins = [(host[a][0], host[b][0]) for a, b in itertools.pairwise(keys)]
+    if len(keys) == 1:
+        wins.append((host[keys[0]][0], max(host[keys[0]][1], max(d.end, default=host[keys[0]][1]))))
+    return [(lo, hi) for lo, hi in wins if any(lo <= s < hi for s in d.start)]
+
+
+def _world_size(meta: dict[str, Any]) -> int | None:
+    for key in ("distributedInfo", "otherData"):
+        info = meta.get(key)
+        ws = info.get("world_size") if isinstance(info, dict) else None
+        if isinstance(ws, int) and not isinstance(ws, bool) and ws > 0:
+            return ws
+    return None
+
+
+def _read_file(path: str) -> tuple[list[list[StepParts]], int | None]:
+    """Per device of one trace file, its complete steps; and the world size the file states."""
+    col = _Collector()
+    with open_trace(path) as fh:
+        meta = stream_trace(fh, col)
+    if "traceEvents" not in meta and col.events == 0:
+        raise TraceError("HP820", "not a Chrome trace: no traceEvents list")
+    steps = [[step_parts(d, lo, hi) for lo, hi in _windows(d, col.host_steps)]
+             for d in col.devices.values() if len(d.start)]
+    return [s for s in steps if s], _world_size(meta)
+
+
+def trace_files(path: str) -> list[str]:
+    """A trace path as files: the file itself, or every *.json / *.json.gz in a folder (one per rank)."""
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path) if n.endswith((".json", ".json.gz")))
+        return [os.path.join(path, n) for n in names]
+    return [path]
+
+
+def steady_parts(per_device: list[list[StepParts]]) -> tuple[float, dict[str, float], float, int, int]:
+    """(step, parts, idle, used, warm-up) over the steps every device completed."""
+    n = min(len(s) for s in per_device)
+    warm = max(1, math.ceil(WARMUP_FRACTION * n)) if n >= 3 else 0
+    kept = range(warm, n)
+    step = sum(max(dev[k].step_s for dev in per_device) for k in kept) / len(kept)
+    busiest = max(per_device, key=lambda dev: sum(dev[k].step_s - dev[k].idle_s for k in kept))
+    parts = {c: sum(busiest[k].parts_s[c] for k in kept) / len(kept) for c in CATEGORIES}
+    idle = sum(busiest[k].idle_s for k in kept) / len(kept)
+    return step, parts, idle, len(kept), warm
+
+
+def read_trace(path: str) -> TraceReading:
+    """The steady state of the trace at `path` (a file, or a folder of one file per rank)."""
+    files = trace_files(path)
+    if not files:
+        raise TraceError("HP801", f"no *.json or *.json.gz trace in the folder {path}")
+    per_device: list[list[StepParts]] = []
+    world: int | None = None
+    for f in files:
+        try:
+            got, ws = _read_file(f)
+        except TraceError as exc:
+            named = f if f in str(exc) else f"{os.path.basename(f)}: {exc}"
+            raise TraceError(exc.code, str(exc) if named == f else named, exc.offset) from None
+        per_device += got
+        world = world or ws
+    if not per_device:
+        raise TraceError("HP821", "no complete profiled step: the trace has no ProfilerStep#N annotation with "
+                         "device work in it (profile with torch.profiler.schedule and call prof.step() each step)")
+    step, parts, idle, used, warm = steady_parts(per_device)
+    return TraceReading(tuple(files), step, parts, idle, used, warm, len(per_device), world)
+
+
+def group_seconds(reading: TraceReading, priced: dict[str, float]) -> dict[str, float]:
+    """The trace's seconds per ratio group (the `parts_s` of a run), the collectives shared among tp, cp and dp
+    communication in proportion to `priced` (the run's priced seconds per group; equal shares if none)."""
+    out: dict[str, float] = {}
+    for category, groups in CATEGORY_GROUPS.items():
+        sec = reading.idle_s if category == "idle" else reading.parts_s.get(category, 0.0)
+        if sec <= 0:
+            continue
+        weights = [max(priced.get(g, 0.0), 0.0) for g in groups]
+        total = sum(weights)
+        for g, w in zip(groups, weights, strict=True):
+            out[g] = out.get(g, 0.0) + sec * (w / total if total > 0 else 1 / len(groups))
+    return out
