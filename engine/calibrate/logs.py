@@ -193,7 +193,7 @@ def steady_state(values: list[tuple[int, float]], kind: str) -> Steady:
 
 
 def parse_log(lines: list[str]) -> LogReading:
-    """The steady step figure and peak memory of a log in one of the §8 formats."""
+    """The steady step figure and peak memory of a log in one of the docs/formats.md §8 formats."""
     if not any(line.strip() for line in lines):
         raise LogError("HP802", "the log is empty")
     tried: list[tuple[str, str, tuple[list[tuple[int, float]], float | None] | None]] = [
