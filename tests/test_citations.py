@@ -15,7 +15,8 @@ SUFFIXES = {".py", ".md", ".ts", ".js", ".lua", ".el", ".vim", ".sh", ".toml", "
 TRACKER = re.compile(r"\bissue [0-9]+\b", re.IGNORECASE)
 DECISION = re.compile(r"\bD-[0-9]{3}\b")
 SECTION = r"§ ?[0-9]+(?:\.[0-9]+)*"
-CITED = re.compile(rf"\[([A-Z][A-Z0-9-]*)\] ?({SECTION}(?:(?:, ?| and | or | ?/ ?|-|–){SECTION})*)")
+# A key and its sections may be split over lines, or over the pieces of a concatenated string.
+CITED = re.compile(rf"\[([A-Z][A-Z0-9-]*)\][\s\"#]*({SECTION}(?:(?:, ?| and | or | ?/ ?|-|–){SECTION})*)")
 DOCUMENT = re.compile(r"\bdocs/([\w-]+\.md)\b")
 
 

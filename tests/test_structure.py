@@ -88,3 +88,10 @@ def test_the_architecture_names_every_module() -> None:
                for rel in [path.relative_to(ROOT / pkg)]
                if not (path.name == "__init__.py" and len(rel.parts) > 1) and not named(rel)]
     assert unnamed == []
+
+
+def test_one_end_to_end_client_fixture() -> None:
+    # D-019: tests/e2e/conftest.py starts every end-to-end server; a module says how with its `lsp` marker.
+    defined = [f"{path.relative_to(ROOT)}" for path in sorted((ROOT / "tests").rglob("*.py"))
+               if "pytest_lsp.fixture(" in path.read_text(encoding="utf-8") and path.name != "test_structure.py"]
+    assert defined == ["tests/e2e/conftest.py"]

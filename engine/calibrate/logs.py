@@ -283,7 +283,7 @@ def _columns(values: Iterable[tuple[int, float]]) -> tuple[array[int], array[flo
 
 
 def parse_log(lines: Iterable[str]) -> LogReading:
-    """The steady step figure and peak memory of a log in one of the §8 formats, in one pass over `lines`."""
+    """The steady step figure and peak memory of a log in one of the docs/formats.md §8 formats, in one pass over `lines`."""
     scans: tuple[_Scan, ...] = (_HyperParallel(), _Torchtitan(), _Megatron(), _Csv())
     count, blank = 0, True
     for i, line in enumerate(lines):

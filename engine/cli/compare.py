@@ -2,7 +2,7 @@
 
 Two complete plans on the same model and cluster: two files, or --best (FILE_A's stated plan, or for a search
 config its train.yaml's, against the best the search finds on the same model, cluster and budget). Text: the
-terms side by side with the difference, the speedup, the error band. `--json`: the §7 `compare` object plus
+terms side by side with the difference, the speedup, the error band. `--json`: the docs/formats.md §7 `compare` object plus
 `file`. Exit 0 when both plans are priced, 1 when either cannot be or they train different things, 2 usage.
 """
 

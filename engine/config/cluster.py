@@ -1,7 +1,7 @@
 """The cluster: a search config's `cluster`, else a train.yaml's `context.device_num`, else overrides.
 
 Resolution order ([HP] §2.3: a cluster comes from the search config; docs/formats.md §1: a train.yaml
-may state `context.device_num`; §4: editor settings fill "the cluster when no search config or context
+may state `context.device_num`; docs/formats.md §4: editor settings fill "the cluster when no search config or context
 states it"). Overrides with `explicit=True` (flags typed on the hp-plan command line) win over the files
 field by field; editor settings (`explicit=False`) only fill gaps. Device type defaults to A2, as
 HyperParallel's Machine does ([HP] §5.12), with an information diagnostic saying so.

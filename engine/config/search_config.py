@@ -147,7 +147,7 @@ def _read_model_section(facts: SearchFacts, root: Map, model: Map | None) -> Non
     _read_tower(facts, model)
     facts.name = src.str_(model, "name", "model.name")
     # In a search config max_position_embeddings IS the trained sequence length ([HP] §2.1); older
-    # examples write it seq_len (beside n_layers, dim, n_heads: §3.2 "older versions"), some seq_length.
+    # examples write it seq_len (beside n_layers, dim, n_heads: [HP] §3.2 "older versions"), some seq_length.
     for key in SEQ_KEYS:
         facts.seq_len = facts.seq_len or src.int_(model, key, f"model.{key}")
     facts.local_batch_size = src.int_(model, "local_batch_size", "model.local_batch_size")

@@ -364,7 +364,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     if vpp is not None and "vpp" not in deg:
         deg["vpp"] = vpp
     # The trainer's micro-batch count: training.micro_batch_num (where HyperParallel's priced yaml puts it, [HP]
-    # §4.2, like the legacy train.micro_batch_num), else the pipeline's accelerator.pp_micro_batch_num.
+    # [HP] §4.2, like the legacy train.micro_batch_num), else the pipeline's accelerator.pp_micro_batch_num.
     mbn = (src.int_(training, "micro_batch_num", "training.micro_batch_num")
            or src.int_(acc, "pp_micro_batch_num", "accelerator.pp_micro_batch_num"))
     if mbn is not None:
@@ -513,11 +513,11 @@ def _read_legacy(facts: TrainFacts, root: Map) -> None:
     deg = facts.degrees
     if mbs is not None:
         deg["micro_batch_size"] = mbs
-    mbn = src.int_(train, "micro_batch_num", "train.micro_batch_num")  # upstream's writer writes it (§4.3)
+    mbn = src.int_(train, "micro_batch_num", "train.micro_batch_num")  # upstream's writer writes it ([HP] §4.3)
     if mbn is not None:
         deg["micro_batch_num"] = mbn
     # train.accelerator rides into the priced yaml's accelerator verbatim ([HP] §2.6), where a stated
-    # sequence_parallel wins over the model's use_seq_parallel (§4.2): read it first.
+    # sequence_parallel wins over the model's use_seq_parallel ([HP] §4.2): read it first.
     sp = (src.bool_(acc, "sequence_parallel", "train.accelerator.sequence_parallel")
           or src.bool_(acc, "use_seq_parallel", "train.accelerator.use_seq_parallel"))
     if sp is not None:

@@ -1,5 +1,5 @@
 """A multimodal model's vision tower and its visual sequence length, read as HyperParallel reads them ([HP] §2.4
-`vision`, `visual_seq_len`; §2.5 "Vision-language configs" and "Vision sequence length"; §3.4 "Vision").
+`vision`, `visual_seq_len`; [HP] §2.5 "Vision-language configs" and "Vision sequence length"; [HP] §3.4 "Vision").
 
 Where a tower is stated: a search config's `model.vision`; a train.yaml's `model.config_overrides.vision` (or,
 in the AutoModels schema, `model.vision` beside the factory's other keyword overrides); a local config.json's

@@ -17,12 +17,12 @@ it), so a legacy file cannot hold an FSDP shard that spans context parallelism.
 A key that is absent and whose value would be the reader's default is not added (a 1-way cp, sequence
 parallelism off): the smallest diff that reads back as the strategy. Degrees the trainer always needs
 (tp, pp, the FSDP shard, the global batch) are always written, as HyperParallel does. micro_batch_num is
-not added to an AutoModels file: the trainer derives it as gbs / (mbs * dp) (§4.3), which the check enforces;
+not added to an AutoModels file: the trainer derives it as gbs / (mbs * dp) ([HP] §4.3), which the check enforces;
 where the file states it (training.micro_batch_num, accelerator.pp_micro_batch_num) the stated key is rewritten,
 so the file never keeps a count the new plan contradicts.
 
 Before returning, the new text is read back with PyYAML (safe) and every field compared to the strategy,
-and the batch rule global_batch_size = dp * micro_batch_size * micro_batch_num checked (§4.4); any
+and the batch rule global_batch_size = dp * micro_batch_size * micro_batch_num checked ([HP] §4.4); any
 mismatch refuses the whole edit.
 """
 

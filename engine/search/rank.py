@@ -3,9 +3,9 @@
 Recompute requests (docs/formats.md §2; unlike HyperParallel, which prices every candidate fully recomputed,
 [HP] §5.8, the stated mode is priced as stated):
   * none / selective / full: every layer in that mode;
-  * auto: per candidate, the fastest single mode with which it fits (§8.5 "auto");
+  * auto: per candidate, the fastest single mode with which it fits ([HP] §8.5 "auto");
   * per_layer: per candidate, a mode per layer from the per-stage knapsack (engine.search.recompute).
-    Interleaved candidates keep one mode, as in HyperParallel (§8.5: "no choice for non-1F1B schedules":
+    Interleaved candidates keep one mode, as in HyperParallel ([HP] §8.5: "no choice for non-1F1B schedules":
     their chunks hold different in-flight counts).
 
 Pricing every candidate under every mode is what this avoids, exactly:

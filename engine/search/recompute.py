@@ -4,7 +4,7 @@
 layer of a stage takes one of the modes off / selective / full, each with a memory it keeps (per micro-batch,
 times the micro-batches the stage holds in flight) and a time it costs; the stage's layers must fit the
 stage's budget (the device budget less everything that is not a body layer's kept activations), and the
-stage's time is minimised. Stages are independent (§8.5 "stages are solved independently").
+stage's time is minimised. Stages are independent ([HP] §8.5 "stages are solved independently").
 
 HyperParallel solves it with a dynamic programme over 1 MiB buckets. Layers of one kind are identical items,
 so the problem is much smaller than it looks: with three modes, fixing how many layers take one mode leaves a

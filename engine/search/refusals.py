@@ -2,7 +2,7 @@
 
 They keep the meaning of HyperParallel's runner refusals ([HP] §5.11 and §5.7) and go further:
 each lands on the list or value that causes it (config.locations), names the rule a listed value broke, and
-says in numbers what would fit (§10.10).
+says in numbers what would fit ([HP] §10.10).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _diag(code: str, message: str, where: tuple[Range, str, str | None], data: d
 
 # -------------------------------------------------------------------------------------------- global batch
 def batch_unreachable(space: Space, global_batch: int) -> bool:
-    """True when no (dp, micro_batch_size) the space offers divides the global batch (§5.7)."""
+    """True when no (dp, micro_batch_size) the space offers divides the global batch ([HP] §5.7)."""
     return bool(space.dp_values) and not any(
         global_batch % (d * m) == 0 for d in space.dp_values for m in space.mbs_values)
 

@@ -14,19 +14,19 @@ search materialises only the candidates it may have to price (2.9 M candidates o
 groups), and `enumerate_space` is every group materialised.
 
 Rules and their sources ([HP] §5 unless stated):
-  * dp = N / (tp·pp·cp) is derived, never enumerated: the device product is exact (§5.4, §10.2).
+  * dp = N / (tp·pp·cp) is derived, never enumerated: the device product is exact ([HP] §5.4, §10.2).
   * tp divides N, stays inside a node (docs/formats.md §2: TP divides heads and KV heads; HyperParallel's own
     search only bounds it by the KV heads, §5.3 / §11 "validator and search disagree").
-  * pp ≤ layers / vpp (§5.3); micro_batch_num ≥ pp when pp > 1 (§5.6.1, §10.2).
+  * pp ≤ layers / vpp ([HP] §5.3); micro_batch_num ≥ pp when pp > 1 ([HP] §5.6.1, §10.2).
   * cp: the sequence divides by 2·cp; Ulysses needs KV heads divisible by tp·cp; sequence parallelism with
-    cp > 1 is refused as HyperParallel's checker does (§5.6.1, §5.6.5).
+    cp > 1 is refused as HyperParallel's checker does ([HP] §5.6.1, §5.6.5).
   * the global batch: G = dp · micro_batch_size · micro_batch_num, so dp·micro_batch_size divides G
-    (§5.7); micro_batch_num is derived.
+    ([HP] §5.7); micro_batch_num is derived.
   * fsdp (dp_shard) divides dp·cp: HyperParallel's FSDP domain is dp × cp (docs/formats.md §1, §10.2).
   * ep borrows from dp·tp, or dp·cp·tp when the FSDP shard spans cp (here: when it does not divide dp), and
     divides the experts; with etp > 1 the expert group ep·etp divides dp·cp·tp and the expert width divides
-    the expert tensor degree (§5.5, §5.6.3).
-  * vpp > 1 only with pp > 1 and then the interleaved schedule; HyperParallel never searches it (§5.2), we do:
+    the expert tensor degree ([HP] §5.5, §5.6.3).
+  * vpp > 1 only with pp > 1 and then the interleaved schedule; HyperParallel never searches it ([HP] §5.2), we do:
     when auto, the divisors of layers // pp up to VPP_AUTO_MAX (equal chunks, as Megatron requires).
 
 A list or an int restricts a dimension to its values (the domain *is* the list, so a strategy outside a list

@@ -63,7 +63,7 @@ def check(ctx: Ctx) -> None:
 
 def _stated_count(ctx: Ctx, g: int, dp: int, mbs: int) -> None:
     """A stated micro_batch_num (legacy train.micro_batch_num, accelerator.pp_micro_batch_num, a fixed
-    parallelism.micro_batch_num) must close the batch rule; HyperParallel's writer refuses otherwise (§4.4)."""
+    parallelism.micro_batch_num) must close the batch rule; HyperParallel's writer refuses otherwise ([HP] §4.4)."""
     d = ctx.fixed["micro_batch_num"]
     if g % (dp * mbs) or dp * mbs * d.value == g:
         return  # the rule cannot hold for any count (HP402 says so), or it holds

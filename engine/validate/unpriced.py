@@ -2,7 +2,7 @@
 accepts but does not price: each gets an Information diagnostic (HP112) at the key, "read by HyperParallel, not
 priced by hp-plan: <why>", so a user never believes a number rests on a setting it ignores.
 
-Every other key of §2 is read and priced (engine.config) or is validation-only upstream too. A key is flagged
+Every other key of [HP] §2 is read and priced (engine.config) or is validation-only upstream too. A key is flagged
 only when its value changes the run (`activation_swap: none`, `recompute_slice_activation: false` and an
 `offset` of zeros say nothing). Entries name the file kinds they apply to (engine.config.kind).
 """

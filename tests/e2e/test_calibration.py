@@ -10,28 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from tests.support.configs import stated_config
-from tests.support.lsp_e2e import SERVER, find_line, open_doc, start, wait_until
+from tests.support.lsp_e2e import Ctx, find_line, open_doc, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    root = request.getfixturevalue("tmp_path_factory").mktemp("calib")
-    await start(lsp_client, "visual-studio-code", root)
-    lsp_client.hp_root = root  # type: ignore[attr-defined]
-    yield
-    await lsp_client.shutdown_session()
-
-
-def _root(client: LanguageClient) -> Path:
-    return client.hp_root  # type: ignore[attr-defined,no-any-return]
-
+pytestmark = pytest.mark.lsp(profiles=["visual-studio-code"])
 
 
 def _change(client: LanguageClient, uri: str, version: int, text: str) -> None:
@@ -58,8 +45,8 @@ def _step(path: Path, *extra: str) -> float:
     return float(json.loads(r.stdout)["step_time_s"])
 
 
-async def test_runs_file_diagnostics_and_hover(client: LanguageClient) -> None:
-    root = _root(client)
+async def test_runs_file_diagnostics_and_hover(client: LanguageClient, ctx: Ctx) -> None:
+    root = ctx.root
     cfg = stated_config(root, "run-a.yaml")
     measured = _step(cfg) * 1.25
     text = f"runs:\n  - config: run-a.yaml\n    step_time_s: {measured}\n  - config: missing.yaml\n    step_time_s: 1.0\n"
@@ -81,8 +68,8 @@ async def test_runs_file_diagnostics_and_hover(client: LanguageClient) -> None:
     assert "(local rule)" in md and "reads as a stack bias" in md  # 25% off: beyond the model's spread
 
 
-async def test_ratios_file_changes_hover_and_lens_and_reprices_on_edit(client: LanguageClient) -> None:
-    root = _root(client)
+async def test_ratios_file_changes_hover_and_lens_and_reprices_on_edit(client: LanguageClient, ctx: Ctx) -> None:
+    root = ctx.root
     stated_config(root, "run-b.yaml")
     ratios = root / "ratios.yaml"
     ratios.write_text("framework: torchtitan\ndevice_type: H100\nratios: {compute: 2.0, tp_comm: 2.0, cp_comm: 2.0, "

@@ -8,29 +8,22 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest_lsp
+import pytest
 from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient
 
 from tests.support.lsp_e2e import (
-    SERVER,
     apply_lsp_edits,
     copy_example,
     edits_of,
     find_line,
-    start,
     wait_until,
 )
 
 ROUNDS = 14
 
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient):
-    await start(lsp_client, "visual-studio-code", settings={"searchOnSave": True})
-    yield
-    await lsp_client.shutdown_session()
+pytestmark = pytest.mark.lsp(profiles=["visual-studio-code"], rooted=False, settings={"searchOnSave": True})
 
 
 def request(client: LanguageClient, msg_id: str, uri: str, rng: types.Range,

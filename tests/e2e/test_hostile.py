@@ -12,29 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import EXAMPLES, SERVER, copy_example, open_doc, start, wait_until
+from tests.support.lsp_e2e import EXAMPLES, ctx_of, open_doc, wait_until
 
 LLAMA_SEARCH = (EXAMPLES / "llama3-70b" / "search.yaml").read_text()
 LLAMA_TRAIN = (EXAMPLES / "llama3-70b" / "train.yaml").read_text()
 
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
-    folder = copy_example("llama3-70b", tmp_path_factory.mktemp("hostile"))
-    lsp_client.hp_folder = folder  # type: ignore[attr-defined]
-    lsp_client.hp_seen = await start(  # type: ignore[attr-defined]
-        lsp_client, "visual-studio-code", folder, settings={"searchOnSave": False},
-        init={"hpLsp": {"searchOnSave": False, "maxFileSizeKb": 8192}})
-    yield
-    await lsp_client.shutdown_session()
-
-
-def folder_of(client: LanguageClient) -> Path:
-    return client.hp_folder  # type: ignore[attr-defined,no-any-return]
+pytestmark = pytest.mark.lsp(profiles=["visual-studio-code"], example="llama3-70b", settings={"searchOnSave": False},
+                              init={"hpLsp": {"searchOnSave": False, "maxFileSizeKb": 8192}})
 
 
 def rss_kb(client: LanguageClient) -> int:
@@ -45,7 +32,6 @@ def rss_kb(client: LanguageClient) -> int:
     raise AssertionError("no VmRSS")
 
 
-
 async def alive(client: LanguageClient, uri: str) -> None:
     """The server still answers requests (within 10 s) after whatever it was given."""
     await asyncio.wait_for(client.text_document_document_symbol_async(types.DocumentSymbolParams(
@@ -53,7 +39,7 @@ async def alive(client: LanguageClient, uri: str) -> None:
 
 
 def linked(client: LanguageClient, name: str, train_yaml: str) -> tuple[Path, str]:
-    sub = folder_of(client) / name
+    sub = ctx_of(client).root / name
     sub.mkdir(exist_ok=True)
     path = sub / "search.yaml"
     text = LLAMA_SEARCH.replace("train_yaml: ./train.yaml", f"train_yaml: {train_yaml}")
@@ -101,7 +87,7 @@ def hp009(client: LanguageClient, uri: str) -> list[types.Diagnostic]:
 @pytest.mark.parametrize("kind", ["fifo", "/dev/stdin", "/proc/self/fd/0"])
 async def test_did_open_with_a_blocking_train_yaml_does_not_hang(client: LanguageClient, kind: str) -> None:
     name = "open-" + kind.strip("/").replace("/", "-")
-    sub = folder_of(client) / name
+    sub = ctx_of(client).root / name
     sub.mkdir()
     path, text = linked(client, name, target(sub, kind))
     uri = open_doc(client, path, text)
@@ -113,7 +99,7 @@ async def test_did_open_with_a_blocking_train_yaml_does_not_hang(client: Languag
 @pytest.mark.parametrize("kind", ["zero", "urandom", "sparse"])
 async def test_code_action_and_apply_never_read_an_endless_train_yaml(client: LanguageClient, kind: str) -> None:
     name = "read-" + kind
-    sub = folder_of(client) / name
+    sub = ctx_of(client).root / name
     sub.mkdir()
     path, text = linked(client, name, target(sub, kind))
     uri = open_doc(client, path, text)
@@ -135,7 +121,7 @@ async def test_code_action_and_apply_never_read_an_endless_train_yaml(client: La
 @pytest.mark.parametrize("kind", ["directory", "loop", "missing", "url"])
 async def test_apply_on_an_unreadable_train_yaml_answers_not_applied(client: LanguageClient, kind: str) -> None:
     name = "apply-" + kind
-    sub = folder_of(client) / name
+    sub = ctx_of(client).root / name
     sub.mkdir()
     path, text = linked(client, name, target(sub, kind))
     uri = open_doc(client, path, text)
@@ -149,7 +135,7 @@ async def test_apply_on_an_unreadable_train_yaml_answers_not_applied(client: Lan
 
 async def test_incremental_edits_after_a_line_separator_land_on_the_editors_line(client: LanguageClient) -> None:
     text = LLAMA_TRAIN.replace("accelerator:\n", 'accelerator:\n  note: "x\u2028y\x85z\u2029w"\n', 1)
-    path = folder_of(client) / "sep" / "train.yaml"
+    path = ctx_of(client).root / "sep" / "train.yaml"
     path.parent.mkdir()
     path.write_text(text)
     uri = open_doc(client, path, text)
@@ -173,7 +159,7 @@ async def test_incremental_edits_after_a_line_separator_land_on_the_editors_line
 
 async def test_quick_fix_on_a_file_with_a_bom(client: LanguageClient) -> None:
     text = "\ufeff" + LLAMA_TRAIN.replace("tp_size: 8", "tp_sise: 8")
-    path = folder_of(client) / "bom" / "train.yaml"
+    path = ctx_of(client).root / "bom" / "train.yaml"
     path.parent.mkdir()
     path.write_text(text)
     uri = open_doc(client, path, text)
@@ -189,9 +175,15 @@ async def test_quick_fix_on_a_file_with_a_bom(client: LanguageClient) -> None:
 async def test_outline_of_a_5mb_file_is_bounded_and_the_server_stays_responsive(client: LanguageClient) -> None:
     text = LLAMA_TRAIN + "extra:\n" + "".join(f"  key_{i:07d}: {i}\n" for i in range(250_000))
     assert len(text) > 5_000_000
-    path = folder_of(client) / "big" / "train.yaml"
+    path = ctx_of(client).root / "big" / "train.yaml"
     path.parent.mkdir()
     uri = open_doc(client, path, text)
     syms = await asyncio.wait_for(client.text_document_document_symbol_async(types.DocumentSymbolParams(
         text_document=types.TextDocumentIdentifier(uri=uri))), timeout=60)
     assert syms and sum(1 + len(s.children or []) for s in syms if isinstance(s, types.DocumentSymbol)) <= 5000
+    # Responsive: with the 5 MB document open (its check still running on the checker thread), requests on
+    # another document are answered at once from the event loop.
+    small_uri = open_doc(client, ctx_of(client).root / "train.yaml")
+    small = await asyncio.wait_for(client.text_document_document_symbol_async(types.DocumentSymbolParams(
+        text_document=types.TextDocumentIdentifier(uri=small_uri))), timeout=5)
+    assert small and {s.name for s in small if isinstance(s, types.DocumentSymbol)} >= {"model", "accelerator"}

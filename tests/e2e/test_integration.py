@@ -5,32 +5,21 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import EXAMPLES, SERVER, find_line, open_doc, start, wait_until
+from tests.support.lsp_e2e import EXAMPLES, ctx_of, find_line, open_doc, wait_until
 
 # A lone train.yaml whose cluster and (tight) budget come from settings only.
 # searchOnSave off at first, so each test sees the fast check alone until it turns the search on.
 INIT = {"hpLsp": {"cluster": {"numNodes": 128, "cardsPerNode": 8, "deviceType": "H100"}, "memoryLimitGb": 5,
                   "searchOnSave": False}}
-
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("integration")
-    # Neovim 0.7 does not pull workspace/configuration: settings come from initializationOptions and
-    # didChangeConfiguration only, the layers this module exercises.
-    await start(lsp_client, "neovim@v0.7.0", root, init=INIT)
-    lsp_client.hp_root = root  # type: ignore[attr-defined]
-    yield
-    await lsp_client.shutdown_session()
-
+# Neovim 0.7 does not pull workspace/configuration: settings come from initializationOptions and
+# didChangeConfiguration only, the layers this module exercises.
+pytestmark = pytest.mark.lsp(profiles=["neovim@v0.7.0"], init=INIT)
 
 
 def _keys(diags: Sequence[types.Diagnostic]) -> list[tuple[str, int, int, str]]:
@@ -43,7 +32,7 @@ def _push(client: LanguageClient, section: dict[str, Any]) -> None:
 
 async def _open_lone(client: LanguageClient) -> tuple[str, str]:
     """Open a lone copy of the example train.yaml; wait for HP520 (the plan over the 5 GiB setting)."""
-    root: Path = client.hp_root  # type: ignore[attr-defined]
+    root = ctx_of(client).root
     folder = root / "lone"
     folder.mkdir()
     shutil.copy(EXAMPLES / "llama3-70b" / "train.yaml", folder / "train.yaml")

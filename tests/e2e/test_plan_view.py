@@ -10,27 +10,17 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import PROFILES, ROOT, SERVER, find_line, open_doc, start
+from tests.support.lsp_e2e import ROOT, ctx_of, find_line, open_doc
 
 PLAN = ROOT / "examples" / "explain" / "interleaved.yaml"
 
-
-@pytest_lsp.fixture(params=PROFILES, config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    root = request.getfixturevalue("tmp_path_factory").mktemp("plan-" + request.param.split("@")[0])
-    await start(lsp_client, request.param, root)
-    lsp_client.hp_root = root  # type: ignore[attr-defined]
-    yield
-    await lsp_client.shutdown_session()
-
+pytestmark = pytest.mark.lsp()
 
 
 async def _plan_lens(client: LanguageClient, uri: str) -> types.CodeLens:
@@ -46,7 +36,7 @@ async def _plan_lens(client: LanguageClient, uri: str) -> types.CodeLens:
 
 
 async def test_plan_view_lens_and_command_return_the_explain_data(client: LanguageClient) -> None:
-    root: Path = client.hp_root  # type: ignore[attr-defined]
+    root = ctx_of(client).root
     path = root / "search.yaml"
     path.write_text(PLAN.read_text())
     uri = open_doc(client, path)
@@ -75,7 +65,7 @@ async def test_show_plan_on_an_unknown_document_says_why(client: LanguageClient)
 
 
 async def test_hover_on_a_strategy_key_says_what_bounds_the_plan(client: LanguageClient) -> None:
-    root: Path = client.hp_root  # type: ignore[attr-defined]
+    root = ctx_of(client).root
     path = root / "other" / "search.yaml"
     path.parent.mkdir()
     path.write_text(PLAN.read_text())

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import SERVER, copy_example, open_doc, start, wait_until
+from tests.support.lsp_e2e import copy_example, open_doc, wait_until
 
 SLOW_SEARCH = """\
 # DeepSeek-V3 on 2,304 H800s, every dimension and the recompute modules searched: a search of seconds.
@@ -57,13 +56,7 @@ estimator:
   framework: megatron
 """
 
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("progress")
-    await start(lsp_client, "visual-studio-code", root)
-    yield
-    await lsp_client.shutdown_session()
+pytestmark = pytest.mark.lsp(profiles=["visual-studio-code"])
 
 
 def _slow_search_config(dest: Path) -> Path:
@@ -71,7 +64,6 @@ def _slow_search_config(dest: Path) -> Path:
     path = folder / "search.yaml"
     path.write_text(SLOW_SEARCH)
     return path
-
 
 
 def _new_token(client: LanguageClient, known: set[Any]) -> Any:

@@ -6,51 +6,23 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient
 
 from tests.support.lsp_e2e import (
     EXAMPLES,
-    PROFILES,
-    SERVER,
+    Ctx,
     codes,
     copy_example,
     edits_of,
     find_line,
     open_doc,
-    start,
     wait_until,
 )
 
-
-class Ctx:
-    def __init__(self, client: LanguageClient, profile: str, root: Path, seen: dict[str, list[Any]]) -> None:
-        self.client, self.profile, self.root, self.seen = client, profile, root, seen
-
-    @property
-    def vscode(self) -> bool:
-        return self.profile.startswith("visual")
-
-
-@pytest_lsp.fixture(params=PROFILES, config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    root = request.getfixturevalue("tmp_path_factory").mktemp("sc-" + request.param.split("@")[0])
-    seen = await start(lsp_client, request.param, root)
-    lsp_client.hp_ctx = Ctx(lsp_client, request.param, root, seen)  # type: ignore[attr-defined]
-    yield
-    await lsp_client.shutdown_session()
-
-
-@pytest.fixture()
-def ctx(client: LanguageClient) -> Ctx:
-    return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
-
+pytestmark = pytest.mark.lsp()
 
 
 async def test_lone_train_yaml_offers_a_search_config(ctx: Ctx) -> None:

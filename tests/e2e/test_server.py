@@ -7,62 +7,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
-from pytest_lsp import LanguageClient
 
 from tests.support.lsp_e2e import (
-    PROFILES,
-    SERVER,
+    Ctx,
     apply_lsp_edits,
     codes,
-    copy_example,
     edits_of,
     find_line,
-    start,
+    open_doc,
     wait_until,
 )
 
-
-class Ctx:
-    def __init__(self, client: LanguageClient, profile: str, folder: Path, seen: dict[str, list[Any]]) -> None:
-        self.client, self.profile, self.folder, self.seen = client, profile, folder, seen
-        self.train = folder / "train.yaml"
-        self.search = folder / "search.yaml"
-        self.train_uri = from_fs_path(str(self.train)) or ""
-        self.search_uri = from_fs_path(str(self.search)) or ""
-        self.text = self.train.read_text()
-        self.version = 1
-
-    @property
-    def vscode(self) -> bool:
-        return self.profile.startswith("visual")
-
-
-@pytest_lsp.fixture(params=PROFILES, config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    profile = request.param
-    folder = copy_example("llama3-70b", request.getfixturevalue("tmp_path_factory").mktemp(profile.split("@")[0]))
-    seen = await start(lsp_client, profile, folder, settings={"searchOnSave": True},
-                       init={"hpLsp": {"maxFileSizeKb": 512}})
-    c = Ctx(lsp_client, profile, folder, seen)
-    lsp_client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=c.train_uri, language_id="yaml", version=c.version, text=c.text)))
-    lsp_client.hp_ctx = c  # type: ignore[attr-defined]
-    yield
-    # No test may cause a popup: errors go to the log (answer_or, guarded), never to window/showMessage.
-    assert [m for m in lsp_client.messages if m.type == types.MessageType.Error] == []
-    await lsp_client.shutdown_session()
+pytestmark = pytest.mark.lsp(example="llama3-70b", settings={"searchOnSave": True},
+                              init={"hpLsp": {"maxFileSizeKb": 512}})
 
 
 @pytest.fixture()
-def ctx(client: LanguageClient) -> Ctx:
-    return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
+def ctx(ctx: Ctx) -> Ctx:
+    """The session with the example's train.yaml open (every test here starts from it)."""
+    ctx.text = ctx.train.read_text()
+    open_doc(ctx.client, ctx.train, ctx.text, ctx.version)
+    return ctx
 
 
 def _change(ctx: Ctx, text: str) -> None:
@@ -217,7 +186,7 @@ async def test_quick_fix_on_the_search_diagnostic(ctx: Ctx) -> None:
 
 
 async def test_large_file_is_checked_off_the_loop(ctx: Ctx) -> None:
-    big = ctx.folder / "train-big.yaml"
+    big = ctx.root / "train-big.yaml"
     text = ctx.text + "logging:\n" + "".join(f"  note_{i}: {i}\n" for i in range(8000))
     big.write_text(text)
     uri = from_fs_path(str(big)) or ""

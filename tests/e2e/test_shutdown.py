@@ -6,19 +6,13 @@ import asyncio
 import time
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import PROFILES, SERVER, copy_example, start, wait_until
+from tests.support.lsp_e2e import copy_example, wait_until
 
-
-@pytest_lsp.fixture(params=PROFILES, config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    await start(lsp_client, request.param)
-    yield
-    # the test shuts the server down itself
+pytestmark = pytest.mark.lsp(rooted=False, shutdown=False)  # each test shuts its server down itself
 
 
 async def test_exit_mid_search_is_fast(client: LanguageClient, tmp_path) -> None:

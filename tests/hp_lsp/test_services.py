@@ -116,8 +116,9 @@ def test_hover_never_waits_and_says_searching() -> None:
     session.begin_search(st.uri)
     text = TRAIN.read_text()
     assert st.analysis is not None
+    # Synchronous over the session: a hover that waited for the search (which never runs here) would hang.
     got = hover.hover_markdown(st, st.analysis.entries, *_pos(text, "tp_size"))
-    assert got is not None  # the stated plan's figures or "Searching…", never a wait
+    assert got is not None and "Searching for the best strategy" in got
 
 
 def test_code_lens_best_plan_with_apply() -> None:

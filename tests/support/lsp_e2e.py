@@ -1,6 +1,7 @@
 """Helpers for the end-to-end tests (tests/e2e): a pytest-lsp client over stdio running `python -m hp_lsp`
 with a real editor's capabilities, recording what the server asks of the client. A plain module, not a
-conftest: tests import these; each test module's `client` fixture starts its own server per test."""
+conftest: tests import these. The one `client` fixture (tests/e2e/conftest.py) starts a server per test as a
+module's `lsp` marker asks and hands the test a `Ctx`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,45 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path(os.environ.get("HP_LSP_E2E_EXAMPLES", ROOT / "examples"))
 PROFILES = ["visual-studio-code", "neovim@v0.7.0"]
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "hp_lsp"])
+
+
+@dataclass
+class Ctx:
+    """One end-to-end session, as the `ctx` fixture gives it: the client, the editor profile it speaks as, its
+    folder (`root`: a fresh folder or a copy of an example), the server's requests to the client (`seen`), and
+    the version and text of the train.yaml in `root` a test edits."""
+
+    client: LanguageClient
+    profile: str
+    root: Path
+    seen: dict[str, list[Any]]
+    version: int = 1
+    text: str = ""
+
+    @property
+    def vscode(self) -> bool:
+        return self.profile.startswith("visual")
+
+    @property
+    def train(self) -> Path:
+        return self.root / "train.yaml"
+
+    @property
+    def search(self) -> Path:
+        return self.root / "search.yaml"
+
+    @property
+    def train_uri(self) -> str:
+        return from_fs_path(str(self.train)) or ""
+
+    @property
+    def search_uri(self) -> str:
+        return from_fs_path(str(self.search)) or ""
+
+
+def ctx_of(client: LanguageClient) -> Ctx:
+    """The Ctx the `client` fixture attached to its client (for helpers that are handed only the client)."""
+    return client.hp_ctx  # type: ignore[attr-defined,no-any-return]
 
 
 async def start(client: LanguageClient, profile: str, root: Path | None = None, *,

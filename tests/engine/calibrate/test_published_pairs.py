@@ -46,8 +46,9 @@ def test_no_stack_is_predicted_worse_calibrated_on_one_published_run(bench: Modu
 
 def test_a_uniformly_slower_stack_is_corrected_from_one_run(bench: ModuleType, stacks: dict,  # type: ignore[type-arg]
                                                             tmp_path: Path) -> None:
-    for stack in (("megatron", "A100"), ("torchtitan", "H100-96G"), ("megatron", "H100")):
-        uncal, cal = _medians(bench, stacks[stack], 1.3, tmp_path)
+    # Each stack's pairs priced once (megatron / A100 alone is 930 of them): the bound below reads the same medians.
+    medians = {stack: _medians(bench, stacks[stack], 1.3, tmp_path)
+               for stack in (("megatron", "A100"), ("torchtitan", "H100-96G"), ("megatron", "H100"))}
+    for stack, (uncal, cal) in medians.items():
         assert uncal > 0.2 and cal < 0.9 * uncal, stack
-    uncal, cal = _medians(bench, stacks[("megatron", "A100")], 1.3, tmp_path)
-    assert cal < 0.07
+    assert medians[("megatron", "A100")][1] < 0.07
