@@ -219,6 +219,8 @@ class Dispatcher:
             else:
                 self.report(f"hp-lsp: dropped a malformed {msg.method or 'response'}: {exc.message}")
             return
+        if msg.method == "initialize":
+            self.initialized = True  # once it structured: a malformed initialize leaves the server waiting
         try:
             self.protocol.handle_message(structured)
         except Exception as exc:
@@ -230,9 +232,7 @@ class Dispatcher:
         """LSP "Lifecycle": nothing but `initialize` (and `exit`) before initialize, nothing but `exit` after
         shutdown; requests are answered with the matching error, notifications dropped."""
         method = msg.method
-        if method == "initialize":
-            self.initialized = True
-        if method is None or method == "exit":
+        if method in (None, "exit", "initialize"):
             return False
         if getattr(self.protocol, "_shutdown", False):
             if msg.is_request:

@@ -56,6 +56,8 @@ def test_every_request_is_answered(server: StdioServer, tmp_path: Path) -> None:
     c = server.client
     uri = (tmp_path / "train.yaml").as_uri()
     assert error_code(c.request(1, "textDocument/hover", None)) == -32002  # before initialize
+    assert error_code(c.request(0, "initialize", None)) == -32602  # a malformed initialize initializes nothing
+    assert error_code(c.request("1b", "textDocument/hover", None)) == -32002
     c.initialize()
     c.send(did_open(uri, "a: 1\n"))
     assert error_code(c.request(2, "textDocument/hover", hover(0, uri, -1)["params"])) == -32602
