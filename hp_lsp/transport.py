@@ -246,7 +246,12 @@ class Dispatcher:
         return False
 
     def refuse(self, msg_id: Any, code: int, message: str) -> None:
-        self.report(f"hp-lsp: {message}")
+        """Answer with an error; say it in the client's log too once the session is up (before `initialize`
+        LSP lets the server send nothing but answers: stderr has it then)."""
+        if self.initialized:
+            self.report(f"hp-lsp: {message}")
+        else:
+            logger.warning("hp-lsp: %s", message)
         self.send(error_response(msg_id, code, message))
 
 
