@@ -102,6 +102,11 @@ class LspTextDocument(TextDocument):
 
 
 class LspWorkspace(Workspace):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self._root_path is not None and "\x00" in self._root_path:
+            self._root_path = None  # a root URI with %00 names no folder (every check scanned it and failed)
+
     def _create_text_document(self, doc_uri: str, source: str | None = None, version: int | None = None,
                               language_id: str | None = None) -> TextDocument:
         return LspTextDocument(doc_uri, source=source, version=version, language_id=language_id,

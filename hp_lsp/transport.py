@@ -4,19 +4,21 @@ pygls 2.1's read loop (`pygls.io_.run_async`) trusts its input. A `Content-Lengt
 OverflowError out of the loop and killed the server; a non-numeric or missing one left it alive and silent,
 its next message glued to the unread body; a header line without a newline was read whole into memory; and a
 message that failed to structure (a negative position, `params: null`, no `jsonrpc`) was logged and never
-answered. JSON-RPC 2.0 ("Error object", "Response object") and LSP ("Base Protocol", "Lifecycle") ask for
-an answer to every request, so this module reads frames itself, with these bounds ([LSP] "Base Protocol"):
+answered. [JSONRPC] §5, §5.1 and [LSP-SPEC] ("Base Protocol", "Lifecycle Messages") ask for an answer to
+every request, so this module reads frames itself, with these bounds:
 
-* a header line is at most MAX_HEADER_LINE bytes, a header at most MAX_HEADER_LINES lines;
-* a body is at most MAX_MESSAGE_BYTES: an editor syncs no document near it (VS Code stops syncing models at
-  50 MB), and the server holds a few copies of a message while it decodes it;
+* a header line is at most MAX_HEADER_LINE bytes, a header at most MAX_HEADER_LINES lines (a real header is
+  two lines of under 80 bytes: Content-Length and Content-Type);
+* a body is at most MAX_MESSAGE_BYTES, 64 MiB: a didOpen of a document at the engine's 10 MiB file cap
+  (engine.document.DEFAULT_MAX_BYTES) fits even if every character were escaped (6 bytes, `\\u0000`), and
+  the server holds a few copies of a message while it decodes it;
 * a framing error (no usable `Content-Length`, an oversized header or body) is answered with a ParseError
   whose id is null, then the connection is closed: past a bad header no one knows where the next message
   starts, and guessing would answer someone else's bytes;
 * a body that is not JSON gets a ParseError and the next frame is read (the framing held);
 * a request that is not valid JSON-RPC, or whose params do not structure, gets InvalidRequest or
   InvalidParams with its id; a request after `shutdown` gets InvalidRequest, one before `initialize`
-  ServerNotInitialized (LSP "Lifecycle"); notifications in those states are dropped, as LSP says.
+  ServerNotInitialized ([LSP-SPEC] "Lifecycle Messages"); notifications in those states are dropped.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def error_response(msg_id: Any, code: int, message: str) -> dict[str, Any]:
 
 
 def finite(value: Any) -> Any:
-    """`value` with every NaN and infinity replaced by null: JSON has neither ([RFC 8259] §6), and VS Code's
+    """`value` with every NaN and infinity replaced by null: JSON has neither ([RFC8259] §6), and VS Code's
     parser rejects the `Infinity` Python's json writes by default."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -219,6 +221,8 @@ class Dispatcher:
             else:
                 self.report(f"hp-lsp: dropped a malformed {msg.method or 'response'}: {exc.message}")
             return
+        if msg.method == "initialize":
+            self.initialized = True  # once it structured: a malformed initialize leaves the server waiting
         try:
             self.protocol.handle_message(structured)
         except Exception as exc:
@@ -227,12 +231,10 @@ class Dispatcher:
                 self.refuse(msg.raw["id"], INTERNAL_ERROR, f"internal error: {exc!r}")
 
     def lifecycle_refused(self, msg: Incoming) -> bool:
-        """LSP "Lifecycle": nothing but `initialize` (and `exit`) before initialize, nothing but `exit` after
-        shutdown; requests are answered with the matching error, notifications dropped."""
+        """[LSP-SPEC] "Lifecycle Messages": nothing but `initialize` (and `exit`) before initialize, nothing but
+        `exit` after shutdown; requests are answered with the matching error, notifications dropped."""
         method = msg.method
-        if method == "initialize":
-            self.initialized = True
-        if method is None or method == "exit":
+        if method in (None, "exit", "initialize"):
             return False
         if getattr(self.protocol, "_shutdown", False):
             if msg.is_request:
@@ -246,7 +248,12 @@ class Dispatcher:
         return False
 
     def refuse(self, msg_id: Any, code: int, message: str) -> None:
-        self.report(f"hp-lsp: {message}")
+        """Answer with an error; say it in the client's log too once the session is up (before `initialize`
+        LSP lets the server send nothing but answers: stderr has it then)."""
+        if self.initialized:
+            self.report(f"hp-lsp: {message}")
+        else:
+            logger.warning("hp-lsp: %s", message)
         self.send(error_response(msg_id, code, message))
 
 

@@ -56,6 +56,8 @@ def test_every_request_is_answered(server: StdioServer, tmp_path: Path) -> None:
     c = server.client
     uri = (tmp_path / "train.yaml").as_uri()
     assert error_code(c.request(1, "textDocument/hover", None)) == -32002  # before initialize
+    assert error_code(c.request(0, "initialize", None)) == -32602  # a malformed initialize initializes nothing
+    assert error_code(c.request("1b", "textDocument/hover", None)) == -32002
     c.initialize()
     c.send(did_open(uri, "a: 1\n"))
     assert error_code(c.request(2, "textDocument/hover", hover(0, uri, -1)["params"])) == -32602
@@ -112,13 +114,17 @@ def test_a_null_byte_in_the_uri_gets_diagnostics(server: StdioServer, tmp_path: 
     """`%00` decodes to a path no file system holds: os calls raised ValueError in the check and the document
     never got diagnostics. It is checked as an unsaved buffer now."""
     c = server.client
-    c.initialize(root_uri=tmp_path.as_uri())
+    c.initialize(root_uri=tmp_path.as_uri() + "/root%00")  # a root that names no folder either
     uri = tmp_path.as_uri() + "/a%00b/train.yaml"
     c.send(did_open(uri, TRAIN))
     published = c.wait_for(lambda m: isinstance(m, dict) and m.get("method") == "textDocument/publishDiagnostics"
                            and m["params"]["uri"] == uri, what="diagnostics for the %00 URI")
     assert {d["code"] for d in published["params"]["diagnostics"]} >= {"HP302"}  # checked: no cluster stated
     assert "result" in c.request(2, "textDocument/hover", hover(0, uri, 3)["params"])
+    plain = (tmp_path / "train.yaml").as_uri()  # a file that exists, under that root: its check scans the roots
+    c.send(did_open(plain, TRAIN))
+    c.wait_for(lambda m: isinstance(m, dict) and m.get("method") == "textDocument/publishDiagnostics"
+               and m["params"]["uri"] == plain, what="diagnostics for a file under a %00 root")
     assert not [m for m in c.frames if isinstance(m, dict) and "check failed" in json.dumps(m)]
 
 
