@@ -7,10 +7,10 @@ misfit: log T_i = log Σ_g u_ig·exp(θ_g) + ε_i. The ratio of a part is a stac
   d_g ~ N(0, s_g²), s_g the part's spread on the stack (engine.calibrate.spreads: how well the model knows that
     part there), so a part the model knows well barely moves and one it knows poorly takes the misfit;
   b = 0 (H0: the stack prices as the runs the model was fitted on) or b ~ N(0, σ_B²) (H1), with the prior
-    probability p of H1 (engine.calibrate.prior.bias_prior); the more probable one (marginal likelihood × prior)
+    probability p of H1 (engine.ratios.prior.bias_prior); the more probable one (marginal likelihood × prior)
     is used;
   ε_i ~ N(0, v_i), independent per plan: v_i = σ_g² + o_i² + σ_n², the model's spread at a plan of that stack,
-    the plan's own communication / overhead spread, and the measurement (engine.calibrate.prior).
+    the plan's own communication / overhead spread, and the measurement (engine.ratios.prior).
 The likelihood is linear in β = (b, d) after one linearisation (w_ig = u_ig / Σ_h u_ih, the part's share), which
 gives the marginal likelihoods and the starting point; Gauss-Newton then finds the MAP of the exact model, with
 every θ_g kept within ±log 10 (engine.calibrate.fit's ratio bounds). Each run's remaining misfit ε̂_i is its own
