@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import pickle
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +60,19 @@ async def job(open_docs: int, kb: int) -> tuple[int, float]:
     from hp_lsp.scheduler import Scheduler
     from hp_lsp.session import Session
 
+    @dataclass
     class Workspace:
-        root_path = None
-        folders: dict[str, Any] = {}
-        docs: dict[str, LspTextDocument] = {}
+        docs: dict[str, LspTextDocument] = field(default_factory=dict)
+        folders: dict[str, Any] = field(default_factory=dict)
+        root_path: str | None = None
 
         def get_text_document(self, uri: str) -> LspTextDocument:
             return self.docs[uri]
 
-    class Sink:
-        features = ClientFeatures()
-        jobs: list[Any] = []
+    @dataclass
+    class Sink:  # the client, the worker and the progress: only the submitted jobs are kept
+        jobs: list[Any] = field(default_factory=list)
+        features: ClientFeatures = field(default_factory=ClientFeatures)
 
         def publish_diagnostics(self, *a: Any) -> None: ...
         def refresh_code_lenses(self) -> None: ...
