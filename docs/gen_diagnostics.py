@@ -45,7 +45,9 @@ language server use 0-based lines and characters.
 Some facts can be found by two stages (the checks HP4xx, the pricing HP5xx, the search HP6xx), e.g. too few
 micro-batches (HP415 / HP506) or a stated plan over the budget (HP610 / HP520). `hp-plan estimate`,
 `hp-plan search` and the language server then show each fact once, under one owner code (`engine/facts.py`,
-the first code of each group there) at the strictest severity the stages gave it.
+the first code of each group there) at the strictest severity the stages gave it; a code that states several
+facts (HP504, HP508, HP510) carries the key of the one it found, so rewording a message never changes the merge.
+Each family's table in `engine/codes/` records the modules that raise each code (`RAISED_BY`).
 
 ## Severities
 

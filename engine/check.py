@@ -12,7 +12,7 @@ from dataclasses import replace
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
 from engine.diagnostics import Diagnostic
-from engine.document import DEFAULT_MAX_BYTES
+from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.facts import unique
 from engine.ratios.attach import RatiosRequest, with_ratios
 from engine.validate import validate
@@ -24,7 +24,7 @@ def _key(d: Diagnostic) -> tuple[str, int, int, str]:
 
 def check_file(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
                max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None,
-               ratios: RatiosRequest | None = None) -> Loaded:
+               ratios: RatiosRequest | None = None, reads: Reads | None = None) -> Loaded:
     """Diagnostics for `path` (or the editor buffer `text` standing for it), sorted by file and position,
     and the resolved Config when the file could be read. `max_bytes` is the size above which a file gets
     one HP005 "too large to analyse" diagnostic (the server's hpLsp.maxFileSizeKb).
@@ -34,9 +34,12 @@ def check_file(path: str, text: str | None = None, overrides: ClusterOverrides |
     counts at once (the language server passes its open documents; the CLI reads the disk only).
 
     `ratios` names a ratios file from outside the files (`--ratios`, the setting hpLsp.ratiosFile); with the
-    config's own `estimator.ratios_file` it is attached to the config (engine.ratios.attach)."""
+    config's own `estimator.ratios_file` it is attached to the config (engine.ratios.attach).
+
+    `reads` is what the request has read and parsed already (engine.document.Reads): a caller that meets a
+    file twice in one request (the CLI's search, the server's check and its cluster) passes one."""
     try:
-        resolved = resolve(path, text, overrides, max_bytes=max_bytes, texts=texts)
+        resolved = resolve(path, text, overrides, max_bytes=max_bytes, texts=texts, reads=reads)
         diags = list(resolved.diagnostics)
         try:
             diags += validate(resolved)

@@ -19,7 +19,7 @@ import bisect
 import functools
 import gc
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -677,3 +677,28 @@ def locate(doc: Document, dotted: str) -> tuple[Range, Range] | None:
     if key is None or value is None:
         return None
     return key.range, value.range
+
+
+@dataclass(slots=True)
+class Reads:
+    """What one request has read and parsed, so a file it meets twice is read and parsed once: a search
+    config's train.yaml is the config's source and, again, the file that states the plan it compares with;
+    a train.yaml being typed is checked and is the text its search config's cluster is read with. A disk
+    read is keyed on the path (one request sees one state of the disk), a parse on the path, the size limit
+    and the text itself. One request, one thread: never shared, never kept after the request."""
+
+    _texts: dict[tuple[str, int], tuple[str | None, tuple[Diagnostic, ...]]] = field(default_factory=dict)
+    _docs: dict[tuple[str | None, int, str], Document] = field(default_factory=dict)
+
+    def read(self, path: str, max_bytes: int) -> tuple[str | None, tuple[Diagnostic, ...]]:
+        key = (path, max_bytes)
+        if key not in self._texts:
+            self._texts[key] = read_text(path, max_bytes=max_bytes)
+        return self._texts[key]
+
+    def parse(self, text: str, path: str | None, max_bytes: int) -> Document:
+        key = (path, max_bytes, text)
+        doc = self._docs.get(key)
+        if doc is None:
+            doc = self._docs[key] = parse(text, path=path, max_bytes=max_bytes)
+        return doc

@@ -17,7 +17,7 @@ from engine.check import check_file
 from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.cost import estimate_config
 from engine.diagnostics import Diagnostic
-from engine.document import text_too_large
+from engine.document import Reads, text_too_large
 from engine.facts import merge
 from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate
@@ -44,6 +44,11 @@ class Analysis:
     calibration: Calibration | None = None  # a RUNS file's calibration (hp_lsp.features.calibration)
     overrides: ClusterOverrides | None = None  # the cluster this version was checked with (the search reuses it)
     cluster_source: str | None = None  # the search config that gave it, if any
+    # What the search job would otherwise read again (engine.document.Reads keeps one request's reads; these
+    # travel to the worker): the search config that gave a train.yaml its cluster, as checked for it; for a
+    # search config, its train.yaml read as the stated plan's file (engine.search.stated.stated_source).
+    space: Loaded | None = None
+    stated_source: Config | None = None
 
     @property
     def config(self) -> Config | None:
@@ -65,7 +70,7 @@ class Analysis:
 
 def analyse(path: str | None, text: str, version: int | None, *, overrides: ClusterOverrides | None,
             max_file_size_kb: int, texts: Mapping[str, str] | None = None,
-            ratios: RatiosRequest | None = None) -> Analysis:
+            ratios: RatiosRequest | None = None, reads: Reads | None = None) -> Analysis:
     """Check one document version; never raises (the engine reports its own failures as HP900). `texts`
     holds the other open documents (path -> buffer): a search config's train.yaml is read from there when
     it is open, so its unsaved edits count (the editor's view wins over the disk)."""
@@ -76,8 +81,9 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
         return analyse_runs(path or "untitled.yaml", text, version)
     # The linked train.yaml counts against the same setting: a larger one gets HP005 (in it) and HP009 (at the
     # link) without being parsed; a 4.4 MB one cost 20 s per check before.
+    reads = reads if reads is not None else Reads()
     loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides, texts=texts, ratios=ratios,
-                        max_bytes=max_file_size_kb * 1024)
+                        reads=reads, max_bytes=max_file_size_kb * 1024)
     estimate: Estimate | None = None
     failure: str | None = None
     est_diags: tuple[Diagnostic, ...] = ()
@@ -93,7 +99,17 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
     for d in merge(loaded.diagnostics, est_diags):
         (own if d.file is None or (path is not None and same_path(d.file, path)) else foreign).append(d)
     return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)),
-                    failure=failure)
+                    failure=failure, stated_source=_stated_source(config, texts, reads))
+
+
+def _stated_source(config: Config | None, texts: Mapping[str, str] | None, reads: Reads) -> Config | None:
+    """A search config's train.yaml as the file stating the plan, read through this check's reads (parsed
+    already as the config's source): the search job compares with it instead of reading it again."""
+    if config is None or config.kind != "search":
+        return None
+    from engine.search.stated import stated_source
+
+    return stated_source(config, texts, reads=reads)
 
 
 def analyse_runs(path: str, text: str, version: int | None) -> Analysis:
@@ -111,13 +127,24 @@ def analyse_runs(path: str, text: str, version: int | None) -> Analysis:
     return Analysis(path, version, text, loaded, diagnostics=own, entries=tuple(scan(text)), calibration=cal)
 
 
+def search_config_cluster(search_path: str, text: str | None = None, *, texts: Mapping[str, str] | None = None,
+                          reads: Reads | None = None) -> tuple[ClusterOverrides | None, Loaded | None]:
+    """The cluster a search config states for its train.yaml (`cluster_from_search_config`) and the search
+    config as checked to find it: the space a search of that train.yaml runs over, which the search job then
+    does not read again. `reads`: the request's (the train.yaml being checked is parsed once)."""
+    from engine.search.stated import stated_overrides
+
+    loaded = check_file(search_path, text=text, texts=texts, reads=reads)
+    config = loaded.config
+    if config is None or config.kind != "search":
+        return None, None
+    return stated_overrides(config), loaded
+
+
 def cluster_from_search_config(search_path: str, text: str | None = None, *,
                                texts: Mapping[str, str] | None = None) -> ClusterOverrides | None:
     """The cluster a search config states (and its memory budget), as explicit overrides for the train.yaml
     it references, by the engine's one rule (engine.search.stated.stated_overrides, which `hp-plan search`
     and the worker's comparison use too). `texts`: open buffers (the train.yaml's own, whose
     context.device_num the cluster may take)."""
-    from engine.search.stated import stated_overrides
-
-    config = check_file(search_path, text=text, texts=texts).config
-    return stated_overrides(config) if config is not None and config.kind == "search" else None
+    return search_config_cluster(search_path, text, texts=texts)[0]

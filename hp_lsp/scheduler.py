@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from engine.config.types import ClusterOverrides
-from engine.document import text_too_large
-from hp_lsp.analysis import Analysis, analyse, cluster_from_search_config
+from engine.config.types import ClusterOverrides, Loaded
+from engine.document import Reads, read_text, text_too_large
+from hp_lsp.analysis import Analysis, analyse, search_config_cluster
 from hp_lsp.client import ClientFeatures
 from hp_lsp.documents import disk_path
 from hp_lsp.features import diagnostics
@@ -74,6 +74,24 @@ class CheckInput:
     ratios: RatiosRequest | None = None  # the setting hpLsp.ratiosFile (engine.ratios.attach)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class FoundCluster:
+    """A document's cluster overrides, the search config they came from, and that config as checked."""
+
+    overrides: ClusterOverrides | None
+    source: str | None = None
+    space: Loaded | None = None
+
+
+def carried(analysis: Analysis, text: str, version: int | None) -> dict[str, Any]:
+    """What the check of this very text already read, resolved and priced, for the search job to take instead
+    of reading and pricing it again (a save read the train.yaml three times and priced its plan twice)."""
+    if analysis.text != text or analysis.version != version:
+        return {}
+    return {"loaded": analysis.loaded, "space": analysis.space, "stated_source": analysis.stated_source,
+            "stated": analysis.estimate}
+
+
 class Publisher(Protocol):
     """Where results go: the client's diagnostics and code lenses (hp_lsp.client.Client)."""
 
@@ -120,8 +138,9 @@ class Scheduler:
         self.index = SearchConfigIndex()
         self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
         self._edits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-edit")
-        self._cluster_cache: dict[tuple[str, float | int | None, int], ClusterOverrides | None] = {}
-        self._cluster_lock = threading.Lock()  # the checker thread fills it, the loop invalidates it
+        self._cluster_cache: dict[tuple[str, int, int], tuple[ClusterOverrides | None, Loaded | None]] = {}
+        self._disk_texts: dict[str, tuple[tuple[int, int], str]] = {}
+        self._cluster_lock = threading.Lock()  # the checker thread fills both, the loop invalidates them
 
     # -- document events -----------------------------------------------------------------------------
     def opened(self, uri: str) -> None:
@@ -177,6 +196,7 @@ class Scheduler:
             self.index.forget(path)
             with self._cluster_lock:
                 self._cluster_cache = {k: v for k, v in self._cluster_cache.items() if k[0] != path}
+                self._disk_texts.pop(path, None)
             affected.update(self.session.dependents(path, exclude=uri))
             if uri not in self.session.docs and path.endswith((".yaml", ".yml")):
                 # A search config appearing or changing may now give an open train.yaml its cluster.
@@ -190,6 +210,7 @@ class Scheduler:
     def settings_changed(self) -> None:
         with self._cluster_lock:
             self._cluster_cache.clear()
+            self._disk_texts.clear()
         for uri in sorted(self.session.docs):
             self.check(uri)
             self.search(uri)
@@ -232,13 +253,15 @@ class Scheduler:
         """Checker thread: the cluster (a search config on disk may give it) and the analysis. A text over
         maxFileSizeKb is not read for its cluster either: the search config's check parsed it (7.8 s per edit
         of a 1.3 MB train.yaml that showed only "file too large")."""
+        reads = Reads()  # this check's: the train.yaml typed is parsed once, for its cluster and its check
         if text_too_large(job.text, job.max_kb * 1024) is not None:
-            overrides, source = job.settings, None
+            found = FoundCluster(job.settings)
         else:
-            overrides, source = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots)
-        analysis = analyse(job.path, job.text, job.version, overrides=overrides, max_file_size_kb=job.max_kb,
-                           texts=job.texts, ratios=job.ratios)
-        return dataclasses.replace(analysis, overrides=overrides, cluster_source=source)
+            found = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots, reads)
+        analysis = analyse(job.path, job.text, job.version, overrides=found.overrides, max_file_size_kb=job.max_kb,
+                           texts=job.texts, ratios=job.ratios, reads=reads)
+        return dataclasses.replace(analysis, overrides=found.overrides, cluster_source=found.source,
+                                   space=found.space)
 
     def _checked_future(self, uri: str, generation: int, fut: Future[Analysis]) -> None:
         search_waited = self.session.end_check(uri, generation)
@@ -270,35 +293,57 @@ class Scheduler:
         return sorted(set(roots))
 
     def cluster_for(self, path: str | None, text: str, settings: ClusterOverrides | None,
-                    open_texts: dict[str, str], roots: Sequence[str]) -> tuple[ClusterOverrides | None, str | None]:
-        """Cluster facts for a document, in the order of D-006: a search config that references it (train.yaml
-        only; explicit, so it wins over the file's `context`), else the file's own `context`, else the
-        settings (which only fill what the file leaves unsaid). Reads the disk: checker thread only."""
+                    open_texts: dict[str, str], roots: Sequence[str], reads: Reads | None = None) -> FoundCluster:
+        """Cluster facts for a document, in the order of D-006: a search config that references it (train.yaml only; explicit, so it
+        wins over the file's `context`), else the file's own `context`, else the settings (which only fill what
+        the file leaves unsaid). Reads the disk: checker thread only."""
         if not path or referenced_train_yaml(path, text) is not None:  # a search config states its own cluster
-            return settings, None
+            return FoundCluster(settings)
         source = self.index.referencing(path, roots, open_texts)
         if source is None:
-            return settings, None
-        return self._cluster_of(source, open_texts.get(source), path, text) or settings, source
+            return FoundCluster(settings)
+        overrides, space = self._cluster_of(source, open_texts.get(source), path, text, reads)
+        return FoundCluster(overrides or settings, source, space)
 
-    def _cluster_of(self, search_path: str, text: str | None, train_path: str,
-                    train_text: str) -> ClusterOverrides | None:
-        """The search config's cluster, read with the train.yaml as the editor holds it (the cluster may take
-        the train.yaml's context.device_num). Cached by both texts (the search config's mtime when closed)."""
-        try:
-            stamp: float | int | None = hash(text) if text is not None else os.stat(search_path).st_mtime
-        except OSError:
-            return None
-        key = (search_path, stamp, hash(train_text))
+    def _cluster_of(self, search_path: str, text: str | None, train_path: str, train_text: str,
+                    reads: Reads | None) -> tuple[ClusterOverrides | None, Loaded | None]:
+        """The search config's cluster and the config as checked, read with the train.yaml as the editor holds
+        it (the cluster may take the train.yaml's context.device_num). Cached by both texts (the search
+        config's modification time when it is closed: its text is read again only when that moves)."""
+        if text is None:
+            text = self._disk_text(search_path)
+            if text is None:
+                return None, None
+        key = (search_path, hash(text), hash(train_text))
         with self._cluster_lock:
             if key in self._cluster_cache:
                 return self._cluster_cache[key]
-        found = cluster_from_search_config(search_path, text, texts={train_path: train_text})
+        found = search_config_cluster(search_path, text, texts={train_path: train_text}, reads=reads)
         with self._cluster_lock:
             if len(self._cluster_cache) > CLUSTER_CACHE_MAX:
                 self._cluster_cache.clear()  # one entry per train.yaml text typed: keep it bounded
             self._cluster_cache[key] = found
         return found
+
+    def _disk_text(self, path: str) -> str | None:
+        """A closed search config's text, read again only when its size or modification time moved (each
+        keystroke in its train.yaml asks for it)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        with self._cluster_lock:
+            hit = self._disk_texts.get(path)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        text, _ = read_text(path)
+        if text is not None:
+            with self._cluster_lock:
+                if len(self._disk_texts) > CLUSTER_CACHE_MAX:
+                    self._disk_texts.clear()
+                self._disk_texts[path] = (stamp, text)
+        return text
 
     # -- searches ------------------------------------------------------------------------------------
     def search(self, uri: str) -> None:
@@ -332,7 +377,8 @@ class Scheduler:
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
                                 texts=self.open_texts(exclude=uri, only=needed), ratios=self.ratios_request(),
-                                max_bytes=session.settings.max_file_size_kb * 1024)
+                                max_bytes=session.settings.max_file_size_kb * 1024,
+                                **carried(analysis, doc.source, doc.version))
         self.jobs.submit(Job(uri, generation, request))
         self.publish_lenses()
 

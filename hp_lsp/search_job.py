@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from engine.check import check_file
-from engine.config.types import ClusterOverrides
+from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.diagnostics import Diagnostic
-from engine.document import DEFAULT_MAX_BYTES
+from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.positions import TextEdit
-from engine.ratios.attach import RatiosRequest
+from engine.ratios.attach import RatiosRequest, with_ratios
 from engine.results import Estimate, SearchResult
 
 
@@ -37,6 +37,14 @@ class SearchRequest:
     # The setting hpLsp.ratiosFile (a file's own estimator.ratios_file wins over it); frozen, so it pickles.
     ratios: RatiosRequest | None = None
     max_bytes: int = DEFAULT_MAX_BYTES  # hpLsp.maxFileSizeKb: the linked train.yaml counts against it too
+    # What the check of this version already read, resolved and priced (hp_lsp.analysis.Analysis), so the job
+    # neither reads nor prices it again: the document as checked, the search config that gave a train.yaml its
+    # cluster (as checked for it, ratios not yet attached), a search config's train.yaml as the file stating
+    # the plan, and the stated plan's price. None: read it here.
+    loaded: Loaded | None = None
+    space: Loaded | None = None
+    stated_source: Config | None = None
+    stated: Estimate | None = None
 
 
 def _overlay(texts: dict[str, str] | None, path: str, text: str | None) -> dict[str, str] | None:
@@ -74,16 +82,18 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
 
     t0 = time.monotonic()
     texts = _overlay(req.texts, req.path, req.text)
-    loaded = check_file(req.path, text=req.text, overrides=req.overrides, texts=texts, ratios=req.ratios,
-                        max_bytes=req.max_bytes)
+    reads = Reads()
+    loaded = req.loaded or check_file(req.path, text=req.text, overrides=req.overrides, texts=texts,
+                                      ratios=req.ratios, reads=reads, max_bytes=req.max_bytes)
     config = loaded.config
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
                              note="the file has errors: fix them to search")
     space, space_file = config, None
     if req.space_path is not None:
-        space_loaded = check_file(req.space_path, text=req.space_text, texts=texts, ratios=req.ratios,
-                                  max_bytes=req.max_bytes)
+        space_loaded = (with_ratios(req.space, req.ratios, texts) if req.space is not None else
+                        check_file(req.space_path, text=req.space_text, texts=texts, ratios=req.ratios, reads=reads,
+                                   max_bytes=req.max_bytes))
         if space_loaded.config is not None and not any(d.is_error for d in space_loaded.diagnostics):
             space, space_file = space_loaded.config, req.space_path
     result = search(space, top=req.top, progress=progress, cancelled=cancelled)
@@ -93,7 +103,8 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     # compare_stated reads a search config's train.yaml (its open buffer, else the disk) once, by the engine's
     # one rule, and returns the stated plan's price it compared with, which hover and lens show beside the best.
     refusals = [replace(d, file=d.file or space_file) for d in result.diagnostics]
-    comparison = compare_stated(config, result, texts=texts)
+    comparison = compare_stated(config, result, texts=texts, reads=reads, priced=req.stated,
+                                source=req.stated_source)
     stated = comparison.estimate if config.kind == "search" else None  # a train.yaml's own check prices it
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None

@@ -26,21 +26,16 @@ def _load(path: str, args: argparse.Namespace) -> tuple[Config | None, list[Diag
     return loaded.config, list(loaded.diagnostics)
 
 
-def stated_estimate(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
-    """The plan a file states: its own, or a search config's train.yaml's, priced on the search config's
-    model, cluster and budget (what the search ranks against)."""
+def _stated_plan(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
+    """The plan the files state, found by the one rule `hp-plan search` and the server use
+    (engine.search.stated.stated_source: its own, or a search config's train.yaml read on the search
+    config's cluster and budget), priced with the validation `estimate_config` gives a stated plan."""
     from engine.cost.strategy_rules import estimate_config
+    from engine.search.stated import stated_source
 
-    if config.stated is None and config.kind == "search" and config.train_yaml and config.cluster is not None:
-        from engine.check import check_file
-        from engine.config.types import ClusterOverrides
-
-        cl = config.cluster
-        train = check_file(config.train_yaml, overrides=ClusterOverrides(
-            num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node, device_type=cl.device.name,
-            memory_gb=cl.memory_gib, explicit=True)).config
-        if train is not None and train.stated is not None:
-            config = replace(config, stated=train.stated)
+    source = stated_source(config)
+    if source is not None and source is not config:
+        config = replace(config, stated=source.stated)
     return estimate_config(config)
 
 
@@ -109,7 +104,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     diags += more
     ea = eb = None
     if ca is not None and cb is not None and not has_errors(tuple(diags)):
-        ea, da = stated_estimate(ca) if best else _plan(ca, best=False)
+        ea, da = _stated_plan(ca) if best else _plan(ca, best=False)
         eb, db = _plan(cb, best=True) if best else _plan(cb, best=False)
         diags += [d for d in (*da, *db) if d not in diags]
     cmp = None

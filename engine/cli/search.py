@@ -108,6 +108,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     from engine.check import check_file
     from engine.cli import cluster_overrides, ratios_request
     from engine.cli.check import format_line
+    from engine.document import Reads
     from engine.search import compare_stated, search
 
     out = stdout or sys.stdout
@@ -115,7 +116,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     top = int(getattr(args, "top", None) or 10)
     as_json = bool(getattr(args, "json", False))
-    loaded = check_file(file, overrides=cluster_overrides(args), ratios=ratios_request(args))
+    reads = Reads()  # the search config's train.yaml is its source and the stated plan's file: read once
+    loaded = check_file(file, overrides=cluster_overrides(args), ratios=ratios_request(args), reads=reads)
     config = loaded.config
     file_diags = list(loaded.diagnostics)
     result: SearchResult | None = None
@@ -130,7 +132,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
 
     # Each fact once, whichever stage found it (engine.facts): HP402 from the check, not HP600 again.
     diags = list(merge(file_diags, result.diagnostics if result is not None else (),
-                       compare_stated(config, result).diagnostics if result is not None and config is not None else ()))
+                       compare_stated(config, result, reads=reads).diagnostics
+                       if result is not None and config is not None else ()))
     ok = result is not None and result.best is not None and not has_errors(diags)
     if as_json:
         doc: dict[str, object] = {"file": file}

@@ -39,7 +39,7 @@ from engine.config.train import DTYPES, NOT_PRICED, OPEN_END, TrainFacts, base_d
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.config.vision import build_vision
 from engine.diagnostics import Diagnostic, Severity
-from engine.document import DEFAULT_MAX_BYTES, Document, Map, clamp, parse, read_text
+from engine.document import DEFAULT_MAX_BYTES, Document, Map, Reads, clamp
 from engine.positions import DOCUMENT_START, Position, Range
 from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
@@ -88,12 +88,16 @@ def overlay_text(texts: Mapping[str, str] | None, path: str) -> str | None:
     return None
 
 
-def _open(path: str, text: str | None, max_bytes: int) -> tuple[Document | None, list[Diagnostic]]:
+def _open(path: str, text: str | None, max_bytes: int,
+          reads: Reads | None = None) -> tuple[Document | None, list[Diagnostic]]:
+    """The file's Document (`text`: its editor buffer; else the disk), through the request's `reads` when it
+    has them (a file met twice in one request is read and parsed once: engine.document.Reads)."""
+    reads = reads if reads is not None else Reads()
     if text is None:
-        text, diags = read_text(path, max_bytes=max_bytes)
+        text, diags = reads.read(path, max_bytes)
         if text is None:
             return None, list(diags)
-    doc = parse(text, path=path, max_bytes=max_bytes)
+    doc = reads.parse(text, path, max_bytes)
     return doc, list(doc.diagnostics)
 
 
@@ -103,12 +107,14 @@ def _only_comments(text: str) -> bool:
 
 
 def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
-            max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None) -> Resolved:
+            max_bytes: int = DEFAULT_MAX_BYTES, texts: Mapping[str, str] | None = None,
+            reads: Reads | None = None) -> Resolved:
     """`texts` is the editor's overlay: absolute path -> unsaved buffer text, read instead of the disk for
-    `path` (when `text` is None) and for the train.yaml a search config references."""
+    `path` (when `text` is None) and for the train.yaml a search config references; `reads` what the request
+    has read and parsed already (engine.document.Reads)."""
     if text is None:
         text = overlay_text(texts, path)
-    doc, diags = _open(path, text, max_bytes)
+    doc, diags = _open(path, text, max_bytes, reads)
     out = Resolved(None, diags, [path])
     if doc is None:
         return out
@@ -130,7 +136,7 @@ def resolve(path: str, text: str | None = None, overrides: ClusterOverrides | No
     kind = kind_of(root)
     if kind == "search":
         out.kind = "search"
-        _resolve_search(out, src, overrides, max_bytes, texts)
+        _resolve_search(out, src, overrides, max_bytes, texts, reads)
     elif kind is not None:
         out.kind = "train"
         _resolve_train(out, src, overrides)
@@ -238,14 +244,15 @@ def train_yaml_path(search_path: str | None, ref: str) -> str:
 
 
 def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | None, max_bytes: int,
-                    texts: Mapping[str, str] | None = None) -> None:
+                    texts: Mapping[str, str] | None = None, reads: Reads | None = None) -> None:
     sf = read_search(src)
     out.search = sf
     train: TrainFacts | None = None
     train_path: str | None = None
     if sf.train_yaml is not None:
         train_path = train_yaml_path(src.path, str(sf.train_yaml.value))
-        train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes, overlay_text(texts, train_path))
+        train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes, overlay_text(texts, train_path),
+                                 reads)
         out.train = train
     model = _model(src, train, sf)
     out.model_facts = model.facts
@@ -347,7 +354,7 @@ def _search_stated(dims: Mapping[str, Dimension], cluster: ClusterSpec | None, g
 
 
 def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes: int,
-                     text: str | None = None) -> TrainFacts | None:
+                     text: str | None = None, reads: Reads | None = None) -> TrainFacts | None:
     """Read the train.yaml a search config names (`text`: its unsaved editor buffer, which wins over the
     disk, also when the file is not saved yet); problems in it carry `file=` that path."""
     shown = str(ref.value)
@@ -359,7 +366,7 @@ def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes:
         src.diag("HP009", f"train_yaml '{shown}' is a directory ({path}), not a train.yaml", ref.loc.value,
                  "train_yaml", data={"resolved": path})
         return None
-    doc, diags = _open(path, text, max_bytes)
+    doc, diags = _open(path, text, max_bytes, reads)
     out.files.append(path)
     out.diagnostics.extend(replace(d, file=path) for d in diags)
     if doc is None or doc.root is None:

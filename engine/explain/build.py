@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from engine.catalog.frameworks import framework_of
 from engine.config.types import Config
 from engine.cost import CandidateTable, estimate, price_table
 from engine.cost.layout import chunk_in_flight, effective_layout, layout_or_default
@@ -45,11 +46,6 @@ def price_one(config: Config, strategy: Strategy, budget_gib: float) -> PricedTa
     m = config.model
     table = CandidateTable.from_strategies([strategy], num_layers=m.num_layers + m.mtp_depth)
     return price_table(m, config.cluster, config.run, table, budget_gib)
-
-
-def framework_of(config: Config) -> str:
-    """The stack priced (docs/formats.md §5); the default trainer when the run options do not name one."""
-    return str(getattr(config.run, "framework", None) or "hyperparallel")
 
 
 def explain_estimate(config: Config, est: Estimate) -> Explained:
@@ -88,7 +84,7 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
     pipe = m * max(stage_t) * scale
     bubble = est.time_breakdown_s["pp_bubble"]
     return Explained(
-        estimate=est, framework=framework_of(config), schedule=_schedule_name(s, v), stages=tuple(stages),
+        estimate=est, framework=framework_of(config.run).name, schedule=_schedule_name(s, v), stages=tuple(stages),
         bound=bound, time_bound=time_bound, bound_detail=detail, tightest_stage=tight,
         headroom_gib=b.headroom_gib, timeline=tuple(timeline),
         bubble_fraction=bubble / pipe if pipe > 0 else 0.0, diagnostics=tuple(diags),

@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
+from engine.document import Reads
 from engine.results import Estimate, SearchResult
 from engine.search.gain import gain
 from engine.search.refusals import gib, position
@@ -46,18 +47,20 @@ def stated_overrides(config: Config | None) -> ClusterOverrides | None:
                             explicit=True)
 
 
-def stated_source(config: Config, texts: Mapping[str, str] | None = None) -> Config | None:
+def stated_source(config: Config, texts: Mapping[str, str] | None = None, *,
+                  reads: Reads | None = None) -> Config | None:
     """The config whose `stated` strategy and locations the advice uses: `config` itself when it states one
     (a train.yaml with a known cluster), else a search config's train.yaml read under `stated_overrides`;
     `texts` are unsaved editor buffers, which win over the disk (engine.check.check_file). None when the
-    files state no complete strategy."""
+    files state no complete strategy. `reads`: the request's reads (engine.document.Reads), which hold the
+    train.yaml already when the search config was checked in the same request."""
     if config.stated is not None:
         return config
     if config.kind != "search" or not config.train_yaml or config.cluster is None:
         return None
     from engine.check import check_file
 
-    loaded = check_file(config.train_yaml, overrides=stated_overrides(config), texts=texts)
+    loaded = check_file(config.train_yaml, overrides=stated_overrides(config), texts=texts, reads=reads)
     return loaded.config if loaded.config is not None and loaded.config.stated is not None else None
 
 
@@ -86,8 +89,9 @@ class StatedComparison:
     source: Config | None = None
 
 
-def compare_stated(config: Config, result: SearchResult, *,
-                   texts: Mapping[str, str] | None = None) -> StatedComparison:
+def compare_stated(config: Config, result: SearchResult, *, texts: Mapping[str, str] | None = None,
+                   reads: Reads | None = None, priced: Estimate | None = None,
+                   source: Config | None = None) -> StatedComparison:
     """HP610 when the strategy the files state does not fit the budget, HP611 (a hint) when the search found
     one at least FASTER_HINT_RATIO× faster; with the stated plan's estimate, priced once here (also when
     nothing fits: the hover still shows the stated column). Shared by `hp-plan search` and the language
@@ -96,15 +100,25 @@ def compare_stated(config: Config, result: SearchResult, *,
     `config` is the config that was searched; the stated strategy is `stated_source`'s, priced by
     `stated_estimate` and positioned at the stated tensor-parallel degree in the file that states it (`file`
     set when that is the train.yaml). `texts` (path -> unsaved editor buffer) makes the language server compare
-    with the train.yaml as the editor shows it."""
+    with the train.yaml as the editor shows it. A caller that holds what the request already found passes it:
+    `source` (the config stating the plan), `priced` (its price: the check's estimate travels to the search
+    job, so a save prices the stated plan once) and `reads` (engine.document.Reads)."""
     if config.model is None or config.cluster is None:
         return StatedComparison()
-    source = stated_source(config, texts)
-    stated = stated_estimate(config, source) if source is not None else None
+    source = source or stated_source(config, texts, reads=reads)
+    stated = priced if _reusable(priced, config, source) else (
+        stated_estimate(config, source) if source is not None else None)
     if source is None or source.stated is None or stated is None:
         return StatedComparison(source=source)
     advice = _advice(config, source, stated, result.best)
     return StatedComparison(advice, stated, source)
+
+
+def _reusable(priced: Estimate | None, config: Config, source: Config | None) -> bool:
+    """A price computed before (the check's) is this comparison's when it is of the same plan on the same
+    budget: `stated_estimate` would compute the same numbers."""
+    return (priced is not None and source is not None and source is config and priced.strategy == config.stated
+            and priced.budget_gib == budget(config))
 
 
 def _advice(config: Config, source: Config, stated: Estimate, best: Estimate | None) -> tuple[Diagnostic, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,101 @@ async def test_a_search_job_carries_only_the_documents_it_reads(tmp_path: Path) 
         other = str(train) if request.path == str(search) else str(search)
         assert set(request.texts or {}) == {other}, (request.path, sorted(request.texts or {}))
     sched.shutdown()
+
+
+class _Spies:
+    """Counts, by file name, the parses (engine.document.parse) and disk reads (engine.document.read_text) of
+    one request, and the pricings (engine.cost.estimate) by strategy."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        import engine.cost
+        import engine.cost.strategy_rules
+        import engine.document
+        import engine.search.stated
+
+        self.parses: Counter[str] = Counter()
+        self.reads: Counter[str] = Counter()
+        self.priced: Counter[str] = Counter()
+        parse, read, est = engine.document.parse, engine.document.read_text, engine.cost.estimate
+
+        def parse_spy(text: str, *a: Any, path: str | None = None, **k: Any) -> Any:
+            self.parses[Path(path or "?").name] += 1
+            return parse(text, *a, path=path, **k)
+
+        def read_spy(path: str, **k: Any) -> Any:
+            self.reads[Path(path).name] += 1
+            return read(path, **k)
+
+        def est_spy(model: Any, cluster: Any, run: Any, s: Any, *a: Any, **k: Any) -> Any:
+            self.priced[s.short()] += 1
+            return est(model, cluster, run, s, *a, **k)
+
+        monkeypatch.setattr(engine.document, "parse", parse_spy)
+        monkeypatch.setattr(engine.document, "read_text", read_spy)
+        monkeypatch.setattr(engine.cost, "estimate", est_spy)
+        monkeypatch.setattr(engine.cost.strategy_rules, "estimate", est_spy)
+
+    def take(self) -> tuple[dict[str, int], dict[str, int], int]:
+        out = dict(self.parses), dict(self.reads), max(self.priced.values(), default=0)
+        self.parses.clear(), self.reads.clear(), self.priced.clear()
+        return out
+
+
+async def test_a_save_a_keystroke_and_a_search_config_save_read_each_file_once(tmp_path: Path,
+                                                                               monkeypatch: Any) -> None:
+    """A request carries what it read, resolved and priced: a train.yaml save parsed it three times and
+    priced its plan twice (the search job checked it again and threw one price away), a keystroke parsed
+    it twice and read the search config from disk again, a search config save read the train.yaml from disk
+    three times. Now: one parse of each file, no disk read of what did not change, one pricing."""
+    folder = tmp_path / "llama"
+    shutil.copytree(LLAMA, folder)
+    train, search = folder / "train.yaml", folder / "search.yaml"
+    sched, ws, client, jobs, _progress, _logs = _scheduler(ClientFeatures())
+    spies = _Spies(monkeypatch)
+    for p in (train, search):
+        ws.docs[p.as_uri()] = LspTextDocument(p.as_uri(), source=p.read_text(), version=1)
+    sched.opened(train.as_uri())
+    await _until(lambda: jobs.submitted, "the train.yaml's search job")
+    spies.take()
+
+    async def request(action: Any, done: Any) -> tuple[dict[str, int], dict[str, int], int]:
+        action()
+        await _until(done, "the request")
+        if jobs.submitted[-1] is not seen[-1]:
+            seen.append(jobs.submitted[-1])
+            run_search(jobs.submitted[-1].payload, progress=no_progress, cancelled=never)  # the worker's part
+        return spies.take()
+
+    seen = [jobs.submitted[-1]]
+    n = len(jobs.submitted)
+    assert await request(lambda: sched.saved(train.as_uri()), lambda: len(jobs.submitted) > n) == \
+        ({"train.yaml": 1}, {}, 1)
+    published = len(client.published)
+    ws.docs[train.as_uri()] = LspTextDocument(train.as_uri(), source=train.read_text() + "\n# typed\n", version=2)
+    sched.changed(train.as_uri())
+    await _until(lambda: len(client.published) > published, "the debounced check")
+    assert spies.take() == ({"search.yaml": 1, "train.yaml": 1}, {}, 1)
+
+    del ws.docs[train.as_uri()]
+    sched.closed(train.as_uri())
+    sched.opened(search.as_uri())
+    await _until(lambda: len(jobs.submitted) > n + 1, "the search config's job")
+    spies.take()
+    n = len(jobs.submitted)
+    assert await request(lambda: sched.saved(search.as_uri()), lambda: len(jobs.submitted) > n) == \
+        ({"search.yaml": 1, "train.yaml": 1}, {"train.yaml": 1}, 1)
+    sched.shutdown()
+
+
+def test_hp_plan_search_reads_and_prices_each_file_once(monkeypatch: Any) -> None:
+    """`hp-plan search` on a search config read and validated its train.yaml twice (as the config's source and
+    as the stated plan's file): one Reads per command now."""
+    import contextlib
+    import io
+
+    from engine.cli import main
+
+    spies = _Spies(monkeypatch)
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(["search", str(LLAMA / "search.yaml")])
+    assert spies.take() == ({"search.yaml": 1, "train.yaml": 1}, {"search.yaml": 1, "train.yaml": 1}, 1)

@@ -132,6 +132,22 @@ def test_compare_best_prices_the_stated_plan_against_the_search() -> None:
     assert doc["speedup"] == pytest.approx(best["tokens_per_s"] / doc["a"]["tokens_per_s"], rel=1e-12)
 
 
+def test_compare_best_states_the_plan_hp_plan_search_compares_with() -> None:
+    """`compare --best` prices the stated plan by the one rule (engine.search.stated), so its "a" column is
+    the plan HP610/HP611 of `hp-plan search` and the server's hover compare with."""
+    from engine.check import check_file
+    from engine.search.stated import stated_estimate
+
+    config = check_file(LLAMA).config
+    assert config is not None
+    expected = stated_estimate(config)
+    assert expected is not None
+    a = _json("compare", LLAMA, "--best")["a"]
+    assert a["strategy"] == expected.strategy.to_json()
+    assert a["tokens_per_s"] == pytest.approx(expected.tokens_per_s, rel=1e-12)
+    assert a["peak_memory_gib"] == pytest.approx(expected.peak_memory_gib, rel=1e-12)
+
+
 def test_compare_needs_exactly_one_of_file_b_and_best() -> None:
     assert hp_plan("compare", ONE).returncode == 2
     assert hp_plan("compare", ONE, INTER, "--best").returncode == 2
