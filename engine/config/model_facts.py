@@ -352,7 +352,7 @@ def attention_span(merged: Mapping[str, Val], seq_len: int) -> float:
     layer does window_share(w, s); a linear-attention layer none (its recurrence is said unpriced,
     engine.validate.unpriced); DeepSeek-V3.2's sparse attention attends index_topk keys per query
     (window_share(k, s)) after its lightning indexer scores every causal pair with index_n_heads heads of
-    index_head_dim (DeepSeek-V3.2-Exp report §2.1), a share index_n_heads·index_head_dim / (heads·(d_qk + d_v))
+    index_head_dim (DSV32 §2.1), a share index_n_heads·index_head_dim / (heads·(d_qk + d_v))
     of the main attention's per-pair work."""
     def iv(key: str) -> int:
         v = merged.get(key)

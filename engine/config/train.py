@@ -38,7 +38,7 @@ CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulys
 DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
 # `torch_dtype: auto` is Transformers' default: the checkpoint's own dtype, bf16 for every model upstream ships
 # ([HP] Corrections, "Model fields pass through").
-TORCH_DTYPES = {**{k: k for k in DTYPES}, "auto": "auto"}
+TORCH_DTYPES = {**{k: k for k in DTYPES}, **{f"torch.{k}": k for k in DTYPES}, "auto": "auto"}
 AUTO_DTYPE_BYTES = 2
 
 

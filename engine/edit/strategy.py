@@ -330,7 +330,9 @@ def _changes_automodels(s: Strategy, data: Any) -> list[Change]:
         _int_change(("training", "micro_batch_size"), s.micro_batch_size, always=False),
         _stated_int_change(("training", "micro_batch_num"), s.micro_batch_num),
         _stated_int_change((*acc, "pp_micro_batch_num"), s.micro_batch_num),
-        _stated_int_change(("fsdp_config", "edp_shard_size"), expert_shard(s)),
+        Change(("fsdp_config", "edp_shard_size"), expert_shard(s),  # rewritten only where it no longer divides
+               satisfied=lambda now: now is MISSING or now is None or (
+                   (as_int(now) or 0) > 0 and expert_shard(s) % (as_int(now) or 1) == 0)),
         Change(
             ("activation_checkpoint", "mode"), Word(rc.mode),
             satisfied=lambda now: (rc.mode == "off") if now is MISSING else as_mode(now) == rc.mode,
@@ -340,9 +342,10 @@ def _changes_automodels(s: Strategy, data: Any) -> list[Change]:
 
 
 def expert_shard(s: Strategy) -> int:
-    """`fsdp_config.edp_shard_size` for the plan, where the file states one: the routed experts sharded over their
-    whole data-parallel group dp·cp·tp / (ep·etp) (EP takes no devices of its own, [HP] Corrections; the recipes'
-    rule edp_shard_size = world / ep_size at tp = cp = 1), as the cost model prices them."""
+    """The routed experts' data-parallel group dp·cp·tp / (ep·etp) (EP takes no devices of its own, [HP]
+    Corrections; the recipes' rule edp_shard_size = world / ep_size at tp = cp = pp = 1): a stated
+    `fsdp_config.edp_shard_size` must divide it, and is set to it (the shard the cost model prices) where the
+    plan's ep or shards leave the stated one inconsistent."""
     return max(s.dp * s.cp * s.tp // max(s.ep * s.etp, 1), 1)
 
 

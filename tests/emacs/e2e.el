@@ -72,7 +72,7 @@
       (eglot-code-actions (flymake-diagnostic-beg diag) (flymake-diagnostic-end diag) "quickfix" t)
       (hp-check (not (equal before (buffer-string))) "the quick fix changed the buffer")
       (hp-check (string-match-p "pp_size: 1" (or (hp-line "^\\s-+pp_size:") ""))
-                "pp_size is the best plan's 1 (the hyperparallel trainer does not pipeline)"
+                "pp_size is the best plan's 1"
                 (hp-line "^\\s-+pp_size:"))
       (hp-check (equal comments (hp-comments)) "every comment kept" (hp-comments))
       (hp-check (string-match-p "# was 5: " (or (hp-line "^\\s-+pp_interleave_num:") "")) "the stale comment is marked"

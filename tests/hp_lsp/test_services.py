@@ -192,7 +192,10 @@ def test_list_facts_say_which_values_fit() -> None:
     assert set(per) == {1, 2, 4, 8}
     _, sst = state_for(SEARCH)
     assert sst.search is not None and sst.search.result is not None and sst.search.result.best is not None
-    assert min(t for t in per.values() if t is not None) == sst.search.result.best.step_time_s
+    fastest = min(t for t in per.values() if t is not None)
+    result = sst.search.result
+    # the best is the fastest plan, or a simpler one inside the search's near-tie band (engine.search.equivalence)
+    assert fastest <= result.best.step_time_s <= fastest * (1 + (result.band or 0.0))
     sst.list_facts = facts
     text = hover.list_hover(sst, "tp")
     assert text and "values fit" in text and "(best)" in text

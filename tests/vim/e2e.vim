@@ -136,7 +136,7 @@ function! s:Run() abort
   call ale#codefix#ApplyLSPCodeAction(s:menu_data, l:apply)
   let l:after = getline(1, '$')
   call s:Check(l:after != l:before, 'the quick fix changed the buffer')
-  call s:Check(getline(s:LineOf('^\s\+pp_size:')) =~# 'pp_size: 1', 'pp_size is the best plan''s 1 (the hyperparallel trainer does not pipeline)',
+  call s:Check(getline(s:LineOf('^\s\+pp_size:')) =~# 'pp_size: 1', 'pp_size is the best plan''s 1',
   \ getline(s:LineOf('^\s\+pp_size:')))
   call s:Check(s:Comments() == l:comments, 'every comment kept', s:Comments())
   call s:Check(getline(s:LineOf('^\s\+pp_interleave_num:')) =~# '# was 5: ', 'the stale comment is marked',

@@ -150,7 +150,7 @@ parallelism:
 constraint: {global_batch_size: 1024, memory_limit_gb: 58.0}
 recompute: "full"
 pp_config: {stage_partition_mode: "uniform", pipeline_schedule: "1F1B"}
-estimator: {framework: mindspeed}  # a stack that pipelines (HyperParallel's own trainer does not)
+estimator: {framework: mindspeed}  # priced for MindSpeed (the figures below were taken on it)
 """
 
 
@@ -325,8 +325,7 @@ constraint: {{global_batch_size: 512, memory_limit_gb: 76}}
 
 
 def rc_search(tmp_path: Path, name: str, extra: str = "", rc_dim: str = "") -> str:
-    # priced for torchtitan (its "op" selective policy), a stack that pipelines (HyperParallel's own trainer
-    # does not: pp would be refused)
+    # priced for torchtitan (its "op" selective policy)
     extra = (extra.replace("estimator: {", "estimator: {framework: torchtitan, ") if "estimator:" in extra
              else extra + "\nestimator: {framework: torchtitan}")
     return write(tmp_path, name, RC_SEARCH.format(train=LLAMA_TRAIN, extra=extra, rc_dim=rc_dim))

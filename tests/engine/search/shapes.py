@@ -43,8 +43,8 @@ def make(model: ModelSpec = TINY, *, nodes: int = 2, gbs: int = 64, recompute: s
     locations["constraint.global_batch_size"] = loc(3)
     if memory_limit is not None:
         locations["constraint.memory_limit_gb"] = loc(4)
-    # The search's mechanics are tested on the Megatron stack (it pipelines; the default hyperparallel trainer
-    # does not, engine.catalog.frameworks), so pp and vpp stay in the space.
+    # The search's mechanics are tested on the Megatron stack (calibrated, and the figures these tests assert were
+    # taken on it).
     cfg = Config(kind="search", path="search.yaml", model=model, cluster=cluster(nodes), dimensions=dimensions,
                  run=RunOptions(framework="megatron"),
                  global_batch_size=gbs, memory_limit_gb=memory_limit, recompute=recompute,  # type: ignore[arg-type]
