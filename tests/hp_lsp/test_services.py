@@ -194,7 +194,7 @@ def test_list_facts_say_which_values_fit() -> None:
     assert sst.search is not None and sst.search.result is not None and sst.search.result.best is not None
     fastest = min(t for t in per.values() if t is not None)
     result = sst.search.result
-    # the best is the fastest plan, or a simpler one inside the search's near-tie band (engine.search.equivalence)
+    # the best is the fastest plan, or a simpler one inside the search's near-tie band (engine.cost.equivalence)
     assert fastest <= result.best.step_time_s <= fastest * (1 + (result.band or 0.0))
     sst.list_facts = facts
     text = hover.list_hover(sst, "tp")
