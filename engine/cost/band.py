@@ -14,8 +14,8 @@ half-width is
     h = sqrt(base² + Σ_f feature_f²),
 
 * base: the COVERAGE quantile of |d| over the plain rows (dense, short context, BF16) of the plan's framework on
-  its device generation, when there are at least MIN_ROWS of them; else over its framework's plain rows on any
-  device, widened by the first-contact term (what the model read on a device generation before any run on it was
+  its device generation, when there are at least MIN_ROWS of them; else over all its rows there (any features)
+  when there are MIN_ROWS; else over its framework's plain rows on any device, widened by the first-contact term (what the model read on a device generation before any run on it was
   fitted, [CAL] §11); a framework with no rows at all is priced with every plain row, widened the same way;
 * feature_f, per feature the plan has (MoE, long context, FP8): the quantile of |d| over the rows with that feature
   in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²)) (independent sources of error add in
@@ -97,12 +97,15 @@ class _Pool:
 
 
 def _pool(rows: Sequence[E.Row], framework: str, generation: str) -> _Pool:
-    """The module docstring's base rows: the framework's plain rows on the generation, else on any device, else
-    every stack's."""
+    """The module docstring's base rows: the framework's plain rows on the generation, else all its rows there,
+    else its plain rows on any device, else every stack's."""
     plain = tuple(r for r in rows if not r.features)
-    own = tuple(r for r in plain if r.framework == framework and r.generation == generation)
+    here = tuple(r for r in rows if r.framework == framework and r.generation == generation)
+    own = tuple(r for r in here if not r.features)
     if len(own) >= MIN_ROWS:
         return _Pool(own, True, f"{framework} on {generation}: {len(own)} runs")
+    if len(here) >= MIN_ROWS:
+        return _Pool(here, True, f"{framework} on {generation}: {len(here)} runs of every kind")
     stack = tuple(r for r in plain if r.framework == framework)
     pool = stack if len(stack) >= MIN_ROWS else plain
     return _Pool(pool, False, f"{framework if pool is stack else 'every stack'} ({len(pool)} runs): fewer than "

@@ -166,6 +166,8 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     eff = dev.matmul_efficiency or matmul_efficiency(dev.name)
     frac = (K.TORCH_GEMM_FRACTION_OF_MAMF if fw.pytorch_gemms
             else K.MINDSPEED_GEMM_FRACTION_OF_MAMF if fw.npu_gemms else K.GEMM_FRACTION_OF_MAMF)
+    if dev.generation == "blackwell":
+        frac *= K.BLACKWELL_GEMM_FACTOR
     gemm_rate = peak * eff * dev.clock_fraction * frac
     fp8 = bool(run.fp8 and dev.fp8_tflops > 0)
     wgemm_rate = (dev.fp8_tflops * K.TERA * (dev.fp8_matmul_efficiency or eff) * dev.clock_fraction
