@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,7 @@ def test_llama8b_one_node_8k_gets_no_cp_and_marks_equivalents(tmp_path: Path) ->
             assert e["time_breakdown_s"]["cp_comm"] > 0
     text = hp_plan("search", str(f), "--top", "5").stdout
     assert "equivalent" in text and f"within {band:.0%} of the fastest" in text
+    assert re.search(r"\d\.\d{3} ± \d+%", text)  # each row's step with its own band
 
 
 def test_hp611_gain_is_the_tokens_per_second_ratio_and_says_the_batches_differ(llama: Path) -> None:
