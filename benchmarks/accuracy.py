@@ -26,6 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from engine.config.types import Config  # noqa: E402
 from engine.cost import constants as K  # noqa: E402
@@ -513,8 +514,10 @@ def print_s10(runs: list[Run], scored: list[Scored]) -> None:
             print(f"{r.id:<46} {sc.framework:<10} {sc.device:<9} {what}")
             continue
         within = "" if abs(sc.error) <= r.tolerance else " OUTSIDE its tolerance"
+        loo = _loo_step(r)
+        held = f" (leave-one-out {100 * (loo / r.measured_step_s - 1):+.1f}%)" if loo else ""
         print(f"{r.id:<46} {sc.framework:<10} {sc.device:<9} {r.measured_step_s:>10.3f} {100 * sc.error:>+6.1f}% "
-              f"{100 * r.tolerance:>4.0f}%  {mem}{within}")
+              f"{100 * r.tolerance:>4.0f}%  {mem}{within}{held}")
 
 
 def print_groups(scored: list[Scored]) -> None:
@@ -568,7 +571,8 @@ def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
         saved = {k: getattr(K, k) for k in (*FIT_GRID, *FRACTION_FITS)}
         try:
             if fw == "megatron":
-                values = _fit_runs([r for r in runs if r.framework != "megatron"])
+                # the Blackwell factor is fitted on Megatron runs only: without them it is 1
+                values = {**_fit_runs([r for r in runs if r.framework != "megatron"]), "BLACKWELL_GEMM_FACTOR": 1.0}
             elif fw in OWN_CONSTANTS:
                 values = {k: K.GEMM_FRACTION_OF_MAMF for k in OWN_CONSTANTS[fw]}
             else:
@@ -602,17 +606,18 @@ FRACTION_FITS = {
     "TORCH_GEMM_FRACTION_OF_MAMF": ("llama31-8b-8xh100-96g-torchtitan-compile",
                                     "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
     "MINDSPEED_GEMM_FRACTION_OF_MAMF": ("ascend-llama2-7b-8xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
+    "BLACKWELL_GEMM_FACTOR": ("llama31-405b-128xgb200-nemo", "llama3-8b-8xb200-mbridge-fp8"),
 }
 
 
-def fit_fraction(runs: list[Run], constant: str) -> tuple[float, list[float]]:
+def fit_fraction(runs: list[Run], constant: str, leave_out: str = "") -> tuple[float, list[float]]:
     """A framework GEMM fraction (FRACTION_FITS) refitted on its named [CAL] §10 runs alone, with every other
     term as priced now: the value whose worst |step error| over those runs is the smallest, ties to the
     smaller mean |e|. Why minimax: with two runs the mean |e| is flat wherever their errors straddle zero, so
     the mean cannot choose; balancing them does not lean on either run."""
     from engine.cost import constants as K
 
-    named = [r for r in runs if r.id in FRACTION_FITS[constant]]
+    named = [r for r in runs if r.id in FRACTION_FITS[constant] and r.id != leave_out]
     saved = getattr(K, constant)
     best: tuple[float, float, float, list[float]] = (float("inf"), float("inf"), saved, [])
     try:
@@ -627,15 +632,112 @@ def fit_fraction(runs: list[Run], constant: str) -> tuple[float, list[float]]:
     return best[2], best[3]
 
 
+# ------------------------------------------------------------------------------------------ the error band
+BAND_FILE = ROOT / "engine" / "cost" / "band_evidence.py"
+
+
+def _band_tags(doc: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """(device generation, band features) of an estimate's JSON."""
+    from engine.catalog.devices import find_device
+
+    dev = find_device(doc["device"])
+    return (dev.generation if dev is not None else ""), tuple(doc["error_band"]["features"])
+
+
+def _loo_step(run: Run) -> float | None:
+    """The run's priced step with the framework GEMM fraction fitted on it refitted without it (FRACTION_FITS);
+    None where no constant was fitted on the run."""
+    for constant, ids in FRACTION_FITS.items():
+        if run.id in ids:
+            saved = getattr(K, constant)
+            try:
+                setattr(K, constant, fit_fraction(s10_runs(), constant, leave_out=run.id)[0])
+                return float(estimate_json(RUNS_DIR / run.id / "search.yaml")["step_time_s"])
+            finally:
+                setattr(K, constant, saved)
+    return None
+
+
+def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(step rows, memory rows) of engine.cost.band_evidence: (id, model, framework, generation, features, d) with
+    d = measured / priced − 1, leave-one-out where a fraction was fitted on the run."""
+    import memory_peaks
+
+    step: list[tuple[Any, ...]] = []
+    mem: list[tuple[Any, ...]] = []
+    for c in cases:
+        doc = estimate_json(CASES_DIR / f"{c.id}.yaml")
+        if "step_time_s" in doc:
+            step.append((c.id, f"{c.layers}x{c.hidden}", "megatron", *_band_tags(doc),
+                         c.published_step_s / doc["step_time_s"] - 1))
+    for r in s10_runs():
+        doc = estimate_json(RUNS_DIR / r.id / "search.yaml")
+        if "step_time_s" not in doc:
+            continue
+        tags = _band_tags(doc)
+        if r.measured_step_s:
+            priced = _loo_step(r) or doc["step_time_s"]
+            step.append((r.id, r.id, doc["framework"], *tags, r.measured_step_s / priced - 1))
+        if r.measured_peak_gib:
+            mem.append((r.id, r.id, doc["framework"], *tags, r.measured_peak_gib / (doc["peak_memory_gib"] - K.RESERVED_GIB) - 1))
+    for p in sorted(memory_peaks.RUNS.glob("*.yaml")):
+        doc = estimate_json(p)
+        row = memory_peaks.price(p)
+        mem.append((row.id, row.id.split("-")[1], doc["framework"], *_band_tags(doc),
+                    row.measured_gib / row.priced_gib - 1))
+    return step, mem
+
+
+def write_band(cases: list[Case]) -> None:
+    """Write engine/cost/band_evidence.py from the model as it prices the shown runs now."""
+    step, mem = band_rows(cases)
+    text = BAND_FILE.read_text().split("STEP_ROWS")[0]
+
+    def rows(name: str, rs: list[tuple[Any, ...]]) -> str:
+        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}),\n" for i, m, fw, g, f, d in rs)
+        return f"{name}: tuple[Row, ...] = (\n{body})\n"
+
+    BAND_FILE.write_text(text + rows("STEP_ROWS", step) + rows("MEMORY_ROWS", mem))
+    print(f"wrote {BAND_FILE.relative_to(ROOT)}: {len(step)} step rows, {len(mem)} memory rows")
+
+
+def print_band() -> None:
+    """Per framework and device generation: the band's coverage of the shown runs and its median half-width."""
+    import importlib
+
+    from engine.cost import band_evidence as E
+    from engine.cost.band import relative_spread
+
+    importlib.reload(E)  # as written by write_band, when it ran in this process
+
+    print(f"{'band: framework / gen':<30} {'kind':<6} {'runs':>4} {'covered':>8} {'median ±':>9} {'median |d|':>10}")
+    for kind, rows in (("step", E.STEP_ROWS), ("memory", E.MEMORY_ROWS)):
+        groups: dict[str, list[tuple[bool, float, float]]] = {}
+        for r in rows:
+            sp = relative_spread(r.framework, r.generation, r.features)
+            h = sp.step if kind == "step" else sp.memory
+            groups.setdefault(f"{r.framework} / {r.generation}", []).append((abs(r.deviation) <= h, h, abs(r.deviation)))
+        for name in [*sorted(groups), "ALL"]:
+            g = groups[name] if name != "ALL" else [x for v in groups.values() for x in v]
+            print(f"{name:<30} {kind:<6} {len(g):>4} {100 * sum(x[0] for x in g) / len(g):>7.0f}% "
+                  f"{100 * statistics.median(x[1] for x in g):>8.1f}% {100 * statistics.median(x[2] for x in g):>9.1f}%")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-write", action="store_true", help="price the committed case files without rewriting them")
     ap.add_argument("--fit", action="store_true", help="grid-fit FIT_GRID and run the leave-one-family-out check")
     ap.add_argument("--no-lofo", action="store_true", help="skip the leave-one-framework-out check (a grid fit)")
+    ap.add_argument("--write-band", action="store_true",
+                    help="rewrite engine/cost/band_evidence.py from the shown runs' errors (the error band's data)")
     args = ap.parse_args(argv)
     cases = _cases()
     if not args.no_write:
         write_cases(cases)
+    if args.write_band:
+        write_band(cases)
+        print_band()
+        return 0
     if args.fit:
         fit_report(cases)
         for constant, ids in FRACTION_FITS.items():
@@ -683,6 +785,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_lofo:
         leave_one_framework_out(cases, runs)
         print()
+    print_band()
+    print()
     print(f"{'per layer (optional)':<34} {'ours ms':>9} {'published':>9} {'error':>7}")
     for label, ours, pub in k4_rows():
         print(f"{label:<34} {ours:>9.2f} {pub:>9.2f} {100 * (ours - pub) / pub:>+6.1f}%")

@@ -63,6 +63,32 @@ class Estimate:
     offloaded_gib: Mapping[str, float] | None = None
     # The share of the peak stage's activation memory offload moves off the device ([HP] §4.1 offloaded_share).
     offloaded_share: float | None = None
+    # The error band (engine.cost.band): relative half-widths of the step time and the peak the measured values
+    # should fall in about four times out of five, the plan features that widened them and what set them.
+    step_spread: float = 0.0
+    memory_spread: float = 0.0
+    # The part of the step band that does not cancel between two plans of one model on one stack and device
+    # (engine.cost.band.ordering_spread): what the search's near-ties, `compare` and `apply` read.
+    order_spread: float = 0.0
+    band_features: tuple[str, ...] = ()
+    band_basis: tuple[str, ...] = ()
+
+    @property
+    def step_time_range_s(self) -> tuple[float, float]:
+        return (self.step_time_s * (1 - self.step_spread), self.step_time_s * (1 + self.step_spread))
+
+    @property
+    def peak_memory_range_gib(self) -> tuple[float, float]:
+        return (self.peak_memory_gib * (1 - self.memory_spread), self.peak_memory_gib * (1 + self.memory_spread))
+
+    @property
+    def step_band(self) -> str:
+        """'± 6%': the step time's band (engine.cost.band), as every front end prints it after the figure."""
+        return f"± {100 * self.step_spread:.0f}%"
+
+    @property
+    def memory_band(self) -> str:
+        return f"± {100 * self.memory_spread:.0f}%"
 
     def short(self) -> str:
         """The strategy's one-line form, and the pipeline layout when the search chose one."""
@@ -126,6 +152,10 @@ class Estimate:
             **({"offloaded_gib": dict(self.offloaded_gib)} if self.offloaded_gib else {}),
             **({"offloaded_share": self.offloaded_share} if self.offloaded_gib and self.offloaded_share is not None
                else {}),
+            "step_time_range_s": list(self.step_time_range_s),
+            "peak_memory_range_gib": list(self.peak_memory_range_gib),
+            "error_band": {"step": self.step_spread, "memory": self.memory_spread, "order": self.order_spread,
+                           "features": list(self.band_features), "basis": list(self.band_basis)},
         }
 
     def offload_note(self) -> str | None:

@@ -208,8 +208,8 @@ def _apply_options(p: argparse.ArgumentParser) -> None:
     out.add_argument("--in-place", action="store_true", help="rewrite the train.yaml itself")
     p.add_argument("--dry-run", action="store_true", help="print a unified diff instead of writing anything")
     p.add_argument("--force", action="store_true",
-                   help="rewrite even when the best plan gains less than 1.10x the stated plan's tokens/s "
-                   "(the HP611 threshold; below it nothing is rewritten by default)")
+                   help="rewrite even when the best plan's gain in tokens/s is inside the cost model's error band "
+                   "for the two plans (the HP611 threshold; below it nothing is rewritten by default)")
 
 
 def _add_explain(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -19,8 +19,8 @@ writing its strategy is the repair. Nothing is written unless the edited text re
 twice, by the edit module's own PyYAML read-back (batch rule included) and by the project's reader
 (engine.check) on the strategy's device count, without an error on a strategy key or any new error.
 When the files state a plan, stderr first says `stated … → best …` with the gain in tokens/s
-(engine.search.gain); if the stated plan fits and the gain is below 1.10× (HP611's threshold, the cost
-model's own error) nothing is rewritten unless `--force`.
+(engine.search.gain); if the stated plan fits and the gain is below HP611's threshold (1 + the two plans'
+error band, engine.cost.band.pair_spread: about 1.08× for Megatron on A100) nothing is rewritten unless `--force`.
 Exit codes: 0 written (or nothing to change, or a gain below the threshold), 1 errors in the input, no strategy fits or the edit was
 refused, 2 usage.
 """
@@ -273,10 +273,10 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
 def below_threshold(config: Config, best: Estimate, *, force: bool, as_json: bool, out: TextIO, err: TextIO,
                     file: str, diagnostics: list[Diagnostic]) -> int | None:
     """Print stated → best with the gain in tokens/s (engine.search.gain); when the stated plan fits and the
-    gain is below FASTER_HINT_RATIO (the threshold HP611 itself uses) and `force` is off, nothing is
+    gain is below Gain.threshold (the error band's threshold HP611 itself uses) and `force` is off, nothing is
     rewritten: returns the exit code (0) after saying so. None: go on and write."""
     from engine.search import stated_estimate
-    from engine.search.gain import FASTER_HINT_RATIO, describe, gain
+    from engine.search.gain import describe, gain
 
     stated = stated_estimate(config)
     if stated is None or stated.strategy == best.strategy:  # the same plan: the edit is empty, emit says so
@@ -288,12 +288,12 @@ def below_threshold(config: Config, best: Estimate, *, force: bool, as_json: boo
         return None
     if as_json:
         write_json(out, {"file": file, "train_yaml": None, "best": best.to_json(), "strategy": None,
-                         "stated": stated.to_json(), "gain": g.ratio, "threshold": FASTER_HINT_RATIO,
+                         "stated": stated.to_json(), "gain": g.ratio, "threshold": g.threshold,
                          "changed": [], "edits": [], "written": None, "error": None,
                          "diagnostics": [d.to_json() for d in diagnostics if not d.is_error]})
     else:
-        err.write(f"hp-plan apply: nothing written: the gain {g.ratio:.2f}× is below the {FASTER_HINT_RATIO:.2f}× "
-                  "threshold (the cost model's error); use --force to rewrite anyway\n")
+        err.write(f"hp-plan apply: nothing written: the gain {g.ratio:.2f}× is below the {g.threshold:.2f}× "
+                  "threshold (the cost model's error band for these two plans); use --force to rewrite anyway\n")
     return 0
 
 

@@ -55,13 +55,17 @@ def render_text(path: str, config: Config | None, est: Estimate | None, diags: t
     s = est.strategy
     print(f"{path}: {s.short()}", file=out)
     fit = "fits" if est.fits else "DOES NOT FIT"
-    print(f"\nMemory per device (GiB): peak {est.peak_memory_gib:.2f} of {est.budget_gib:g} budget: {fit}", file=out)
+    print(f"\nMemory per device (GiB): peak {est.peak_memory_gib:.2f} {est.memory_band} of {est.budget_gib:g} budget: "
+          f"{fit}", file=out)
     for line in stage_table(config, est):
         print("  " + line, file=out)
     tot = est.step_time_s
-    print(f"\nStep {tot:.3f} s · {est.tokens_per_s:,.0f} tokens/s · {est.tokens_per_s_per_device:,.1f} tokens/s/device"
+    print(f"\nStep {tot:.3f} s {est.step_band} · {est.tokens_per_s:,.0f} tokens/s · {est.tokens_per_s_per_device:,.1f} tokens/s/device"
           f" · {MFU_LABEL} {100 * est.mfu:.1f}% (causal {100 * est.causal_mfu:.1f}%)", file=out)
     print(f"priced for {est.priced_for}", file=out)
+    lo, hi = est.step_time_range_s
+    print(f"error band: the measured step should fall in {lo:.3f}-{hi:.3f} s about four times out of five "
+          f"({'; '.join(est.band_basis)})", file=out)
     for k in TIME_TERMS:
         v = est.time_breakdown_s[k]
         if v > 0:

@@ -57,7 +57,7 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         eq = result.equivalent
         for i, e in enumerate(result.top, 1):
             mark = "equivalent" if i - 1 < len(eq) and eq[i - 1] else ""
-            rows.append((str(i), e.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f}",
+            rows.append((str(i), e.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f} {e.step_band}",
                          f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", mark))
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
         out.write("\n")
@@ -71,7 +71,8 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         n_eq = sum(1 for x in eq if x)
         if n_eq > 1 and result.band is not None:
             out.write(f"\n{n_eq} plans are equivalent: within {result.band:.0%} of the fastest step time (the cost "
-                      "model's error band); among them the simplest ranks first (fewer and smaller tp/cp/pp/vpp/ep, "
+                      "model's error band between two plans; each step's own band, the range a measured step should "
+                      "fall in about four times out of five, is the ± after it); among them the simplest ranks first (fewer and smaller tp/cp/pp/vpp/ep, "
                       "then memory headroom)\n")
         out.write(f"\nbest: {best.short()} (budget {best.budget_gib:.1f} GiB)\n")
         out.write(f"priced for {best.priced_for}\n")

@@ -1,9 +1,10 @@
 """Near-ties: plans within the cost model's own error band of the fastest are equivalent, and among them the
 simplest wins (docs/cost-model.md, "Ranking near-ties").
 
-Why: the step-time model is right to a few per cent ([CAL] cases, docs/cost-model.md §5), so ranking
-plans 0.3 % apart on the third decimal picks the more exotic one by noise (tp 1 · cp 4 at 0.3 GiB of headroom
-3 % ahead of tp 4 + FSDP). Inside the band the search prefers, in this order: fewer non-data-parallel
+Why: the step-time model's ordering of two plans is right only to its band (engine.cost.band.ordering_spread:
+the plan-to-plan scatter of its errors on the stack and device, ~6 % for Megatron on A100, docs/cost-model.md
+"The error band"), so ranking plans 0.3 % apart on the third decimal picks the more exotic one by noise (tp 1 ·
+cp 4 at 0.3 GiB of headroom 3 % ahead of tp 4 + FSDP). Inside the band the search prefers, in this order: fewer non-data-parallel
 degrees above 1 (tp, cp, pp, vpp, ep), smaller ones (Σ log2 of them), a peak outside the memory margin
 of the budget, then the faster plan. Outside the band the order stays step time, then memory.
 """
@@ -16,10 +17,6 @@ from dataclasses import dataclass
 
 from engine.results import Estimate
 
-# Plans whose step time is within this fraction of the fastest are equivalent. The time model's stated error:
-# median |e| 3.1 % over the 40 calibrated step times, the family medians 2.4-6.3 % (benchmarks/accuracy.py,
-# README "Accuracy"); 5 % covers the A100 families' worst medians and half of the held-out M family.
-EQUIVALENCE_BAND = 0.05
 # Inside the band, a plan whose peak is within this fraction of the budget is "tight": the memory model's
 # margin (the allocator reserve and fragmentation it cannot see, docs/cost-model.md §2) may not hold there.
 MEMORY_MARGIN = 0.05
@@ -53,12 +50,15 @@ def tight(e: Estimate, margin: float = MEMORY_MARGIN) -> bool:
     return math.isfinite(b) and b > 0 and e.peak_memory_gib > (1 - margin) * b
 
 
-def rank_equivalent(estimates: Sequence[Estimate], band: float = EQUIVALENCE_BAND) -> Ranked:
+def rank_equivalent(estimates: Sequence[Estimate], band: float | None = None) -> Ranked:
     """Estimates ordered by step time and memory, then the ones within `band` of the fastest moved to the
-    front in the simplicity order of the module docstring."""
+    front in the simplicity order of the module docstring; `band` None: the fastest plan's own ordering spread
+    (Estimate.order_spread, engine.cost.band)."""
     ordered = sorted(estimates, key=lambda e: (e.step_time_s, e.peak_memory_gib))
     if not ordered:
-        return Ranked((), (), band)
+        return Ranked((), (), band or 0.0)
+    if band is None:
+        band = ordered[0].order_spread
     limit = ordered[0].step_time_s * (1 + band)
     near = [e for e in ordered if e.step_time_s <= limit]
     rest = [e for e in ordered if e.step_time_s > limit]

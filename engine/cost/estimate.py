@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.catalog.frameworks import find_framework
+from engine.cost.band import ordering_spread, relative_spread
 from engine.cost.price import price_table
 from engine.cost.table import CandidateTable, PricedTable
 from engine.diagnostics import Diagnostic
@@ -14,6 +15,7 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
                  diagnostics: tuple[Diagnostic, ...] = ()) -> Estimate:
     """Row i of a priced table as an Estimate (the search uses this for its top rows)."""
     pp = strategy.pp
+    spread = relative_spread(priced.framework, priced.generation, priced.band_features)
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
         strategy=strategy,
@@ -37,6 +39,9 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         offloaded_gib=_offloaded(priced, i, strategy),
         offloaded_share=(float(priced.offloaded_share[i]) if priced.offloaded_share is not None
                          and strategy.recompute.offload else None),
+        step_spread=spread.step, memory_spread=spread.memory, band_features=priced.band_features,
+        order_spread=ordering_spread(priced.framework, priced.generation),
+        band_basis=spread.basis,
     )
 
 

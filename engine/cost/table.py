@@ -243,6 +243,9 @@ class PricedTable:
     causal_mfu: np.ndarray | None = None
     framework: str = ""
     device: str = ""
+    # The error band's plan features of every row (engine.cost.band.plan_features) and the device generation.
+    band_features: tuple[str, ...] = ()
+    generation: str = ""
     # Per stage, per micro-batch seconds of each part of stage time (STAGE_TIME_PARTS, (n, P), 0 past a
     # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the
     # update; what engine.explain draws the pipeline timeline from (the step time is built from the same).

@@ -2,11 +2,10 @@
 tokens/s at the same global batch size, the terms that make the difference, and whether the gap is inside
 the cost model's error band.
 
-Error band: the model's median absolute step-time error is 3.4 % over the 40 published step times it is
-checked against (docs/cost-model.md §5, `benchmarks/accuracy.py`). Two predictions each that far off in
-opposite directions give a ratio between (1 − e)/(1 + e) and (1 + e)/(1 − e), about ±7 %; a speedup
-inside that is not a difference the model can vouch for. MoE step times are uncalibrated (no MoE run in
-the calibration set), which the comparison says when either plan is MoE.
+Error band: each plan's ordering spread (engine.cost.band.ordering_spread, the plan-to-plan scatter of the
+model's errors on its stack and device, docs/cost-model.md "The error band"), combined for the two plans in
+quadrature (pair_spread, g): a speedup between 1/(1 + g) and 1 + g is not a difference the model can vouch for
+(about ±8 % for Megatron on A100).
 """
 
 from __future__ import annotations
@@ -14,12 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.cost.band import pair_spread
 from engine.diagnostics import Diagnostic
 from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
 
-MEDIAN_STEP_ERROR = 0.034  # docs/cost-model.md §5: median |e| over the 40 step-time cases
-BAND_LOW = (1 - MEDIAN_STEP_ERROR) / (1 + MEDIAN_STEP_ERROR)
-BAND_HIGH = (1 + MEDIAN_STEP_ERROR) / (1 - MEDIAN_STEP_ERROR)
 SUMMARY = ("step_time_s", "tokens_per_s", "tokens_per_s_per_device", "mfu", "peak_memory_gib")
 
 
@@ -49,9 +46,13 @@ class Comparison:
     terms: tuple[Difference, ...]  # every term, in ESTIMATE order
     diagnostics: tuple[Diagnostic, ...] = ()
 
+    @property
+    def error_band(self) -> tuple[float, float]:
+        return error_band(self.a, self.b)
+
     def to_json(self) -> dict[str, Any]:
         return {"a": self.a.to_json(), "b": self.b.to_json(), "speedup": self.speedup,
-                "within_error": self.within_error, "error_band": [BAND_LOW, BAND_HIGH],
+                "within_error": self.within_error, "error_band": list(self.error_band),
                 "differences": [d.to_json() for d in self.differences],
                 "terms": [d.to_json() for d in self.terms],
                 "diagnostics": [d.to_json() for d in self.diagnostics]}
@@ -66,10 +67,17 @@ def all_terms(a: Estimate, b: Estimate) -> list[Difference]:
     return out
 
 
+def error_band(a: Estimate, b: Estimate) -> tuple[float, float]:
+    """(low, high) speedups of b over a the model cannot tell from 1 (the module docstring)."""
+    g = pair_spread(a.order_spread, b.order_spread)
+    return 1 / (1 + g), 1 + g
+
+
 def compare(a: Estimate, b: Estimate, *, moe: bool = False, diagnostics: tuple[Diagnostic, ...] = ()) -> Comparison:
     """Compare plan b with plan a (speedup = tokens/s of b over a; same global batch size assumed)."""
     speedup = b.tokens_per_s / a.tokens_per_s if a.tokens_per_s > 0 else float("inf")
-    within = BAND_LOW <= speedup <= BAND_HIGH
+    low, high = error_band(a, b)
+    within = low <= speedup <= high
     terms = all_terms(a, b)
     scale_t = max(a.step_time_s, b.step_time_s, 1e-30)
     scale_m = max(a.peak_memory_gib, b.peak_memory_gib, 1e-30)
@@ -80,10 +88,9 @@ def compare(a: Estimate, b: Estimate, *, moe: bool = False, diagnostics: tuple[D
     diags = list(diagnostics)
     if within:
         diags.append(Diagnostic("HP752", f"b is {speedup:.3f}× a in tokens/s, inside the cost model's error band "
-                                f"{BAND_LOW:.3f}-{BAND_HIGH:.3f}× (median step-time error "
-                                f"{100 * MEDIAN_STEP_ERROR:.1f}% per plan, docs/cost-model.md §5): measure both "
-                                "before choosing"))
+                                f"{low:.3f}-{high:.3f}× for these two plans ({a.step_band} and {b.step_band} per "
+                                "step, docs/cost-model.md \"The error band\"): measure both before choosing"))
     if moe:
-        diags.append(Diagnostic("HP752", "MoE step times are not calibrated (no MoE run in the calibration set): "
-                                "the error band above is the dense models' and likely too narrow"))
+        diags.append(Diagnostic("HP752", f"MoE step times carry a wider band ({a.step_band} here): the MoE runs "
+                                "the model was checked on are few (docs/cost-model.md \"The error band\")"))
     return Comparison(a, b, speedup, within, tuple(time_diff + mem_diff), tuple(terms), tuple(diags))

@@ -24,7 +24,6 @@ from engine.diagnostics import Diagnostic, Severity
 from engine.integers import TRIAL_DIVISION_MAX, divisors
 from engine.results import Estimate, SearchResult
 from engine.search import refusals
-from engine.search.gain import FASTER_HINT_RATIO as FASTER_HINT_RATIO  # re-exported: the HP611 threshold
 from engine.search.modules import search_modules, wants_choice
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_groups, price_space

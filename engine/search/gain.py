@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.cost.band import pair_spread
 from engine.results import Estimate
-
-# "A plan N× faster exists" is worth a hint, and a rewrite, from this gain on (below it the cost model's own
-# error, [CAL]'s cases, docs/cost-model.md, makes the advice noise). HP611 and `hp-plan apply` share it.
-FASTER_HINT_RATIO = 1.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +19,9 @@ class Gain:
     ratio: float
     stated_batch: int
     best_batch: int
+    # "A plan N× faster exists" is worth a hint, and a rewrite, from this gain on: below it the two plans'
+    # ordering spreads (engine.cost.band.pair_spread) make the advice noise. HP611 and `hp-plan apply` share it.
+    threshold: float = 1.0
 
     @property
     def same_batch(self) -> bool:
@@ -29,7 +29,7 @@ class Gain:
 
     @property
     def worth_it(self) -> bool:
-        return self.ratio >= FASTER_HINT_RATIO
+        return self.ratio >= self.threshold
 
     def batch_note(self) -> str:
         """'' at the same global batch size, else a sentence saying the step times are not comparable."""
@@ -42,7 +42,8 @@ class Gain:
 def gain(stated: Estimate, best: Estimate) -> Gain:
     """The gain of `best` over `stated` in tokens/s (1.0 when the stated plan has no throughput)."""
     ratio = best.tokens_per_s / stated.tokens_per_s if stated.tokens_per_s > 0 else 1.0
-    return Gain(ratio, stated.strategy.global_batch_size, best.strategy.global_batch_size)
+    return Gain(ratio, stated.strategy.global_batch_size, best.strategy.global_batch_size,
+                1 + pair_spread(stated.order_spread, best.order_spread))
 
 
 def describe(stated: Estimate, best: Estimate) -> str:

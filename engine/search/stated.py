@@ -93,7 +93,7 @@ def compare_stated(config: Config, result: SearchResult, *, texts: Mapping[str, 
                    reads: Reads | None = None, priced: Estimate | None = None,
                    source: Config | None = None) -> StatedComparison:
     """HP610 when the strategy the files state does not fit the budget, HP611 (a hint) when the search found
-    one at least FASTER_HINT_RATIO× faster; with the stated plan's estimate, priced once here (also when
+    one faster by more than the model's error band (engine.search.gain); with the stated plan's estimate, priced once here (also when
     nothing fits: the hover still shows the stated column). Shared by `hp-plan search` and the language
     server, so the codes, messages and numbers are one.
 

@@ -62,12 +62,10 @@ def check(ctx: Ctx) -> None:
     if s is None or m is None or cl is None or s.cp <= 1:
         return
     from engine.cost import estimate
-    from engine.cost.equivalence import EQUIVALENCE_BAND
-
     budget = cfg.budget_gib if cfg.budget_gib is not None else math.inf
     stated = estimate(m, cl, cfg.run, s, budget)
     others = [estimate(m, cl, cfg.run, t, budget) for t in twins(s, m.heads, m.kv_heads_eff, cl.cards_per_node)]
-    message = judge(stated, others, EQUIVALENCE_BAND)
+    message = judge(stated, others, stated.order_spread)
     if message is None:
         return
     ctx.at("HP411", message, ("parallelism.cp", "accelerator.cp_size", "accelerator"))

@@ -42,7 +42,7 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
         if best is None:
             out.append(Lens(rng, f"{no_best(state, outcome.result)}{stale}", ""))
         else:
-            figures = (f"{best.peak_memory_gib:.1f} GiB · {best.step_time_s:.2f} s/step · MFU {best.mfu:.0%} · "
+            figures = (f"{best.peak_memory_gib:.1f} GiB · {best.step_time_s:.2f} s/step {best.step_band} · MFU {best.mfu:.0%} · "
                        f"{best.framework} on {best.device}{'' if best.calibrated_framework else ', uncalibrated'}")
             if apply_target(state) is not None:
                 out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,
@@ -56,7 +56,7 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
         fit = "fits" if stated.fits else "does NOT fit"
         whose = "Stated" if state.good is not None and state.good.estimate is not None else "Stated (train_yaml)"
         out.append(Lens(rng, f"{whose}: {stated.peak_memory_gib:.1f} GiB ({fit} {stated.budget_gib:.0f}) · "
-                             f"{stated.step_time_s:.2f} s/step · MFU {stated.mfu:.0%} · {stated.framework} on "
+                             f"{stated.step_time_s:.2f} s/step {stated.step_band} · MFU {stated.mfu:.0%} · {stated.framework} on "
                              f"{stated.device}{'' if stated.calibrated_framework else ', uncalibrated'}", ""))
 
     which = plan.has_plan(state)

@@ -62,7 +62,7 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
 
     body = (
         row("peak memory", lambda e: f"**{_gib(e.peak_memory_gib)}**{'' if e.fits else ' ✗'} / {e.budget_gib:.0f}")
-        + row("step time", lambda e: f"{e.step_time_s:.2f} s")
+        + row("step time", lambda e: f"{e.step_time_s:.2f} s {e.step_band}")
         + row("tokens/s", lambda e: _tokens(e.tokens_per_s))
         + row(MFU_LABEL, lambda e: f"{e.mfu:.0%} (causal {e.causal_mfu:.0%})")
     )

@@ -6,6 +6,7 @@ that needs the search's results waits for them itself."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import pytest
@@ -81,6 +82,7 @@ async def test_code_lens_shows_the_best_plan(ctx: Ctx) -> None:
     assert lens.command.command == "hpLsp.applyOptimalStrategy"
     assert list(lens.command.arguments or []) == [ctx.train_uri]
     assert "GiB" in lens.command.title and "MFU" in lens.command.title
+    assert re.search(r"s/step ± \d+%", lens.command.title)  # the step time's error band (engine.cost.band)
     line, _ = find_line(ctx.text, "accelerator:")
     assert lens.range.start.line == line
 
@@ -99,6 +101,7 @@ async def test_hover_on_strategy_key_shows_numbers(ctx: Ctx) -> None:
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
     text = hover.contents.value
     assert "GiB" in text and "MFU" in text and "step time" in text
+    assert re.search(r"\d s ± \d+%", text)  # the step time's error band (engine.cost.band)
 
 
 async def test_hover_on_model_key_shows_parameters(ctx: Ctx) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from engine.explain.compare import BAND_HIGH, BAND_LOW
 from engine.explain.export import read_megatron, read_torchtitan
 from engine.specs import RecomputePlan, Strategy
 from tests.support.cli import ROOT
@@ -107,7 +106,10 @@ def test_compare_speedup_is_the_ratio_of_the_two_estimates() -> None:
     a, b = _json("estimate", ONE), _json("estimate", INTER)
     assert doc["a"]["tokens_per_s"] == a["tokens_per_s"] and doc["b"]["tokens_per_s"] == b["tokens_per_s"]
     assert doc["speedup"] == pytest.approx(b["tokens_per_s"] / a["tokens_per_s"], rel=1e-12)
-    assert doc["within_error"] == (BAND_LOW <= doc["speedup"] <= BAND_HIGH)
+    low, high = doc["error_band"]
+    g = (a["error_band"]["order"] ** 2 + b["error_band"]["order"] ** 2) ** 0.5  # the two plans' band, combined
+    assert (low, high) == pytest.approx((1 / (1 + g), 1 + g)) and 0 < g < 0.5
+    assert doc["within_error"] == (low <= doc["speedup"] <= high)
     assert doc["within_error"] is False  # interleaving halves a 0.3 s bubble in a 1.3 s step
     terms = [d["term"] for d in doc["differences"]]
     assert terms[0] == "time_breakdown_s.pp_bubble"

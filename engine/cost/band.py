@@ -1,0 +1,180 @@
+"""The error band: the range a measured step time and a measured peak should fall in about four times out of five.
+
+Why: the model's error is not one number. It is ~3 % on dense runs of a stack and device it was fitted on, and
+20-50 % on MoE on Ascend or a device no run was fitted on ([CAL] §10-§12). Every figure says which, and every
+decision that used to take a constant margin (the search's near-ties, `compare`'s "within error", `apply`'s
+threshold) reads its width from here: one band for one model.
+
+How it is derived (docs/cost-model.md, "The error band"): from the model's own errors on the shown runs
+(engine.cost.band_evidence, written by `benchmarks/accuracy.py --write-band`; where a constant was fitted on a
+run, the run's error is its leave-one-out error, the constant refitted without it). Each row is a deviation
+d = measured / priced − 1 of one run, tagged with its framework, device generation and plan features. A plan's
+half-width is
+
+    h = sqrt(base² + Σ_f feature_f²),
+
+* base: the COVERAGE quantile of |d| over the plain rows (dense, short context, BF16) of the plan's framework on
+  its device generation, when there are at least MIN_ROWS of them; else over all its rows there (any features)
+  when there are MIN_ROWS; else over its framework's plain rows on any device, widened by the first-contact term (what the model read on a device generation before any run on it was
+  fitted, [CAL] §11); a framework with no rows at all is priced with every plain row, widened the same way;
+* feature_f, per feature the plan has (MoE, long context, FP8): the quantile of |d| over the rows with that feature
+  in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²)) (independent sources of error add in
+  quadrature), read from the framework's own rows where it has MIN_ROWS with the feature, else from every stack's.
+
+The same derivation on the memory rows gives the peak's band.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from engine.cost import band_evidence as E
+
+# The share of measured values the band should hold ("about four times out of five").
+COVERAGE = 0.8
+# Fewer rows than this cannot state an 80 % quantile (with 3 rows it is between the second and third).
+MIN_ROWS = 3
+# A plan's features, as the rows are tagged: an MoE model, a trained sequence of LONG_CONTEXT tokens or more,
+# FP8 GEMMs on a device that has them.
+MOE, LONG_CONTEXT, FP8 = "moe", "long_context", "fp8"
+FEATURES: tuple[str, ...] = (MOE, LONG_CONTEXT, FP8)
+# Long context from 32K tokens: the shortest of [CAL] §11's long-context runs (Mixtral 8x22B at 32K); the
+# kernels' and ring's behaviour there is what the shorter runs never show.
+LONG_CONTEXT_TOKENS = 32768
+# First contact: the deviations (measured / priced − 1) the model read on a device generation before any run on it
+# was fitted, [CAL] §11's "before anything was fitted" errors e = priced / measured − 1 of GB200 dense −17 %,
+# B200 FP8 −16 %, GB200 Qwen3-235B −3 % and torchtitan on A100 +47 % (a stack first seen on that generation),
+# as d = 1 / (1 + e) − 1. What a plan on a generation with no fitted run of its stack may be off by.
+FIRST_CONTACT: tuple[float, ...] = tuple(1 / (1 + e) - 1 for e in (-0.17, -0.16, -0.03, 0.47))
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Relative half-widths (fractions) of the step-time and peak-memory bands, and what set them."""
+
+    step: float
+    memory: float
+    basis: tuple[str, ...]
+
+    def step_range(self, step_s: float) -> tuple[float, float]:
+        return (step_s * (1 - self.step), step_s * (1 + self.step))
+
+    def memory_range(self, peak_gib: float) -> tuple[float, float]:
+        return (peak_gib * (1 - self.memory), peak_gib * (1 + self.memory))
+
+
+def quantile(values: Sequence[float], q: float = COVERAGE) -> float:
+    """The q-quantile of `values` (linear interpolation between order statistics); 0 for none."""
+    xs = sorted(values)
+    if not xs:
+        return 0.0
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
+
+
+def band_features(*, moe: bool, seq_len: int, fp8: bool) -> tuple[str, ...]:
+    """The band's features of a plan (FEATURES order)."""
+    flags = {MOE: moe, LONG_CONTEXT: seq_len >= LONG_CONTEXT_TOKENS, FP8: fp8}
+    return tuple(f for f in FEATURES if flags[f])
+
+
+def _abs(rows: Iterable[E.Row]) -> list[float]:
+    return [abs(r.deviation) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pool:
+    """The plain rows a plan's base is read from, and whether they are its own stack on its own generation."""
+
+    rows: tuple[E.Row, ...]
+    own: bool
+    label: str
+
+
+def _pool(rows: Sequence[E.Row], framework: str, generation: str) -> _Pool:
+    """The module docstring's base rows: the framework's plain rows on the generation, else all its rows there,
+    else its plain rows on any device, else every stack's."""
+    plain = tuple(r for r in rows if not r.features)
+    here = tuple(r for r in rows if r.framework == framework and r.generation == generation)
+    own = tuple(r for r in here if not r.features)
+    if len(own) >= MIN_ROWS:
+        return _Pool(own, True, f"{framework} on {generation}: {len(own)} runs")
+    if len(here) >= MIN_ROWS:
+        return _Pool(here, True, f"{framework} on {generation}: {len(here)} runs of every kind")
+    stack = tuple(r for r in plain if r.framework == framework)
+    pool = stack if len(stack) >= MIN_ROWS else plain
+    return _Pool(pool, False, f"{framework if pool is stack else 'every stack'} ({len(pool)} runs): fewer than "
+                              f"{MIN_ROWS} plain {framework} runs on {generation or 'this device'}")
+
+
+def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
+                features: Sequence[str]) -> tuple[float, list[str]]:
+    """(h, what set it) over one kind of rows (step or memory), the module docstring's rule."""
+    pool = _pool(rows, framework, generation)
+    base = quantile(_abs(pool.rows))
+    basis = [pool.label]
+    if not pool.own:
+        first = quantile([abs(d) for d in FIRST_CONTACT])
+        base = math.hypot(base, first)
+        basis[0] += f" (first contact +{100 * first:.0f}%)"
+    extra = 0.0
+    for f in features:
+        term, n = _feature_term(rows, framework, f)
+        extra += term ** 2
+        basis.append(f"{f.replace('_', ' ')} ({n} runs, +{100 * term:.0f}%)")
+    return math.sqrt(base ** 2 + extra), basis
+
+
+def ordering_spread(framework: str, generation: str) -> float:
+    """The half-width within which one plan's step time is not known to differ from another's of the same model
+    on the same stack and device. Why not the whole band: what two such plans share (the stack's and device's
+    bias, the first-contact term, the model's features) moves both alike and cancels in their ratio; what is
+    left is the scatter between plans of one model. Read from the rows that show it: groups of two or more rows
+    of one model, stack and generation, each row's |d − the group's mean| · sqrt(n / (n − 1)) (unbiased for a
+    group of n); the framework's own generation where it has MIN_ROWS such rows, else every stack's groups."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in E.STEP_ROWS:
+        groups.setdefault((r.model, r.framework, r.generation), []).append(r.deviation)
+    scatter: dict[tuple[str, str], list[float]] = {}
+    for (_, fw, gen), ds in groups.items():
+        if len(ds) >= 2:
+            mean, n = statistics.mean(ds), len(ds)
+            scatter.setdefault((fw, gen), []).extend(abs(d - mean) * math.sqrt(n / (n - 1)) for d in ds)
+    own = scatter.get((framework, generation), [])
+    return quantile(own if len(own) >= MIN_ROWS else [x for v in scatter.values() for x in v])
+
+
+def pair_spread(a: float, b: float) -> float:
+    """The half-width of the ratio of two plans' figures, each with ordering spread a and b (independent
+    scatter adds in quadrature)."""
+    return math.hypot(a, b)
+
+
+def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[float, int]:
+    """(the feature's excess spread, the rows it is read from): the framework's own rows with the feature against
+    its plain rows where it has MIN_ROWS of them, else every stack's (the module docstring's rule)."""
+    stack = [r for r in rows if r.framework == framework]
+    pool = stack if sum(feature in r.features for r in stack) >= MIN_ROWS else list(rows)
+    with_f = [r for r in pool if feature in r.features]
+    plain = [r for r in pool if not r.features]
+    if not with_f:
+        return 0.0, 0
+    return math.sqrt(max(0.0, quantile(_abs(with_f)) ** 2 - quantile(_abs(plain)) ** 2)), len(with_f)
+
+
+def relative_spread(framework: str, generation: str, features: Sequence[str] = ()) -> Spread:
+    """The model's relative error spread (half-widths at COVERAGE) for a framework on a device generation with
+    the given plan features (FEATURES). Also the prior spread a calibration of one part may start from."""
+    step, basis = _half_width(E.STEP_ROWS, framework, generation, features)
+    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features)
+    return Spread(step, memory, tuple(basis))
+
+
+def covers(spread: float, priced: float, measured: float) -> bool:
+    """The measured value lies inside the priced value's band of half-width `spread`."""
+    return priced * (1 - spread) <= measured <= priced * (1 + spread)

@@ -1,0 +1,101 @@
+"""The model's own errors on the shown runs, what engine.cost.band derives its widths from.
+
+Written by `benchmarks/accuracy.py --write-band` (do not edit by hand; rerun it after a change to the model):
+one Row per shown run, d = measured / priced − 1, the leave-one-out error where a constant was fitted on that
+run (docs/cost-model.md, "The error band").
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Row(NamedTuple):
+    """One run's deviation, with what the band groups it by."""
+
+    id: str
+    model: str  # rows of one model on one stack and device differ only in their plan (ordering_spread)
+    framework: str
+    generation: str
+    features: tuple[str, ...]
+    deviation: float
+
+
+STEP_ROWS: tuple[Row, ...] = (
+    Row('N1-01', '24x2304', 'megatron', 'ampere', (), -0.0410),
+    Row('N1-02', '30x3072', 'megatron', 'ampere', (), -0.0280),
+    Row('N1-03', '36x4096', 'megatron', 'ampere', (), -0.0652),
+    Row('N1-04', '40x6144', 'megatron', 'ampere', (), -0.0552),
+    Row('N1-05', '48x8192', 'megatron', 'ampere', (), 0.0124),
+    Row('N1-06', '60x10240', 'megatron', 'ampere', (), 0.0299),
+    Row('N1-07', '80x12288', 'megatron', 'ampere', (), 0.0184),
+    Row('N1-08', '96x16384', 'megatron', 'ampere', (), 0.0054),
+    Row('N1-09', '105x20480', 'megatron', 'ampere', (), -0.0215),
+    Row('N1-10', '128x25600', 'megatron', 'ampere', (), 0.0006),
+    Row('N2-01', '96x12288', 'megatron', 'ampere', (), 0.0622),
+    Row('N2-02', '96x12288', 'megatron', 'ampere', (), -0.0232),
+    Row('N2-03', '96x12288', 'megatron', 'ampere', (), 0.0412),
+    Row('N2-04', '105x20480', 'megatron', 'ampere', (), 0.1104),
+    Row('N2-05', '105x20480', 'megatron', 'ampere', (), -0.1259),
+    Row('N2-06', '105x20480', 'megatron', 'ampere', (), -0.0519),
+    Row('N2-07', '96x12288', 'megatron', 'ampere', (), 0.0530),
+    Row('N2-08', '96x12288', 'megatron', 'ampere', (), 0.0416),
+    Row('N2-09', '96x12288', 'megatron', 'ampere', (), 0.0256),
+    Row('N2-10', '105x20480', 'megatron', 'ampere', (), 0.0242),
+    Row('N2-11', '105x20480', 'megatron', 'ampere', (), 0.0157),
+    Row('N2-12', '105x20480', 'megatron', 'ampere', (), 0.0035),
+    Row('K5-22B-full', '48x6144', 'megatron', 'ampere', (), 0.0007),
+    Row('K5-22B-sel', '48x6144', 'megatron', 'ampere', (), 0.0339),
+    Row('K5-175B-full', '96x12288', 'megatron', 'ampere', (), -0.0027),
+    Row('K5-175B-sel', '96x12288', 'megatron', 'ampere', (), 0.0165),
+    Row('K5-530B-full', '105x20480', 'megatron', 'ampere', (), -0.0443),
+    Row('K5-530B-sel', '105x20480', 'megatron', 'ampere', (), -0.0237),
+    Row('K5-1T-full', '128x25600', 'megatron', 'ampere', (), -0.0727),
+    Row('K5-1T-sel', '128x25600', 'megatron', 'ampere', (), -0.0708),
+    Row('K5-530B-DP8', '105x20480', 'megatron', 'ampere', (), -0.0114),
+    Row('M-01', '24x2048', 'megatron', 'hopper', (), 0.2911),
+    Row('M-02', '30x4096', 'megatron', 'hopper', (), 0.1858),
+    Row('M-03', '32x6144', 'megatron', 'hopper', (), -0.0556),
+    Row('M-04', '48x7168', 'megatron', 'hopper', (), -0.2583),
+    Row('M-05', '84x8192', 'megatron', 'hopper', (), -0.0672),
+    Row('M-06', '92x10240', 'megatron', 'hopper', (), 0.0032),
+    Row('M-07', '96x12288', 'megatron', 'hopper', (), 0.0039),
+    Row('M-08', '96x16384', 'megatron', 'hopper', (), -0.0592),
+    Row('M-09', '112x18432', 'megatron', 'hopper', (), -0.0245),
+    Row('ascend-llama2-34b-16xa2-mindspeed', 'ascend-llama2-34b-16xa2-mindspeed', 'mindspeed', 'ascend', (), 0.3209),
+    Row('ascend-llama2-70b-32xa2-mindspeed', 'ascend-llama2-70b-32xa2-mindspeed', 'mindspeed', 'ascend', (), -0.0606),
+    Row('ascend-llama2-7b-8xa2-mindspeed', 'ascend-llama2-7b-8xa2-mindspeed', 'mindspeed', 'ascend', (), 0.0684),
+    Row('ascend-mixtral-8x22b-64xa2-mindspeed', 'ascend-mixtral-8x22b-64xa2-mindspeed', 'mindspeed', 'ascend', ('moe', 'long_context'), 1.1641),
+    Row('ascend-qwen3-30b-a3b-16xa2-mindspeed', 'ascend-qwen3-30b-a3b-16xa2-mindspeed', 'mindspeed', 'ascend', ('moe',), 0.4483),
+    Row('deepseek-v3-512xh100-nemo', 'deepseek-v3-512xh100-nemo', 'megatron', 'hopper', ('moe',), -0.0426),
+    Row('grok1-314b-512xh100-nemo', 'grok1-314b-512xh100-nemo', 'megatron', 'hopper', ('moe',), -0.0266),
+    Row('llama3-8b-64xa100-torchtitan', 'llama3-8b-64xa100-torchtitan', 'torchtitan', 'ampere', (), -0.3184),
+    Row('llama3-8b-8xb200-mbridge-fp8', 'llama3-8b-8xb200-mbridge-fp8', 'megatron', 'blackwell', ('fp8',), 0.0411),
+    Row('llama31-405b-128xgb200-nemo', 'llama31-405b-128xgb200-nemo', 'megatron', 'blackwell', (), -0.0533),
+    Row('llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'torchtitan', 'hopper', (), -0.0631),
+    Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), 0.0647),
+    Row('qwen3-235b-256xgb200-mbridge', 'qwen3-235b-256xgb200-mbridge', 'megatron', 'blackwell', ('moe',), -0.0947),
+)
+MEMORY_ROWS: tuple[Row, ...] = (
+    Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), -0.0167),
+    Row('mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'megatron', 'hopper', ('fp8',), -0.3067),
+    Row('mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'megatron', 'hopper', ('moe',), -0.0608),
+    Row('tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'torchtitan', 'blackwell', (), -0.3293),
+    Row('tt-405b-512gpu-3d-1f1b', '405b', 'torchtitan', 'hopper', ('fp8',), 0.0955),
+    Row('tt-405b-512gpu-3d-interleaved', '405b', 'torchtitan', 'hopper', ('fp8',), 0.0971),
+    Row('tt-405b-512gpu-4d-cp1-32k', '405b', 'torchtitan', 'hopper', ('long_context', 'fp8'), -0.0001),
+    Row('tt-405b-512gpu-4d-cp2-64k', '405b', 'torchtitan', 'hopper', ('long_context', 'fp8'), 0.0074),
+    Row('tt-405b-512gpu-4d-cp4-128k', '405b', 'torchtitan', 'hopper', ('long_context', 'fp8'), 0.0234),
+    Row('tt-405b-512gpu-4d-cp8-256k', '405b', 'torchtitan', 'hopper', ('long_context', 'fp8'), 0.1269),
+    Row('tt-70b-256gpu-2d', '70b', 'torchtitan', 'hopper', ('fp8',), -0.0223),
+    Row('tt-8b-128gpu-compile-fp8', '8b', 'torchtitan', 'hopper', ('fp8',), -0.0084),
+    Row('tt-8b-128gpu-compile', '8b', 'torchtitan', 'hopper', (), -0.0052),
+    Row('tt-8b-128gpu-eager', '8b', 'torchtitan', 'hopper', (), 0.0017),
+    Row('tt-8b-8gpu-compile-fp8', '8b', 'torchtitan', 'hopper', ('fp8',), -0.0193),
+    Row('tt-8b-8gpu-compile', '8b', 'torchtitan', 'hopper', (), -0.0167),
+    Row('tt-8b-8gpu-cp1-32k', '8b', 'torchtitan', 'hopper', ('long_context', 'fp8'), -0.0251),
+    Row('tt-8b-8gpu-cp2-64k', '8b', 'torchtitan', 'hopper', ('long_context', 'fp8'), -0.0249),
+    Row('tt-8b-8gpu-cp4-128k', '8b', 'torchtitan', 'hopper', ('long_context', 'fp8'), -0.0272),
+    Row('tt-8b-8gpu-cp8-256k', '8b', 'torchtitan', 'hopper', ('long_context', 'fp8'), -0.0214),
+    Row('tt-8b-8gpu-eager', '8b', 'torchtitan', 'hopper', (), -0.0057),
+)
