@@ -155,6 +155,9 @@ class SearchResult:
     equivalent: tuple[bool, ...] = ()
     band: float | None = None
     unpriced: int = 0
+    # Per `top` entry: the degrees the plans it stands for differ in and their values (engine.search.distinct:
+    # plans of one shape collapse into one row); an empty mapping where the row stands alone.
+    variants: tuple[Mapping[str, tuple[Any, ...]], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -170,4 +173,5 @@ class SearchResult:
             "over_budget": self.over_budget,
             "unpriced": self.unpriced,
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "variants": [{k: list(v) for k, v in m.items()} for m in self.variants],
         }
