@@ -13,7 +13,7 @@ MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activa
 # Which FLOP count `mfu` uses (docs/formats.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
 MFU_CONVENTION = ("model FLOPs per token, forward + backward, no recompute, attention not halved for causal "
                   "masking (Megatron's counter, KOR22 Eq. 7), over the device's dense BF16 peak")
-MFU_LABEL = "MFU (model FLOPs, non-causal)"
+MFU_LABEL = "MFU (model FLOPs, non-causal, of the BF16 peak)"
 TIME_TERMS: tuple[str, ...] = (
     "compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_bubble", "pp_p2p", "optimizer",
 )

@@ -188,15 +188,15 @@ def _pick_layout(plain: SearchResult, alt: SearchResult, top: int) -> SearchResu
                   over_budget=plain.over_budget + alt.over_budget, unpriced=plain.unpriced + alt.unpriced,
                   elapsed_s=plain.elapsed_s + alt.elapsed_s)
     if alt.best is None:
-        return out
+        return _cut(out, top)
     marked = [replace(e, pipeline_layout=ACCOUNTED) for e in alt.top]
     picked = distinct(rank_equivalent([*plain.top, *marked]), top)
-    top = picked.ranked.estimates
-    out = replace(out, best=top[0], top=top, equivalent=picked.ranked.equivalent, band=picked.ranked.band,
+    rows = picked.ranked.estimates
+    out = replace(out, best=rows[0], top=rows, equivalent=picked.ranked.equivalent, band=picked.ranked.band,
                   variants=merge_variants(picked, [(plain.top, plain.variants), (tuple(marked), alt.variants)]))
-    if top[0].pipeline_layout is None:
+    if rows[0].pipeline_layout is None:
         return out
-    gain = f" ({plain.best.step_time_s / top[0].step_time_s:.2f}× the tokens/s of the best plan without it)" \
+    gain = f" ({plain.best.step_time_s / rows[0].step_time_s:.2f}× the tokens/s of the best plan without it)" \
         if plain.best is not None else " (no plan fits without it)"
     note = Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
                       f"{gain}: apply writes account_for_embedding_in_pipeline_split and "

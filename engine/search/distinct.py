@@ -65,10 +65,18 @@ def _spread(group: Sequence[Estimate]) -> dict[str, tuple[object, ...]]:
     out: dict[str, tuple[object, ...]] = {}
     values = [_values(e) for e in group]
     for name in (*VARIANT_FIELDS, "layout"):
-        seen = sorted({v[name] for v in values}, key=str)
+        seen = _ordered({v[name] for v in values})
         if len(seen) > 1:
-            out[name] = tuple(sorted(seen)) if all(isinstance(x, int) for x in seen) else tuple(seen)
+            out[name] = seen
     return out
+
+
+def _ordered(values: set[object]) -> tuple[object, ...]:
+    """Integers in numeric order, anything else by its text."""
+    ints = [v for v in values if isinstance(v, int)]
+    if len(ints) == len(values):
+        return tuple(sorted(ints))
+    return tuple(sorted(values, key=str))
 
 
 def describe(variants: Mapping[str, tuple[object, ...]]) -> str:
@@ -97,6 +105,5 @@ def merge_variants(picked: Distinct, passes: Sequence[tuple[Sequence[Estimate], 
                 if shape(row) == shape(e):
                     for k, v in var.items():
                         merged.setdefault(k, set()).update(v)
-        out.append({k: tuple(sorted(v, key=str)) if not all(isinstance(x, int) for x in v) else tuple(sorted(v))
-                    for k, v in merged.items() if len(v) > 1})
+        out.append({k: _ordered(v) for k, v in merged.items() if len(v) > 1})
     return tuple(out)

@@ -20,9 +20,9 @@ import numpy as np
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
 from engine.results import Estimate, SearchResult
-from engine.specs import RunOptions, Strategy
 from engine.search.explain import gib, position
 from engine.search.gain import gain
+from engine.specs import RunOptions, Strategy
 
 # Where HP610/HP611 point in the file that states the plan: its tensor-parallel degree, else the section.
 _ADVICE_AT = ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp", "accelerator", "parallelism")

@@ -180,7 +180,7 @@ def test_fp8_mfu_below_one_and_caches_sharded(tmp_path: Path) -> None:
 
 def test_mxfp8_needs_blackwell(tmp_path: Path) -> None:
     path = _folder(tmp_path, est=", fp8: true, fp8_recipe: mxfp8")
-    code, doc = _cli(run_export, "export", [str(path), "--to", "megatron", "--best", "--json"])
+    _, doc = _cli(run_export, "export", [str(path), "--to", "megatron", "--best", "--json"])
     assert "--fp8-recipe" not in doc["args"]
     assert any(d["code"] == "HP753" and "fp8" in d["message"].lower() for d in doc["diagnostics"])
 
