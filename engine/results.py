@@ -13,7 +13,7 @@ MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activa
 # Which FLOP count `mfu` uses (docs/formats.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
 MFU_CONVENTION = ("model FLOPs per token, forward + backward, no recompute, attention not halved for causal "
                   "masking (Megatron's counter, KOR22 Eq. 7), over the device's dense BF16 peak")
-MFU_LABEL = "MFU (model FLOPs, non-causal)"
+MFU_LABEL = "MFU (model FLOPs, non-causal, of the BF16 peak)"
 # The memory model's stated uncertainty, as a fraction of the budget: a peak within it of the budget gets the
 # verdict "marginal" (docs/formats.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
 # the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in [CAL] §10
@@ -191,6 +191,9 @@ class SearchResult:
     equivalent: tuple[bool, ...] = ()
     band: float | None = None
     unpriced: int = 0
+    # Per `top` entry: the degrees the plans it stands for differ in and their values (engine.search.distinct:
+    # plans of one shape collapse into one row); an empty mapping where the row stands alone.
+    variants: tuple[Mapping[str, tuple[Any, ...]], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -206,4 +209,5 @@ class SearchResult:
             "over_budget": self.over_budget,
             "unpriced": self.unpriced,
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "variants": [{k: list(v) for k, v in m.items()} for m in self.variants],
         }

@@ -38,8 +38,11 @@ class StackSpace:
       TP + SP + CP; HyperParallel's checker refuses it, [HP] §5.6.1). `sp_with_tp`: sequence parallelism is
       what the stack runs whenever tp > 1 (Megatron-LM refuses `--tp-comm-overlap` without it; torchtitan's TP
       always shards norms over the sequence), so the search offers only that.
-    offload: the stack's activation offload of whole layers ("" = none): Megatron-Core's
-      `--cpu-offloading-num-layers` (TransformerConfig raises on it with pipeline parallelism or recompute).
+    offload: the stack's activation offload of whole layers ("" = none): "layers" (Megatron-Core's
+      `--cpu-offloading-num-layers`; its TransformerConfig raises on it with pipeline parallelism or recompute, so
+      the search does not choose it, export writes it for a plan that meets those terms), "per_layer" (the
+      per-layer offload HyperParallel's search chooses beside recompute, [HP] §8.6: the only stack the search
+      offers offload for).
     devices: the device generations the stack runs on (engine.specs.DeviceSpec.generation; () = any):
       Megatron-LM / TransformerEngine are CUDA stacks, MindSpeed is Megatron on Ascend.
     flags: the stack's accepted flags (engine/catalog/data/<name>_flags.txt, read from its argument definitions
@@ -66,7 +69,7 @@ _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=Fal
                               sp_with_cp=True, sp_with_tp=True, devices=("ascend",), flags="mindspeed")
 _TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True)
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
-_HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False)
+_HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer")
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import TextIO
 from engine.diagnostics import has_errors
 from engine.jsonout import write_json
 from engine.results import MFU_LABEL, SearchResult
+from engine.search.distinct import describe
 
 # The bar appears only when the search has run this long (a quick search prints nothing extra).
 PROGRESS_AFTER_S = 0.3
@@ -57,7 +58,9 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         eq = result.equivalent
         for i, e in enumerate(result.top, 1):
             mark = "equivalent" if i - 1 < len(eq) and eq[i - 1] else ""
-            rows.append((str(i), e.short(), f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f} {e.step_band}",
+            var = result.variants[i - 1] if i - 1 < len(result.variants) else {}
+            rows.append((str(i), e.short() + (f"  [also {describe(var)}]" if var else ""),
+                         f"{e.peak_memory_gib:.1f}", f"{e.step_time_s:.3f} {e.step_band}",
                          f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", mark))
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
         out.write("\n")

@@ -209,7 +209,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         require=(),
     )
     run = _run(facts, None, overrides)
-    stated = stack_optimizer(stated, run, facts.optimizer_shard is not None)
+    stated = stack_optimizer(stated, run, facts.optimizer_shard is not None, "fsdp" in facts.degrees)
     out.config = Config(
         kind="train",
         path=src.path,
@@ -309,11 +309,18 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     )
 
 
-def stack_optimizer(stated: Strategy | None, run: RunOptions, shard_stated: bool) -> Strategy | None:
-    """The stated plan with its stack's distributed optimizer where the files state no shard: Megatron-LM's and
-    MindSpeed's recipes run `--use-distributed-optimizer` (ZeRO-1 over dp·cp, StackSpace.distributed_optimizer),
-    so a plan left unstated is priced as they run it, not with replicated optimizer states."""
-    if stated is None or shard_stated or not framework_of(run).space.distributed_optimizer:
+def stack_optimizer(stated: Strategy | None, run: RunOptions, shard_stated: bool,
+                    fsdp_stated: bool = True) -> Strategy | None:
+    """The stated plan as its stack runs what the files leave unsaid. Megatron-LM's and MindSpeed's recipes run
+    `--use-distributed-optimizer` (ZeRO-1 over dp·cp, StackSpace.distributed_optimizer) and no FSDP unless asked
+    (MindSpeed's FSDP2 route needs its fsdp2_config): a plan that states no FSDP is priced without it (not as
+    HyperParallel's default ZeRO-3 over dp·cp), and one that states no shard with its distributed optimizer,
+    not with replicated optimizer states."""
+    if stated is None or not framework_of(run).space.distributed_optimizer:
+        return stated
+    if not fsdp_stated:
+        stated = replace(stated, dp_shard=1)
+    if shard_stated or stated.dp_shard > 1:
         return stated
     return replace(stated, optimizer_shard=stated.dp * stated.cp)
 

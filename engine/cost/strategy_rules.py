@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.catalog.frameworks import FRAMEWORKS, effective_policy, framework_of, priced_modules
+from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
@@ -142,6 +142,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     if s.pp > 1 and s.pipeline_schedule not in fw.schedules:
         out.append(Problem("HP530", f"{fw.name} does not run the {s.pipeline_schedule} schedule "
                            f"(it runs {', '.join(fw.schedules)})", "schedule"))
+    out += _stack_fsdp_problems(fw, s)
     stated_policy = config.run.selective_policy
     uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
     if uses_selective and stated_policy not in fw.selective_policies and _locate(config, "selective_policy")[1]:
@@ -163,6 +164,28 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out += _fp8_recipe_problems(config)
     wrong = stack_device_problem(config)
     return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config)
+
+
+def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
+    """HP530 for an FSDP the stack's launcher does not run (StackSpace.fsdp: Megatron-FSDP and MindSpeed's FSDP2
+    shard over the whole dp·cp, without pp; MindSpeed's without ep): the search never offers such a plan, and a
+    stated one is priced but flagged."""
+    st, dom = fw.space, s.dp * s.cp
+    if s.dp_shard <= 1:
+        return []
+    why = []
+    if not st.fsdp:
+        why.append("it has no FSDP")
+    if st.fsdp == "whole" and s.dp_shard != dom:
+        why.append(f"its FSDP shards over the whole dp·cp = {dom}, not {s.dp_shard}")
+    if not st.fsdp_with_pp and s.pp > 1:
+        why.append(f"its FSDP does not run with pipeline parallelism (pp {s.pp})")
+    if not st.fsdp_with_ep and s.ep > 1:
+        why.append(f"its FSDP route does not run with expert parallelism (ep {s.ep})")
+    if not why:
+        return []
+    return [Problem("HP530", f"{fw.name} cannot run fsdp {s.dp_shard} here: " + "; ".join(why) + " (priced as "
+                    "stated; its distributed optimizer shards the optimizer states over dp·cp instead)", "fsdp")]
 
 
 def _fp8_recipe_problems(config: Config) -> list[Problem]:

@@ -28,6 +28,7 @@ mismatch refuses the whole edit.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -290,6 +291,17 @@ def _legacy_sp(data: Any) -> bool | None:
     return False
 
 
+def expert_shard(s: Strategy) -> int:
+    """The expert FSDP shard (`fsdp_config.edp_shard_size`) consistent with the plan's FSDP and expert degrees:
+    the routed experts shard like the dense weights within their data-parallel group dp·cp·tp/(ep·etp), so
+    min(dp_shard, that group) where it divides the group (HyperParallel's recipes: dp_shard = world, edp_shard =
+    world / ep, [HP]; the cost model prices the experts' states over min(dp_shard, group),
+    engine.cost.memory), else their greatest common divisor."""
+    group = max(s.dp * s.cp * s.tp // max(s.ep * s.etp, 1), 1)
+    shard = min(max(s.dp_shard, 1), group)
+    return shard if group % shard == 0 else math.gcd(max(s.dp_shard, 1), group)
+
+
 def _stated_int_change(path: tuple[str, ...], value: int) -> Change:
     """Rewrite the key where the file states it; never add it (the trainer derives what it leaves unsaid)."""
     return Change(path, value, satisfied=lambda now: now is MISSING or now is None or as_int(now) == value)
@@ -326,27 +338,17 @@ def _changes_automodels(s: Strategy, data: Any) -> list[Change]:
             ("fsdp_config", "dp_shard_size"), s.dp_shard,
             satisfied=lambda now: as_int(now) == s.dp_shard or (as_int(now) == -1 and s.dp_shard == s.dp * s.cp),
         ),
+        _stated_int_change(("fsdp_config", "edp_shard_size"), expert_shard(s)),
         _int_change(("training", "global_batch_size"), s.global_batch_size),
         _int_change(("training", "micro_batch_size"), s.micro_batch_size, always=False),
         _stated_int_change(("training", "micro_batch_num"), s.micro_batch_num),
         _stated_int_change((*acc, "pp_micro_batch_num"), s.micro_batch_num),
-        Change(("fsdp_config", "edp_shard_size"), expert_shard(s),  # rewritten only where it no longer divides
-               satisfied=lambda now: now is MISSING or now is None or (
-                   (as_int(now) or 0) > 0 and expert_shard(s) % (as_int(now) or 1) == 0)),
         Change(
             ("activation_checkpoint", "mode"), Word(rc.mode),
             satisfied=lambda now: (rc.mode == "off") if now is MISSING else as_mode(now) == rc.mode,
         ),
     ]
     return changes + (_trainer_keys(s, data) if runs_in_trainer(data) else _search_keys(s))
-
-
-def expert_shard(s: Strategy) -> int:
-    """The routed experts' data-parallel group dp·cp·tp / (ep·etp) (EP takes no devices of its own, [HP]
-    Corrections; the recipes' rule edp_shard_size = world / ep_size at tp = cp = pp = 1): a stated
-    `fsdp_config.edp_shard_size` must divide it, and is set to it (the shard the cost model prices) where the
-    plan's ep or shards leave the stated one inconsistent."""
-    return max(s.dp * s.cp * s.tp // max(s.ep * s.etp, 1), 1)
 
 
 def _search_keys(s: Strategy) -> list[Change]:

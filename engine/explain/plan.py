@@ -17,7 +17,10 @@ SearchFn = Callable[..., SearchResult]
 
 
 def _searched(config: Config) -> bool:
-    return any(dim.searched for dim in config.dimensions.values())
+    """Whether the search config leaves a dimension to search: dp and micro_batch_num left unsaid follow from
+    the world size and the batch rule (engine.config.resolve._search_stated), so they alone do not."""
+    return any(dim.searched and not (name in ("dp", "micro_batch_num") and dim.state == "absent")
+               for name, dim in config.dimensions.items())
 
 
 def pick_plan(config: Config, *, best: bool = False,

@@ -24,6 +24,7 @@ from engine.diagnostics import Diagnostic, Severity
 from engine.integers import TRIAL_DIVISION_MAX, divisors
 from engine.results import Estimate, SearchResult
 from engine.search import refusals
+from engine.search.distinct import distinct, merge_variants
 from engine.search.modules import search_modules, wants_choice
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import Cancelled, Priced, Pricing, price_groups, price_space
@@ -100,20 +101,38 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
         return search_modules(config, lambda c, p: search(c, top=top, progress=p, cancelled=cancelled),
                               progress, cancelled)
     budget = _budget(config)
-    pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=config.offload_gb_s)
-    result = _with_stack_device(config, search_with(config, pricer, top=top, progress=progress, cancelled=cancelled))
+    offload_gb_s = searched_offload(config)
+    pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=offload_gb_s)
     pps = _accounting_pps(config)
+    # With a layout pass, both passes keep their whole pool of distinct plans, so the merged ranking (and so the
+    # best) is the same whatever `top` is asked (`apply` asks 1, `search` 10).
+    wide = max(top, POOL) if pps else top
+    result = _with_stack_device(config, search_with(config, pricer, top=wide, progress=progress, cancelled=cancelled))
     if not pps or (cancelled is not None and cancelled()):
-        return result
+        return _cut(result, top)
     # The stack offers the embedding and loss counted in the pipeline split (Megatron-Core): the plans with
     # the pp values where that changes the split priced again under it (engine.cost.layout), both passes' plans
     # ranked together (_pick_layout).
     alt_run = replace(config.run, pipeline_layout=ACCOUNTED)
     alt_config = replace(config, run=alt_run)
     alt = search_with(alt_config, Pricer(config.model, config.cluster, alt_run, budget,
-                                          offload_gb_s=config.offload_gb_s),
-                      top=top, cancelled=cancelled, only_pp=pps)
-    return _pick_layout(result, alt)
+                                          offload_gb_s=offload_gb_s),
+                      top=wide, cancelled=cancelled, only_pp=pps)
+    return _pick_layout(result, alt, top)
+
+
+def searched_offload(config: Config) -> float:
+    """The host link the search may offload layers over: only where the stack runs the per-layer offload the
+    search chooses (StackSpace.offload "per_layer": HyperParallel's own search, [HP] §8.6). Megatron-Core's CPU
+    offloading runs without pipeline parallelism and without recompute, and the others have none, so for them
+    the search offers none (a stated plan's offload is priced, and export says what the stack can run)."""
+    return config.offload_gb_s if framework_of(config.run).space.offload == "per_layer" else 0.0
+
+
+def _cut(result: SearchResult, top: int) -> SearchResult:
+    """The first `top` rows of a result."""
+    return replace(result, best=result.top[0] if result.top else result.best, top=result.top[:top],
+                   equivalent=result.equivalent[:top], variants=result.variants[:top])
 
 
 ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
@@ -160,7 +179,7 @@ def _offers_accounting(config: Config) -> bool:
     return bool(_accounting_pps(config))
 
 
-def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
+def _pick_layout(plain: SearchResult, alt: SearchResult, top: int) -> SearchResult:
     """Both passes' plans ranked together as one search ranks them (engine.cost.equivalence); the accounted
     ones say so (Estimate.pipeline_layout), and when the best is one of them an information diagnostic names
     the keys `apply` writes. Counts add up over both passes."""
@@ -168,15 +187,15 @@ def _pick_layout(plain: SearchResult, alt: SearchResult) -> SearchResult:
                   over_budget=plain.over_budget + alt.over_budget, unpriced=plain.unpriced + alt.unpriced,
                   elapsed_s=plain.elapsed_s + alt.elapsed_s)
     if alt.best is None:
-        return out
+        return _cut(out, top)
     marked = [replace(e, pipeline_layout=ACCOUNTED) for e in alt.top]
-    ranked = rank_equivalent([*plain.top, *marked])
-    k = max(len(plain.top), len(alt.top))
-    top = ranked.estimates[:k]
-    out = replace(out, best=top[0], top=top, equivalent=ranked.equivalent[:k], band=ranked.band)
-    if top[0].pipeline_layout is None:
+    picked = distinct(rank_equivalent([*plain.top, *marked]), top)
+    rows = picked.ranked.estimates
+    out = replace(out, best=rows[0], top=rows, equivalent=picked.ranked.equivalent, band=picked.ranked.band,
+                  variants=merge_variants(picked, [(plain.top, plain.variants), (tuple(marked), alt.variants)]))
+    if rows[0].pipeline_layout is None:
         return out
-    gain = f" ({plain.best.step_time_s / top[0].step_time_s:.2f}× the tokens/s of the best plan without it)" \
+    gain = f" ({plain.best.step_time_s / rows[0].step_time_s:.2f}× the tokens/s of the best plan without it)" \
         if plain.best is not None else " (no plan fits without it)"
     note = Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
                       f"{gain}: apply writes account_for_embedding_in_pipeline_split and "
@@ -267,8 +286,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         diags.extend(_refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
     if progress is not None:
         progress(1.0)
-    ranked = rank_equivalent(estimates)
-    kept = ranked.estimates[:top]
+    ranked = distinct(rank_equivalent(estimates), top)
+    kept = ranked.ranked.estimates
     best = kept[0] if kept else None
     warn = low_mfu(best, *refusals.position(config, ("constraint.global_batch_size", "training.global_batch_size",
                                                     "parallelism", "accelerator"))) if best else None
@@ -276,7 +295,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         diags.append(warn)
     return SearchResult(best, kept, total, int(fits.sum()), 0.0, {},
                         refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
-                        equivalent=ranked.equivalent[:top], band=ranked.band, unpriced=priced.unpriced)
+                        equivalent=ranked.ranked.equivalent, band=ranked.ranked.band, unpriced=priced.unpriced,
+                        variants=ranked.variants)
 
 
 def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) -> list[Estimate]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from engine.document import Reads
 from engine.results import Estimate, SearchResult
 from engine.search.gain import gain
 from engine.search.refusals import gib, position
+from engine.specs import RunOptions, Strategy
 
 # Where HP610/HP611 point in the file that states the plan: its tensor-parallel degree, else the section.
 _ADVICE_AT = ("accelerator.tp_size", "train.accelerator.tp_degree", "parallelism.tp", "accelerator", "parallelism")
@@ -76,7 +77,28 @@ def stated_estimate(config: Config, source: Config | None = None, *,
         return None
     from engine.cost import estimate
 
-    return estimate(config.model, config.cluster, config.run, source.stated, budget(config))
+    run, strategy = stated_run(config, source)
+    return estimate(config.model, config.cluster, run, strategy, budget(config))
+
+
+def stated_run(config: Config, source: Config) -> tuple[RunOptions, Strategy]:
+    """The run options and strategy the stated plan is priced with: what the files state, whatever the search
+    config lets the search choose. `recompute_modules: auto` in a search config asks the search to choose the
+    modules; the stated plan keeps its train.yaml's own list. And the stack that runs it (the search config's
+    framework) gives a plan that states no optimizer shard its distributed optimizer, as its recipes run it
+    (engine.config.resolve.stack_optimizer)."""
+    from engine.config.resolve import stack_optimizer
+
+    assert source.stated is not None
+    run = config.run
+    if run.recompute_modules == ("auto",) and source is not config:
+        run = replace(run, recompute_modules=tuple(m for m in source.run.recompute_modules if m != "auto"))
+    shard_stated = any(p in source.locations for p in ("accelerator.optimizer_weight_shard_size",
+                                                       "accelerator.enable_parallel_optimizer",
+                                                       "model.optimizer_weight_shard_size"))
+    fsdp_stated = any(p in source.locations for p in ("fsdp_config.dp_shard_size", "train.accelerator.dp_shard",
+                                                      "parallelism.fsdp"))
+    return run, stack_optimizer(source.stated, run, shard_stated, fsdp_stated) or source.stated
 
 
 @dataclass(frozen=True, slots=True)

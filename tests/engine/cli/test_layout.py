@@ -57,9 +57,18 @@ def test_meta_layout_fits_where_vpp_8_was_refused(tmp_path: Path) -> None:
 
 
 def test_search_keeps_the_layout_and_finds_the_run(tmp_path: Path) -> None:
-    doc = _json("search", SEARCH)
-    assert doc["best"]["strategy"]["vpp"] == 8 and doc["best"]["verdict"] == "fits"
-    assert doc["best"]["peak_memory_gib"] == _json("estimate", SEARCH)["peak_memory_gib"]
+    # Searching FSDP and CP: Meta's FSDP with pipeline parallelism is not a plan Megatron-LM runs.
+    search = tmp_path / "search.yaml"
+    search.write_text((EX / "search.yaml").read_text() + "\nparallelism:\n  fsdp: auto\n  cp: auto\n")
+    (tmp_path / "train.yaml").write_text((EX / "train.yaml").read_text())
+    doc = _json("search", str(search))
+    best = doc["best"]
+    assert best["strategy"]["vpp"] == 8 and best["verdict"] == "fits"
+    # Meta's FSDP 16 with pp 16 is not a plan Megatron-LM runs: the search keeps the layout and finds Megatron's
+    # distributed optimizer instead (the stated plan is priced, with HP530 at its dp_shard_size).
+    assert best["strategy"]["dp_shard"] == 1
+    assert best["strategy"]["optimizer_shard"] == best["strategy"]["dp"] * best["strategy"]["cp"]
+    assert "HP530" in [d["code"] for d in _json("estimate", SEARCH)["diagnostics"]]
 
 
 def test_explain_shows_the_embedding_and_loss_chunks() -> None:
@@ -117,28 +126,34 @@ def test_hyperparallel_offsets_in_the_model_section(tmp_path: Path) -> None:
     assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
 
 
+PLAN_SEARCHED = "parallelism: {pp: auto, vpp: [8], micro_batch_num: auto, fsdp: auto, cp: auto}\n"
+
+
 def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes_it(tmp_path: Path) -> None:
     """No layout stated, Megatron: vpp 8 over 16 stages exists only with the embedding and loss in the split; the
     search prices the plans with pp > 1 under that layout too, keeps the faster, says so (HP613), and apply
     writes Megatron-Core's keys, which read back as the plan."""
     train = (EX / "train.yaml").read_text().replace(ACCOUNTING, "")
     path = _copy(tmp_path, train, "megatron")
-    with open(path, "a") as f:  # pp and vpp searched: the stated vpp 8 needs the accounting (HP407 without it)
-        f.write("parallelism: {pp: auto, vpp: [8], micro_batch_num: auto}\n")
+    # pp and vpp searched: the stated vpp 8 needs the accounting (HP407 without it); FSDP and CP searched too
+    # (Meta's FSDP with pipeline parallelism is not a plan Megatron-LM runs).
+    with open(path, "a") as f:
+        f.write(PLAN_SEARCHED)
     doc = _json("search", path)
     best = doc["best"]
     assert best["strategy"]["pp"] == 16 and best["strategy"]["vpp"] == 8
     assert best["pipeline_layout"]["embedding_in_split"] and best["pipeline_layout"]["loss_in_split"]
     assert any(d["code"] == "HP613" for d in doc["diagnostics"])
-    assert "best: dp 16 · tp 8 · pp 16 · vpp 8 · fsdp 16 · mbs 1 · sp · rc off · emb+loss in pp split" in \
+    assert "best: dp 8 · tp 8 · pp 16 · vpp 8 · cp 2 · mbs 1 · sp · rc off · emb+loss in pp split" in \
         hp_plan("search", path).stdout
-    r = hp_plan("apply", path, "--in-place")
+    # --force: Meta's stated FSDP-with-pp plan (which Megatron-LM cannot run) is priced faster than Megatron's own
+    r = hp_plan("apply", path, "--in-place", "--force")
     assert r.returncode == 0, r.stdout + r.stderr
     written = (tmp_path / "train.yaml").read_text()
     assert "account_for_embedding_in_pipeline_split: true" in written
     assert "account_for_loss_in_pipeline_split: true" in written
     text = Path(path).read_text()
-    Path(path).write_text(text.replace("parallelism: {pp: auto, vpp: [8], micro_batch_num: auto}\n", ""))
+    Path(path).write_text(text.replace(PLAN_SEARCHED, ""))
     est = _json("estimate", path)  # the written train.yaml alone states the plan, layout included
     assert est["strategy"] == best["strategy"] and est["peak_memory_gib"] == best["peak_memory_gib"]
     assert est["step_time_s"] == best["step_time_s"]

@@ -144,5 +144,5 @@ def test_apply_writes_the_trainer_plan_and_it_reads_back(tmp_path: Path, tight: 
 def test_export_says_the_offload_it_cannot_write(tmp_path: Path) -> None:
     r = hp_plan("export", str(_folder(tmp_path)), "--best", "--to", "megatron")
     assert r.returncode == 0, r.stderr
-    assert "HP753: recompute.offload: activation offload of layers 0-" in r.stdout + r.stderr
+    assert "HP753: recompute.offload: megatron cannot offload these" in r.stdout + r.stderr
     assert "offload" not in r.stdout.split("# megatron", 1)[-1]  # no flag claims it

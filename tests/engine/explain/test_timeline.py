@@ -37,7 +37,7 @@ def _explain(config: Config) -> Explained:
 def _variants() -> list[tuple[str, Config]]:
     one, inter = _config("1f1b.yaml"), _config("interleaved.yaml")
     assert one.stated is not None and inter.stated is not None
-    more = replace(one, stated=replace(one.stated, micro_batch_num=16, dp=1, tp=4))
+    more = replace(one, stated=replace(one.stated, micro_batch_num=16, dp=1, tp=4, optimizer_shard=1))
     no_pp = replace(one, stated=replace(one.stated, pp=1, dp=8, micro_batch_num=2))
     return [("1f1b", one), ("interleaved", inter), ("1f1b-m16", more), ("pp1", no_pp)]
 
@@ -189,7 +189,7 @@ def test_interleaved_with_a_partial_group_still_draws_a_physical_timeline() -> N
     says how it departs (HP750), stays physical and still ends at the step time."""
     config = _config("interleaved.yaml")
     assert config.stated is not None
-    odd = replace(config, stated=replace(config.stated, micro_batch_num=10, dp=1, tp=4))
+    odd = replace(config, stated=replace(config.stated, micro_batch_num=10, dp=1, tp=4, optimizer_shard=1))
     ex, diags = explain_config(odd)
     assert ex is not None, diags
     assert any(d.code == "HP750" for d in ex.diagnostics)

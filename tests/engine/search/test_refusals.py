@@ -125,7 +125,9 @@ def test_refusals_are_deterministic() -> None:
 
 
 def test_stated_strategy_that_does_not_fit_and_a_faster_one() -> None:
-    stated = Strategy(dp=16, tp=1, pp=1, micro_batch_size=4, micro_batch_num=1, recompute=RecomputePlan("off"))
+    # Megatron (the shapes' framework) runs its distributed optimizer over dp·cp where the files state no shard
+    stated = Strategy(dp=16, tp=1, pp=1, micro_batch_size=4, micro_batch_num=1, recompute=RecomputePlan("off"),
+                      optimizer_shard=16)
     base = make(TINY, nodes=2, recompute="auto", stated=stated)
     e = estimate(base.model, base.cluster, base.run, stated, base.budget_gib)
     tight = replace(base, memory_limit_gb=e.peak_memory_gib * 0.9)

@@ -1,0 +1,282 @@
+"""Plans each stack can run, exports that launch: scenarios shaped like a distributed-training review's
+findings, each through `hp-plan search --json` and `hp-plan export` (engine.catalog.frameworks.StackSpace,
+engine.cost.fp8, engine.search.distinct, engine.explain.export, engine/catalog/data)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.catalog.flags import accepted_flags, flags_source
+from engine.check import check_file
+from engine.cli import build_parser
+from engine.cli.export import run as run_export
+from engine.cli.search import run as run_search
+from engine.edit.strategy import strategy_edits
+from engine.explain.export import export
+from engine.search import compare_stated, search
+from engine.search.stated import stated_run, stated_source
+from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+
+TRAIN_70B = """\
+model:
+  name: llama3-70b
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-70B
+training: {{global_batch_size: {gbs}, micro_batch_size: 1}}
+{extra}dataset: {{data_transform: {{max_seq_len: {seq}}}}}
+"""
+SEARCH = """\
+train_yaml: ./train.yaml
+cluster: {{num_nodes: {nodes}, cards_per_node: {cards}, device_type: {device}, device_memory_gb: {mem}}}
+parallelism: {{dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,
+              micro_batch_num: auto, sequence_parallel: auto}}
+constraint: {{global_batch_size: {gbs}, memory_limit_gb: {budget}}}
+recompute: auto
+estimator: {{framework: {framework}{est}}}
+"""
+
+
+def _folder(tmp_path: Path, *, framework: str = "megatron", device: str = "H100", nodes: int = 8, cards: int = 8,
+            mem: int = 80, budget: int = 76, gbs: int = 256, seq: int = 8192, extra: str = "", est: str = "") -> Path:
+    (tmp_path / "train.yaml").write_text(TRAIN_70B.format(gbs=gbs, seq=seq, extra=extra))
+    path = tmp_path / "search.yaml"
+    path.write_text(SEARCH.format(nodes=nodes, cards=cards, device=device, mem=mem, budget=budget, gbs=gbs,
+                                  framework=framework, est=est))
+    return path
+
+
+def _cli(run: Any, command: str, argv: list[str]) -> tuple[int, dict[str, Any]]:
+    args = build_parser().parse_args([command, *argv])
+    out = io.StringIO()
+    code = run(args, stdout=out, stderr=io.StringIO())
+    return code, json.loads(out.getvalue())
+
+
+def _search(path: Path, top: int = 5) -> dict[str, Any]:
+    code, doc = _cli(run_search, "search", [str(path), "--json", "--top", str(top)])
+    assert code == 0, doc["diagnostics"]
+    return doc
+
+
+def _export(path: Path, target: str) -> dict[str, Any]:
+    code, doc = _cli(run_export, "export", [str(path), "--to", target, "--best", "--json"])
+    assert code == 0, doc["diagnostics"]
+    return doc
+
+
+def _flags(doc: dict[str, Any]) -> list[str]:
+    return [a for a in doc["args"] if a.startswith("--")]
+
+
+@pytest.fixture(scope="module")
+def megatron_70b(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    path = _folder(tmp_path_factory.mktemp("m70"))
+    return path, _search(path)
+
+
+def test_megatron_never_gets_fsdp_with_pp_or_over_part_of_dp(megatron_70b: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = megatron_70b
+    for e in doc["top"]:
+        s = e["strategy"]
+        assert s["dp_shard"] in (1, s["dp"] * s["cp"]) and (s["dp_shard"] == 1 or s["pp"] == 1)
+    refused = doc["refused"]
+    assert refused["FSDP over part of dp·cp (the stack shards over the whole data-parallel group)"] > 0
+    assert refused["FSDP with pipeline parallelism (the stack's FSDP does not pipeline)"] > 0
+    exported = _export(path, "megatron")
+    assert not [d for d in exported["diagnostics"] if d["path"] == "dp_shard"]
+
+
+def test_the_distributed_optimizer_is_searched_and_on(megatron_70b: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = megatron_70b
+    for e in doc["top"]:
+        s = e["strategy"]
+        assert s["optimizer_shard"] == s["dp"] * s["cp"]
+    args = _export(path, "megatron")["args"]
+    assert "--use-distributed-optimizer" in args or "--use-megatron-fsdp" in args
+
+
+def test_a_stated_shard_that_does_not_divide_refuses_nothing(tmp_path: Path) -> None:
+    path = _folder(tmp_path, extra="accelerator: {optimizer_weight_shard_size: 3}\n")
+    doc = _search(path)
+    assert doc["best"] is not None and "optimizer shard does not divide dp·cp" not in doc["refused"]
+    assert {e["strategy"]["optimizer_shard"] for e in doc["top"]} <= {e["strategy"]["dp"] * e["strategy"]["cp"]
+                                                                     for e in doc["top"]} | {3}
+
+
+def test_nemo_64k_recipe_is_priced_as_nemo_runs_it(tmp_path: Path) -> None:
+    """TP 8 · PP 4 · VPP 5 · CP 8 with SP, as NeMo's 64K Llama 3 70B recipe states it: no FSDP (not HyperParallel's
+    default ZeRO-3 over dp·cp) and the distributed optimizer over dp·cp (not replicated optimizer states)."""
+    extra = ("accelerator: {tp_size: 8, pp_size: 4, cp_size: 8, sequence_parallel: true, pp_interleave_num: 5,\n"
+             "              pipeline_scheduler: interleaved_1f1b}\n")
+    path = _folder(tmp_path, nodes=32, gbs=32, seq=65536, extra=extra)
+    cfg = check_file(str(path)).config
+    assert cfg is not None
+    source = stated_source(cfg)
+    assert source is not None
+    run, s = stated_run(cfg, source)
+    assert s.dp_shard == 1 and s.optimizer_shard == s.dp * s.cp == 8
+    stated = compare_stated(cfg, search(cfg, top=3)).estimate
+    assert stated is not None and stated.fits
+    replicated = check_file(str(path)).config
+    from engine.cost import estimate
+
+    assert replicated is not None and replicated.model is not None and replicated.cluster is not None
+    heavier = estimate(replicated.model, replicated.cluster, run, Strategy(**{**_fields(s), "optimizer_shard": 1}),
+                       76.0)
+    assert heavier.peak_memory_gib > stated.peak_memory_gib + 10
+
+
+def test_mindspeed_without_fsdp_config_is_not_zero3(tmp_path: Path) -> None:
+    extra = "accelerator: {tp_size: 8, pp_size: 2}\n"
+    path = _folder(tmp_path, framework="mindspeed", device="A2", mem=64, budget=60, extra=extra)
+    cfg = check_file(str(path)).config
+    assert cfg is not None
+    source = stated_source(cfg)
+    assert source is not None
+    _, s = stated_run(cfg, source)
+    assert s.dp_shard == 1 and s.optimizer_shard == s.dp * s.cp
+
+
+def test_sequence_parallelism_with_context_parallelism_on_megatron(tmp_path: Path) -> None:
+    path = _folder(tmp_path, nodes=16, gbs=64, seq=65536, est=", fp8: false")
+    path.write_text(path.read_text() + "tp_comm_overlap: true\n")
+    doc = _search(path)
+    tops = [e["strategy"] for e in doc["top"]]
+    assert all(s["sequence_parallel"] for s in tops if s["tp"] > 1)
+    assert any(s["tp"] > 1 and s["cp"] > 1 for s in tops)
+    assert "sequence parallelism with cp > 1 (HyperParallel's checker refuses it)" not in doc["refused"]
+    args = _export(path, "megatron")["args"]
+    tp = int(args[args.index("--tensor-model-parallel-size") + 1])
+    assert ("--sequence-parallel" in args) == (tp > 1)
+    assert "--tp-comm-overlap" not in args or "--sequence-parallel" in args
+    (tmp_path / "hp").mkdir()
+    hp = _search(_folder(tmp_path / "hp", framework="hyperparallel", nodes=16, gbs=64, seq=65536))
+    assert hp["refused"].get("sequence parallelism with cp > 1 (HyperParallel's checker refuses it)", 0) > 0
+
+
+def test_fp8_mfu_below_one_and_caches_sharded(tmp_path: Path) -> None:
+    path = _folder(tmp_path, device="GB200", nodes=2, cards=72, mem=186, budget=176, gbs=288, est=", fp8: true")
+    doc = _search(path)
+    assert doc["top"] and all(0 < e["mfu"] < 1 for e in doc["top"])
+    cfg = check_file(str(path)).config
+    assert cfg is not None and cfg.model is not None and cfg.cluster is not None
+    from engine.cost import estimate
+
+    s = Strategy(dp=144, dp_shard=144, tp=1, micro_batch_size=1, micro_batch_num=2, recompute=RecomputePlan("full"),
+                 optimizer_shard=144)
+    fp8 = estimate(cfg.model, cfg.cluster, cfg.run, s, 176.0).memory_breakdown_gib["parameters"]
+    bf16 = estimate(cfg.model, cfg.cluster, RunOptions(**{**_fields(cfg.run), "fp8": False}), s,
+                    176.0).memory_breakdown_gib["parameters"]
+    # a 70B model's 2-byte FP8 weight and transpose copies, sharded over 144 ranks: under 1 GiB more
+    assert 0 < fp8 - bf16 < 1.0
+    exported = _export(path, "megatron")["args"]
+    assert exported[exported.index("--fp8-recipe") + 1] == "delayed"
+
+
+def test_mxfp8_needs_blackwell(tmp_path: Path) -> None:
+    path = _folder(tmp_path, est=", fp8: true, fp8_recipe: mxfp8")
+    _, doc = _cli(run_export, "export", [str(path), "--to", "megatron", "--best", "--json"])
+    assert "--fp8-recipe" not in doc["args"]
+    assert any(d["code"] == "HP753" and "fp8" in d["message"].lower() for d in doc["diagnostics"])
+
+
+def test_megatron_on_ascend_is_flagged(tmp_path: Path) -> None:
+    path = _folder(tmp_path, device="A3", mem=64, budget=60)
+    doc = _search(path)
+    assert any(d["code"] == "HP534" and "mindspeed" in d["message"] for d in doc["diagnostics"])
+    ok = _search(_folder(tmp_path, framework="mindspeed", device="A3", mem=64, budget=60))
+    assert not any(d["code"] == "HP534" for d in ok["diagnostics"])
+
+
+def test_top_five_are_distinct_shapes(tmp_path: Path) -> None:
+    path = _folder(tmp_path, framework="hyperparallel", device="GB200", nodes=2, cards=72, mem=186, budget=176,
+                   gbs=288, est=", fp8: true")
+    doc = _search(path)
+    shapes = {(s["tp"], s["pp"], s["vpp"], s["cp"], s["ep"], s["micro_batch_size"], json.dumps(s["recompute"]))
+              for s in (e["strategy"] for e in doc["top"])}
+    assert len(shapes) == len(doc["top"]) >= 3
+    assert len(doc["variants"]) == len(doc["top"]) and any("dp_shard" in v for v in doc["variants"])
+
+
+def test_every_exported_flag_is_one_the_stack_accepts(megatron_70b: tuple[Path, dict[str, Any]]) -> None:
+    """A grid of plans and run options through export: every flag is in the stack's flag list, read from its
+    argument definitions at the commit the list names."""
+    assert "core_v0.16.0" in flags_source("megatron") and "MindSpeed" in flags_source("mindspeed")
+    moe = ModelSpec(name="moe", num_layers=8, hidden=1024, heads=16, vocab=32000, num_experts=8, experts_per_tok=2,
+                    moe_ffn=512, num_shared_experts=1)
+    dense = ModelSpec(name="dense", num_layers=8, hidden=1024, heads=16, vocab=32000)
+    plans = [Strategy(dp=4, dp_shard=4, tp=2, sequence_parallel=True, recompute=RecomputePlan("full")),
+             Strategy(dp=4, tp=2, pp=2, vpp=2, pipeline_schedule="interleaved", micro_batch_num=4, cp=2,
+                      optimizer_shard=2, recompute=RecomputePlan("selective")),
+             Strategy(dp=8, ep=4, optimizer_shard=8, recompute=RecomputePlan("off", offload=((0, 1),)))]
+    runs = [RunOptions(fp8=True, fp8_recipe="tensorwise", moe_dispatcher="deepep", tp_comm_overlap=True,
+                       moe_a2a_overlap=True, moe_shared_expert_overlap=True, grad_bytes=2, optimizer_state_bytes=2,
+                       recompute_modules=("core_attn", "mlp")),
+            RunOptions(cp_algo="hybrid", gradient_accumulation_fusion=False)]
+    for target in ("megatron", "mindspeed"):
+        accepted = accepted_flags(target)
+        for model in (dense, moe):
+            for s in plans:
+                for run in runs:
+                    got = export(s, model, RunOptions(**{**_fields(run), "framework": target}), target)
+                    unknown = [a for a in got.args if a.startswith("--") and a not in accepted]
+                    assert unknown == [], (target, s.short(), unknown)
+    path, _ = megatron_70b
+    for target in ("megatron", "mindspeed"):
+        doc = _export(path, target)
+        flags = doc["text"].split("\n\n")[0]
+        argv = [a for line in flags.splitlines() if not line.startswith("#") for a in shlex.split(line.rstrip("\\"))]
+        assert argv == doc["args"] and set(_flags(doc)) <= accepted_flags(target)
+
+
+def test_mindspeed_fsdp2_route_has_its_config_and_no_recompute_flags() -> None:
+    dense = ModelSpec(name="dense", num_layers=8, hidden=1024, heads=16, vocab=32000)
+    s = Strategy(dp=8, dp_shard=8, micro_batch_num=2, recompute=RecomputePlan("full"))
+    got = export(s, dense, RunOptions(framework="mindspeed"), "mindspeed")
+    assert "--use-torch-fsdp2" in got.args and "--fsdp2-config-path" in got.args
+    assert "--use-distributed-optimizer" not in got.args
+    assert not [a for a in got.args if a.startswith("--recompute-")]
+    assert "sharding_size: 8" in got.text and "recompute_modules:" in got.text
+
+
+def test_apply_keeps_the_expert_shard_consistent() -> None:
+    text = ("model: {name: moe}\naccelerator: {tp_size: 1, pp_size: 1, ep_size: 8}\n"
+            "fsdp_config: {dp_shard_size: 64, edp_shard_size: 8}\ntraining: {global_batch_size: 64}\n")
+    s = Strategy(dp=64, dp_shard=32, ep=4, micro_batch_num=1)
+    out = strategy_edits(text, s)
+    assert out.error is None, out.error
+    assert "edp_shard_size: 16" in out.new_text and "ep_size: 4" in out.new_text
+
+
+def _fields(x: Any) -> dict[str, Any]:
+    return {f: getattr(x, f) for f in x.__dataclass_fields__}
+
+
+ROOT = Path(__file__).resolve().parents[3]
+PRICED_FILES = sorted([*ROOT.glob("examples/**/*.yaml"), *(ROOT / "tests" / "corpus").glob("*.yaml")])
+
+
+@pytest.mark.parametrize("path", PRICED_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_mfu_below_one_on_every_priced_plan(path: Path) -> None:
+    """MFU is the model's FLOPs over the dense BF16 peak (engine.results.MFU_CONVENTION): below 1 on every plan the
+    examples and the test corpus price, stated or searched, FP8 or not."""
+    from engine.cost import estimate_config
+
+    cfg = check_file(str(path)).config
+    if cfg is None or cfg.model is None or cfg.cluster is None:
+        return
+    est, _ = estimate_config(cfg) if cfg.stated is not None else (None, ())
+    priced = [est] if est is not None else []
+    if cfg.global_batch_size:
+        priced += list(search(cfg, top=5).top)
+    fp8 = RunOptions(**{**_fields(cfg.run), "fp8": True})
+    if est is not None and cfg.cluster.device.fp8_tflops > 0:
+        from engine.cost import estimate
+
+        priced.append(estimate(cfg.model, cfg.cluster, fp8, est.strategy, est.budget_gib))
+    assert all(0 <= e.mfu < 1 and 0 <= e.causal_mfu < 1 for e in priced), [(e.strategy.short(), e.mfu) for e in priced]
