@@ -85,7 +85,7 @@ def test_the_fit_is_linear_in_the_number_of_runs() -> None:
     small = min(seconds(2_000) for _ in range(3))
     large = min(seconds(20_000) for _ in range(3))
     assert large < 1.0
-    assert large < 30 * max(small, 1e-3)
+    assert large < 30 * max(small, 5e-3)  # an (n × n) algebra: 100× (and 3 GB at 20,000 runs)
 
 
 def test_spreads_are_the_floor_on_fitted_stacks_and_wide_elsewhere() -> None:
