@@ -44,7 +44,7 @@ from engine.calibrate.result import calibrate  # noqa: E402
 from engine.calibrate.stack import stack_of  # noqa: E402
 from engine.check import check_file  # noqa: E402
 from engine.cost import estimate_config  # noqa: E402
-from engine.specs import RATIO_GROUPS  # noqa: E402
+from engine.specs import PLAN_FEATURES, RATIO_GROUPS  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"  # the [CAL] §10 runs, copied as published
 CASES_DIR = ROOT / "benchmarks" / "cases"
@@ -123,6 +123,10 @@ class Priced:
     comm_share: float = 0.0  # exposed communication (prior.COMM_PARTS) over the priced step
     groups: tuple[tuple[str, float], ...] = ()  # priced seconds per ratio group
 
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.features[PLAN_FEATURES.index("experts")] > 0)
+
     def plan_sd(self) -> float:
         """√(σ_g² + o² + σ_n²) at this plan (engine.calibrate.prior): what the model misses on it alone."""
         own = prior.own_spread(self.comm_share, self.uncalibrated_s)
@@ -164,10 +168,12 @@ def _scaled(run: Run, scale: float) -> Run:
     return Run(run.id, run.config, run.step_time_s * scale)
 
 
-def _stack_pairs(runs: list[Priced], rule: str, scale: float, tmp: Path,
-                 covered: list[bool] | None = None) -> tuple[list[float], list[float], list[str]]:
+def _stack_pairs(runs: list[Priced], rule: str, scale: float, tmp: Path, covered: list[bool] | None = None,
+                 moe_dense: list[float] | None = None) -> tuple[list[float], list[float], list[str]]:
     """Over every (anchor, target) pair of one stack: |e| uncalibrated, |e| calibrated on the anchor, and a
-    note per anchor; whether each target is inside its calibrated 95% band is appended to `covered`."""
+    note per anchor; whether each target is inside its calibrated 95% band is appended to `covered`, and for a
+    MoE anchor and a dense target how far calibrating moved the target's |e| (|e_cal| − |e_uncal|) to
+    `moe_dense`."""
     pairs_u: list[float] = []
     pairs_c: list[float] = []
     notes: list[str] = []
@@ -187,6 +193,8 @@ def _stack_pairs(runs: list[Priced], rule: str, scale: float, tmp: Path,
             measured = target.run.step_time_s * scale
             eu.append(abs(target.uncalibrated_s / measured - 1))
             ec.append(abs(cal / measured - 1))
+            if moe_dense is not None and anchor.is_moe and not target.is_moe:
+                moe_dense.append(ec[-1] - eu[-1])
             inside = target.covered(fits[0], cal, measured) if fits else None
             if covered is not None and inside is not None:
                 covered.append(inside)
@@ -218,13 +226,14 @@ def table(stacks: dict[tuple[str, str], list[Priced]], rule: str, scale: float) 
     all_c: list[float] = []
     all_l: list[float] = []
     all_cov: list[bool] = []
+    moe_dense: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for (framework, device), runs in sorted(stacks.items()):
             if len(runs) < 2:
                 print(f"{framework + ' / ' + device:<22} {len(runs):>4}  (one run: nothing to predict)")
                 continue
             covered: list[bool] = []
-            pairs_u, pairs_c, notes = _stack_pairs(runs, rule, scale, Path(tmp), covered)
+            pairs_u, pairs_c, notes = _stack_pairs(runs, rule, scale, Path(tmp), covered, moe_dense)
             all_cov += covered
             cov = f"{100 * sum(covered) / len(covered):.0f}%" if covered else "-"
             loo = _stack_loo(runs, rule, scale, Path(tmp))
@@ -239,7 +248,9 @@ def table(stacks: dict[tuple[str, str], list[Priced]], rule: str, scale: float) 
           f"{len(all_c)} (anchor, target) pairs; calibrated on all the other runs of the stack "
           f"{100 * statistics.median(all_l):.2f}% over {len(all_l)} runs"
           + (f"; the calibrated 95% band holds the measured step on {100 * sum(all_cov) / len(all_cov):.0f}% of "
-             "the pairs" if all_cov else "") + "\n")
+             "the pairs" if all_cov else "")
+          + (f"; a MoE anchor moved its dense targets' |e| by at most {100 * max(moe_dense, key=abs):+.2f} points "
+             f"({len(moe_dense)} pairs)" if moe_dense else "") + "\n")
     return mu, mc
 
 
@@ -296,6 +307,10 @@ def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
     """The figures engine.calibrate.prior takes from these runs: σ_g per stack, per framework and pooled, κ and
     τ0 (maximum likelihood, with each run left out in turn), and the semivariogram of the residuals against the
     plan distance (why ℓ is short)."""
+    shared = {k: statistics.fmean(a.residual * t.residual for a in v for t in v if t is not a)
+              for k, v in sorted(stacks.items()) if len(v) >= 2}
+    print("shared misfit variance, mean r_a·r_t over same-stack pairs (engine.calibrate.spreads.SHARED_VARIANCE): "
+          + "; ".join(f"{f}/{d} {x:.1e}" for (f, d), x in shared.items()))
     res = {st: [p.residual for p in runs] for st, runs in stacks.items()}
     rms = lambda xs: math.sqrt(sum(x * x for x in xs) / len(xs))  # noqa: E731
     print("plain RMS log-residual, uncalibrated (κ = τ0 = 0): " + "; ".join(
