@@ -13,11 +13,14 @@ import pytest
 from engine.calibrate import prior
 from engine.calibrate.parts import fit_parts
 from engine.calibrate.spreads import part_spreads
-from tests.engine.calibrate.test_calibrate_cli import _estimate
 from tests.support.cli import hp_plan_script as hp_plan
 
 PARTS = ("compute", "ep_comm")
 SPREADS = (prior.POOLED_SPREAD, prior.COMM_SPREAD)  # a stack the model was not fitted on (spreads.part_spread)
+
+
+def _estimate(config: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(hp_plan("estimate", str(config), "--json", *extra).stdout)
 
 
 def _sd(n: int) -> np.ndarray:
