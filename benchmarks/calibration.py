@@ -27,6 +27,7 @@ import re
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.calibrate.fit import DEFAULT_RULE, RULES  # noqa: E402
+from engine.calibrate.fit import DEFAULT_RULE, RULES, Fitted, fit, leave_one_out  # noqa: E402
 from engine.calibrate.result import calibrate  # noqa: E402
 from engine.check import check_file  # noqa: E402
 from engine.cost import estimate_config  # noqa: E402
@@ -43,9 +44,13 @@ from engine.ratios import prior  # noqa: E402
 from engine.ratios.attach import RatiosRequest  # noqa: E402
 from engine.ratios.local import strategy_features  # noqa: E402
 from engine.ratios.stack import stack_of  # noqa: E402
+from engine.specs import PLAN_FEATURES, RATIO_GROUPS  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"  # the [CAL] §10 runs, copied as published
 CASES_DIR = ROOT / "benchmarks" / "cases"
+BAND_Z = 1.96  # a 95% band: the prediction × exp(±1.96 · its log-spread)
+SCALING_RUNS = (100, 400, 1000, 4000)
+LOCAL_SCALING_MAX = 100  # the local rule's fit is O(n³) and its leave-one-out n of them
 BIASED = (1.3, 0.8)  # the synthetic biased stacks: a user's cluster 30% slower, 20% faster than the published
 _PUBLISHED = re.compile(r"published step ([0-9.]+) s")
 
@@ -90,8 +95,10 @@ def _price(config: Path, ratios: Path | None) -> tuple[float | None, tuple[str, 
     return (est.step_time_s if est is not None else None), stack_of(loaded.config)
 
 
-def _calibrate_on(run: Run | list[Run], folder: Path, rule: str, name: str | None = None) -> Path | None:
-    """Calibrate on one run (or several) through the code `hp-plan calibrate` runs; the ratios file written."""
+def _calibrate_on(run: Run | list[Run], folder: Path, rule: str, name: str | None = None,
+                  fits: list[Fitted] | None = None) -> Path | None:
+    """Calibrate on one run (or several) through the code `hp-plan calibrate` runs; the ratios file written
+    (and the fit appended to `fits`, when given)."""
     runs_list = run if isinstance(run, list) else [run]
     name = name or runs_list[0].id
     runs = folder / f"{name}.runs.yaml"
@@ -102,6 +109,8 @@ def _calibrate_on(run: Run | list[Run], folder: Path, rule: str, name: str | Non
         return None
     out = folder / f"{name}.ratios.yaml"
     out.write_text(cal.ratios_text())
+    if fits is not None and cal.fitted is not None:
+        fits.append(cal.fitted)
     return out
 
 
@@ -112,6 +121,25 @@ class Priced:
     stack: tuple[str, str]
     features: np.ndarray  # log2 plan features (engine.ratios.local)
     comm_share: float = 0.0  # exposed communication (prior.COMM_PARTS) over the priced step
+    groups: tuple[tuple[str, float], ...] = ()  # priced seconds per ratio group
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.features[PLAN_FEATURES.index("experts")] > 0)
+
+    def plan_sd(self) -> float:
+        """√(σ_g² + o² + σ_n²) at this plan (engine.ratios.prior): what the model misses on it alone."""
+        own = prior.own_spread(self.comm_share, self.uncalibrated_s)
+        sg = prior.plan_spread(*self.stack)
+        return math.sqrt(sg * sg + own * own + prior.MEASUREMENT_SD ** 2)
+
+    def covered(self, fitted: Fitted, predicted_s: float, measured_s: float) -> bool | None:
+        """Whether the measured step lies in the parts rule's 95% band around the prediction (None: no band)."""
+        pf = fitted.parts
+        if pf is None:
+            return None
+        sd = pf.band_sd([dict(self.groups).get(g, 0.0) for g in pf.parts], self.plan_sd())
+        return abs(math.log(measured_s / predicted_s)) <= BAND_Z * sd
 
     @property
     def residual(self) -> float:
@@ -131,7 +159,8 @@ def priced_runs() -> dict[tuple[str, str], list[Priced]]:
             continue
         feats = strategy_features(c.model, c.cluster, est.strategy)
         comm = sum(float(est.time_breakdown_s.get(p, 0.0)) for p in prior.COMM_PARTS) / est.step_time_s
-        stacks.setdefault(stack_of(c), []).append(Priced(run, est.step_time_s, stack_of(c), feats, comm))
+        groups = tuple((g, sum(float(est.time_breakdown_s.get(p, 0.0)) for p in ps)) for g, ps in RATIO_GROUPS.items())
+        stacks.setdefault(stack_of(c), []).append(Priced(run, est.step_time_s, stack_of(c), feats, comm, groups))
     return stacks
 
 
@@ -139,14 +168,18 @@ def _scaled(run: Run, scale: float) -> Run:
     return Run(run.id, run.config, run.step_time_s * scale)
 
 
-def _stack_pairs(runs: list[Priced], rule: str, scale: float, tmp: Path) -> tuple[list[float], list[float], list[str]]:
+def _stack_pairs(runs: list[Priced], rule: str, scale: float, tmp: Path, covered: list[bool] | None = None,
+                 moe_dense: list[float] | None = None) -> tuple[list[float], list[float], list[str]]:
     """Over every (anchor, target) pair of one stack: |e| uncalibrated, |e| calibrated on the anchor, and a
-    note per anchor."""
+    note per anchor; whether each target is inside its calibrated 95% band is appended to `covered`, and for a
+    MoE anchor and a dense target how far calibrating moved the target's |e| (|e_cal| − |e_uncal|) to
+    `moe_dense`."""
     pairs_u: list[float] = []
     pairs_c: list[float] = []
     notes: list[str] = []
     for anchor in runs:
-        ratios = _calibrate_on(_scaled(anchor.run, scale), tmp, rule)
+        fits: list[Fitted] = []
+        ratios = _calibrate_on(_scaled(anchor.run, scale), tmp, rule, fits=fits)
         if ratios is None:
             notes.append(f"{anchor.run.id}: not calibrated")
             continue
@@ -160,6 +193,11 @@ def _stack_pairs(runs: list[Priced], rule: str, scale: float, tmp: Path) -> tupl
             measured = target.run.step_time_s * scale
             eu.append(abs(target.uncalibrated_s / measured - 1))
             ec.append(abs(cal / measured - 1))
+            if moe_dense is not None and anchor.is_moe and not target.is_moe:
+                moe_dense.append(ec[-1] - eu[-1])
+            inside = target.covered(fits[0], cal, measured) if fits else None
+            if covered is not None and inside is not None:
+                covered.append(inside)
         pairs_u += eu
         pairs_c += ec
         notes.append(f"{anchor.run.id} {100 * statistics.median(eu):.0f}->{100 * statistics.median(ec):.0f}%")
@@ -180,30 +218,39 @@ def _stack_loo(runs: list[Priced], rule: str, scale: float, tmp: Path) -> list[f
 
 def table(stacks: dict[tuple[str, str], list[Priced]], rule: str, scale: float) -> tuple[float, float]:
     """Print one table (measured step times × `scale`); return the overall medians (uncalibrated, calibrated)."""
-    head = (f"{'stack':<22} {'runs':>4}  {'uncal med|e|':>12} {'calib med|e|':>12} {'all others':>10}  "
-            "per anchor (one-anchor median |e| uncal->calib)")
+    head = (f"{'stack':<22} {'runs':>4}  {'uncal med|e|':>12} {'calib med|e|':>12} {'all others':>10} "
+            f"{'95% band':>8}  per anchor (one-anchor median |e| uncal->calib)")
     print(head)
     print("-" * len(head))
     all_u: list[float] = []
     all_c: list[float] = []
     all_l: list[float] = []
+    all_cov: list[bool] = []
+    moe_dense: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for (framework, device), runs in sorted(stacks.items()):
             if len(runs) < 2:
                 print(f"{framework + ' / ' + device:<22} {len(runs):>4}  (one run: nothing to predict)")
                 continue
-            pairs_u, pairs_c, notes = _stack_pairs(runs, rule, scale, Path(tmp))
+            covered: list[bool] = []
+            pairs_u, pairs_c, notes = _stack_pairs(runs, rule, scale, Path(tmp), covered, moe_dense)
+            all_cov += covered
+            cov = f"{100 * sum(covered) / len(covered):.0f}%" if covered else "-"
             loo = _stack_loo(runs, rule, scale, Path(tmp))
             all_u += pairs_u
             all_c += pairs_c
             all_l += loo
             shown = "; ".join(notes) if len(notes) <= 3 else "; ".join(notes[:3]) + "; ..."
             print(f"{framework + ' / ' + device:<22} {len(runs):>4}  {100 * statistics.median(pairs_u):>11.2f}% "
-                  f"{100 * statistics.median(pairs_c):>11.2f}% {100 * statistics.median(loo):>9.2f}%  {shown}")
+                  f"{100 * statistics.median(pairs_c):>11.2f}% {100 * statistics.median(loo):>9.2f}% {cov:>8}  {shown}")
     mu, mc = statistics.median(all_u), statistics.median(all_c)
     print(f"all pairs: median |e| uncalibrated {100 * mu:.2f}% -> calibrated on one anchor {100 * mc:.2f}% over "
           f"{len(all_c)} (anchor, target) pairs; calibrated on all the other runs of the stack "
-          f"{100 * statistics.median(all_l):.2f}% over {len(all_l)} runs\n")
+          f"{100 * statistics.median(all_l):.2f}% over {len(all_l)} runs"
+          + (f"; the calibrated 95% band holds the measured step on {100 * sum(all_cov) / len(all_cov):.0f}% of "
+             "the pairs" if all_cov else "")
+          + (f"; a MoE anchor moved its dense targets' |e| by at most {100 * max(moe_dense, key=abs):+.2f} points "
+             f"({len(moe_dense)} pairs)" if moe_dense else "") + "\n")
     return mu, mc
 
 
@@ -260,6 +307,10 @@ def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
     """The figures engine.ratios.prior takes from these runs: σ_g per stack, per framework and pooled, κ and
     τ0 (maximum likelihood, with each run left out in turn), and the semivariogram of the residuals against the
     plan distance (why ℓ is short)."""
+    shared = {k: statistics.fmean(a.residual * t.residual for a in v for t in v if t is not a)
+              for k, v in sorted(stacks.items()) if len(v) >= 2}
+    print("shared misfit variance, mean r_a·r_t over same-stack pairs (engine.calibrate.spreads.SHARED_VARIANCE): "
+          + "; ".join(f"{f}/{d} {x:.1e}" for (f, d), x in shared.items()))
     res = {st: [p.residual for p in runs] for st, runs in stacks.items()}
     rms = lambda xs: math.sqrt(sum(x * x for x in xs) / len(xs))  # noqa: E731
     print("plain RMS log-residual, uncalibrated (κ = τ0 = 0): " + "; ".join(
@@ -299,12 +350,45 @@ def priors(stacks: dict[tuple[str, str], list[Priced]]) -> None:
               f"{statistics.median(y for _, y in v):.3f} ({len(v)})" for b, v in sorted(bins.items())))
 
 
+def scaling() -> None:
+    """Seconds to fit n runs and predict each left out (what `hp-plan calibrate` does after pricing them), per
+    rule, on copies of one priced run (examples/explain/1f1b.yaml) with step times spread ±10%."""
+    from dataclasses import replace
+
+    from engine.calibrate.runs import measure, read_runs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(tmp) / "runs.yaml"
+        runs.write_text(f"runs:\n  - config: {ROOT / 'examples' / 'explain' / '1f1b.yaml'}\n    step_time_s: 1.4\n")
+        rf = read_runs(str(runs))
+        one, _ = measure(rf, rf.entries[0])
+    assert one is not None
+    rng = np.random.default_rng(0)
+    print("fit + leave-one-out seconds by number of runs (one plan, steps ±10%):")
+    for rule in ("parts", "local"):
+        cells = []
+        for n in SCALING_RUNS:
+            many = [replace(one, step_time_s=1.4 * float(f)) for f in rng.uniform(0.9, 1.1, n)]
+            t0 = time.perf_counter()
+            if rule == "local" and n > LOCAL_SCALING_MAX:
+                cells.append(f"{n}: not run (the pairwise kernel and n refits: 400 runs took 534 s here)")
+                continue
+            leave_one_out(many, rule)
+            fit(many, rule)
+            cells.append(f"{n}: {time.perf_counter() - t0:.2f} s")
+        print(f"  {rule:<6} " + "; ".join(cells))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rule", choices=RULES, default=DEFAULT_RULE)
+    ap.add_argument("--scaling", action="store_true", help="only time the fit against the number of runs")
     ap.add_argument("--scales", type=float, nargs="*", default=list(BIASED),
                     help="the synthetic biased stacks: every measured step time × each of these")
     args = ap.parse_args(argv)
+    if args.scaling:
+        scaling()
+        return 0
     stacks = priced_runs()
     print(f"rule: {args.rule}; e = (predicted - measured) / measured of the step time; anchors calibrate, "
           "targets are the other runs of the same framework and device type\n")

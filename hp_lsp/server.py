@@ -424,6 +424,19 @@ async def show_plan(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
     return {**doc, **plan.view_meta(uri, state, choice)}
 
 
+async def save_plan_trace(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
+    """hpLsp.savePlanTrace [uri, path, which?] -> {"written": path} or {"error": why} (written off the loop)."""
+    uri = code_actions.uri_arg(args)
+    state = ls.session.get(uri) if uri else None
+    path = args[1] if len(args) > 1 and isinstance(args[1], str) and args[1].strip() else None
+    if path is None or not os.path.isabs(os.path.expanduser(path)):
+        return {"error": "name the file to write by its absolute path: [uri, path, which?]", "uri": uri}
+    choice = plan.choose_for_command(uri, state, args, which_at=2)
+    if not isinstance(choice, plan.PlanChoice):
+        return choice
+    return await asyncio.to_thread(plan.save_trace, choice.config, choice.estimate, os.path.expanduser(path))
+
+
 # -- the tables ----------------------------------------------------------------------------------------------
 FEATURES: tuple[tuple[str, Any, Callable[..., Any]], ...] = (
     (types.INITIALIZE, None, initialize),
@@ -448,6 +461,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     (code_actions.APPLY_COMMAND, apply_optimal),
     (code_actions.CREATE_SEARCH_CONFIG_COMMAND, create_search_config),
     (plan.SHOW_PLAN_COMMAND, show_plan),
+    (plan.SAVE_TRACE_COMMAND, save_plan_trace),
 )
 
 

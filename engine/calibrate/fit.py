@@ -148,12 +148,12 @@ def _parts_fit(runs: Sequence[Measured], priced: list[dict[str, float]], ratios:
     spreads = part_spreads(framework, device)
     pf = fit_parts(tuple(moved), np.asarray(rows), np.asarray(targets), np.asarray(sds),
                    [spreads[g] for g in moved], sg, prior.bias_prior(framework, device))
-    anchors = np.stack(feats)
-    same = (np.abs(anchors[:, None, :] - anchors[None, :, :]).max(axis=2) < 1e-6).sum(axis=1)
-    own_log = tuple(float(e / k) for e, k in zip(pf.own, same, strict=True))  # repeats of a plan share it
-    local = LocalCorrection(moved=tuple(moved), length_scale=prior.LENGTH_SCALE,
-                            anchors=tuple(tuple(float(v) for v in row) for row in anchors),
-                            weights=(0.0,) * len(own_log), log_bound=prior.LOG_BOUND, own=own_log)
+    plans: dict[tuple[float, ...], list[float]] = {}  # one anchor per plan: repeats of a plan share their rest
+    for row, e in zip(feats, pf.own, strict=True):
+        plans.setdefault(tuple(round(float(v), 6) for v in row), []).append(e)
+    local = LocalCorrection(moved=tuple(moved), length_scale=prior.LENGTH_SCALE, anchors=tuple(plans),
+                            weights=(0.0,) * len(plans), log_bound=prior.LOG_BOUND,
+                            own=tuple(sum(es) / len(es) for es in plans.values()))
     return pf, LocalFit(pf.log_bias, local, pf.biased, pf.prob_biased, sg, pf.prior_biased)
 
 

@@ -52,6 +52,17 @@ class PartsFit:
     plan_spread: float
     own: tuple[float, ...]
     loo_log: tuple[float, ...] | None
+    posterior_cov: tuple[tuple[float, ...], ...] = ()  # of the log ratios θ (P × P), Laplace at the MAP
+
+    def band_sd(self, priced: Sequence[float], plan_sd: float) -> float:
+        """The log-spread of the calibrated step's moved parts at a plan with `priced` seconds per part (in
+        `parts` order) and its own spread √(σ_g² + o² + σ_n²): what the plan misses on its own plus what the
+        runs left unknown of the ratios."""
+        u = np.asarray(priced, dtype=np.float64) * np.exp(np.asarray(self.log_ratios))
+        if u.sum() <= 0 or not self.posterior_cov:
+            return plan_sd
+        g = u / u.sum()
+        return math.sqrt(plan_sd * plan_sd + float(g @ np.asarray(self.posterior_cov) @ g))
 
 
 def _marginal(r: np.ndarray, x: np.ndarray, lam: np.ndarray, v: np.ndarray) -> tuple[float, np.ndarray,
@@ -119,6 +130,17 @@ def _loo(r: np.ndarray, x: np.ndarray, a: np.ndarray, c: np.ndarray, v: np.ndarr
     return r - alpha / diag
 
 
+def _theta_cov(beta: np.ndarray, w: np.ndarray, lam: np.ndarray, v: np.ndarray, biased: bool) -> np.ndarray:
+    """The posterior covariance of the log ratios θ at the MAP (Laplace: the inverse Gauss-Newton Hessian,
+    mapped through θ = b + d when the stack bias is in)."""
+    _f, jac = _predict(beta, w, biased)
+    cov = np.linalg.inv(np.diag(1.0 / lam) + (jac / v[:, None]).T @ jac)
+    if not biased:
+        return cov
+    t = np.concatenate([np.ones((w.shape[1], 1)), np.eye(w.shape[1])], axis=1)
+    return t @ cov @ t.T
+
+
 def _loo_at(r: np.ndarray, w: np.ndarray, lam: np.ndarray, v: np.ndarray, beta: np.ndarray,
             biased: bool) -> np.ndarray:
     """The leave-one-out log residuals of the model linearised at the MAP β̂ (its Jacobian J as the design, so
@@ -155,6 +177,8 @@ def fit_parts(parts: Sequence[str], priced: np.ndarray, residual_target: np.ndar
     f, _ = _predict(beta, w, biased)
     bias = float(beta[0]) if biased else 0.0
     theta = _thetas(beta, biased)
+    cov = _theta_cov(beta, w, lam, v, biased)
     loo = tuple(float(e) for e in _loo_at(r, w, lam, v, beta, biased)) if r.size > 1 else None
     return PartsFit(tuple(parts), tuple(float(t) for t in theta), bias, biased, prob, prior_biased,
-                    tuple(float(s) for s in part_sd), plan_spread, tuple(float(e) for e in r - f), loo)
+                    tuple(float(s) for s in part_sd), plan_spread, tuple(float(e) for e in r - f), loo,
+                    tuple(tuple(float(c) for c in row) for row in cov))

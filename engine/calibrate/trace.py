@@ -23,6 +23,7 @@ proportion to the run's priced seconds (one ratio for the three). An event that 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import os
@@ -47,6 +48,7 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("gemm", re.compile(r"gemm|matmul|cutlass|cublas|Cijk_|xmma|hipblaslt|nvjet|sm\d\d_.*(tensorop|wgmma)|MatMul",
                         re.I)),
 )
+MAX_NAMES = 100_000  # distinct kernel names remembered (a trace has a few hundred)
 CATEGORIES = ("gemm", "attention", "elementwise", "optimizer", "collective", "alltoall", "sendrecv")
 COMM_CATEGORIES = frozenset({"collective", "alltoall", "sendrecv"})
 CATEGORY_CODE = {c: i for i, c in enumerate(CATEGORIES)}
@@ -79,6 +81,20 @@ class DeviceEvents:
     end: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
     code: array = field(default_factory=lambda: array("b"))  # type: ignore[type-arg]
     steps: dict[int, tuple[float, float]] = field(default_factory=dict)  # device-side ProfilerStep spans
+    _order: list[int] | None = None
+    _starts: list[float] | None = None
+
+    def by_start(self) -> list[int]:
+        """The events' indices by start time (computed once: every step window is a slice of it)."""
+        if self._order is None or len(self._order) != len(self.start):
+            self._order = sorted(range(len(self.start)), key=self.start.__getitem__)
+            self._starts = [self.start[i] for i in self._order]
+        return self._order
+
+    def sorted_starts(self) -> list[float]:
+        self.by_start()
+        assert self._starts is not None
+        return self._starts
 
 
 @dataclass
@@ -88,6 +104,7 @@ class _Collector:
     devices: dict[Any, DeviceEvents] = field(default_factory=dict)
     host_steps: dict[int, tuple[float, float]] = field(default_factory=dict)
     events: int = 0
+    codes: dict[str, int] = field(default_factory=dict)  # kernel name -> category code: names repeat every step
 
     def __call__(self, ev: dict[str, Any]) -> None:
         self.events += 1
@@ -109,7 +126,16 @@ class _Collector:
             d = self.devices.setdefault(ev.get("pid"), DeviceEvents())
             d.start.append(ts)
             d.end.append(ts + dur)
-            d.code.append(CATEGORY_CODE[classify(name, ev.get("args"))])
+            args = ev.get("args")
+            if isinstance(args, dict) and "hp_part" in args:
+                d.code.append(CATEGORY_CODE[classify(name, args)])
+                return
+            code = self.codes.get(name)
+            if code is None:
+                code = CATEGORY_CODE[classify(name, None)]
+                if len(self.codes) < MAX_NAMES:
+                    self.codes[name] = code
+            d.code.append(code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +196,10 @@ def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> floa
 def step_parts(d: DeviceEvents, lo: float, hi: float) -> StepParts:
     """The categories' device seconds of the events that start in [lo, hi), clipped to it."""
     per: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
-    for s, e, c in zip(d.start, d.end, d.code, strict=True):
-        if lo <= s < hi:
-            per[CATEGORIES[c]].append((s, min(e, hi)))
+    order = d.by_start()
+    starts = d.sorted_starts()
+    for i in order[bisect.bisect_left(starts, lo):bisect.bisect_left(starts, hi)]:
+        per[CATEGORIES[d.code[i]]].append((d.start[i], min(d.end[i], hi)))
     compute = _union([iv for c in CATEGORIES if c not in COMM_CATEGORIES for iv in per[c]])
     parts = {c: sum(e - s for s, e in per[c]) / 1e6 for c in CATEGORIES if c not in COMM_CATEGORIES}
     for c in COMM_CATEGORIES:

@@ -310,10 +310,10 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("calibrate", help="fit ratios from measured runs (a RUNS file)",
                        description="Price every run of RUNS (each a config stating one strategy and what it "
-                       "measured, or a training log), fit ratios that make the model reproduce them, and print "
-                       "measured / uncalibrated / calibrated step and peak per run, with leave-one-out "
-                       "predictions. -o writes the ratios file that --ratios and estimator.ratios_file apply. "
-                       "Nothing is written when any run has an error. See docs/calibration.md.",
+                       "measured, a training log or a profiler trace), fit ratios that make the model "
+                       "reproduce them, and print measured / uncalibrated / calibrated step and peak per run, "
+                       "with leave-one-out predictions. -o writes the ratios file that --ratios and "
+                       "estimator.ratios_file apply. Nothing is written when any run has an error. See docs/calibration.md.",
                        epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="RUNS", help="a RUNS file (docs/formats.md §6)")
     p.add_argument("-o", "--output", metavar="RATIOS", help="write the fitted ratios file here")

@@ -1,6 +1,7 @@
 """Plan view: the command "Show plan" (hpLsp.showPlan [uri, "best" | "stated"]) returns the explain data of
 a document's plan (engine.explain: per-stage rows, the bound, the pipeline timeline, docs/formats.md §7) with its
-text lanes and SVG picture, for the editors' plan views; the code lens "▸ Plan view" beside "Apply"; the
+text lanes and SVG picture, for the editors' plan views; "Save as trace" (hpLsp.savePlanTrace [uri, path,
+"best" | "stated"]) writes its predicted step as a Chrome trace; the code lens "▸ Plan view" beside "Apply"; the
 hover line on a strategy key that says what bounds the plan and the tightest stage's headroom.
 
 Which plan: "best" is the document's latest search result (what Apply would write), "stated" the plan the
@@ -19,6 +20,7 @@ from engine.results import Estimate
 from hp_lsp.session import DocState
 
 SHOW_PLAN_COMMAND = "hpLsp.showPlan"
+SAVE_TRACE_COMMAND = "hpLsp.savePlanTrace"  # [uri, path, which?]: the plan's predicted step as a Chrome trace
 SHOW_PLAN_TITLE = "Show plan"
 LENS_TITLE = "▸ Plan view"
 
@@ -58,6 +60,17 @@ def plan_view(config: Config, est: Estimate, which: str) -> dict[str, Any]:
     return doc
 
 
+def save_trace(config: Config, est: Estimate, path: str) -> dict[str, Any]:
+    """Write the plan's predicted step as a Chrome trace (engine.explain.trace, what `hp-plan explain --trace`
+    writes) to `path` through the project's one safe writer: {"written": path} or {"error": why}."""
+    from engine.explain import explain_estimate
+    from engine.explain.trace import render
+    from engine.files import write_text
+
+    failure = write_text(path, render(explain_estimate(config, est)))
+    return {"written": path} if failure is None else {"error": failure.reason}
+
+
 @dataclass(frozen=True, slots=True)
 class PlanChoice:
     """The plan hpLsp.showPlan draws: the document's config, the estimate and which one it is."""
@@ -67,11 +80,13 @@ class PlanChoice:
     which: str
 
 
-def choose_for_command(uri: str | None, state: DocState | None, args: Sequence[Any]) -> PlanChoice | dict[str, Any]:
-    """hpLsp.showPlan [uri, which?]: the plan to draw, or the answer {"error": why, "uri": uri}."""
+def choose_for_command(uri: str | None, state: DocState | None, args: Sequence[Any],
+                       which_at: int = 1) -> PlanChoice | dict[str, Any]:
+    """hpLsp.showPlan [uri, which?] (hpLsp.savePlanTrace [uri, path, which?]: `which_at` 2): the plan to draw,
+    or the answer {"error": why, "uri": uri}."""
     if uri is None or state is None:
         return {"error": "document not open", "uri": uri}
-    which = args[1] if len(args) > 1 and args[1] in ("best", "stated") else None
+    which = args[which_at] if len(args) > which_at and args[which_at] in ("best", "stated") else None
     config = _config(state)
     est, what = choose(state, which)
     if config is None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,6 +57,30 @@ async def test_plan_view_lens_and_command_return_the_explain_data(client: Langua
     svg = ET.fromstring(res["svg"])
     assert sum(1 for t in svg.iter("{http://www.w3.org/2000/svg}text") if (t.text or "").startswith("stage ")) == 8
     assert "stage  3 |" in res["text"]
+
+
+async def test_save_plan_trace_writes_the_predicted_step_as_a_chrome_trace(client: LanguageClient) -> None:
+    root: Path = client.hp_root  # type: ignore[attr-defined]
+    path = root / "trace" / "search.yaml"
+    path.parent.mkdir()
+    path.write_text(PLAN.read_text())
+    uri = open_doc(client, path)
+    lens = await _plan_lens(client, uri)
+    assert lens.command is not None and lens.command.arguments
+    which = lens.command.arguments[1]  # the plan the lens shows ("stated" until the search has a best)
+    out = root / "trace" / "plan.trace.json"
+    res: Any = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="hpLsp.savePlanTrace", arguments=[uri, str(out), which]))
+    assert res == {"written": str(out)}, res
+    trace = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    shown: Any = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="hpLsp.showPlan", arguments=[uri, which]))
+    ends = [e["ts"] + e["dur"] for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert max(ends) == pytest.approx(shown["step_time_s"] * 1e6, abs=0.01)
+    assert {e["pid"] for e in trace["traceEvents"]} == {0, 1, 2, 3}
+    bad: Any = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="hpLsp.savePlanTrace", arguments=[uri, "relative.json"]))
+    assert "absolute path" in bad["error"]
 
 
 async def test_show_plan_on_an_unknown_document_says_why(client: LanguageClient) -> None:

@@ -13,11 +13,14 @@ import pytest
 from engine.calibrate.parts import fit_parts
 from engine.calibrate.spreads import part_spreads
 from engine.ratios import prior
-from tests.engine.calibrate.test_calibrate_cli import _estimate
 from tests.support.cli import hp_plan_script as hp_plan
 
 PARTS = ("compute", "ep_comm")
 SPREADS = (prior.POOLED_SPREAD, prior.COMM_SPREAD)  # a stack the model was not fitted on (spreads.part_spread)
+
+
+def _estimate(config: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(hp_plan("estimate", str(config), "--json", *extra).stdout)
 
 
 def _sd(n: int) -> np.ndarray:
@@ -85,7 +88,7 @@ def test_the_fit_is_linear_in_the_number_of_runs() -> None:
     small = min(seconds(2_000) for _ in range(3))
     large = min(seconds(20_000) for _ in range(3))
     assert large < 1.0
-    assert large < 30 * max(small, 1e-3)
+    assert large < 30 * max(small, 5e-3)  # an (n × n) algebra: 100× (and 3 GB at 20,000 runs)
 
 
 def test_spreads_are_the_floor_on_fitted_stacks_and_wide_elsewhere() -> None:

@@ -55,7 +55,7 @@ def _plain(config: Path) -> bool:
 
 
 def _medians(bench: ModuleType, runs: list, scale: float, tmp: Path) -> tuple[float, float]:  # type: ignore[type-arg]
-    eu, ec, _ = bench._stack_pairs(runs, "local", scale, tmp)
+    eu, ec, _ = bench._stack_pairs(runs, bench.DEFAULT_RULE, scale, tmp)
     return statistics.median(eu), statistics.median(ec)
 
 
@@ -75,4 +75,19 @@ def test_a_uniformly_slower_stack_is_corrected_from_one_run(bench: ModuleType, s
                for stack in (("megatron", "A100"), ("torchtitan", "H100-96G"), ("megatron", "H100"))}
     for stack, (uncal, cal) in medians.items():
         assert uncal > 0.2 and cal < 0.9 * uncal, stack
-    assert medians[("megatron", "A100")][1] < 0.07
+    uncal, cal = _medians(bench, stacks[("megatron", "A100")], 1.3, tmp_path)
+    assert cal < 0.07
+
+
+def test_a_moe_anchor_leaves_the_dense_runs_within_one_point(bench: ModuleType, stacks: dict,  # type: ignore[type-arg]
+                                                              tmp_path: Path) -> None:
+    """Grok-1 (megatron / H100) and Qwen3-30B-A3B (mindspeed / A2) as anchors: every dense run of their stack
+    keeps its uncalibrated error within one point, and calibrating on all the other runs never makes a stack's
+    median worse."""
+    moved: list[float] = []
+    for stack in (("megatron", "H100"), ("mindspeed", "A2")):
+        bench._stack_pairs(stacks[stack], bench.DEFAULT_RULE, 1.0, tmp_path, None, moved)
+    assert len(moved) >= 10 and max(abs(m) for m in moved) <= 0.01
+    for stack, runs in stacks.items():
+        uncal = statistics.median(abs(p.uncalibrated_s / p.run.step_time_s - 1) for p in runs)
+        assert statistics.median(bench._stack_loo(runs, bench.DEFAULT_RULE, 1.0, tmp_path)) <= uncal + 1e-4, stack
