@@ -68,6 +68,8 @@ HANDLERS: dict[str, Runs] = {
     "apply_optimal": Runs((Place.EDIT_THREAD,), "reads Session; reads linked files and builds edits off the loop"),
     "create_search_config": Runs((), "writes one small new file (never overwrites) where the client cannot"),
     "show_plan": Runs((Place.PLAN_THREAD,), "reads Session on the loop; draws the plan off the loop"),
+    "save_plan_trace": Runs((Place.PLAN_THREAD,),
+                            "reads Session on the loop; writes the trace through the safe writer off the loop"),
 }
 
 
