@@ -280,3 +280,22 @@ def test_mfu_below_one_on_every_priced_plan(path: Path) -> None:
 
         priced.append(estimate(cfg.model, cfg.cluster, fp8, est.strategy, est.budget_gib))
     assert all(0 <= e.mfu < 1 and 0 <= e.causal_mfu < 1 for e in priced), [(e.strategy.short(), e.mfu) for e in priced]
+
+
+def test_recompute_modules_auto_leaves_the_stated_plan_its_own_modules(tmp_path: Path) -> None:
+    """`recompute_modules: auto` lets the search choose modules; the stated plan is priced with its train.yaml's."""
+    extra = ("accelerator: {tp_size: 8, pp_size: 2}\n"
+             "activation_checkpoint: {mode: selective, recompute_modules: [core_attn, mlp]}\n")
+    path = _folder(tmp_path, extra=extra)
+    path.write_text(path.read_text().replace("recompute: auto", "recompute: auto\nrecompute_modules: auto"))
+    cfg = check_file(str(path)).config
+    assert cfg is not None and cfg.run.recompute_modules == ("auto",)
+    source = stated_source(cfg)
+    assert source is not None
+    run, s = stated_run(cfg, source)
+    assert run.recompute_modules == ("core_attn", "mlp")
+    stated = compare_stated(cfg, search(cfg, top=3)).estimate
+    from engine.cost import estimate
+
+    assert cfg.model is not None and cfg.cluster is not None and stated is not None
+    assert stated.to_json() == estimate(cfg.model, cfg.cluster, run, s, stated.budget_gib).to_json()
