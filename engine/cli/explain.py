@@ -45,15 +45,16 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     as_json = bool(getattr(args, "json", False))
     config, ex, diags = load_plan(args, best=bool(getattr(args, "best", False)))
     svg_path = getattr(args, "svg", None)
-    written = None
+    written, unwritten = None, None
     if ex is not None and svg_path:
         from engine.files import write_text
 
-        failure = write_text(svg_path, render_svg(ex))  # atomic; devices, FIFOs, read-only files refused
+        failure = write_text(svg_path, render_svg(ex))  # the one safe writer: devices, FIFOs, read-only refused
         if failure is None:
             written = svg_path
-        else:
-            diags.append(Diagnostic("HP900", f"the SVG was not written: {failure.reason}"))
+        else:  # not a finding in the plan: said on stderr, and the exit code says the command failed
+            unwritten = failure.reason
+            err.write(f"hp-plan explain: the SVG was not written: {failure.reason}\n")
     tokens = getattr(args, "tokens", None)
     ttt = time_to_train(ex.estimate, tokens, config.model.seq_len) if ex is not None and tokens else None
     if as_json:
@@ -80,6 +81,6 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                 out.write(f"\nTime to train: {ttt.line()}\n")
             if written:
                 err.write(f"hp-plan explain: wrote {written}\n")
-    if ex is None or not ex.estimate.fits or any(d.is_error and d.code != "HP520" for d in diags):
+    if ex is None or unwritten or not ex.estimate.fits or any(d.is_error and d.code != "HP520" for d in diags):
         return 1
     return 0
