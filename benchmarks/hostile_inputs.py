@@ -16,6 +16,9 @@ Issue 13 cases (`--issue13`, also run by default after the table above):
   * item 6: the strategy rewrite with a comment of N ": " on a strategy line (N = 750 .. 24,000): time and
     Python heap peak; linear ................................................... 6,000 in < 0.5 s
   * item 7: server RSS over 10,000 incremental didChange edits, sampled every 2,000 .... < 0.2 KB/edit
+Hostile numbers, calibration inputs and output errors (`--numbers`, also run by default): the cases and targets
+of benchmarks/hostile_numbers.py (divisor searches, experts, the explain timeline and width, out-of-range values,
+a 128 MiB log and impossible log values, stdout closed / full / gone), each in a fresh process.
 Device nodes and FIFOs are made in a temporary folder (mknod as root, else a symlink to the system's node).
 
 Each case runs in its own process, so its peak RSS (ru_maxrss) is its own. Wall time is the target; CPU time
@@ -353,8 +356,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", choices=sorted(CASES))
     ap.add_argument("--issue13", action="store_true", help="only the issue 13 cases (server and rewrite)")
+    ap.add_argument("--numbers", action="store_true", help="only the hostile numbers (benchmarks/hostile_numbers.py)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.numbers:
+        return _numbers()
     if args.child:
         print(json.dumps(run_case(args.case)))
         return 0
@@ -380,7 +386,15 @@ def main() -> int:
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     if not args.case or args.issue13:
         ok &= issue13()
+    if not args.case:
+        ok &= _numbers() == 0
     return 0 if ok else 1
+
+
+def _numbers() -> int:
+    """benchmarks/hostile_numbers.py in its own process (its cases measure their own children)."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "hostile_numbers.py")], cwd=ROOT,
+                          timeout=1800).returncode
 
 
 if __name__ == "__main__":

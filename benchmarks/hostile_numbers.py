@@ -44,8 +44,13 @@ class Case:
     stdout: str = "capture"  # capture | closed | full | gone
 
 
+def _read(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
 def _plan(folder: str, *subs: tuple[str, str]) -> str:
-    text = open(PLAN).read()
+    text = _read(PLAN)
     for old, new in subs:
         text = text.replace(old, new)
     path = os.path.join(folder, "t.yaml")
@@ -55,11 +60,11 @@ def _plan(folder: str, *subs: tuple[str, str]) -> str:
 
 
 def _experts(folder: str, n: str) -> str:
-    train = open(os.path.join(DEEPSEEK, "train.yaml")).read().replace(
+    train = _read(os.path.join(DEEPSEEK, "train.yaml")).replace(
         "  torch_dtype: bfloat16\n", f"  torch_dtype: bfloat16\n  config_overrides:\n    num_experts: {n}\n")
     with open(os.path.join(folder, "train.yaml"), "w") as fh:
         fh.write(train)
-    search = open(os.path.join(DEEPSEEK, "search.yaml")).read().replace("ep: [8, 16, 32, 64]", "ep: auto")
+    search = _read(os.path.join(DEEPSEEK, "search.yaml")).replace("ep: [8, 16, 32, 64]", "ep: auto")
     path = os.path.join(folder, "search.yaml")
     with open(path, "w") as fh:
         fh.write(search)
@@ -194,7 +199,7 @@ def main() -> int:
             case.limit_mb is None or r["rss_mb"] < case.limit_mb)
         ok &= met
         shown = ",".join(r["codes"]) or r["first"]
-        print(f"{case.group:<10}{case.name:<34}{wall:>9}{r['rss_mb']:>9.0f}{str(r['rc']):>6}  {shown}"
+        print(f"{case.group:<10}{case.name:<34}{wall:>9}{r['rss_mb']:>9.0f}{r['rc']!s:>6}  {shown}"
               f"{'' if met else '  MISS'}{'  (traceback)' if r['traceback'] else ''}")
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0 if ok else 1

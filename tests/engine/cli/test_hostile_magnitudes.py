@@ -75,7 +75,7 @@ def test_a_hostile_fact_is_bounded_in_every_command(tmp_path: Path, key: str, va
        command=st.sampled_from((("estimate",), ("search",), ("explain",))))
 def test_a_hostile_flag_is_a_usage_error_or_bounded(flag: tuple[str, str], value: str,
                                                     command: tuple[str, ...]) -> None:
-    if flag[0] == "--top" and command[0] != "search" or flag[0] == "--width" and command[0] != "explain":
+    if (flag[0] == "--top" and command[0] != "search") or (flag[0] == "--width" and command[0] != "explain"):
         command = ("search",) if flag[0] == "--top" else ("explain",)
     r = run_bounded(command[0], str(ROOT / "examples" / "explain" / "1f1b.yaml"), flag[0], value, "--json")
     doc = _strict(r.stdout)
