@@ -120,3 +120,11 @@ def test_explain_width_is_bounded(tmp_path: Path) -> None:
 def test_hostile_flags_are_usage_errors(flag: str, value: str) -> None:
     r = hp_plan_bounded("estimate", str(PLAN), flag, value, timeout=20)
     assert r.returncode == 2 and "Traceback" not in r.stderr and f"argument {flag}" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", ["search", "compare"])
+def test_a_2_64_degree_is_hp110_for_the_search_too(tmp_path: Path, command: str) -> None:
+    """A degree of a search config (here vpp) beyond 2**53 overflowed the search's int64 columns (HP900)."""
+    f = plan(tmp_path, ("  vpp: 1", "  vpp: 18446744073709551616"))
+    out = _clean(hp_plan_bounded(command, str(f), *(["--best"] if command == "compare" else []), timeout=30))
+    assert "t.yaml:23:8: error HP110: parallelism.vpp must be at most 9,007,199,254,740,992" in out, out
