@@ -13,7 +13,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import ROOT, SERVER, open_doc, start
+from tests.support.lsp_e2e import ROOT, SERVER, open_doc, start, wait_until
 
 PLAN = ROOT / "examples" / "explain" / "1f1b.yaml"
 
@@ -33,6 +33,7 @@ async def test_show_plan_on_a_2_30_batch_is_bounded(client: LanguageClient) -> N
     path.write_text(PLAN.read_text().replace("global_batch_size: 16", "global_batch_size: 1073741824")
                     .replace("  micro_batch_num: 8\n", ""))
     uri = open_doc(client, path)
+    await wait_until(lambda: uri in client.diagnostics, what="the document's check")
     t0 = time.monotonic()
     res: Any = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         command="hpLsp.showPlan", arguments=[uri, "stated"]))
