@@ -16,6 +16,9 @@ Server and rewrite cases (`--server`, D-002, also run by default after the table
   * item 6: the strategy rewrite with a comment of N ": " on a strategy line (N = 750 .. 24,000): time and
     Python heap peak; linear ................................................... 6,000 in < 0.5 s
   * item 7: server RSS over 10,000 incremental didChange edits, sampled every 2,000 .... < 0.2 KB/edit
+Hostile numbers, calibration inputs and output errors (`--numbers`, also run by default): the cases and targets
+of benchmarks/hostile_numbers.py (divisor searches, experts, the explain timeline and width, out-of-range values,
+a 128 MiB log and impossible log values, stdout closed / full / gone), each in a fresh process.
 Device nodes and FIFOs are made in a temporary folder (mknod as root, else a symlink to the system's node).
 
 Each case runs in its own process, so its peak RSS (ru_maxrss) is its own. Wall time is the target; CPU time
@@ -213,7 +216,7 @@ def _item1_and_2(folder: str) -> bool:
     ok = True
     lsp = Lsp(folder)
     try:
-        print("\nissue 13 item 1: linked train_yaml that blocks a read (server didOpen, hp-plan check)")
+        print("\nD-002 case 1: linked train_yaml that blocks a read (server didOpen, hp-plan check)")
         print(f"{'train_yaml':<18}{'HP009 s':>9}{'symbol s':>10}{'check s':>9}{'RSS MB':>8}")
         for kind in ("fifo", "/dev/stdin", "/proc/self/fd/0"):
             name = "i1-" + kind.strip("/").replace("/", "-")
@@ -241,7 +244,7 @@ def _item1_and_2(folder: str) -> bool:
             met = got and t_sym < 5 and t_check < 5
             ok &= met
             print(f"{kind:<18}{t_diag:>9.2f}{t_sym:>10.2f}{t_check:>9.2f}{lsp.rss_mb():>8.0f}  {'ok' if met else 'MISS'}")
-        print("\nissue 13 item 2: endless or huge train_yaml: codeAction + Apply (server)")
+        print("\nD-002 case 2: endless or huge train_yaml: codeAction + Apply (server)")
         print(f"{'train_yaml':<18}{'action s':>9}{'apply s':>9}{'RSS before':>11}{'after MB':>9}  reason")
         for kind in ("zero", "urandom", "sparse-2GB"):
             name = "i2-" + kind
@@ -286,7 +289,7 @@ def _item6() -> bool:
         base = f.read()
     end = base.index("\n", base.index("tp_size"))
     strategy = Strategy(dp=2, dp_shard=2, tp=4, pp=2, micro_batch_size=1, micro_batch_num=8)
-    print("\nissue 13 item 6: strategy rewrite, comment of N ': ' on the tp_size line (before: 750 -> 0.11 s, "
+    print("\nD-002 case 6: strategy rewrite, comment of N ': ' on the tp_size line (before: 750 -> 0.11 s, "
           "3,000 -> 1.7 s, 6,000 -> 6.7 s)")
     print(f"{'N':>8}{'wall s':>9}{'cpu s':>8}{'heap MB':>9}")
     ok = True
@@ -313,7 +316,7 @@ def _item7(folder: str, edits: int = 10_000) -> bool:
     with open(path, "w") as f:
         f.write(text)
     lsp = Lsp(folder)
-    print(f"\nissue 13 item 7: server RSS over {edits:,} incremental edits (before: 61.8 -> 84 MB, ~2.2 KB/edit)")
+    print(f"\nD-002 case 7: server RSS over {edits:,} incremental edits (before: 61.8 -> 84 MB, ~2.2 KB/edit)")
     try:
         uri = lsp.open(path, text)
         line = text.split("\n").index("  tp_size: 8")
@@ -353,8 +356,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", choices=sorted(CASES))
     ap.add_argument("--server", action="store_true", help="only the server and rewrite cases (D-002)")
+    ap.add_argument("--numbers", action="store_true", help="only the hostile numbers (benchmarks/hostile_numbers.py)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.numbers:
+        return _numbers()
     if args.child:
         print(json.dumps(run_case(args.case)))
         return 0
@@ -380,7 +386,15 @@ def main() -> int:
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     if not args.case or args.server:
         ok &= server_and_rewrite()
+    if not args.case:
+        ok &= _numbers() == 0
     return 0 if ok else 1
+
+
+def _numbers() -> int:
+    """benchmarks/hostile_numbers.py in its own process (its cases measure their own children)."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "hostile_numbers.py")], cwd=ROOT,
+                          timeout=1800).returncode
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ import sys as _sys
 # load (an interrupt there printed an import traceback). engine.cli hands Ctrl-C back to Python while a
 # command runs, so the command's `finally` blocks still run. Any other program importing the engine keeps its
 # own handler.
-HP_PLAN_PROCESS = _os.path.basename(_sys.argv[0]) in ("hp-plan", "-m") or _sys.argv[0].endswith(
-    _os.path.join("engine", "cli", "__main__.py"))
+_ORIG: list[str] = list(getattr(_sys, "orig_argv", []))
+HP_PLAN_PROCESS = _os.path.basename(_sys.argv[0]) == "hp-plan" or (
+    "-m" in _ORIG and _ORIG[_ORIG.index("-m") + 1:_ORIG.index("-m") + 2] == ["engine.cli"])
 
 
 def exit_on_interrupt(signum: int, frame: object) -> None:

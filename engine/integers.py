@@ -70,5 +70,7 @@ def shown_int(n: int) -> str:
     so a hostile value cannot make a diagnostic long (nor reach Python's limit on int-to-text conversion)."""
     if abs(n) < 10**_SHOWN_DIGITS:
         return str(n)
-    digits = int(abs(n).bit_length() * 0.30103) + 1  # log10(2): the length to within one digit
-    return f"{'-' if n < 0 else ''}a number of about {digits} digits"
+    digits = int(abs(n).bit_length() * 0.30103) + 1  # log10(2): the length, or one more
+    if abs(n) < 10 ** (digits - 1):
+        digits -= 1
+    return f"a {'negative ' if n < 0 else ''}{digits}-digit number"

@@ -157,7 +157,9 @@ class _Torchtitan(_Scan):
     name, kind = "torchtitan", "tokens_per_s_per_device"
 
     def feed(self, i: int, raw: str) -> None:
-        line = _ANSI.sub("", raw)
+        if "step" not in raw:  # most lines of a long log: no regex for them
+            return
+        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
         if not _TT_STEP.search(line):
             return
         tps = _TT_TPS.search(line)
@@ -186,6 +188,8 @@ class _Megatron(_Scan):
     name, kind = "megatron", "step_time_s"
 
     def feed(self, i: int, line: str) -> None:
+        if "iteration" not in line and "reserved" not in line:
+            return
         if _MG_ITER.search(line):
             ms = _MG_MS.search(line)
             if ms is not None:

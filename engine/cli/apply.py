@@ -331,6 +331,12 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         return fail(f"{file} has errors apply cannot repair (it rewrites only the strategy keys)", diags)
     from engine.search import search
 
+    # The text the edit starts from, read before the search: a save that lands while the search runs is then
+    # found at the write (engine.files' lost-update check), not silently overwritten.
+    try:
+        snapshot: str | None = _read_text(train_path)
+    except (OSError, UnicodeDecodeError):
+        snapshot = None  # plan() reads again and says why it cannot
     result = (search_fn or search)(config, top=1)
     diags += list(result.diagnostics)
     if result.best is None:
@@ -339,8 +345,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                            out=out, err=err, file=file, diagnostics=diags)
     if held is not None:
         return held
-    planned = plan(train_path, result.best.strategy, overrides, recompute_modules=result.best.recompute_modules,
-                   layout=result.best.pipeline_layout)
+    planned = plan(train_path, result.best.strategy, overrides, text=snapshot,
+                   recompute_modules=result.best.recompute_modules, layout=result.best.pipeline_layout)
     notes = [d for d in diags if not d.is_error]
     if not as_json:
         b = result.best

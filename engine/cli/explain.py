@@ -34,18 +34,19 @@ def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any
 
 
 def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: Any,
-               diags: list[Diagnostic]) -> str | None:
+               err: TextIO) -> tuple[str | None, str | None]:
     """Write `render(ex)` to `path` through the project's one safe writer (atomic; devices, FIFOs, read-only
-    files refused); the path when written, else None with an HP900 in `diags`."""
+    files and lost updates refused): (the path, None) when written, else (None, the reason), said on stderr:
+    not a finding in the plan, so the exit code, not a diagnostic, says the command failed."""
     if not path:
-        return None
+        return None, None
     from engine.files import write_text
 
     failure = write_text(path, render(ex))
     if failure is None:
-        return path
-    diags.append(Diagnostic("HP900", f"the {what} was not written: {failure.reason}"))
-    return None
+        return path, None
+    err.write(f"hp-plan explain: the {what} was not written: {failure.reason}\n")
+    return None, failure.reason
 
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -62,8 +63,11 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     as_json = bool(getattr(args, "json", False))
     config, ex, diags = load_plan(args, best=bool(getattr(args, "best", False)))
-    written = _write_out(getattr(args, "svg", None), "SVG", render_svg, ex, diags) if ex is not None else None
-    traced = _write_out(getattr(args, "trace", None), "trace", render_trace, ex, diags) if ex is not None else None
+    written, unwritten = _write_out(getattr(args, "svg", None), "SVG", render_svg, ex, err) if ex is not None \
+        else (None, None)
+    traced, untraced = _write_out(getattr(args, "trace", None), "trace", render_trace, ex, err) if ex is not None \
+        else (None, None)
+    unwritten = unwritten or untraced
     tokens = getattr(args, "tokens", None)
     ttt = time_to_train(ex.estimate, tokens, config.model.seq_len) if ex is not None and tokens else None
     if as_json:
@@ -93,6 +97,6 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             for path in (written, traced):
                 if path:
                     err.write(f"hp-plan explain: wrote {path}\n")
-    if ex is None or not ex.estimate.fits or any(d.is_error and d.code != "HP520" for d in diags):
+    if ex is None or unwritten or not ex.estimate.fits or any(d.is_error and d.code != "HP520" for d in diags):
         return 1
     return 0

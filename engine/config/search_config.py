@@ -25,6 +25,7 @@ from engine.config.train import (
 )
 from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Node, Scalar, Seq
+from engine.integers import MAX_CONFIG_INT, shown_int
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
 MODE_ORDER = ("off", "selective", "full")
@@ -380,10 +381,13 @@ def _item(src: Source, node: Node, dotted: str, boolean: bool, *, scalar: bool =
                  f"got {describe(v)}", node.range, dotted)
         return None
     if isinstance(v, int) and not isinstance(v, bool):
+        if v > MAX_CONFIG_INT:  # every integer a file states is bounded (engine.integers)
+            src.diag("HP110", f"{dotted} must be at most {MAX_CONFIG_INT:,}, got {shown_int(v)}", node.range, dotted)
+            return None
         if v >= minimum:
             return v
         what = "a positive degree" if minimum == 1 else "a degree >= 0 (0: follow tp)"
-        src.diag("HP109", f"{dotted} must be {what}, got {v}", node.range, dotted,
+        src.diag("HP109", f"{dotted} must be {what}, got {shown_int(v)}", node.range, dotted,
                  data={"replace_value": 1})
         return None
 

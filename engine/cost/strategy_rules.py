@@ -6,6 +6,7 @@ A strategy that breaks one of these rules cannot run, so it gets diagnostics ins
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
@@ -14,6 +15,7 @@ from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.facts import EP_DENSE, EP_EXPERTS, EP_RANKS, FSDP_SHARD, OPTIMIZER_SHARD
+from engine.integers import listed_divisors
 from engine.positions import DOCUMENT_START
 from engine.results import MEMORY_UNCERTAINTY, Estimate
 from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
@@ -86,7 +88,7 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
     if model.heads % s.tp or kv % s.tp:
         bad = model.heads if model.heads % s.tp else kv
         what = "attention heads" if model.heads % s.tp else "key/value heads"
-        ok = [d for d in range(1, kv + 1) if model.heads % d == 0 and kv % d == 0]
+        ok = listed_divisors(math.gcd(model.heads, kv))  # the common divisors, in sqrt(gcd) steps (bounded)
         out.append(Problem("HP503", f"tp {s.tp} does not divide the {bad} {what}; tp can be {ok[-6:]}", "tp"))
     if s.ep > 1:
         if not model.is_moe:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -12,16 +13,33 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def _run(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+# The address space a bounded run may use: numpy and its BLAS reserve a few hundred MB of it at import; a
+# timeline of 10^9 boxes or a log read whole needs many GB and fails under it.
+BOUNDED_MEMORY = 2 << 30
+
+
+def _run(command: list[str], cwd: Path, timeout: float, memory: int | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's engine, whatever else is installed
+
+    def limit() -> None:
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, preexec_fn=limit if memory is not None else None)
 
 
 def hp_plan(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`python -m engine.cli ARGS` with this interpreter (a search on a large example takes a minute on a
     busy machine, hence the generous timeout)."""
     return _run([sys.executable, "-m", "engine.cli", *args], cwd, timeout)
+
+
+def hp_plan_bounded(*args: str, cwd: Path = ROOT, timeout: float = 30,
+                    memory: int = BOUNDED_MEMORY) -> subprocess.CompletedProcess[str]:
+    """`hp_plan` under a time limit (subprocess.TimeoutExpired past it) and an address-space limit (a
+    MemoryError, so an HP900 or a traceback, past it): for the inputs whose work must stay bounded."""
+    return _run([sys.executable, "-m", "engine.cli", *args], cwd, timeout, memory)
 
 
 def _console_script() -> list[str]:

@@ -1,0 +1,117 @@
+"""Every file hp-plan writes goes through the one safe writer (engine.files.write_text, docs/files.md):
+`calibrate -o` and `explain --svg` as `apply` does (device nodes, FIFOs and read-only files refused, symlinks
+written through, hard links and the mode kept), and `apply --in-place` refuses to overwrite a save that
+landed while it ran (the lost-update check)."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from engine.cli import build_parser
+from engine.cli.apply import run as apply_run
+from engine.files import write_text
+from engine.search import search
+from tests.support.cli import ROOT, hp_plan
+from tests.support.configs import stated_config
+from tests.support.files import make_non_regular
+
+LLAMA = ROOT / "examples" / "llama3-70b"
+PLAN = ROOT / "examples" / "explain" / "1f1b.yaml"
+
+
+@pytest.fixture()
+def runs(tmp_path: Path) -> Path:
+    stated_config(tmp_path, "a.yaml")
+    path = tmp_path / "runs.yaml"
+    path.write_text("runs:\n  - config: a.yaml\n    step_time_s: 2.5\n    peak_memory_gib: 40\n")
+    return path
+
+
+def calibrate_to(runs: Path, out: Path) -> object:
+    return hp_plan("calibrate", str(runs), "-o", str(out), cwd=runs.parent, timeout=120)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "chardev", "proc_stdout", "directory", "dangling"])
+def test_calibrate_output_never_replaces_a_non_regular_file(runs: Path, kind: str) -> None:
+    out = runs.parent / "ratios.yaml"
+    make_non_regular(out, kind)
+    before = os.lstat(out)
+    r = calibrate_to(runs, out)
+    assert r.returncode == 1 and "nothing written" in r.stderr, r.stdout + r.stderr  # type: ignore[attr-defined]
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert not [p for p in runs.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_calibrate_output_keeps_links_mode_and_refuses_read_only(runs: Path) -> None:
+    real = runs.parent / "keep" / "ratios.yaml"
+    real.parent.mkdir()
+    real.write_text("# old\n")
+    real.chmod(0o640)
+    other = runs.parent / "hard.yaml"
+    os.link(real, other)
+    link = runs.parent / "ratios.yaml"
+    link.symlink_to(real)
+    r = calibrate_to(runs, link)
+    assert r.returncode == 0, r.stdout + r.stderr  # type: ignore[attr-defined]
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert "memory_ratio" in real.read_text() and other.read_text() == real.read_text()  # one inode, both links
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    before = real.read_text()
+    real.chmod(0o440)  # no write bit: refused even for root
+    r = calibrate_to(runs, link)
+    assert r.returncode == 1 and "read-only" in r.stderr and real.read_text() == before  # type: ignore[attr-defined]
+
+
+def test_calibrate_new_output_follows_the_umask(runs: Path) -> None:
+    out = runs.parent / "fresh.yaml"
+    r = calibrate_to(runs, out)
+    assert r.returncode == 0, r.stdout + r.stderr  # type: ignore[attr-defined]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask  # not the 0600 of a temporary file
+
+
+def test_explain_svg_never_replaces_a_fifo(tmp_path: Path) -> None:
+    out = tmp_path / "t.svg"
+    os.mkfifo(out)
+    r = hp_plan("explain", str(PLAN), "--svg", str(out), timeout=60)
+    assert r.returncode == 1 and "nothing written" in r.stderr and stat.S_ISFIFO(os.lstat(out).st_mode)
+
+
+def test_write_text_refuses_a_file_changed_since_it_was_read(tmp_path: Path) -> None:
+    f = tmp_path / "train.yaml"
+    f.write_text("a: 1\n")
+    failed = write_text(str(f), "a: 2\n", expected="a: 0\n")
+    assert failed is not None and "changed since it was read" in failed.reason
+    assert f.read_text() == "a: 1\n" and [p.name for p in tmp_path.iterdir()] == ["train.yaml"]
+    os.link(f, tmp_path / "hard.yaml")  # the in-place route checks too
+    assert write_text(str(f), "a: 2\n", expected="a: 0\n") is not None and f.read_text() == "a: 1\n"
+    assert write_text(str(f), "a: 2\n", expected="a: 1\n") is None and f.read_text() == "a: 2\n"
+    f.unlink()
+    failed = write_text(str(f), "a: 3\n", expected="a: 2\n")
+    assert failed is not None and "removed since it was read" in failed.reason and not f.exists()
+
+
+def test_apply_in_place_refuses_a_save_that_lands_while_it_searches(tmp_path: Path) -> None:
+    train = tmp_path / "train.yaml"
+    train.write_text((LLAMA / "train.yaml").read_text())
+    saved = train.read_text().replace("max_grad_norm: 1.0", "max_grad_norm: 0.5")
+
+    def search_while_someone_saves(config: object, **kw: object) -> object:
+        result = search(config, **kw)  # type: ignore[arg-type]
+        train.write_text(saved)  # another editor saves meanwhile
+        return result
+
+    args = build_parser("apply").parse_args(["apply", str(train), "--in-place", "--devices", "64", "--device-type",
+                                             "H100"])
+    out, err = io.StringIO(), io.StringIO()
+    code = apply_run(args, stdout=out, stderr=err, search_fn=search_while_someone_saves)
+    assert code == 1 and "changed since it was read" in err.getvalue(), err.getvalue()
+    assert train.read_text() == saved  # the other save is kept
+    assert "hp-plan apply: wrote" not in err.getvalue()
