@@ -51,6 +51,10 @@ def run_hover(cal: Calibration, report: RunReport) -> str:
              _row("step time", m.step_time_s, m.estimate.step_time_s, report.calibrated_step_s, loo, " s", ".3f"),
              _row("peak memory", m.peak_memory_gib, m.estimate.peak_memory_gib, report.calibrated_peak_gib, None,
                   " GiB", ".2f")]
+    if m.profile is not None:
+        pr = m.profile
+        lines += ["", f"From the profile: {pr.used} steady steps ({pr.warmup} warm-up dropped) on {pr.devices} "
+                  f"device{'s' if pr.devices != 1 else ''}."]
     if m.log is not None:
         s = m.log.steady
         lines += ["", f"From the {m.log.format} log: {s.used} steady steps ({s.warmup} warm-up, {s.outliers} "
@@ -64,8 +68,10 @@ def run_hover(cal: Calibration, report: RunReport) -> str:
             lf = f.local
             verdict = ("a stack bias: every plan of the stack moves" if lf.biased else
                        "within the model's own spread here: only plans like these runs move")
+            carried = ("each part moves by its own ratio; what is left of each run stays at its plan"
+                       if f.parts is not None else "each run's own misfit carries to plans like it")
             lines += ["", f"The runs' misfit reads as {verdict} (P(stack biased) {lf.prob_biased:.2f}); "
-                      "each run's own misfit carries to plans like it."]
+                      f"{carried}."]
     return "\n".join(lines)
 
 

@@ -65,7 +65,7 @@ async def test_runs_file_diagnostics_and_hover(client: LanguageClient, ctx: Ctx)
     md = await _hover(client, uri, 2, 6)
     assert "measured" in md and "uncalibrated" in md and "calibrated" in md
     assert f"{measured:.3f}" in md and "(-20.0%)" in md  # uncalibrated is 1/1.25 of the measured step
-    assert "(local rule)" in md and "reads as a stack bias" in md  # 25% off: beyond the model's spread
+    assert "(parts rule)" in md and "reads as a stack bias" in md  # 25% off: beyond the model's spread
 
 
 async def test_ratios_file_changes_hover_and_lens_and_reprices_on_edit(client: LanguageClient, ctx: Ctx) -> None:
