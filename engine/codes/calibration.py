@@ -20,7 +20,13 @@ ROWS: list[tuple[str, str, str]] = [
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
 RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP800": ("engine.calibrate.result", "engine.calibrate.runs"),
-    "HP801": ("engine.calibrate.logs", "engine.calibrate.runs"),
+    "HP801": (
+        "engine.calibrate.ascend",
+        "engine.calibrate.logs",
+        "engine.calibrate.runs",
+        "engine.calibrate.stream",
+        "engine.calibrate.trace",
+    ),
     "HP802": ("engine.calibrate.logs",),
     "HP803": ("engine.calibrate.logs",),
     "HP804": ("engine.calibrate.logs",),
@@ -30,4 +36,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP808": ("engine.calibrate.result",),
     "HP809": ("engine.ratios.attach",),
     "HP810": ("engine.ratios.attach", "engine.ratios.ratiofile"),
+    "HP820": ("engine.calibrate.ascend", "engine.calibrate.stream", "engine.calibrate.trace"),
+    "HP821": ("engine.calibrate.ascend", "engine.calibrate.trace"),
+    "HP822": ("engine.calibrate.runs",),
 }

@@ -31,4 +31,6 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP211": ("engine.config.model_facts",),
     "HP212": ("engine.config.vision",),
     "HP213": ("engine.config.vision",),
+    "HP214": ("engine.config.train",),
+    "HP215": ("engine.validate.unpriced",),
 }

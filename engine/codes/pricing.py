@@ -39,8 +39,9 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP512": ("engine.cost.strategy_rules",),
     "HP520": ("engine.cost.strategy_rules",),
     "HP521": ("engine.cost.strategy_rules",),
-    "HP530": ("engine.cost.strategy_rules", "engine.search"),
+    "HP530": ("engine.cost.strategy_rules",),
     "HP531": ("engine.cost.strategy_rules",),
     "HP532": ("engine.cost.strategy_rules",),
     "HP533": ("engine.cost.strategy_rules",),
+    "HP534": ("engine.cost.strategy_rules",),
 }

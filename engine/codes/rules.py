@@ -54,6 +54,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP420": ("engine.validate.pipeline",),
     "HP421": ("engine.validate.pipeline",),
     "HP422": ("engine.validate.pipeline",),
+    "HP423": ("engine.validate.trainer",),
     "HP430": ("engine.validate.budget",),
     "HP431": ("engine.config.resolve",),
 }
