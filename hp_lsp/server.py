@@ -127,7 +127,7 @@ class HpLanguageServer(LanguageServer):
             asyncio.run(listen())
 
 
-TCP_BUSY = -32000  # a server error code: [JSONRPC] §5.1 leaves -32000..-32099 to the implementation
+TCP_BUSY = -32000  # a server error code: JSONRPC §5.1 leaves -32000..-32099 to the implementation
 
 
 async def refuse_connection(writer: asyncio.StreamWriter) -> None:

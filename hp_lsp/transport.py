@@ -4,7 +4,7 @@ pygls 2.1's read loop (`pygls.io_.run_async`) trusts its input. A `Content-Lengt
 OverflowError out of the loop and killed the server; a non-numeric or missing one left it alive and silent,
 its next message glued to the unread body; a header line without a newline was read whole into memory; and a
 message that failed to structure (a negative position, `params: null`, no `jsonrpc`) was logged and never
-answered. [JSONRPC] §5, §5.1 and [LSP-SPEC] ("Base Protocol", "Lifecycle Messages") ask for an answer to
+answered. JSONRPC §5, §5.1 and [LSP-SPEC] ("Base Protocol", "Lifecycle Messages") ask for an answer to
 every request, so this module reads frames itself, with these bounds:
 
 * a header line is at most MAX_HEADER_LINE bytes, a header at most MAX_HEADER_LINES lines (a real header is
@@ -145,7 +145,7 @@ def error_response(msg_id: Any, code: int, message: str) -> dict[str, Any]:
 
 
 def finite(value: Any) -> Any:
-    """`value` with every NaN and infinity replaced by null: JSON has neither ([RFC8259] §6), and VS Code's
+    """`value` with every NaN and infinity replaced by null: JSON has neither (RFC8259 §6), and VS Code's
     parser rejects the `Infinity` Python's json writes by default."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
