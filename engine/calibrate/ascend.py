@@ -3,7 +3,7 @@
 torch_npu's profiler (`torch_npu.profiler`, Ascend's msprof underneath) writes, under the folder it is given,
 `ASCEND_PROFILER_OUTPUT/kernel_details.csv`: one row per device task with its `Name`, `Type`, `Start Time(us)`
 and `Duration(us)`, and, when the profiler's schedule marks steps, `Step Id` (and `Device_id` with several
-devices). Those rows are classified and measured as a PyTorch trace's kernels are (engine.calibrate.trace:
+devices). Those rows are classified and measured as a PyTorch trace's kernels are (engine.calibrate.profiler_trace:
 `Type` first — MatMulV2, FlashAttentionScore, hcom_allReduce_ … — then `Name`). Without a `Step Id` column the
 folder's `trace_view.json` (a Chrome trace, step annotations included) is read instead. The CSV is read row by
 row in bounded memory; a header without the four columns is refused at that line (the export's columns differ
@@ -17,7 +17,7 @@ import math
 import os
 
 from engine.calibrate.stream import MAX_TRACE_BYTES, TraceError
-from engine.calibrate.trace import (
+from engine.calibrate.profiler_trace import (
     CATEGORY_CODE,
     DeviceEvents,
     TraceReading,

@@ -2,7 +2,7 @@
 
 Text: the plan's summary, one row per pipeline stage, what bounds the step, and the timeline as text lanes.
 `--svg OUT` also writes the timeline and a memory-per-stage chart as an SVG picture; `--trace OUT` the predicted
-step as a Chrome trace (engine.explain.trace). `--json`: one JSON document, the docs/formats.md §7 `explain` object plus `file`
+step as a Chrome trace (engine.explain.chrome_trace). `--json`: one JSON document, the docs/formats.md §7 `explain` object plus `file`
 (and `time_to_train` with --tokens, `svg` with --svg, `trace` with --trace).
 Exit 0 when the plan is explained and fits, 1 when the input has errors, nothing could be priced or the plan
 does not fit (it is still explained: its memory is the point).
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     from engine.explain.svg import render as render_svg
     from engine.explain.terminal import render as render_text
     from engine.explain.tokens import time_to_train
-    from engine.explain.trace import render as render_trace
+    from engine.explain.chrome_trace import render as render_trace
     from engine.jsonout import write_json
 
     out = stdout or sys.stdout

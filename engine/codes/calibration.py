@@ -25,7 +25,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
         "engine.calibrate.logs",
         "engine.calibrate.runs",
         "engine.calibrate.stream",
-        "engine.calibrate.trace",
+        "engine.calibrate.profiler_trace",
     ),
     "HP802": ("engine.calibrate.logs",),
     "HP803": ("engine.calibrate.logs",),
@@ -36,7 +36,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP808": ("engine.calibrate.result",),
     "HP809": ("engine.ratios.attach",),
     "HP810": ("engine.ratios.attach", "engine.ratios.ratiofile"),
-    "HP820": ("engine.calibrate.ascend", "engine.calibrate.stream", "engine.calibrate.trace"),
-    "HP821": ("engine.calibrate.ascend", "engine.calibrate.trace"),
+    "HP820": ("engine.calibrate.ascend", "engine.calibrate.stream", "engine.calibrate.profiler_trace"),
+    "HP821": ("engine.calibrate.ascend", "engine.calibrate.profiler_trace"),
     "HP822": ("engine.calibrate.runs",),
 }

@@ -61,10 +61,10 @@ def plan_view(config: Config, est: Estimate, which: str) -> dict[str, Any]:
 
 
 def save_trace(config: Config, est: Estimate, path: str) -> dict[str, Any]:
-    """Write the plan's predicted step as a Chrome trace (engine.explain.trace, what `hp-plan explain --trace`
+    """Write the plan's predicted step as a Chrome trace (engine.explain.chrome_trace, what `hp-plan explain --trace`
     writes) to `path` through the project's one safe writer: {"written": path} or {"error": why}."""
     from engine.explain import explain_estimate
-    from engine.explain.trace import render
+    from engine.explain.chrome_trace import render
     from engine.files import write_text
 
     failure = write_text(path, render(explain_estimate(config, est)))

@@ -5,30 +5,21 @@ over a real LSP connection."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import ROOT, SERVER, open_doc, start, wait_until
+from tests.support.lsp_e2e import ROOT, Ctx, open_doc, wait_until
 
 PLAN = ROOT / "examples" / "explain" / "1f1b.yaml"
 
 
-@pytest_lsp.fixture(params=["visual-studio-code"], config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    root = request.getfixturevalue("tmp_path_factory").mktemp("bounded-plan")
-    await start(lsp_client, request.param, root)
-    lsp_client.hp_root = root  # type: ignore[attr-defined]
-    yield
-    await lsp_client.shutdown_session()
+pytestmark = pytest.mark.lsp(profiles=["visual-studio-code"])
 
 
-async def test_show_plan_on_a_2_30_batch_is_bounded(client: LanguageClient) -> None:
-    root: Path = client.hp_root  # type: ignore[attr-defined]
+async def test_show_plan_on_a_2_30_batch_is_bounded(ctx: Ctx) -> None:
+    client, root = ctx.client, ctx.root
     path = root / "train.yaml"
     path.write_text(PLAN.read_text().replace("global_batch_size: 16", "global_batch_size: 1073741824")
                     .replace("  micro_batch_num: 8\n", ""))

@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.support.lsp_e2e import EXAMPLES, SERVER, open_doc, start, wait_until
+from tests.support.lsp_e2e import EXAMPLES, open_doc, wait_until
 
 SEARCH = (EXAMPLES / "llama3-70b" / "search.yaml").read_text()
 TRAIN = (EXAMPLES / "llama3-70b" / "train.yaml").read_text()
@@ -25,13 +24,11 @@ def padded_train(megabytes: float) -> str:
     return TRAIN + "data_files:\n" + ROW * int(megabytes * 1e6 / len(ROW))
 
 
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest):
-    lsp_client.hp_search = "lens" in request.node.name  # type: ignore[attr-defined]
-    await start(lsp_client, "visual-studio-code", None, settings={"searchOnSave": lsp_client.hp_search},
-                init={"hpLsp": {"searchOnSave": lsp_client.hp_search}})
-    yield
-    await lsp_client.shutdown_session()
+# The size tests run without searches (their figure is the check); the lens test searches on save.
+pytestmark = pytest.mark.lsp(profiles=["visual-studio-code"], rooted=False, settings={"searchOnSave": False},
+                             init={"hpLsp": {"searchOnSave": False}})
+SEARCHING = pytest.mark.lsp(profiles=["visual-studio-code"], rooted=False, settings={"searchOnSave": True},
+                            init={"hpLsp": {"searchOnSave": True}})
 
 
 async def test_a_linked_train_yaml_over_the_size_setting_is_refused_at_the_link(client: LanguageClient,
@@ -75,6 +72,7 @@ async def test_an_open_file_over_the_size_setting_costs_no_parse_per_edit(client
         assert took < 2.0, f"edit {version}: {took:.1f} s (the 0.3 s debounce and no parse expected)"
 
 
+@SEARCHING
 async def test_no_cluster_lens_says_the_search_could_not_run(client: LanguageClient, tmp_path: Path) -> None:
     """A train.yaml that states no cluster: the lens said "No strategy fits the budget (0 evaluated)", as if
     strategies had been priced and refused by the budget. It says why there was no search now."""

@@ -1,4 +1,4 @@
-"""Profiler traces as runs (engine.calibrate.trace, .stream, .ascend) and the predicted step as a trace
+"""Profiler traces as runs (engine.calibrate.profiler_trace, .stream, .ascend) and the predicted step as a trace
 (`hp-plan explain --trace`): read on a real PyTorch profiler trace, fitted on traces synthesized from the model's
 own timeline, bad input refused at the RUNS entry's key with nothing written."""
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.calibrate import stream
-from engine.calibrate.trace import classify, read_trace
+from engine.calibrate.profiler_trace import classify, read_trace
 from tests.support.cli import hp_plan_script as hp_plan
 
 HERE = Path(__file__).resolve().parent

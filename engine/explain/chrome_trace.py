@@ -8,7 +8,7 @@ annotation names it) — so a user opens the prediction beside a measured trace.
 communication box is split by the stage's communication kinds (tensor, context, expert, pipeline, FSDP
 traffic) in proportion to their priced seconds and named by its collective; every event carries its part
 (`args.hp_part`, a ratio group of docs/formats.md §6) so `hp-plan calibrate` reads the file back as a run
-(engine.calibrate.trace). The last event ends at the estimate's step time.
+(engine.calibrate.profiler_trace). The last event ends at the estimate's step time.
 """
 
 from __future__ import annotations
