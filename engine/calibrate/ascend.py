@@ -16,7 +16,6 @@ import csv
 import math
 import os
 
-from engine.calibrate.stream import MAX_TRACE_BYTES, TraceError
 from engine.calibrate.profiler_trace import (
     CATEGORY_CODE,
     DeviceEvents,
@@ -26,6 +25,7 @@ from engine.calibrate.profiler_trace import (
     steady_parts,
     step_parts,
 )
+from engine.calibrate.stream import MAX_TRACE_BYTES, TraceError
 
 REQUIRED = ("Name", "Type", "Start Time(us)", "Duration(us)")
 KERNEL_DETAILS = "kernel_details.csv"

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 
 from engine.calibrate.ascend import read_ascend
 from engine.calibrate.logs import MEASURED_MAX, LogError, LogReading, read_log
-from engine.calibrate.stream import TraceError
 from engine.calibrate.profiler_trace import TraceReading, read_trace
 from engine.calibrate.profiler_trace import group_seconds as trace_group_seconds
+from engine.calibrate.stream import TraceError
 from engine.config.reader import Source, Val
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic, Severity, has_errors

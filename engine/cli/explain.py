@@ -52,10 +52,10 @@ def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: An
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `explain`."""
     from engine.cli.check import format_line
+    from engine.explain.chrome_trace import render as render_trace
     from engine.explain.svg import render as render_svg
     from engine.explain.terminal import render as render_text
     from engine.explain.tokens import time_to_train
-    from engine.explain.chrome_trace import render as render_trace
     from engine.jsonout import write_json
 
     out = stdout or sys.stdout
