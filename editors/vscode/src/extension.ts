@@ -113,7 +113,7 @@ function createClient(spec: ClientSpec): ClientHandle {
       made.quiet = false;
     }
   });
-  planViews?.setRequester((uri) => made.sendRequest('workspace/executeCommand', { command: SHOW_PLAN, arguments: [uri] }));
+  planViews?.setRequester((command, args) => made.sendRequest('workspace/executeCommand', { command, arguments: args }));
   return {
     start: () => (guard = new StartGuard()).run(() => made.start()),
     stop: () => made.stop(2000),

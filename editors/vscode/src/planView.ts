@@ -2,7 +2,9 @@
  * The plan view: a webview panel with the server's explain data for one document (docs/formats.md §7): what
  * bounds the step, one row per pipeline stage, and the picture the server draws (the pipeline timeline and
  * the memory-per-stage chart as SVG, engine/explain/svg.py). It opens from the "▸ Plan view" code lens or
- * "HyperParallel: Show plan", and refreshes when its document is saved.
+ * "HyperParallel: Show plan", and refreshes when its document is saved. Its "Save as trace…" link (or
+ * "HyperParallel: Save plan as trace…") writes the plan's predicted step as a Chrome trace through the server
+ * (hpLsp.savePlanTrace, the file `hp-plan explain --trace` writes), to a path picked in a save dialog.
  *
  * Offline by construction: the page is one HTML string with the SVG inline, no script (the webview runs
  * with scripts disabled) and a Content-Security-Policy of `default-src 'none'`, so nothing is fetched from
@@ -14,6 +16,10 @@ import * as vscode from 'vscode';
 /** The server command (hp_lsp/features/plan.py) and this extension's palette command. */
 export const SHOW_PLAN = 'hpLsp.showPlan';
 export const SHOW_PLAN_PALETTE = 'hyperparallel.showPlan';
+/** The server command that writes the trace, and this extension's command (its own id: the language client
+ * registers the server's command ids itself, so one of ours with the same id would clash). */
+export const SAVE_TRACE = 'hpLsp.savePlanTrace';
+export const SAVE_TRACE_PALETTE = 'hyperparallel.savePlanTrace';
 /** After a save the search runs again; the view asks until the best plan is no longer stale. */
 export const STALE_RETRY_MS = 1500;
 export const STALE_RETRIES = 40;
@@ -44,7 +50,39 @@ export interface PlanData {
   svg?: string;
 }
 
-export type PlanRequester = (uri: string, which?: string) => Promise<unknown>;
+/** The running client's workspace/executeCommand: a server command and its arguments. */
+export type ServerCommand = (command: string, args: unknown[]) => Promise<unknown>;
+
+/** Where the trace goes unless the user picks another place: next to the document, `<file>.trace.json`. */
+export function defaultTracePath(documentPath: string): string {
+  return `${documentPath}.trace.json`;
+}
+
+/** hpLsp.savePlanTrace's arguments: the document, the absolute target path, and the plan shown (best or
+ * stated) when known, so the trace is of the plan on screen. */
+export function traceArguments(uri: string, path: string, which?: string): unknown[] {
+  return which === 'best' || which === 'stated' ? [uri, path, which] : [uri, path];
+}
+
+/** The message for the server's answer: `{"written": path}` or `{"error": why}` (anything else is an error). */
+export function traceOutcome(result: unknown): { level: 'info' | 'error'; text: string } {
+  const answer = (result && typeof result === 'object' ? result : {}) as { written?: unknown; error?: unknown };
+  if (typeof answer.written === 'string') {
+    return { level: 'info', text: `HyperParallel: plan trace written to ${answer.written}` };
+  }
+  const why = typeof answer.error === 'string' ? answer.error : 'no answer from the server';
+  return { level: 'error', text: `HyperParallel: the plan trace was not written: ${why}` };
+}
+
+/** The panel's "Save as trace…" link: a command URI (the one command the webview may run), no script. */
+function saveTraceLink(uri: string | undefined, which: string | undefined): string {
+  if (!uri) {
+    return '';
+  }
+  const args = encodeURIComponent(JSON.stringify(which ? [uri, which] : [uri]));
+  return `<p><a href="command:${SAVE_TRACE_PALETTE}?${escapeHtml(args)}" title="Write the plan's predicted step ` +
+    `as a Chrome trace (chrome://tracing, Perfetto)">Save as trace…</a></p>`;
+}
 
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -101,24 +139,27 @@ export function planHtml(data: PlanData, title: string): string {
     'search of the saved file finishes.</p>' : '';
   return `${head}<h2>${escapeHtml(title)}</h2><p>${summary}</p>` +
     `<p><b>Bound: ${escapeHtml(data.bound ?? '')}</b> — ${escapeHtml(data.bound_detail ?? '')}</p>${stale}` +
-    `<div class="pic">${safeSvg(data.svg)}</div>${stageTable(data.stages ?? [])}</body></html>`;
+    `${saveTraceLink(data.uri, data.which)}<div class="pic">${safeSvg(data.svg)}</div>` +
+    `${stageTable(data.stages ?? [])}</body></html>`;
 }
 
 /** One panel per document; reused when shown again. */
 export class PlanViews implements vscode.Disposable {
   private readonly panels = new Map<string, vscode.WebviewPanel>();
   private readonly disposables: vscode.Disposable[] = [];
-  private requester: PlanRequester | undefined;
+  private requester: ServerCommand | undefined;
 
   constructor() {
     this.disposables.push(
       vscode.commands.registerCommand(SHOW_PLAN_PALETTE, () => this.showActive()),
+      vscode.commands.registerCommand(SAVE_TRACE_PALETTE, (uri?: unknown, which?: unknown) =>
+        this.saveTrace(typeof uri === 'string' ? uri : undefined, typeof which === 'string' ? which : undefined)),
       vscode.workspace.onDidSaveTextDocument((doc) => this.saved(doc.uri.toString())),
     );
   }
 
   /** The running client's way to ask the server (set when a client is created). */
-  setRequester(requester: PlanRequester | undefined): void {
+  setRequester(requester: ServerCommand | undefined): void {
     this.requester = requester;
   }
 
@@ -135,7 +176,7 @@ export class PlanViews implements vscode.Disposable {
     const title = `Plan: ${decodeURIComponent(uri.split('/').pop() ?? uri)}`;
     if (!panel) {
       panel = vscode.window.createWebviewPanel('hpLsp.planView', title, vscode.ViewColumn.Beside,
-        { enableScripts: false, localResourceRoots: [] });
+        { enableScripts: false, enableCommandUris: [SAVE_TRACE_PALETTE], localResourceRoots: [] });
       this.panels.set(uri, panel);
       panel.onDidDispose(() => this.panels.delete(uri));
     }
@@ -146,13 +187,49 @@ export class PlanViews implements vscode.Disposable {
     }
   }
 
-  private async showActive(): Promise<void> {
+  /** The active editor's YAML document, or a warning and nothing. */
+  private activeYaml(): string | undefined {
     const doc = vscode.window.activeTextEditor?.document;
     if (!doc || doc.languageId !== 'yaml') {
       void vscode.window.showWarningMessage('HyperParallel: open a train.yaml or a search config first.');
+      return undefined;
+    }
+    return doc.uri.toString();
+  }
+
+  private async showActive(): Promise<void> {
+    const uri = this.activeYaml();
+    if (uri) {
+      await this.request(uri);
+    }
+  }
+
+  /** "Save as trace…": pick the target (default `<file>.trace.json`), have the server write it, say where. */
+  private async saveTrace(uri = this.activeYaml(), which?: string): Promise<void> {
+    if (!uri) {
       return;
     }
-    await this.request(doc.uri.toString());
+    if (!this.requester) {
+      void vscode.window.showWarningMessage('HyperParallel: the server is not running yet.');
+      return;
+    }
+    const source = vscode.Uri.parse(uri);
+    const target = await vscode.window.showSaveDialog({
+      defaultUri: source.scheme === 'file' ? vscode.Uri.file(defaultTracePath(source.fsPath)) : undefined,
+      filters: { JSON: ['json'] },
+      saveLabel: 'Save trace',
+      title: 'Save the plan as a Chrome trace',
+    });
+    if (!target) {
+      return; // cancelled
+    }
+    try {
+      const outcome = traceOutcome(await this.requester(SAVE_TRACE, traceArguments(uri, target.fsPath, which)));
+      void (outcome.level === 'info' ? vscode.window.showInformationMessage(outcome.text)
+        : vscode.window.showErrorMessage(outcome.text));
+    } catch (err) {
+      void vscode.window.showErrorMessage(`HyperParallel: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
 
   private async request(uri: string, attempt = 0): Promise<void> {
@@ -164,7 +241,7 @@ export class PlanViews implements vscode.Disposable {
       return;
     }
     try {
-      const result = (await this.requester(uri)) as PlanData;
+      const result = (await this.requester(SHOW_PLAN, [uri])) as PlanData;
       if (result && typeof result === 'object' && !result.uri) {
         result.uri = uri;
       }

@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { PlanData, escapeHtml, planHtml, safeSvg } from '../src/planView';
+import { PlanData, escapeHtml, planHtml, safeSvg, traceArguments, traceOutcome } from '../src/planView';
 
 const ROOT = join(__dirname, '..', '..', '..', '..');
 
@@ -68,7 +68,9 @@ test('PlanViews: "Show plan" asks the server, opens one panel per document, refr
   assert.ok(s.commands.has(SHOW_PLAN_PALETTE));
   const asked: string[] = [];
   const doc = s.document('/w/search.yaml', 'x: 1');
-  views.setRequester(async (uri) => {
+  views.setRequester(async (command, args) => {
+    assert.equal(command, 'hpLsp.showPlan');
+    const uri = String(args[0]);
     asked.push(uri);
     return { ...serverLikeData(), uri };
   });
@@ -77,7 +79,8 @@ test('PlanViews: "Show plan" asks the server, opens one panel per document, refr
   assert.deepEqual(asked, [doc.uri.toString()]);
   assert.equal(planStub.panels.length, 1);
   const panel = planStub.panels[0];
-  assert.deepEqual(panel.options, { enableScripts: false, localResourceRoots: [] });
+  assert.deepEqual(panel.options,
+    { enableScripts: false, enableCommandUris: ['hyperparallel.savePlanTrace'], localResourceRoots: [] });
   assert.ok(panel.webview.html.includes('<svg'));
   planStub.onDidSave.fire(doc);
   await new Promise((r) => setTimeout(r, 10));
@@ -91,4 +94,66 @@ test('PlanViews: "Show plan" asks the server, opens one panel per document, refr
   views.dispose();
   assert.ok(panel.disposed);
   assert.ok(!s.commands.has(SHOW_PLAN_PALETTE));
+});
+
+test('"Save as trace": the arguments name the document, the absolute path and the plan shown', () => {
+  assert.deepEqual(traceArguments('file:///w/a.yaml', '/t/a.trace.json', 'best'), ['file:///w/a.yaml', '/t/a.trace.json', 'best']);
+  assert.deepEqual(traceArguments('file:///w/a.yaml', '/t/a.trace.json', 'stated'), ['file:///w/a.yaml', '/t/a.trace.json', 'stated']);
+  assert.deepEqual(traceArguments('file:///w/a.yaml', '/t/a.trace.json'), ['file:///w/a.yaml', '/t/a.trace.json']);
+  assert.deepEqual(traceArguments('file:///w/a.yaml', '/t/x.json', 'plan'), ['file:///w/a.yaml', '/t/x.json']);
+  assert.deepEqual(traceOutcome({ written: '/t/a.trace.json' }),
+    { level: 'info', text: 'HyperParallel: plan trace written to /t/a.trace.json' });
+  assert.deepEqual(traceOutcome({ error: 'no plan yet' }),
+    { level: 'error', text: 'HyperParallel: the plan trace was not written: no plan yet' });
+  assert.equal(traceOutcome(null).level, 'error');
+  assert.equal(traceOutcome({ written: 3 }).level, 'error');
+});
+
+test('the plan page links "Save as trace…" to the extension command with the document and the plan', () => {
+  const html = planHtml({ uri: 'file:///w/my%20search.yaml', which: 'best', stages: [] }, 'P');
+  const m = /<a href="command:hyperparallel\.savePlanTrace\?([^"]+)"/.exec(html);
+  assert.ok(m, 'a command link');
+  assert.deepEqual(JSON.parse(decodeURIComponent(m[1])), ['file:///w/my%20search.yaml', 'best']);
+  assert.ok(!planHtml({ error: 'x', uri: 'file:///w/a.yaml' }, 'P').includes('command:'), 'no link without a plan');
+});
+
+test('PlanViews: "Save plan as trace" asks where, runs the server command, says what was written', async () => {
+  const { stub: s, planStub, Uri } = await import('./vscode-stub');
+  const { PlanViews, SAVE_TRACE_PALETTE } = await import('../src/planView');
+  s.reset();
+  planStub.reset();
+  const views = new PlanViews();
+  const sent: { command: string; args: unknown[] }[] = [];
+  let answer: unknown = { written: '/out/plan.trace.json' };
+  views.setRequester(async (command, args) => {
+    sent.push({ command, args });
+    return answer;
+  });
+  const doc = s.document('/w/search.yaml', 'x: 1');
+  s.activeDocument = doc;
+  const run = (...args: unknown[]) => s.commands.get(SAVE_TRACE_PALETTE)?.(...args) as Promise<void>;
+
+  await run(); // the dialog is cancelled: nothing is sent
+  assert.equal(planStub.saveDialogs.length, 1);
+  assert.equal(planStub.saveDialogs[0].defaultUri?.fsPath, '/w/search.yaml.trace.json');
+  assert.deepEqual(planStub.saveDialogs[0].filters, { JSON: ['json'] });
+  assert.equal(sent.length, 0);
+
+  planStub.saveTarget = Uri.file('/out/plan.trace.json');
+  await run();
+  assert.deepEqual(sent, [{ command: 'hpLsp.savePlanTrace', args: [doc.uri.toString(), '/out/plan.trace.json'] }]);
+  assert.deepEqual(s.messages.at(-1), { level: 'info', text: 'HyperParallel: plan trace written to /out/plan.trace.json' });
+
+  answer = { error: 'the file has errors' }; // from the panel's link: the panel's document and plan
+  s.activeDocument = undefined;
+  await run('file:///w/other.yaml', 'stated');
+  assert.deepEqual(sent.at(-1), { command: 'hpLsp.savePlanTrace', args: ['file:///w/other.yaml', '/out/plan.trace.json', 'stated'] });
+  assert.equal(planStub.saveDialogs.at(-1)?.defaultUri?.fsPath, '/w/other.yaml.trace.json');
+  assert.deepEqual(s.messages.at(-1), { level: 'error', text: 'HyperParallel: the plan trace was not written: the file has errors' });
+
+  await run(); // no YAML editor and no document given: a warning, no dialog
+  assert.equal(s.messages.at(-1)?.level, 'warning');
+  assert.equal(planStub.saveDialogs.length, 3);
+  views.dispose();
+  assert.ok(!s.commands.has(SAVE_TRACE_PALETTE));
 });

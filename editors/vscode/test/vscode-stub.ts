@@ -246,13 +246,22 @@ export class StubPanel {
 export const planStub = {
   panels: [] as StubPanel[],
   onDidSave: new EventEmitter<StubDocument>(),
+  /** What the save dialog answers (undefined: cancelled) and the options it was opened with. */
+  saveTarget: undefined as Uri | undefined,
+  saveDialogs: [] as { defaultUri?: Uri; filters?: Record<string, string[]> }[],
   reset(): void {
     this.panels = [];
     this.onDidSave = new EventEmitter();
+    this.saveTarget = undefined;
+    this.saveDialogs = [];
   },
 };
 
 Object.assign(window, {
+  showSaveDialog(options: { defaultUri?: Uri; filters?: Record<string, string[]> }): Promise<Uri | undefined> {
+    planStub.saveDialogs.push(options);
+    return Promise.resolve(planStub.saveTarget);
+  },
   createWebviewPanel(viewType: string, title: string, _column: unknown, options: unknown): StubPanel {
     const panel = new StubPanel(viewType, title, options);
     planStub.panels.push(panel);
