@@ -1,5 +1,6 @@
 -- End to end: :HpShowPlan and the "▸ Plan view" code lens against the real server on a copy of
--- examples/explain/interleaved.yaml: the scratch buffer shows every stage's lane and the bound.
+-- examples/explain/interleaved.yaml: the scratch buffer shows every stage's lane and the bound;
+-- :HpSavePlanTrace writes the plan's Chrome trace next to the file (or where it is told) and says where.
 --
 -- Environment: HP_LSP_PYTHON, HP_E2E_FILE (the copy to open).
 local T = require('hp_test')
@@ -17,6 +18,7 @@ T.run(function()
   end)
   T.require(client ~= nil, 'hp_lsp attached to ' .. path)
   T.check(vim.fn.exists(':HpShowPlan') == 2, ':HpShowPlan exists')
+  T.check(vim.fn.exists(':HpSavePlanTrace') == 2, ':HpSavePlanTrace exists')
 
   -- The lens appears once the file's plan is priced.
   local lens = T.wait(30000, function()
@@ -58,4 +60,33 @@ T.run(function()
     return first ~= 'old' and first
   end)
   T.check(refreshed ~= nil, 'the lens refreshed the plan buffer', vim.api.nvim_buf_get_lines(plan_buf, 0, 3, false))
+
+  -- :HpSavePlanTrace's function: the default target is the file's path + .trace.json, a Chrome trace.
+  local function save(target)
+    local got, answer = false, nil
+    hp.save_plan_trace(buf, target, function(err, result)
+      got, answer = true, result
+      T.check(err == nil, 'savePlanTrace answered without error', err)
+    end)
+    T.require(T.wait(30000, function() return got end), 'savePlanTrace answered')
+    return answer
+  end
+  local default = vim.fn.fnamemodify(path, ':p') .. '.trace.json'
+  T.eq(hp.trace_path(buf, nil), default, 'the default trace path')
+  local answer = save(nil)
+  T.eq(type(answer) == 'table' and answer.written, default, 'written to the default path', answer)
+  local ok, trace = pcall(vim.fn.json_decode, table.concat(vim.fn.readfile(default), '\n'))
+  T.check(ok and type(trace) == 'table' and type(trace.traceEvents) == 'table' and #trace.traceEvents > 0,
+    'the file is a Chrome trace with events', trace)
+  -- A relative path is made absolute (against the working directory) before it is sent.
+  local dir = vim.fn.fnamemodify(path, ':p:h')
+  vim.cmd('cd ' .. vim.fn.fnameescape(dir))
+  answer = save('other.trace.json')
+  T.eq(type(answer) == 'table' and answer.written, dir .. '/other.trace.json', 'a relative path is resolved', answer)
+  T.eq(vim.fn.filereadable(dir .. '/other.trace.json'), 1, 'the relative target exists')
+  -- The server's reason reaches the user when nothing can be written (a directory in the way).
+  vim.fn.mkdir(dir .. '/taken.json', 'p')
+  answer = save(dir .. '/taken.json')
+  T.check(type(answer) == 'table' and type(answer.error) == 'string', 'an error answer when the path is a directory',
+    answer)
 end)

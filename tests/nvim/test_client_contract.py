@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hp_lsp import settings
 from hp_lsp.features.code_actions import APPLY_COMMAND
+from hp_lsp.features.plan import SAVE_TRACE_COMMAND
 
 REPO = Path(__file__).resolve().parents[2]
 VSCODE = REPO / "editors" / "vscode"
@@ -42,3 +43,9 @@ def test_clients_call_the_server_apply_command() -> None:
     controller = (VSCODE / "src" / "controller.ts").read_text()
     assert f"applyOptimalStrategy: '{APPLY_COMMAND}'" in controller
     assert f"apply_optimal_strategy = '{APPLY_COMMAND}'" in NEOVIM_PLUGIN.read_text()
+
+
+def test_clients_call_the_server_save_trace_command() -> None:
+    plan_view = (VSCODE / "src" / "planView.ts").read_text()
+    assert f"SAVE_TRACE = '{SAVE_TRACE_COMMAND}'" in plan_view
+    assert f"save_plan_trace = '{SAVE_TRACE_COMMAND}'" in NEOVIM_PLUGIN.read_text()

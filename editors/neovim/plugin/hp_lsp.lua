@@ -19,3 +19,8 @@ end, { desc = "HyperParallel: show the server's log (each search it ran)" })
 vim.api.nvim_create_user_command('HpShowPlan', function()
   require('hp_lsp').show_plan(0)
 end, { desc = 'HyperParallel: the plan per stage and its pipeline timeline in a scratch buffer' })
+
+vim.api.nvim_create_user_command('HpSavePlanTrace', function(opts)
+  require('hp_lsp').save_plan_trace(0, opts.args)
+end, { nargs = '?', complete = 'file',
+  desc = "HyperParallel: write the plan's predicted step as a Chrome trace (default: <file>.trace.json)" })

@@ -13,6 +13,7 @@ M.name = 'hp_lsp'
 M.server_commands = {
   apply_optimal_strategy = 'hpLsp.applyOptimalStrategy',
   show_plan = 'hpLsp.showPlan',
+  save_plan_trace = 'hpLsp.savePlanTrace',
 }
 M.sniff_lines = 60
 
@@ -354,16 +355,20 @@ end
 -- Commands.
 ---------------------------------------------------------------------------------------------------------
 
---- Run the server command `command` on the buffer (workspace/executeCommand with its URI). An error is
---- reported here; `on_answer(err, result)` runs after it either way. False, with a warning, when no server
---- is attached to the buffer.
-local function execute(bufnr, command, on_answer)
+--- Run the server command `command` on the buffer (workspace/executeCommand with its URI, then `extra`'s
+--- arguments if given). An error is reported here; `on_answer(err, result)` runs after it either way. False,
+--- with a warning, when no server is attached to the buffer.
+local function execute(bufnr, command, on_answer, extra)
   local client = M.get_client(bufnr)
   if not client then
     vim.notify('hp_lsp: no server attached to this buffer', vim.log.levels.WARN)
     return false
   end
-  local params = { command = command, arguments = { vim.uri_from_bufnr(bufnr) } }
+  local arguments = { vim.uri_from_bufnr(bufnr) }
+  for _, arg in ipairs(extra or {}) do
+    table.insert(arguments, arg)
+  end
+  local params = { command = command, arguments = arguments }
   call(client, 'request', 'workspace/executeCommand', params, function(err, result)
     if err then
       vim.notify('hp_lsp: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
@@ -447,6 +452,35 @@ function M.show_plan(bufnr, on_done)
       on_done(err, result, plan_buf)
     end
   end)
+end
+
+--- The file :HpSavePlanTrace writes: `path` made absolute (the server takes only an absolute path), or the
+--- buffer's own path + `.trace.json` when none is given.
+function M.trace_path(bufnr, path)
+  if path == nil or path == '' then
+    path = vim.api.nvim_buf_get_name(resolve_buf(bufnr)) .. '.trace.json'
+  else
+    path = vim.fn.expand(path) -- what the user typed: `~`, `$HOME` and `%` as in any file argument
+  end
+  return vim.fn.fnamemodify(path, ':p')
+end
+
+--- :HpSavePlanTrace [path]: the plan's predicted step as a Chrome trace (the server's hpLsp.savePlanTrace,
+--- the file `hp-plan explain --trace` writes); says where it was written, or the server's reason.
+function M.save_plan_trace(bufnr, path, on_done)
+  bufnr = resolve_buf(bufnr)
+  local target = M.trace_path(bufnr, path)
+  return execute(bufnr, M.server_commands.save_plan_trace, function(err, result)
+    if not err and type(result) == 'table' and type(result.written) == 'string' then
+      vim.notify('hp_lsp: plan trace written to ' .. result.written, vim.log.levels.INFO)
+    elseif not err then
+      local why = type(result) == 'table' and result.error or 'no answer from the server'
+      vim.notify('hp_lsp: the plan trace was not written: ' .. tostring(why), vim.log.levels.ERROR)
+    end
+    if on_done then
+      on_done(err, result)
+    end
+  end, { target })
 end
 
 -- Running the "▸ Plan view" code lens shows the plan too (a client-side handler for the server command).
