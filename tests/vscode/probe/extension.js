@@ -96,11 +96,11 @@ async function run() {
   // The palette commands (package.json contributes them; the extension registers them).
   const all = await vscode.commands.getCommands(true);
   const ids = ['hyperparallel.applyOptimalStrategy', 'hyperparallel.restartServer', 'hyperparallel.showSearchOutput',
-    'hyperparallel.showPlan'];
+    'hyperparallel.showPlan', 'hyperparallel.savePlanTrace'];
   check('commands registered', ids.every((id) => all.includes(id)), ids.filter((id) => !all.includes(id)));
   const titles = (ext.packageJSON.contributes.commands || []).map((c) => c.title);
   const wanted = ['HyperParallel: Apply optimal strategy', 'HyperParallel: Restart server',
-    'HyperParallel: Show search output', 'HyperParallel: Show plan'];
+    'HyperParallel: Show search output', 'HyperParallel: Show plan', 'HyperParallel: Save plan as trace…'];
   check('command titles contributed', wanted.every((t) => titles.includes(t)), titles);
   const contributed = (ext.packageJSON.contributes.commands || []).map((c) => c.command);
   check('every contributed command is registered', contributed.every((id) => all.includes(id)),
@@ -133,6 +133,11 @@ async function run() {
   check('"HyperParallel: Show plan" reuses the one panel',
     tabs().filter((t) => t.input instanceof vscode.TabInputWebview && /planView/.test(t.input.viewType)).length === 1,
     tabs().map((t) => t.label));
+  // "Save as trace" (its save dialog aside): the server command through the real client writes the trace.
+  const tracePath = `${uri.fsPath}.trace.json`;
+  const saved = await vscode.commands.executeCommand('hpLsp.savePlanTrace', uri.toString(), tracePath);
+  check('hpLsp.savePlanTrace writes the plan as a Chrome trace', saved && saved.written === tracePath &&
+    fs.existsSync(tracePath) && Array.isArray(JSON.parse(fs.readFileSync(tracePath, 'utf8')).traceEvents), saved);
   step('plan-view');
   // The browser screenshots the panel and reads its page, then says so; the panel closes for the next steps.
   await waitFor('the browser to look at the plan view', () => fs.existsSync(`${process.env.HP_LSP_E2E_VERDICT}.plan-seen`),
