@@ -463,6 +463,6 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
 
 
 def _allowed(config: Config) -> tuple[int, ...]:
-    """The recompute mode codes (engine.search.rank OFF/SELECTIVE/FULL) the config lets auto / per_layer use."""
+    """The recompute mode codes (engine.cost.rows OFF/SELECTIVE/FULL) the config lets auto / per_layer use."""
     codes = {"off": 0, "selective": 1, "full": 2}
     return tuple(codes[m] for m in config.recompute_modes if m in codes)
