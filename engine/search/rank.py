@@ -52,6 +52,7 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.config.types import Config
 from engine.cost.price import SyncParts
 from engine.cost.rows import FULL, OFF, SELECTIVE
 from engine.cost.table import CandidateTable, PricedTable
@@ -139,6 +140,36 @@ class Priced:
         keys = np.lexsort((idx, self.peak[idx], self.step[idx]))
         out = idx[keys]
         return out if top is None else out[:top]
+
+
+def row_strategy(space: Space, priced: Priced, r: int) -> Strategy:
+    """Row r with the recompute the search priced for it (its single mode or its per-layer plan)."""
+    return row_strategies(space, priced, [r])[0]
+
+
+def row_strategies(space: Space, priced: Priced, rows: list[int]) -> list[Strategy]:
+    """`row_strategy` of each of `rows`, the uniform plans read from one table."""
+    out: list[Strategy | None] = [None] * len(rows)
+    uniform = [i for i, r in enumerate(rows) if r not in priced.layer_modes]
+    if uniform:
+        idx = np.asarray([rows[i] for i in uniform], dtype=np.int64)
+        modes = np.where(priced.mode[idx] >= 0, priced.mode[idx], priced.unfit_mode)
+        tab = table_of(space.columns, idx, modes)
+        for j, i in enumerate(uniform):
+            out[i] = tab.strategy(j)
+    for i, r in enumerate(rows):
+        if out[i] is None:
+            mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
+            tab = table_of(space.columns, np.array([r]), mode, priced.layer_modes[r][None, :])
+            out[i] = tab.strategy(0)
+    return [s for s in out if s is not None]
+
+
+def allowed_modes(config: Config) -> tuple[int, ...]:
+    """The recompute mode codes (engine.cost.rows OFF/SELECTIVE/FULL) the config lets auto / per_layer use."""
+    codes = {"off": 0, "selective": 1, "full": 2}
+    return tuple(codes[m] for m in config.recompute_modes if m in codes)
+
 
 
 Poll = Callable[[int], None]
