@@ -693,11 +693,16 @@ class Reads:
     def read(self, path: str, max_bytes: int) -> tuple[str | None, tuple[Diagnostic, ...]]:
         key = (path, max_bytes)
         if key not in self._texts:
-            self._texts[key] = read_text(path, max_bytes=max_bytes)
+            # A text already read whole under another limit that this one surely admits is the same read.
+            got = next(((text, diags) for (p, _), (text, diags) in self._texts.items()
+                        if p == path and text is not None and not diags and 4 * len(text) <= max_bytes), None)
+            self._texts[key] = got if got is not None else read_text(path, max_bytes=max_bytes)
         return self._texts[key]
 
     def parse(self, text: str, path: str | None, max_bytes: int) -> Document:
-        key = (path, max_bytes, text)
+        # A text that fits any limit it is parsed under parses the same under each (a UTF-8 character is at most
+        # 4 bytes): one key for it, so the check (hpLsp.maxFileSizeKb) and the stated plan (the default) share it.
+        key = (path, max_bytes if 4 * len(text) > max_bytes else -1, text)
         doc = self._docs.get(key)
         if doc is None:
             doc = self._docs[key] = parse(text, path=path, max_bytes=max_bytes)

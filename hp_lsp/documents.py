@@ -11,7 +11,7 @@ pygls' workspace document (pygls 2.1) has three defects for this server (D-003):
 * its protocol keeps one finished future per handled notification in `_request_futures` for ever (about
   2 KB per `didChange`, [LSP] "Memory per notification"): `HpProtocol` drops each entry once done;
 * its protocol writes JSON with Python's defaults, `NaN` and `Infinity` included, which no strict parser
-  (VS Code's among them) reads: `HpProtocol` writes strict JSON, a non-finite number as null (transport.py).
+  (VS Code's among them) reads: `HpProtocol` writes strict JSON, a non-finite number as null (engine.jsonout, the project's one rule).
 
 A URI whose path holds a NUL (`%00`) names no file any file system can hold: such a document has no path, and
 is checked as an unsaved buffer is (`disk_path`; os calls raised ValueError on it, and it never got diagnostics).
@@ -37,9 +37,9 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from engine.edit.text import split_lines
+from engine.jsonout import strict
 from engine.positions import Position
 from hp_lsp.client_units import from_client_position
-from hp_lsp.transport import finite
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class HpProtocol(LanguageServerProtocol):
         except ValueError:
             loose = json.loads(json.dumps(data, default=self._serialize_message))
             logger.warning("a non-finite number in %s sent as null", loose.get("method") or loose.get("id"))
-            body = json.dumps(finite(loose), allow_nan=False)
+            body = json.dumps(strict(loose), allow_nan=False)
         payload = body.encode(self.CHARSET)
         if self._include_headers:
             payload = (f"Content-Length: {len(payload)}\r\nContent-Type: {self.CONTENT_TYPE}; "

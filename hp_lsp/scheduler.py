@@ -23,7 +23,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from engine.config.types import ClusterOverrides, Loaded
-from engine.document import Reads, read_text, text_too_large
+from engine.document import DEFAULT_MAX_BYTES, Reads, read_text, text_too_large
 from hp_lsp.analysis import Analysis, analyse, search_config_cluster
 from hp_lsp.client import ClientFeatures
 from hp_lsp.documents import disk_path
@@ -138,7 +138,7 @@ class Scheduler:
         self.index = SearchConfigIndex()
         self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
         self._edits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-edit")
-        self._cluster_cache: dict[tuple[str, int, int], tuple[ClusterOverrides | None, Loaded | None]] = {}
+        self._cluster_cache: dict[tuple[str, int, int, int], tuple[ClusterOverrides | None, Loaded | None]] = {}
         self._disk_texts: dict[str, tuple[tuple[int, int], str]] = {}
         self._cluster_lock = threading.Lock()  # the checker thread fills both, the loop invalidates them
 
@@ -257,7 +257,8 @@ class Scheduler:
         if text_too_large(job.text, job.max_kb * 1024) is not None:
             found = FoundCluster(job.settings)
         else:
-            found = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots, reads)
+            found = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots, reads,
+                                     max_bytes=job.max_kb * 1024)
         analysis = analyse(job.path, job.text, job.version, overrides=found.overrides, max_file_size_kb=job.max_kb,
                            texts=job.texts, ratios=job.ratios, reads=reads)
         return dataclasses.replace(analysis, overrides=found.overrides, cluster_source=found.source,
@@ -293,7 +294,8 @@ class Scheduler:
         return sorted(set(roots))
 
     def cluster_for(self, path: str | None, text: str, settings: ClusterOverrides | None,
-                    open_texts: dict[str, str], roots: Sequence[str], reads: Reads | None = None) -> FoundCluster:
+                    open_texts: dict[str, str], roots: Sequence[str], reads: Reads | None = None, *,
+                    max_bytes: int = DEFAULT_MAX_BYTES) -> FoundCluster:
         """Cluster facts for a document, in the order of D-006: a search config that references it (train.yaml only; explicit, so it
         wins over the file's `context`), else the file's own `context`, else the settings (which only fill what
         the file leaves unsaid). Reads the disk: checker thread only."""
@@ -302,11 +304,12 @@ class Scheduler:
         source = self.index.referencing(path, roots, open_texts)
         if source is None:
             return FoundCluster(settings)
-        overrides, space = self._cluster_of(source, open_texts.get(source), path, text, reads)
+        overrides, space = self._cluster_of(source, open_texts.get(source), path, text, reads, max_bytes)
         return FoundCluster(overrides or settings, source, space)
 
     def _cluster_of(self, search_path: str, text: str | None, train_path: str, train_text: str,
-                    reads: Reads | None) -> tuple[ClusterOverrides | None, Loaded | None]:
+                    reads: Reads | None, max_bytes: int = DEFAULT_MAX_BYTES
+                    ) -> tuple[ClusterOverrides | None, Loaded | None]:
         """The search config's cluster and the config as checked, read with the train.yaml as the editor holds
         it (the cluster may take the train.yaml's context.device_num). Cached by both texts (the search
         config's modification time when it is closed: its text is read again only when that moves)."""
@@ -314,11 +317,12 @@ class Scheduler:
             text = self._disk_text(search_path)
             if text is None:
                 return None, None
-        key = (search_path, hash(text), hash(train_text))
+        key = (search_path, hash(text), hash(train_text), max_bytes)
         with self._cluster_lock:
             if key in self._cluster_cache:
                 return self._cluster_cache[key]
-        found = search_config_cluster(search_path, text, texts={train_path: train_text}, reads=reads)
+        found = search_config_cluster(search_path, text, texts={train_path: train_text}, reads=reads,
+                                      max_bytes=max_bytes)
         with self._cluster_lock:
             if len(self._cluster_cache) > CLUSTER_CACHE_MAX:
                 self._cluster_cache.clear()  # one entry per train.yaml text typed: keep it bounded

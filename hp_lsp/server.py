@@ -33,7 +33,16 @@ from hp_lsp.analysis import Analysis
 from hp_lsp.client import Client, ClientFeatures
 from hp_lsp.client_units import from_client_position, to_client_range
 from hp_lsp.documents import HpProtocol
-from hp_lsp.features import calibration, code_actions, code_lens, completion, hover, plan, symbols
+from hp_lsp.features import (
+    calibration,
+    code_actions,
+    code_lens,
+    completion,
+    hover,
+    new_search_config,
+    plan,
+    symbols,
+)
 from hp_lsp.features.progress import SearchProgress
 from hp_lsp.linked import read_linked
 from hp_lsp.outline import Entry, scan
@@ -400,12 +409,12 @@ async def create_search_config(ls: HpLanguageServer, *args: Any) -> dict[str, An
     state = ls.session.get(uri) if uri else None
     if state is None or not state.path:
         return {"created": False, "reason": "document not open"}
-    target, text = code_actions.new_search_config(ls.session.settings, state.path)
+    target, text = new_search_config.new_search_config(ls.session.settings, state.path)
     if ls.client.features.create_files:
-        res = await ls.client.apply_edit(code_actions.create_edit(target, text), "Create search config")
+        res = await ls.client.apply_edit(new_search_config.create_edit(target, text), "Create search config")
         return {"created": bool(res.applied), "path": target}
     # The client cannot create files through an edit (Neovim 0.7): write it ourselves, never overwriting.
-    why = code_actions.write_new(target, text)
+    why = new_search_config.write_new(target, text)
     if why is not None:
         return {"created": False, "reason": why}
     ls.client.show(types.MessageType.Info, f"Created {target}")
@@ -459,7 +468,7 @@ FEATURES: tuple[tuple[str, Any, Callable[..., Any]], ...] = (
 )
 COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     (code_actions.APPLY_COMMAND, apply_optimal),
-    (code_actions.CREATE_SEARCH_CONFIG_COMMAND, create_search_config),
+    (new_search_config.CREATE_SEARCH_CONFIG_COMMAND, create_search_config),
     (plan.SHOW_PLAN_COMMAND, show_plan),
     (plan.SAVE_TRACE_COMMAND, save_plan_trace),
 )

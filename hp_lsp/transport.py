@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -142,18 +141,6 @@ def content_length(value: bytes) -> int:
 
 def error_response(msg_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
-
-
-def finite(value: Any) -> Any:
-    """`value` with every NaN and infinity replaced by null: JSON has neither (RFC8259 §6), and VS Code's
-    parser rejects the `Infinity` Python's json writes by default."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True, slots=True)

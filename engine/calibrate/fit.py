@@ -23,12 +23,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 from engine.calibrate.parts import PartsFit, fit_parts
 from engine.calibrate.runs import Measured
 from engine.calibrate.spreads import part_spreads
+from engine.catalog.frameworks import framework_of
+from engine.cost.band import COVERAGE, relative_spread
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.ratios import prior
@@ -42,6 +45,9 @@ RATIO_MIN, RATIO_MAX = 0.1, 10.0  # beyond 10x either way the config does not de
 MEMORY_MIN, MEMORY_MAX = 0.5, 2.0
 FAR_OFF = 2.0  # a ratio beyond 2x (or under 1/2) gets a warning: check that the config states what ran
 NEGLIGIBLE = 1e-9
+
+# The band's half-widths hold COVERAGE of the runs: as a normal deviate, z at (1 + COVERAGE) / 2.
+_Z80 = NormalDist().inv_cdf((1 + COVERAGE) / 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,20 @@ def moved_comm_seconds(m: Measured, moved: Sequence[str]) -> float:
     return sum(float(tb.get(p, 0.0)) for g in moved for p in RATIO_GROUPS[g] if p in prior.COMM_PARTS)
 
 
+def feature_spread(m: Measured) -> float:
+    """The spread the model's error band adds for the run's plan features (MoE, long context, FP8: the excess of
+    engine.cost.band.relative_spread over a plain plan of the stack, as a standard deviation). A run with such a
+    feature misses by terms the model lacks, so its misfit is its own plan's: it weighs little as evidence of a
+    stack bias, and a MoE anchor barely moves a dense plan (docs/calibration.md)."""
+    features = m.estimate.band_features
+    if not features or m.config.cluster is None:
+        return 0.0
+    framework, generation = framework_of(m.config.run).name, m.config.cluster.device.generation
+    plain = relative_spread(framework, generation).step
+    full = relative_spread(framework, generation, features).step
+    return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80
+
+
 def _parts_fit(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
               moved: Sequence[str]) -> tuple[PartsFit, LocalFit] | None:
     """The parts rule over the runs whose moved parts are priced (None when none is): the MAP part ratios, and
@@ -142,7 +162,8 @@ def _parts_fit(runs: Sequence[Measured], priced: list[dict[str, float]], ratios:
             targets.append(r_i)
             feats.append(strategy_features(m.config.model, m.config.cluster, m.estimate.strategy))
             own = prior.own_spread(moved_comm_seconds(m, moved) / s_i, s_i)
-            sds.append(math.sqrt(sg * sg + own * own + prior.MEASUREMENT_SD ** 2))
+            feature = feature_spread(m)
+            sds.append(math.sqrt(sg * sg + own * own + feature * feature + prior.MEASUREMENT_SD ** 2))
     if not moved or not rows:
         return None
     spreads = part_spreads(framework, device)

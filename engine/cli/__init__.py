@@ -1,6 +1,7 @@
 """`hp-plan`: check, estimate, search, apply, explain, compare and export HyperParallel configs from the command line (docs/formats.md §3).
 
-The parser is defined here for every subcommand; each subcommand lives in `engine.cli.<name>` with
+The parser is defined here for every subcommand (the flags all plan commands share, and what they mean to
+a command, in `engine.cli.plan_flags`); each subcommand lives in `engine.cli.<name>` with
 `run(args) -> int` and is imported only when used, so `hp-plan check` never pays for numpy or the search.
 Exit codes: 0 success, 1 the input has errors or no strategy fits, 2 usage error. No traceback ever reaches
 the user, and with `--json` stdout always receives exactly one JSON document.
@@ -16,14 +17,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from engine import HP_PLAN_PROCESS, __version__, exit_on_interrupt
-from engine.integers import MAX_CONFIG_INT, shown_int
-
-if TYPE_CHECKING:
-    from engine.config.types import ClusterOverrides
-    from engine.ratios.attach import RatiosRequest
+from engine.cli.plan_flags import cluster_flags, positive_int, pricing_flags
 
 SUBCOMMANDS = ("check", "estimate", "search", "apply", "calibrate", "explain", "compare", "export")
 
@@ -86,63 +83,16 @@ def _one_blas_thread() -> None:
         os.environ.setdefault(var, "1")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text[:40]!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    if value > MAX_CONFIG_INT:  # what a file may state (engine.integers), so a flag is bounded alike
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_CONFIG_INT:,}, got {shown_int(value)}")
-    return value
-
-
 # The widest text timeline `explain --width` draws: one character per column and stage is kept while drawing,
 # so a width typed 10000000 took 1.5 GB. Ten times a wide terminal is still a picture.
 MAX_TIMELINE_WIDTH = 2000
 
 
 def _timeline_width(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > MAX_TIMELINE_WIDTH:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMELINE_WIDTH} columns, got {value}")
     return value
-
-
-def _positive_float(text: str) -> float:
-    """A finite positive number (engine.config.types.positive_number: the editor settings' rule too)."""
-    from engine.config.types import positive_number
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    number = positive_number(value)
-    if number is None:
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
-    return number
-
-
-def _cluster_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group(
-        "cluster flags", "override the cluster; flags given here win over the file's cluster / context values"
-    )
-    g.add_argument("--devices", type=_positive_int, metavar="N", help="total number of devices (world size)")
-    g.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes")
-    g.add_argument("--cards-per-node", type=_positive_int, metavar="N", help="devices per node")
-    g.add_argument("--device-type", metavar="NAME", help="catalog device name, e.g. H100, A100, A2 (case-insensitive)")
-    g.add_argument("--memory-gb", type=_positive_float, metavar="X", help="device memory in GiB")
-
-
-def ratios_request(args: argparse.Namespace) -> RatiosRequest | None:
-    """`--ratios FILE` as an explicit request (it wins over estimator.ratios_file), or None."""
-    path = getattr(args, "ratios", None)
-    if not path:
-        return None
-    from engine.ratios.attach import RatiosRequest
-
-    return RatiosRequest(os.path.abspath(os.path.expanduser(path)), "--ratios", explicit=True)
 
 
 def _tokens(text: str) -> float:
@@ -173,9 +123,9 @@ def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, descript
     if tokens:
         p.add_argument("--tokens", type=_tokens, metavar="N",
                        help="a token budget (15e12, 15T, 300B): wall-clock days and device-hours for the plan")
-    _cluster_flags(p)
+    cluster_flags(p)
     if pricing:
-        _pricing_flags(p)
+        pricing_flags(p)
     return p
 
 
@@ -199,7 +149,7 @@ def _export_options(p: argparse.ArgumentParser) -> None:
 
 
 def _search_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--top", type=_positive_int, default=10, metavar="K", help="how many strategies to show (10)")
+    p.add_argument("--top", type=positive_int, default=10, metavar="K", help="how many strategies to show (10)")
 
 
 def _apply_options(p: argparse.ArgumentParser) -> None:
@@ -241,24 +191,6 @@ def _add_export(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                  "a torchtitan TOML fragment. Settings the stack cannot express get a warning (HP753). The "
                  "mapping is in docs/explain.md.",
                  json_doc=None, options=_export_options, options_first=True, tokens=False, pricing=False)
-
-
-def _framework_name(text: str) -> str:
-    from engine.catalog.frameworks import FRAMEWORKS, find_framework
-
-    fw = find_framework(text)
-    if fw is None:
-        raise argparse.ArgumentTypeError(f"unknown framework {text!r}; one of {', '.join(FRAMEWORKS)}")
-    return fw.name
-
-
-def _pricing_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("pricing flags", "win over the file's estimator section")
-    g.add_argument("--framework", type=_framework_name, metavar="NAME",
-                   help="the stack that runs the plan: hyperparallel (default), megatron, mindspeed, torchtitan "
-                   "(docs/formats.md §5; docs/cost-model.md §5)")
-    g.add_argument("--ratios", metavar="FILE", help="apply this ratios file (hp-plan calibrate -o); wins over the "
-                   "search config's estimator.ratios_file")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -331,25 +263,6 @@ _SUBPARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {  # type
     "check": _add_check, "estimate": _add_estimate, "search": _add_search, "apply": _add_apply,
     "calibrate": _add_calibrate, "explain": _add_explain, "compare": _add_compare, "export": _add_export}
 assert tuple(_SUBPARSERS) == SUBCOMMANDS
-
-
-def cluster_overrides(args: argparse.Namespace) -> ClusterOverrides | None:
-    """The cluster flags as ClusterOverrides (explicit: they win over the files), or None if none given."""
-    from engine.config.types import ClusterOverrides
-
-    # Values as argparse parsed them (int, str, float or None): typed Any, as getattr returns them.
-    fields: dict[str, Any] = {
-        "devices": getattr(args, "devices", None),
-        "num_nodes": getattr(args, "nodes", None),
-        "cards_per_node": getattr(args, "cards_per_node", None),
-        "device_type": getattr(args, "device_type", None),
-        "memory_gb": getattr(args, "memory_gb", None),
-        "framework": getattr(args, "framework", None),
-    }
-    if all(v is None for v in fields.values()):
-        return None
-    return ClusterOverrides(**fields, explicit=True,
-                            memory_source="flag --memory-gb" if fields["memory_gb"] is not None else None)
 
 
 def _print_json(doc: dict[str, object]) -> None:
@@ -500,4 +413,4 @@ def console() -> NoReturn:
     os._exit(code)
 
 
-__all__ = ["SUBCOMMANDS", "build_parser", "cluster_overrides", "console", "main", "ratios_request"]
+__all__ = ["SUBCOMMANDS", "build_parser", "console", "main"]

@@ -301,7 +301,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan apply` on parsed arguments (file, output, in_place, dry_run, json, cluster flags)."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides, ratios_request
+    from engine.cli.plan_flags import cluster_overrides, ratios_request
 
     out = stdout or sys.stdout
     err = stderr or sys.stderr

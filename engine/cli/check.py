@@ -15,7 +15,7 @@ import sys
 from typing import Any, TextIO
 
 from engine.check import check_file
-from engine.cli import cluster_overrides
+from engine.cli.plan_flags import cluster_overrides
 from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.jsonout import write_json
 

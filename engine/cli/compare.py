@@ -20,7 +20,7 @@ from engine.results import Estimate
 
 def _load(path: str, args: argparse.Namespace) -> tuple[Config | None, list[Diagnostic]]:
     from engine.check import check_file
-    from engine.cli import cluster_overrides, ratios_request
+    from engine.cli.plan_flags import cluster_overrides, ratios_request
 
     loaded = check_file(path, overrides=cluster_overrides(args), ratios=ratios_request(args))
     return loaded.config, list(loaded.diagnostics)

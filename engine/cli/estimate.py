@@ -13,8 +13,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from engine.cli import cluster_overrides, ratios_request
 from engine.cli.check import format_line
+from engine.cli.plan_flags import cluster_overrides, ratios_request
 from engine.config.types import Config
 from engine.cost.strategy_rules import estimate_config
 from engine.diagnostics import Diagnostic, has_errors

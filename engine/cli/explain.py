@@ -21,7 +21,7 @@ from engine.diagnostics import Diagnostic, has_errors
 def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic]]:
     """(config, Explained | None, diagnostics) for args.file: the file's diagnostics and the explanation's."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides, ratios_request
+    from engine.cli.plan_flags import cluster_overrides, ratios_request
     from engine.explain import explain_config
     from engine.facts import merge
 

@@ -20,8 +20,8 @@ from engine.diagnostics import has_errors
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `export`."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides
     from engine.cli.check import format_line
+    from engine.cli.plan_flags import cluster_overrides
     from engine.explain import pick_plan
     from engine.explain.export import export
     from engine.jsonout import write_json

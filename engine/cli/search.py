@@ -110,8 +110,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         search_fn: Callable[..., SearchResult] | None = None) -> int:
     """Run `hp-plan search` on parsed arguments (file, json, top, cluster flags); returns the exit code."""
     from engine.check import check_file
-    from engine.cli import cluster_overrides, ratios_request
     from engine.cli.check import format_line
+    from engine.cli.plan_flags import cluster_overrides, ratios_request
     from engine.document import Reads
     from engine.search import compare_stated, search
 

@@ -10,6 +10,7 @@ Semantics (docs/formats.md §1-§2, [HP] §2.2-§2.3):
   nothing is left to search: tp, pp, cp (and ep for a MoE model) fixed, no dimension `auto` or a list of
   several; dp and micro_batch_num may be derived from the world size and the batch rule, and dimensions
   nobody mentions take their defaults (fsdp 1, vpp 1, micro_batch_size 1, no sequence parallelism).
+  (The arithmetic that derives that strategy is engine.config.stated_strategy.)
 * FSDP shard when a file does not say: an AutoModels train.yaml (an FSDP trainer) shards over the whole
   data-parallel domain dp·cp, like `dp_shard_size: -1`; a legacy train.yaml or a search config uses 1.
 
@@ -28,20 +29,21 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES, framework_of
+from engine.catalog.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_ALIASES
 from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
 from engine.config.model_facts import REQUIRED, ModelResult, build_model
 from engine.config.reader import Source, Val
 from engine.config.search_config import Decl, SearchFacts, read_search
 from engine.config.stated_layout import layout_of
+from engine.config.stated_strategy import search_stated, stack_optimizer, strategy_of
 from engine.config.train import DTYPES, NOT_PRICED, OPEN_END, TrainFacts, base_dir_of, read_train
 from engine.config.types import DIMENSIONS, ClusterOverrides, Config, Dimension, Loaded, Location
 from engine.config.vision import build_vision
 from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Document, Map, Reads, clamp
 from engine.positions import DOCUMENT_START, Position, Range
-from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import ClusterSpec, ModelSpec, RecomputePlan, RunOptions
 
 DEFAULT_SEQ_LEN = 4096  # [HP] §2.1: max_position_embeddings defaults to 4096
 
@@ -197,7 +199,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
     schedule = _schedule(None, facts)
     world = cluster.world_size if cluster is not None else (int(facts.device_num.value) if facts.device_num else None)
     os_shard = int(facts.optimizer_shard.value) if facts.optimizer_shard else 1
-    stated = _stated(
+    stated = strategy_of(
         {d: int(v.value) for d, v in facts.degrees.items()},
         world=world,
         gbs=int(gbs.value) if gbs is not None else None,
@@ -281,7 +283,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     plan = _search_recompute_plan(sf, train)
     schedule = _schedule(sf, train)
     opt = sf.optimizer_shard or (train.optimizer_shard if train else None)
-    stated = _search_stated(dims, cluster, gbs, plan, schedule, int(opt.value) if opt is not None else 1,
+    stated = search_stated(dims, cluster, gbs, plan, schedule, int(opt.value) if opt is not None else 1,
                             model.spec)
     run = _run(train, sf, overrides)
     stated = stack_optimizer(stated, run, opt is not None)
@@ -309,22 +311,6 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
     )
 
 
-def stack_optimizer(stated: Strategy | None, run: RunOptions, shard_stated: bool,
-                    fsdp_stated: bool = True) -> Strategy | None:
-    """The stated plan as its stack runs what the files leave unsaid. Megatron-LM's and MindSpeed's recipes run
-    `--use-distributed-optimizer` (ZeRO-1 over dp·cp, StackSpace.distributed_optimizer) and no FSDP unless asked
-    (MindSpeed's FSDP2 route needs its fsdp2_config): a plan that states no FSDP is priced without it (not as
-    HyperParallel's default ZeRO-3 over dp·cp), and one that states no shard with its distributed optimizer,
-    not with replicated optimizer states."""
-    if stated is None or not framework_of(run).space.distributed_optimizer:
-        return stated
-    if not fsdp_stated:
-        stated = replace(stated, dp_shard=1)
-    if shard_stated or stated.dp_shard > 1:
-        return stated
-    return replace(stated, optimizer_shard=stated.dp * stated.cp)
-
-
 def _search_recompute_plan(sf: SearchFacts, train: TrainFacts | None) -> RecomputePlan:
     """The recompute a search config states: its own fixed `recompute`, else its train.yaml's (per layer)."""
     if sf.recompute is not None and sf.recompute.value in ("none", "selective", "full"):
@@ -332,32 +318,6 @@ def _search_recompute_plan(sf: SearchFacts, train: TrainFacts | None) -> Recompu
     if train is not None:
         return RecomputePlan(_mode(train.recompute), _layers(train))  # type: ignore[arg-type]
     return RecomputePlan()
-
-
-def _search_stated(dims: Mapping[str, Dimension], cluster: ClusterSpec | None, gbs: Val | None,
-                   plan: RecomputePlan, schedule: str, optimizer_shard: int, model: ModelSpec | None
-                   ) -> Strategy | None:
-    """The one strategy a search config states, or None while any dimension is still searched. "Stated" means
-    nothing is left to search: dp and micro_batch_num may still follow from the world size and the batch rule,
-    and dimensions nobody mentions take their defaults."""
-    still_searched = [d for d, dim in dims.items() if d not in ("dp", "micro_batch_num") and (
-        dim.state == "auto" or (dim.state == "list" and len(dim.values) > 1))]
-    still_searched += [d for d in ("dp", "micro_batch_num") if dims[d].state == "list" and len(dims[d].values) > 1]
-    if still_searched:
-        return None
-    fixed = {d: dim.values[0] for d, dim in dims.items() if dim.state in ("fixed", "list") and len(dim.values) == 1}
-    is_moe = model is not None and model.is_moe
-    return _stated(
-        fixed,
-        world=cluster.world_size if cluster is not None else None,
-        gbs=int(gbs.value) if gbs is not None else None,
-        full_shard_default=False,
-        plan=plan,
-        schedule=schedule,
-        optimizer_shard=optimizer_shard,
-        model=model,
-        require=("tp", "pp", "cp", "ep") if is_moe else ("tp", "pp", "cp"),
-    )
 
 
 def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes: int,
@@ -726,56 +686,3 @@ def _budget_source(overrides: ClusterOverrides | None, cluster: ClusterSpec | No
     if abs(cluster.memory_gib - float(overrides.memory_gb)) > 1e-9:
         return None
     return overrides.memory_source or ("the command line" if overrides.explicit else "the cluster overrides")
-
-
-def _stated(
-    vals: dict[str, int],
-    *,
-    world: int | None,
-    gbs: int | None,
-    full_shard_default: bool,
-    plan: RecomputePlan,
-    schedule: str,
-    optimizer_shard: int,
-    model: ModelSpec | None,
-    require: tuple[str, ...],
-) -> Strategy | None:
-    """The strategy a file states, or None when a degree is missing or the numbers cannot make one (the
-    validators say why)."""
-    if any(d not in vals for d in require):
-        return None
-    tp, pp, cp = vals.get("tp", 1), vals.get("pp", 1), vals.get("cp", 1)
-    if min(tp, pp, cp) < 1:
-        return None
-    if "dp" in vals:
-        dp = vals["dp"]
-        if world is not None and dp * tp * pp * cp != world:
-            return None
-    elif world is not None and world % (tp * pp * cp) == 0:
-        dp = world // (tp * pp * cp)
-    else:
-        return None
-    if dp < 1:
-        return None
-    shard = vals.get("fsdp")
-    if shard is None or shard == -1:
-        shard = dp * cp if (shard == -1 or full_shard_default) else 1
-    if (dp * cp) % shard:
-        return None
-    mbs = vals.get("micro_batch_size", 1)
-    if "micro_batch_num" in vals:
-        mbn = vals["micro_batch_num"]
-        if gbs is not None and dp * mbs * mbn != gbs:
-            return None
-    elif gbs is not None:
-        if gbs % (dp * mbs):
-            return None
-        mbn = gbs // (dp * mbs)
-    else:
-        mbn = 1
-    ep = vals.get("ep", 1) if model is None or model.is_moe else 1
-    return Strategy(
-        dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, etp=vals.get("etp", 1) or tp, vpp=vals.get("vpp", 1),
-        micro_batch_size=mbs, micro_batch_num=mbn, sequence_parallel=bool(vals.get("sequence_parallel", 0)),
-        recompute=plan, pipeline_schedule=schedule, optimizer_shard=optimizer_shard,  # type: ignore[arg-type]
-    )

@@ -18,7 +18,7 @@ SearchFn = Callable[..., SearchResult]
 
 def _searched(config: Config) -> bool:
     """Whether the search config leaves a dimension to search: dp and micro_batch_num left unsaid follow from
-    the world size and the batch rule (engine.config.resolve._search_stated), so they alone do not."""
+    the world size and the batch rule (engine.config.stated_strategy.search_stated), so they alone do not."""
     return any(dim.searched and not (name in ("dp", "micro_batch_num") and dim.state == "absent")
                for name, dim in config.dimensions.items())
 

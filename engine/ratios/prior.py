@@ -49,7 +49,9 @@ COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_p2p")  # the time 
 PRIOR_RUNS = 2
 # The stacks those runs are on (the framework constants of engine.cost were fitted on them).
 FITTED_STACKS = frozenset({("megatron", "A100"), ("megatron", "H100"), ("mindspeed", "A2"),
-                           ("torchtitan", "H100-96G")})
+                           ("torchtitan", "H100-96G"),
+                           # BLACKWELL_GEMM_FACTOR is fitted on the dense B200 and GB200 runs ([CAL] §11)
+                           ("megatron", "B200"), ("megatron", "GB200")})
 
 # σ_B: how far a biased stack's step times sit from the model. Before the framework models of formats.md §5
 # every stack priced as the default trainer, and the same benchmark measured MindSpeed / A2 50.9% and

@@ -3,32 +3,38 @@
 `search(config)` enumerates the space (engine.search.space), prices it through the cost model
 (engine.search.rank), re-prices the top strategies through `engine.cost.estimate` (the path `hp-plan
 estimate` takes, so both print the same digits) and, when nothing fits, explains why with positioned HP6xx
-diagnostics (engine.search.refusals). It keeps no state between calls: identical inputs give identical
+diagnostics (engine.search.nothing_fits works out which and the numbers behind them; engine.search.refusals
+words them). It keeps no state between calls: identical inputs give identical
 results ([HP] §10.8).
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
-
-import numpy as np
 
 from engine.catalog.frameworks import framework_of
 from engine.config.types import DIMENSIONS, Config, Dimension
 from engine.cost.equivalence import POOL, rank_equivalent
-from engine.cost.layout import default_chunks, effective_layout, layout_or_default
+from engine.cost.layout import default_chunks, layout_or_default
 from engine.diagnostics import Diagnostic, Severity
 from engine.integers import TRIAL_DIVISION_MAX, divisors
 from engine.results import Estimate, SearchResult
 from engine.search import refusals
 from engine.search.distinct import distinct, merge_variants
 from engine.search.modules import search_modules, wants_choice
-from engine.search.pricing import Pricer, table_of
-from engine.search.rank import Cancelled, Priced, Pricing, price_groups, price_space
-from engine.search.space import VPP_AUTO_MAX, Space, enumerate_groups, enumerate_space, restrictions
+from engine.search.nothing_fits import refuse
+from engine.search.pricing import Pricer
+from engine.search.rank import (
+    Cancelled,
+    Pricing,
+    allowed_modes,
+    price_groups,
+    price_space,
+    row_strategies,
+)
+from engine.search.space import VPP_AUTO_MAX, enumerate_groups, extra_slots, restrictions
 from engine.search.stated import (
     StatedComparison,
     compare_stated,
@@ -38,7 +44,7 @@ from engine.search.stated import (
 )
 from engine.search.stated import budget as _budget
 from engine.search.warnings import low_mfu
-from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
+from engine.specs import ModelSpec, PipelineLayout, Strategy
 
 __all__ = ["Cancelled", "StatedComparison", "compare_stated", "search", "search_with", "stated_estimate",
            "stated_overrides", "stated_source"]
@@ -47,8 +53,7 @@ __all__ = ["Cancelled", "StatedComparison", "compare_stated", "search", "search_
 MAX_GLOBAL_BATCH = 2**53
 # Divisors of the device count are found by trial division: beyond this (no real cluster), refuse.
 MAX_DEVICES = TRIAL_DIVISION_MAX
-# How far the budget refusal scales the cluster to find a size where something fits.
-MAX_DEVICE_SCALE = 8
+
 
 
 def _dimensions(config: Config) -> dict[str, str]:
@@ -59,29 +64,6 @@ def _dimensions(config: Config) -> dict[str, str]:
         text = dim.summary()
         out[name] = text.split(": ", 1)[1] if ": " in text else text
     return out
-
-
-def _strategy(space: Space, priced: Priced, r: int) -> Strategy:
-    """Row r with the recompute the search priced for it (its single mode or its per-layer plan)."""
-    return _strategies(space, priced, [r])[0]
-
-
-def _strategies(space: Space, priced: Priced, rows: list[int]) -> list[Strategy]:
-    """`_strategy` of each of `rows`, the uniform plans read from one table."""
-    out: list[Strategy | None] = [None] * len(rows)
-    uniform = [i for i, r in enumerate(rows) if r not in priced.layer_modes]
-    if uniform:
-        idx = np.asarray([rows[i] for i in uniform], dtype=np.int64)
-        modes = np.where(priced.mode[idx] >= 0, priced.mode[idx], priced.unfit_mode)
-        tab = table_of(space.columns, idx, modes)
-        for j, i in enumerate(uniform):
-            out[i] = tab.strategy(j)
-    for i, r in enumerate(rows):
-        if out[i] is None:
-            mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
-            tab = table_of(space.columns, np.array([r]), mode, priced.layer_modes[r][None, :])
-            out[i] = tab.strategy(0)
-    return [s for s in out if s is not None]
 
 
 def search(config: Config, *, top: int = 10, progress: Callable[[float], None] | None = None,
@@ -222,14 +204,6 @@ def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
     return replace(result, elapsed_s=time.perf_counter() - t0, dimensions=dims)
 
 
-def _extra_slots(config: Config) -> int:
-    """The embedding and loss the pipeline layout counts as layers of the split (enumerate_space): negative
-    when the split needs no divisibility (torchtitan's own, engine.cost.layout.effective_layout)."""
-    lay = effective_layout(config.run)
-    n = int(lay.embedding_in_split) + int(lay.loss_in_split)
-    return -n if lay.remainder_first else n
-
-
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
             cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
@@ -255,7 +229,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
     os_shard = config.optimizer_shard
     groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, optimizer_shard=os_shard,
-                              extra_slots=_extra_slots(config))
+                              extra_slots=extra_slots(config))
     total = groups.total
 
     def poll(done: int) -> None:
@@ -267,7 +241,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     pool = max(top, POOL)  # the near-tie band needs the simpler plans priced too (engine.cost.equivalence)
     # `space` holds the candidates priced (all of them where fewer than `pool` fit); the others are bounded out.
     space, priced = price_groups(pricer, groups, config.recompute, top=pool, model=model, poll=poll,
-                                 allowed=_allowed(config))
+                                 allowed=allowed_modes(config))
     order = priced.order(pool)
     fits = priced.fits
     over = int(total - int(fits.sum()) - priced.unpriced)
@@ -276,14 +250,14 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if order.size:
         if cancelled is not None and cancelled():
             raise Cancelled
-        estimates = _estimates(pricer, _strategies(space, priced, order.tolist()), model)
+        estimates = _estimates(pricer, row_strategies(space, priced, order.tolist()), model)
         estimates = [e for e in estimates if e.fits]  # the ranking priced these exactly; this only guards
     else:
         if len(space) < total:  # never expected: with nothing fitting every group is priced; price them all
             space = groups.materialise()
             priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll,
-                                 allowed=_allowed(config), exhaustive=True)
-        diags.extend(_refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
+                                 allowed=allowed_modes(config), exhaustive=True)
+        diags.extend(refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
     if progress is not None:
         progress(1.0)
     ranked = distinct(rank_equivalent(estimates), top)
@@ -319,150 +293,3 @@ def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) ->
         for j, i in enumerate(idx):
             out[i] = estimate_row(priced, j, strategies[i])
     return [e for e in out if e is not None]
-
-
-def _describe(pricer: Pricing, strategy: Strategy) -> str:
-    """`dp 8 · tp 8 · … (12.3 s per step, 70.1 GiB)`, priced exactly."""
-    e = pricer.estimate(strategy)
-    return f"{strategy.short()} ({e.step_time_s:.3g} s per step, {refusals.gib(e.peak_memory_gib)})"
-
-
-def _lightest(space: Space, priced: Priced) -> int | None:
-    if len(space) == 0:
-        return None
-    peak = np.where(np.isfinite(priced.peak), priced.peak, np.inf)
-    r = int(np.lexsort((np.arange(len(space)), priced.step, peak))[0])
-    return r if math.isfinite(peak[r]) else None
-
-
-def _refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
-            restrict: Mapping[str, tuple[int, ...] | None], model: ModelSpec, cluster: ClusterSpec, g: int,
-            budget: float, cancelled: Callable[[], bool] | None) -> list[Diagnostic]:
-    """Nothing fits within the declared space: say why (engine.search.refusals), in this order: the global
-    batch, the lists (against the space with every list widened), the rules, the budget."""
-    relax = {d: (v if d == "etp" else None) for d, v in restrict.items()}
-    os_shard = config.optimizer_shard
-    restricted = [d for d, v in restrict.items() if v is not None and d != "etp"]
-    if refusals.batch_unreachable(space, g):
-        # Which declared values cause it: each batch-shaping dimension widened on its own.
-        causes: list[str] = []
-        for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
-            if restrict.get(d) is None:
-                continue
-            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
-                                    optimizer_shard=os_shard)
-            if not refusals.batch_unreachable(alone, g) and alone.dp_values:
-                causes.append(d)
-        return [refusals.batch_refusal(config, space, g, causes)]
-
-    def poll(_: int) -> None:
-        if cancelled is not None and cancelled():
-            raise Cancelled
-
-    if restricted:
-        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space,
-                          extra_slots=_extra_slots(config), optimizer_shard=os_shard)
-        # The list refusals read every row's fit, step and peak: price the widened space whole.
-        wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
-                                  allowed=_allowed(config), exhaustive=True)
-        if wide_priced.fits.any():
-            light = _lightest(space, priced)
-            in_lists = float(priced.peak[light]) if light is not None else None
-            notes = _value_notes(config, space, priced, restrict, model, cluster, g, os_shard)
-            return refusals.list_refusals(config, restrict, space, wide, wide_priced.fits, wide_priced.step,
-                                         wide_priced.peak, in_lists, budget,
-                                         lambda r: _describe(pricer, _strategy(wide, wide_priced, r)), notes)
-    else:
-        wide, wide_priced = space, priced
-    if len(wide) == 0:
-        if refusals.batch_unreachable(wide, g):
-            return [refusals.batch_refusal(config, wide, g)]
-        return [refusals.validity_refusal(config, wide.refused)]
-    light = _lightest(wide, wide_priced)
-    if light is None:
-        return [refusals.validity_refusal(config, wide.refused)]
-    lightest = _strategy(wide, wide_priced, light)
-    peak = float(wide_priced.peak[light])
-    advice = _budget_advice(config, pricer, wide, relax, model, cluster, g, budget, lightest, peak, poll)
-    return [refusals.budget_refusal(config, budget, lightest.short(), peak, advice)]
-
-
-def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping[str, tuple[int, ...] | None],
-                 model: ModelSpec, cluster: ClusterSpec, g: int, os_shard: int) -> dict[tuple[str, int], str]:
-    """Why each listed value yields nothing that fits: the lightest peak its candidates reach within the lists,
-    or, when it has no valid candidate at all, the rules that candidates with it break (the lists as declared,
-    this dimension pinned to the value)."""
-    notes: dict[tuple[str, int], str] = {}
-    for d, values in restrict.items():
-        if values is None or d == "etp":
-            continue
-        col = space.columns[refusals.DIM_COLUMN[d]]
-        for v in sorted(set(values)):
-            rows = np.nonzero(col == v)[0]
-            peaks = priced.peak[rows] if rows.size else np.empty(0)
-            peaks = peaks[np.isfinite(peaks)]
-            if peaks.size:
-                notes[(d, v)] = f"its lightest strategy needs {refusals.gib(float(peaks.min()))}"
-            elif rows.size == 0:
-                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
-                                        optimizer_shard=os_shard)
-                rules = sorted(alone.refused.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
-                if rules:
-                    notes[(d, v)] = "no valid candidate (" + "; ".join(r for r, _ in rules) + ")"
-    return notes
-
-
-def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[str, tuple[int, ...] | None],
-                   model: ModelSpec, cluster: ClusterSpec, g: int, budget: float, lightest: Strategy,
-                   peak: float, poll: Callable[[int], None]) -> list[str]:
-    """What would make a strategy fit, in numbers: recompute, more devices, the budget itself."""
-    tps = [int(t) for t in set(wide.columns["tp"].tolist())]
-    pps = [int(p) for p in set(wide.columns["pp"].tolist())]
-    out: list[str] = [
-        f"Nothing is lighter with every dimension searched within its bounds (tp up to {max(tps)}, pp up to "
-        f"{max(pps)}, micro_batch_size down to {int(wide.columns['mbs'].min())}) and recompute "
-        f"{lightest.recompute.mode}."
-    ]
-    if config.recompute in ("none", "selective"):
-        full = price_space(pricer, wide, "full", top=1, model=model, poll=poll)
-        order = full.order(1)
-        if order.size:
-            r = int(order[0])
-            out.append(f"With recompute: full, {_strategy(wide, full, r).short()} fits at {refusals.gib(full.peak[r])}.")
-        else:
-            lf = _lightest(wide, full)
-            if lf is not None:
-                out.append(f"Full recompute lowers the lightest to {refusals.gib(full.peak[lf])}.")
-    scale = 2
-    while scale <= MAX_DEVICE_SCALE:
-        bigger = replace(cluster, num_nodes=cluster.num_nodes * scale)
-        big_pricer = replace(pricer, cluster=bigger) if isinstance(pricer, Pricer) else None
-        if big_pricer is None:
-            break
-        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=_extra_slots(config),
-                                optimizer_shard=lightest.optimizer_shard)
-        if len(space):
-            priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll,
-                                 allowed=_allowed(config))
-            order = priced.order(1)
-            if order.size:
-                r = int(order[0])
-                out.append(f"With {bigger.world_size} devices ({bigger.num_nodes} nodes of {bigger.cards_per_node}), "
-                           f"{_strategy(space, priced, r).short()} fits at {refusals.gib(priced.peak[r])}.")
-                break
-        scale *= 2
-    else:
-        out.append(f"Even {cluster.world_size * MAX_DEVICE_SCALE} devices do not fit it with recompute {config.recompute}.")
-    device = cluster.memory_gib
-    need = refusals.round_up(peak)
-    if config.memory_limit_gb and 0 < config.memory_limit_gb < device and peak <= device:
-        out.append(f"Or raise constraint.memory_limit_gb to {need:.1f} (the device holds {refusals.gib(device)}).")
-    elif peak > device:
-        out.append(f"A device with at least {need:.1f} GiB would hold the lightest as it is.")
-    return out
-
-
-def _allowed(config: Config) -> tuple[int, ...]:
-    """The recompute mode codes (engine.search.rank OFF/SELECTIVE/FULL) the config lets auto / per_layer use."""
-    codes = {"off": 0, "selective": 1, "full": 2}
-    return tuple(codes[m] for m in config.recompute_modes if m in codes)

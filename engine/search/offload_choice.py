@@ -108,7 +108,7 @@ def _with_k(s: StageInputs, k: np.ndarray, one: np.ndarray) -> StageChoice:
 
 def first_kind(counts: np.ndarray, stage: int, first_dense: int) -> np.ndarray:
     """(n,) the kind of stage `stage`'s first layer: each stage holds the next counts[:, s] (n, P, 2) layers in
-    model order, whatever layout the cost model priced (engine.search.rank.stage_layers), and the dense layers
+    model order, whatever layout the cost model priced (engine.search.layer_plans.stage_layers), and the dense layers
     lead the model."""
     start = counts[:, :stage].sum(axis=(1, 2))
     return np.where(start < first_dense, 0, 1).astype(np.int64)

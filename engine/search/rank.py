@@ -4,7 +4,8 @@ Recompute requests (docs/formats.md §2; unlike HyperParallel, which prices ever
 [HP] §5.8, the stated mode is priced as stated):
   * none / selective / full: every layer in that mode;
   * auto: per candidate, the fastest single mode with which it fits ([HP] §8.5 "auto");
-  * per_layer: per candidate, a mode per layer from the per-stage knapsack (engine.search.recompute).
+  * per_layer: per candidate, a mode per layer from the per-stage knapsack (engine.search.recompute, assembled
+    into layer plans by engine.search.layer_plans).
     Interleaved candidates keep one mode, as in HyperParallel ([HP] §8.5: "no choice for non-1F1B schedules":
     their chunks hold different in-flight counts).
 
@@ -51,17 +52,17 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.config.types import Config
 from engine.cost.price import SyncParts
-from engine.cost.table import OFFLOAD_CODE, CandidateTable, PricedTable
+from engine.cost.rows import FULL, OFF, SELECTIVE
+from engine.cost.table import CandidateTable, PricedTable
 from engine.results import Estimate
 from engine.search.bound import GROUP_COLUMNS, group_bound, group_codes, layer_bound, shard_parts, sync_bound
-from engine.search.offload_choice import StageInputs, choose_offload, first_kind, layer_forward
+from engine.search.layer_plans import knapsack_plans
 from engine.search.pricing import table_of
-from engine.search.recompute import choose_stage
 from engine.search.space import Groups, Space, subspace
 from engine.specs import ModelSpec, Strategy
 
-OFF, SELECTIVE, FULL = 0, 1, 2
 REQUEST_MODES: dict[str, tuple[int, ...]] = {
     "none": (OFF,), "selective": (SELECTIVE,), "full": (FULL,),
     "auto": (OFF, SELECTIVE, FULL), "per_layer": (OFF, SELECTIVE, FULL),
@@ -139,6 +140,36 @@ class Priced:
         keys = np.lexsort((idx, self.peak[idx], self.step[idx]))
         out = idx[keys]
         return out if top is None else out[:top]
+
+
+def row_strategy(space: Space, priced: Priced, r: int) -> Strategy:
+    """Row r with the recompute the search priced for it (its single mode or its per-layer plan)."""
+    return row_strategies(space, priced, [r])[0]
+
+
+def row_strategies(space: Space, priced: Priced, rows: list[int]) -> list[Strategy]:
+    """`row_strategy` of each of `rows`, the uniform plans read from one table."""
+    out: list[Strategy | None] = [None] * len(rows)
+    uniform = [i for i, r in enumerate(rows) if r not in priced.layer_modes]
+    if uniform:
+        idx = np.asarray([rows[i] for i in uniform], dtype=np.int64)
+        modes = np.where(priced.mode[idx] >= 0, priced.mode[idx], priced.unfit_mode)
+        tab = table_of(space.columns, idx, modes)
+        for j, i in enumerate(uniform):
+            out[i] = tab.strategy(j)
+    for i, r in enumerate(rows):
+        if out[i] is None:
+            mode = int(priced.mode[r]) if priced.mode[r] >= 0 else priced.unfit_mode
+            tab = table_of(space.columns, np.array([r]), mode, priced.layer_modes[r][None, :])
+            out[i] = tab.strategy(0)
+    return [s for s in out if s is not None]
+
+
+def allowed_modes(config: Config) -> tuple[int, ...]:
+    """The recompute mode codes (engine.cost.rows OFF/SELECTIVE/FULL) the config lets auto / per_layer use."""
+    codes = {"off": 0, "selective": 1, "full": 2}
+    return tuple(codes[m] for m in config.recompute_modes if m in codes)
+
 
 
 Poll = Callable[[int], None]
@@ -528,7 +559,7 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
         rows = cand[start:start + CHUNK]
         pt = pricer.price(table_of(cols, rows, FULL))
         out.priced += rows.size
-        plans = _knapsack_plans(pt, cols["pp"][rows], model, budget, modes,
+        plans = knapsack_plans(pt, cols["pp"][rows], model, budget, modes,
                                 offload=_offload_link(pricer), mbn=cols["mbn"][rows])
         has_plan = np.array([p is not None for p in plans], dtype=bool)
         if not has_plan.any():
@@ -551,93 +582,3 @@ def _per_layer(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound:
 def _offload_link(pricer: Pricing) -> float:
     """The host link offload may use, GiB/s (the Pricer's offload_gb_s, GB/s; 0 = no offload)."""
     return float(getattr(pricer, "offload_gb_s", 0.0)) * 1e9 / 2.0 ** 30
-
-
-def _knapsack_plans(pt: PricedTable, pp: np.ndarray, model: ModelSpec, budget: float,
-                    modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), *, offload: float = 0.0,
-                    mbn: np.ndarray | None = None) -> list[np.ndarray | None]:
-    """Solve every stage of every row; return per-row layer mode codes over the body and MTP layers (None
-    where a stage cannot fit). With `offload` (a host link, GiB/s) a stage's first layers may be offloaded
-    where that is faster (engine.search.offload_choice); `mbn` (the rows' micro-batch counts) is then needed."""
-    n, n_stages = pt.stage_static_gib.shape
-    counts = np.rint(np.nan_to_num(pt.layer_count, nan=0.0)).astype(np.int64)  # (n, P, 2)
-    act = np.nan_to_num(pt.layer_act_gib, nan=0.0)  # (n, P, 2, 3)
-    # a mode not offered never fits (finite: an option taken 0 times must still cost 0)
-    act[..., [m for m in (OFF, SELECTIVE, FULL) if m not in modes]] = 1e30
-    time = pt.layer_time_s  # (n, 2, 3)
-    chosen = np.zeros((n, n_stages, 2, 3), dtype=np.int64)
-    offloaded = np.zeros((n, n_stages), dtype=np.int64)
-    feasible = np.ones(n, dtype=bool)
-    first_dense = model.first_k_dense if model.is_moe else model.num_layers
-    for s in range(n_stages):
-        live = pp > s
-        if not live.any():
-            continue
-        stage_budget = budget - np.nan_to_num(pt.stage_static_gib[:, s]) - np.nan_to_num(pt.stage_fixed_gib[:, s])
-        c = choose_stage(counts[:, s], act[:, s], time, stage_budget)
-        if offload > 0 and mbn is not None:
-            fwd = layer_forward(time, pt.stage_time_parts, mbn, s)
-            inputs = StageInputs(counts[:, s], act[:, s], np.nan_to_num(pt.layer_act_one_gib), time, fwd,
-                                 stage_budget, first_kind(counts, s, first_dense))
-            oc = choose_offload(inputs, c, offload)
-            c = oc.rest
-            offloaded[:, s] = np.where(live, oc.k, 0)
-        feasible &= ~live | c.feasible
-        chosen[:, s] = np.where(live[:, None, None], c.counts.reshape(n, 2, 3), 0)
-    out: list[np.ndarray | None] = []
-    for i in range(n):
-        if not feasible[i]:
-            out.append(None)
-            continue
-        layers = stage_layers(int(pp[i]), model.num_layers, first_dense, counts[i])
-        width = model.num_layers + model.mtp_depth
-        out.append(None if layers is None else _assign(layers, chosen[i], width, offloaded[i]))
-    return out
-
-
-def stage_layers(pp: int, body: int, first_dense: int, counts: np.ndarray) -> list[list[tuple[int, int]]] | None:
-    """Per stage (vpp 1), its (global layer, kind) pairs in model order, kind 0 dense, 1 MoE, following the
-    cost model's split: each stage holds the next `counts[s]` layers (engine.cost.layout, whatever layout it
-    priced). Layers past the `body` layers (MTP) sit on the last stage and take the kind the cost model counted
-    them under. None if `counts` (P, 2) disagree."""
-    totals = [int(counts[s, 0] + counts[s, 1]) for s in range(pp)]
-    extra_total = sum(totals) - body
-    if extra_total < 0 or totals[-1] < extra_total:
-        return None
-    totals[-1] -= extra_total
-    out: list[list[tuple[int, int]]] = []
-    start = 0
-    for n in totals:
-        out.append([(g, 0 if g < first_dense else 1) for g in range(start, start + n)])
-        start += n
-    g = body
-    for k in (0, 1):
-        extra = int(counts[pp - 1, k]) - sum(1 for _, kind in out[-1] if kind == k)
-        for _ in range(max(extra, 0)):
-            out[-1].append((g, k))
-            g += 1
-    for s in range(pp):
-        for k in (0, 1):
-            if sum(1 for _, kind in out[s] if kind == k) != int(counts[s, k]):
-                return None
-    return out
-
-
-def _assign(layers: list[list[tuple[int, int]]], counts: np.ndarray, num_layers: int,
-            offloaded: np.ndarray | None = None) -> np.ndarray:
-    """Lay a stage's chosen counts (kind, mode) onto its layers: its first `offloaded[s]` layers offloaded
-    (OFFLOAD_CODE, [HP] §8.6), then full first, then selective, then off, so the layer that ends the warm-up
-    (the stage's last; its backward working set is charged) keeps its activations ([HP] §6.11)."""
-    modes = np.zeros(num_layers, dtype=np.int8)
-    for s, stage in enumerate(layers):
-        left = counts[s].copy()
-        k = int(offloaded[s]) if offloaded is not None else 0
-        for g, _ in stage[:k]:
-            modes[g] = OFFLOAD_CODE
-        for g, kind in stage[k:]:
-            for m in (FULL, SELECTIVE, OFF):
-                if left[kind, m] > 0:
-                    left[kind, m] -= 1
-                    modes[g] = m
-                    break
-    return modes

@@ -47,6 +47,7 @@ import numpy as np
 
 from engine.catalog.frameworks import FRAMEWORKS, StackSpace
 from engine.config.types import Config, Dimension
+from engine.cost.layout import effective_layout
 from engine.integers import divisors
 from engine.specs import ClusterSpec, ModelSpec
 
@@ -591,6 +592,14 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     bounds); dimension names as in engine.config.types.DIMENSIONS."""
     return enumerate_groups(model, cluster, global_batch, restrict, cp_algo=cp_algo,
                             optimizer_shard=optimizer_shard, extra_slots=extra_slots, stack=stack).materialise()
+
+
+def extra_slots(config: Config) -> int:
+    """The embedding and loss the pipeline layout counts as layers of the split (enumerate_space): negative
+    when the split needs no divisibility (torchtitan's own, engine.cost.layout.effective_layout)."""
+    lay = effective_layout(config.run)
+    n = int(lay.embedding_in_split) + int(lay.loss_in_split)
+    return -n if lay.remainder_first else n
 
 
 def restrictions(config: Config) -> dict[str, tuple[int, ...] | None]:

@@ -86,8 +86,8 @@ def stated_run(config: Config, source: Config) -> tuple[RunOptions, Strategy]:
     config lets the search choose. `recompute_modules: auto` in a search config asks the search to choose the
     modules; the stated plan keeps its train.yaml's own list. And the stack that runs it (the search config's
     framework) gives a plan that states no optimizer shard its distributed optimizer, as its recipes run it
-    (engine.config.resolve.stack_optimizer)."""
-    from engine.config.resolve import stack_optimizer
+    (engine.config.stated_strategy.stack_optimizer)."""
+    from engine.config.stated_strategy import stack_optimizer
 
     assert source.stated is not None
     run = config.run

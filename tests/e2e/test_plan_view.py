@@ -60,7 +60,7 @@ async def test_plan_view_lens_and_command_return_the_explain_data(client: Langua
 
 
 async def test_save_plan_trace_writes_the_predicted_step_as_a_chrome_trace(client: LanguageClient) -> None:
-    root: Path = client.hp_root  # type: ignore[attr-defined]
+    root: Path = ctx_of(client).root
     path = root / "trace" / "search.yaml"
     path.parent.mkdir()
     path.write_text(PLAN.read_text())

@@ -9,7 +9,8 @@ from engine.edit import apply_edits
 from engine.positions import Range
 from hp_lsp.analysis import analyse, cluster_from_search_config
 from hp_lsp.features import code_lens, diagnostics, hover
-from hp_lsp.features.code_actions import fix_for, optimal_edits, search_config_path
+from hp_lsp.features.code_actions import fix_for, optimal_edits
+from hp_lsp.features.new_search_config import search_config_path
 from hp_lsp.outline import scan
 from hp_lsp.search_job import SearchOutcome, SearchRequest, run_search
 from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml

@@ -2,8 +2,8 @@
  * Which YAML documents are HyperParallel configs, decided on the client before the server is started.
  *
  * The extension activates on any YAML (that is cheap) but only spawns Python once a document looks like a
- * train.yaml or a search config: by name (`train*.yaml`, `*search*.yaml`) or by its first lines showing
- * HyperParallel's sections (docs/formats.md §1 and §2). Once running, the server receives every YAML file and
+ * train.yaml, a search config or a RUNS file: by name (`train*.yaml`, `*search*.yaml`) or by its first lines showing
+ * HyperParallel's sections (docs/formats.md §1, §2 and §6). Once running, the server receives every YAML file and
  * confirms by content: it leaves other YAML alone, so a misjudged sniff here costs nothing but a process.
  */
 
@@ -28,6 +28,8 @@ const STRONG_SECTIONS = new Set([
 ]);
 // Keys below a section that, nested, mark a config even when the section name alone is too common.
 const STRONG_NESTED = /^\s+(pretrained_model_name_or_path|tp_size|pp_size|dp_shard_size|cards_per_node|device_type|tp_degree|pipeline_parallel_degree|num_hidden_layers)\s*:/;
+// A RUNS file (docs/formats.md §6): a `runs:` list whose items name a config or what was measured.
+const RUNS_ITEM = /^\s*-?\s*(config|step_time_s|tokens_per_s_per_device|peak_memory_gib|log|trace|ascend_profile)\s*:/;
 
 export function basename(path: string): string {
   const cut = Math.max(path.lastIndexOf('/'), path.lastIndexOf('\\'));
@@ -52,6 +54,9 @@ export function looksLikeHyperParallel(text: string, maxLines = SNIFF_LINES): bo
         return true;
       }
       continue;
+    }
+    if (topLevel === 'runs' && RUNS_ITEM.test(line)) {
+      return true;
     }
     // Nested keys count under the sections a config is made of (`model`, `cluster`, legacy `train`).
     if (topLevel && ['model', 'cluster', 'train'].includes(topLevel) && STRONG_NESTED.test(line)) {

@@ -60,6 +60,11 @@ local strong_sections = {
   parallelism = true, constraint = true, pp_config = true, train_yaml = true,
 }
 local nested_parents = { model = true, cluster = true, train = true }
+-- A RUNS file (docs/formats.md §6): a `runs:` list whose items name a config or what was measured.
+local runs_items = {
+  config = true, step_time_s = true, tokens_per_s_per_device = true, peak_memory_gib = true, log = true,
+  trace = true, ascend_profile = true,
+}
 local strong_nested = {
   pretrained_model_name_or_path = true, tp_size = true, pp_size = true, dp_shard_size = true,
   cards_per_node = true, device_type = true, tp_degree = true, pipeline_parallel_degree = true,
@@ -83,6 +88,11 @@ function M.looks_like_hyperparallel(lines)
     if key then
       top = key
       if strong_sections[key] then
+        return true
+      end
+    elseif top == 'runs' then
+      local item = line:match('^%s*%-?%s*([%a_][%w_]*)%s*:')
+      if item and runs_items[item] then
         return true
       end
     elseif top and nested_parents[top] then
