@@ -30,7 +30,6 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from engine.cost import band_evidence as E
 
@@ -131,7 +130,6 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
     return math.sqrt(base ** 2 + extra), basis
 
 
-@cache  # a pure function of the committed evidence: every priced row of a search asks it again
 def ordering_spread(framework: str, generation: str) -> float:
     """The half-width within which one plan's step time is not known to differ from another's of the same model
     on the same stack and device. Why not the whole band: what two such plans share (the stack's and device's
@@ -172,11 +170,6 @@ def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[
 def relative_spread(framework: str, generation: str, features: Sequence[str] = ()) -> Spread:
     """The model's relative error spread (half-widths at COVERAGE) for a framework on a device generation with
     the given plan features (FEATURES). Also the prior spread a calibration of one part may start from."""
-    return _relative_spread(framework, generation, tuple(features))
-
-
-@cache  # a pure function of the committed evidence, asked once per priced plan
-def _relative_spread(framework: str, generation: str, features: tuple[str, ...]) -> Spread:
     step, basis = _half_width(E.STEP_ROWS, framework, generation, features)
     memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features)
     return Spread(step, memory, tuple(basis))
