@@ -97,14 +97,19 @@ class Calibration:
         }
 
 
+def _verdict_json(biased: bool, prob: float, prior: float, spread: float, log_bias: float) -> dict[str, Any]:
+    """The stack-bias verdict both the local and the parts rule report, under the same keys."""
+    return {"stack_biased": biased, "probability_biased": round(prob, 6), "prior_biased": prior,
+            "plan_spread": spread, "stack_factor": round(math.exp(log_bias), 6)}
+
+
 def _local_json(f: Fitted | None) -> dict[str, Any] | None:
     """Why the local rule split the runs' misfit as it did (null under the other rules)."""
     if f is None or f.local is None:
         return None
     lf = f.local
-    return {"stack_biased": lf.biased, "probability_biased": round(lf.prob_biased, 6),
-            "prior_biased": lf.prior_biased, "plan_spread": lf.plan_spread,
-            "stack_factor": round(math.exp(lf.log_bias), 6), **local_doc(lf.local)}
+    return {**_verdict_json(lf.biased, lf.prob_biased, lf.prior_biased, lf.plan_spread, lf.log_bias),
+            **local_doc(lf.local)}
 
 
 def _parts_json(f: Fitted | None) -> dict[str, Any] | None:
@@ -112,9 +117,7 @@ def _parts_json(f: Fitted | None) -> dict[str, Any] | None:
     if f is None or f.parts is None:
         return None
     pf = f.parts
-    return {"stack_biased": pf.biased, "probability_biased": round(pf.prob_biased, 6),
-            "prior_biased": pf.prior_biased, "plan_spread": pf.plan_spread,
-            "stack_factor": round(math.exp(pf.log_bias), 6),
+    return {**_verdict_json(pf.biased, pf.prob_biased, pf.prior_biased, pf.plan_spread, pf.log_bias),
             "parts": {g: {"ratio": round(math.exp(t), 6), "prior_spread": s}
                       for g, t, s in zip(pf.parts, pf.log_ratios, pf.part_spreads, strict=True)},
             "own": [round(e, 6) for e in pf.own]}
