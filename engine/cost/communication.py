@@ -29,48 +29,83 @@ class LayerComm:
 
 def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool,
                base_overlap: float = K.TP_OVERLAP) -> tuple[np.ndarray, np.ndarray]:
-    """Exposed seconds of one forward and one backward tensor-parallel collective of `coll` seconds, per
-    layer type, given the layer's forward weight-GEMM time `gemm` (n, 2).
+    """Exposed seconds of one forward and one backward tensor-parallel collective pair (all-gather +
+    reduce-scatter, or the all-reduce without SP) of `coll` seconds, given the forward weight GEMMs of the
+    block the pair belongs to, `gemm` (n, 2): the attention block's QKV and output projection, or the MLP's
+    two (three) matrices.
 
     Without comm-GEMM overlap, Megatron still runs the backward all-reduce asynchronously with the weight-
     gradient GEMM: a fixed share TP_OVERLAP is hidden (KOR22 §6.2 note; FITTED). With it
-    (--tp-comm-overlap, TransformerEngine userbuffers; constants.TP_COMM_OVERLAP_SPLITS), a forward
-    all-gather + reduce-scatter pair shows only the last of the reduce-scatter's chunks, 1/(2·splits) of
-    the pair, and a backward pair runs beside the other backward GEMM; either hides at most the time of
-    the GEMMs it overlaps (a layer's forward weight GEMMs serve two pairs, g/2 each; backward GEMMs are
-    BWD_GEMM_RATIO times longer). `base_overlap` is the share hidden without the option: TP_OVERLAP on
-    stacks that run the backward collective asynchronously (Framework.tp_overlap), 0 on plain DTensor TP."""
+    (--tp-comm-overlap, TransformerEngine userbuffers; MindSpeed's MC2, `npu_all_gather_base_mm` /
+    `npu_mm_reduce_scatter_base`; constants.TP_COMM_OVERLAP_SPLITS), each collective is fused with the GEMM
+    next to it: the forward pair shows only the last of the reduce-scatter's chunks, 1/(2·splits) of the pair,
+    and the backward pair runs beside that block's other backward GEMMs (the column layer's reduce-scatter
+    under its weight-gradient GEMM, the row layer's all-gather fused with its input-gradient GEMM). Either hides
+    at most the time of its own block's GEMMs (forward `gemm`, backward BWD_GEMM_RATIO/2 × `gemm` beside each
+    collective), never another block's: an attention block whose collectives outlast its projections shows
+    the rest even when the MLP's GEMMs are long (MC2 and userbuffers overlap a collective only with the GEMM it
+    is fused with). `base_overlap` is the share hidden without the option: TP_OVERLAP on stacks that run the
+    backward collective asynchronously (Framework.tp_overlap), 0 on plain DTensor TP."""
     c = coll[:, None]
     if not overlap:
         e = np.broadcast_to((1 - base_overlap) * c, gemm.shape)
         return e, e
-    fwd_e = c - np.minimum((1 - 0.5 / K.TP_COMM_OVERLAP_SPLITS) * c, 0.5 * gemm)
+    fwd_e = c - np.minimum((1 - 0.5 / K.TP_COMM_OVERLAP_SPLITS) * c, gemm)
     bwd_e = c - np.minimum(c, 0.5 * K.BWD_GEMM_RATIO * gemm)
     return fwd_e, bwd_e
 
 
-def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
-    """(n, 2, 3) TP collectives: 2 forward + 2 backward (AR, or AG + RS with SP: same bytes), NAR21 §3 /
-    KOR22 §4.2; the recomputed forward repeats its collectives."""
+def moe_tp_collective(r: Rows) -> np.ndarray:
+    """(n,) seconds of the MoE block's tensor-parallel pair, one micro-batch: Megatron-Core's token dispatchers
+    (MoEAlltoAllTokenDispatcher, and MindSpeed's alltoall / alltoall_seq built on it) all-gather the routed
+    copies over the expert tensor-parallel group after the dispatch (gather_from_sequence_parallel_region,
+    AllGather-V) and reduce-scatter the experts' outputs before the combine: the pair carries etp × the rank's
+    T/t × routed copies hidden vectors (top-k × capacity × the busiest rank's excess, moe_copies), k times a
+    dense MLP's bytes; with etp = 1 the experts see only the tokens the all-to-all brought and no TP collective
+    runs in the block."""
+    size = K.ACT_BYTES * r.T / r.t * r.etp * r.moe_copies * r.h
+    return np.where(r.etp > 1, r.links.allreduce(size, r.etp, np.ones(r.n)), 0.0)
+
+
+def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(attention forward, attention backward, MLP forward, MLP backward) exposed seconds (n, 2) of the two TP
+    collective pairs of one layer and micro-batch. The MoE column's MLP pair is the dispatcher's
+    (moe_tp_collective), which no comm-GEMM overlap covers: TransformerEngine's userbuffers and MindSpeed's
+    MC2 fuse collectives into linear layers, not into the dispatcher's gather and scatter (MindSpeed docs
+    features/mc2.md: the MLP of a mcore MoE model runs without MC2)."""
     tp_ar = r.links.allreduce(K.ACT_BYTES * r.T * r.h, r.table.tp, np.ones(r.n))  # residual stream all-reduce
     base = K.TP_OVERLAP if r.fw.tp_overlap else 0.0
-    tp_fwd_e, tp_bwd_e = tp_exposed(tp_ar, lc.gemm, r.run.tp_comm_overlap, base)
+    attn_gemm = lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
+    a_f, a_b = tp_exposed(tp_ar, attn_gemm, r.run.tp_comm_overlap, base)
+    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, r.run.tp_comm_overlap, base)
+    m_f, m_b = np.array(m_f), np.array(m_b)
+    if r.is_moe:
+        e_f, e_b = tp_exposed(moe_tp_collective(r), lc.gemm, False, base)
+        m_f[:, MOE], m_b[:, MOE] = e_f[:, MOE], e_b[:, MOE]
+    return a_f, a_b, m_f, m_b
+
+
+def _tp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
+    """(n, 2, 3) TP collectives: the attention block's pair and the MLP's, forward and backward (AR, or AG +
+    RS with SP: same bytes), NAR21 §3 / KOR22 §4.2; the recomputed forward repeats its collectives."""
+    a_f, a_b, m_f, m_b = _tp_pairs(r, lc)
+    fwd_e = a_f + m_f
     tp = np.zeros((r.n, 2, 3))
-    tp[:, :, :] = (2 * tp_fwd_e + 2 * tp_bwd_e)[:, :, None]
-    tp[:, :, FULL] += 2 * tp_fwd_e
+    tp[:, :, :] = (fwd_e + a_b + m_b)[:, :, None]
+    tp[:, :, FULL] += fwd_e
     if r.policy == "modules":
         # a recomputed dense MLP or MoE layer (normal checkpointing of the submodule) re-runs its block's
-        # collectives (all-gather + reduce-scatter under SP, the all-reduce without: one all-reduce's bytes);
+        # collectives (all-gather + reduce-scatter under SP, the all-reduce without: one pair);
         # output-discarding modules and the attention core run no collective again
         on = set(r.modules)
         if "mlp" in on:  # the dense layers (a dense model's MoE column repeats its dense one)
-            tp[:, DENSE, SELECTIVE] += tp_fwd_e[:, DENSE]
+            tp[:, DENSE, SELECTIVE] += m_f[:, DENSE]
             if not r.is_moe:
-                tp[:, MOE, SELECTIVE] += tp_fwd_e[:, MOE]
+                tp[:, MOE, SELECTIVE] += m_f[:, MOE]
         if "moe" in on and r.is_moe:
-            tp[:, MOE, SELECTIVE] += tp_fwd_e[:, MOE]
+            tp[:, MOE, SELECTIVE] += m_f[:, MOE]
     elif r.policy != "attention":
-        tp[:, :, SELECTIVE] += np.where(r.sp[:, None], tp_fwd_e, 0.0)  # all-gathers re-run ([HP] §8.2)
+        tp[:, :, SELECTIVE] += np.where(r.sp[:, None], a_f, 0.0)  # all-gathers re-run ([HP] §8.2)
     return tp
 
 

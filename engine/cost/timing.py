@@ -53,6 +53,8 @@ class LayerCompute:
 
     fwd: forward (weight GEMMs + attention core + element-wise); gemm: the forward weight GEMMs alone (what
     TP comm-GEMM overlap hides under); attn_fwd / attn_bwd: the attention core; compute: forward + backward.
+    attn_gemm: (n,) the attention block's forward weight GEMMs (QKV and output projection), the GEMMs its own
+    TP all-gather and reduce-scatter are fused with (gemm − attn_gemm is the MLP block's).
     """
 
     fwd: np.ndarray
@@ -61,6 +63,7 @@ class LayerCompute:
     attn_bwd: np.ndarray
     compute: np.ndarray
     moe: MoeGemms | None = None
+    attn_gemm: np.ndarray | None = None
 
 
 def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
@@ -225,7 +228,7 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     if not r.is_moe:
         for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):
             arr[:, MOE] = arr[:, DENSE]
-    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, mg)
+    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, mg, g_attn)
 
 
 def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
