@@ -58,6 +58,9 @@ class ModelSpec:
     shared_ffn: int = 0  # shared_expert_intermediate_size (0 -> moe_ffn)
     first_k_dense: int = 0  # first_k_dense_replace
     capacity_factor: float = 1.0
+    # A capacity factor the files state: the token-drop path (tokens past an expert's capacity dropped, experts
+    # padded to it), so the busiest rank holds the capacity; unstated, routing is dropless (MOE_IMBALANCE).
+    token_drop: bool = False
     # MLA (DeepSeek-V2/V3)
     kv_lora_rank: int = 0
     q_lora_rank: int = 0

@@ -72,7 +72,8 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     collective pairs of one layer and micro-batch. The MoE column's MLP pair is the dispatcher's
     (moe_tp_collective), which no comm-GEMM overlap covers: TransformerEngine's userbuffers and MindSpeed's
     MC2 fuse collectives into linear layers, not into the dispatcher's gather and scatter (MindSpeed docs
-    features/mc2.md: the MLP of a mcore MoE model runs without MC2)."""
+    features/mc2.md: the MLP of a mcore MoE model runs without MC2), and no asynchronous backward hides a share
+    of it (TP_OVERLAP is the linear layers' all-reduce beside their weight-gradient GEMM)."""
     tp_ar = r.links.allreduce(K.ACT_BYTES * r.T * r.h, r.table.tp, np.ones(r.n))  # residual stream all-reduce
     base = K.TP_OVERLAP if r.fw.tp_overlap else 0.0
     attn_gemm = lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
@@ -80,7 +81,9 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, r.run.tp_comm_overlap, base)
     m_f, m_b = np.array(m_f), np.array(m_b)
     if r.is_moe:
-        e_f, e_b = tp_exposed(moe_tp_collective(r), lc.gemm, False, base)
+        # the dispatcher's gather and scatter run synchronously in autograd: nothing of TP_OVERLAP (the linear
+        # layers' asynchronous backward all-reduce beside their weight-gradient GEMM) applies to them
+        e_f, e_b = tp_exposed(moe_tp_collective(r), lc.gemm, False, 0.0)
         m_f[:, MOE], m_b[:, MOE] = e_f[:, MOE], e_b[:, MOE]
     return a_f, a_b, m_f, m_b
 

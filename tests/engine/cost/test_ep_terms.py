@@ -69,3 +69,30 @@ def test_overlap_keys_read_from_a_search_config(tmp_path: Path) -> None:
     loaded = check_file(str(p))
     assert loaded.config is not None and loaded.config.run is not None
     assert loaded.config.run.moe_a2a_overlap and loaded.config.run.moe_shared_expert_overlap
+
+
+def test_a_stated_capacity_bounds_the_busiest_rank_dropless_routing_does_not(tmp_path: Path) -> None:
+    """Dropless routing (no capacity factor stated) lands unevenly: the busiest rank gets MOE_IMBALANCE × the
+    mean copies. A stated capacity factor (token drop padded to the capacity, or forced balance) gives every
+    expert exactly top-k × the factor: less all-to-all and expert time for the same plan. Read from a file."""
+    from engine.cost import constants as K
+    from engine.cost.rows import busiest_rank_copies
+
+    assert busiest_rank_copies(MOE) == pytest.approx(8 * K.MOE_IMBALANCE)
+    assert busiest_rank_copies(replace(MOE, token_drop=True)) == pytest.approx(8.0)
+    assert busiest_rank_copies(replace(MOE, token_drop=True, capacity_factor=1.25)) == pytest.approx(10.0)
+    dropless = estimate(MOE, h100(2), MEGATRON, Strategy(dp=16, ep=16, micro_batch_num=4), 1e9)
+    capped = estimate(replace(MOE, token_drop=True), h100(2), MEGATRON, Strategy(dp=16, ep=16, micro_batch_num=4), 1e9)
+    assert capped.time_breakdown_s["ep_comm"] < dropless.time_breakdown_s["ep_comm"]
+    assert capped.time_breakdown_s["compute"] < dropless.time_breakdown_s["compute"]
+    yaml = ("model:\n  name: m\n  config_overrides:\n    num_hidden_layers: 4\n    hidden_size: 1024\n"
+            "    num_attention_heads: 8\n    intermediate_size: 4096\n    vocab_size: 32000\n    num_experts: 8\n"
+            "    num_experts_per_tok: 2\n    moe_intermediate_size: 1024\n{cap}"
+            "dataset:\n  data_transform:\n    max_seq_len: 1024\n")
+    specs = []
+    for cap in ("", "    capacity_factor: 1.0\n"):
+        (tmp_path / "train.yaml").write_text(yaml.format(cap=cap))
+        loaded = check_file(str(tmp_path / "train.yaml"))
+        assert loaded.config is not None and loaded.config.model is not None
+        specs.append(loaded.config.model)
+    assert (specs[0].token_drop, specs[1].token_drop) == (False, True)
