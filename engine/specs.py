@@ -337,6 +337,10 @@ class RunOptions:
     # usual setting (engine.catalog.frameworks).
     gradient_accumulation_fusion: bool | None = None
     gemm_gradient_accumulation_fusion: bool | None = None
+    # MindSpeed's --swap-attention (docs/features/swap_attention.md): every layer's attention-block activations
+    # are copied to the host after its forward and prefetched before its backward (engine.cost.swap); priced on
+    # the stacks that run it (Framework.swaps_attention), ignored elsewhere.
+    swap_attention: bool = False
     # The trainer's accelerator.loss_parallel: the loss over the vocabulary-parallel logits (÷ tp) or, false,
     # over the whole vocabulary on every TP rank; None: the framework's own (engine.catalog.frameworks).
     loss_parallel: bool | None = None

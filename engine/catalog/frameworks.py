@@ -146,6 +146,8 @@ class Framework:
       combine all-to-alls are in flight (Megatron and MindSpeed --moe-shared-expert-overlap).
       `ep_overlap_names`: the stack's own option names, for messages and docs.
     calibrated_on: the [CAL] cases its constants were checked against (empty: uncalibrated).
+    swaps_attention: the stack runs `swap_attention` (MindSpeed --swap-attention: every layer's attention-block
+      activations copied to the host after its forward, prefetched before its backward; engine.cost.swap).
     grad_accum_fusion / grouped_grad_accum_fusion: what the stack's recipes usually run when the files do not
       say (RunOptions.gradient_accumulation_fusion / gemm_gradient_accumulation_fusion): the weight-gradient
       GEMMs (dense; grouped expert GEMMs) accumulate into the fp32 main gradients in their epilogue. Megatron
@@ -190,6 +192,7 @@ class Framework:
     grouped_grad_accum_fusion: bool = True
     pp_recv_per_microbatch: bool = False
     allocator_overhead: float = 0.0
+    swaps_attention: bool = False
     space: StackSpace = field(default_factory=StackSpace)
 
     def attention_fraction(self, device: DeviceSpec) -> float:
@@ -264,7 +267,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",
         ep_overlap="chunked", shared_expert_overlap=True,
         ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
-        npu_gemms=True, space=_MINDSPEED_SPACE),
+        npu_gemms=True, swaps_attention=True, space=_MINDSPEED_SPACE),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
         compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,

@@ -71,7 +71,7 @@ TRAIN_AUTOMODELS = _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
             "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
             "overlap_grad_reduce overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap pp_schedule pp_vpp "
-            "gradient_accumulation_fusion gemm_gradient_accumulation_fusion "
+            "gradient_accumulation_fusion gemm_gradient_accumulation_fusion swap_attention "
             "pp_micro_batch_num enable_parallel_optimizer loss_parallel " + LAYOUT_KEY_NAMES,
             "etp_size dp_size dp_replicate_size",
         ),
@@ -116,7 +116,8 @@ SEARCH_DIMENSION_KEYS = (
 
 SEARCH = _s(
     "train_yaml recompute recompute_modes recompute_modules offload selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
-    "moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion gemm_gradient_accumulation_fusion",
+    "moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion gemm_gradient_accumulation_fusion "
+    "swap_attention",
     "",
     {
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its
@@ -172,7 +173,7 @@ SEARCH_ONLY_KEYS: dict[str, frozenset[str]] = {
         "context_parallel_algo pipeline_scheduler pp_interleave_num dp_replicate expert_tensor_parallel_degree "
         "optimizer_weight_shard_size enable_parallel_optimizer tp_comm_overlap overlap_grad_reduce "
         "overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion "
-        "gemm_gradient_accumulation_fusion fp8 " + LAYOUT_KEY_NAMES),
+        "gemm_gradient_accumulation_fusion swap_attention fp8 " + LAYOUT_KEY_NAMES),
     "training": frozenset({"micro_batch_num"}),
     "activation_checkpoint": _words("layers recompute_slice_activation selective_policy recompute_modules"),
 }

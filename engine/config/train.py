@@ -26,7 +26,8 @@ RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "se
 # Overlap switches (engine.specs.RunOptions fields of the same names; hp-lsp extensions, not HyperParallel's).
 # Boolean run flags stated as Megatron-style options (RunOptions fields of the same names): overlaps and fusions.
 OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
-                "moe_a2a_overlap", "gradient_accumulation_fusion", "gemm_gradient_accumulation_fusion")
+                "moe_a2a_overlap", "gradient_accumulation_fusion", "gemm_gradient_accumulation_fusion",
+                "swap_attention")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
                       "op": "op", "torchtitan": "op", "modules": "modules"}
 # Pipeline schedules by the names the trainer (`pp_schedule`: gpipe | 1f1b) and the search (`pipeline_scheduler`)

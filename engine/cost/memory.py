@@ -24,6 +24,7 @@ from engine.cost.model import (
     routed_copies,
 )
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
+from engine.cost.swap import swapped_bytes
 from engine.specs import ModelSpec, RunOptions
 
 STATE_TERMS = ("parameters", "gradients", "optimizer")
@@ -505,7 +506,8 @@ class Memory:
     peak_stage: np.ndarray
     terms: dict[str, np.ndarray]
     stage_parts: dict[str, np.ndarray]
-    alloc_ratio: float = 1.0  # allocator_ratio: what PricedTable.layer_act_one_gib carries over `act`
+    alloc_ratio: float  # allocator_ratio: what PricedTable.layer_act_one_gib carries over `act`
+    held: np.ndarray  # (n, 2, 3) of `act` the device holds between forward and backward (less what swaps out)
 
 
 def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.ndarray | None = None) -> Memory:
@@ -514,6 +516,7 @@ def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.
     fixed RESERVED_GIB that lies outside the allocator; the per-layer kept bytes the search sums
     (PricedTable.layer_act_one_gib) carry the same ratio, so static + fixed + Σ layers stays the stage total."""
     act = layer_activations(r)
+    held = act - swapped_bytes(r)  # swap-attention: the attention block's saved tensors wait on the host
     sp_ = stage_params(r, tower_params)
     buf_stage = buffers(r, sp_)[:, None] + pipeline_buffers(r)
     fixed_act = fixed_activations(r, act, tower_act)
@@ -521,7 +524,7 @@ def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.
     over = ratio - 1.0
     reserved_b = K.RESERVED_GIB * K.GIB
     fixed_b = ratio * (fixed_act + buf_stage) + over * sp_.static_b + reserved_b
-    act_stage = fixed_act + r.mf * r.stage_sum(act)
+    act_stage = fixed_act + r.mf * r.stage_sum(held)
     alloc = sp_.static_b + act_stage + buf_stage
     res_stage = reserved_b + over * alloc
     tot = alloc + res_stage
@@ -540,4 +543,4 @@ def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.
                    "valid": r.valid, "grad_share": sp_.grad_share,
                    **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
     return Memory(act, sp_, buf_stage, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts,
-                  ratio)
+                  ratio, held)

@@ -31,6 +31,7 @@ from engine.cost.model import model_stats
 from engine.cost.offload import apply_offload, strip_offload
 from engine.cost.ratio_scaling import apply_ratios
 from engine.cost.rows import OFF, Rows, build_rows
+from engine.cost.swap import exposed_copy_time
 from engine.cost.table import CandidateTable, PricedTable
 from engine.cost.timing import (
     LayerCompute,
@@ -137,7 +138,8 @@ def _price_block(
     tw = tower_cost(r)
     mem = price_memory(r, *((None, None) if tw is None else (tw.params, tw.act_b)))
     lc = layer_compute(r, mem.act)
-    rec = recompute_extra(r, mem.act, lc)
+    # swap-attention's wait for its host copies is reported with recompute, the time it trades against
+    rec = recompute_extra(r, mem.act, lc) + exposed_copy_time(r, mem.act - mem.held, lc.attn_block_fwd)
     comm = layer_comm(r, lc)
     per_layer = lc.compute[:, :, None] + rec + comm.tp + comm.cp + comm.ep  # (n, 2, 3) per micro-batch
 
@@ -239,7 +241,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
         mfu=mfu, fits=mem.peak_gib <= budget_gib, budget_gib=float(budget_gib),
         stage_static_gib=np.where(valid, mem.params.static_b / K.GIB, np.nan),
         stage_fixed_gib=np.where(valid, mem.fixed_b / K.GIB, np.nan),
-        layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.act * mem.alloc_ratio / K.GIB, layer_time_s=per_step_layer,
+        layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.held * mem.alloc_ratio / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,

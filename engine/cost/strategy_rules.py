@@ -48,6 +48,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "recompute_modules": ("recompute_modules", "activation_checkpoint.recompute_modules"),
     "moe_a2a_overlap": ("moe_a2a_overlap", "accelerator.moe_a2a_overlap"),
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
+    "swap_attention": ("swap_attention", "accelerator.swap_attention"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
@@ -222,14 +223,16 @@ def stack_device_problem(config: Config) -> Problem | None:
 
 
 def _ep_overlap_problems(config: Config) -> list[Problem]:
-    """HP533: an expert-parallel overlap stated for a stack that has none. Why: the cost model prices the
-    overlap only where the framework runs it (Framework.ep_overlap / shared_expert_overlap), so a stated
+    """HP533: an expert-parallel overlap, or the attention swap, stated for a stack that has none. Why: the cost
+    model prices the option only where the framework runs it (Framework.ep_overlap / shared_expert_overlap /
+    swaps_attention), so a stated
     option that the stack lacks silently changes nothing; the user should hear that the price excludes it,
     and which stack offers it."""
     fw = framework_of(config.run)
     out: list[Problem] = []
     for key, what, attr in (("moe_a2a_overlap", "expert all-to-all overlap", "ep_overlap"),
-                            ("moe_shared_expert_overlap", "shared-expert overlap", "shared_expert_overlap")):
+                            ("moe_shared_expert_overlap", "shared-expert overlap", "shared_expert_overlap"),
+                            ("swap_attention", "attention swap to the host", "swaps_attention")):
         if getattr(config.run, key) and not getattr(fw, attr):
             offering = ", ".join(f.name for f in FRAMEWORKS.values() if getattr(f, attr))
             out.append(Problem("HP533", f"{fw.name} has no {what} ({key}; offered by {offering}): "

@@ -65,6 +65,12 @@ class LayerCompute:
     moe: MoeGemms | None = None
     attn_gemm: np.ndarray | None = None
 
+    @property
+    def attn_block_fwd(self) -> np.ndarray:
+        """(n,) forward seconds of the attention block: its projections and the attention core."""
+        g = self.attn_gemm if self.attn_gemm is not None else np.zeros(self.fwd.shape[0])
+        return g + self.attn_fwd[:, 0]
+
 
 def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
     """(n,) forward seconds of the attention weight GEMMs: (tokens, output width / t, input width)."""

@@ -151,7 +151,7 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
         args.append("--use-ascend-mc2" if target == "mindspeed" else "--tp-comm-overlap")
     args += _grad_accumulation_args(model, run, target)
     args += _fp8_args(run, target, device, warns) + _moe_args(model, run, target, warns)
-    args += _offload_args(s, target, warns) + _fused_args(target)
+    args += _offload_args(s, run, target, warns) + _fused_args(target)
     lines = [f"# {target}: world size {s.world_size} (launch {s.world_size} ranks; data parallel = world / "
              f"(tp·pp·cp) = {s.dp})"]
     pairs = _pairs(args)
@@ -267,11 +267,13 @@ def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagno
     return args
 
 
-def _offload_args(s: Strategy, target: str, warns: list[Diagnostic]) -> list[str]:
+def _offload_args(s: Strategy, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
     """Activation offload of whole layers as Megatron-Core's `--cpu-offloading-num-layers` (its
-    TransformerConfig refuses it with pipeline parallelism or recompute, MLM-ARGS core_v0.16.0)."""
+    TransformerConfig refuses it with pipeline parallelism or recompute, MLM-ARGS core_v0.16.0), and MindSpeed's
+    `--swap-attention` where the price assumed it (engine.cost.swap; other stacks were priced without it, HP533)."""
+    swap = ["--swap-attention"] if run.swap_attention and target == "mindspeed" else []
     if not s.recompute.offload:
-        return []
+        return swap
     layers = sum(b - a + 1 for a, b in s.recompute.offload)
     if target == "megatron" and s.pp == 1 and s.recompute.mode == "off" and not s.recompute.layers:
         return ["--cpu-offloading-num-layers", str(layers)]
