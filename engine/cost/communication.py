@@ -76,7 +76,8 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     of it (TP_OVERLAP is the linear layers' all-reduce beside their weight-gradient GEMM)."""
     tp_ar = r.links.allreduce(K.ACT_BYTES * r.T * r.h, r.table.tp, np.ones(r.n))  # residual stream all-reduce
     base = K.TP_OVERLAP if r.fw.tp_overlap else 0.0
-    attn_gemm = lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
+    # without the attention block's own GEMM time (a LayerCompute built elsewhere) each pair gets half the layer's
+    attn_gemm = 0.5 * lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
     a_f, a_b = tp_exposed(tp_ar, attn_gemm, r.run.tp_comm_overlap, base)
     m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, r.run.tp_comm_overlap, base)
     m_f, m_b = np.array(m_f), np.array(m_b)

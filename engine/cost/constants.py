@@ -166,6 +166,8 @@ RESERVED_GIB = 1.5
 # property of a priced result, and the results sit below the cost model that fills them.
 
 # ------------------------------------------------------------------------------------- MoE
-# Dropless routing with capacity factor 1 still lands unevenly: the busiest expert rank receives this
-# factor more tokens than the mean (used for all-to-all volume and expert compute); 1.0 = balanced.
+# Dropless routing (no capacity factor stated) lands unevenly: the busiest expert rank receives this factor more
+# tokens than the mean (used for all-to-all volume, expert compute and the dispatcher's TP pair); 1.0 = balanced.
+# A stated capacity factor (token drop padded to the capacity, or forced balance) bounds every expert at top-k ×
+# the factor instead (engine.cost.rows.busiest_rank_copies). Assumed [U], not fitted.
 MOE_IMBALANCE = 1.1

@@ -43,8 +43,8 @@ class Rows:
     Degrees are float64 with their floors applied; `sp` is sequence parallelism in effect (tp > 1);
     `sp_div` is what sequence parallelism divides the residual stream by (t, or 1 without it); `edp` the
     expert data-parallel size dp·cp·t/(ep·etp) and `edp_i` it rounded to a group size (≥ 1);
-    `moe_copies` the routed copies of a token a MoE layer moves and computes (top-k × capacity ×
-    MOE_IMBALANCE; 0 for dense models). Stage layout: `counts` (n, P, 2) layers per stage and type,
+    `moe_copies` the routed copies of a token the busiest expert rank moves and computes (busiest_rank_copies:
+    top-k × MOE_IMBALANCE dropless, top-k × the stated capacity factor; 0 for dense models). Stage layout: `counts` (n, P, 2) layers per stage and type,
     `counts_m` (n, P, 2, 3) per mode too when the table has per-layer modes, `mode_row` each row's uniform
     mode, `first`/`last`/`valid` (n, P) stage masks, `mf` micro-batches in flight per stage.
 
