@@ -601,7 +601,6 @@ def set_fitted(name: str, value: float) -> None:
 
 def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
     """Each framework priced with the constants the other frameworks' runs give ([CAL] §9.7, §10)."""
-    from engine.cost import constants as K
 
     frameworks = sorted({"megatron", *(r.framework for r in runs)})
     print(f"{'left out':<12} {'cases':>5} {'median |e|':>10} {'max |e|':>8}  constants priced without its runs")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.cost import constants as K
 from tests.support.cli import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
