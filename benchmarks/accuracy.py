@@ -555,36 +555,73 @@ def print_groups(scored: list[Scored]) -> None:
 
 
 # What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
-# without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the PyTorch
-# GEMM fraction, mindspeed: the NPU GEMM fraction (without their runs, the Megatron fraction is all the other
-# runs can say); hyperparallel: none (its constants are device facts and the shared fits).
-OWN_CONSTANTS = {"torchtitan": ("TORCH_GEMM_FRACTION_OF_MAMF",), "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF",)}
+# without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the H100 96 GB's
+# sustained GEMM share (its only runs on that part; without them, the catalog's midpoint of torchtitan's statement);
+# mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say);
+# hyperparallel: none (its constants are device facts and the shared fits).
+H100_96G_SHARE = "H100-96G.clock_fraction"
+OWN_CONSTANTS = {"torchtitan": (H100_96G_SHARE,), "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF",)}
+
+
+def _without_own_runs(name: str) -> float:
+    """What a fitted value is when its own framework's runs are left out (OWN_CONSTANTS)."""
+    from engine.catalog.devices import H100_96G_CLOCK_MIDPOINT
+
+    return H100_96G_CLOCK_MIDPOINT if name == H100_96G_SHARE else K.GEMM_FRACTION_OF_MAMF
+
+
+def get_fitted(name: str) -> float:
+    """A fitted value by name: a constant of engine.cost.constants, or "DEVICE.field" of a catalog row."""
+    if "." not in name:
+        return float(getattr(K, name))
+    from engine.catalog.devices import find_device
+
+    dev_name, fld = name.split(".")
+    dev = find_device(dev_name)
+    assert dev is not None, name
+    return float(getattr(dev, fld))
+
+
+def set_fitted(name: str, value: float) -> None:
+    """Set a fitted value for the pricing that follows (get_fitted's names). A catalog row is replaced, under
+    every name and alias it is looked up by, with the field changed: the benchmark's fit varies a device fact
+    the way a constant is varied, without a second home for it."""
+    if "." not in name:
+        setattr(K, name, value)
+        return
+    from engine.catalog import devices
+
+    dev_name, fld = name.split(".")
+    old = devices.find_device(dev_name)
+    assert old is not None, name
+    new = replace(old, **{fld: value})
+    for key in [k for k, d in devices._BY_NAME.items() if d is old]:
+        devices._BY_NAME[key] = new
 
 
 def leave_one_framework_out(cases: list[Case], runs: list[Run]) -> None:
     """Each framework priced with the constants the other frameworks' runs give ([CAL] §9.7, §10)."""
-    from engine.cost import constants as K
 
     frameworks = sorted({"megatron", *(r.framework for r in runs)})
     print(f"{'left out':<12} {'cases':>5} {'median |e|':>10} {'max |e|':>8}  constants priced without its runs")
     for fw in frameworks:
-        saved = {k: getattr(K, k) for k in (*FIT_GRID, *FRACTION_FITS)}
+        saved = {k: get_fitted(k) for k in (*FIT_GRID, *FRACTION_FITS)}
         try:
             if fw == "megatron":
                 # the Blackwell factor is fitted on Megatron runs only: without them it is 1
                 values = {**_fit_runs([r for r in runs if r.framework != "megatron"]), "BLACKWELL_GEMM_FACTOR": 1.0}
             elif fw in OWN_CONSTANTS:
-                values = {k: K.GEMM_FRACTION_OF_MAMF for k in OWN_CONSTANTS[fw]}
+                values = {k: _without_own_runs(k) for k in OWN_CONSTANTS[fw]}
             else:
                 values = {}
             for k, v in values.items():
-                setattr(K, k, v)
+                set_fitted(k, v)
             errs = [sc.error for sc in score_s10([r for r in runs if r.framework == fw]) if sc.error is not None]
             if fw == "megatron":
                 errs += [e for es in errors_with(cases, values).values() for e in es]
         finally:
             for k, v in saved.items():
-                setattr(K, k, v)
+                set_fitted(k, v)
         ab = [abs(x) for x in errs]
         what = ", ".join(f"{k}={v:g}" for k, v in values.items()) or "none fitted on its runs"
         print(f"{fw:<12} {len(ab):>5} {100 * statistics.median(ab):>9.1f}% {100 * max(ab):>7.1f}%  {what}")
@@ -602,33 +639,31 @@ def _fit_runs(runs: list[Run]) -> dict[str, float]:
 
 FRACTION_GRID = tuple(round(0.60 + 0.01 * i, 2) for i in range(41))  # 0.60 … 1.00
 # The framework GEMM fractions fitted on [CAL] §10 runs alone: the constant and the runs it is fitted on.
+# The values fitted on [CAL] §10 runs alone (constants, or "DEVICE.field" of a catalog row): each and its runs.
 FRACTION_FITS = {
-    "TORCH_GEMM_FRACTION_OF_MAMF": ("llama31-8b-8xh100-96g-torchtitan-compile",
-                                    "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
+    H100_96G_SHARE: ("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
     "MINDSPEED_GEMM_FRACTION_OF_MAMF": ("ascend-llama2-7b-8xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
     "BLACKWELL_GEMM_FACTOR": ("llama31-405b-128xgb200-nemo", "llama3-8b-8xb200-mbridge-fp8"),
 }
 
 
 def fit_fraction(runs: list[Run], constant: str, leave_out: str = "") -> tuple[float, list[float]]:
-    """A framework GEMM fraction (FRACTION_FITS) refitted on its named [CAL] §10 runs alone, with every other
-    term as priced now: the value whose worst |step error| over those runs is the smallest, ties to the
-    smaller mean |e|. Why minimax: with two runs the mean |e| is flat wherever their errors straddle zero, so
-    the mean cannot choose; balancing them does not lean on either run."""
-    from engine.cost import constants as K
-
+    """A value of FRACTION_FITS refitted on its named [CAL] §10 runs alone, with every other term as priced now:
+    the value whose worst |step error| over those runs is the smallest, ties to the smaller mean |e|. Why
+    minimax: with two runs the mean |e| is flat wherever their errors straddle zero, so the mean cannot
+    choose; balancing them does not lean on either run."""
     named = [r for r in runs if r.id in FRACTION_FITS[constant] and r.id != leave_out]
-    saved = getattr(K, constant)
+    saved = get_fitted(constant)
     best: tuple[float, float, float, list[float]] = (float("inf"), float("inf"), saved, [])
     try:
         for v in FRACTION_GRID:
-            setattr(K, constant, v)
+            set_fitted(constant, v)
             es = [sc.error for sc in score_s10(named) if sc.error is not None]
             key = (max(abs(e) for e in es), statistics.mean(abs(e) for e in es))
             if key < best[:2]:
                 best = (*key, v, es)
     finally:
-        setattr(K, constant, saved)
+        set_fitted(constant, saved)
     return best[2], best[3]
 
 
@@ -649,12 +684,12 @@ def _loo_step(run: Run) -> float | None:
     None where no constant was fitted on the run."""
     for constant, ids in FRACTION_FITS.items():
         if run.id in ids:
-            saved = getattr(K, constant)
+            saved = get_fitted(constant)
             try:
-                setattr(K, constant, fit_fraction(s10_runs(), constant, leave_out=run.id)[0])
+                set_fitted(constant, fit_fraction(s10_runs(), constant, leave_out=run.id)[0])
                 return float(estimate_json(RUNS_DIR / run.id / "search.yaml")["step_time_s"])
             finally:
-                setattr(K, constant, saved)
+                set_fitted(constant, saved)
     return None
 
 

@@ -78,9 +78,6 @@ class Framework:
 
     npu_gemms: linear layers run as Megatron-Core modules on torch_npu / CANN GEMM kernels (MindSpeed-LLM on
       Ascend): priced at constants.MINDSPEED_GEMM_FRACTION_OF_MAMF.
-    pytorch_gemms: linear layers run as plain PyTorch (aten/cuBLAS or torch_npu) GEMMs between FSDP2 hooks
-      and DTensor dispatch, not TransformerEngine / Megatron fused modules: priced at
-      constants.TORCH_GEMM_FRACTION_OF_MAMF instead of GEMM_FRACTION_OF_MAMF.
     fused_elementwise: norms, RoPE, activation and gate multiply run as fused kernels (TransformerEngine,
       Ascend fused operators) rather than eager PyTorch ops; `compile_fuses`: torch.compile / graph mode fuses
       them when `estimator.compile` is on.
@@ -90,7 +87,9 @@ class Framework:
       asynchronous backward all-reduce beside the weight-gradient GEMM); False: every TP collective is exposed
       (plain DTensor TP). `tp_comm_overlap_name`: the option that pipelines TP collectives with GEMMs.
     fsdp2: per-parameter FSDP2 (`fully_shard`): gathers prefetched one layer ahead (the first layer's gather
-      and the last one's reduce-scatter stay exposed), gradients reduce-scattered in `fsdp_reduce_bytes`.
+      and the last one's reduce-scatter stay exposed), gradients reduce-scattered in `fsdp_reduce_bytes`; each
+      block's collective one NCCL call over the shard group, priced at NCCL's rate across nodes (through all
+      of a node's NICs), not the flat ring fitted on DeepSpeed's ZeRO-3 (engine.cost.communication.fsdp_exposed).
     selective_policies: what `recompute: selective` can mean on this stack (the first is its default).
     recompute_modules: the submodules the stack's `--recompute-modules` can recompute (policy "modules",
       engine.specs.RECOMPUTE_MODULES; Megatron-Core TransformerConfig.recompute_modules, MindSpeed-LLM's
@@ -161,7 +160,6 @@ class Framework:
     label: str
     fused_elementwise: bool
     compile_fuses: bool
-    pytorch_gemms: bool
     attention_kernel: str
     attention_rate: Mapping[str, float]
     tp_overlap: bool
@@ -239,7 +237,6 @@ _SDPA_ATTN = _rates(**{"": 0.50, "hopper": 0.35, "blackwell": 0.35, "ascend": 0.
 FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
     "megatron": Framework(
         name="megatron", label="Megatron-LM / Megatron-Core / NeMo", fused_elementwise=True, compile_fuses=False,
-        pytorch_gemms=False,
         attention_kernel="TransformerEngine fused attention (cuDNN / FlashAttention)", attention_rate=_TE_ATTN,
         tp_overlap=True, tp_comm_overlap_name="--tp-comm-overlap (TransformerEngine userbuffers)", fsdp2=False,
         fsdp_reduce_bytes=0.0, selective_policies=("attention", "modules"), loss_parallel=True,
@@ -255,7 +252,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
                     "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
-        compile_fuses=False, pytorch_gemms=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
+        compile_fuses=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
         attention_rate=_rates(**{"": 0.50}), tp_overlap=True,
         tp_comm_overlap_name="MC2 (matmul fused with the TP collective)", fsdp2=False, fsdp_reduce_bytes=0.0,
         selective_policies=("attention", "modules"), loss_parallel=True, loss_bytes_per_logit=4.0,
@@ -270,7 +267,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         npu_gemms=True, swaps_attention=True, space=_MINDSPEED_SPACE),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
-        compile_fuses=True, pytorch_gemms=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
+        compile_fuses=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
         tp_overlap=False, tp_comm_overlap_name="async TP (torch._inductor micro-pipelining)", fsdp2=True,
         fsdp_reduce_bytes=4.0, selective_policies=("op",), loss_parallel=True, loss_bytes_per_logit=10.0,
         loss_kind="eager_fp32", loss_peak_bytes=12.0,
@@ -286,7 +283,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         space=_TORCHTITAN_SPACE),
     "hyperparallel": Framework(
         name="hyperparallel", label="HyperParallel trainer (FSDP2-style, PyTorch / torch_npu kernels)",
-        fused_elementwise=False, compile_fuses=True, pytorch_gemms=True,
+        fused_elementwise=False, compile_fuses=True,
         attention_kernel="PyTorch SDPA / torch_npu fused attention",
         attention_rate=_SDPA_ATTN, tp_overlap=False, tp_comm_overlap_name="", fsdp2=True, fsdp_reduce_bytes=4.0,
         selective_policies=("hyperparallel",), loss_parallel=False, loss_bytes_per_logit=10.0,

@@ -69,11 +69,11 @@ STEP_ROWS: tuple[Row, ...] = (
     Row('ascend-qwen3-30b-a3b-16xa2-mindspeed', 'ascend-qwen3-30b-a3b-16xa2-mindspeed', 'mindspeed', 'ascend', ('moe',), 0.4483),
     Row('deepseek-v3-512xh100-nemo', 'deepseek-v3-512xh100-nemo', 'megatron', 'hopper', ('moe',), 0.0349),
     Row('grok1-314b-512xh100-nemo', 'grok1-314b-512xh100-nemo', 'megatron', 'hopper', ('moe',), 0.0148),
-    Row('llama3-8b-64xa100-torchtitan', 'llama3-8b-64xa100-torchtitan', 'torchtitan', 'ampere', (), -0.3184),
+    Row('llama3-8b-64xa100-torchtitan', 'llama3-8b-64xa100-torchtitan', 'torchtitan', 'ampere', (), 0.0198),
     Row('llama3-8b-8xb200-mbridge-fp8', 'llama3-8b-8xb200-mbridge-fp8', 'megatron', 'blackwell', ('fp8',), -0.0031),
     Row('llama31-405b-128xgb200-nemo', 'llama31-405b-128xgb200-nemo', 'megatron', 'blackwell', (), 0.0037),
-    Row('llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'torchtitan', 'hopper', (), -0.0631),
-    Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), 0.0647),
+    Row('llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'torchtitan', 'hopper', (), -0.0606),
+    Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), 0.0691),
     Row('qwen3-235b-256xgb200-mbridge', 'qwen3-235b-256xgb200-mbridge', 'megatron', 'blackwell', ('moe',), -0.0343),
 )
 MEMORY_ROWS: tuple[Row, ...] = (

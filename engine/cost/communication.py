@@ -277,7 +277,15 @@ def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarra
     FSDP2 stacks (Framework.fsdp2: torchtitan, HyperParallel) reduce-scatter in `fsdp_reduce_bytes` (fp32)
     and gather per parameter one layer ahead: the first layer's gather and the last layer's reduce-scatter
     have nothing to hide under, so at least one layer's share stays exposed. FP8 weights are gathered in
-    FP8 (torchao float8 all-gather) on those stacks."""
+    FP8 (torchao float8 all-gather) on those stacks.
+
+    How the bytes cross the nodes is the stack's too: FSDP2 issues one NCCL all-gather (reduce-scatter) per
+    block over the whole shard group, which NCCL runs as rings through every GPU of a node over NVLink and out
+    of all the node's NICs at once: a group spanning k nodes with g members each moves (k−1)/k·S/g bytes per
+    NIC (collectives.Links.gather_coef; [HW] §3.2, MLE-NET: 4 nodes × 8 B200 reach 377 GB/s bus bandwidth over
+    50 GB/s NICs). The ZeRO-3 of NAR21 Table 2 (DeepSpeed in Megatron, 2021) moved its parameters at the flat
+    ring's rate, every byte through each rank's own NIC (constants.FSDP_FLAT_RING, fitted there): the other
+    stacks keep that."""
     raw, floor = fsdp_traffic(r, sp_)
     return fsdp_exposure(raw, floor, comp_stage)
 
@@ -297,7 +305,7 @@ def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | fl
     floor: np.ndarray | float = 0.0
     if (fs > 1).any():
         Bp = float(r.run.param_bytes)
-        coef = r.links.gather_flat_coef if K.FSDP_FLAT_RING else r.links.gather_coef
+        coef = r.links.gather_coef if r.fw.fsdp2 or not K.FSDP_FLAT_RING else r.links.gather_flat_coef
         a_ne, l_ne = coef(table.dp_shard, table.tp)
         ag = sp_.ne_stage * a_ne[:, None] + l_ne[:, None]  # seconds per parameter byte … times bytes below
         ag_ex = None

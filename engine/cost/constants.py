@@ -34,15 +34,12 @@ FP8_ACT_BYTES = 1.0
 # GEMM_HALF_FLOPS came in: weighted mean |e| on N1 + N2 + K5 4.38 % at 0.79, 4.04 % at 0.80, 3.89 % at 0.81,
 # 3.98 % at 0.82.
 GEMM_FRACTION_OF_MAMF = 0.81
-# FITTED (torchtitan runs of [CAL] §10: llama31-8b-8xh100-96g-torchtitan-compile and
-# llama31-70b-256xh100-96g-torchtitan-fsdp32tp8): the same fraction for stacks whose linear layers are plain
-# PyTorch GEMMs between FSDP2 hooks and DTensor dispatch (Framework.pytorch_gemms: torchtitan, and
-# HyperParallel's trainer, which runs the same kind of stack and has no published run). Both runs are on the
-# 500 W H100 96 GB, so the fit also absorbs the [U] sustained clock of that part (engine.catalog.devices).
-# Refitted after the GEMM call-size factor (GEMM_HALF_FLOPS) came in, on the same two runs only
-# (benchmarks/accuracy.py --fit, fit_torch_fraction: grid 0.60-0.80 in 0.01, smallest worst |e|): 0.68 read
-# 8B -5.2 % / 70B +1.2 %; 0.66 reads -3.1 % / +3.3 % (mean |e| is flat at 3.2 % over 0.64-0.69).
-TORCH_GEMM_FRACTION_OF_MAMF = 0.66
+# The same fraction prices the stacks whose linear layers are plain PyTorch GEMMs between FSDP2 hooks and DTensor
+# dispatch (torchtitan, HyperParallel's trainer): torch.mm and TransformerEngine call the same cuBLAS(Lt) kernels,
+# and what those stacks do differently (eager element-wise kernels, SDPA attention, FSDP2 traffic) is priced
+# term by term (engine.catalog.frameworks). Checked, not fitted: torchtitan's Llama 3 8B on 64 A100
+# (llama3-8b-64xa100-torchtitan) reads -1.9 % with it. Its two runs on the 500 W H100 96 GB read below this rate:
+# that part's sustained GEMM share (engine.catalog.devices.H100_96G_SUSTAINED_GEMM_SHARE, fitted on them).
 # FITTED (the two dense MindSpeed-LLM runs of [CAL] §10: ascend-llama2-7b-8xa2-mindspeed and
 # ascend-llama2-70b-32xa2-mindspeed): the same fraction for Megatron-Core modules on torch_npu / CANN GEMM
 # kernels (Framework.npu_gemms). The MoE run (Qwen3-30B-A3B) is left out of the fit: its error is the MoE path's
@@ -134,7 +131,9 @@ DP_BUCKET_PARAMS_PER_RANK = 1e6
 # ZeRO-3 / FSDP collectives priced as flat rings over each rank's NIC (no hierarchical NIC sharing).
 # FITTED on N2-01..06: the published ZeRO-3 steps (66.75 s for 174.6B at 768 and 1536 GPUs, 180-184 s for
 # 529.6B at 1120 and 2240) are 3 × (n−1)/n·2Ψ bytes per GPU over 25 GB/s × COLL_EFF_INTER to within 10 %,
-# independent of the GPU count; the hierarchical model would predict 8× less.
+# independent of the GPU count; the hierarchical model would predict 8× less. A fact of that stack (DeepSpeed's
+# ZeRO-3 of 2021), not of NCCL: FSDP2 stacks (Framework.fsdp2) are priced at the hierarchical rate
+# (engine.cost.communication.fsdp_exposed).
 FSDP_FLAT_RING = True
 # Ring context parallelism (Megatron / TransformerEngine's ring attention, HyperParallel colossalai_cp) sends
 # each step's KV block to the next rank while the current block's attention runs; a step shows what its

@@ -172,8 +172,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     peak = dev.peak_tflops * K.TERA
     fw = framework_of(run)
     eff = dev.matmul_efficiency or matmul_efficiency(dev.name)
-    frac = (K.TORCH_GEMM_FRACTION_OF_MAMF if fw.pytorch_gemms
-            else K.MINDSPEED_GEMM_FRACTION_OF_MAMF if fw.npu_gemms else K.GEMM_FRACTION_OF_MAMF)
+    frac = K.MINDSPEED_GEMM_FRACTION_OF_MAMF if fw.npu_gemms else K.GEMM_FRACTION_OF_MAMF
     if dev.generation == "blackwell":
         frac *= K.BLACKWELL_GEMM_FACTOR
     gemm_rate = peak * eff * dev.clock_fraction * frac

@@ -75,18 +75,18 @@ def test_offload_wins_where_memory_is_tight(tight: tuple[dict, dict]) -> None:
 
 
 def test_offload_lets_candidates_fit_that_no_recompute_mode_fits(tmp_path: Path) -> None:
-    """At 72 GiB full recompute on every layer leaves some candidates over the budget; offload (which holds less
-    than full recompute: one layer in transit) fits one more (measured: 4 fit with offload, 3 without)."""
+    """At 73 GiB full recompute on every layer leaves some candidates over the budget; offload (which holds less
+    than full recompute: one layer in transit) fits more (measured: 11 fit with offload, 9 without)."""
     def run(offload: str, sub: str) -> dict:
         (tmp_path / sub).mkdir()
-        r = hp_plan("search", str(_folder(tmp_path / sub, memory=72, offload=offload)), "--json")
+        r = hp_plan("search", str(_folder(tmp_path / sub, memory=73, offload=offload)), "--json")
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
     on, off = run("offload: true", "on"), run("offload: false", "off")
     assert on["evaluated"] == off["evaluated"]
     assert on["feasible"] > off["feasible"]
-    assert on["best"]["step_time_s"] < off["best"]["step_time_s"] and on["best"]["peak_memory_gib"] <= 72.0
+    assert on["best"]["step_time_s"] < off["best"]["step_time_s"] and on["best"]["peak_memory_gib"] <= 73.0
 
 
 def test_the_text_says_the_plan(tmp_path: Path) -> None:
