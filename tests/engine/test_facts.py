@@ -108,3 +108,28 @@ def test_hp_plan_search_reports_an_unreachable_batch_once(tmp_path: Path, capsys
     assert main(["search", str(tmp_path / "search.yaml")]) == 1
     out = capsys.readouterr().out
     assert "HP402" in out and "HP600" not in out
+
+
+def test_each_fact_two_stages_state_is_judged_in_one_place() -> None:
+    """The reader (engine/validate) and the cost model's gate (engine/cost/strategy_rules.py) both call each
+    predicate of engine.cost.degree_facts, and that module returns every fact they share: a rule changed there
+    changes both codes of its fact."""
+    import ast
+
+    from engine.cost import degree_facts
+
+    source = (ROOT / "engine" / "cost" / "degree_facts.py").read_text()
+    predicates = {n.name for n in ast.parse(source).body
+                  if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and n.name != "shard"}
+
+    def called(paths: list[Path]) -> set[str]:
+        return {n.func.attr for p in paths for n in ast.walk(ast.parse(p.read_text()))
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in ("degree_facts", "facts")}
+
+    reader = called(sorted((ROOT / "engine" / "validate").glob("*.py")))
+    gate = called([ROOT / "engine" / "cost" / "strategy_rules.py"])
+    assert predicates <= reader and predicates <= gate, (predicates - reader, predicates - gate)
+    judged = {v for v in vars(degree_facts).values() if isinstance(v, str) and v in FACTS}
+    shared = {fact for fact, codes in FACTS.items() if codes[0].startswith("HP4") and codes[1].startswith("HP5")}
+    assert judged == shared
