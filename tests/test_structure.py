@@ -4,6 +4,8 @@ import-linter over every import, and no module name repeating (docs/decisions.md
 
 from __future__ import annotations
 
+import ast
+import re
 import sys
 import tomllib
 from collections import defaultdict
@@ -95,3 +97,40 @@ def test_one_end_to_end_client_fixture() -> None:
     defined = [f"{path.relative_to(ROOT)}" for path in sorted((ROOT / "tests").rglob("*.py"))
                if "pytest_lsp.fixture(" in path.read_text(encoding="utf-8") and path.name != "test_structure.py"]
     assert defined == ["tests/e2e/conftest.py"]
+
+
+# How a dependency that no module imports is used: the tools pyproject.toml configures or that type-check.
+_USED_AS_TOOL = {"ruff": "[tool.ruff]", "mypy": "[tool.mypy]", "types-pyyaml": "[tool.mypy]",
+                 "pytest": "[tool.pytest.ini_options]", "pytest-asyncio": "asyncio_mode = "}
+_IMPORT_NAMES = {"pyyaml": "yaml", "import-linter": "importlinter", "pytest-lsp": "pytest_lsp"}
+
+
+def _imported(folders: tuple[str, ...]) -> set[str]:
+    names: set[str] = set()
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_declared_dependency_is_used() -> None:
+    """A runtime dependency is imported by engine/ or hp_lsp/; a development one by the tests, benchmarks or
+    scripts, or it is a tool pyproject.toml configures (the linters, the type checker, pytest's plugins)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    project = tomllib.loads(text)["project"]
+
+    def name(spec: str) -> str:
+        match = re.match(r"[A-Za-z0-9_.-]+", spec)
+        assert match is not None, spec
+        return match.group(0).lower()
+
+    runtime, dev = _imported(PACKAGES), _imported(("tests", "benchmarks", "scripts"))
+    unused = [d for d in map(name, project["dependencies"]) if _IMPORT_NAMES.get(d, d) not in runtime]
+    for extra in project["optional-dependencies"].values():
+        unused += [d for d in map(name, extra) if _IMPORT_NAMES.get(d, d).replace("-", "_") not in dev | runtime
+                   and _USED_AS_TOOL.get(d, "\0") not in text]
+    assert unused == []
