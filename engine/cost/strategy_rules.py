@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
 from engine.config.types import Config, Location
+from engine.cost import degree_facts as facts
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
-from engine.cost import degree_facts as facts
 from engine.facts import (
     CP_SEQUENCE,
     EP_DENSE,
