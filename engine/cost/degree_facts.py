@@ -14,18 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.facts import (
-    CP_SEQUENCE,
-    EP_DENSE,
-    EP_EXPERTS,
-    EP_RANKS,
-    FSDP_SHARD,
-    MICRO_BATCHES,
-    OPTIMIZER_SHARD,
-    PP_LAYERS,
-    TP_HEADS,
-    WORLD_SIZE,
-)
+from engine import facts as keys
 from engine.specs import ModelSpec
 
 
@@ -49,7 +38,7 @@ def tp_width(tp: int, widths: Sequence[tuple[str, int]]) -> Breach | None:
         return None
     for label, n in widths:
         if n > 0 and n % tp:
-            return Breach(TP_HEADS, tp, n, label)
+            return Breach(keys.TP_HEADS, tp, n, label)
     return None
 
 
@@ -58,7 +47,7 @@ def cp_sequence(cp: int, seq_len: int, chunks_per_rank: int) -> Breach | None:
     load-balanced split (2 chunks per rank, Megatron's causal balancing), the cost model for any split (1)."""
     if cp <= 1 or seq_len % (chunks_per_rank * cp) == 0:
         return None
-    return Breach(CP_SEQUENCE, cp, seq_len, want=chunks_per_rank * cp)
+    return Breach(keys.CP_SEQUENCE, cp, seq_len, want=chunks_per_rank * cp)
 
 
 def ep_experts(model: ModelSpec, ep: int) -> Breach | None:
@@ -66,9 +55,9 @@ def ep_experts(model: ModelSpec, ep: int) -> Breach | None:
     if ep <= 1:
         return None
     if not model.is_moe:
-        return Breach(EP_DENSE, ep, 0)
+        return Breach(keys.EP_DENSE, ep, 0)
     if model.num_experts % ep:
-        return Breach(EP_EXPERTS, ep, model.num_experts)
+        return Breach(keys.EP_EXPERTS, ep, model.num_experts)
     return None
 
 
@@ -76,7 +65,7 @@ def ep_ranks(ep: int, etp: int, borrowed: int) -> Breach | None:
     """ep·etp does not divide the ranks expert parallelism borrows (dp·cp·tp): `bound` is that product."""
     if ep <= 1 or borrowed % (ep * etp) == 0:
         return None
-    return Breach(EP_RANKS, ep, borrowed, want=ep * etp)
+    return Breach(keys.EP_RANKS, ep, borrowed, want=ep * etp)
 
 
 def pp_layers(pp: int, chunks_per_stage: int, slots: int) -> Breach | None:
@@ -84,7 +73,7 @@ def pp_layers(pp: int, chunks_per_stage: int, slots: int) -> Breach | None:
     caller splits, with the embedding and loss when the layout counts them)."""
     if pp * max(chunks_per_stage, 1) <= slots:
         return None
-    return Breach(PP_LAYERS, pp, slots, want=pp * max(chunks_per_stage, 1))
+    return Breach(keys.PP_LAYERS, pp, slots, want=pp * max(chunks_per_stage, 1))
 
 
 def world_size(world: int, tp: int, pp: int, cp: int, dp: int | None) -> Breach | None:
@@ -92,14 +81,14 @@ def world_size(world: int, tp: int, pp: int, cp: int, dp: int | None) -> Breach 
     the world, so no dp does); `dp` None: only whether some dp can."""
     model_parallel = tp * pp * cp
     if world % model_parallel:
-        return Breach(WORLD_SIZE, dp or 0, world)
+        return Breach(keys.WORLD_SIZE, dp or 0, world)
     want = world // model_parallel
     if dp is not None and dp != want:
-        return Breach(WORLD_SIZE, dp, world, want=want)
+        return Breach(keys.WORLD_SIZE, dp, world, want=want)
     return None
 
 
-def shard(fact: str, size: int, domain: int) -> Breach | None:
+def _shard(fact: str, size: int, domain: int) -> Breach | None:
     """A shard size (FSDP_SHARD, OPTIMIZER_SHARD) that does not divide the data-parallel domain dp·cp."""
     if size > 0 and domain % size:
         return Breach(fact, size, domain)
@@ -107,15 +96,15 @@ def shard(fact: str, size: int, domain: int) -> Breach | None:
 
 
 def fsdp_shard(size: int, domain: int) -> Breach | None:
-    return shard(FSDP_SHARD, size, domain)
+    return _shard(keys.FSDP_SHARD, size, domain)
 
 
 def optimizer_shard(size: int, domain: int) -> Breach | None:
-    return shard(OPTIMIZER_SHARD, size, domain)
+    return _shard(keys.OPTIMIZER_SHARD, size, domain)
 
 
 def micro_batches(micro_batch_num: int, pp: int) -> Breach | None:
     """Fewer micro-batches per step than pipeline stages: the pipeline never fills."""
     if pp > 1 and micro_batch_num < pp:
-        return Breach(MICRO_BATCHES, micro_batch_num, pp)
+        return Breach(keys.MICRO_BATCHES, micro_batch_num, pp)
     return None

@@ -120,7 +120,7 @@ def test_each_fact_two_stages_state_is_judged_in_one_place() -> None:
 
     source = (ROOT / "engine" / "cost" / "degree_facts.py").read_text()
     predicates = {n.name for n in ast.parse(source).body
-                  if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and n.name != "shard"}
+                  if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
 
     def called(paths: list[Path]) -> set[str]:
         return {n.func.attr for p in paths for n in ast.walk(ast.parse(p.read_text()))
@@ -130,6 +130,7 @@ def test_each_fact_two_stages_state_is_judged_in_one_place() -> None:
     reader = called(sorted((ROOT / "engine" / "validate").glob("*.py")))
     gate = called([ROOT / "engine" / "cost" / "strategy_rules.py"])
     assert predicates <= reader and predicates <= gate, (predicates - reader, predicates - gate)
-    judged = {v for v in vars(degree_facts).values() if isinstance(v, str) and v in FACTS}
+    judged = {getattr(degree_facts.keys, n.attr) for n in ast.walk(ast.parse(source))
+              if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "keys"}
     shared = {fact for fact, codes in FACTS.items() if codes[0].startswith("HP4") and codes[1].startswith("HP5")}
     assert judged == shared
