@@ -6,7 +6,8 @@ would do) and the cost model states them on the strategy it is asked to price (H
 here and word the `Breach` it returns; neither compares degrees itself, so a rule changes in one place and
 the two codes of a fact (engine.facts.FACTS) always agree on it. Where the two stages ask about different
 things the argument says so (the widths tp must divide, the chunks a context-parallel rank holds), never a
-second copy of the arithmetic. Sources: docs/formats.md §2 rules; [HP] §3.2 checks 3-7, 11, 13, 14 and §5.6.
+second copy of the arithmetic (docs/decisions.md D-021). Sources: docs/formats.md §2 rules; [HP] §3.2 checks
+3-7, 11, 13, 14 and §5.6.
 """
 
 from __future__ import annotations
