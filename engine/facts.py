@@ -8,7 +8,7 @@ together; without a merge a user reads "fewer micro-batches than pipeline stages
 once as an error.
 
 Each fact the reader and the cost model share is judged once, by its predicate in
-`engine.cost.degree_facts`; the two stages word the same verdict in their own code (the reader on the value to
+`engine.degree_facts`; the two stages word the same verdict in their own code (the reader on the value to
 change, the cost model on the strategy it refuses to price), and every finding of such a code carries the
 fact's key. `merge(*batches)` is the one place that decides which wording a user reads. Each fact has an owner: the first code of its group in
 `FACTS` (the reader's code where it has one, since it lands on the value to change and carries the quick-fix
@@ -28,7 +28,7 @@ from engine.diagnostics import Diagnostic, Severity
 
 # Fact keys. A code that states one fact is keyed by its code; the emitter of a code that states several
 # (KEYED below) names the fact it found (`Diagnostic.fact`, `engine.cost.strategy_rules.Problem.fact`, from the
-# `engine.cost.degree_facts.Breach` that judged it), so rewording a message never changes what is merged.
+# `engine.degree_facts.Breach` that judged it), so rewording a message never changes what is merged.
 MICRO_BATCHES = "micro-batches below pipeline stages"
 BATCH_UNREACHABLE = "global batch unreachable"
 TP_HEADS = "tp does not divide the heads"

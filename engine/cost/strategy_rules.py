@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from engine import degree_facts as facts
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
 from engine.config.types import Config, Location
-from engine.cost import degree_facts as facts
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
@@ -115,7 +115,7 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
 
 
 def _head_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
-    """HP503: tp against the head counts this model prices by (engine.cost.degree_facts.tp_width)."""
+    """HP503: tp against the head counts this model prices by (engine.degree_facts.tp_width)."""
     kv = model.kv_heads_eff
     bad = facts.tp_width(s.tp, (("attention heads", model.heads), ("key/value heads", kv)))
     if bad is None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from engine.cost import degree_facts
+from engine import degree_facts
 from engine.validate.context import Ctx, nearest
 
 

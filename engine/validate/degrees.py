@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 import math
 
+from engine import degree_facts
 from engine.catalog.frameworks import effective_layout
-from engine.cost import degree_facts
 from engine.facts import EP_DENSE, EP_EXPERTS
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.specs import PipelineLayout

@@ -3,7 +3,7 @@ engine/codes/), and this scan of the literal emitters keeps the record true: a c
 table does not name, or named for a module that no longer raises it, fails here. Codes whose fact has one home
 (HP005 too large, HP422 a refused pipeline layout, HP530 a schedule the framework does not run) have exactly
 one; a fact the reader (HP4xx) and the cost model (HP5xx) both state is judged by one module, which every
-emitter of its two codes asks (engine.cost.degree_facts)."""
+emitter of its two codes asks (engine.degree_facts)."""
 
 from __future__ import annotations
 
@@ -76,4 +76,4 @@ def test_the_facts_two_stages_state_are_judged_by_one_module() -> None:
             path = ROOT / (module.replace(".", "/") + ".py")
             imports = {(n.module, a.name) for n in ast.walk(ast.parse(path.read_text()))
                        if isinstance(n, ast.ImportFrom) for a in n.names}
-            assert ("engine.cost", "degree_facts") in imports, (codes, module)
+            assert ("engine", "degree_facts") in imports, (codes, module)

@@ -112,13 +112,13 @@ def test_hp_plan_search_reports_an_unreachable_batch_once(tmp_path: Path, capsys
 
 def test_each_fact_two_stages_state_is_judged_in_one_place() -> None:
     """The reader (engine/validate) and the cost model's gate (engine/cost/strategy_rules.py) both call each
-    predicate of engine.cost.degree_facts, and that module returns every fact they share: a rule changed there
+    predicate of engine.degree_facts, and that module returns every fact they share: a rule changed there
     changes both codes of its fact."""
     import ast
 
-    from engine.cost import degree_facts
+    from engine import degree_facts
 
-    source = (ROOT / "engine" / "cost" / "degree_facts.py").read_text()
+    source = (ROOT / "engine" / "degree_facts.py").read_text()
     predicates = {n.name for n in ast.parse(source).body
                   if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
 

@@ -118,7 +118,7 @@ def test_ep_exceeds_borrowable_ranks(tmp_path: Path) -> None:
 
 def test_ep_that_does_not_divide_the_borrowed_ranks(tmp_path: Path) -> None:
     """ep 2 fits in dp × tp × cp = 3 ranks but does not divide them: the reader says so on ep (the cost model's
-    gate judges the same fact with the same rule, engine.cost.degree_facts.ep_ranks)."""
+    gate judges the same fact with the same rule, engine.degree_facts.ep_ranks)."""
     diags = train_h100(tmp_path, "model: {pretrained_model_name_or_path: mistralai/Mixtral-8x7B-v0.1}\n"
                        "accelerator: {tp_size: 1, pp_size: 4, ep_size: 2}\ncontext: {device_num: 12}\n")
     (d,) = only(diags, "HP417")
