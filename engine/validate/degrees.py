@@ -267,8 +267,9 @@ def _stated(ctx: Ctx) -> None:
         etp = f["etp"].value if "etp" in f else 1
         borrowed = degree_facts.ep_ranks(ep.value, etp, cap)
         if borrowed is not None:
+            valid = [v for v in divisors(cap) if cap % (v * etp) == 0]  # ep·etp must divide the ranks
             ctx.emit("HP417", _borrowed_message(ep.value, etp, cap), ep.location, ep.path,
-                     data={"nearest_valid": nearest(ep.value, divisors(cap)), "valid": divisors(cap)[:24]})
+                     data={"nearest_valid": nearest(ep.value, valid), "valid": valid[:24]})
     sp = f.get("sequence_parallel")
     if sp is not None and sp.value and cp > 1 and cfg.kind == "search":
         ctx.emit("HP418", f"HyperParallel's search treats sequence parallelism with cp > 1 ({cp}) as incompatible",
