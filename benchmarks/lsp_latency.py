@@ -140,6 +140,83 @@ def search_finished(c: Client, after: float, timeout: float = 120) -> float:
     return t2
 
 
+def after_save(c: Client, uri: str, rounds: int) -> None:
+    """1. diagnostics after save: the fast-check publish and the one with the search's results."""
+    fast, full = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        c.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        t1, _ = c.wait_note("textDocument/publishDiagnostics", t0, publishes_for(uri))
+        t2, _ = c.wait_note("textDocument/publishDiagnostics", t1 + 1e-9, publishes_for(uri))
+        fast.append((t1 - t0) * 1000)
+        full.append((t2 - t0) * 1000)
+        time.sleep(0.2)
+    print(f"diagnostics after save, fast checks      : {fmt(fast)}")
+    print(f"diagnostics after save, with search      : {fmt(full)}   (target <= 500 ms)")
+
+
+def hovers(c: Client, uri: str, line: int, col: int, rounds: int) -> None:
+    """2. hover idle / while searching."""
+    idle = [hover_once(c, uri, line, col) for _ in range(200)]
+    print(f"hover, idle                              : {fmt(idle)}")
+    busy: list[float] = []
+    for _ in range(rounds * 4):
+        t0 = time.perf_counter()
+        c.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        done = threading.Event()
+
+        def waiter(t0: float = t0, done: threading.Event = done) -> None:
+            try:
+                t1, _ = c.wait_note("textDocument/publishDiagnostics", t0, publishes_for(uri))
+                c.wait_note("textDocument/publishDiagnostics", t1 + 1e-9, publishes_for(uri))
+            finally:
+                done.set()
+
+        threading.Thread(target=waiter, daemon=True).start()
+        while not done.is_set():
+            busy.append(hover_once(c, uri, line, col))
+            time.sleep(0.005)
+    print(f"hover, while a search runs               : {fmt(busy)}   (target p95 <= 20 ms)")
+
+
+def edits_during_search(c: Client, uri: str, text: str, line: int, col: int, rounds: int) -> None:
+    """3. didChange while a search runs: a hover right after it, and the debounced re-check's publish."""
+    to_publish, hover_after = [], []
+    for i in range(rounds):
+        c.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        time.sleep(0.01)
+        t0 = time.perf_counter()
+        # A half-typed edit (a syntax error): the re-check's publish is the first one carrying HP001.
+        c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 100 + 2 * i},
+                                             "contentChanges": [{"text": text.replace("model:", "model: [", 1)}]})
+        hover_after.append(hover_once(c, uri, line, col))
+        t1, _ = c.wait_note("textDocument/publishDiagnostics", t0,
+                            lambda p: p and p.get("uri") == uri
+                            and any(d.get("code") == "HP001" for d in p.get("diagnostics", [])))
+        c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 101 + 2 * i},
+                                             "contentChanges": [{"text": text}]})
+        to_publish.append((t1 - t0) * 1000)
+        time.sleep(0.5)
+    print(f"didChange during a search -> hover       : {fmt(hover_after)}")
+    print(f"didChange during a search -> re-check    : {fmt(to_publish)}   (300 ms debounce included)")
+
+
+def exits_mid_search(folder: Path, train: Path, rounds: int) -> None:
+    """4. shutdown + exit while the first search runs: time until the process is gone."""
+    exits = []
+    for _ in range(rounds):
+        c = start(folder)
+        uri, _text = open_doc(c, train)
+        c.wait_note("textDocument/publishDiagnostics", 0, publishes_for(uri))
+        time.sleep(0.05)  # the search has started in the worker
+        t0 = time.perf_counter()
+        c.request("shutdown", None).result(10)
+        c.notify("exit", None)
+        c.proc.wait(10)
+        exits.append((time.perf_counter() - t0) * 1000)
+    print(f"shutdown+exit mid-search -> process gone : {fmt(exits)}   (target < 1000 ms)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -156,80 +233,14 @@ def main() -> None:
         c.wait_note("textDocument/publishDiagnostics", 0, publishes_for(uri))
         search_finished(c, 0)
         line, col = find(text, "tp_size")
-
-        # 1. diagnostics after save
-        fast, full = [], []
-        for _ in range(args.rounds):
-            t0 = time.perf_counter()
-            c.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
-            t1, _ = c.wait_note("textDocument/publishDiagnostics", t0, publishes_for(uri))
-            t2, _ = c.wait_note("textDocument/publishDiagnostics", t1 + 1e-9, publishes_for(uri))
-            fast.append((t1 - t0) * 1000)
-            full.append((t2 - t0) * 1000)
-            time.sleep(0.2)
-        print(f"diagnostics after save, fast checks      : {fmt(fast)}")
-        print(f"diagnostics after save, with search      : {fmt(full)}   (target <= 500 ms)")
-
-        # 2. hover idle / while searching
-        idle = [hover_once(c, uri, line, col) for _ in range(200)]
-        print(f"hover, idle                              : {fmt(idle)}")
-        busy: list[float] = []
-        for _ in range(args.rounds * 4):
-            t0 = time.perf_counter()
-            c.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
-            done = threading.Event()
-
-            def waiter(t0: float = t0, done: threading.Event = done) -> None:
-                try:
-                    t1, _ = c.wait_note("textDocument/publishDiagnostics", t0, publishes_for(uri))
-                    c.wait_note("textDocument/publishDiagnostics", t1 + 1e-9, publishes_for(uri))
-                finally:
-                    done.set()
-
-            threading.Thread(target=waiter, daemon=True).start()
-            while not done.is_set():
-                busy.append(hover_once(c, uri, line, col))
-                time.sleep(0.005)
-        print(f"hover, while a search runs               : {fmt(busy)}   (target p95 <= 20 ms)")
-
-        # 3. didChange while a search runs
-        to_publish, hover_after = [], []
-        for i in range(args.rounds):
-            c.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
-            time.sleep(0.01)
-            t0 = time.perf_counter()
-            # A half-typed edit (a syntax error): the re-check's publish is the first one carrying HP001.
-            c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 100 + 2 * i},
-                                                 "contentChanges": [{"text": text.replace("model:", "model: [", 1)}]})
-            hover_after.append(hover_once(c, uri, line, col))
-            t1, _ = c.wait_note("textDocument/publishDiagnostics", t0,
-                                lambda p: p and p.get("uri") == uri
-                                and any(d.get("code") == "HP001" for d in p.get("diagnostics", [])))
-            c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 101 + 2 * i},
-                                                 "contentChanges": [{"text": text}]})
-            to_publish.append((t1 - t0) * 1000)
-            time.sleep(0.5)
-        print(f"didChange during a search -> hover       : {fmt(hover_after)}")
-        print(f"didChange during a search -> re-check    : {fmt(to_publish)}   (300 ms debounce included)")
-
-        # 4. exit mid-search
-        exits = []
+        after_save(c, uri, args.rounds)
+        hovers(c, uri, line, col, args.rounds)
+        edits_during_search(c, uri, text, line, col, args.rounds)
         c.proc.kill()
         c.proc.wait()
-        for _ in range(args.rounds):
-            c = start(llama)
-            uri, text = open_doc(c, train)
-            c.wait_note("textDocument/publishDiagnostics", 0, publishes_for(uri))
-            time.sleep(0.05)  # the search has started in the worker
-            t0 = time.perf_counter()
-            c.request("shutdown", None).result(10)
-            c.notify("exit", None)
-            c.proc.wait(10)
-            exits.append((time.perf_counter() - t0) * 1000)
-        print(f"shutdown+exit mid-search -> process gone : {fmt(exits)}   (target < 1000 ms)")
+        exits_mid_search(llama, train, args.rounds)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -7,7 +7,10 @@ HP6xx). `hp-plan estimate`, `hp-plan search` and the language server each show t
 together; without a merge a user reads "fewer micro-batches than pipeline stages" twice, once as a warning and
 once as an error.
 
-`merge(*batches)` is the one place that decides. Each fact has an owner: the first code of its group in
+Each fact the reader and the cost model share is judged once, by its predicate in
+`engine.degree_facts`; the two stages word the same verdict in their own code (the reader on the value to
+change, the cost model on the strategy it refuses to price), and every finding of such a code carries the
+fact's key. `merge(*batches)` is the one place that decides which wording a user reads. Each fact has an owner: the first code of its group in
 `FACTS` (the reader's code where it has one, since it lands on the value to change and carries the quick-fix
 data; HP610 over HP520, since it also names the plan that fits and the editor offers to apply it). When a
 batch holds the owner and another code of the same fact, only the owner's findings stay, at the strictest
@@ -24,8 +27,8 @@ from dataclasses import replace
 from engine.diagnostics import Diagnostic, Severity
 
 # Fact keys. A code that states one fact is keyed by its code; the emitter of a code that states several
-# (KEYED below) names the fact it found (`Diagnostic.fact`, `engine.cost.strategy_rules.Problem.fact`), so
-# rewording a message never changes what is merged.
+# (KEYED below) names the fact it found (`Diagnostic.fact`, `engine.cost.strategy_rules.Problem.fact`, from the
+# `engine.degree_facts.Breach` that judged it), so rewording a message never changes what is merged.
 MICRO_BATCHES = "micro-batches below pipeline stages"
 BATCH_UNREACHABLE = "global batch unreachable"
 TP_HEADS = "tp does not divide the heads"

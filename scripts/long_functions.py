@@ -1,7 +1,7 @@
-"""List functions in engine/ and hp_lsp/ longer than a limit (default 80 lines), longest
+"""List functions in engine/ and hp_lsp/ longer than a limit (default 72 lines), longest
 first; exit 1 when any is found. A function that long does several things: cut it where its comments say so.
 
-    .venv/bin/python scripts/long_functions.py [--limit 80] [paths...]
+    .venv/bin/python scripts/long_functions.py [--limit 72] [paths...]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def long_functions(paths: list[Path], limit: int) -> list[tuple[int, str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", type=Path, default=[Path("engine"), Path("hp_lsp")])
-    ap.add_argument("--limit", type=int, default=80)
+    ap.add_argument("--limit", type=int, default=72)
     args = ap.parse_args()
     found = long_functions(args.paths, args.limit)
     for length, where in found:

@@ -1,9 +1,11 @@
-"""The codebase's shape: no function in engine/ or hp_lsp/ longer than about 80 lines, the import contracts of
-pyproject.toml (the layers, no cycle in any package, the engine without the server) held by import-linter over
-every import, and no module name repeating (docs/decisions.md D-016, D-017)."""
+"""The codebase's shape: no function in engine/, hp_lsp/, benchmarks/ or scripts/ longer than 72 lines, the
+import contracts of pyproject.toml (the layers, no cycle in any package, the engine without the server) held by
+import-linter over every import, and no module name repeating (docs/decisions.md D-016, D-017)."""
 
 from __future__ import annotations
 
+import ast
+import re
 import sys
 import tomllib
 from collections import defaultdict
@@ -25,8 +27,8 @@ SHARED_NAMES = frozenset({"__init__", "__main__", "types"})
 MIRRORS = ("engine/cli", "engine/codes", "hp_lsp/features")
 
 
-def test_no_function_is_longer_than_80_lines() -> None:
-    assert long_functions([ROOT / pkg for pkg in PACKAGES], 80) == []
+def test_no_function_is_longer_than_72_lines() -> None:
+    assert long_functions([ROOT / d for d in (*PACKAGES, "benchmarks", "scripts")], 72) == []
 
 
 def test_the_import_contracts_hold(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,3 +97,40 @@ def test_one_end_to_end_client_fixture() -> None:
     defined = [f"{path.relative_to(ROOT)}" for path in sorted((ROOT / "tests").rglob("*.py"))
                if "pytest_lsp.fixture(" in path.read_text(encoding="utf-8") and path.name != "test_structure.py"]
     assert defined == ["tests/e2e/conftest.py"]
+
+
+# How a dependency that no module imports is used: the tools pyproject.toml configures or that type-check.
+_USED_AS_TOOL = {"ruff": "[tool.ruff]", "mypy": "[tool.mypy]", "types-pyyaml": "[tool.mypy]",
+                 "pytest": "[tool.pytest.ini_options]", "pytest-asyncio": "asyncio_mode = "}
+_IMPORT_NAMES = {"pyyaml": "yaml", "import-linter": "importlinter", "pytest-lsp": "pytest_lsp"}
+
+
+def _imported(folders: tuple[str, ...]) -> set[str]:
+    names: set[str] = set()
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_declared_dependency_is_used() -> None:
+    """A runtime dependency is imported by engine/ or hp_lsp/; a development one by the tests, benchmarks or
+    scripts, or it is a tool pyproject.toml configures (the linters, the type checker, pytest's plugins)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    project = tomllib.loads(text)["project"]
+
+    def name(spec: str) -> str:
+        match = re.match(r"[A-Za-z0-9_.-]+", spec)
+        assert match is not None, spec
+        return match.group(0).lower()
+
+    runtime, dev = _imported(PACKAGES), _imported(("tests", "benchmarks", "scripts"))
+    unused = [d for d in map(name, project["dependencies"]) if _IMPORT_NAMES.get(d, d) not in runtime]
+    for extra in project["optional-dependencies"].values():
+        unused += [d for d in map(name, extra) if _IMPORT_NAMES.get(d, d).replace("-", "_") not in dev | runtime
+                   and _USED_AS_TOOL.get(d, "\0") not in text]
+    assert unused == []

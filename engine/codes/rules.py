@@ -17,7 +17,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP414", "error", "optimizer shard size does not divide dp × cp"),
     ("HP415", "error", "fewer micro-batches than pipeline stages"),
     ("HP416", "warning", "virtual pipeline (vpp) inconsistent with pp or the layers"),
-    ("HP417", "error", "ep exceeds the data- and tensor-parallel ranks it borrows"),
+    ("HP417", "error", "ep (× etp) does not divide the data- and tensor-parallel ranks it borrows"),
     ("HP418", "warning", "sequence parallelism with context parallelism"),
     ("HP419", "error", "manual stage partition inconsistent with pp or the layers"),
     ("HP420", "error", "layer offset range invalid"),

@@ -36,8 +36,8 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP110": ("engine.config.model_facts", "engine.config.reader", "engine.config.search_config"),
     "HP111": ("engine.config.search_config",),
     "HP112": (
-        "engine.config.resolve",
         "engine.config.stated_layout",
+        "engine.config.stated_model",
         "engine.config.train",
         "engine.validate.unpriced",
     ),

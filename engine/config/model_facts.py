@@ -87,7 +87,7 @@ class ModelResult:
     locations: Mapping[str, Location]
     # What resolved, complete or not (None when no model facts were read at all): the degree rules use it.
     facts: ModelSpec | None = None  # the spec, or a partial one (0 = unknown) when the model is incomplete
-    experts_known: bool = True  # engine.config.resolve.Resolved.experts_known
+    experts_known: bool = True  # engine.config.resolve.Resolved.experts_known (engine.config.stated_model)
 
 
 @dataclass(frozen=True, slots=True)

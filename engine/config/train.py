@@ -163,22 +163,7 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
         # Upstream's legacy reader builds the model from name + config_overrides alone ([HP] §2.6): a complete
         # one needs nothing from the weights' directory, which exists where the trainer runs.
         facts.pretrained = None
-    if facts.pretrained is not None:
-        res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
-        if res.error is not None:
-            facts.resolution_error = res.error
-        else:
-            facts.resolution_source = res.source
-            if res.by_last_component:
-                src.diag("HP214", f"'{facts.pretrained.value}' is not a directory here: priced as {res.model_id}, "
-                         f"the catalog model its last component '{res.by_last_component}' names",
-                         facts.pretrained.loc.value, facts.pretrained.path, data={"model": res.model_id})
-            facts.catalog_fields = {
-                k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items() if k != "vision"
-            }
-            tower = res.fields.get("vision")
-            if isinstance(tower, dict):
-                facts.catalog_vision = {k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in tower.items()}
+    _resolve_pretrained(facts, base_dir)
     # The compute width: torch_dtype, else compute_dtype (a run key beside it, or a model-spec field in the
     # overrides, [HP] §2.4-§2.5), else the legacy train.mixed_precision.param_dtype (_read_legacy).
     dtype = (src.choice(model, "torch_dtype", "model.torch_dtype", TORCH_DTYPES)
@@ -201,6 +186,29 @@ def _read_model(facts: TrainFacts, root: Map, base_dir: str | None) -> None:
             facts.layout["offset"] = off
     facts.note(facts.name, facts.pretrained, facts.param_bytes, facts.param_init, *facts.overrides.values(),
                *facts.layout.values())
+
+
+def _resolve_pretrained(facts: TrainFacts, base_dir: str | None) -> None:
+    """The catalog entry or config.json the train.yaml names, as the model's base facts (a name this planner
+    cannot resolve offline is kept as `resolution_error`: engine.config.stated_model says what it costs)."""
+    src = facts.src
+    if facts.pretrained is None:
+        return
+    res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
+    if res.error is not None:
+        facts.resolution_error = res.error
+    else:
+        facts.resolution_source = res.source
+        if res.by_last_component:
+            src.diag("HP214", f"'{facts.pretrained.value}' is not a directory here: priced as {res.model_id}, "
+                     f"the catalog model its last component '{res.by_last_component}' names",
+                     facts.pretrained.loc.value, facts.pretrained.path, data={"model": res.model_id})
+        facts.catalog_fields = {
+            k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items() if k != "vision"
+        }
+        tower = res.fields.get("vision")
+        if isinstance(tower, dict):
+            facts.catalog_vision = {k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in tower.items()}
 
 
 # Loaders whose keyword arguments are the Hugging Face config's ([HP] §2.5): AutoModel classes' from_pretrained /

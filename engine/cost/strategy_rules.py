@@ -9,12 +9,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from engine import degree_facts as facts
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic, Severity, has_errors
-from engine.facts import EP_DENSE, EP_EXPERTS, EP_RANKS, FSDP_SHARD, OPTIMIZER_SHARD
+from engine.facts import (
+    CP_SEQUENCE,
+    EP_DENSE,
+    EP_EXPERTS,
+    EP_RANKS,
+    FSDP_SHARD,
+    MICRO_BATCHES,
+    OPTIMIZER_SHARD,
+    PP_LAYERS,
+    TP_HEADS,
+    WORLD_SIZE,
+)
 from engine.integers import listed_divisors
 from engine.positions import DOCUMENT_START
 from engine.results import MEMORY_UNCERTAINTY, Estimate
@@ -63,7 +75,7 @@ class Problem:
     code: str
     message: str
     field: str
-    fact: str = ""  # the fact's key (engine.facts) when the code states several: the merge reads it
+    fact: str = ""  # the fact's key (engine.facts) when another stage states it too: the merge reads it
 
 
 def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
@@ -81,39 +93,69 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
             out.append(Problem("HP511", f"{name} is {v}; every degree must be at least 1", name))
     if out:
         return out
-    if cluster is not None and s.world_size != cluster.world_size:
+    if cluster is not None and facts.world_size(cluster.world_size, s.tp, s.pp, s.cp, s.dp) is not None:
         out.append(Problem(
             "HP502", f"dp·tp·pp·cp = {s.dp}·{s.tp}·{s.pp}·{s.cp} = {s.world_size}, but the cluster has "
-            f"{cluster.world_size} devices ({cluster.num_nodes} nodes × {cluster.cards_per_node})", "world"))
+            f"{cluster.world_size} devices ({cluster.num_nodes} nodes × {cluster.cards_per_node})", "world",
+            WORLD_SIZE))
+    out += _head_problems(model, s)
+    out += _expert_problems(model, s)
+    out += _pipeline_problems(model, s, layout)
+    dom = s.dp * s.cp
+    if facts.fsdp_shard(s.dp_shard, dom) is not None:
+        out.append(Problem("HP508", f"fsdp {s.dp_shard} does not divide dp·cp = {dom}", "fsdp", FSDP_SHARD))
+    if facts.optimizer_shard(s.optimizer_shard, dom) is not None:
+        out.append(Problem("HP508", f"optimizer shard {s.optimizer_shard} does not divide dp·cp = {dom}",
+                           "optimizer_shard", OPTIMIZER_SHARD))
+    if facts.cp_sequence(s.cp, model.seq_len, chunks_per_rank=1) is not None:
+        out.append(Problem("HP509", f"cp {s.cp} does not divide the sequence length {model.seq_len}", "cp",
+                           CP_SEQUENCE))
+    if s.sequence_parallel and s.tp == 1:
+        out.append(Problem("HP510", "sequence_parallel has no effect with tp 1", "sequence_parallel"))
+    return out
+
+
+def _head_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
+    """HP503: tp against the head counts this model prices by (engine.degree_facts.tp_width)."""
     kv = model.kv_heads_eff
-    if model.heads % s.tp or kv % s.tp:
-        bad = model.heads if model.heads % s.tp else kv
-        what = "attention heads" if model.heads % s.tp else "key/value heads"
-        ok = listed_divisors(math.gcd(model.heads, kv))  # the common divisors, in sqrt(gcd) steps (bounded)
-        out.append(Problem("HP503", f"tp {s.tp} does not divide the {bad} {what}; tp can be {ok[-6:]}", "tp"))
-    if s.ep > 1:
-        if not model.is_moe:
-            out.append(Problem("HP510", f"ep {s.ep} has no effect: {model.name} has no routed experts", "ep",
-                               EP_DENSE))
-        elif model.num_experts % s.ep:
-            out.append(Problem("HP504", f"ep {s.ep} does not divide the {model.num_experts} experts", "ep",
-                               EP_EXPERTS))
-        elif (s.dp * s.cp * s.tp) % (s.ep * s.etp):
-            out.append(Problem("HP504", f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
-                               f"{s.dp * s.cp * s.tp}, the devices expert parallelism borrows", "ep", EP_RANKS))
+    bad = facts.tp_width(s.tp, (("attention heads", model.heads), ("key/value heads", kv)))
+    if bad is None:
+        return []
+    ok = listed_divisors(math.gcd(model.heads, kv))  # the common divisors, in sqrt(gcd) steps (bounded)
+    return [Problem("HP503", f"tp {s.tp} does not divide the {bad.bound} {bad.label}; tp can be {ok[-6:]}", "tp",
+                    TP_HEADS)]
+
+
+def _expert_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
+    """HP510 / HP504 for ep on a dense model, ep against the experts and the ranks it borrows, etp against tp."""
+    out: list[Problem] = []
+    experts = facts.ep_experts(model, s.ep)
+    if experts is not None and experts.fact == EP_DENSE:
+        out.append(Problem("HP510", f"ep {s.ep} has no effect: {model.name} has no routed experts", "ep", EP_DENSE))
+    elif experts is not None:
+        out.append(Problem("HP504", f"ep {s.ep} does not divide the {model.num_experts} experts", "ep", EP_EXPERTS))
+    elif model.is_moe and facts.ep_ranks(s.ep, s.etp, s.dp * s.cp * s.tp) is not None:
+        out.append(Problem("HP504", f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
+                           f"{s.dp * s.cp * s.tp}, the devices expert parallelism borrows", "ep", EP_RANKS))
     if s.etp > 1 and s.tp % s.etp and model.is_moe:
         out.append(Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}", "etp"))
+    return out
+
+
+def _pipeline_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
+    """HP505 (chunks against layers), HP506 (micro-batches against stages), HP507 and HP510 (the schedule)."""
+    out: list[Problem] = []
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
-    chunks = s.pp * (s.vpp if interleaved else 1)
     slots = model.num_layers + int(layout.embedding_in_split) + int(layout.loss_in_split)
-    if chunks > slots:
+    over = facts.pp_layers(s.pp, s.vpp if interleaved else 1, slots)
+    if over is not None:
         counted = f"{model.num_layers} layers" + (f" (+ the embedding and loss counted in the split: {slots})"
                                                   if slots > model.num_layers else "")
-        out.append(Problem("HP505", f"pp·vpp = {chunks} chunks for {counted}: every chunk needs at least one "
-                           "layer", "pp"))
-    if s.pp > 1 and s.micro_batch_num < s.pp:
+        out.append(Problem("HP505", f"pp·vpp = {over.want} chunks for {counted}: every chunk needs at least one "
+                           "layer", "pp", PP_LAYERS))
+    if facts.micro_batches(s.micro_batch_num, s.pp) is not None:
         out.append(Problem("HP506", f"{s.micro_batch_num} micro-batches for {s.pp} pipeline stages: the "
-                           "pipeline never fills (micro_batch_num ≥ pp)", "micro_batch_num"))
+                           "pipeline never fills (micro_batch_num ≥ pp)", "micro_batch_num", MICRO_BATCHES))
     if interleaved and s.micro_batch_num % s.pp:
         out.append(Problem("HP507", f"the interleaved schedule runs micro-batches in groups of pp = {s.pp}; "
                            f"{s.micro_batch_num} is not a multiple", "micro_batch_num"))
@@ -122,16 +164,6 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
                            "per stage); set pipeline_schedule: interleaved", "vpp"))
     if s.pp == 1 and s.vpp > 1 and s.pipeline_schedule == "interleaved":
         out.append(Problem("HP510", "interleaving has no effect without pipeline parallelism", "vpp"))
-    dom = s.dp * s.cp
-    if dom % s.dp_shard:
-        out.append(Problem("HP508", f"fsdp {s.dp_shard} does not divide dp·cp = {dom}", "fsdp", FSDP_SHARD))
-    if dom % s.optimizer_shard:
-        out.append(Problem("HP508", f"optimizer shard {s.optimizer_shard} does not divide dp·cp = {dom}",
-                           "optimizer_shard", OPTIMIZER_SHARD))
-    if s.cp > 1 and model.seq_len % s.cp:
-        out.append(Problem("HP509", f"cp {s.cp} does not divide the sequence length {model.seq_len}", "cp"))
-    if s.sequence_parallel and s.tp == 1:
-        out.append(Problem("HP510", "sequence_parallel has no effect with tp 1", "sequence_parallel"))
     return out
 
 

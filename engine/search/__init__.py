@@ -208,10 +208,13 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
             cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
     g = config.global_batch_size
+    batch_items = 0  # how many of `missing` the global batch answers (the finding then sits on it)
     if not g or g <= 0:
         missing.append("global_batch_size")
+        batch_items = 1
     elif g > MAX_GLOBAL_BATCH:
         missing.append(f"a global_batch_size below {MAX_GLOBAL_BATCH:,} (it is {g:,})")
+        batch_items = 1
     if config.cluster is not None and config.cluster.world_size > MAX_DEVICES:
         missing.append(f"a cluster below {MAX_DEVICES:,} devices (it has {config.cluster.world_size:,})")
     for name, dim in sorted(config.dimensions.items()):
@@ -220,7 +223,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         if huge:
             missing.append(f"{name} below {MAX_DEVICES:,} (it is {huge[0]:,})")
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
-        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(refusals.cannot_search(config, missing),))
+        return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(
+            refusals.cannot_search(config, missing, at_batch=batch_items == len(missing)),))
     model, cluster = config.model, config.cluster
     budget = _budget(config)
     restrict = restrictions(config)

@@ -194,10 +194,10 @@ def validity_refusal(config: Config, refused: Mapping[str, int]) -> Diagnostic:
                  (DOCUMENT_START, "", None), {"refused": dict(refused)})
 
 
-def cannot_search(config: Config, missing: Sequence[str]) -> Diagnostic:
-    """HP604: the search needs the model, the cluster and the global batch size."""
-    batch_only = all("global_batch_size" in m for m in missing)
-    where = position(config, BATCH_PATHS) if batch_only else (DOCUMENT_START, "", None)
+def cannot_search(config: Config, missing: Sequence[str], *, at_batch: bool) -> Diagnostic:
+    """HP604: the search needs the model, the cluster and the global batch size; `at_batch` when the global
+    batch is all that is missing, so the finding sits on it (the caller knows which item is which)."""
+    where = position(config, BATCH_PATHS) if at_batch else (DOCUMENT_START, "", None)
     return _diag("HP604", f"The search cannot run: it needs {', '.join(missing)} (see the other diagnostics).",
                  where)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from engine import degree_facts
 from engine.validate.context import Ctx, nearest
 
 
@@ -55,7 +56,7 @@ def check(ctx: Ctx) -> None:
     if "micro_batch_num" in f:
         _stated_count(ctx, g, dp, mbs)
     pp_decl = f.get("pp")
-    if pp > 1 and mbn < pp and pp_decl is not None:
+    if pp_decl is not None and degree_facts.micro_batches(mbn, pp) is not None:
         ctx.emit("HP415", f"only {mbn} micro-batch{'es' if mbn != 1 else ''} per step (global_batch_size {g} / "
                  f"(dp {dp} × micro_batch_size {mbs})) for {pp} pipeline stages: most stages idle; raise the "
                  "global batch or lower pp", pp_decl.location, pp_decl.path)

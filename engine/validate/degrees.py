@@ -7,7 +7,9 @@ from __future__ import annotations
 import itertools
 import math
 
+from engine import degree_facts
 from engine.catalog.frameworks import effective_layout
+from engine.facts import EP_DENSE, EP_EXPERTS
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.specs import PipelineLayout
 from engine.validate import cp_pays
@@ -49,13 +51,11 @@ def _tp(ctx: Ctx) -> None:
     for d in ctx.declared.get("tp", []):
         if d.value <= 1:
             continue
-        for _key, label, n in facts:
-            if n > 0 and n % d.value:
-                near = nearest(d.value, valid)
-                ctx.emit("HP403", f"{label} ({n}) must be divisible by tp ({d.value}), remainder is {n % d.value}; "
-                         f"tp values that divide every width: {valid}", d.location, d.path,
-                         data={"nearest_valid": near, "valid": valid})
-                break
+        bad = degree_facts.tp_width(d.value, [(label, n) for _, label, n in facts])
+        if bad is not None:
+            ctx.emit("HP403", f"{bad.label} ({bad.bound}) must be divisible by tp ({d.value}), remainder is "
+                     f"{bad.bound % d.value}; tp values that divide every width: {valid}", d.location, d.path,
+                     data={"nearest_valid": nearest(d.value, valid), "valid": valid})
     if m.is_moe and etp is not None and etp.value > 1 and m.moe_ffn % etp.value:
         ctx.emit("HP403", f"expert width moe_intermediate_size ({m.moe_ffn}) must be divisible by etp ({etp.value}), "
                  f"remainder is {m.moe_ffn % etp.value}", etp.location, etp.path,
@@ -73,7 +73,7 @@ def _cp(ctx: Ctx) -> None:
         if d.value <= 1:
             continue
         chunks = 2 * d.value
-        if seq % chunks:
+        if degree_facts.cp_sequence(d.value, seq, chunks_per_rank=2) is not None:
             valid = [c for c in (1, 2, 4, 8, 16, 32, 64) if seq % (2 * c) == 0]
             ctx.emit("HP404", f"sequence length {seq} must be divisible by 2 × cp = {chunks} (context parallelism "
                      f"splits it into 2·cp load-balanced chunks), remainder is {seq % chunks}; change cp, or the "
@@ -92,13 +92,14 @@ def _ep(ctx: Ctx) -> None:
     if m is None or not ctx.resolved.experts_known:
         return
     for d in ctx.declared.get("ep", []):
-        if d.value <= 1:
+        bad = degree_facts.ep_experts(m, d.value)
+        if bad is None:
             continue
-        if not m.is_moe:
+        if bad.fact == EP_DENSE:
             ctx.emit("HP410", f"expert parallelism (ep {d.value}) has no effect on a dense model (no experts): "
                      "set ep to 1", d.location, d.path, data={"nearest_valid": 1, "valid": [1]})
             continue
-        if m.num_experts % d.value:
+        if bad.fact == EP_EXPERTS:
             valid = [v for v in divisors(m.num_experts) if ctx.world is None or v <= ctx.world]
             ctx.emit("HP405", f"num_experts ({m.num_experts}) must be divisible by ep ({d.value}), remainder is "
                      f"{m.num_experts % d.value}", d.location, d.path,
@@ -125,7 +126,7 @@ def _pp(ctx: Ctx) -> None:
     what_layers = f"{m.num_layers + m.mtp_depth} layers + {' + '.join(_accounted(lay))}" if extra else \
         f"the number of splittable layers ({layers})"
     for d in candidates:
-        if d.value > 1 and d.value > bound:
+        if d.value > 1 and degree_facts.pp_layers(d.value, max(v, 1), layers) is not None:
             what = what_layers if v <= 1 else f"{'(' + what_layers + ')' if extra else 'layers'} / vpp = {layers} / {v} = {bound}"
             valid = [p for p in divisors(layers) if p <= bound][:16]
             ctx.emit("HP407", f"pp ({d.value}) exceeds {what}: every stage needs at least one layer"
@@ -200,6 +201,14 @@ def _device_product(ctx: Ctx) -> None:
                where, on="key")
 
 
+def _borrowed_message(ep: int, etp: int, cap: int) -> str:
+    why = "expert parallelism borrows its ranks from the data- and tensor-parallel groups"
+    if ep > cap:
+        return f"ep ({ep}) exceeds dp × tp × cp = {cap}: {why}"
+    shown = f"ep × etp ({ep}×{etp} = {ep * etp})" if etp > 1 else f"ep ({ep})"
+    return f"{shown} must divide dp × tp × cp = {cap}: {why}"
+
+
 def _stated(ctx: Ctx) -> None:
     """Rules on a fully stated strategy (a train.yaml, or a search config whose degrees are all fixed)."""
     cfg = ctx.config
@@ -211,7 +220,8 @@ def _stated(ctx: Ctx) -> None:
     involved = [f[d] for d in ("tp", "pp", "cp") if d in f and f[d].value > 1]
     dp: int | None = None
     if n is not None:
-        if n % (tp * pp * cp):
+        world = degree_facts.world_size(n, tp, pp, cp, f["dp"].value if "dp" in f else None)
+        if world is not None and not world.want:
             msg = (f"the world size {n} is not a multiple of tp × pp × cp = {tp}×{pp}×{cp} = {tp * pp * cp}: "
                    "dp_replicate × dp_shard × tp × pp × cp must make every device")
             targets: list[Declared | None] = list(involved) or [None]
@@ -225,7 +235,7 @@ def _stated(ctx: Ctx) -> None:
                              data={"nearest_valid": nearest(d.value, valid), "valid": valid[:16]})
             return
         dp = n // (tp * pp * cp)
-        if "dp" in f and f["dp"].value != dp:
+        if world is not None:
             ctx.emit("HP412", f"dp ({f['dp'].value}) × tp × pp × cp = {f['dp'].value * tp * pp * cp} does not make "
                      f"the {n} devices of the cluster; dp would be {dp}", f["dp"].location, f["dp"].path,
                      data={"nearest_valid": dp, "valid": [dp]})
@@ -236,7 +246,7 @@ def _stated(ctx: Ctx) -> None:
         return
     domain = dp * cp
     shard = f.get("fsdp")
-    if shard is not None and shard.value > 0 and domain % shard.value:
+    if shard is not None and degree_facts.fsdp_shard(shard.value, domain) is not None:
         valid = divisors(domain)
         ctx.emit("HP413", f"FSDP shard size {shard.value} must divide the data-parallel domain dp × cp = "
                  f"{dp}×{cp} = {domain} (replicas = dp·cp / shard)", shard.location, shard.path,
@@ -246,18 +256,20 @@ def _stated(ctx: Ctx) -> None:
               ctx.resolved.search.optimizer_shard if ctx.resolved.search else None):
         if v is not None:
             opt = v
-    if opt is not None and domain % int(opt.value):
+    if opt is not None and degree_facts.optimizer_shard(int(opt.value), domain) is not None:
         valid = divisors(domain)
         ctx.emit("HP414", f"optimizer_weight_shard_size {opt.value} must divide dp × cp = {domain}", opt.loc, opt.path,
                  data={"nearest_valid": nearest(int(opt.value), valid), "valid": valid[:24]})
     ep = f.get("ep")
     m = ctx.model
-    if ep is not None and m is not None and m.is_moe and ep.value > 1:
+    if ep is not None and m is not None and m.is_moe:
         cap = dp * tp * cp
-        if ep.value > cap:
-            ctx.emit("HP417", f"ep ({ep.value}) exceeds dp × tp × cp = {cap}: expert parallelism borrows its ranks "
-                     "from the data- and tensor-parallel groups", ep.location, ep.path,
-                     data={"nearest_valid": nearest(ep.value, divisors(cap)), "valid": divisors(cap)[:24]})
+        etp = f["etp"].value if "etp" in f else 1
+        borrowed = degree_facts.ep_ranks(ep.value, etp, cap)
+        if borrowed is not None:
+            valid = [v for v in divisors(cap) if cap % (v * etp) == 0]  # ep·etp must divide the ranks
+            ctx.emit("HP417", _borrowed_message(ep.value, etp, cap), ep.location, ep.path,
+                     data={"nearest_valid": nearest(ep.value, valid), "valid": valid[:24]})
     sp = f.get("sequence_parallel")
     if sp is not None and sp.value and cp > 1 and cfg.kind == "search":
         ctx.emit("HP418", f"HyperParallel's search treats sequence parallelism with cp > 1 ({cp}) as incompatible",

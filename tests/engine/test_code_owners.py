@@ -2,7 +2,8 @@
 engine/codes/), and this scan of the literal emitters keeps the record true: a code raised from a module its
 table does not name, or named for a module that no longer raises it, fails here. Codes whose fact has one home
 (HP005 too large, HP422 a refused pipeline layout, HP530 a schedule the framework does not run) have exactly
-one."""
+one; a fact the reader (HP4xx) and the cost model (HP5xx) both state is judged by one module, which every
+emitter of its two codes asks (engine.degree_facts)."""
 
 from __future__ import annotations
 
@@ -61,5 +62,18 @@ def test_every_code_has_a_raiser() -> None:
 
 
 def test_facts_with_one_home_have_one_emitter() -> None:
-    for code in ("HP005", "HP422"):
+    for code in ("HP005", "HP422", "HP530"):
         assert len(RAISED_BY[code]) == 1, (code, RAISED_BY[code])
+
+
+def test_the_facts_two_stages_state_are_judged_by_one_module() -> None:
+    from engine.facts import FACTS
+
+    shared = [codes for codes in FACTS.values() if codes[0].startswith("HP4") and codes[1].startswith("HP5")]
+    assert len(shared) == 10
+    for codes in shared:
+        for module in {m for code in codes for m in RAISED_BY[code]}:
+            path = ROOT / (module.replace(".", "/") + ".py")
+            imports = {(n.module, a.name) for n in ast.walk(ast.parse(path.read_text()))
+                       if isinstance(n, ast.ImportFrom) for a in n.names}
+            assert ("engine", "degree_facts") in imports, (codes, module)

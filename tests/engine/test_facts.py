@@ -108,3 +108,49 @@ def test_hp_plan_search_reports_an_unreachable_batch_once(tmp_path: Path, capsys
     assert main(["search", str(tmp_path / "search.yaml")]) == 1
     out = capsys.readouterr().out
     assert "HP402" in out and "HP600" not in out
+
+
+def test_each_fact_two_stages_state_is_judged_in_one_place() -> None:
+    """The reader (engine/validate) and the cost model's gate (engine/cost/strategy_rules.py) both call each
+    predicate of engine.degree_facts, and that module returns every fact they share: a rule changed there
+    changes both codes of its fact."""
+    import ast
+
+    from engine import degree_facts
+
+    source = (ROOT / "engine" / "degree_facts.py").read_text()
+    predicates = {n.name for n in ast.parse(source).body
+                  if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+
+    def called(paths: list[Path]) -> set[str]:
+        return {n.func.attr for p in paths for n in ast.walk(ast.parse(p.read_text()))
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in ("degree_facts", "facts")}
+
+    reader = called(sorted((ROOT / "engine" / "validate").glob("*.py")))
+    gate = called([ROOT / "engine" / "cost" / "strategy_rules.py"])
+    assert predicates <= reader and predicates <= gate, (predicates - reader, predicates - gate)
+    judged = {getattr(degree_facts.keys, n.attr) for n in ast.walk(ast.parse(source))
+              if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "keys"}
+    shared = {fact for fact, codes in FACTS.items() if codes[0].startswith("HP4") and codes[1].startswith("HP5")}
+    assert judged == shared
+
+
+def test_the_user_reads_a_shared_fact_once_in_the_reader_s_words(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """ep 2 on 3 borrowed ranks: `hp-plan check` and the estimate the server shows say HP417 on ep, once; the
+    cost model's HP504 for the same breach (the same predicate, engine.degree_facts) is merged away by key."""
+    from engine.cli import main
+
+    train = tmp_path / "train.yaml"
+    train.write_text("model: {pretrained_model_name_or_path: mistralai/Mixtral-8x7B-v0.1}\n"
+                     "accelerator: {tp_size: 1, pp_size: 4, ep_size: 2}\ncontext: {device_num: 12}\n"
+                     "training: {global_batch_size: 48}\ndataset: {data_transform: {max_seq_len: 4096}}\n")
+    assert main(["check", str(train), "--device-type", "H100"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("HP417") == 1 and "HP504" not in out
+    loaded = check_file(str(train), overrides=ClusterOverrides(device_type="H100"))
+    assert loaded.config is not None
+    _, est_diags = estimate_config(loaded.config)
+    assert [(d.code, d.fact) for d in est_diags if d.code == "HP504"] == [("HP504", EP_RANKS)]
+    merged = [d.code for d in merge(loaded.diagnostics, est_diags) if d.code in ("HP417", "HP504")]
+    assert merged == ["HP417"]

@@ -116,6 +116,15 @@ def test_ep_exceeds_borrowable_ranks(tmp_path: Path) -> None:
     assert d.path == "accelerator.ep_size"
 
 
+def test_ep_that_does_not_divide_the_borrowed_ranks(tmp_path: Path) -> None:
+    """ep 2 fits in dp × tp × cp = 3 ranks but does not divide them: the reader says so on ep (the cost model's
+    gate judges the same fact with the same rule, engine.degree_facts.ep_ranks)."""
+    diags = train_h100(tmp_path, "model: {pretrained_model_name_or_path: mistralai/Mixtral-8x7B-v0.1}\n"
+                       "accelerator: {tp_size: 1, pp_size: 4, ep_size: 2}\ncontext: {device_num: 12}\n")
+    (d,) = only(diags, "HP417")
+    assert d.path == "accelerator.ep_size" and d.message.startswith("ep (2) must divide dp × tp × cp = 3")
+
+
 def test_pipeline_layout_rules(tmp_path: Path) -> None:
     diags = run(tmp_path, "model: {num_hidden_layers: 8, hidden_size: 512, num_attention_heads: 8, vocab_size: 1000,"
                 " max_position_embeddings: 4096}\n" + CLUSTER + "parallelism: {pp: 2}\npp_config:\n"
