@@ -81,6 +81,10 @@ _SEARCH, _AUTO, _LEGACY = frozenset({S}), frozenset({A}), frozenset({L})
 _STACK = "a per-layer stack (layer groups, op vectors) is priced as uniform decoder layers"
 _LINEAR = ("linear-attention (Gated DeltaNet) layers are priced without softmax attention's score matrix, but their "
            "recurrence, state and own projections are not priced: they get the full-attention layers' projections")
+# Qwen3-Next's Gated DeltaNet widths (its config.json). Named one by one: a `linear_*` prefix would also catch
+# `linear_bias`, a key the reader prices.
+_LINEAR_ATTENTION_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                          "linear_value_head_dim", "linear_conv_kernel_dim")
 _WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
 _STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
                     "mode on every layer; activation_checkpoint.layers states a per-layer plan")
@@ -101,7 +105,7 @@ _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("layers", _STACK, _meaningful),
     ("ops", _STACK, _meaningful),
     ("arch", _STACK, _meaningful),
-    ("linear_*", _LINEAR, _always),
+    *((key, _LINEAR, _always) for key in _LINEAR_ATTENTION_KEYS),
     ("compress_ratios", "DeepSeek-V4's compressed attention is not priced: its layers are priced with the sliding "
      "window and the indexer's top-k keys", _meaningful),
     ("num_hash_layers", "hash-routed expert layers are priced as learned-router MoE layers", _meaningful),

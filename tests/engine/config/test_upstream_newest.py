@@ -96,6 +96,8 @@ def test_window_and_linear_attention_shares(tmp_path: Path) -> None:
     assert loaded.config.model.attention_span == pytest.approx(0.25)  # one full layer in four, three linear
     note = [d for d in loaded.diagnostics if d.code == "HP112" and "linear_num_key_heads" in d.path]
     assert note and "recurrence" in note[0].message
+    biased = _check(tmp_path, base.format(extra="    linear_bias: true\n"))
+    assert not [d for d in biased.diagnostics if d.code == "HP112"]  # a priced key, not a linear-attention width
     qwen2 = base.format(extra="    use_sliding_window: false\n")
     assert _check(tmp_path, qwen2).config.model.attention_span == 1.0
 
