@@ -140,6 +140,10 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
     args += _dp_sharding_args(s, model, run, target, warns)
     if not fsdp2:  # MindSpeed's FSDP2 route recomputes through its fsdp2_config.yaml only
         args += _megatron_recompute(s, run, target, warns)
+    elif s.recompute.mode == "selective":
+        warns.append(_warn("recompute.mode", target, "selective recompute: MindSpeed's FSDP2 route checkpoints whole "
+                           "modules (fsdp2_config.yaml recompute_modules), so its config recomputes whole layers, "
+                           "slower and smaller than the selective plan priced"))
     warns += _recompute_warnings(s, target)
     args += _state_dtypes(run)
     if s.cp > 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +243,10 @@ def test_mindspeed_fsdp2_route_has_its_config_and_no_recompute_flags() -> None:
     assert "--use-distributed-optimizer" not in got.args
     assert not [a for a in got.args if a.startswith("--recompute-")]
     assert "sharding_size: 8" in got.text and "recompute_modules:" in got.text
+    assert not got.diagnostics
+    selective = export(replace(s, recompute=RecomputePlan("selective")), dense, RunOptions(framework="mindspeed"),
+                       "mindspeed")
+    assert [w.path for w in selective.diagnostics] == ["recompute.mode"]  # the route checkpoints whole layers
 
 
 def test_apply_keeps_the_expert_shard_consistent() -> None:
