@@ -45,7 +45,8 @@ async def test_a_linked_train_yaml_over_the_size_setting_is_refused_at_the_link(
     at_link = [d for d in client.diagnostics[uri] if d.code == "HP009"]
     assert at_link and "too large" in at_link[0].message, client.diagnostics[uri]
     assert at_link[0].range.start.line == SEARCH.splitlines().index("train_yaml: ./train.yaml")
-    assert took < 5, f"{took:.1f} s to check a search config with an oversized link"
+    # Parsing the 8 MB file would take ~36 s; the bound leaves room for a loaded machine (6 s seen at load 6).
+    assert took < 15, f"{took:.1f} s to check a search config with an oversized link"
 
 
 async def test_an_open_file_over_the_size_setting_costs_no_parse_per_edit(client: LanguageClient,
