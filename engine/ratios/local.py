@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.ratios import prior
-from engine.specs import PLAN_FEATURES, ClusterSpec, LocalCorrection, ModelSpec, Ratios, Strategy
+from engine.specs import PLAN_FEATURES, ClusterSpec, LocalCorrection, ModelSpec, Ratios, Strategy, group_of_part
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,4 +148,6 @@ def multiplier_span(ratios: Ratios | None) -> tuple[float, float]:
     values = [1.0]
     for g, r in ratios.time:
         values += [r * lo_f, r * hi_f] if g in moved else [r]
+    for p, r in ratios.parts:  # a part's own ratio replaces its group's (Ratios.of_part)
+        values += [r * lo_f, r * hi_f] if group_of_part(p) in moved else [r]
     return min(values), max(values)
