@@ -11,13 +11,12 @@ knowing the other: `price_table` ends with `apply_ratios(priced, run.ratios)`.
 from __future__ import annotations
 
 from dataclasses import replace
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.ratios.local import part_factors
-from engine.specs import PRICED_PARTS, RATIO_GROUPS, Ratios, group_of_part
+from engine.specs import PRICED_PARTS, RATIO_GROUPS, Ratios
 
 if TYPE_CHECKING:
     from engine.cost.table import PricedTable
@@ -48,14 +47,14 @@ def _group_of(part: str) -> str | None:
     return None
 
 
-def _scaled_terms(priced: PricedTable, ratios: Ratios, of: Callable[[str | None], np.ndarray | float]
+def _scaled_terms(priced: PricedTable, ratios: Ratios, factors: dict[str, np.ndarray | float]
                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(time terms, step parts) scaled: each part by its own ratio (Ratios.of_part) times its group's local
-    factor, each term as the sum of its scaled parts when the file gives part ratios, else by its group's."""
-    parts = {p: v * ratios.of_part(p) * (of(group_of_part(p)) / ratios.of(group_of_part(p)))
-             for p, v in priced.time_parts.items()}
+    """(time terms, step parts) scaled: each part by its multiplier (engine.ratios.local.part_factors: its own
+    ratio, else its group's, times the local factor where it is moved); each term as the sum of its scaled
+    parts when the file gives part ratios, else by its group's multiplier."""
+    parts = {p: v * factors.get(p, 1.0) for p, v in priced.time_parts.items()}
     if not ratios.parts or not parts:
-        return {k: v * of(_group_of(k)) for k, v in priced.time_terms.items()}, parts
+        return {k: v * factors.get(_group_of(k) or "", 1.0) for k, v in priced.time_terms.items()}, parts
     terms = {k: np.zeros_like(v) for k, v in priced.time_terms.items()}
     for p, v in parts.items():
         terms[PRICED_PARTS[p]] = terms[PRICED_PARTS[p]] + v
@@ -80,7 +79,7 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
         f = of(group)
         return f.reshape((-1,) + (1,) * (ndim - 1)) if isinstance(f, np.ndarray) else f
 
-    terms, parts = _scaled_terms(priced, ratios, of)
+    terms, parts = _scaled_terms(priced, ratios, factors)
     step = np.sum(np.stack(list(terms.values())), axis=0) if terms else priced.step_time_s
     speed = np.divide(priced.step_time_s, step, out=np.ones_like(step), where=step > 0)
     mr = float(ratios.memory)
