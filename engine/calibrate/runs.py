@@ -23,7 +23,7 @@ from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.document import Map, Node, Seq, parse, read_text
 from engine.positions import DOCUMENT_START, Range
 from engine.results import Estimate
-from engine.specs import RATIO_GROUPS
+from engine.specs import PRICED_PARTS, RATIO_GROUPS
 
 # Profile part names -> ratio group (docs/formats.md §6: HyperParallel's CSV columns, our time parts, the groups).
 PART_GROUP: dict[str, str] = {
@@ -67,7 +67,7 @@ class Measured:
     estimate: Estimate
     step_time_s: float
     peak_memory_gib: float | None
-    parts_s: dict[str, float] = field(default_factory=dict)  # measured seconds per ratio group
+    parts_s: dict[str, float] = field(default_factory=dict)  # measured seconds per ratio group or priced part
     log: LogReading | None = None
     profile: TraceReading | None = None
 

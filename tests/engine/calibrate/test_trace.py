@@ -225,3 +225,62 @@ def test_an_ascend_kernel_details_profile_is_a_run(tmp_path: Path) -> None:
     assert r.parts_s["gemm"] == pytest.approx(400e-6) and r.parts_s["attention"] == pytest.approx(200e-6)
     assert r.parts_s["collective"] == pytest.approx(100e-6)
     assert r.step_time_s == pytest.approx(800e-6, rel=1e-3)
+
+
+def _op_summary(prof: Path, gemm: float = 400.0, attn: float = 200.0, comm: float = 100.0, steps: int = 3) -> None:
+    """msprof's op_summary table (its column names, a trailing tab in the start cells, as msprof writes them);
+    durations in µs per step."""
+    rows = ["Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
+            "Task Duration(us),Task Wait Time(us),Block Dim,Step Id"]
+    period = 2 * (gemm + attn + comm)
+    for step in range(steps):
+        t0 = step * 2 * period
+        scale = 2.0 if step == 0 else 1.0
+        rows += [f"0,4294967295,1,2,MatMulV2_1,MatMulV2,static,AI_CORE,{t0}\t,{gemm * scale},0,20,{step}",
+                 f"0,4294967295,2,2,FlashAttentionScore_1,FlashAttentionScore,static,MIX_AIC,{t0 + gemm * scale}\t,"
+                 f"{attn * scale},0,20,{step}",
+                 f"0,4294967295,3,3,hcom_allReduce__1,hcom_allReduce_,static,COMMUNICATION,"
+                 f"{t0 + (gemm + attn) * scale + 10}\t,{comm},0,1,{step}"]
+    prof.mkdir(parents=True)
+    (prof / "op_summary_20260101.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_an_msprof_op_summary_is_a_run_through_calibrate(tmp_path: Path) -> None:
+    """Without kernel_details.csv, msprof's op_summary_*.csv is read under its own column names: its GEMM and
+    attention device times become the run's measured parts, each part fitted from them (GEMMs 30% slower and
+    attention 20% faster than the plan prices them, recompute's replay of each included)."""
+    from engine.calibrate.ascend import read_ascend
+    from engine.config import load
+    from engine.cost import estimate_config
+
+    cfg = load(str(EXAMPLE)).config
+    assert cfg is not None
+    est, _ = estimate_config(cfg)
+    assert est is not None
+    tp = est.time_parts_s
+    kernels = tp["gemm"] + tp["attention"] + tp["elementwise"]
+    gemm_us = 1.3 * (tp["gemm"] + tp["recompute"] * tp["gemm"] / kernels) * 1e6
+    attn_us = 0.8 * (tp["attention"] + tp["recompute"] * tp["attention"] / kernels) * 1e6
+    _op_summary(tmp_path / "prof" / "PROF_1" / "mindstudio_profiler_output", gemm_us, attn_us)
+    r = read_ascend(str(tmp_path / "prof"))
+    assert r.used == 2 and r.warmup == 1
+    assert r.parts_s["gemm"] == pytest.approx(gemm_us * 1e-6) and r.parts_s["attention"] == pytest.approx(attn_us * 1e-6)
+    assert r.parts_s["collective"] == pytest.approx(100e-6)
+    runs = _runs_with(tmp_path, "ascend_profile", "prof")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    assert [d for d in doc["diagnostics"] if d["severity"] == "error"] == []
+    assert doc["part_ratios"]["gemm"] == pytest.approx(1.3, rel=1e-6)
+    assert doc["part_ratios"]["attention"] == pytest.approx(0.8, rel=1e-6)
+    parts = {k: v["calibrated"] for k, v in doc["runs"][0]["time_parts_s"].items()}
+    kernels = parts["gemm"] + parts["attention"] + parts["elementwise"]
+    for k, measured in (("gemm", gemm_us), ("attention", attn_us)):  # the trace's category times, within 5%
+        assert parts[k] + parts["recompute"] * parts[k] / kernels == pytest.approx(measured * 1e-6, rel=0.05)
+
+
+def test_an_op_summary_with_unknown_columns_is_refused_at_line_1_naming_them(tmp_path: Path) -> None:
+    prof = tmp_path / "prof"
+    prof.mkdir()
+    (prof / "op_summary_1.csv").write_text("Kernel,Begin,Length\nMatMulV2,1,2\n")
+    d = _refused(_runs_with(tmp_path, "ascend_profile", "prof"), "HP820")
+    assert "op_summary_1.csv line 1: unknown columns (Kernel, Begin, Length)" in d["message"]
+    assert "Task Duration(us)" in d["message"]
