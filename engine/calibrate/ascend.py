@@ -32,6 +32,7 @@ from engine.calibrate.profiler_trace import (
 )
 from engine.calibrate.stream import MAX_TRACE_BYTES, TraceError
 
+
 @dataclass(frozen=True, slots=True)
 class CsvKind:
     """One export's columns: the task's name, type, start and duration (µs), and the step column candidates."""
