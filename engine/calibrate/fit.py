@@ -37,12 +37,14 @@ from engine.calibrate.parts import PartsFit, fit_parts
 from engine.calibrate.runs import Measured
 from engine.calibrate.spreads import part_spreads
 from engine.catalog.frameworks import framework_of
+from engine.config import Config
 from engine.cost.band import COVERAGE, relative_spread
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.ratios import prior
 from engine.ratios.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.ratios.stack import stack_of
+from engine.results import Estimate
 from engine.specs import PRICED_PARTS, RATIO_GROUPS, LocalCorrection, group_of_part
 
 RULES = ("parts", "local", "step", "compute")
@@ -181,10 +183,15 @@ def feature_spread(m: Measured) -> float:
     engine.cost.band.relative_spread over a plain plan of the stack, as a standard deviation). A run with such a
     feature misses by terms the model lacks, so its misfit is its own plan's: it weighs little as evidence of a
     stack bias, and a MoE anchor barely moves a dense plan (docs/calibration.md)."""
-    features = m.estimate.band_features
-    if not features or m.config.cluster is None:
+    return plan_feature_spread(m.estimate, m.config)
+
+
+def plan_feature_spread(est: Estimate, config: Config) -> float:
+    """feature_spread of a priced plan and the config it was priced from."""
+    features = est.band_features
+    if not features or config.cluster is None:
         return 0.0
-    framework, generation = framework_of(m.config.run).name, m.config.cluster.device.generation
+    framework, generation = framework_of(config.run).name, config.cluster.device.generation
     plain = relative_spread(framework, generation).step
     full = relative_spread(framework, generation, features).step
     return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80
