@@ -263,8 +263,10 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
         both = _parts_fit(runs, priced, ratios, moved)
         parts, local = both if both is not None else (None, None)
         if parts is not None:
+            # A part no run prices has no evidence of its own: its MAP is the prior's, θ = b̂ + 0 (the stack
+            # factor when the stack reads as biased, else 1), so a MoE plan's all-to-all moves with its stack.
+            ratios.update({p: math.exp(parts.log_bias) for p in moved})
             ratios.update({p: math.exp(t) for p, t in zip(parts.parts, parts.log_ratios, strict=True)})
-            moved = list(parts.parts)
     elif rule == "local":
         local = _local(runs, priced, ratios, moved)
         factor = math.exp(local.log_bias) if local is not None else None
