@@ -8,9 +8,13 @@ parameters ÷ sharding), so their spread is the floor (engine.calibrate.spreads.
 disagrees moves them only if nothing else can take it; activations, buffers and the allocator's reserve are
 formulas with a measured error, the error band's memory spread for the framework and device class
 (engine.cost.band.relative_spread, as a standard deviation), each. Each peak's own spread is the measurement's
-(prior.MEASUREMENT_SD); the stack-bias hypothesis weighs as for the step (prior.bias_prior). Each run keeps its
-own remaining misfit (reproduced at its plan); the ratios file's single `memory_ratio` is the parts' ratios
-weighted by the runs' priced GiB, clamped to [MEMORY_MIN, MEMORY_MAX].
+(prior.MEASUREMENT_SD). There is no stack-wide factor as for the step time: what a stack shares in memory is its
+allocator and runtime buffers, which are parts with their own spreads, and a factor on every part would scale
+the byte counts too. Each run keeps its
+own remaining misfit (reproduced at its plan). The ratios file carries one `memory_ratio` (docs/formats.md §6),
+which every plan gets: Σ measured ÷ Σ priced peaks, clamped to [MEMORY_MIN, MEMORY_MAX], so a plan that is one
+of the runs reads its measured peak back (a run's own remainder has no other home in the file); the part
+ratios say where the misfit sits.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from engine.calibrate.spreads import SHARED_FLOOR
 from engine.catalog.frameworks import framework_of
 from engine.cost.band import COVERAGE, relative_spread
 from engine.ratios import prior
-from engine.ratios.stack import stack_of
 from engine.results import MEMORY_TERMS
 
 if TYPE_CHECKING:
@@ -69,16 +72,15 @@ def fit_memory(runs: Sequence[Measured]) -> MemoryFit | None:
     rows = [(i, m) for i, m in enumerate(runs) if m.peak_memory_gib is not None and m.estimate.peak_memory_gib > 0]
     if not rows or runs[0].config.cluster is None:
         return None
-    framework, device = stack_of(runs[0].config)
     spreads = memory_spreads(framework_of(runs[0].config.run).name, runs[0].config.cluster.device.generation)
     priced = np.asarray([[float(m.estimate.memory_breakdown_gib.get(p, 0.0)) for p in MEMORY_TERMS]
                          for _, m in rows])
     measured = np.asarray([float(m.peak_memory_gib or 0.0) for _, m in rows])
     sd = np.full(len(rows), prior.MEASUREMENT_SD)
     pf = fit_parts(MEMORY_TERMS, priced, measured, sd, [spreads[p] for p in MEMORY_TERMS], prior.MEASUREMENT_SD,
-                   prior.bias_prior(framework, device))
+                   0.0)
     ratios = tuple(math.exp(t) for t in pf.log_ratios)
-    scalar = float((priced * np.asarray(ratios)).sum() / priced.sum())
+    scalar = float(measured.sum() / priced.sum())
     bounded = min(max(scalar, MEMORY_MIN), MEMORY_MAX)
     own: list[float | None] = [None] * len(runs)
     for (i, _m), e in zip(rows, pf.own, strict=True):
