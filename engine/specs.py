@@ -200,7 +200,7 @@ RATIO_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
-# The parts of the priced step (engine.cost.parts prices the split; they sum to the step time), each -> the
+# The parts of the priced step (engine.cost.step_parts prices the split; they sum to the step time), each -> the
 # TIME_TERMS name it is a piece of: compute splits into its weight GEMMs, the attention core and the rest
 # (element-wise work: norms, activations, the loss, permutations, casts), and every collective kind into the
 # link class its group crosses (intra-node: all ranks on one node; inter-node: the group spans nodes). The

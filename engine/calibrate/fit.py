@@ -17,7 +17,7 @@ applies) is its parts' priced-seconds-weighted mean.
    the measured step, R what is left of it after the fixed parts, S the priced seconds of the parts s
    moves), so with one run s = R/S and the run is reproduced exactly; with several every run weighs by its
    relative error.
-3. Memory: the measured peaks constrain the memory parts, each with its prior (engine.calibrate.memory).
+3. Memory: the measured peaks constrain the memory parts, each with its prior (engine.calibrate.memory_parts).
 
 Every ratio is bounded to [RATIO_MIN, RATIO_MAX] (never negative); a clamped or far-off ratio is a warning.
 Leave-one-out: each run is predicted from ratios fitted on the others.
@@ -32,7 +32,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from engine.calibrate.memory import MemoryFit, fit_memory
+from engine.calibrate.memory_parts import MemoryFit, fit_memory
 from engine.calibrate.parts import PartsFit, fit_parts
 from engine.calibrate.runs import Measured
 from engine.calibrate.spreads import part_spreads
@@ -86,7 +86,7 @@ def group_seconds(m: Measured) -> dict[str, float]:
 
 
 def part_seconds(m: Measured) -> dict[str, float]:
-    """The run's priced (uncalibrated) seconds per priced part (engine.cost.parts)."""
+    """The run's priced (uncalibrated) seconds per priced part (engine.cost.step_parts)."""
     tp = m.estimate.time_parts_s
     return {p: float(tp.get(p, 0.0)) for p in PRICED_PARTS}
 

@@ -10,7 +10,7 @@ exposed (not under compute on the same device), as the model prices it. Steady s
 complete steps (at least one, from three on) are warm-up and dropped, as for logs; the step time is the mean
 over the rest of the slowest device's step, the parts those of the busiest device (the one the step waits on).
 
-The categories map onto the parts of the priced step (engine.specs.PRICED_PARTS, engine.cost.parts), the keys
+The categories map onto the parts of the priced step (engine.specs.PRICED_PARTS, engine.cost.step_parts), the keys
 of a run's measured `parts_s`: each category covers some parts, and its measured seconds go to them in
 proportion to their priced seconds (part_seconds), so each covered part takes the category's ratio
 (measured ÷ priced) and the fitted parts reproduce the trace's category times. GEMM, attention and element-wise

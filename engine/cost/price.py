@@ -29,9 +29,9 @@ from engine.cost.communication import (
 from engine.cost.memory import Memory, price_memory, stage_params
 from engine.cost.model import model_stats
 from engine.cost.offload import apply_offload, strip_offload
-from engine.cost.parts import step_parts
 from engine.cost.ratio_scaling import apply_ratios
 from engine.cost.rows import OFF, Rows, build_rows
+from engine.cost.step_parts import step_parts
 from engine.cost.table import CandidateTable, PricedTable
 from engine.cost.timing import (
     LayerCompute,

@@ -54,7 +54,7 @@ class LayerCompute:
     fwd: forward (weight GEMMs + attention core + element-wise); gemm: the forward weight GEMMs alone (what
     TP comm-GEMM overlap hides under); attn_fwd / attn_bwd: the attention core; compute: forward + backward;
     gemm_all: the weight GEMMs of forward + backward (compute's GEMM part; attention's is attn_fwd + attn_bwd,
-    the rest of compute is element-wise: engine.cost.parts).
+    the rest of compute is element-wise: engine.cost.step_parts).
     """
 
     fwd: np.ndarray

@@ -8,7 +8,7 @@ annotation names it) — so a user opens the prediction beside a measured trace.
 communication box is split by the stage's communication kinds (tensor, context, expert, pipeline, FSDP
 traffic) in proportion to their priced seconds and named by its collective; a compute box (forward, backward,
 recompute) is split likewise into GEMM, attention and element-wise kernels in proportion to the step's priced
-parts (engine.cost.parts); every event carries its part (`args.hp_part`, a ratio group of docs/formats.md §6
+parts (engine.cost.step_parts); every event carries its part (`args.hp_part`, a ratio group of docs/formats.md §6
 or a priced part) so `hp-plan calibrate` reads the file back as a run (engine.calibrate.profiler_trace). The
 last event ends at the estimate's step time.
 """

@@ -1,4 +1,4 @@
-"""A measured peak constrains the memory parts, each with its prior (engine.calibrate.memory), through
+"""A measured peak constrains the memory parts, each with its prior (engine.calibrate.memory_parts), through
 `hp-plan calibrate`; and a ratios file's part ratios are read and checked (engine.ratios.ratiofile)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.calibrate.memory import COUNTED, memory_spreads
+from engine.calibrate.memory_parts import COUNTED, memory_spreads
 from engine.calibrate.spreads import SHARED_FLOOR
 from engine.ratios.ratiofile import parse_ratios
 from engine.results import MEMORY_TERMS

@@ -1,4 +1,4 @@
-"""The step's parts (engine.cost.parts): the parts calibration fits one ratio each for are priced with the plan
+"""The step's parts (engine.cost.step_parts): the parts calibration fits one ratio each for are priced with the plan
 (no second pricing pass), add up to the step time on every shown case, and split compute and each collective as
 engine.specs.PRICED_PARTS names them."""
 
