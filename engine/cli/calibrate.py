@@ -88,15 +88,19 @@ def _why(f: Fitted, part: str, priced: float, rule: str) -> str:
     """Why one part's ratio is what it is."""
     if part in f.profiled:
         return "measured by a profile: measured ÷ priced seconds"
-    if priced <= 0:
-        return "priced at nothing in these runs: unchanged"
     pf = f.parts
+    if priced <= 0:
+        moved = pf is not None and pf.biased and part in f.moved
+        return "priced at nothing in these runs: " + ("takes the stack factor (no evidence of its own)" if moved
+                                                      else "unchanged")
     if pf is not None and part in pf.parts:
-        s = pf.part_spreads[pf.parts.index(part)]
+        i = pf.parts.index(part)
+        s = pf.part_spreads[i]
+        stack = "the stack factor" if pf.biased else "no stack factor"
         if s < 1e-3:
-            return ("the model knows this part on this stack (no shared misfit measured): moves only with the "
-                    "stack factor")
-        return f"prior spread {100 * s:.1f}%: takes its share of the runs' misfit"
+            return f"{stack}; the model knows this part on this stack (no shared misfit measured): no deviation"
+        own = math.exp(pf.log_ratios[i] - pf.log_bias)
+        return f"{stack}, × {own:.4g} its own (prior spread {100 * s:.1f}%: its share of the runs' misfit)"
     return f"moved by the {rule} rule's factor" if part in f.moved else "not moved by this rule"
 
 
@@ -113,7 +117,7 @@ def _render_part_table(cal: Calibration, out: TextIO) -> None:
     mf = f.memory_fit
     if mf is not None:
         print("memory parts (a measured peak, each part with its prior): " + "; ".join(
-            f"{p} {r:.4g} (prior {100 * s:.1g}%)" for p, r, s in zip(mf.parts, mf.ratios, mf.spreads, strict=True)),
+            f"{p} {r:.4g} (prior {100 * s:.2g}%)" for p, r, s in zip(mf.parts, mf.ratios, mf.spreads, strict=True)),
             file=out)
 
 
