@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.calibrate.fit import DEFAULT_RULE, RULES, Fitted, fit, leave_one_out  # noqa: E402
+from engine.calibrate.fit import DEFAULT_RULE, RULES, Fitted, fit, leave_one_out, plan_feature_spread  # noqa: E402
 from engine.calibrate.result import calibrate  # noqa: E402
 from engine.check import check_file  # noqa: E402
 from engine.cost import estimate_config  # noqa: E402
@@ -44,7 +44,7 @@ from engine.ratios import prior  # noqa: E402
 from engine.ratios.attach import RatiosRequest  # noqa: E402
 from engine.ratios.local import strategy_features  # noqa: E402
 from engine.ratios.stack import stack_of  # noqa: E402
-from engine.specs import PLAN_FEATURES, RATIO_GROUPS  # noqa: E402
+from engine.specs import PLAN_FEATURES, PRICED_PARTS  # noqa: E402
 
 RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"  # the [CAL] §10 runs, copied as published
 CASES_DIR = ROOT / "benchmarks" / "cases"
@@ -121,7 +121,8 @@ class Priced:
     stack: tuple[str, str]
     features: np.ndarray  # log2 plan features (engine.ratios.local)
     comm_share: float = 0.0  # exposed communication (prior.COMM_PARTS) over the priced step
-    groups: tuple[tuple[str, float], ...] = ()  # priced seconds per ratio group
+    groups: tuple[tuple[str, float], ...] = ()  # priced seconds per priced part (engine.specs.PRICED_PARTS)
+    feature_sd: float = 0.0  # the band's plan-feature term (engine.calibrate.fit.feature_spread)
 
     @property
     def is_moe(self) -> bool:
@@ -131,7 +132,7 @@ class Priced:
         """√(σ_g² + o² + σ_n²) at this plan (engine.ratios.prior): what the model misses on it alone."""
         own = prior.own_spread(self.comm_share, self.uncalibrated_s)
         sg = prior.plan_spread(*self.stack)
-        return math.sqrt(sg * sg + own * own + prior.MEASUREMENT_SD ** 2)
+        return math.sqrt(sg * sg + own * own + self.feature_sd ** 2 + prior.MEASUREMENT_SD ** 2)
 
     def covered(self, fitted: Fitted, predicted_s: float, measured_s: float) -> bool | None:
         """Whether the measured step lies in the parts rule's 95% band around the prediction (None: no band)."""
@@ -159,8 +160,9 @@ def priced_runs() -> dict[tuple[str, str], list[Priced]]:
             continue
         feats = strategy_features(c.model, c.cluster, est.strategy)
         comm = sum(float(est.time_breakdown_s.get(p, 0.0)) for p in prior.COMM_PARTS) / est.step_time_s
-        groups = tuple((g, sum(float(est.time_breakdown_s.get(p, 0.0)) for p in ps)) for g, ps in RATIO_GROUPS.items())
-        stacks.setdefault(stack_of(c), []).append(Priced(run, est.step_time_s, stack_of(c), feats, comm, groups))
+        parts = tuple((p, float(est.time_parts_s.get(p, 0.0))) for p in PRICED_PARTS)
+        stacks.setdefault(stack_of(c), []).append(Priced(run, est.step_time_s, stack_of(c), feats, comm, parts,
+                                                         plan_feature_spread(est, c)))
     return stacks
 
 
@@ -266,37 +268,38 @@ class SpreadFit:
     nll: float
 
 
-def _nll(res: np.ndarray, comm: np.ndarray, step: np.ndarray, sigma: np.ndarray, kappa: np.ndarray,
-         tau: np.ndarray) -> np.ndarray:
-    """−log-likelihood (up to a constant) of residuals `res` (n,) under N(0, σ² + (κc)² + (τ/T)² + σ_n²),
-    broadcast over a grid of one of σ, κ, τ (shape (g, 1)): (g,)."""
-    v = sigma ** 2 + (kappa * comm) ** 2 + (tau / step) ** 2 + prior.MEASUREMENT_SD ** 2
+def _nll(res: np.ndarray, comm: np.ndarray, step: np.ndarray, feat: np.ndarray, sigma: np.ndarray,
+         kappa: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """−log-likelihood (up to a constant) of residuals `res` (n,) under N(0, σ² + (κc)² + (τ/T)² + f² + σ_n²), f
+    the band's plan-feature term of each run (MoE, long context, FP8: what the model knows it lacks there, so
+    those runs' misfits are not read as σ, κ or τ), broadcast over a grid of one of σ, κ, τ (shape (g, 1)): (g,)."""
+    v = sigma ** 2 + (kappa * comm) ** 2 + (tau / step) ** 2 + feat ** 2 + prior.MEASUREMENT_SD ** 2
     return (0.5 * (res * res / v + np.log(v))).sum(axis=-1)
 
 
 def fit_spreads(groups: dict[tuple[str, str], list[Priced]], pooled: bool = False) -> SpreadFit:
     """Maximum likelihood of σ_g per group (one σ for all when `pooled`), κ and τ0 (engine.ratios.prior) by
-    coordinate descent over fixed grids."""
+    coordinate descent over fixed grids, each run's plan-feature term counted."""
     keys = sorted(groups)
-    arr = {k: (np.array([p.residual for p in groups[k]]), np.array([p.comm_share for p in groups[k]]),
-               np.array([p.uncalibrated_s for p in groups[k]])) for k in keys}
-    allr, allc, allt = (np.concatenate([arr[k][i] for k in keys]) for i in range(3))
+    arr = {k: tuple(np.array([getattr(p, a) for p in groups[k]])
+                    for a in ("residual", "comm_share", "uncalibrated_s", "feature_sd")) for k in keys}
+    allr, allc, allt, allf = (np.concatenate([arr[k][i] for k in keys]) for i in range(4))
     sigma = {k: 0.05 for k in keys}
     kappa, tau = 0.3, 0.08
     col = lambda g: g[:, None]  # noqa: E731
     for _ in range(8):
         if pooled:
-            one = float(_SIGMA_GRID[np.argmin(_nll(allr, allc, allt, col(_SIGMA_GRID), kappa, tau))])
+            one = float(_SIGMA_GRID[np.argmin(_nll(allr, allc, allt, allf, col(_SIGMA_GRID), kappa, tau))])
             sigma = {k: one for k in keys}
         else:
             for k in keys:
-                r, c, t = arr[k]
-                sigma[k] = float(_SIGMA_GRID[np.argmin(_nll(r, c, t, col(_SIGMA_GRID), kappa, tau))])
+                r, c, t, f = arr[k]
+                sigma[k] = float(_SIGMA_GRID[np.argmin(_nll(r, c, t, f, col(_SIGMA_GRID), kappa, tau))])
         sig = np.concatenate([np.full(arr[k][0].size, sigma[k]) for k in keys])
-        kappa = float(_SPREAD_GRID[np.argmin(_nll(allr, allc, allt, sig, col(_SPREAD_GRID), tau))])
-        tau = float(_SPREAD_GRID[np.argmin(_nll(allr, allc, allt, sig, kappa, col(_SPREAD_GRID)))])
+        kappa = float(_SPREAD_GRID[np.argmin(_nll(allr, allc, allt, allf, sig, col(_SPREAD_GRID), tau))])
+        tau = float(_SPREAD_GRID[np.argmin(_nll(allr, allc, allt, allf, sig, kappa, col(_SPREAD_GRID)))])
     sig = np.concatenate([np.full(arr[k][0].size, sigma[k]) for k in keys])
-    return SpreadFit(sigma, kappa, tau, float(_nll(allr, allc, allt, sig, kappa, tau)))
+    return SpreadFit(sigma, kappa, tau, float(_nll(allr, allc, allt, allf, sig, kappa, tau)))
 
 
 def _fit_without(stacks: dict[tuple[str, str], list[Priced]], left: Priced) -> SpreadFit:

@@ -48,6 +48,9 @@ class Estimate:
     device: str = ""  # the catalog device priced
     causal_mfu: float = 0.0
     calibrated_framework: bool = False  # the framework's constants were checked on published runs
+    # The step's parts (engine.specs.PRICED_PARTS -> seconds per step, engine.cost.step_parts): time_breakdown_s split
+    # further (GEMM / attention / element-wise, each collective per link class); they add up to step_time_s.
+    time_parts_s: Mapping[str, float] = field(default_factory=dict)
     # The pipeline layout the search chose for this plan where the files state none (engine.search: the
     # embedding and loss counted in the split, where the framework offers it); None = the run's own.
     pipeline_layout: PipelineLayout | None = None

@@ -203,6 +203,24 @@ RATIO_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The parts of the priced step (engine.cost.step_parts prices the split; they sum to the step time), each -> the
+# TIME_TERMS name it is a piece of: compute splits into its weight GEMMs, the attention core and the rest
+# (element-wise work: norms, activations, the loss, permutations, casts), and every collective kind into the
+# link class its group crosses (intra-node: all ranks on one node; inter-node: the group spans nodes). The
+# parts calibration fits one ratio each (docs/calibration.md, "The parts rule").
+PRICED_PARTS: dict[str, str] = {
+    "gemm": "compute", "attention": "compute", "elementwise": "compute", "recompute": "recompute",
+    **{f"{kind}.{link}": kind for kind in ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_p2p")
+       for link in ("intra", "inter")},
+    "pp_bubble": "pp_bubble", "optimizer": "optimizer",
+}
+
+
+def group_of_part(part: str) -> str:
+    """The ratio group (RATIO_GROUPS) a PRICED_PARTS part, a TIME_TERMS name or a group name belongs to."""
+    term = PRICED_PARTS.get(part, part)
+    return next((g for g, terms in RATIO_GROUPS.items() if term in terms or g == part), "compute")
+
 # The plan features the local part of a calibration compares (engine.ratios.local), each as log2 of a
 # positive count: the model's shape, the trained sequence, the parallel degrees, the micro-batch, the nodes.
 PLAN_FEATURES: tuple[str, ...] = ("hidden", "layers", "experts", "seq_len", "tp", "pp", "cp", "ep", "dp",
@@ -239,9 +257,15 @@ class Ratios:
     framework: str = ""
     device_type: str = ""
     local: LocalCorrection | None = None  # the plan-specific part (rule `local`); None: one ratio per group
+    # One ratio per PRICED_PARTS part (rule `parts`; docs/formats.md §6 `parts`); () = each part takes its group's.
+    parts: tuple[tuple[str, float], ...] = ()
 
     def of(self, group: str) -> float:
         return dict(self.time).get(group, 1.0)
+
+    def of_part(self, part: str) -> float:
+        """The ratio of one PRICED_PARTS part: its own where the file gives one, else its group's."""
+        return dict(self.parts).get(part) or self.of(group_of_part(part))
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "runs": self.runs}

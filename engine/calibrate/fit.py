@@ -1,18 +1,23 @@
-"""Fitting ratios to measured runs (docs/calibration.md has the rules and why).
+"""Fitting ratios to measured runs (docs/calibration.md has the rules and why). The unit is the priced part
+(engine.specs.PRICED_PARTS: GEMM, attention, element-wise, recompute, each collective kind per link class,
+the pipeline bubble and p2p, the optimizer); a group's ratio (RATIO_GROUPS, what a reader of group ratios
+applies) is its parts' priced-seconds-weighted mean.
 
-1. Parts a profile measured (`parts_s`): one ratio per group, a ratio of sums over the runs that profiled it,
-   Σ measured seconds ÷ Σ priced seconds (HyperParallel's rule, [HP] §7.8). A group priced at
-   ≤ 1e-9 of the runs' step time takes no ratio from its profile (nothing to scale).
+1. Parts a profile measured (`parts_s`, by part or by group): a ratio of sums over the runs that measured it,
+   Σ measured seconds ÷ Σ priced seconds (HyperParallel's rule, [HP] §7.8), shared by the parts the key
+   stands for. A key priced at ≤ 1e-9 of the runs' step time takes no ratio (nothing to scale).
 2. The step times fix what is left. A step time alone cannot say which part is off, nor whether the whole
    stack or only that plan is off, so the choice is a named rule:
-   `local` (the default) moves every part no profile fixed by a stack factor exp(b̂) times a per-plan factor,
+   `parts` (the default, engine.calibrate.parts) the MAP ratio of every part, each with its prior spread;
+   `local` moves every part no profile fixed by a stack factor exp(b̂) times a per-plan factor,
    fitted by engine.ratios.local (a stack bias only when the runs' misfit is beyond the model's own
    spread on the stack; each run's own misfit kept near its plan);
-   `step` moves every part no profile fixed by one factor s on every plan; `compute` moves only compute (with
-   recompute) and keeps the rest as priced. s minimises Σ ((s·S_i − R_i)/T_i)² over the runs (T the measured
-   step, R what is left of it after the fixed parts, S the priced seconds of the parts s moves), so with one
-   run s = R/S and the run is reproduced exactly; with several every run weighs by its relative error.
-3. Memory: Σ measured peaks ÷ Σ priced peaks over the runs that measured one.
+   `step` moves every part no profile fixed by one factor s on every plan; `compute` moves only compute's
+   parts (with recompute) and keeps the rest as priced. s minimises Σ ((s·S_i − R_i)/T_i)² over the runs (T
+   the measured step, R what is left of it after the fixed parts, S the priced seconds of the parts s
+   moves), so with one run s = R/S and the run is reproduced exactly; with several every run weighs by its
+   relative error.
+3. Memory: the measured peaks constrain the memory parts, each with its prior (engine.calibrate.memory_parts).
 
 Every ratio is bounded to [RATIO_MIN, RATIO_MAX] (never negative); a clamped or far-off ratio is a warning.
 Leave-one-out: each run is predicted from ratios fitted on the others.
@@ -22,27 +27,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
 
+from engine.calibrate.memory_parts import MemoryFit, fit_memory
 from engine.calibrate.parts import PartsFit, fit_parts
 from engine.calibrate.runs import Measured
 from engine.calibrate.spreads import part_spreads
 from engine.catalog.frameworks import framework_of
+from engine.config import Config
 from engine.cost.band import COVERAGE, relative_spread
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.ratios import prior
 from engine.ratios.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.ratios.stack import stack_of
-from engine.specs import RATIO_GROUPS, LocalCorrection
+from engine.results import Estimate
+from engine.specs import PRICED_PARTS, RATIO_GROUPS, LocalCorrection, group_of_part
 
 RULES = ("parts", "local", "step", "compute")
 DEFAULT_RULE = "parts"
 RATIO_MIN, RATIO_MAX = 0.1, 10.0  # beyond 10x either way the config does not describe what ran
-MEMORY_MIN, MEMORY_MAX = 0.5, 2.0
 FAR_OFF = 2.0  # a ratio beyond 2x (or under 1/2) gets a warning: check that the config states what ran
 NEGLIGIBLE = 1e-9
 
@@ -52,21 +59,41 @@ _Z80 = NormalDist().inv_cdf((1 + COVERAGE) / 2)
 
 @dataclass(frozen=True, slots=True)
 class Fitted:
-    """Ratios per group (engine.specs.RATIO_GROUPS order), the memory ratio, and which groups each source fixed."""
+    """Ratios per priced part (engine.specs.PRICED_PARTS) and per group (RATIO_GROUPS order: each group's
+    priced-seconds-weighted mean of its parts' over the runs, what a reader without part ratios applies), the
+    memory ratio, and which parts each source fixed."""
 
     ratios: dict[str, float]
     memory: float
     profiled: tuple[str, ...]
-    moved: tuple[str, ...]  # the groups the step-time factor moved
+    moved: tuple[str, ...]  # the parts the step times moved
     clamped: tuple[str, ...]
     local: LocalFit | None = None  # rules `local`, `parts`: the stack/plan split (ratios hold the stack part)
     parts: PartsFit | None = None  # rule `parts`: the MAP part ratios and why
+    part_ratios: dict[str, float] = field(default_factory=dict)
+    memory_fit: MemoryFit | None = None  # a measured peak's MAP split over the memory parts
+
+    @property
+    def split_parts(self) -> bool:
+        """Whether some part's ratio differs from its group's (then the ratios file lists every part's)."""
+        return any(abs(r - self.ratios[group_of_part(p)]) > 1e-9 for p, r in self.part_ratios.items())
 
 
 def group_seconds(m: Measured) -> dict[str, float]:
     """The run's priced (uncalibrated) seconds per ratio group."""
     tb = m.estimate.time_breakdown_s
     return {g: sum(float(tb.get(p, 0.0)) for p in parts) for g, parts in RATIO_GROUPS.items()}
+
+
+def part_seconds(m: Measured) -> dict[str, float]:
+    """The run's priced (uncalibrated) seconds per priced part (engine.cost.step_parts)."""
+    tp = m.estimate.time_parts_s
+    return {p: float(tp.get(p, 0.0)) for p in PRICED_PARTS}
+
+
+def covered(key: str) -> tuple[str, ...]:
+    """The priced parts a measured `parts_s` key stands for: itself, or every part of its group."""
+    return (key,) if key in PRICED_PARTS else tuple(p for p in PRICED_PARTS if group_of_part(p) == key)
 
 
 def _clamp(value: float, lo: float, hi: float) -> tuple[float, bool]:
@@ -76,26 +103,31 @@ def _clamp(value: float, lo: float, hi: float) -> tuple[float, bool]:
 
 def _profiled(runs: Sequence[Measured], priced: list[dict[str, float]]) -> tuple[dict[str, float], list[str],
                                                                                 list[str]]:
-    """(ratios with the profiled groups set, the profiled groups, the clamped ones)."""
+    """(ratios per part with the profiled parts set, the profiled parts, the clamped ones): per measured key, a
+    ratio of sums over the runs that measured it, shared by the parts it stands for."""
     total = sum(m.step_time_s for m in runs)
-    ratios = {g: 1.0 for g in RATIO_GROUPS}
+    ratios = {p: 1.0 for p in PRICED_PARTS}
     clamped: list[str] = []
     profiled: list[str] = []
-    for g in RATIO_GROUPS:
-        rows = [(m.parts_s[g], u[g]) for m, u in zip(runs, priced, strict=True) if g in m.parts_s]
+    keys = list(dict.fromkeys(k for m in runs for k in m.parts_s))
+    for key in keys:
+        parts = covered(key)
+        rows = [(m.parts_s[key], sum(u[p] for p in parts)) for m, u in zip(runs, priced, strict=True)
+                if key in m.parts_s]
         est = sum(u for _, u in rows)
         if rows and est > NEGLIGIBLE * total:
-            ratios[g], hit = _clamp(sum(x for x, _ in rows) / est, RATIO_MIN, RATIO_MAX)
-            profiled.append(g)
+            value, hit = _clamp(sum(x for x, _ in rows) / est, RATIO_MIN, RATIO_MAX)
+            ratios.update({p: value for p in parts})
+            profiled += parts
             if hit:
-                clamped.append(g)
-    return ratios, profiled, clamped
+                clamped += parts
+    return ratios, [p for p in PRICED_PARTS if p in profiled], clamped
 
 
 def _left(m: Measured, u: dict[str, float], ratios: dict[str, float], moved: Sequence[str]) -> tuple[float, float]:
     """(R, S): the run's step less its fixed parts, and the priced seconds of the moved parts."""
-    fixed = sum(ratios[g] * u[g] for g in RATIO_GROUPS if g not in moved)
-    return m.step_time_s - fixed, sum(u[g] for g in moved)
+    fixed = sum(ratios[p] * u[p] for p in PRICED_PARTS if p not in moved)
+    return m.step_time_s - fixed, sum(u[p] for p in moved)
 
 
 def _one_factor(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
@@ -108,6 +140,19 @@ def _one_factor(runs: Sequence[Measured], priced: list[dict[str, float]], ratios
         num += w * s_i * r_i
         den += w * s_i * s_i
     return num / den if moved and den > 0 else None
+
+
+def named_moved(moved: Sequence[str]) -> tuple[str, ...]:
+    """The moved parts as a ratios file's `local.moved` names them: a group whose parts all move by its name,
+    the others part by part."""
+    out: list[str] = []
+    for g in RATIO_GROUPS:
+        parts = covered(g)
+        if all(p in moved for p in parts):
+            out.append(g)
+        else:
+            out += [p for p in parts if p in moved]
+    return tuple(out)
 
 
 def _local(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
@@ -123,14 +168,14 @@ def _local(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dic
     if not moved or not res:
         return None
     framework, device = stack_of(runs[0].config)
-    return fit_local(np.stack(feats), res, moved, framework, device, own)
+    return fit_local(np.stack(feats), res, named_moved(moved), framework, device, own)
 
 
 def moved_comm_seconds(m: Measured, moved: Sequence[str]) -> float:
-    """The run's priced seconds of exposed communication (prior.COMM_PARTS) in the groups the step time moves:
+    """The run's priced seconds of exposed communication (prior.COMM_PARTS) in the parts the step time moves:
     a part a profile fixed is measured, so none of the plan's own spread comes from it."""
-    tb = m.estimate.time_breakdown_s
-    return sum(float(tb.get(p, 0.0)) for g in moved for p in RATIO_GROUPS[g] if p in prior.COMM_PARTS)
+    tp = m.estimate.time_parts_s
+    return sum(float(tp.get(p, 0.0)) for p in moved if PRICED_PARTS[p] in prior.COMM_PARTS)
 
 
 def feature_spread(m: Measured) -> float:
@@ -138,60 +183,90 @@ def feature_spread(m: Measured) -> float:
     engine.cost.band.relative_spread over a plain plan of the stack, as a standard deviation). A run with such a
     feature misses by terms the model lacks, so its misfit is its own plan's: it weighs little as evidence of a
     stack bias, and a MoE anchor barely moves a dense plan (docs/calibration.md)."""
-    features = m.estimate.band_features
-    if not features or m.config.cluster is None:
+    return plan_feature_spread(m.estimate, m.config)
+
+
+def plan_feature_spread(est: Estimate, config: Config) -> float:
+    """feature_spread of a priced plan and the config it was priced from."""
+    features = est.band_features
+    if not features or config.cluster is None:
         return 0.0
-    framework, generation = framework_of(m.config.run).name, m.config.cluster.device.generation
+    framework, generation = framework_of(config.run).name, config.cluster.device.generation
     plain = relative_spread(framework, generation).step
     full = relative_spread(framework, generation, features).step
     return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80
 
 
 def _parts_fit(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
-              moved: Sequence[str]) -> tuple[PartsFit, LocalFit] | None:
-    """The parts rule over the runs whose moved parts are priced (None when none is): the MAP part ratios, and
-    each run's remaining misfit as its own (a LocalCorrection with no shared weights, so only its plan gets it)."""
+               moved: Sequence[str]) -> tuple[PartsFit, LocalFit] | None:
+    """The parts rule over the runs whose moved parts are priced (None when none is): the MAP ratio of every moved
+    part some run prices, and each run's remaining misfit as its own (a LocalCorrection with no shared weights,
+    so only its plan gets it)."""
+    total = sum(m.step_time_s for m in runs)
+    fitted = [p for p in moved if sum(u[p] for u in priced) > NEGLIGIBLE * total]
     rows, feats, sds = [], [], []
     targets: list[float] = []
     framework, device = stack_of(runs[0].config)
     sg = prior.plan_spread(framework, device)
     for m, u in zip(runs, priced, strict=True):
-        r_i, s_i = _left(m, u, ratios, moved)
+        r_i, s_i = _left(m, u, ratios, fitted)
         if s_i > 0 and m.config.model is not None and m.config.cluster is not None:
-            rows.append([u[g] for g in moved])
+            rows.append([u[p] for p in fitted])
             targets.append(r_i)
             feats.append(strategy_features(m.config.model, m.config.cluster, m.estimate.strategy))
-            own = prior.own_spread(moved_comm_seconds(m, moved) / s_i, s_i)
+            own = prior.own_spread(moved_comm_seconds(m, fitted) / s_i, s_i)
             feature = feature_spread(m)
             sds.append(math.sqrt(sg * sg + own * own + feature * feature + prior.MEASUREMENT_SD ** 2))
-    if not moved or not rows:
+    if not fitted or not rows:
         return None
     spreads = part_spreads(framework, device)
-    pf = fit_parts(tuple(moved), np.asarray(rows), np.asarray(targets), np.asarray(sds),
-                   [spreads[g] for g in moved], sg, prior.bias_prior(framework, device))
+    pf = fit_parts(tuple(fitted), np.asarray(rows), np.asarray(targets), np.asarray(sds),
+                   [spreads[p] for p in fitted], sg, prior.bias_prior(framework, device))
     plans: dict[tuple[float, ...], list[float]] = {}  # one anchor per plan: repeats of a plan share their rest
     for row, e in zip(feats, pf.own, strict=True):
         plans.setdefault(tuple(round(float(v), 6) for v in row), []).append(e)
-    local = LocalCorrection(moved=tuple(moved), length_scale=prior.LENGTH_SCALE, anchors=tuple(plans),
+    local = LocalCorrection(moved=named_moved(fitted), length_scale=prior.LENGTH_SCALE, anchors=tuple(plans),
                             weights=(0.0,) * len(plans), log_bound=prior.LOG_BOUND,
                             own=tuple(sum(es) / len(es) for es in plans.values()))
     return pf, LocalFit(pf.log_bias, local, pf.biased, pf.prob_biased, sg, pf.prior_biased)
 
 
+def _moved_by_rule(rule: str, profiled: Sequence[str]) -> list[str]:
+    """The parts the step times move under `rule`: every part no profile fixed (`compute`: only compute's and
+    recompute's)."""
+    free = [p for p in PRICED_PARTS if p not in profiled]
+    return [p for p in free if group_of_part(p) == "compute"] if rule == "compute" else free
+
+
+def group_ratios(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float]
+                 ) -> dict[str, float]:
+    """Each ratio group's ratio from its parts': their priced-seconds-weighted mean over the runs (their mean
+    where the runs price none of them)."""
+    out: dict[str, float] = {}
+    for g in RATIO_GROUPS:
+        parts = covered(g)
+        den = sum(u[p] for u in priced for p in parts)
+        num = sum(ratios[p] * u[p] for u in priced for p in parts)
+        out[g] = num / den if den > 0 else sum(ratios[p] for p in parts) / len(parts)
+    return out
+
+
 def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
     """Ratios fitted on `runs` (at least one) under `rule` (RULES)."""
-    priced = [group_seconds(m) for m in runs]
+    priced = [part_seconds(m) for m in runs]
     ratios, profiled, clamped = _profiled(runs, priced)
-    free = [g for g in RATIO_GROUPS if g not in profiled]
-    moved = [g for g in free if g == "compute"] if rule == "compute" else free
+    moved = _moved_by_rule(rule, profiled)
     local: LocalFit | None = None
     parts: PartsFit | None = None
+    factor = None
     if rule == "parts":
         both = _parts_fit(runs, priced, ratios, moved)
         parts, local = both if both is not None else (None, None)
-        factor = None
         if parts is not None:
-            ratios.update({g: math.exp(t) for g, t in zip(parts.parts, parts.log_ratios, strict=True)})
+            # A part no run prices has no evidence of its own: its MAP is the prior's, θ = b̂ + 0 (the stack
+            # factor when the stack reads as biased, else 1), so a MoE plan's all-to-all moves with its stack.
+            ratios.update({p: math.exp(parts.log_bias) for p in moved})
+            ratios.update({p: math.exp(t) for p, t in zip(parts.parts, parts.log_ratios, strict=True)})
     elif rule == "local":
         local = _local(runs, priced, ratios, moved)
         factor = math.exp(local.log_bias) if local is not None else None
@@ -199,39 +274,46 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
         factor = _one_factor(runs, priced, ratios, moved)
     if factor is not None:
         s, hit = _clamp(factor, RATIO_MIN, RATIO_MAX)
-        for g in moved:
-            ratios[g] = s
+        ratios.update({p: s for p in moved})
         if hit:
             clamped.extend(moved)
-    peaks = [(m.peak_memory_gib, m.estimate.peak_memory_gib) for m in runs if m.peak_memory_gib is not None]
-    memory = 1.0
-    if peaks and sum(p for _, p in peaks) > 0:
-        memory, hit = _clamp(sum(x for x, _ in peaks) / sum(p for _, p in peaks), MEMORY_MIN, MEMORY_MAX)
-        if hit:
-            clamped.append("memory")
+    memory_fit = fit_memory(runs)
+    memory = 1.0 if memory_fit is None else memory_fit.ratio
+    if memory_fit is not None and memory_fit.clamped:
+        clamped.append("memory")
     moved_by_steps = tuple(moved) if factor is not None or parts is not None else ()
-    return Fitted(ratios, memory, tuple(profiled), moved_by_steps, tuple(clamped), local, parts)
+    return Fitted(group_ratios(runs, priced, ratios), memory, tuple(profiled), moved_by_steps, tuple(clamped),
+                  local, parts, ratios, memory_fit)
 
 
 def run_factor(m: Measured, fitted: Fitted) -> float:
-    """The local factor at the run's plan (1.0 unless rule `local`); it multiplies the moved groups' ratios."""
+    """The local factor at the run's plan (1.0 unless a rule with a local part); it multiplies the moved parts."""
     if fitted.local is None or m.config.model is None or m.config.cluster is None:
         return 1.0
     x = strategy_features(m.config.model, m.config.cluster, m.estimate.strategy)[None, :]
     return float(np.exp(local_log_factor(fitted.local.local, x))[0])
 
 
-def calibrated_parts(m: Measured, fitted: Fitted) -> dict[str, float]:
-    """The run's seconds per ratio group after calibration."""
-    u = group_seconds(m)
+def calibrated_part_seconds(m: Measured, fitted: Fitted) -> dict[str, float]:
+    """The run's seconds per priced part after calibration."""
+    u = part_seconds(m)
     f = run_factor(m, fitted)
     moved = fitted.local.local.moved if fitted.local is not None else ()
-    return {g: fitted.ratios[g] * u[g] * (f if g in moved else 1.0) for g in RATIO_GROUPS}
+    return {p: fitted.part_ratios[p] * u[p] * (f if p in moved or group_of_part(p) in moved else 1.0)
+            for p in PRICED_PARTS}
+
+
+def calibrated_parts(m: Measured, fitted: Fitted) -> dict[str, float]:
+    """The run's seconds per ratio group after calibration."""
+    out = {g: 0.0 for g in RATIO_GROUPS}
+    for p, v in calibrated_part_seconds(m, fitted).items():
+        out[group_of_part(p)] += v
+    return out
 
 
 def predict_step(m: Measured, fitted: Fitted) -> float:
-    """The run's step time under the fitted ratios (and the local factor at its plan, rule `local`)."""
-    return sum(calibrated_parts(m, fitted).values())
+    """The run's step time under the fitted ratios (and the local factor at its plan)."""
+    return sum(calibrated_part_seconds(m, fitted).values())
 
 
 def leave_one_out(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> list[float | None]:
@@ -252,15 +334,15 @@ def _parts_leave_one_out(runs: Sequence[Measured], fitted: Fitted) -> list[float
     moved = pf.parts
     out: list[float | None] = []
     for m, loo in zip(runs, pf.loo_log, strict=True):
-        u = group_seconds(m)
-        out.append(sum(u[g] for g in RATIO_GROUPS if g not in moved) + sum(u[g] for g in moved) * math.exp(loo))
+        u = part_seconds(m)
+        out.append(sum(u[p] for p in PRICED_PARTS if p not in moved) + sum(u[p] for p in moved) * math.exp(loo))
     return out
 
 
 def warnings(fitted: Fitted, at: Range) -> list[Diagnostic]:
-    """HP807 for every ratio at its bound or beyond FAR_OFF, at the RUNS file's `runs` key."""
+    """HP807 for every part ratio at its bound or beyond FAR_OFF, at the RUNS file's `runs` key."""
     out: list[Diagnostic] = []
-    values = {**fitted.ratios, "memory": fitted.memory}
+    values = {**fitted.part_ratios, "memory": fitted.memory}
     for g, r in values.items():
         if g in fitted.clamped:
             out.append(Diagnostic("HP807", f"the {g} ratio hit its bound ({r:g}): the runs' configs do not "

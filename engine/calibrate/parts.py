@@ -169,7 +169,8 @@ def fit_parts(parts: Sequence[str], priced: np.ndarray, residual_target: np.ndar
     lam1 = np.concatenate([[prior.STACK_BIAS_SD ** 2], s2])
     ll0, a0, c0 = _marginal(r, w, s2, v)
     ll1, a1, c1 = _marginal(r, x1, lam1, v)
-    log_odds = math.log(prior_biased / (1 - prior_biased)) + ll1 - ll0
+    # prior_biased 0: no stack-wide factor is considered (the memory parts: engine.calibrate.memory_parts)
+    log_odds = math.log(prior_biased / (1 - prior_biased)) + ll1 - ll0 if prior_biased > 0 else -math.inf
     prob = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds > -700 else 0.0
     biased = log_odds > 0
     lam, a, c = (lam1, a1, c1) if biased else (s2, a0, c0)

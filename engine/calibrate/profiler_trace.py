@@ -10,15 +10,19 @@ exposed (not under compute on the same device), as the model prices it. Steady s
 complete steps (at least one, from three on) are warm-up and dropped, as for logs; the step time is the mean
 over the rest of the slowest device's step, the parts those of the busiest device (the one the step waits on).
 
-The parts map onto the ratio groups a RUNS entry's `parts_s` names (docs/formats.md §6): GEMM + attention +
-element-wise → compute, optimizer kernels → optimizer, all-to-all → ep_comm, send/receive and the device's
-idle time → pp (the pipeline group prices the bubble and the p2p transfers; idle also holds what the host
-did not feed the device in time, which the model does not price, so on a plan without a pipeline the group is
-priced at nothing and takes no ratio from it);
-all-reduce, all-gather and reduce-scatter serve tensor, context and data parallelism alike, and a kernel name
-does not say which group it ran on, so their exposed time is shared among tp_comm, cp_comm and dp_comm in
-proportion to the run's priced seconds (one ratio for the three). An event that states its part
-(`args.hp_part`, as `hp-plan explain --trace` writes) is taken at its word.
+The categories map onto the parts of the priced step (engine.specs.PRICED_PARTS, engine.cost.step_parts), the keys
+of a run's measured `parts_s`: each category covers some parts, and its measured seconds go to them in
+proportion to their priced seconds (part_seconds), so each covered part takes the category's ratio
+(measured ÷ priced) and the fitted parts reproduce the trace's category times. GEMM, attention and element-wise
+cover the parts of the same names, and each its share of recompute (recompute replays forward kernels of all
+three, in the forward's proportions); an unsplit `compute` (a trace that states `hp_part: compute`) covers all
+four; optimizer kernels → optimizer; all-to-all → expert-parallel communication; send/receive → pipeline p2p;
+the device's idle time → the pipeline bubble (idle also holds what the host did not feed the device in time,
+which the model does not price, so on a plan without a pipeline nothing is priced there and it takes no
+ratio); all-reduce, all-gather and reduce-scatter serve tensor, context and data parallelism alike, and a
+kernel name does not say which group it ran on, so they cover tp, cp and dp communication together (one ratio
+for the three). An event that states its part (`args.hp_part`, as `hp-plan explain --trace` writes) is taken
+at its word.
 """
 
 from __future__ import annotations
@@ -49,16 +53,26 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         re.I)),
 )
 MAX_NAMES = 100_000  # distinct kernel names remembered (a trace has a few hundred)
-CATEGORIES = ("gemm", "attention", "elementwise", "optimizer", "collective", "alltoall", "sendrecv")
+CATEGORIES = ("gemm", "attention", "elementwise", "compute", "optimizer", "collective", "alltoall", "sendrecv")
 COMM_CATEGORIES = frozenset({"collective", "alltoall", "sendrecv"})
 CATEGORY_CODE = {c: i for i, c in enumerate(CATEGORIES)}
-PART_CATEGORY = {"compute": "gemm", "optimizer": "optimizer", "ep_comm": "alltoall", "pp": "sendrecv",
-                 "tp_comm": "collective", "cp_comm": "collective", "dp_comm": "collective"}
-# The ratio groups each category's seconds go to (docs/formats.md §6); "collective" is shared (module doc).
-CATEGORY_GROUPS: dict[str, tuple[str, ...]] = {
-    "gemm": ("compute",), "attention": ("compute",), "elementwise": ("compute",), "optimizer": ("optimizer",),
-    "alltoall": ("ep_comm",), "sendrecv": ("pp",), "collective": ("tp_comm", "cp_comm", "dp_comm"),
-    "idle": ("pp",),
+PART_CATEGORY = {"compute": "compute", "gemm": "gemm", "attention": "attention", "elementwise": "elementwise",
+                 "optimizer": "optimizer", "ep_comm": "alltoall", "pp": "sendrecv", "tp_comm": "collective",
+                 "cp_comm": "collective", "dp_comm": "collective"}
+# The priced parts (engine.specs.PRICED_PARTS) each category covers ("idle": the device idle within steps);
+# recompute is covered by the three compute kernels' categories in shares (module doc, _coverage).
+_KERNELS = ("gemm", "attention", "elementwise")
+
+
+def _linked(*kinds: str) -> tuple[str, ...]:
+    return tuple(f"{k}.{link}" for k in kinds for link in ("intra", "inter"))
+
+
+CATEGORY_PARTS: dict[str, tuple[str, ...]] = {
+    "gemm": ("gemm", "recompute"), "attention": ("attention", "recompute"),
+    "elementwise": ("elementwise", "recompute"), "compute": (*_KERNELS, "recompute"),
+    "optimizer": ("optimizer",), "alltoall": _linked("ep_comm"), "sendrecv": _linked("pp_p2p"),
+    "collective": _linked("tp_comm", "cp_comm", "dp_comm"), "idle": ("pp_bubble",),
 }
 
 
@@ -285,16 +299,35 @@ def read_trace(path: str) -> TraceReading:
     return TraceReading(tuple(files), step, parts, idle, used, warm, len(per_device), world)
 
 
-def group_seconds(reading: TraceReading, priced: dict[str, float]) -> dict[str, float]:
-    """The trace's seconds per ratio group (the `parts_s` of a run), the collectives shared among tp, cp and dp
-    communication in proportion to `priced` (the run's priced seconds per group; equal shares if none)."""
+def _coverage(category: str, priced: dict[str, float]) -> dict[str, float]:
+    """The priced seconds of each part `category` covers: whole, except recompute under GEMM / attention /
+    element-wise, which each cover the share of it that their part holds of the three."""
+    kernels = sum(max(priced.get(k, 0.0), 0.0) for k in _KERNELS)
     out: dict[str, float] = {}
-    for category, groups in CATEGORY_GROUPS.items():
-        sec = reading.idle_s if category == "idle" else reading.parts_s.get(category, 0.0)
-        if sec <= 0:
+    for p in CATEGORY_PARTS[category]:
+        share = 1.0
+        if p == "recompute" and category in _KERNELS:
+            share = max(priced.get(category, 0.0), 0.0) / kernels if kernels > 0 else 0.0
+        out[p] = share * max(priced.get(p, 0.0), 0.0)
+    return out
+
+
+def part_seconds(reading: TraceReading, priced: dict[str, float]) -> dict[str, float]:
+    """The trace's seconds per priced part (a run's measured `parts_s`) from `priced`, the run's priced seconds
+    per part: each category's measured seconds spread over the parts it covers in proportion to their priced
+    seconds (a category whose parts are priced at nothing is left out: nothing to scale). Unsplit `compute`
+    takes the three kernel categories in when a trace holds both (events that state their part beside
+    events classified by name)."""
+    measured = {c: reading.parts_s.get(c, 0.0) for c in CATEGORIES}
+    measured["idle"] = reading.idle_s
+    if measured["compute"] > 0:
+        measured["compute"] += sum(measured.pop(k) for k in _KERNELS)
+    out: dict[str, float] = {}
+    for category, sec in measured.items():
+        cover = _coverage(category, priced)
+        total = sum(cover.values())
+        if sec <= 0 or total <= 0:
             continue
-        weights = [max(priced.get(g, 0.0), 0.0) for g in groups]
-        total = sum(weights)
-        for g, w in zip(groups, weights, strict=True):
-            out[g] = out.get(g, 0.0) + sec * (w / total if total > 0 else 1 / len(groups))
+        for p, u in cover.items():
+            out[p] = out.get(p, 0.0) + sec * u / total
     return out

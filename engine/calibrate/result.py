@@ -8,17 +8,20 @@ may be written).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.calibrate.fit import (
     DEFAULT_RULE,
     RULES,
     Fitted,
+    calibrated_part_seconds,
     calibrated_parts,
     fit,
     group_seconds,
     leave_one_out,
+    named_moved,
+    part_seconds,
     predict_step,
     warnings,
 )
@@ -27,7 +30,7 @@ from engine.diagnostics import Diagnostic
 from engine.positions import DOCUMENT_START
 from engine.ratios.ratiofile import FittedRow, local_doc, ratios_text
 from engine.ratios.stack import stack_of
-from engine.specs import RATIO_GROUPS
+from engine.specs import PRICED_PARTS, RATIO_GROUPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,8 @@ class RunReport:
     calibrated_peak_gib: float
     parts_before: dict[str, float]
     parts_after: dict[str, float]
+    priced_before: dict[str, float] = field(default_factory=dict)  # per priced part (engine.specs.PRICED_PARTS)
+    priced_after: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         m = self.measured
@@ -56,6 +61,8 @@ class RunReport:
                      "outliers_dropped": m.log.steady.outliers} if m.log is not None else None),
             "parts_s": {g: {"uncalibrated": self.parts_before[g], "calibrated": self.parts_after[g]}
                         for g in RATIO_GROUPS},
+            "time_parts_s": {p: {"uncalibrated": self.priced_before[p], "calibrated": self.priced_after[p]}
+                             for p in PRICED_PARTS if p in self.priced_before},
         }
 
 
@@ -78,7 +85,9 @@ class Calibration:
         rows = [FittedRow(r.measured.label, r.measured.step_time_s, r.measured.estimate.step_time_s,
                           r.calibrated_step_s) for r in self.runs]
         local = self.fitted.local.local if self.fitted.local is not None else None
-        return ratios_text(self.framework, self.device_type, self.fitted.ratios, self.fitted.memory, rows, local)
+        f = self.fitted
+        return ratios_text(self.framework, self.device_type, f.ratios, f.memory, rows, local,
+                           f.part_ratios if f.parts is not None or f.split_parts else None)
 
     def to_json(self) -> dict[str, Any]:
         f = self.fitted
@@ -88,10 +97,12 @@ class Calibration:
             "framework": self.framework,
             "device_type": self.device_type,
             "rule": self.rule,
-            "moved": list(f.moved) if f else [],
-            "profiled": list(f.profiled) if f else [],
+            "moved": list(named_moved(f.moved)) if f else [],
+            "profiled": list(named_moved(f.profiled)) if f else [],
             "local": _local_json(f) if f is None or f.parts is None else None,
             "parts": _parts_json(f),
+            "part_ratios": dict(f.part_ratios) if f else None,
+            "memory_parts": _memory_json(f),
             "runs": [r.to_json() for r in self.runs],
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
@@ -121,6 +132,15 @@ def _parts_json(f: Fitted | None) -> dict[str, Any] | None:
             "parts": {g: {"ratio": round(math.exp(t), 6), "prior_spread": s}
                       for g, t, s in zip(pf.parts, pf.log_ratios, pf.part_spreads, strict=True)},
             "own": [round(e, 6) for e in pf.own]}
+
+
+def _memory_json(f: Fitted | None) -> dict[str, Any] | None:
+    """The memory parts' ratios and prior spreads (null when no run measured a peak)."""
+    if f is None or f.memory_fit is None:
+        return None
+    mf = f.memory_fit
+    return {p: {"ratio": round(r, 6), "prior_spread": s} for p, r, s in zip(mf.parts, mf.ratios, mf.spreads,
+                                                                            strict=True)}
 
 
 def _stack_check(runs_file: RunsFile, measured: list[Measured]) -> tuple[str, str, list[Diagnostic]]:
@@ -160,7 +180,10 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
     diags += warnings(fitted, runs_node)
     loo = leave_one_out(measured, rule)
     reports = []
-    for m, lo in zip(measured, loo, strict=True):
-        reports.append(RunReport(m, predict_step(m, fitted), lo, m.estimate.peak_memory_gib * fitted.memory,
-                                 group_seconds(m), calibrated_parts(m, fitted)))
+    for i, (m, lo) in enumerate(zip(measured, loo, strict=True)):
+        mf = fitted.memory_fit
+        peak = (mf.peak(dict(m.estimate.memory_breakdown_gib), mf.own[i]) if mf is not None
+                else m.estimate.peak_memory_gib * fitted.memory)
+        reports.append(RunReport(m, predict_step(m, fitted), lo, peak, group_seconds(m), calibrated_parts(m, fitted),
+                                 part_seconds(m), calibrated_part_seconds(m, fitted)))
     return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from engine.calibrate.ascend import read_ascend
 from engine.calibrate.logs import MEASURED_MAX, LogError, LogReading, read_log
 from engine.calibrate.profiler_trace import TraceReading, read_trace
-from engine.calibrate.profiler_trace import group_seconds as trace_group_seconds
+from engine.calibrate.profiler_trace import part_seconds as trace_part_seconds
 from engine.calibrate.stream import TraceError
 from engine.config.reader import Source, Val
 from engine.config.types import ClusterOverrides, Config
@@ -23,7 +23,7 @@ from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.document import Map, Node, Seq, parse, read_text
 from engine.positions import DOCUMENT_START, Range
 from engine.results import Estimate
-from engine.specs import RATIO_GROUPS
+from engine.specs import PRICED_PARTS, RATIO_GROUPS
 
 # Profile part names -> ratio group (docs/formats.md §6: HyperParallel's CSV columns, our time parts, the groups).
 PART_GROUP: dict[str, str] = {
@@ -67,7 +67,7 @@ class Measured:
     estimate: Estimate
     step_time_s: float
     peak_memory_gib: float | None
-    parts_s: dict[str, float] = field(default_factory=dict)  # measured seconds per ratio group
+    parts_s: dict[str, float] = field(default_factory=dict)  # measured seconds per ratio group or priced part
     log: LogReading | None = None
     profile: TraceReading | None = None
 
@@ -136,9 +136,10 @@ def _parts(src: Source, item: Map, dotted: str) -> tuple[tuple[str, float], ...]
         return ()
     sums: dict[str, float] = {}
     for key, kn, _vn in sec.items():
-        group = PART_GROUP.get(str(key))
+        group = PART_GROUP.get(str(key)) or (str(key) if str(key) in PRICED_PARTS else None)
         if group is None:
-            src.diag("HP800", f"{dotted}.parts_s.{key}: unknown part; use {', '.join(RATIO_GROUPS)} or "
+            src.diag("HP800", f"{dotted}.parts_s.{key}: unknown part; use {', '.join(RATIO_GROUPS)}, a part "
+                     f"({', '.join(PRICED_PARTS)}) or "
                      "HyperParallel's comp, op_wait, dp_wait, mp_wait, sp_wait, ep_wait, cp_wait, pp_wait",
                      kn.range, f"{dotted}.parts_s.{key}")
             continue
@@ -273,9 +274,7 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
     label = os.path.relpath(entry.config_path, os.path.dirname(os.path.abspath(runs.path)))
     parts = dict(entry.parts_s)
     if profile is not None and not parts:
-        tb = est.time_breakdown_s
-        priced = {g: sum(float(tb.get(p, 0.0)) for p in ps) for g, ps in RATIO_GROUPS.items()}
-        parts = trace_group_seconds(profile, priced)
+        parts = trace_part_seconds(profile, dict(est.time_parts_s))
     return Measured(entry, label, config, est, step, peak, parts, log, profile), []
 
 

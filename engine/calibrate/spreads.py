@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from engine.ratios import prior
-from engine.specs import RATIO_GROUPS
+from engine.specs import PRICED_PARTS, group_of_part
 
 # The ratio groups whose time is communication (their error scales with κ); the others are compute-like.
 COMM_GROUPS = frozenset({"tp_comm", "cp_comm", "ep_comm", "dp_comm"})
@@ -39,13 +39,14 @@ SHARED_VARIANCE: dict[tuple[str, str], float] = {
 }
 
 
-def part_spread(group: str, framework: str, device_type: str) -> float:
-    """The prior spread (log units) of one ratio group's stack-wide ratio on this stack."""
+def part_spread(part: str, framework: str, device_type: str) -> float:
+    """The prior spread (log units) of one priced part's (engine.specs.PRICED_PARTS) or ratio group's
+    stack-wide ratio on this stack."""
     if (framework, device_type) in prior.FITTED_STACKS:
         return max(SHARED_FLOOR, math.sqrt(max(SHARED_VARIANCE.get((framework, device_type), 0.0), 0.0)))
-    return prior.COMM_SPREAD if group in COMM_GROUPS else prior.plan_spread(framework, device_type)
+    return prior.COMM_SPREAD if group_of_part(part) in COMM_GROUPS else prior.plan_spread(framework, device_type)
 
 
 def part_spreads(framework: str, device_type: str) -> dict[str, float]:
-    """Every ratio group's prior spread on this stack."""
-    return {g: part_spread(g, framework, device_type) for g in RATIO_GROUPS}
+    """Every priced part's prior spread on this stack."""
+    return {p: part_spread(p, framework, device_type) for p in PRICED_PARTS}

@@ -2,7 +2,8 @@
 
 Text: the diagnostics (compiler-style, positioned in the RUNS file), then one row per run (measured,
 uncalibrated, calibrated and leave-one-out step time; measured, uncalibrated and calibrated peak), the ratios
-and which parts the step times moved, and per run how each part moved. JSON: the docs/formats.md §6 document.
+and which parts the step times moved, per priced part its seconds before and after, its ratio and why, the
+memory parts' ratios, and per run how each part moved. JSON: the docs/formats.md §6 document.
 Exit 1 (and nothing written) when any run has an error; 0 otherwise.
 """
 
@@ -13,13 +14,13 @@ import math
 import sys
 from typing import TextIO
 
-from engine.calibrate.fit import DEFAULT_RULE
+from engine.calibrate.fit import DEFAULT_RULE, Fitted, named_moved
 from engine.calibrate.parts import PartsFit
 from engine.calibrate.result import Calibration, calibrate
 from engine.cli.check import display_path, format_line
 from engine.files import write_text
 from engine.jsonout import write_json
-from engine.specs import RATIO_GROUPS
+from engine.specs import PRICED_PARTS, RATIO_GROUPS
 
 
 def _err(pred: float | None, measured: float | None) -> str:
@@ -50,11 +51,11 @@ def render(cal: Calibration, out: TextIO) -> None:
               f"{m.estimate.peak_memory_gib:>7.2f} {r.calibrated_peak_gib:>7.2f}", file=out)
     print("\nratios: " + ", ".join(f"{g} {f.ratios[g]:.4g}" for g in RATIO_GROUPS) + f"; memory {f.memory:.4g}",
           file=out)
-    moved = ", ".join(f.moved) if f.moved else "none"
-    print(f"  from profiles: {', '.join(f.profiled) or 'none'}; moved by the step times ({cal.rule} rule): {moved}",
-          file=out)
+    moved = ", ".join(named_moved(f.moved)) if f.moved else "none"
+    print(f"  from profiles: {', '.join(named_moved(f.profiled)) or 'none'}; moved by the step times ({cal.rule} "
+          f"rule): {moved}", file=out)
     if f.parts is not None:
-        _render_parts(f.parts, out)
+        _render_verdict(f.parts, out)
     elif f.local is not None:
         lf = f.local
         verdict = ("a stack bias: every plan moves by the stack factor" if lf.biased else
@@ -62,10 +63,11 @@ def render(cal: Calibration, out: TextIO) -> None:
         print(f"  local rule: the runs' misfit reads as {verdict} (P(stack biased) {lf.prob_biased:.2f}, prior "
               f"{lf.prior_biased:g}, plan spread {100 * lf.plan_spread:.1f}%); each run's own misfit carries to "
               f"plans like it (length scale {lf.local.length_scale:g} doublings)", file=out)
+    _render_part_table(cal, out)
     print("\nhow each part moved (seconds per step, uncalibrated -> calibrated):", file=out)
     for r in cal.runs:
-        parts = [f"{g} {r.parts_before[g]:.3g} -> {r.parts_after[g]:.3g}" for g in RATIO_GROUPS
-                 if r.parts_before[g] > 0]
+        parts = [f"{p} {r.priced_before[p]:.3g} -> {r.priced_after[p]:.3g}" for p in PRICED_PARTS
+                 if r.priced_before.get(p, 0.0) > 0]
         print(f"  {r.measured.label[-40:]}: " + "; ".join(parts), file=out)
         if r.measured.log is not None:
             s = r.measured.log.steady
@@ -73,18 +75,50 @@ def render(cal: Calibration, out: TextIO) -> None:
                   "outlier steps dropped", file=out)
 
 
-def _render_parts(pf: PartsFit, out: TextIO) -> None:
-    """Why each part moved as it did: the hypothesis taken, then per part its ratio and prior spread."""
+def _render_verdict(pf: PartsFit, out: TextIO) -> None:
+    """The parts rule's hypothesis: a stack bias or not, and how probable."""
     verdict = ("a stack bias: every part moves by the stack factor, each part besides by its own deviation"
                if pf.biased else "within the model's own spread on this stack: no stack-wide factor")
     print(f"  parts rule: the runs' misfit reads as {verdict} (P(stack biased) {pf.prob_biased:.2f}, prior "
           f"{pf.prior_biased:g}, stack factor {math.exp(pf.log_bias):.4g}, plan spread "
           f"{100 * pf.plan_spread:.1f}%); what is left of each run is its own and stays at its plan", file=out)
-    for g, t, s in zip(pf.parts, pf.log_ratios, pf.part_spreads, strict=True):
-        why = ("a part the model knows on this stack: moves only with the stack" if s < 1e-3 else
-               f"prior spread {100 * s:.1f}%: moves with its share of the runs' misfit")
-        print(f"    {g:<10} ratio {math.exp(t):.4g} ({why})", file=out)
 
+
+def _why(f: Fitted, part: str, priced: float, rule: str) -> str:
+    """Why one part's ratio is what it is."""
+    if part in f.profiled:
+        return "measured by a profile: measured ÷ priced seconds"
+    pf = f.parts
+    if priced <= 0:
+        moved = pf is not None and pf.biased and part in f.moved
+        return "priced at nothing in these runs: " + ("takes the stack factor (no evidence of its own)" if moved
+                                                      else "unchanged")
+    if pf is not None and part in pf.parts:
+        i = pf.parts.index(part)
+        s = pf.part_spreads[i]
+        stack = "the stack factor" if pf.biased else "no stack factor"
+        if s < 1e-3:
+            return f"{stack}; the model knows this part on this stack (no shared misfit measured): no deviation"
+        own = math.exp(pf.log_ratios[i] - pf.log_bias)
+        return f"{stack}, × {own:.4g} its own (prior spread {100 * s:.1f}%: its share of the runs' misfit)"
+    return f"moved by the {rule} rule's factor" if part in f.moved else "not moved by this rule"
+
+
+def _render_part_table(cal: Calibration, out: TextIO) -> None:
+    """Per priced part, over all the runs: the priced and calibrated seconds, the ratio, and why."""
+    f = cal.fitted
+    assert f is not None
+    print(f"\n{'part':<14} {'uncal s':>9} {'calib s':>9} {'ratio':>7}  why", file=out)
+    for p in PRICED_PARTS:
+        before = sum(r.priced_before.get(p, 0.0) for r in cal.runs)
+        after = sum(r.priced_after.get(p, 0.0) for r in cal.runs)
+        print(f"{p:<14} {before:>9.4g} {after:>9.4g} {f.part_ratios[p]:>7.4g}  {_why(f, p, before, cal.rule)}",
+              file=out)
+    mf = f.memory_fit
+    if mf is not None:
+        print("memory parts (a measured peak, each part with its prior): " + "; ".join(
+            f"{p} {r:.4g} (prior {100 * s:.2g}%)" for p, r, s in zip(mf.parts, mf.ratios, mf.spreads, strict=True)),
+            file=out)
 
 
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:

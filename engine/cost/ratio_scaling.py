@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.ratios.local import part_factors
-from engine.specs import RATIO_GROUPS, Ratios
+from engine.specs import PRICED_PARTS, RATIO_GROUPS, Ratios
 
 if TYPE_CHECKING:
     from engine.cost.table import PricedTable
@@ -47,6 +47,20 @@ def _group_of(part: str) -> str | None:
     return None
 
 
+def _scaled_terms(priced: PricedTable, ratios: Ratios, factors: dict[str, np.ndarray | float]
+                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(time terms, step parts) scaled: each part by its multiplier (engine.ratios.local.part_factors: its own
+    ratio, else its group's, times the local factor where it is moved); each term as the sum of its scaled
+    parts when the file gives part ratios, else by its group's multiplier."""
+    parts = {p: v * factors.get(p, 1.0) for p, v in priced.time_parts.items()}
+    if not ratios.parts or not parts:
+        return {k: v * factors.get(_group_of(k) or "", 1.0) for k, v in priced.time_terms.items()}, parts
+    terms = {k: np.zeros_like(v) for k, v in priced.time_terms.items()}
+    for p, v in parts.items():
+        terms[PRICED_PARTS[p]] = terms[PRICED_PARTS[p]] + v
+    return terms, parts
+
+
 def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarray | None = None) -> PricedTable:
     """`priced` with every time part × its group's multiplier and every memory term × the memory ratio; step time
     is the sum of the scaled parts, throughput and MFU scale inversely with it, `fits` is re-decided against
@@ -65,7 +79,7 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
         f = of(group)
         return f.reshape((-1,) + (1,) * (ndim - 1)) if isinstance(f, np.ndarray) else f
 
-    terms = {k: v * of(_group_of(k)) for k, v in priced.time_terms.items()}
+    terms, parts = _scaled_terms(priced, ratios, factors)
     step = np.sum(np.stack(list(terms.values())), axis=0) if terms else priced.step_time_s
     speed = np.divide(priced.step_time_s, step, out=np.ones_like(step), where=step > 0)
     mr = float(ratios.memory)
@@ -78,6 +92,7 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
         stage_parts={k: (v if k in _COUNT_PARTS else v * mr) for k, v in priced.stage_parts.items()},
         step_time_s=step,
         time_terms=terms,
+        time_parts=parts,
         tokens_per_s=priced.tokens_per_s * speed,
         tokens_per_s_per_device=priced.tokens_per_s_per_device * speed,
         mfu=priced.mfu * speed,

@@ -250,6 +250,9 @@ class PricedTable:
     # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the
     # update; what engine.explain draws the pipeline timeline from (the step time is built from the same).
     stage_time_parts: dict[str, np.ndarray] = field(default_factory=dict)
+    # The step's parts (engine.specs.PRICED_PARTS -> (n,) seconds, engine.cost.step_parts): the time terms split
+    # further; they add up to step_time_s. Calibration fits one ratio per part.
+    time_parts: dict[str, np.ndarray] = field(default_factory=dict)
     # The ratios applied over these numbers (engine.cost.ratio_scaling), None when uncalibrated.
     calibration: Ratios | None = None
     # A multimodal model's vision tower (engine.cost.tower): "memory_gib" (n,) what it holds on stage 0 and

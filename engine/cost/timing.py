@@ -52,7 +52,9 @@ class LayerCompute:
     """Seconds of one layer, one micro-batch, per layer type (n, 2).
 
     fwd: forward (weight GEMMs + attention core + element-wise); gemm: the forward weight GEMMs alone (what
-    TP comm-GEMM overlap hides under); attn_fwd / attn_bwd: the attention core; compute: forward + backward.
+    TP comm-GEMM overlap hides under); attn_fwd / attn_bwd: the attention core; compute: forward + backward;
+    gemm_all: the weight GEMMs of forward + backward (compute's GEMM part; attention's is attn_fwd + attn_bwd,
+    the rest of compute is element-wise: engine.cost.step_parts).
     attn_gemm: (n,) the attention block's forward weight GEMMs (QKV and output projection), the GEMMs its own
     TP all-gather and reduce-scatter are fused with (gemm − attn_gemm is the MLP block's).
     """
@@ -62,6 +64,7 @@ class LayerCompute:
     attn_fwd: np.ndarray
     attn_bwd: np.ndarray
     compute: np.ndarray
+    gemm_all: np.ndarray
     moe: MoeGemms | None = None
     attn_gemm: np.ndarray | None = None
 
@@ -215,7 +218,7 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     """Forward and backward seconds of one layer, one micro-batch, per type; element-wise work streams the
     layer's kept activations ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE times through HBM."""
     n = r.n
-    fwd, gemm, attn_fwd, attn_bwd, compute = (np.zeros((n, 2)) for _ in range(5))
+    fwd, gemm, attn_fwd, attn_bwd, compute, gemm_all = (np.zeros((n, 2)) for _ in range(6))
     tokens_rep = r.T / r.sp_div  # tokens a replicated (non-TP) GEMM sees
     g_attn = _attention_gemms(r, tokens_rep)
     af, ab = _attention_core(r)
@@ -231,10 +234,11 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
         fwd[:, ty] = g + af + e + perm + cast_f
         bwd = K.BWD_GEMM_RATIO * g + ab + K.BWD_ELEMENTWISE_RATIO * e + perm + cast_b
         compute[:, ty] = fwd[:, ty] + bwd
+        gemm_all[:, ty] = g + K.BWD_GEMM_RATIO * g
     if not r.is_moe:
-        for arr in (fwd, gemm, attn_fwd, attn_bwd, compute):
+        for arr in (fwd, gemm, attn_fwd, attn_bwd, compute, gemm_all):
             arr[:, MOE] = arr[:, DENSE]
-    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, mg, g_attn)
+    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, gemm_all, mg, g_attn)
 
 
 def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
@@ -319,6 +323,12 @@ def _head_forward_parts(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     logit_g = gemm_time(2 * T * h * V / t, np.minimum(V / t, h), r.gemm_rate)
     logit_e = r.elem_traffic * r.logit_bytes * T * V / r.loss_div / r.hbm
     return logit_g, logit_e
+
+
+def head_gemm_time(r: Rows) -> np.ndarray:
+    """(n,) the GEMM share of head_time (the logits GEMM forward + backward, once per MTP depth more)."""
+    logit_g, _e = _head_forward_parts(r)
+    return (1 + K.BWD_GEMM_RATIO) * logit_g * (1 + r.model.mtp_depth)
 
 
 def head_time(r: Rows) -> np.ndarray:

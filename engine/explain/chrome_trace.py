@@ -6,9 +6,11 @@ complete events ("ph": "X", microseconds) in the categories a PyTorch profiler t
 device work, `gpu_user_annotation` for the step and the pipeline bubbles (a profiler shows idle as a gap; the
 annotation names it) — so a user opens the prediction beside a measured trace. A micro-batch's exposed
 communication box is split by the stage's communication kinds (tensor, context, expert, pipeline, FSDP
-traffic) in proportion to their priced seconds and named by its collective; every event carries its part
-(`args.hp_part`, a ratio group of docs/formats.md §6) so `hp-plan calibrate` reads the file back as a run
-(engine.calibrate.profiler_trace). The last event ends at the estimate's step time.
+traffic) in proportion to their priced seconds and named by its collective; a compute box (forward, backward,
+recompute) is split likewise into GEMM, attention and element-wise kernels in proportion to the step's priced
+parts (engine.cost.step_parts); every event carries its part (`args.hp_part`, a ratio group of docs/formats.md §6
+or a priced part) so `hp-plan calibrate` reads the file back as a run (engine.calibrate.profiler_trace). The
+last event ends at the estimate's step time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ COMM_NAMES: dict[str, tuple[str, str]] = {
     "fsdp_comm": ("AllGather (FSDP)", "dp_comm"),
 }
 KIND_PART = {"forward": "compute", "backward": "compute", "recompute": "compute", "optimizer": "optimizer"}
+# A compute box's kernels (engine.specs.PRICED_PARTS compute parts) and the names a profiler would show.
+KERNEL_NAMES = {"gemm": "gemm", "attention": "flash_attention", "elementwise": "elementwise"}
 
 
 def _event(name: str, cat: str, pid: int, tid: int, start_s: float, end_s: float, args: dict[str, Any]) -> dict[
@@ -70,6 +74,7 @@ def _comm_events(iv: Interval, row: StageRow) -> list[dict[str, Any]]:
 def trace_events(ex: Explained) -> list[dict[str, Any]]:
     """Every event of the predicted step, metadata first, then by stage and start time."""
     rows = {r.stage: r for r in ex.stages}
+    kernels = {k: max(float(ex.estimate.time_parts_s.get(k, 0.0)), 0.0) for k in KERNEL_NAMES}
     events: list[dict[str, Any]] = []
     for stage in sorted(rows):
         events += _meta(stage, stage)
@@ -84,12 +89,29 @@ def trace_events(ex: Explained) -> list[dict[str, Any]]:
             events.append(_event("pipeline bubble", "gpu_user_annotation", iv.stage, SCHEDULE_TID, iv.start_s,
                                  iv.end_s, {"hp_part": "idle"}))
         else:
-            label = f"{iv.kind}" + (f", micro-batch {iv.micro_batch}" if iv.micro_batch is not None else "") + (
-                f", chunk {iv.chunk}" if iv.chunk else "")
-            events.append(_event(label, "kernel", iv.stage, COMPUTE_TID, iv.start_s, iv.end_s,
-                                 {"micro_batch": iv.micro_batch, "chunk": iv.chunk,
-                                  "hp_part": KIND_PART.get(iv.kind, "compute")}))
+            events += _compute_events(iv, kernels)
     return events
+
+
+def _compute_events(iv: Interval, kernels: dict[str, float]) -> list[dict[str, Any]]:
+    """One compute box: the optimizer whole, forward / backward / recompute as GEMM, attention and element-wise
+    kernels in the proportions `kernels` gives (whole and marked compute when it gives none)."""
+    label = f"{iv.kind}" + (f", micro-batch {iv.micro_batch}" if iv.micro_batch is not None else "") + (
+        f", chunk {iv.chunk}" if iv.chunk else "")
+    base = {"micro_batch": iv.micro_batch, "chunk": iv.chunk}
+    total = sum(kernels.values())
+    part = KIND_PART.get(iv.kind, "compute")
+    if part != "compute" or total <= 0:
+        return [_event(label, "kernel", iv.stage, COMPUTE_TID, iv.start_s, iv.end_s, {**base, "hp_part": part})]
+    out: list[dict[str, Any]] = []
+    t = iv.start_s
+    for kind, sec in kernels.items():
+        end = t + (iv.end_s - iv.start_s) * sec / total
+        if sec > 0:
+            out.append(_event(f"{KERNEL_NAMES[kind]} ({label})", "kernel", iv.stage, COMPUTE_TID, t, end,
+                              {**base, "hp_part": kind}))
+        t = end
+    return out
 
 
 def render(ex: Explained) -> str:

@@ -29,7 +29,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.ratios import prior
-from engine.specs import PLAN_FEATURES, ClusterSpec, LocalCorrection, ModelSpec, Ratios, Strategy
+from engine.specs import (
+    PLAN_FEATURES,
+    PRICED_PARTS,
+    ClusterSpec,
+    LocalCorrection,
+    ModelSpec,
+    Ratios,
+    Strategy,
+    group_of_part,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +128,20 @@ def local_log_factor(local: LocalCorrection, features: np.ndarray) -> np.ndarray
 
 
 def part_factors(ratios: Ratios, features: np.ndarray | None) -> dict[str, np.ndarray | float]:
-    """Each ratio group's multiplier: its ratio, times the local factor (n,) for the groups the local part moves."""
+    """Each ratio group's and each priced part's multiplier (engine.specs.PRICED_PARTS; a part takes its own ratio,
+    else its group's, Ratios.of_part): its ratio, times the local factor (n,) for the groups or parts the local
+    part moves (a moved group moves all its parts)."""
     out: dict[str, np.ndarray | float] = {g: ratios.of(g) for g, _ in ratios.time}
+    out.update({p: ratios.of_part(p) for p in PRICED_PARTS})
     local = ratios.local
     if local is None or features is None:
         return out
     f = np.exp(local_log_factor(local, features))
-    for g in local.moved:
-        out[g] = out[g] * f
+    for name in local.moved:
+        out[name] = out.get(name, 1.0) * f
+    for p in PRICED_PARTS:
+        if group_of_part(p) in local.moved and p not in local.moved:
+            out[p] = out[p] * f
     return out
 
 
@@ -148,4 +163,6 @@ def multiplier_span(ratios: Ratios | None) -> tuple[float, float]:
     values = [1.0]
     for g, r in ratios.time:
         values += [r * lo_f, r * hi_f] if g in moved else [r]
+    for p, r in ratios.parts:  # a part's own ratio replaces its group's (Ratios.of_part)
+        values += [r * lo_f, r * hi_f] if p in moved or group_of_part(p) in moved else [r]
     return min(values), max(values)

@@ -18,7 +18,7 @@ from engine.diagnostics import Diagnostic
 from engine.document import Map, Seq, parse, read_text
 from engine.positions import DOCUMENT_START
 from engine.ratios.prior import LOG_BOUND
-from engine.specs import PLAN_FEATURES, RATIO_GROUPS, LocalCorrection, Ratios
+from engine.specs import PLAN_FEATURES, PRICED_PARTS, RATIO_GROUPS, LocalCorrection, Ratios
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +52,19 @@ def local_doc(local: LocalCorrection) -> dict[str, Any]:
 
 
 def ratios_text(framework: str, device_type: str, ratios: dict[str, float], memory: float,
-                rows: list[FittedRow], local: LocalCorrection | None = None) -> str:
-    """The ratios file's YAML text (keys in docs/formats.md §6 order; `local` last, rule `local` only)."""
+                rows: list[FittedRow], local: LocalCorrection | None = None,
+                parts: dict[str, float] | None = None) -> str:
+    """The ratios file's YAML text (keys in docs/formats.md §6 order; `parts` (one ratio per priced part, rule
+    `parts`) after the group ratios; `local` last)."""
     doc: dict[str, Any] = {
         "framework": framework,
         "device_type": device_type,
         "ratios": {g: round(float(ratios[g]), 6) for g in RATIO_GROUPS},
-        "memory_ratio": round(float(memory), 6),
-        "fitted_on": [r.to_json() for r in rows],
     }
+    if parts:
+        doc["parts"] = {p: round(float(parts[p]), 6) for p in PRICED_PARTS if p in parts}
+    doc["memory_ratio"] = round(float(memory), 6)
+    doc["fitted_on"] = [r.to_json() for r in rows]
     if local is not None:
         doc["local"] = local_doc(local)
     head = "# written by hp-plan calibrate (docs/formats.md §6); apply with estimator.ratios_file or --ratios\n"
@@ -97,12 +101,29 @@ def parse_ratios(text: str, path: str) -> tuple[Ratios | None, list[Diagnostic]]
     fitted = root.get("fitted_on") if root is not None else None
     runs = len(getattr(fitted, "items", ()) or ())
     local = _read_local(src, root) if root is not None and "local" in root else None
+    parts = _read_parts(src, root) if root is not None and "parts" in root else ()
     if src.diags:
         return None, src.diags
     time = tuple((g, values.get(g, values["compute"])) for g in RATIO_GROUPS)
     return Ratios(time=time, memory=float(mem.value) if mem else 1.0, file=path, runs=runs,
                   framework=str(fw.value).lower() if fw else "", device_type=str(dev.value) if dev else "",
-                  local=local), []
+                  local=local, parts=parts), []
+
+
+def _read_parts(src: Source, root: Map) -> tuple[tuple[str, float], ...]:
+    """The optional `parts` key: a positive ratio per priced part (engine.specs.PRICED_PARTS); HP810 at a key
+    that names no part or a value that is not a positive number."""
+    sec = src.section(root, "parts", "parts")
+    out: list[tuple[str, float]] = []
+    for key, kn, _vn in (sec.items() if sec is not None else ()):
+        if key not in PRICED_PARTS:
+            src.diag("HP810", f"parts.{key}: unknown part; the parts are {', '.join(PRICED_PARTS)}", kn.range,
+                     f"parts.{key}")
+            continue
+        v = src.number(sec, str(key), f"parts.{key}", minimum=0.0, strict=True)
+        if v is not None:
+            out.append((str(key), float(v.value)))
+    return tuple(out)
 
 
 def _read_local(src: Source, root: Map) -> LocalCorrection | None:
@@ -112,8 +133,8 @@ def _read_local(src: Source, root: Map) -> LocalCorrection | None:
         return None
     moved_node = sec.get("moved")
     moved = [getattr(n, "value", None) for n in getattr(moved_node, "items", ())]
-    if not isinstance(moved_node, Seq) or not all(m in RATIO_GROUPS for m in moved):
-        src.diag("HP810", f"local.moved: a list of ratio groups ({', '.join(RATIO_GROUPS)})",
+    if not isinstance(moved_node, Seq) or not all(m in RATIO_GROUPS or m in PRICED_PARTS for m in moved):
+        src.diag("HP810", f"local.moved: a list of ratio groups ({', '.join(RATIO_GROUPS)}) or parts",
                  (moved_node or sec).range, "local.moved")
         return None
     scale = src.number(sec, "length_scale", "local.length_scale", minimum=0.0, strict=True)

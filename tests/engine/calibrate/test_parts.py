@@ -94,8 +94,8 @@ def test_the_fit_is_linear_in_the_number_of_runs() -> None:
 def test_spreads_are_the_floor_on_fitted_stacks_and_wide_elsewhere() -> None:
     assert max(part_spreads("megatron", "A100").values()) < 1e-3
     other = part_spreads("hyperparallel", "A2")
-    assert other["compute"] == pytest.approx(prior.POOLED_SPREAD)
-    assert other["ep_comm"] == pytest.approx(prior.COMM_SPREAD)
+    assert other["gemm"] == other["attention"] == other["elementwise"] == pytest.approx(prior.POOLED_SPREAD)
+    assert other["ep_comm.intra"] == other["ep_comm.inter"] == pytest.approx(prior.COMM_SPREAD)
 
 
 def test_calibrate_defaults_to_parts_reproduces_the_anchor_and_says_how_each_part_moved(runs_dir: Path) -> None:
@@ -108,9 +108,9 @@ def test_calibrate_defaults_to_parts_reproduces_the_anchor_and_says_how_each_par
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["rule"] == "parts" and doc["local"] is None
-    assert set(doc["parts"]["parts"]) <= set(doc["ratios"])
+    assert set(doc["parts"]["parts"]) <= set(doc["part_ratios"])
     assert doc["runs"][0]["calibrated_step_s"] == pytest.approx(measured, rel=0.01)
     assert _estimate(runs_dir / "a.yaml", "--ratios", str(out))["step_time_s"] == pytest.approx(measured, rel=0.01)
     text = hp_plan("calibrate", str(runs)).stdout
     assert "(rule: parts)" in text and "parts rule: the runs' misfit reads as" in text
-    assert "compute    ratio" in text
+    assert "gemm" in text and "prior spread" in text
