@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 RecomputeMode = Literal["off", "selective", "full"]
 RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("off", "selective", "full")
-PipelineSchedule = Literal["1F1B", "interleaved", "gpipe"]
+PipelineSchedule = Literal["1F1B", "interleaved", "gpipe", "dualpipev"]
 SelectivePolicy = Literal["hyperparallel", "attention", "op", "modules"]
 # Megatron-Core's --recompute-modules (TransformerConfig.recompute_modules; docs/cost-model.md §2.2): the submodules
 # `recompute: selective` recomputes where the framework offers them (engine.catalog.frameworks).

@@ -45,6 +45,9 @@ class StackSpace:
       offers offload for).
     devices: the device generations the stack runs on (engine.specs.DeviceSpec.generation; () = any):
       Megatron-LM / TransformerEngine are CUDA stacks, MindSpeed is Megatron on Ascend.
+    dualpipev_with_cp: DualPipeV (a schedule in Framework.schedules) runs with context parallelism; MindSpeed's
+      docs/features/dualpipev.md says its DualPipeV is not yet compatible with long-sequence (context) parallelism,
+      VPP, swap-attention or asynchronous DDP ([MS-DUALPIPEV]): a plan stating both is refused (HP530).
     flags: the stack's accepted flags (engine/catalog/data/<name>_flags.txt, read from its argument definitions
       at a pinned commit), "" = the stack takes no command-line flags (TOML, YAML).
     """
@@ -56,6 +59,7 @@ class StackSpace:
     sp_with_cp: bool = True
     sp_with_tp: bool = False
     offload: str = ""
+    dualpipev_with_cp: bool = True
     devices: tuple[str, ...] = ()
     flags: str = ""
 
@@ -66,7 +70,8 @@ _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optim
 # MindSpeed's FSDP2 route is Megatron's `--use-torch-fsdp2` with `--fsdp2-config-path` (MindSpeed docs
 # features/fsdp2.md): not with pp or ep, not with the distributed optimizer, not with Megatron's --recompute-* flags.
 _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=False, distributed_optimizer=True,
-                              sp_with_cp=True, sp_with_tp=True, devices=("ascend",), flags="mindspeed")
+                              sp_with_cp=True, sp_with_tp=True, dualpipev_with_cp=False, devices=("ascend",),
+                              flags="mindspeed")
 _TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True)
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
 _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer")
@@ -116,6 +121,10 @@ class Framework:
       the same [U].
     schedules: the pipeline schedules the trainer runs (every stack here pipelines: HyperParallel's
       hyper_parallel/core/pipeline_parallel has PipelineStage with GPipe, 1F1B and interleaved 1F1B, [HP] Corrections 1).
+      "dualpipev": DeepSeek's DualPipe cut in half (deepseek-ai/DualPipe README, [DUALPIPE]), MindSpeed-LLM's
+      `--schedules-method dualpipev` ([MS-DUALPIPEV]); Megatron-LM core has no DualPipe schedule (its
+      arguments.py has no such flag, engine/catalog/data/megatron_flags.txt), torchtitan's config at the pinned
+      commit none: HP530 there.
     default_layout: how the trainer splits the layers over the pipeline chunks when the files state no layout
       (engine.cost.layout; the planner's even split unless the stack has its own); `layout_keys`: the stack's
       own options for a stated layout (docs/formats.md §2.1), "" = none. `chooses_accounting`: the stack
@@ -258,7 +267,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         selective_policies=("attention", "modules"), loss_parallel=True, loss_bytes_per_logit=4.0,
         loss_kind="fused", loss_peak_bytes=4.0,
         recompute_modules=tuple(x for x in RECOMPUTE_MODULES if x != "shared_experts"),
-        schedules=("1F1B", "interleaved"),
+        schedules=("1F1B", "interleaved", "dualpipev"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
                        "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
         fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",

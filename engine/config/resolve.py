@@ -488,8 +488,8 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
     model_level = {"micro_batch_size": sf.local_batch_size, "vpp": sf.pp_interleave_num}.get(d)
     if model_level is not None:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
-    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value == "1F1B":
-        # A stated plain 1F1B schedule has one chunk per stage: an interleaved vpp is no candidate.
+    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value in ("1F1B", "dualpipev"):
+        # A stated plain 1F1B schedule has one chunk per stage, DualPipeV its own two (a V): no interleaved vpp.
         return Dimension(d, "fixed", (1,), "declared", sf.pipeline_schedule.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)

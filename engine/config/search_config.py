@@ -33,7 +33,8 @@ SEQ_KEYS = ("max_position_embeddings", "seq_length", "seq_len", "max_seq_len")
 RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
                       "true": "full", "auto": "auto", "per_layer": "per_layer"}
 FRAMEWORK_NAMES = {**{k: k for k in FRAMEWORKS}, **FRAMEWORK_ALIASES}
-SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved", "gpipe": "gpipe"}
+SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved", "gpipe": "gpipe",
+             "dualpipev": "dualpipev"}
 
 
 @dataclass(frozen=True, slots=True)

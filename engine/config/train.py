@@ -30,9 +30,10 @@ OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
                       "op": "op", "torchtitan": "op", "modules": "modules"}
 # Pipeline schedules by the names the trainer (`pp_schedule`: gpipe | 1f1b) and the search (`pipeline_scheduler`)
-# write them; HyperParallel runs ScheduleGPipe, Schedule1F1B and ScheduleInterleaved1F1B ([HP] Corrections 1).
+# write them; HyperParallel runs ScheduleGPipe, Schedule1F1B and ScheduleInterleaved1F1B ([HP] Corrections 1);
+# `dualpipev` is DeepSeek's V-shape DualPipe as MindSpeed-LLM runs it ([MS-DUALPIPEV]; other stacks: HP530).
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
-                       "vpp": "interleaved", "gpipe": "gpipe"}
+                       "vpp": "interleaved", "gpipe": "gpipe", "dualpipev": "dualpipev"}
 CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
             "hybrid": "hybrid", "hybrid_cp": "hybrid"}
 DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}

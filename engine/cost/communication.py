@@ -204,8 +204,12 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
         # The batch-level overlap interleaves two micro-batches: with one in the step there is no other
         # micro-batch's compute to hide under (ep_exposed then hides nothing by that overlap).
         other = np.where(r.mb >= 2, lc.compute[:, MOE], 0.0)
-        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other,
-                                  run.moe_shared_expert_overlap and fw.shared_expert_overlap, how)
+        shared_on = run.moe_shared_expert_overlap and fw.shared_expert_overlap
+        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, how)
+        fb = r.fb_overlap
+        if fb.any():  # DualPipeV pairs one micro-batch's forward with another's backward (engine.cost.dualpipev)
+            fwd_b, bwd_b = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, "batch")
+            fwd_e, bwd_e = np.where(fb, fwd_b, fwd_e), np.where(fb, bwd_b, bwd_e)
         epc[:, MOE, :] = (fwd_e + bwd_e)[:, None]
         epc[:, MOE, FULL] += 2 * a2a
     return epc
@@ -223,10 +227,13 @@ def pp_stride(r: Rows) -> np.ndarray:
 
 def pp_p2p(r: Rows) -> np.ndarray:
     """(n,) pipeline point-to-point per micro-batch: activations forward and gradients backward, b·s·h/t
-    each with NAR21's scatter/gather, v times per micro-batch when interleaved (NAR21 §2.2, §4.1)."""
+    each with NAR21's scatter/gather, v times per micro-batch when interleaved (NAR21 §2.2, §4.1), twice under
+    DualPipeV (each rank's two stages of the V), and hidden under the paired forward/backward where DualPipeV
+    runs its cross-micro-batch overlap ([MS-DUALPIPEV]: the P2P hides with the all-to-all)."""
     cross_pp = pp_stride(r) >= r.cluster.cards_per_node
     p2p_one = r.links.p2p(K.ACT_BYTES * r.T * r.h / r.t, cross_pp)
-    return np.where(r.p > 1, 2 * r.v * p2p_one * (1 - K.P2P_OVERLAP), 0.0)
+    chunks = np.where(r.dualpipev, 2.0, r.v)
+    return np.where((r.p > 1) & ~r.fb_overlap, 2 * chunks * p2p_one * (1 - K.P2P_OVERLAP), 0.0)
 
 
 def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarray:

@@ -103,7 +103,7 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
     if s.etp > 1 and s.tp % s.etp and model.is_moe:
         out.append(Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}", "etp"))
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
-    chunks = s.pp * (s.vpp if interleaved else 1)
+    chunks = s.pp * (s.vpp if interleaved else 2 if s.pipeline_schedule == "dualpipev" else 1)
     slots = model.num_layers + int(layout.embedding_in_split) + int(layout.loss_in_split)
     if chunks > slots:
         counted = f"{model.num_layers} layers" + (f" (+ the embedding and loss counted in the split: {slots})"
@@ -116,9 +116,10 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
     if interleaved and s.micro_batch_num % s.pp:
         out.append(Problem("HP507", f"the interleaved schedule runs micro-batches in groups of pp = {s.pp}; "
                            f"{s.micro_batch_num} is not a multiple", "micro_batch_num"))
+    out += _dualpipev_problems(model, s)
     if s.vpp > 1 and s.pipeline_schedule != "interleaved":
-        out.append(Problem("HP510", f"vpp {s.vpp} has no effect with the 1F1B schedule (priced as 1 chunk "
-                           "per stage); set pipeline_schedule: interleaved", "vpp"))
+        out.append(Problem("HP510", f"vpp {s.vpp} has no effect with the {s.pipeline_schedule} schedule (priced "
+                           "without virtual chunks); set pipeline_schedule: interleaved", "vpp"))
     if s.pp == 1 and s.vpp > 1 and s.pipeline_schedule == "interleaved":
         out.append(Problem("HP510", "interleaving has no effect without pipeline parallelism", "vpp"))
     dom = s.dp * s.cp
@@ -134,6 +135,23 @@ def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
     return out
 
 
+def _dualpipev_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
+    """DualPipeV's own rules ([DUALPIPE] dualpipev.py asserts micro-batches ≥ 2 × ranks; [MS-DUALPIPEV]: the
+    layers a multiple of 2·pp, the V's 2·pp stages of equal layers)."""
+    if s.pipeline_schedule != "dualpipev":
+        return []
+    if s.pp == 1:
+        return [Problem("HP510", "DualPipeV has no effect without pipeline parallelism", "schedule")]
+    out: list[Problem] = []
+    if model.num_layers % (2 * s.pp):
+        out.append(Problem("HP505", f"DualPipeV cuts the model into 2·pp = {2 * s.pp} stages of equal layers; "
+                           f"{model.num_layers} layers is not a multiple", "pp"))
+    if s.micro_batch_num < 2 * s.pp:
+        out.append(Problem("HP506", f"DualPipeV needs at least 2·pp = {2 * s.pp} micro-batches, got "
+                           f"{s.micro_batch_num}", "micro_batch_num"))
+    return out
+
+
 def check_framework(config: Config, s: Strategy) -> list[Problem]:
     """What the framework that runs the plan cannot execute or does not offer (engine.catalog.frameworks):
     a pipeline schedule its trainer does not run (HP530), a selective policy it does not offer
@@ -144,6 +162,9 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     if s.pp > 1 and s.pipeline_schedule not in fw.schedules:
         out.append(Problem("HP530", f"{fw.name} does not run the {s.pipeline_schedule} schedule "
                            f"(it runs {', '.join(fw.schedules)})", "schedule"))
+    elif s.pp > 1 and s.pipeline_schedule == "dualpipev" and s.cp > 1 and not fw.space.dualpipev_with_cp:
+        out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
+                           "set cp 1 or another schedule", "schedule"))
     out += _stack_fsdp_problems(fw, s)
     stated_policy = config.run.selective_policy
     uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)

@@ -106,6 +106,8 @@ def stage_chunks(config: Config, s: Strategy, v: int) -> list[tuple[ChunkRow, ..
 def _schedule_name(s: Strategy, v: int) -> str:
     if s.pp == 1:
         return "no pipeline"
+    if s.pipeline_schedule == "dualpipev":  # priced as engine.cost.dualpipev; the drawing has no V order
+        return "DualPipeV (drawn in 1F1B order)"
     return f"interleaved 1F1B (vpp {v})" if v > 1 else "1F1B"
 
 

@@ -14,6 +14,7 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | etp | --expert-tensor-parallel-size | (none: etp 1 only) |
 | vpp (interleaved) | --num-layers-per-virtual-pipeline-stage L/(pp·vpp) | pipeline_parallel_schedule "Interleaved1F1B", pipeline_parallel_layers_per_stage L/(pp·vpp) |
 | pipeline_schedule 1F1B | (the default) | pipeline_parallel_schedule "1F1B" |
+| pipeline_schedule dualpipev | MindSpeed --schedules-method dualpipev (with moe_a2a_overlap: --moe-fb-overlap); Megatron-LM: none (HP753) | (none: HP753) |
 | sequence_parallel | --sequence-parallel whenever tp > 1 (Megatron refuses --tp-comm-overlap without it) | (always on with tp > 1) |
 | micro_batch_size | --micro-batch-size | parallelism.pipeline_parallel_microbatch_size |
 | global_batch_size | --global-batch-size | training.global_batch_size, training.local_batch_size = mbs·m |
@@ -150,7 +151,8 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
     if run.tp_comm_overlap and s.tp > 1:
         args.append("--use-ascend-mc2" if target == "mindspeed" else "--tp-comm-overlap")
     args += _grad_accumulation_args(model, run, target)
-    args += _fp8_args(run, target, device, warns) + _moe_args(model, run, target, warns)
+    args += _fp8_args(run, target, device, warns)
+    args += _moe_args(model, run, target, warns, s.pipeline_schedule == "dualpipev" and s.pp > 1)
     args += _offload_args(s, target, warns) + _fused_args(target)
     lines = [f"# {target}: world size {s.world_size} (launch {s.world_size} ranks; data parallel = world / "
              f"(tp·pp·cp) = {s.dp})"]
@@ -165,9 +167,15 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
 
 def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
                        warns: list[Diagnostic]) -> list[str]:
-    """The interleaved schedule's chunks and the stated pipeline layout as Megatron-LM's flags."""
+    """The interleaved schedule's chunks, DualPipeV (MindSpeed `--schedules-method dualpipev`, [MS-DUALPIPEV];
+    Megatron-LM has no such schedule: HP753) and the stated pipeline layout as Megatron-LM's flags."""
     args: list[str] = []
     layout_args = _megatron_layout(s, run, target, warns)
+    if s.pipeline_schedule == "dualpipev" and s.pp > 1:
+        if target == "mindspeed":
+            args += ["--schedules-method", "dualpipev"]
+        else:
+            warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
     if s.pipeline_schedule == "interleaved" and s.vpp > 1:
         if model.num_layers % (s.pp * s.vpp) == 0 and not layout_args:
             args += ["--num-layers-per-virtual-pipeline-stage", str(model.num_layers // (s.pp * s.vpp))]
@@ -247,9 +255,11 @@ def _fp8_args(run: RunOptions, target: str, device: DeviceSpec | None, warns: li
     return ["--fp8-format", "hybrid", "--fp8-recipe", recipe_name(run)]
 
 
-def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic],
+              dualpipev: bool = False) -> list[str]:
     """The MoE path priced: grouped expert GEMMs, the dispatcher (all-to-all, or DeepEP through Megatron-Core's
-    flex dispatcher), and the expert-parallel overlaps the files state (MCORE-MOE; MindSpeed's own names)."""
+    flex dispatcher), and the expert-parallel overlaps the files state (MCORE-MOE; MindSpeed's own names; under
+    DualPipeV MindSpeed's cross-micro-batch `--moe-fb-overlap`, [MS-DUALPIPEV])."""
     if not model.is_moe:
         return []
     args = ["--moe-grouped-gemm"]
@@ -262,7 +272,7 @@ def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagno
     if run.moe_shared_expert_overlap and model.num_shared_experts:
         args.append("--moe-shared-expert-overlap")
     if run.moe_a2a_overlap:
-        args += (["--moe-alltoall-overlap-comm"] if target == "mindspeed"
+        args += ((["--moe-fb-overlap"] if dualpipev else ["--moe-alltoall-overlap-comm"]) if target == "mindspeed"
                  else ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"])
     return args
 
@@ -355,6 +365,8 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     if s.cp > 1 and run.cp_algo != "ring":
         warns.append(_warn("cp_algo", target, f"context parallel algorithm {run.cp_algo}"))
     warns += _recompute_warnings(s, target)
+    if s.pipeline_schedule == "dualpipev" and s.pp > 1:
+        warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
     mode = {"off": "none", "selective": "selective", "full": "full"}[s.recompute.mode]
     lines = [f"# torchtitan: world size {s.world_size}", "[training]",
