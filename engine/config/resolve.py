@@ -612,6 +612,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["recompute_modules"] = tuple(sf.recompute_modules.value)
         if sf.moe_dispatcher is not None:
             kw["moe_dispatcher"] = sf.moe_dispatcher.value
+        if sf.framework_version is not None:
+            kw["framework_version"] = str(sf.framework_version.value)
         if sf.fp8_recipe is not None:
             kw["fp8_recipe"] = sf.fp8_recipe.value
         if sf.param_bytes is not None:

@@ -146,7 +146,7 @@ def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
     a share distinct_nodes/copies of the copies' bytes, the NVLink part stays (the copies fan out inside
     the node); the slower part counts, as in Links.alltoall."""
     table, links = r.table, r.links
-    if r.run.moe_dispatcher != "deepep":
+    if r.dispatcher != "deepep":
         return links.alltoall(size, table.ep, table.tp * table.cp)
     g, k = links.split(table.ep, table.tp * table.cp)
     nn = np.maximum(table.ep, 1).astype(np.float64)

@@ -260,6 +260,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, bubble: np.ndarray, comp
         stage_fixed_gib=np.where(valid, mem.fixed_b / K.GIB, np.nan),
         layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.act * mem.alloc_ratio / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
+        framework_release=r.fw.release or r.run.framework_version,
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,
                                     fp8=bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0)),

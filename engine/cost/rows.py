@@ -114,6 +114,12 @@ class Rows:
     fp8_recipe: Fp8Recipe | None = None
 
     @property
+    def dispatcher(self) -> str:
+        """The MoE dispatcher priced: the stated one (estimator.moe_dispatcher), all-to-all where the framework's
+        release has no DeepEP (Framework.deepep; HP535 says so)."""
+        return self.run.moe_dispatcher if self.fw.deepep else "alltoall"
+
+    @property
     def dualpipev(self) -> np.ndarray:
         """(n,) bool: rows run as DualPipeV (engine.cost.dualpipev)."""
         return dualpipev_rows(self.table.schedule, self.p_i)

@@ -243,6 +243,8 @@ class PricedTable:
     # MFU with causal attention halved (model_stats flops_per_token, the PaLM / torchtitan convention).
     causal_mfu: np.ndarray | None = None
     framework: str = ""
+    # The framework's release priced (Framework.release, else the stated estimator.framework_version; "" = none).
+    framework_release: str = ""
     device: str = ""
     # The error band's plan features of every row (engine.cost.band.plan_features) and the device generation.
     band_features: tuple[str, ...] = ()

@@ -129,7 +129,7 @@ def permutation_passes(r: Rows) -> np.ndarray:
     combine, unpermute after it: 4 (2 at ep 1 or one local expert). The flex dispatcher with DeepEP
     (MoEFlexTokenDispatcher) receives tokens already grouped by source and permutes once after the dispatch
     and unpermutes once before the combine: 2."""
-    if r.run.moe_dispatcher == "deepep":
+    if r.dispatcher == "deepep":
         return np.full(r.n, 2.0)
     local = r.model.num_experts / np.maximum(r.ep, 1.0)
     return np.where((r.ep > 1) & (local > 1), 4.0, 2.0)
