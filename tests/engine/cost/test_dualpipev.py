@@ -106,3 +106,24 @@ def test_each_rank_holds_p_plus_half_micro_batches() -> None:
     mf = np.array([[4.0, 3.0, 2.0, 1.0, 0.0]])
     out = dualpipev_in_flight(np.array([True]), np.array([16.0]), mf)
     assert out.tolist() == [[4.5, 4.5, 4.5, 4.5, 0.0]]
+
+
+def test_search_prices_a_stated_dualpipev_as_estimate_does(tmp_path: Path) -> None:
+    path = _config(tmp_path, "dualpipev", True)
+    text = Path(path).read_text().replace("  pp: 2", "  pp: [1, 2]").replace("  dp: 8", "  dp: auto")
+    Path(path).write_text(text.replace("  micro_batch_num: 32", "  micro_batch_num: auto"))
+    found = _json("search", path)
+    plans = {e["strategy"]["pp"]: e for e in found["top"]}
+    assert plans[2]["strategy"]["pipeline_schedule"] == "dualpipev"
+    assert plans[1]["strategy"]["pipeline_schedule"] == "1F1B"  # no pipeline, nothing to schedule
+    stated = _json("estimate", _config(tmp_path, "dualpipev", True))
+    assert plans[2]["step_time_s"] == stated["step_time_s"]  # the same price, to the last digit
+
+
+def test_search_counts_the_stack_refusing_dualpipev(tmp_path: Path) -> None:
+    path = _config(tmp_path, "dualpipev", True, framework="megatron")
+    text = Path(path).read_text().replace("  pp: 2", "  pp: [1, 2]").replace("  dp: 8", "  dp: auto")
+    Path(path).write_text(text.replace("  micro_batch_num: 32", "  micro_batch_num: auto"))
+    found = _json("search", path)
+    assert {e["strategy"]["pp"] for e in found["top"]} == {1}
+    assert found["refused"] == {"pipeline parallelism under DualPipeV (the stack does not run that schedule)": 1}
