@@ -92,6 +92,8 @@ def cp_split(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     node (g members) and rings over the k nodes the group spans."""
     cp = r.table.cp
     one = np.ones_like(cp)
+    if r.run.cp_algo == "allgather":  # no ring, no all-to-all: _cp_comm prices its all-gather
+        return one, one
     if r.run.cp_algo == "ulysses":
         return cp, one
     if r.run.cp_algo == "hybrid":
@@ -124,12 +126,27 @@ def _cp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     r_fwd, r_bwd = ring_cp_exposed(x, lat, steps, lc.attn_fwd[:, DENSE] / calls, lc.attn_bwd[:, DENSE] / calls)
     r_fwd = np.where(n_r > 1, r_fwd, 0.0)
     r_bwd = np.where(n_r > 1, r_bwd, 0.0)
-    fwd = u_fwd + r_fwd
-    tot = np.where(table.cp > 1, 2 * u_fwd + r_fwd + r_bwd, 0.0)
+    g_fwd, g_bwd = _cp_allgather(r)
+    fwd = u_fwd + r_fwd + g_fwd
+    tot = np.where(table.cp > 1, 2 * u_fwd + r_fwd + r_bwd + g_fwd + g_bwd, 0.0)
     fwd = np.where(table.cp > 1, fwd, 0.0)
     cpc[:, :, :] = tot[:, None, None]
     cpc[:, :, FULL] += fwd[:, None]
     return cpc
+
+
+def _cp_allgather(r: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of all-gather CP ([TE-CP] cp_comm_type "all_gather": "all-gather to get full
+    sequence of KV before attention. The all-gather is not async, and cannot be overlapped"): the KV of the whole
+    sequence gathered over the cp group forward, its gradient reduce-scattered backward, both exposed; 0 for the
+    other algorithms."""
+    zero = np.zeros(r.n)
+    if r.run.cp_algo != "allgather":
+        return zero, zero
+    table = r.table
+    full_kv = K.ACT_BYTES * r.T * table.cp * r.attn.kv_width / r.t
+    t = r.links.gather(full_kv, table.cp, table.tp)
+    return t, t
 
 
 def distinct_nodes(topk: float, nodes: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | recompute_modules | --recompute-modules m1 m2 … (MindSpeed: no shared_experts) | (none) |
 | grad_dtype bf16 / optimizer_state_dtype bf16 | --grad-reduce-in-bf16 / --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 | training.mixed_precision_reduce "bfloat16" / (none) |
 | recompute off | (no flag) | activation_checkpoint.mode "none" |
-| cp_algo ring / ulysses / hybrid | Megatron --cp-comm-type p2p / a2a / a2a+p2p; MindSpeed --context-parallel-algo megatron_cp_algo / ulysses_cp_algo / hybrid_cp_algo | (ring only: context_parallel_rotate_method) |
+| cp_algo ring / ulysses / hybrid / allgather | Megatron --cp-comm-type p2p / a2a / a2a+p2p / all_gather; MindSpeed --context-parallel-algo megatron_cp_algo / ulysses_cp_algo / hybrid_cp_algo (no all-gather: HP753) | (ring only: context_parallel_rotate_method) |
 | seq_len | --seq-length | training.seq_len |
 
 What a stack cannot express gets an HP753 warning naming the setting, never a silent approximation.
@@ -48,7 +48,7 @@ from engine.diagnostics import Diagnostic
 from engine.specs import DeviceSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
 TARGETS = ("megatron", "torchtitan", "mindspeed")
-MEGATRON_CP = {"ring": "p2p", "ulysses": "a2a", "hybrid": "a2a+p2p"}
+MEGATRON_CP = {"ring": "p2p", "ulysses": "a2a", "hybrid": "a2a+p2p", "allgather": "all_gather"}
 MINDSPEED_CP = {"ring": "megatron_cp_algo", "ulysses": "ulysses_cp_algo", "hybrid": "hybrid_cp_algo"}
 
 
@@ -144,8 +144,11 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
     warns += _recompute_warnings(s, target)
     args += _state_dtypes(run)
     if s.cp > 1:
-        if target == "mindspeed":
+        if target == "mindspeed" and run.cp_algo in MINDSPEED_CP:
             args += ["--context-parallel-algo", MINDSPEED_CP[run.cp_algo]]
+        elif target == "mindspeed":
+            warns.append(_warn("cp_algo", target, f"context parallel algorithm {run.cp_algo} (exported as the "
+                               "default ring, megatron_cp_algo)"))
         else:
             args += ["--cp-comm-type", MEGATRON_CP[run.cp_algo]]
     if run.tp_comm_overlap and s.tp > 1:
