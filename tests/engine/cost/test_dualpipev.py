@@ -127,3 +127,9 @@ def test_search_counts_the_stack_refusing_dualpipev(tmp_path: Path) -> None:
     found = _json("search", path)
     assert {e["strategy"]["pp"] for e in found["top"]} == {1}
     assert found["refused"] == {"pipeline parallelism under DualPipeV (the stack does not run that schedule)": 1}
+
+
+def test_explain_names_the_schedule_and_puts_the_loss_on_rank_0(tmp_path: Path) -> None:
+    doc = _json("explain", _config(tmp_path, "dualpipev", True))
+    assert doc["schedule"].startswith("DualPipeV")
+    assert [[c["loss"] for c in st["chunks"]] for st in doc["stages"]] == [[True], [False]]
