@@ -45,6 +45,7 @@ class Estimate:
     diagnostics: tuple[Diagnostic, ...] = ()
     calibration: Ratios | None = None  # the ratios file applied (docs/formats.md §3: "calibration")
     framework: str = ""  # the framework priced (docs/formats.md §5)
+    framework_release: str = ""  # its release priced (estimator.framework_version, else its current one; "" = none)
     device: str = ""  # the catalog device priced
     causal_mfu: float = 0.0
     calibrated_framework: bool = False  # the framework's constants were checked on published runs
@@ -110,7 +111,8 @@ class Estimate:
     def priced_for(self) -> str:
         """What the numbers price, said plainly: "torchtitan on H100-96G", and whether they are calibrated
         (a ratios file), checked on published runs, or can be calibrated (hp-plan calibrate, docs/formats.md §6)."""
-        what = f"{self.framework or '?'} on {self.device or '?'}"
+        release = f" {self.framework_release}" if self.framework_release else ""
+        what = f"{self.framework or '?'}{release} on {self.device or '?'}"
         if self.calibration is not None:
             return f"{what}, {self.calibration_note()}"
         if self.calibrated_framework:
@@ -143,6 +145,7 @@ class Estimate:
             "mfu": self.mfu,
             "time_breakdown_s": {k: self.time_breakdown_s[k] for k in TIME_TERMS},
             "framework": self.framework,
+            "framework_release": self.framework_release,
             "device": self.device,
             "mfu_convention": MFU_CONVENTION,
             "causal_mfu": self.causal_mfu,

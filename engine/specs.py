@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 RecomputeMode = Literal["off", "selective", "full"]
 RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("off", "selective", "full")
-PipelineSchedule = Literal["1F1B", "interleaved", "gpipe"]
+PipelineSchedule = Literal["1F1B", "interleaved", "gpipe", "dualpipev"]
 SelectivePolicy = Literal["hyperparallel", "attention", "op", "modules"]
 # Megatron-Core's --recompute-modules (TransformerConfig.recompute_modules; docs/cost-model.md §2.2): the submodules
 # `recompute: selective` recomputes where the framework offers them (engine.catalog.frameworks).
@@ -336,6 +336,9 @@ class RunOptions:
     # The stack that runs the plan (docs/formats.md §5; engine.catalog.frameworks) and whether torch.compile / graph
     # mode fuses its element-wise kernels (estimator.compile).
     framework: str = "hyperparallel"
+    # The framework's release (estimator.framework_version; "" = its current one): facts that changed between
+    # releases are priced as that release ran them (engine.catalog.frameworks.Releases).
+    framework_version: str = ""
     compile: bool = False
     # Megatron-style overlaps (docs/cost-model.md "Overlap"): TP collectives pipelined with their GEMMs
     # (--tp-comm-overlap, TransformerEngine userbuffers); data-parallel gradient reduction bucketed and

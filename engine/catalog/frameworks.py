@@ -10,8 +10,10 @@ plan and a filter on the search (engine.cost.strategy_rules).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from types import MappingProxyType
+from typing import Any
 
 from engine.specs import RECOMPUTE_MODULES, DeviceSpec, PipelineLayout, RunOptions
 
@@ -45,6 +47,9 @@ class StackSpace:
       offers offload for).
     devices: the device generations the stack runs on (engine.specs.DeviceSpec.generation; () = any):
       Megatron-LM / TransformerEngine are CUDA stacks, MindSpeed is Megatron on Ascend.
+    dualpipev_with_cp: DualPipeV (a schedule in Framework.schedules) runs with context parallelism; MindSpeed's
+      docs/features/dualpipev.md says its DualPipeV is not yet compatible with long-sequence (context) parallelism,
+      VPP, swap-attention or asynchronous DDP ([MS-DUALPIPEV]): a plan stating both is refused (HP530).
     flags: the stack's accepted flags (engine/catalog/data/<name>_flags.txt, read from its argument definitions
       at a pinned commit), "" = the stack takes no command-line flags (TOML, YAML).
     """
@@ -56,6 +61,7 @@ class StackSpace:
     sp_with_cp: bool = True
     sp_with_tp: bool = False
     offload: str = ""
+    dualpipev_with_cp: bool = True
     devices: tuple[str, ...] = ()
     flags: str = ""
 
@@ -66,10 +72,58 @@ _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optim
 # MindSpeed's FSDP2 route is Megatron's `--use-torch-fsdp2` with `--fsdp2-config-path` (MindSpeed docs
 # features/fsdp2.md): not with pp or ep, not with the distributed optimizer, not with Megatron's --recompute-* flags.
 _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=False, distributed_optimizer=True,
-                              sp_with_cp=True, sp_with_tp=True, devices=("ascend",), flags="mindspeed")
+                              sp_with_cp=True, sp_with_tp=True, dualpipev_with_cp=False, devices=("ascend",),
+                              flags="mindspeed")
 _TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True)
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
 _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer")
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseFact:
+    """A fact of a framework that holds from one release on: before `since`, the field `field` of its Framework
+    reads `before` (what the older release ran). `what` says it plainly, `source` where the release notes say so."""
+
+    field: str
+    since: str
+    before: Any
+    what: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Releases:
+    """The releases of a framework whose facts change (`estimator.framework_version`, docs/formats.md §2): `versions`
+    oldest first, the last the current one (what the Framework's own fields state, the default); `aliases` other
+    spellings of a version; `facts` what holds from which release; `label` what the version numbers."""
+
+    label: str
+    versions: tuple[str, ...]
+    facts: tuple[ReleaseFact, ...]
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def current(self) -> str:
+        return self.versions[-1]
+
+    def normalise(self, text: str) -> str | None:
+        """The version `text` names (case and a leading "v" / "core_r" / "core_v" ignored, "0.12.0" = "0.12"),
+        or None when this framework has no such release."""
+        key = text.strip().lower()
+        for prefix in ("core_r", "core_v", "v"):
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+                break
+        key = self.aliases.get(key, key)
+        if key in self.versions:
+            return key
+        short = ".".join(key.split(".")[:2])
+        return short if short in self.versions else None
+
+    def missing(self, version: str) -> tuple[ReleaseFact, ...]:
+        """The facts `version` does not have yet (their `since` is a later release)."""
+        at = self.versions.index(version)
+        return tuple(f for f in self.facts if self.versions.index(f.since) > at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +169,10 @@ class Framework:
       the same [U].
     schedules: the pipeline schedules the trainer runs (every stack here pipelines: HyperParallel's
       hyper_parallel/core/pipeline_parallel has PipelineStage with GPipe, 1F1B and interleaved 1F1B, [HP] Corrections 1).
+      "dualpipev": DeepSeek's DualPipe cut in half (deepseek-ai/DualPipe README, [DUALPIPE]), MindSpeed-LLM's
+      `--schedules-method dualpipev` ([MS-DUALPIPEV]); Megatron-LM core has no DualPipe schedule (its
+      arguments.py has no such flag, engine/catalog/data/megatron_flags.txt), torchtitan's config at the pinned
+      commit none: HP530 there.
     default_layout: how the trainer splits the layers over the pipeline chunks when the files state no layout
       (engine.cost.layout; the planner's even split unless the stack has its own); `layout_keys`: the stack's
       own options for a stated layout (docs/formats.md §2.1), "" = none. `chooses_accounting`: the stack
@@ -147,6 +205,11 @@ class Framework:
     calibrated_on: the [CAL] cases its constants were checked against (empty: uncalibrated).
     swaps_attention: the stack runs `swap_attention` (MindSpeed --swap-attention: every layer's attention-block
       activations copied to the host after its forward, prefetched before its backward; engine.cost.swap).
+    deepep: the stack runs DeepEP dispatch where `estimator.moe_dispatcher: deepep` asks it (else the
+      all-to-all dispatcher is priced and said so, HP533).
+    releases / release: the releases whose facts differ (`Releases`; None: one set of facts for every release) and
+      the release these facts are for (framework_of applies `estimator.framework_version`; "" = no releases
+      known; the fields as written here are the current release's).
     grad_accum_fusion / grouped_grad_accum_fusion: what the stack's recipes usually run when the files do not
       say (RunOptions.gradient_accumulation_fusion / gemm_gradient_accumulation_fusion): the weight-gradient
       GEMMs (dense; grouped expert GEMMs) accumulate into the fp32 main gradients in their epilogue. Megatron
@@ -192,6 +255,9 @@ class Framework:
     allocator_overhead: float = 0.0
     swaps_attention: bool = False
     space: StackSpace = field(default_factory=StackSpace)
+    deepep: bool = True
+    releases: Releases | None = None
+    release: str = ""
 
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
@@ -208,6 +274,15 @@ class Framework:
         grouped = (self.grouped_grad_accum_fusion if run.gemm_gradient_accumulation_fusion is None
                    else run.gemm_gradient_accumulation_fusion)
         return dense, grouped
+
+    @property
+    def qualified(self) -> str:
+        """The name, with the release where an older one than the current is priced ("megatron (Megatron-Core
+        0.12)"): what messages about a missing feature name, since the current release has it."""
+        rel = self.releases
+        if rel is None or not self.release or self.release == rel.current:
+            return self.name
+        return f"{self.name} ({rel.label} {self.release})"
 
     @property
     def calibrated(self) -> bool:
@@ -234,6 +309,27 @@ _TE_ATTN = _rates(**{"": FLASH_ATTN_FRACTION})
 # priced as MindSpeed's.
 _SDPA_ATTN = _rates(**{"": 0.50, "hopper": 0.35, "blackwell": 0.35, "ascend": 0.50})
 
+# Megatron-Core releases whose facts differ (`estimator.framework_version: "0.12"`, also "core_r0.12.0", "v0.12"):
+# oldest first, the last the current one, the release engine/catalog/data/megatron_flags.txt was read at
+# (core_v0.16.0). NeMo containers name their Megatron-Core in NeMo's "Software Component Versions" page
+# ([NEMO-VERSIONS]: 24.07 ships 0.8, 24.09 ships 0.9); later containers' are not read here ([U]): state the
+# Megatron-Core version.
+MEGATRON_RELEASES = Releases(
+    label="Megatron-Core",
+    versions=("0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16"),
+    aliases=MappingProxyType({"nemo-24.07": "0.8", "nemo-24.09": "0.9"}),
+    facts=(
+        ReleaseFact("deepep", "0.12", False, "DeepEP dispatch (--moe-enable-deepep, the flex dispatcher)",
+                    "[MCORE-CHANGELOG] 0.12.0 'DeepEP support'; [MCORE-MOE]"),
+        ReleaseFact("recompute_modules", "0.13", (), "recompute by module (--recompute-modules)",
+                    "[MCORE-CHANGELOG] 0.13.0 'Fine-grained recomputation ... --recompute-modules'"),
+        ReleaseFact("selective_policies", "0.13", ("attention",), "selective recompute by module",
+                    "[MCORE-CHANGELOG] 0.13.0"),
+        ReleaseFact("ep_overlap", "0.14", "", "the batch-level expert all-to-all overlap "
+                    "(--overlap-moe-expert-parallel-comm)", "[MCORE-MOE] v0.14"),
+    ),
+)
+
 FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
     "megatron": Framework(
         name="megatron", label="Megatron-LM / Megatron-Core / NeMo", fused_elementwise=True, compile_fuses=False,
@@ -249,7 +345,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
-                    "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE),
+                    "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE,
+        releases=MEGATRON_RELEASES, release=MEGATRON_RELEASES.current),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
         compile_fuses=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
@@ -258,7 +355,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         selective_policies=("attention", "modules"), loss_parallel=True, loss_bytes_per_logit=4.0,
         loss_kind="fused", loss_peak_bytes=4.0,
         recompute_modules=tuple(x for x in RECOMPUTE_MODULES if x != "shared_experts"),
-        schedules=("1F1B", "interleaved"),
+        schedules=("1F1B", "interleaved", "dualpipev"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
                        "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
         fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",
@@ -309,8 +406,24 @@ def find_framework(name: str | None) -> Framework | None:
 
 
 def framework_of(run: RunOptions) -> Framework:
-    """The framework a RunOptions prices (unknown names were refused where they were read)."""
-    return find_framework(run.framework) or FRAMEWORKS[DEFAULT_FRAMEWORK]
+    """The framework a RunOptions prices (unknown names were refused where they were read), with the facts of the
+    release it states (`estimator.framework_version`; unknown or unstated: the current release's)."""
+    fw = find_framework(run.framework) or FRAMEWORKS[DEFAULT_FRAMEWORK]
+    if fw.releases is None or not run.framework_version:
+        return fw
+    return at_release(fw.name, run.framework_version)
+
+
+@lru_cache(maxsize=64)
+def at_release(name: str, version: str) -> Framework:
+    """FRAMEWORKS[name] as release `version` ran it: each fact the release does not have yet reads its older
+    value (ReleaseFact.before). Cached: pricing asks for it per block of rows."""
+    fw = FRAMEWORKS[name]
+    rel = fw.releases
+    v = rel.normalise(version) if rel is not None else None
+    if rel is None or v is None:
+        return fw
+    return replace(fw, release=v, **{f.field: f.before for f in rel.missing(v)})
 
 
 def effective_policy(fw: Framework, run: RunOptions) -> str:

@@ -21,6 +21,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP532", "warning", "FP8 asked on a device without FP8 GEMMs: priced in BF16"),
     ("HP533", "warning", "the framework does not offer this expert-parallel overlap or attention swap: priced without it"),
     ("HP534", "warning", "the framework does not run on this device: priced, but another stack runs it there"),
+    ("HP535", "warning", "the framework's stated release is unknown, or lacks a feature the plan states: priced as "
+     "that release (or the current one) runs it"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
@@ -44,4 +46,5 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP532": ("engine.cost.strategy_rules",),
     "HP533": ("engine.cost.strategy_rules",),
     "HP534": ("engine.cost.strategy_rules",),
+    "HP535": ("engine.cost.strategy_rules",),
 }

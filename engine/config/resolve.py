@@ -363,8 +363,8 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
     model_level = {"micro_batch_size": sf.local_batch_size, "vpp": sf.pp_interleave_num}.get(d)
     if model_level is not None:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
-    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value == "1F1B":
-        # A stated plain 1F1B schedule has one chunk per stage: an interleaved vpp is no candidate.
+    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value in ("1F1B", "dualpipev"):
+        # A stated plain 1F1B schedule has one chunk per stage, DualPipeV its own two (a V): no interleaved vpp.
         return Dimension(d, "fixed", (1,), "declared", sf.pipeline_schedule.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
@@ -487,6 +487,8 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["recompute_modules"] = tuple(sf.recompute_modules.value)
         if sf.moe_dispatcher is not None:
             kw["moe_dispatcher"] = sf.moe_dispatcher.value
+        if sf.framework_version is not None:
+            kw["framework_version"] = str(sf.framework_version.value)
         if sf.fp8_recipe is not None:
             kw["fp8_recipe"] = sf.fp8_recipe.value
         if sf.param_bytes is not None:

@@ -123,7 +123,7 @@ SEARCH = _s(
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its
         # loader writes there ([HP] §2.1): accepted. Open: other tools' keys are theirs.
         "estimator": _s("cp_algo recompute_modes ratios_file",
-                        "type recompute_strategy enable_profiling_calibration framework compile fp8 "
+                        "type recompute_strategy enable_profiling_calibration framework framework_version compile fp8 "
                         "moe_dispatcher grad_dtype optimizer_state_dtype master_weights fp8_recipe"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "

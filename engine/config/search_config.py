@@ -33,7 +33,8 @@ SEQ_KEYS = ("max_position_embeddings", "seq_length", "seq_len", "max_seq_len")
 RECOMPUTE_REQUESTS = {"none": "none", "off": "none", "false": "none", "selective": "selective", "full": "full",
                       "true": "full", "auto": "auto", "per_layer": "per_layer"}
 FRAMEWORK_NAMES = {**{k: k for k in FRAMEWORKS}, **FRAMEWORK_ALIASES}
-SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved", "gpipe": "gpipe"}
+SCHEDULES = {"1f1b": "1F1B", "interleaved": "interleaved", "interleaved_1f1b": "interleaved", "gpipe": "gpipe",
+             "dualpipev": "dualpipev"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,9 @@ class SearchFacts:
     ratios_file: Val | None = None  # estimator.ratios_file (docs/formats.md §6), as written
     # estimator section (ext, docs/formats.md §2 / §5): the framework that runs the plan, torch.compile, FP8.
     framework: Val | None = None
+    # estimator.framework_version (ext): the framework's release (engine.catalog.frameworks.Releases); checked
+    # against the framework's known releases where the strategy is priced (HP535).
+    framework_version: Val | None = None
     compile: Val | None = None
     fp8: Val | None = None
     cp_algo: Val | None = None  # estimator.cp_algo
@@ -204,6 +208,7 @@ def _read_run_options(facts: SearchFacts, root: Map, par: Map | None, model: Map
     facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
     facts.note(facts.ratios_file)
     facts.framework = src.choice(est, "framework", "estimator.framework", FRAMEWORK_NAMES)
+    facts.framework_version = src.str_(est, "framework_version", "estimator.framework_version")
     facts.compile = src.bool_(est, "compile", "estimator.compile")
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
     facts.fp8_recipe = src.choice(est, "fp8_recipe", "estimator.fp8_recipe",
@@ -216,7 +221,7 @@ def _note_stated(facts: SearchFacts) -> None:
     facts.note(facts.train_yaml, facts.name, facts.seq_len, facts.local_batch_size, facts.use_seq_parallel,
                facts.optimizer_shard, facts.param_bytes, facts.global_batch_size, facts.memory_limit_gb,
                facts.recompute, facts.selective_policy, facts.pipeline_schedule, facts.pp_interleave_num,
-               facts.framework, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
+               facts.framework, facts.framework_version, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload, facts.fp8_recipe,
                *facts.model_fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),

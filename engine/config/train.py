@@ -31,11 +31,13 @@ OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
                       "op": "op", "torchtitan": "op", "modules": "modules"}
 # Pipeline schedules by the names the trainer (`pp_schedule`: gpipe | 1f1b) and the search (`pipeline_scheduler`)
-# write them; HyperParallel runs ScheduleGPipe, Schedule1F1B and ScheduleInterleaved1F1B ([HP] Corrections 1).
+# write them; HyperParallel runs ScheduleGPipe, Schedule1F1B and ScheduleInterleaved1F1B ([HP] Corrections 1);
+# `dualpipev` is DeepSeek's V-shape DualPipe as MindSpeed-LLM runs it ([MS-DUALPIPEV]; other stacks: HP530).
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
-                       "vpp": "interleaved", "gpipe": "gpipe"}
+                       "vpp": "interleaved", "gpipe": "gpipe", "dualpipev": "dualpipev"}
+# (ext) `allgather`: Megatron-Core / TransformerEngine's cp_comm_type "all_gather" ([TE-CP]).
 CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
-            "hybrid": "hybrid", "hybrid_cp": "hybrid"}
+            "hybrid": "hybrid", "hybrid_cp": "hybrid", "allgather": "allgather", "all_gather": "allgather"}
 DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
 # `torch_dtype: auto` is Transformers' default: the checkpoint's own dtype, bf16 for every model upstream ships
 # ([HP] Corrections, "Model fields pass through").

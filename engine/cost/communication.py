@@ -131,6 +131,8 @@ def cp_split(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     node (g members) and rings over the k nodes the group spans."""
     cp = r.table.cp
     one = np.ones_like(cp)
+    if r.run.cp_algo == "allgather":  # no ring, no all-to-all: _cp_comm prices its all-gather
+        return one, one
     if r.run.cp_algo == "ulysses":
         return cp, one
     if r.run.cp_algo == "hybrid":
@@ -163,12 +165,27 @@ def _cp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     r_fwd, r_bwd = ring_cp_exposed(x, lat, steps, lc.attn_fwd[:, DENSE] / calls, lc.attn_bwd[:, DENSE] / calls)
     r_fwd = np.where(n_r > 1, r_fwd, 0.0)
     r_bwd = np.where(n_r > 1, r_bwd, 0.0)
-    fwd = u_fwd + r_fwd
-    tot = np.where(table.cp > 1, 2 * u_fwd + r_fwd + r_bwd, 0.0)
+    g_fwd, g_bwd = _cp_allgather(r)
+    fwd = u_fwd + r_fwd + g_fwd
+    tot = np.where(table.cp > 1, 2 * u_fwd + r_fwd + r_bwd + g_fwd + g_bwd, 0.0)
     fwd = np.where(table.cp > 1, fwd, 0.0)
     cpc[:, :, :] = tot[:, None, None]
     cpc[:, :, FULL] += fwd[:, None]
     return cpc
+
+
+def _cp_allgather(r: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of all-gather CP ([TE-CP] cp_comm_type "all_gather": "all-gather to get full
+    sequence of KV before attention. The all-gather is not async, and cannot be overlapped"): the KV of the whole
+    sequence gathered over the cp group forward, its gradient reduce-scattered backward, both exposed; 0 for the
+    other algorithms."""
+    zero = np.zeros(r.n)
+    if r.run.cp_algo != "allgather":
+        return zero, zero
+    table = r.table
+    full_kv = K.ACT_BYTES * r.T * table.cp * r.attn.kv_width / r.t
+    t = r.links.gather(full_kv, table.cp, table.tp)
+    return t, t
 
 
 def distinct_nodes(topk: float, nodes: np.ndarray) -> np.ndarray:
@@ -185,7 +202,7 @@ def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
     a share distinct_nodes/copies of the copies' bytes, the NVLink part stays (the copies fan out inside
     the node); the slower part counts, as in Links.alltoall."""
     table, links = r.table, r.links
-    if r.run.moe_dispatcher != "deepep":
+    if r.dispatcher != "deepep":
         return links.alltoall(size, table.ep, table.tp * table.cp)
     g, k = links.split(table.ep, table.tp * table.cp)
     nn = np.maximum(table.ep, 1).astype(np.float64)
@@ -243,8 +260,12 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
         # The batch-level overlap interleaves two micro-batches: with one in the step there is no other
         # micro-batch's compute to hide under (ep_exposed then hides nothing by that overlap).
         other = np.where(r.mb >= 2, lc.compute[:, MOE], 0.0)
-        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other,
-                                  run.moe_shared_expert_overlap and fw.shared_expert_overlap, how)
+        shared_on = run.moe_shared_expert_overlap and fw.shared_expert_overlap
+        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, how)
+        fb = r.fb_overlap
+        if fb.any():  # DualPipeV pairs one micro-batch's forward with another's backward (engine.cost.dualpipev)
+            fwd_b, bwd_b = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, "batch")
+            fwd_e, bwd_e = np.where(fb, fwd_b, fwd_e), np.where(fb, bwd_b, bwd_e)
         epc[:, MOE, :] = (fwd_e + bwd_e)[:, None]
         epc[:, MOE, FULL] += 2 * a2a
     return epc
@@ -262,10 +283,13 @@ def pp_stride(r: Rows) -> np.ndarray:
 
 def pp_p2p(r: Rows) -> np.ndarray:
     """(n,) pipeline point-to-point per micro-batch: activations forward and gradients backward, b·s·h/t
-    each with NAR21's scatter/gather, v times per micro-batch when interleaved (NAR21 §2.2, §4.1)."""
+    each with NAR21's scatter/gather, v times per micro-batch when interleaved (NAR21 §2.2, §4.1), twice under
+    DualPipeV (each rank's two stages of the V), and hidden under the paired forward/backward where DualPipeV
+    runs its cross-micro-batch overlap ([MS-DUALPIPEV]: the P2P hides with the all-to-all)."""
     cross_pp = pp_stride(r) >= r.cluster.cards_per_node
     p2p_one = r.links.p2p(K.ACT_BYTES * r.T * r.h / r.t, cross_pp)
-    return np.where(r.p > 1, 2 * r.v * p2p_one * (1 - K.P2P_OVERLAP), 0.0)
+    chunks = np.where(r.dualpipev, 2.0, r.v)
+    return np.where((r.p > 1) & ~r.fb_overlap, 2 * chunks * p2p_one * (1 - K.P2P_OVERLAP), 0.0)
 
 
 def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarray:

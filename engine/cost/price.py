@@ -26,6 +26,7 @@ from engine.cost.communication import (
     layer_comm,
     pp_p2p,
 )
+from engine.cost.dualpipev import dualpipev_bubble
 from engine.cost.memory import Memory, price_memory, stage_params
 from engine.cost.model import model_stats
 from engine.cost.offload import apply_offload, strip_offload
@@ -159,12 +160,31 @@ def _price_block(
     # End of step: DP synchronisation and the optimizer.
     dp_exp_stage = dp_sync_exposed(r, mem.params, comp_stage, r.stage_sum(rec) + tw_parts["recompute"])
     opt_t = optimizer_time(r, mem.params.ne_stage, mem.params.ex_stage, mem.params.shard_o)
-    priced = _combine(r, mem, stage_t, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm, per_layer,
-                      budget_gib, tw_parts)
+    bubble = _bubble(r, lc, stage_t, comp_stage, rec, tw_parts)
+    priced = _combine(r, mem, stage_t, bubble, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm,
+                      per_layer, budget_gib, tw_parts)
     return replace(priced, stage_time_parts=_stage_time_parts(r, lc, comp_stage, rec, comm, {
         "pp_p2p": np.broadcast_to(p2p[:, None], stage_t.shape), "fsdp_comm": fsdp_exp, "dp_comm": dp_exp_stage,
         "optimizer": np.broadcast_to(opt_t[:, None], stage_t.shape)}, tw_parts), tower=_tower_totals(r, mem, tw),
         time_parts=step_parts(r, lc, priced.time_terms, stage_t, tw_parts["compute"]))
+
+
+def _bubble(r: Rows, lc: LayerCompute, stage_t: np.ndarray, comp_stage: np.ndarray, rec: np.ndarray,
+            tw: dict[str, np.ndarray]) -> np.ndarray:
+    """(n,) the pipeline's idle time per step: the other stages' work once, ÷ v when interleaved (NAR21 §2.2;
+    with unequal stages [HP] §7.5's T_sum − T_max), or DualPipeV's (engine.cost.dualpipev)."""
+    bubble = (ordered_sum(stage_t) - stage_t[r.rows, np.argmax(stage_t, axis=1)]) / r.v
+    dpv = r.dualpipev
+    if not dpv.any():
+        return bubble
+    fwd = r.stage_sum(np.broadcast_to(lc.fwd[:, :, None], (r.n, 2, 3)))
+    fwd = fwd + np.where(r.last, head_forward_time(r)[:, None], 0.0) + tw["forward"]
+    bwd = comp_stage - fwd + r.stage_sum(rec) + tw["recompute"]
+    wgrad = r.stage_sum(np.broadcast_to(lc.gemm[:, :, None], (r.n, 2, 3)))
+    valid = r.valid
+    dual = dualpipev_bubble(stage_t, np.where(valid, fwd, 0.0), np.where(valid, bwd, 0.0),
+                            np.where(valid, wgrad, 0.0))
+    return np.where(dpv, dual, bubble)
 
 
 def _tower_stage(r: Rows, tw: TowerCost | None) -> dict[str, np.ndarray]:
@@ -202,16 +222,15 @@ def _stage_time_parts(r: Rows, lc: LayerCompute, comp_stage: np.ndarray, rec: np
     return {k: np.where(r.valid, v, 0.0) for k, v in parts.items()}
 
 
-def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, fsdp_exp: np.ndarray,
-             dp_exp_stage: np.ndarray, opt_t: np.ndarray, p2p: np.ndarray, rec: np.ndarray, comm: LayerComm,
-             per_layer: np.ndarray, budget_gib: float, tw: dict[str, np.ndarray]) -> PricedTable:
-    """Pipeline combination (the slowest stage runs m micro-batches; the others' work shows once as the
-    bubble, ÷ v when interleaved; NAR21 §2.2) and the PricedTable of the block."""
-    mb, v = r.mb, r.v
+def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, bubble: np.ndarray, comp_stage: np.ndarray,
+             fsdp_exp: np.ndarray, dp_exp_stage: np.ndarray, opt_t: np.ndarray, p2p: np.ndarray, rec: np.ndarray,
+             comm: LayerComm, per_layer: np.ndarray, budget_gib: float, tw: dict[str, np.ndarray]) -> PricedTable:
+    """Pipeline combination (the slowest stage runs m micro-batches; `bubble` is the pipeline's idle time,
+    _bubble) and the PricedTable of the block."""
+    mb = r.mb
     imax = np.argmax(stage_t, axis=1)
     pk = (r.rows, imax)
     t_max = stage_t[pk]
-    bubble = (ordered_sum(stage_t) - t_max) / v
     dp_exposed = dp_exp_stage.max(axis=1)
     step = mb * t_max + bubble + dp_exposed + opt_t
     time_terms = {
@@ -245,6 +264,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, comp_stage: np.ndarray, 
         stage_fixed_gib=np.where(valid, mem.fixed_b / K.GIB, np.nan),
         layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.held * mem.alloc_ratio / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
+        framework_release=r.fw.release or r.run.framework_version,
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,
                                     fp8=bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0)),

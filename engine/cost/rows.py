@@ -17,6 +17,7 @@ from engine.catalog.devices import matmul_efficiency
 from engine.catalog.frameworks import Framework, effective_policy, framework_of, priced_modules
 from engine.cost import constants as K
 from engine.cost.collectives import Links
+from engine.cost.dualpipev import dualpipev_in_flight, dualpipev_rows, last_stage
 from engine.cost.fp8 import Fp8Recipe, recipe_of
 from engine.cost.layout import (
     chunk_layer_stage,
@@ -113,6 +114,23 @@ class Rows:
     fp8_recipe: Fp8Recipe | None = None
 
     @property
+    def dispatcher(self) -> str:
+        """The MoE dispatcher priced: the stated one (estimator.moe_dispatcher), all-to-all where the framework's
+        release has no DeepEP (Framework.deepep; HP535 says so)."""
+        return self.run.moe_dispatcher if self.fw.deepep else "alltoall"
+
+    @property
+    def dualpipev(self) -> np.ndarray:
+        """(n,) bool: rows run as DualPipeV (engine.cost.dualpipev)."""
+        return dualpipev_rows(self.table.schedule, self.p_i)
+
+    @property
+    def fb_overlap(self) -> np.ndarray:
+        """(n,) bool: DualPipeV rows whose run turns the cross-micro-batch overlap on (`moe_a2a_overlap`, MindSpeed
+        `--moe-fb-overlap`, [MS-DUALPIPEV]): the all-to-alls and P2P of one micro-batch hide under another's."""
+        return self.dualpipev & bool(self.run.moe_a2a_overlap)
+
+    @property
     def types(self) -> tuple[int, ...]:
         """The layer types this model has (a dense model's "MoE" column repeats the dense one)."""
         return (DENSE, MOE) if self.is_moe else (DENSE,)
@@ -203,7 +221,8 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
                     full_mesh=dev.full_mesh, coll_eff_intra=dev.coll_eff_intra),
         counts=counts, counts_m=counts_m, mode_row=np.clip(table.recompute, 0, 2), first=stage_idx == 0,
         last=last, valid=stage_idx < p_i[:, None],
-        mf=_gpipe_in_flight(table.schedule, mb, _in_flight_distinct(m, run, p_i, v_i, mb, P)),
+        mf=dualpipev_in_flight(dualpipev_rows(table.schedule, p_i), mb,
+                               _gpipe_in_flight(table.schedule, mb, _in_flight_distinct(m, run, p_i, v_i, mb, P))),
     )
 
 
@@ -261,8 +280,7 @@ def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarra
                 counts[k, :] = 0.0
                 counts[k, :chunks.shape[0]] = chunk_type_counts(chunks, first_dense)
     counts = counts[inv]
-    stage_idx = np.arange(P)[None, :]
-    last = stage_idx == (p_i[:, None] - 1)
+    last = last_stage(dualpipev_rows(table.schedule, p_i), p_i, P)
     mtp_type = MOE if m.is_moe else DENSE
     if m.mtp_depth:
         counts[:, :, mtp_type] += np.where(last, m.mtp_depth, 0)

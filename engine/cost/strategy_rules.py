@@ -30,7 +30,7 @@ from engine.facts import (
 from engine.integers import listed_divisors
 from engine.positions import DOCUMENT_START
 from engine.results import MEMORY_UNCERTAINTY, Estimate
-from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, Strategy
+from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, RunOptions, Strategy
 
 # Where each strategy field may be written, most specific first (search config, then train.yaml forms).
 FIELD_PATHS: dict[str, tuple[str, ...]] = {
@@ -55,6 +55,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "seq_len": ("model.max_position_embeddings", "dataset.data_transform.max_seq_len"),
     "memory": ("constraint.memory_limit_gb", "context.max_device_memory", "cluster.device_memory_gb"),
     "framework": ("estimator.framework",),
+    "framework_version": ("estimator.framework_version", "estimator.framework"),
     "fp8": ("estimator.fp8", "accelerator.fp8"),
     "selective_policy": ("selective_policy", "activation_checkpoint.selective_policy"),
     "recompute_modules": ("recompute_modules", "activation_checkpoint.recompute_modules"),
@@ -159,11 +160,48 @@ def _pipeline_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) ->
     if interleaved and s.micro_batch_num % s.pp:
         out.append(Problem("HP507", f"the interleaved schedule runs micro-batches in groups of pp = {s.pp}; "
                            f"{s.micro_batch_num} is not a multiple", "micro_batch_num"))
+    out += _dualpipev_problems(model, s)
     if s.vpp > 1 and s.pipeline_schedule != "interleaved":
-        out.append(Problem("HP510", f"vpp {s.vpp} has no effect with the 1F1B schedule (priced as 1 chunk "
-                           "per stage); set pipeline_schedule: interleaved", "vpp"))
+        out.append(Problem("HP510", f"vpp {s.vpp} has no effect with the {s.pipeline_schedule} schedule (priced "
+                           "without virtual chunks); set pipeline_schedule: interleaved", "vpp"))
     if s.pp == 1 and s.vpp > 1 and s.pipeline_schedule == "interleaved":
         out.append(Problem("HP510", "interleaving has no effect without pipeline parallelism", "vpp"))
+    return out
+
+
+def release_problems(fw: Framework, run: RunOptions) -> list[Problem]:
+    """HP535: a stated release the framework's catalog does not know (priced as its current release), and the
+    features the plan states that the stated release does not have yet (engine.catalog.frameworks.Releases;
+    the overlap and recompute modules it lacks get HP533 / HP531 as for any framework)."""
+    rel = fw.releases
+    if rel is None or not run.framework_version:
+        return []
+    if rel.normalise(run.framework_version) is None:
+        return [Problem("HP535", f"{fw.name} has no release {run.framework_version!r} here ({rel.label} "
+                        f"{', '.join(rel.versions)}; quote it, 0.10 is not 0.1): priced as the current "
+                        f"{rel.current}", "framework_version")]
+    out: list[Problem] = []
+    if run.moe_dispatcher == "deepep" and not fw.deepep:
+        since = next(f.since for f in rel.facts if f.field == "deepep")
+        out.append(Problem("HP535", f"{rel.label} {fw.release} has no DeepEP dispatch (from {since}): priced "
+                           "with the all-to-all dispatcher", "framework_version"))
+    return out
+
+
+def _dualpipev_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
+    """DualPipeV's own rules ([DUALPIPE] dualpipev.py asserts micro-batches ≥ 2 × ranks; [MS-DUALPIPEV]: the
+    layers a multiple of 2·pp, the V's 2·pp stages of equal layers)."""
+    if s.pipeline_schedule != "dualpipev":
+        return []
+    if s.pp == 1:
+        return [Problem("HP510", "DualPipeV has no effect without pipeline parallelism", "schedule")]
+    out: list[Problem] = []
+    if model.num_layers % (2 * s.pp):
+        out.append(Problem("HP505", f"DualPipeV cuts the model into 2·pp = {2 * s.pp} stages of equal layers; "
+                           f"{model.num_layers} layers is not a multiple", "pp"))
+    if s.micro_batch_num < 2 * s.pp:
+        out.append(Problem("HP506", f"DualPipeV needs at least 2·pp = {2 * s.pp} micro-batches, got "
+                           f"{s.micro_batch_num}", "micro_batch_num"))
     return out
 
 
@@ -177,11 +215,14 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     if s.pp > 1 and s.pipeline_schedule not in fw.schedules:
         out.append(Problem("HP530", f"{fw.name} does not run the {s.pipeline_schedule} schedule "
                            f"(it runs {', '.join(fw.schedules)})", "schedule"))
-    out += _stack_fsdp_problems(fw, s)
+    elif s.pp > 1 and s.pipeline_schedule == "dualpipev" and s.cp > 1 and not fw.space.dualpipev_with_cp:
+        out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
+                           "set cp 1 or another schedule", "schedule"))
+    out += _stack_fsdp_problems(fw, s) + release_problems(fw, config.run)
     stated_policy = config.run.selective_policy
     uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
     if uses_selective and stated_policy not in fw.selective_policies and _locate(config, "selective_policy")[1]:
-        out.append(Problem("HP531", f"{fw.name} offers no '{stated_policy}' selective recompute; priced with its "
+        out.append(Problem("HP531", f"{fw.qualified} offers no '{stated_policy}' selective recompute; priced with its "
                            f"own policy '{effective_policy(fw, config.run)}' ({', '.join(fw.selective_policies)})",
                            "selective_policy"))
     unoffered = [x for x in config.run.recompute_modules if x not in fw.recompute_modules and x != "auto"]
@@ -192,7 +233,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
                 else "no recompute by module (Megatron's --recompute-modules)")
         kept = priced_modules(fw, config.run)
         how = f"priced with {', '.join(kept)}" if kept else f"priced with its own policy '{effective_policy(fw, config.run)}'"
-        out.append(Problem("HP531", f"{fw.name} offers {what}; {how}", "recompute_modules"))
+        out.append(Problem("HP531", f"{fw.qualified} offers {what}; {how}", "recompute_modules"))
     if config.run.fp8 and config.cluster is not None and config.cluster.device.fp8_tflops <= 0:
         out.append(Problem("HP532", f"{config.cluster.device.name} has no FP8 GEMMs; priced in BF16", "fp8"))
     elif config.run.fp8 and config.cluster is not None:
@@ -267,7 +308,7 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
                             ("swap_attention", "attention swap to the host", "swaps_attention")):
         if getattr(config.run, key) and not getattr(fw, attr):
             offering = ", ".join(f.name for f in FRAMEWORKS.values() if getattr(f, attr))
-            out.append(Problem("HP533", f"{fw.name} has no {what} ({key}; offered by {offering}): "
+            out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
     return out
 

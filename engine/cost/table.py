@@ -18,7 +18,8 @@ from engine.specs import RECOMPUTE_MODES, Ratios, RecomputePlan, Strategy
 RECOMPUTE_CODE: dict[str, int] = {m: i for i, m in enumerate(RECOMPUTE_MODES)}  # off 0, selective 1, full 2
 # A layer that runs off and moves what it keeps to the host (engine.cost.offload.OFFLOAD).
 OFFLOAD_CODE = 3
-SCHEDULE_CODE: dict[str, int] = {"1F1B": 0, "interleaved": 1, "gpipe": 2}
+# 3: DualPipeV (engine.cost.dualpipev).
+SCHEDULE_CODE: dict[str, int] = {"1F1B": 0, "interleaved": 1, "gpipe": 2, "dualpipev": 3}
 SCHEDULE_NAME: dict[int, str] = {v: k for k, v in SCHEDULE_CODE.items()}
 # The parts a stage's per-micro-batch time is the sum of (PricedTable.stage_time_parts).
 STAGE_TIME_PARTS: tuple[str, ...] = (
@@ -242,6 +243,8 @@ class PricedTable:
     # MFU with causal attention halved (model_stats flops_per_token, the PaLM / torchtitan convention).
     causal_mfu: np.ndarray | None = None
     framework: str = ""
+    # The framework's release priced (Framework.release, else the stated estimator.framework_version; "" = none).
+    framework_release: str = ""
     device: str = ""
     # The error band's plan features of every row (engine.cost.band.plan_features) and the device generation.
     band_features: tuple[str, ...] = ()

@@ -141,7 +141,7 @@ def permutation_passes(r: Rows) -> np.ndarray:
     combine, unpermute after it: 4 (2 at ep 1 or one local expert). The flex dispatcher with DeepEP
     (MoEFlexTokenDispatcher) receives tokens already grouped by source and permutes once after the dispatch
     and unpermutes once before the combine: 2."""
-    if r.run.moe_dispatcher == "deepep":
+    if r.dispatcher == "deepep":
         return np.full(r.n, 2.0)
     local = r.model.num_experts / np.maximum(r.ep, 1.0)
     return np.where((r.ep > 1) & (local > 1), 4.0, 2.0)
@@ -176,13 +176,25 @@ def _add_mlp_gemms(r: Rows, g: np.ndarray, mg: MoeGemms | None) -> np.ndarray:
 def attention_calls(r: Rows) -> np.ndarray:
     """(n,) flash-attention kernel calls per layer and micro-batch: ring context parallelism runs one per ring
     step (cp, each over one KV block), Ulysses and no CP one over the whole sequence; hybrid rings over the
-    nodes its CP group spans (engine.cost.communication.cp_split)."""
+    nodes its CP group spans (engine.cost.communication.cp_split); all-gather CP one per local chunk (2)."""
     if r.run.cp_algo == "ulysses":
         return np.ones(r.n)
+    if r.run.cp_algo == "allgather":  # [TE-CP]: the two chunks of the load-balanced split, each over its KV prefix
+        return np.where(r.cp > 1, 2.0, 1.0)
     if r.run.cp_algo == "hybrid":
         _g, k = r.links.split(r.table.cp, r.table.tp)
         return k
     return r.cp
+
+
+def _ring_merge_time(r: Rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds a ring's steps after the first spend merging their partial results
+    (constants.CP_MERGE_BYTES, [TE-CP]): the output forward (T × heads·d_v / t elements), dq and dk, dv backward,
+    memory-bound at the HBM rate; 0 without a ring (Ulysses, no CP)."""
+    a = r.attn
+    steps = 0.0 if r.run.cp_algo == "allgather" else np.maximum(calls - 1.0, 0.0)  # all-gather: no partials
+    merges = steps * K.CP_MERGE_BYTES * r.T / r.t / r.hbm
+    return merges * a.out_width, merges * (a.q_width + a.kv_width)
 
 
 def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
@@ -195,9 +207,11 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t * r.model.attention_span
     if r.model.use_flash_attention:
         causal = 0.5 * core  # causal blocks skipped
-        eff = size_factor(causal / attention_calls(r))
+        calls = attention_calls(r)
+        eff = size_factor(causal / calls)
         af = causal / (r.peak * r.attn_frac * np.maximum(eff, 1e-6))
-        return af, K.BWD_FLASH_RATIO * af
+        merge_f, merge_b = _ring_merge_time(r, calls)
+        return af + merge_f, K.BWD_FLASH_RATIO * af + merge_b
     # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
     af = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)
     return af, K.BWD_GEMM_RATIO * af

@@ -64,9 +64,9 @@ LEGACY_ORDER: Order = {
     ("train", "gradient_checkpointing"): ("activation_checkpoint",),
 }
 
-SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b", "gpipe": "gpipe"}
+SCHEDULER_NAMES = {"1F1B": "1f1b", "interleaved": "interleaved_1f1b", "gpipe": "gpipe", "dualpipev": "dualpipev"}
 # The trainer's own `pp_schedule` names ([HP] Corrections 1: gpipe | 1f1b; interleaved = 1f1b with pp_vpp > 1).
-TRAINER_SCHEDULES = {"1F1B": "1f1b", "interleaved": "1f1b", "gpipe": "gpipe"}
+TRAINER_SCHEDULES = {"1F1B": "1f1b", "interleaved": "1f1b", "gpipe": "gpipe", "dualpipev": "dualpipev"}
 
 
 def runs_in_trainer(data: Any) -> bool:

@@ -98,14 +98,17 @@ def stage_chunks(config: Config, s: Strategy, v: int) -> list[tuple[ChunkRow, ..
     m = config.model
     chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, s.pp, v, effective_layout(config.run))
     held = chunk_in_flight(s.pp, v, s.micro_batch_num, chunks.astype(float))
+    loss_stage = 0 if s.pipeline_schedule == "dualpipev" else s.pp - 1  # DualPipeV's V ends on rank 0
     return [tuple(ChunkRow(chunk=c, layers=int(chunks[i, c]), embedding=i == 0 and c == 0,
-                           loss=i == s.pp - 1 and c == v - 1, in_flight=float(held[i, c])) for c in range(v))
+                           loss=i == loss_stage and c == v - 1, in_flight=float(held[i, c])) for c in range(v))
             for i in range(s.pp)]
 
 
 def _schedule_name(s: Strategy, v: int) -> str:
     if s.pp == 1:
         return "no pipeline"
+    if s.pipeline_schedule == "dualpipev":  # priced as engine.cost.dualpipev; the drawing has no V order
+        return "DualPipeV (drawn in 1F1B order)"
     return f"interleaved 1F1B (vpp {v})" if v > 1 else "1F1B"
 
 

@@ -14,6 +14,7 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | etp | --expert-tensor-parallel-size | (none: etp 1 only) |
 | vpp (interleaved) | --num-layers-per-virtual-pipeline-stage L/(pp·vpp) | pipeline_parallel_schedule "Interleaved1F1B", pipeline_parallel_layers_per_stage L/(pp·vpp) |
 | pipeline_schedule 1F1B | (the default) | pipeline_parallel_schedule "1F1B" |
+| pipeline_schedule dualpipev | MindSpeed --schedules-method dualpipev (with moe_a2a_overlap: --moe-fb-overlap); Megatron-LM: none (HP753) | (none: HP753) |
 | sequence_parallel | --sequence-parallel whenever tp > 1 (Megatron refuses --tp-comm-overlap without it) | (always on with tp > 1) |
 | micro_batch_size | --micro-batch-size | parallelism.pipeline_parallel_microbatch_size |
 | global_batch_size | --global-batch-size | training.global_batch_size, training.local_batch_size = mbs·m |
@@ -29,7 +30,7 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | recompute_modules | --recompute-modules m1 m2 … (MindSpeed: no shared_experts) | (none) |
 | grad_dtype bf16 / optimizer_state_dtype bf16 | --grad-reduce-in-bf16 / --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 | training.mixed_precision_reduce "bfloat16" / (none) |
 | recompute off | (no flag) | activation_checkpoint.mode "none" |
-| cp_algo ring / ulysses / hybrid | Megatron --cp-comm-type p2p / a2a / a2a+p2p; MindSpeed --context-parallel-algo megatron_cp_algo / ulysses_cp_algo / hybrid_cp_algo | (ring only: context_parallel_rotate_method) |
+| cp_algo ring / ulysses / hybrid / allgather | Megatron --cp-comm-type p2p / a2a / a2a+p2p / all_gather; MindSpeed --context-parallel-algo megatron_cp_algo / ulysses_cp_algo / hybrid_cp_algo (no all-gather: HP753) | (ring only: context_parallel_rotate_method) |
 | seq_len | --seq-length | training.seq_len |
 
 What a stack cannot express gets an HP753 warning naming the setting, never a silent approximation.
@@ -47,7 +48,7 @@ from engine.diagnostics import Diagnostic
 from engine.specs import DeviceSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
 TARGETS = ("megatron", "torchtitan", "mindspeed")
-MEGATRON_CP = {"ring": "p2p", "ulysses": "a2a", "hybrid": "a2a+p2p"}
+MEGATRON_CP = {"ring": "p2p", "ulysses": "a2a", "hybrid": "a2a+p2p", "allgather": "all_gather"}
 MINDSPEED_CP = {"ring": "megatron_cp_algo", "ulysses": "ulysses_cp_algo", "hybrid": "hybrid_cp_algo"}
 
 
@@ -147,14 +148,18 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
     warns += _recompute_warnings(s, target)
     args += _state_dtypes(run)
     if s.cp > 1:
-        if target == "mindspeed":
+        if target == "mindspeed" and run.cp_algo in MINDSPEED_CP:
             args += ["--context-parallel-algo", MINDSPEED_CP[run.cp_algo]]
+        elif target == "mindspeed":
+            warns.append(_warn("cp_algo", target, f"context parallel algorithm {run.cp_algo} (exported as the "
+                               "default ring, megatron_cp_algo)"))
         else:
             args += ["--cp-comm-type", MEGATRON_CP[run.cp_algo]]
     if run.tp_comm_overlap and s.tp > 1:
         args.append("--use-ascend-mc2" if target == "mindspeed" else "--tp-comm-overlap")
     args += _grad_accumulation_args(model, run, target)
-    args += _fp8_args(run, target, device, warns) + _moe_args(model, run, target, warns)
+    args += _fp8_args(run, target, device, warns)
+    args += _moe_args(model, run, target, warns, s.pipeline_schedule == "dualpipev" and s.pp > 1)
     args += _offload_args(s, run, target, warns) + _fused_args(target)
     lines = [f"# {target}: world size {s.world_size} (launch {s.world_size} ranks; data parallel = world / "
              f"(tp·pp·cp) = {s.dp})"]
@@ -169,9 +174,15 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
 
 def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
                        warns: list[Diagnostic]) -> list[str]:
-    """The interleaved schedule's chunks and the stated pipeline layout as Megatron-LM's flags."""
+    """The interleaved schedule's chunks, DualPipeV (MindSpeed `--schedules-method dualpipev`, [MS-DUALPIPEV];
+    Megatron-LM has no such schedule: HP753) and the stated pipeline layout as Megatron-LM's flags."""
     args: list[str] = []
     layout_args = _megatron_layout(s, run, target, warns)
+    if s.pipeline_schedule == "dualpipev" and s.pp > 1:
+        if target == "mindspeed":
+            args += ["--schedules-method", "dualpipev"]
+        else:
+            warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
     if s.pipeline_schedule == "interleaved" and s.vpp > 1:
         if model.num_layers % (s.pp * s.vpp) == 0 and not layout_args:
             args += ["--num-layers-per-virtual-pipeline-stage", str(model.num_layers // (s.pp * s.vpp))]
@@ -251,9 +262,11 @@ def _fp8_args(run: RunOptions, target: str, device: DeviceSpec | None, warns: li
     return ["--fp8-format", "hybrid", "--fp8-recipe", recipe_name(run)]
 
 
-def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic],
+              dualpipev: bool = False) -> list[str]:
     """The MoE path priced: grouped expert GEMMs, the dispatcher (all-to-all, or DeepEP through Megatron-Core's
-    flex dispatcher), and the expert-parallel overlaps the files state (MCORE-MOE; MindSpeed's own names)."""
+    flex dispatcher), and the expert-parallel overlaps the files state (MCORE-MOE; MindSpeed's own names; under
+    DualPipeV MindSpeed's cross-micro-batch `--moe-fb-overlap`, [MS-DUALPIPEV])."""
     if not model.is_moe:
         return []
     args = ["--moe-grouped-gemm"]
@@ -266,7 +279,7 @@ def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagno
     if run.moe_shared_expert_overlap and model.num_shared_experts:
         args.append("--moe-shared-expert-overlap")
     if run.moe_a2a_overlap:
-        args += (["--moe-alltoall-overlap-comm"] if target == "mindspeed"
+        args += ((["--moe-fb-overlap"] if dualpipev else ["--moe-alltoall-overlap-comm"]) if target == "mindspeed"
                  else ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"])
     return args
 
@@ -361,6 +374,8 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     if s.cp > 1 and run.cp_algo != "ring":
         warns.append(_warn("cp_algo", target, f"context parallel algorithm {run.cp_algo}"))
     warns += _recompute_warnings(s, target)
+    if s.pipeline_schedule == "dualpipev" and s.pp > 1:
+        warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
     mode = {"off": "none", "selective": "selective", "full": "full"}[s.recompute.mode]
     lines = [f"# torchtitan: world size {s.world_size}", "[training]",

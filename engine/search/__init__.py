@@ -84,7 +84,8 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
                               progress, cancelled)
     budget = _budget(config)
     offload_gb_s = searched_offload(config)
-    pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=offload_gb_s)
+    pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=offload_gb_s,
+                    schedule=config.pipeline_schedule)
     pps = _accounting_pps(config)
     # With a layout pass, both passes keep their whole pool of distinct plans, so the merged ranking (and so the
     # best) is the same whatever `top` is asked (`apply` asks 1, `search` 10).
@@ -98,7 +99,7 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     alt_run = replace(config.run, pipeline_layout=ACCOUNTED)
     alt_config = replace(config, run=alt_run)
     alt = search_with(alt_config, Pricer(config.model, config.cluster, alt_run, budget,
-                                          offload_gb_s=offload_gb_s),
+                                          offload_gb_s=offload_gb_s, schedule=config.pipeline_schedule),
                       top=wide, cancelled=cancelled, only_pp=pps)
     return _pick_layout(result, alt, top)
 
@@ -232,8 +233,10 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         pp = restrict.get("pp")
         restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
     os_shard = config.optimizer_shard
-    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, optimizer_shard=os_shard,
-                              extra_slots=extra_slots(config))
+    fw = framework_of(config.run)
+    dualpipev = (config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules)
+    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, stack=fw.space,
+                              optimizer_shard=os_shard, extra_slots=extra_slots(config), dualpipev=dualpipev)
     total = groups.total
 
     def poll(done: int) -> None:
@@ -285,6 +288,7 @@ def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) ->
         return [pricer.estimate(s) for s in strategies]
     from engine.cost import CandidateTable, estimate_row
 
+    strategies = [pricer.as_run(s) for s in strategies]
     out: list[Estimate | None] = [None] * len(strategies)
     for per_layer in (False, True):
         idx = [i for i, s in enumerate(strategies)

@@ -7,12 +7,12 @@ The search never prices anything itself (one source of truth per fact: docs/cost
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.cost.table import CandidateTable, PricedTable
+from engine.cost.table import SCHEDULE_CODE, CandidateTable, PricedTable
 from engine.results import Estimate
 from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
 
@@ -50,11 +50,23 @@ class Pricer:
     budget_gib: float
     # The host link recompute per_layer may offload over, GB/s one direction (Config.offload_gb_s; 0 = none).
     offload_gb_s: float = 0.0
+    # The schedule the files state (Config.pipeline_schedule): under "dualpipev" every pipelined row the space
+    # offers (vpp 1) runs DualPipeV (engine.cost.dualpipev); the space's columns carry only vpp.
+    schedule: str = "1F1B"
 
     def price(self, table: CandidateTable) -> PricedTable:
         from engine.cost import price_table
 
+        if self.schedule == "dualpipev":
+            dpv = SCHEDULE_CODE["dualpipev"]
+            table = replace(table, schedule=np.where((table.pp > 1) & (table.schedule == 0), dpv, table.schedule))
         return price_table(self.model, self.cluster, self.run, table, self.budget_gib)
+
+    def as_run(self, s: Strategy) -> Strategy:
+        """`s` with the schedule it runs under this search (the files' DualPipeV for a pipelined 1F1B row)."""
+        if self.schedule == "dualpipev" and s.pp > 1 and s.pipeline_schedule == "1F1B":
+            return replace(s, pipeline_schedule="dualpipev")
+        return s
 
     def sync_parts(self, table: CandidateTable, P: int) -> SyncParts:
         """engine.cost.price.sync_parts: each row's sharding traffic before overlap, uncalibrated."""
@@ -79,4 +91,4 @@ class Pricer:
     def estimate(self, strategy: Strategy) -> Estimate:
         from engine.cost import estimate
 
-        return estimate(self.model, self.cluster, self.run, strategy, self.budget_gib)
+        return estimate(self.model, self.cluster, self.run, self.as_run(strategy), self.budget_gib)

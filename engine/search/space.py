@@ -103,6 +103,10 @@ R_FSDP_NONE = "the stack has no FSDP"
 R_FSDP_WHOLE = "FSDP over part of dp·cp (the stack shards over the whole data-parallel group)"
 R_FSDP_PP = "FSDP with pipeline parallelism (the stack's FSDP does not pipeline)"
 R_FSDP_EP = "FSDP with expert parallelism (the stack's FSDP2 route runs no ep)"
+R_DPV_STACK = "pipeline parallelism under DualPipeV (the stack does not run that schedule)"
+R_DPV_MBN = "micro_batch_num below 2·pp (DualPipeV)"
+R_DPV_LAYERS = "layers not a multiple of 2·pp (DualPipeV's stages)"
+R_DPV_CP = "DualPipeV with cp > 1 (the stack does not run them together)"
 
 # The strategy space searched when no framework is named: HyperParallel's (the default framework).
 DEFAULT_STACK = FRAMEWORKS["hyperparallel"].space
@@ -265,6 +269,9 @@ class _Ctx:
     # The embedding and loss the pipeline layout counts as layers of the split (engine.specs.PipelineLayout),
     # which chunks may hold alone; negative when the split need not divide (torchtitan's own).
     extra_slots: int = 0
+    # The files state DualPipeV (engine.cost.dualpipev), and whether the stack runs it (Framework.schedules).
+    dualpipev: bool = False
+    dualpipev_runs: bool = False
 
     def r(self, name: str) -> tuple[int, ...] | None:
         return self.restrict.get(name)
@@ -326,11 +333,25 @@ def _level_mbs(b: _Builder, c: _Ctx) -> np.ndarray:
         (R_MBS_BATCH, per_dp % mbs == 0),
         (R_MBN_PP, (p == 1) | (mbn >= p)),
     ]
+    if c.dualpipev:
+        mbn_checks += _dualpipev_rules(c, p, mbn, b.w("cp")[:, None])
     if c.r("micro_batch_num") is not None:
         mbn_checks.append((R_MBN_LIST, np.isin(mbn, np.asarray(c.r("micro_batch_num"), dtype=np.int64))))
     b.expand("mbs", mbs[0], mbn_checks, _auto(c.r("micro_batch_size"), per_dp % mbs == 0))
     b.cols["mbn"] = _narrowed(g // (b.w("dp") * b.w("mbs")))
     return mbs[0]
+
+
+def _dualpipev_rules(c: _Ctx, p: np.ndarray, mbn: np.ndarray, cp: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """A stated DualPipeV's counted refusals for pipelined rows (no pipeline: nothing to schedule): a stack that
+    does not run it, fewer than 2·pp micro-batches, layers that do not cut into 2·pp equal stages
+    ([DUALPIPE], [MS-DUALPIPEV]), cp > 1 where the stack refuses it (StackSpace.dualpipev_with_cp)."""
+    flat = p == 1
+    rules = [(R_DPV_STACK, flat | c.dualpipev_runs), (R_DPV_MBN, flat | (mbn >= 2 * p)),
+             (R_DPV_LAYERS, flat | (c.model.num_layers % (2 * p) == 0))]
+    if not c.stack.dualpipev_with_cp:
+        rules.append((R_DPV_CP, flat | (cp == 1)))
+    return rules
 
 
 def _level_fsdp_etp(b: _Builder, c: _Ctx) -> None:
@@ -545,11 +566,14 @@ class Groups:
 
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
-                     optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK) -> Groups:
+                     optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK,
+                     dualpipev: tuple[bool, bool] = (False, False)) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
-    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots` as _Ctx's."""
+    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots` as _Ctx's; `dualpipev`: (the
+    files state DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
-             restrict, cp_algo, optimizer_shard, stack=stack, extra_slots=extra_slots)
+             restrict, cp_algo, optimizer_shard, stack=stack, extra_slots=extra_slots, dualpipev=dualpipev[0],
+             dualpipev_runs=dualpipev[1])
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)

@@ -20,7 +20,7 @@ def price(model: ModelSpec, cluster: ClusterSpec, s: Strategy, run: RunOptions |
     return estimate(model, cluster, run or RunOptions(), s, 1e9)
 
 
-@pytest.mark.parametrize("algo", ["ring", "ulysses", "hybrid"])
+@pytest.mark.parametrize("algo", ["ring", "ulysses", "hybrid", "allgather"])
 @pytest.mark.parametrize("cp", [2, 4, 8])
 def test_cp_comm_is_positive_whenever_cp_above_one(algo: str, cp: int) -> None:
     run = RunOptions(cp_algo=algo)  # type: ignore[arg-type]
@@ -72,3 +72,37 @@ def test_tiny_micro_batches_lose_for_a_small_model() -> None:
     assert steps[16] < steps[8] < steps[4] < steps[2] < steps[1]
     # eager element-wise work (the default hyperparallel stack) does not shrink with mbs, so the spread is small
     assert steps[1] > 1.02 * steps[16]
+
+
+LONG = replace(LLAMA8B, seq_len=131072, use_flash_attention=True)
+MEGATRON_CP = RunOptions(framework="megatron", selective_policy="attention")
+
+
+def test_ring_steps_merge_their_partial_outputs_at_long_context() -> None:
+    """[TE-CP]: every ring step after the first merges its partial output (forward) and accumulates dq, dkv
+    (backward) outside the kernel: priced at CP_MERGE_BYTES per element, (cp − 1) times; all-gather CP has none."""
+    from engine.cost.rows import build_rows
+    from engine.cost.table import CandidateTable
+    from engine.cost.timing import _attention_core
+
+    table = CandidateTable.from_strategies([Strategy(dp=1, tp=2, cp=4, micro_batch_num=1, sequence_parallel=True)],
+                                           num_layers=LONG.num_layers)
+    cores = {}
+    for algo in ("ring", "allgather"):
+        r = build_rows(LONG, h100(), replace(MEGATRON_CP, cp_algo=algo), table, 1)  # type: ignore[arg-type]
+        cores[algo] = _attention_core(r)
+    a = r.attn
+    per_elem = K.CP_MERGE_BYTES * r.T[0] / r.t[0] / r.hbm
+    assert cores["ring"][0][0] - cores["allgather"][0][0] == pytest.approx(3 * per_elem * a.out_width, rel=0.02)
+
+
+def test_allgather_cp_exposes_its_gather_and_exports_as_megatrons() -> None:
+    from engine.explain.export import export
+
+    s = Strategy(dp=1, tp=2, cp=4, micro_batch_num=1, sequence_parallel=True)
+    ring = price(LONG, h100(), s, MEGATRON_CP)
+    ag = price(LONG, h100(), s, replace(MEGATRON_CP, cp_algo="allgather"))
+    assert ag.time_breakdown_s["cp_comm"] > ring.time_breakdown_s["cp_comm"] > 0  # the ring hides under 128K blocks
+    assert "--cp-comm-type all_gather" in export(s, LONG, replace(MEGATRON_CP, cp_algo="allgather"), "megatron").text
+    ms = export(s, LONG, replace(MEGATRON_CP, cp_algo="allgather", framework="mindspeed"), "mindspeed")
+    assert [d for d in ms.diagnostics if d.code == "HP753" and "allgather" in d.message]

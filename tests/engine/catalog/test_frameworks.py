@@ -1,0 +1,81 @@
+"""A framework's release (`estimator.framework_version`): facts that changed between releases priced as the stated
+release ran them, unknown releases said (HP535), the current release by default, and the release named in output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.catalog.frameworks import FRAMEWORKS, MEGATRON_RELEASES, at_release, framework_of
+from engine.specs import RunOptions
+from tests.support.cli import ROOT, hp_plan
+
+RUN = ROOT / "benchmarks" / "calibration_runs" / "deepseek-v3-512xh100-nemo"
+FEATURES = "  moe_dispatcher: deepep\nmoe_a2a_overlap: true\n"
+
+
+def _config(tmp_path: Path, version: str | None) -> str:
+    (tmp_path / "train.yaml").write_text((RUN / "train.yaml").read_text())
+    lines = [ln for ln in (RUN / "search.yaml").read_text().splitlines() if "framework_version" not in ln]
+    text = "\n".join(lines) + "\n"
+    stated = f"  framework_version: '{version}'\n" if version is not None else ""
+    text = text.replace("  framework: megatron\n", "  framework: megatron\n" + stated + FEATURES)
+    path = tmp_path / f"search-{version}.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def _estimate(path: str) -> dict[str, Any]:
+    r = hp_plan("estimate", path, "--json")
+    # exit 1: a release without --recompute-modules may price the plan over its budget (HP520)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _codes(doc: dict[str, Any]) -> dict[str, str]:
+    return {d["code"]: d["message"] for d in doc["diagnostics"]}
+
+
+def test_current_release_by_default_and_named() -> None:
+    assert framework_of(RunOptions(framework="megatron")).release == MEGATRON_RELEASES.current == "0.16"
+    r = hp_plan("estimate", str(RUN / "search.yaml"))
+    assert "priced for megatron 0.13 on H100" in r.stdout  # the folder states the release it ran
+
+
+def test_an_older_release_prices_without_the_features_it_lacks(tmp_path: Path) -> None:
+    now = _estimate(_config(tmp_path, None))
+    v14 = _estimate(_config(tmp_path, "0.14"))
+    v13 = _estimate(_config(tmp_path, "0.13"))
+    v11 = _estimate(_config(tmp_path, "core_r0.11.0"))
+    assert now["framework_release"] == "0.16" and v13["framework_release"] == "0.13"
+    assert v11["framework_release"] == "0.11"
+    assert v14["step_time_s"] == pytest.approx(now["step_time_s"])  # nothing this plan uses changed after 0.14
+    ep = [d["time_breakdown_s"]["ep_comm"] for d in (now, v13, v11)]
+    assert ep[0] < ep[1] < ep[2]  # no batch-level overlap before 0.14, no DeepEP before 0.12
+    assert now["step_time_s"] < v13["step_time_s"] < v11["step_time_s"]
+    assert "HP533" in _codes(v13) and "Megatron-Core 0.13" in _codes(v13)["HP533"]
+    assert "HP535" in _codes(v11) and "DeepEP" in _codes(v11)["HP535"]
+    assert "HP531" in _codes(v11)  # --recompute-modules came with 0.13
+
+
+def test_unknown_release_is_a_coded_warning_priced_as_current(tmp_path: Path) -> None:
+    doc = _estimate(_config(tmp_path, "9.9"))
+    hp535 = [d for d in doc["diagnostics"] if d["code"] == "HP535"]
+    assert hp535 and hp535[0]["severity"] == "warning" and "priced as the current 0.16" in hp535[0]["message"]
+    assert hp535[0]["range"]["start"]["line"] > 0  # at the key
+    assert doc["framework_release"] == "0.16"
+
+
+def test_release_facts_are_cited_and_ordered() -> None:
+    rel = MEGATRON_RELEASES
+    for fact in rel.facts:
+        assert fact.since in rel.versions and fact.source.startswith("[")
+        assert hasattr(FRAMEWORKS["megatron"], fact.field)
+    assert rel.normalise("v0.12") == rel.normalise("0.12.3") == "0.12" and rel.normalise("0.1") is None
+    assert at_release("megatron", "0.13").ep_overlap == "" and at_release("megatron", "0.14").ep_overlap == "batch"
+    assert framework_of(RunOptions(framework="torchtitan", framework_version="9dec370")) is FRAMEWORKS["torchtitan"]
