@@ -125,6 +125,11 @@ class Framework:
       per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
       keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
       is not priced as saving FP8 inputs, [U]).
+    loss_chunks: token chunks the output layer and loss run in, each chunk's backward before the next, so one
+      chunk's logits are alive (engine.cost.memory.fixed_activations). torchtitan's model configs (llama3_8b / 70b /
+      405b, qwen3, deepseek_v3, sft_qwen3_8b_math) wrap their cross-entropy in ChunkedLossWrapper, 8 chunks by
+      default, since mid-2026 ([TT-SRC] torchtitan/components/loss.py); a run of an older release (the
+      TT-BENCH runs of 2024-12) states `estimator.loss_chunks: 1`. 1 elsewhere.
     pp_unsharded: under pipeline parallelism the FSDP2 stage keeps its weights gathered (16-bit) between
       micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
       backward reduce-scatters them ([TT-SRC], [PT-FSDP2]): torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
@@ -177,6 +182,7 @@ class Framework:
     recompute_modules: tuple[str, ...] = ()
     pp_unsharded: bool = False
     fp8_saved_inputs: bool = False
+    loss_chunks: int = 1
     fp8_keeps: str = ""
     ep_overlap: str = ""
     shared_expert_overlap: bool = False
@@ -273,7 +279,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         loss_kind="eager_fp32", loss_peak_bytes=12.0,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
-        pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True,
+        pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True, loss_chunks=8,
         allocator_overhead=TORCHTITAN_ALLOCATOR_OVERHEAD,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8",
