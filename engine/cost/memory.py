@@ -436,10 +436,26 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
     # DS-EST's "4 × largest layer's params" at 16-bit ([CAL] §6.3); ZeRO-2-like keeps the weights
     # whole (counted as parameters) and needs only the gradient buffer.
-    buf = buf + np.where(r.fs > 1, 2 * Bp * layer_local if r.run.reshard_after_forward else Bp * layer_local, 0.0)
+    unit = gather_unit(r, layer_local)
+    buf = buf + np.where(r.fs > 1, 2 * Bp * unit if r.run.reshard_after_forward else Bp * layer_local, 0.0)
     if r.is_moe:
         buf = buf + np.where(r.ep > 1, 2 * K.ACT_BYTES * T / t * r.moe_copies * h, 0.0)
     return buf + np.where(r.cp > 1, 2 * K.ACT_BYTES * T * r.attn.kv_width / t, 0.0)  # ring KV double buffer
+
+
+def gather_unit(r: Rows, layer_local: np.ndarray) -> np.ndarray:
+    """(n,) parameters one ZeRO-3 gather holds on a rank at once: the whole transformer layer (FSDP2's
+    `fully_shard` per block), or, where the stack gathers module by module (Framework.zero3_gathers_modules:
+    DeepSpeed ZeRO-3 as NAR21 ran it), the largest module's own parameters (DS-EST's "largest layer",
+    `parameters(recurse=False)`): the fused QKV, the output projection, the MLP's first and second matrices (÷ t)
+    or the vocabulary table (÷ t). MoE layers keep the whole layer [U]."""
+    if not r.fw.zero3_gathers_modules or r.is_moe:
+        return layer_local
+    m = r.model
+    a = attn_shape(m)
+    h, f = float(m.hidden), float(m.ffn_eff)
+    largest = max(h * (a.q_width + a.kv_width), a.out_width * h, h * f * (mlp_mats(m) - 1), h * f, float(m.vocab) * h)
+    return np.minimum(largest / r.t, layer_local)
 
 
 def pipeline_buffers(r: Rows) -> np.ndarray:

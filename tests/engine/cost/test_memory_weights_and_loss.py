@@ -80,3 +80,12 @@ def test_bad_loss_chunks_is_a_positioned_diagnostic(tmp_path: Path) -> None:
         rc = hp_plan(["check", str(path)])
     out = buf.getvalue()
     assert rc != 0 and "loss_chunks" in out
+
+
+def test_deepspeed_zero3_gathers_one_module_at_a_time() -> None:
+    # NAR21 Table 2, 529.6B ZeRO-3 on 640 A100 at micro-batch 4: it trained. DeepSpeed gathers each module's own
+    # parameters (DS-EST: the largest module, here the 20480 x 81920 first MLP matrix), not a whole 5.0B layer.
+    doc = _estimate(ROOT / "benchmarks" / "cases" / "N2-04.yaml")
+    h = 20480
+    assert abs(doc["memory_breakdown_gib"]["buffers"] - 2 * 2 * (h * 4 * h) / 2**30) < 1e-6
+    assert doc["fits"] is True and doc["peak_memory_gib"] < 80.0  # 84.6 GiB, "does not fit", before
