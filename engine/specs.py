@@ -333,6 +333,14 @@ class RunOptions:
     # The FP8 recipe (estimator.fp8_recipe; engine.cost.fp8): "delayed", "tensorwise" (current scaling),
     # "blockwise", "mxfp8"; "" = the stack's default (engine.cost.fp8.recipe_of).
     fp8_recipe: str = ""
+    # Megatron's --fp8-param-gather (estimator.fp8_param_gather; Megatron-Bridge's FP8 current-scaling precision
+    # config sets it): the model holds its linear weights as FP8 tensors (TransformerEngine fp8_model_init), with
+    # the transpose the backward GEMM reads, and no 16-bit copy; the fp32 master copy stays in the optimizer.
+    fp8_param_gather: bool = False
+    # Token chunks the loss runs in (estimator.loss_chunks): the output layer and loss run one chunk at a time,
+    # each chunk's backward before the next, so one chunk's logits are alive (torchtitan's ChunkedLossWrapper);
+    # 0 = the framework's own (Framework.loss_chunks).
+    loss_chunks: int = 0
     # The stack that runs the plan (docs/formats.md §5; engine.catalog.frameworks) and whether torch.compile / graph
     # mode fuses its element-wise kernels (estimator.compile).
     framework: str = "hyperparallel"

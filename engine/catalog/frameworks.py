@@ -182,6 +182,16 @@ class Framework:
       per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
       keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
       is not priced as saving FP8 inputs, [U]).
+    loss_chunks: token chunks the output layer and loss run in, each chunk's backward before the next, so one
+      chunk's logits are alive (engine.cost.memory.fixed_activations). torchtitan's model configs (llama3_8b / 70b /
+      405b, qwen3, deepseek_v3, sft_qwen3_8b_math) wrap their cross-entropy in ChunkedLossWrapper, 8 chunks by
+      default, since mid-2026 ([TT-SRC] torchtitan/components/loss.py); a run of an older release (the
+      TT-BENCH runs of 2024-12) states `estimator.loss_chunks: 1`. 1 elsewhere.
+    zero3_gathers_modules: the stack's ZeRO-3 (`fsdp` with reshard after forward) is DeepSpeed's as NAR21 ran it
+      inside Megatron: each module's own parameters are gathered as it runs and released after, so the working
+      buffer is DS-EST's "4 × largest layer's params" with DeepSpeed's meaning of a layer, one module's own
+      parameters (`model_to_params`: `m.parameters(recurse=False)`, [DS-EST]): engine.cost.memory.gather_unit.
+      False: the gather unit is the transformer block (FSDP2's `fully_shard` per block, [PT-FSDP2]).
     pp_unsharded: under pipeline parallelism the FSDP2 stage keeps its weights gathered (16-bit) between
       micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
       backward reduce-scatters them ([TT-SRC], [PT-FSDP2]): torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
@@ -240,6 +250,8 @@ class Framework:
     recompute_modules: tuple[str, ...] = ()
     pp_unsharded: bool = False
     fp8_saved_inputs: bool = False
+    loss_chunks: int = 1
+    zero3_gathers_modules: bool = False
     fp8_keeps: str = ""
     ep_overlap: str = ""
     shared_expert_overlap: bool = False
@@ -341,7 +353,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
-        ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True,
+        ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True, zero3_gathers_modules=True,
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
@@ -370,7 +382,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         loss_kind="eager_fp32", loss_peak_bytes=12.0,
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
-        pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True,
+        pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True, loss_chunks=8,
         allocator_overhead=TORCHTITAN_ALLOCATOR_OVERHEAD,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8",

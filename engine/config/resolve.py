@@ -491,6 +491,10 @@ def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOve
             kw["framework_version"] = str(sf.framework_version.value)
         if sf.fp8_recipe is not None:
             kw["fp8_recipe"] = sf.fp8_recipe.value
+        if sf.fp8_param_gather is not None:
+            kw["fp8_param_gather"] = bool(sf.fp8_param_gather.value)
+        if sf.loss_chunks is not None:
+            kw["loss_chunks"] = int(sf.loss_chunks.value)
         if sf.param_bytes is not None:
             kw["param_bytes"] = int(sf.param_bytes.value)
         kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})

@@ -124,7 +124,8 @@ SEARCH = _s(
         # loader writes there ([HP] §2.1): accepted. Open: other tools' keys are theirs.
         "estimator": _s("cp_algo recompute_modes ratios_file",
                         "type recompute_strategy enable_profiling_calibration framework framework_version compile fp8 "
-                        "moe_dispatcher grad_dtype optimizer_state_dtype master_weights fp8_recipe"),
+                        "moe_dispatcher grad_dtype optimizer_state_dtype master_weights fp8_recipe fp8_param_gather "
+                        "loss_chunks"),
         "model": _s(
             " ".join(MODEL_FIELDS) + " name local_batch_size compute_dtype torch_dtype use_seq_parallel "
             "optimizer_weight_shard_size seq_length seq_len max_seq_len offset",

@@ -68,6 +68,8 @@ class SearchFacts:
     recompute_modules: Val | None = None  # recompute_modules (ext): Megatron's --recompute-modules
     moe_dispatcher: Val | None = None  # estimator.moe_dispatcher (ext): alltoall | deepep
     fp8_recipe: Val | None = None  # estimator.fp8_recipe (ext): delayed | tensorwise | blockwise | mxfp8
+    fp8_param_gather: Val | None = None  # estimator.fp8_param_gather (ext): weights held in FP8 (Megatron)
+    loss_chunks: Val | None = None  # estimator.loss_chunks (ext): token chunks the loss runs in
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.stated_layout)
     pipeline_schedule: Val | None = None
@@ -213,6 +215,8 @@ def _read_run_options(facts: SearchFacts, root: Map, par: Map | None, model: Map
     facts.fp8 = src.bool_(est, "fp8", "estimator.fp8")
     facts.fp8_recipe = src.choice(est, "fp8_recipe", "estimator.fp8_recipe",
                                   {name: name for name in ("delayed", "tensorwise", "blockwise", "mxfp8")})
+    facts.fp8_param_gather = src.bool_(est, "fp8_param_gather", "estimator.fp8_param_gather")
+    facts.loss_chunks = src.int_(est, "loss_chunks", "estimator.loss_chunks", minimum=1)
     _read_state_widths(facts, est)
 
 
@@ -224,6 +228,7 @@ def _note_stated(facts: SearchFacts) -> None:
                facts.framework, facts.framework_version, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload, facts.fp8_recipe,
+               facts.fp8_param_gather, facts.loss_chunks,
                *facts.model_fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
                *facts.layout.values())
     if facts.cluster is not None:

@@ -78,9 +78,9 @@ STEP_ROWS: tuple[Row, ...] = (
 )
 MEMORY_ROWS: tuple[Row, ...] = (
     Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), -0.0167),
-    Row('mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'megatron', 'hopper', ('fp8',), -0.3067),
+    Row('mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'megatron', 'hopper', ('fp8',), -0.1177),
     Row('mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'megatron', 'hopper', ('moe',), -0.0608),
-    Row('tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'torchtitan', 'blackwell', (), -0.3293),
+    Row('tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'torchtitan', 'blackwell', (), -0.0069),
     Row('tt-405b-512gpu-3d-1f1b', '405b', 'torchtitan', 'hopper', ('fp8',), 0.0955),
     Row('tt-405b-512gpu-3d-interleaved', '405b', 'torchtitan', 'hopper', ('fp8',), 0.0971),
     Row('tt-405b-512gpu-4d-cp1-32k', '405b', 'torchtitan', 'hopper', ('long_context', 'fp8'), -0.0001),

@@ -31,6 +31,10 @@ FP8_WEIGHT_CACHE_BYTES = 2.0
 # FP8 (TransformerEngine, [TE-FP8]): a linear layer saves its input for the weight-gradient GEMM as the FP8 cast it
 # already made for the forward GEMM (te.Linear / LayerNormLinear / GroupedLinear), 1 byte per element.
 FP8_ACT_BYTES = 1.0
+# A loss run in token chunks (torchtitan's ChunkedLossWrapper, [TT-SRC] torchtitan/components/loss.py) keeps, beside
+# one chunk's logits, the contiguous chunk copies of the final hidden states (2 bytes per element) and the fp32
+# GradAccumulator it assembles their gradient in (4): 6 bytes per hidden element of the rank's tokens.
+CHUNKED_LOSS_HIDDEN_BYTES = 6.0
 
 # ------------------------------------------------------------------------------------- compute
 # Best-shape matmul efficiency (MAMF / peak) per device: engine.catalog.devices.matmul_efficiency

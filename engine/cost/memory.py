@@ -353,9 +353,11 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM (the
         # recipe's bytes per parameter, engine.cost.fp8), sharded as the weights are: a weight FSDP shards
         # (Megatron-FSDP, reshard after forward) keeps its FP8 copy sharded and gathers it in FP8
-        # (--fp8-param-gather); torchao's dynamic casting (FSDP2 stacks) caches none.
+        # (--fp8-param-gather); torchao's dynamic casting (FSDP2 stacks) caches none. With --fp8-param-gather the
+        # weights are FP8 tensors (TransformerEngine fp8_model_init): the FP8 weight and its transpose are the
+        # parameter, no 16-bit copy is held (the fp32 master copy stays in the optimizer).
         shard_w = np.where(r.fs > 1, r.fs if r.run.reshard_after_forward else 1.0, 1.0)
-        cache = r.fp8_recipe.weight_cache_bytes
+        cache = r.fp8_recipe.weight_cache_bytes - (float(r.run.param_bytes) if r.run.fp8_param_gather else 0.0)
         coef_ne["parameters"] = coef_ne["parameters"] + cache / shard_w
         coef_ex["parameters"] = coef_ex["parameters"] + cache / np.minimum(shard_w, r.edp)
     share = unsharded_grad_share(r, ne_layer + ex_layer, ne_stage + ex_stage)
@@ -435,10 +437,26 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
     # DS-EST's "4 × largest layer's params" at 16-bit ([CAL] §6.3); ZeRO-2-like keeps the weights
     # whole (counted as parameters) and needs only the gradient buffer.
-    buf = buf + np.where(r.fs > 1, 2 * Bp * layer_local if r.run.reshard_after_forward else Bp * layer_local, 0.0)
+    unit = gather_unit(r, layer_local)
+    buf = buf + np.where(r.fs > 1, 2 * Bp * unit if r.run.reshard_after_forward else Bp * layer_local, 0.0)
     if r.is_moe:
         buf = buf + np.where(r.ep > 1, 2 * K.ACT_BYTES * T / t * r.moe_copies * h, 0.0)
     return buf + np.where(r.cp > 1, 2 * K.ACT_BYTES * T * r.attn.kv_width / t, 0.0)  # ring KV double buffer
+
+
+def gather_unit(r: Rows, layer_local: np.ndarray) -> np.ndarray:
+    """(n,) parameters one ZeRO-3 gather holds on a rank at once: the whole transformer layer (FSDP2's
+    `fully_shard` per block), or, where the stack gathers module by module (Framework.zero3_gathers_modules:
+    DeepSpeed ZeRO-3 as NAR21 ran it), the largest module's own parameters (DS-EST's "largest layer",
+    `parameters(recurse=False)`): the fused QKV, the output projection, the MLP's first and second matrices (÷ t)
+    or the vocabulary table (÷ t). MoE layers keep the whole layer [U]."""
+    if not r.fw.zero3_gathers_modules or r.is_moe:
+        return layer_local
+    m = r.model
+    a = attn_shape(m)
+    h, f = float(m.hidden), float(m.ffn_eff)
+    largest = max(h * (a.q_width + a.kv_width), a.out_width * h, h * f * (mlp_mats(m) - 1), h * f, float(m.vocab) * h)
+    return np.minimum(largest / r.t, layer_local)
 
 
 def pipeline_buffers(r: Rows) -> np.ndarray:
@@ -477,16 +495,27 @@ def loss_peak_bytes(r: Rows) -> np.ndarray:
     return plain
 
 
+def loss_chunks(r: Rows) -> int:
+    """Token chunks the output layer and loss run in (RunOptions.loss_chunks as stated, else
+    Framework.loss_chunks): each chunk's logits are made, reduced to a loss and back-propagated to the hidden
+    states before the next chunk's, so one chunk's logits are alive at the loss's peak."""
+    return r.run.loss_chunks or r.fw.loss_chunks
+
+
 def fixed_activations(r: Rows, act: np.ndarray, tower_act: np.ndarray | None = None) -> np.ndarray:
     """(n, P) activation bytes that do not depend on the recompute choice: one layer's backward working set
     (one micro-batch), the embedding dropout mask and a vision tower's activations (stage 0, per micro-batch in
     flight; one recompute mode for the whole multimodal model, engine.cost.tower) and the output side
     (last stage; KOR22 §4.3: final-norm input 2h, output-projection input 2h, and the loss's logits as the
-    framework computes them: the bytes per logit alive at the loss's peak, loss_peak_bytes)."""
+    framework computes them: the bytes per logit alive at the loss's peak, loss_peak_bytes, for one of the
+    loss_chunks chunks, with a chunked loss's hidden-state copies and gradient accumulator)."""
     T, h = r.T, r.h
     m = r.model
     emb_act = T * (K.MASK_BYTES * h if dropout(m) else 0.0) / r.sp_div
-    head_act = T * (4.0 * h / r.sp_div + loss_peak_bytes(r) * r.V / r.loss_div) * (1 + m.mtp_depth)
+    chunks = loss_chunks(r)
+    chunk_side = K.CHUNKED_LOSS_HIDDEN_BYTES * h if chunks > 1 else 0.0
+    logits = loss_peak_bytes(r) * r.V / (r.loss_div * chunks)
+    head_act = T * (4.0 * h / r.sp_div + chunk_side + logits) * (1 + m.mtp_depth)
     working = act[:, MOE if r.is_moe else DENSE, OFF]
     if tower_act is not None:  # a vision tower's kept activations, per micro-batch in flight on stage 0
         emb_act = emb_act + tower_act

@@ -45,7 +45,7 @@ _BOOL = {"true": "true", "false": "false"}
 BOOLEAN_KEYS = frozenset(BOOL_FIELDS | set(OVERLAP_KEYS) | {"sequence_parallel", "reshard_after_forward",
                                                               "use_seq_parallel", "enable_parallel_optimizer",
                                                               "compile", "fp8", "loss_parallel", "enabled",
-                                                              "master_weights", "offload"}
+                                                              "master_weights", "offload", "fp8_param_gather"}
                            | set(LAYOUT_BOOLS))
 # key name (last path part) -> the reader's table of accepted spellings -> canonical value, so completion offers
 # exactly what the reader accepts (engine.config.train / .search / .model are the one source of truth).

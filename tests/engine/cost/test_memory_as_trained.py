@@ -96,7 +96,8 @@ def test_eager_fp32_loss_holds_twelve_bytes_per_logit_at_its_peak() -> None:
     # full recompute: layer activations do not depend on the framework, only the loss's logits do
     m = replace(LLAMA8B, seq_len=131072)
     s = Strategy(dp=2, dp_shard=8, cp=4, micro_batch_size=1, recompute=RecomputePlan("full"))
-    act = {fw: estimate(m, h100(1, 8), RunOptions(framework=fw), s, 1e6).memory_breakdown_gib["activations"]
+    # the unchunked loss (loss_chunks 1: torchtitan's releases before its ChunkedLossWrapper)
+    act = {fw: estimate(m, h100(1, 8), RunOptions(framework=fw, loss_chunks=1), s, 1e6).memory_breakdown_gib["activations"]
            for fw in ("megatron", "torchtitan")}
     T, V = 131072 / 4, m.vocab
     assert (act["torchtitan"] - act["megatron"]) * GIB == pytest.approx((12 - 4) * T * V, rel=1e-6)
@@ -105,8 +106,8 @@ def test_eager_fp32_loss_holds_twelve_bytes_per_logit_at_its_peak() -> None:
 def test_vocabulary_parallel_loss_holds_sixteen_bytes_per_local_logit() -> None:
     # torchtitan with TP runs PyTorch's loss_parallel: (grad_input + exp(x)) * grad_output, 16 B per logit of V/t
     s = Strategy(dp=1, tp=8, micro_batch_size=1, sequence_parallel=True, recompute=RecomputePlan("full"))
-    act = {fw: estimate(LLAMA8B, h100(1, 8), RunOptions(framework=fw), s, 1e6).memory_breakdown_gib["activations"]
-           for fw in ("megatron", "torchtitan")}
+    act = {fw: estimate(LLAMA8B, h100(1, 8), RunOptions(framework=fw, loss_chunks=1), s, 1e6)
+           .memory_breakdown_gib["activations"] for fw in ("megatron", "torchtitan")}
     T, V = float(LLAMA8B.seq_len), LLAMA8B.vocab / 8
     assert (act["torchtitan"] - act["megatron"]) * GIB == pytest.approx((16 - 4) * T * V, rel=1e-6)
 
