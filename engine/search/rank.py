@@ -449,6 +449,10 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
         rank, prev = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     else:
         rank, prev = _waves(cols, n)
+    # A heavier micro-batch is priced only where the lighter one fits: memory grows with the micro-batch at a
+    # fixed batch, except the unsharded gradients of an interleaved FSDP pipeline, which shrink to one chunk's
+    # once fewer than 2·pp micro-batches run (engine.cost.memory.unsharded_grad_share): those rows are all priced.
+    fewer_grads = (cols["pp"] > 1) & (cols["vpp"] > 1) & (cols["fsdp"] > 1)
     # Chunks of equal pipeline shape keep the cost model's stage arrays small: price in (pp, vpp) order.
     pp_vpp = cols["pp"].astype(np.int64) * (int(cols["vpp"].max()) + 1) + cols["vpp"]
     shape_order = np.argsort(pp_vpp, kind="stable")
@@ -457,7 +461,7 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
     for k in range(int(rank.max()) + 1):
         rows = shape_order[rank_sorted == k]
         if k > 0:
-            rows = rows[out.feasible[prev[rows]]]
+            rows = rows[out.feasible[prev[rows]] | fewer_grads[rows]]
         if rows.size == 0:
             break
         for start in range(0, rows.size, CHUNK):

@@ -167,3 +167,23 @@ def test_factored_top_k_is_the_exhaustive_top_k(cfg, top) -> None:  # type: igno
     for a_r, b_r in zip(w.tolist(), g.tolist(), strict=True):
         a, b = want.layer_modes.get(a_r), got.layer_modes.get(b_r)
         assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist())
+
+
+def test_a_heavier_micro_batch_is_priced_where_fewer_micro_batches_hold_fewer_gradients() -> None:
+    """An interleaved FSDP2 pipeline under 2·pp micro-batches keeps one chunk's unsharded gradients, not every
+    chunk's: at a fixed batch the larger micro-batch can fit where the smaller one does not, so the exhaustive
+    pricing must not skip it because its lighter neighbour failed (a case Hypothesis found)."""
+    model = replace(TINY_MOE, num_layers=12, seq_len=1024, num_experts=16, first_k_dense=0)
+    cfg = make(model, nodes=1, gbs=16, recompute="none", memory_limit=4.0)
+    ratios = Ratios(time=tuple((g, 0.5) for g in RATIO_GROUPS), memory=0.9)
+    cfg = replace(cfg, run=replace(cfg.run, framework="torchtitan", reshard_after_forward=False, ratios=ratios))
+    space, pricer = _space_and_pricer(cfg)
+    c = space.columns
+    at = {k: int(v) for k, v in (("tp", 2), ("pp", 2), ("dp", 2), ("fsdp", 2), ("vpp", 6), ("cp", 1), ("ep", 1))}
+    same = np.logical_and.reduce([c[k] == v for k, v in at.items()])
+    light, heavy = (np.flatnonzero(same & (c["mbs"] == b)) for b in (2, 4))
+    assert light.size and heavy.size
+    priced = [pricer.price(table_of(c, rows, 0)) for rows in (light, heavy)]
+    assert not priced[0].fits.any() and priced[1].fits.any()  # the shape this test is about
+    want = price_space(pricer, space, cfg.recompute, top=1, model=cfg.model, exhaustive=True)
+    assert want.feasible[heavy].any()
