@@ -644,6 +644,16 @@ FRACTION_FITS = {
     H100_96G_SHARE: ("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
     "MINDSPEED_GEMM_FRACTION_OF_MAMF": ("ascend-llama2-7b-8xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
     "BLACKWELL_GEMM_FACTOR": ("llama31-405b-128xgb200-nemo", "llama3-8b-8xb200-mbridge-fp8"),
+    # the two MindSpeed runs whose scripts pass --use-mc2 at tp 8 (the 7B runs at tp 1: no TP collective)
+    "MC2_ACHIEVED_SHARE": ("ascend-llama2-34b-16xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
+    # the two MindSpeed MoE runs (Qwen3-30B-A3B: GroupedMLP on npu_gmm; Mixtral 8x22B: SequentialMLP)
+    "MINDSPEED_EXPERT_GEMM_SHARE": ("ascend-qwen3-30b-a3b-16xa2-mindspeed", "ascend-mixtral-8x22b-64xa2-mindspeed"),
+}
+# The grid each value is fitted over where it is not FRACTION_GRID: MC2's share of its per-block bound, 0 (hides
+# no more than MC2 off) to 1 (the bound); the experts' share of the dense GEMM rate, 0.20-1.00.
+FIT_GRIDS: dict[str, tuple[float, ...]] = {
+    "MC2_ACHIEVED_SHARE": tuple(round(0.05 * i, 2) for i in range(21)),
+    "MINDSPEED_EXPERT_GEMM_SHARE": tuple(round(0.20 + 0.01 * i, 2) for i in range(81)),
 }
 
 
@@ -656,7 +666,7 @@ def fit_fraction(runs: list[Run], constant: str, leave_out: str = "") -> tuple[f
     saved = get_fitted(constant)
     best: tuple[float, float, float, list[float]] = (float("inf"), float("inf"), saved, [])
     try:
-        for v in FRACTION_GRID:
+        for v in FIT_GRIDS.get(constant, FRACTION_GRID):
             set_fitted(constant, v)
             es = [sc.error for sc in score_s10(named) if sc.error is not None]
             key = (max(abs(e) for e in es), statistics.mean(abs(e) for e in es))
@@ -680,17 +690,20 @@ def _band_tags(doc: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 
 
 def _loo_step(run: Run) -> float | None:
-    """The run's priced step with the framework GEMM fraction fitted on it refitted without it (FRACTION_FITS);
-    None where no constant was fitted on the run."""
-    for constant, ids in FRACTION_FITS.items():
-        if run.id in ids:
-            saved = get_fitted(constant)
-            try:
-                set_fitted(constant, fit_fraction(s10_runs(), constant, leave_out=run.id)[0])
-                return float(estimate_json(RUNS_DIR / run.id / "search.yaml")["step_time_s"])
-            finally:
-                set_fitted(constant, saved)
-    return None
+    """The run's priced step with every value fitted on it (FRACTION_FITS) refitted without it, each on its other
+    named run with the rest as committed; None where no value was fitted on the run."""
+    constants = [c for c, ids in FRACTION_FITS.items() if run.id in ids]
+    if not constants:
+        return None
+    saved = {c: get_fitted(c) for c in constants}
+    refit = {c: fit_fraction(s10_runs(), c, leave_out=run.id)[0] for c in constants}
+    try:
+        for c, v in refit.items():
+            set_fitted(c, v)
+        return float(estimate_json(RUNS_DIR / run.id / "search.yaml")["step_time_s"])
+    finally:
+        for c, v in saved.items():
+            set_fitted(c, v)
 
 
 def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
