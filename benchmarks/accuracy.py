@@ -557,17 +557,22 @@ def print_groups(scored: list[Scored]) -> None:
 # What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
 # without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the H100 96 GB's
 # sustained GEMM share (its only runs on that part; without them, the catalog's midpoint of torchtitan's statement);
-# mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say);
-# hyperparallel: none (its constants are device facts and the shared fits).
+# mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say), MC2's
+# achieved share (without them, the per-block bound userbuffers are priced at: 1) and the experts' share of the
+# NPU rate (without them, the dense rate: 1); hyperparallel: none (its constants are device facts and the shared
+# fits).
 H100_96G_SHARE = "H100-96G.clock_fraction"
-OWN_CONSTANTS = {"torchtitan": (H100_96G_SHARE,), "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF",)}
+OWN_CONSTANTS = {"torchtitan": (H100_96G_SHARE,),
+                 "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF", "MC2_ACHIEVED_SHARE", "MINDSPEED_EXPERT_GEMM_SHARE")}
 
 
 def _without_own_runs(name: str) -> float:
     """What a fitted value is when its own framework's runs are left out (OWN_CONSTANTS)."""
     from engine.catalog.devices import H100_96G_CLOCK_MIDPOINT
 
-    return H100_96G_CLOCK_MIDPOINT if name == H100_96G_SHARE else K.GEMM_FRACTION_OF_MAMF
+    if name == H100_96G_SHARE:
+        return H100_96G_CLOCK_MIDPOINT
+    return K.GEMM_FRACTION_OF_MAMF if name == "MINDSPEED_GEMM_FRACTION_OF_MAMF" else 1.0
 
 
 def get_fitted(name: str) -> float:
@@ -662,7 +667,8 @@ def fit_fraction(runs: list[Run], constant: str, leave_out: str = "") -> tuple[f
     the value whose worst |step error| over those runs is the smallest, ties to the smaller mean |e|. Why
     minimax: with two runs the mean |e| is flat wherever their errors straddle zero, so the mean cannot
     choose; balancing them does not lean on either run."""
-    named = [r for r in runs if r.id in FRACTION_FITS[constant] and r.id != leave_out]
+    by_id = {r.id: r for r in runs}
+    named = [by_id[i] for i in FRACTION_FITS[constant] if i != leave_out]  # errors in FRACTION_FITS' order
     saved = get_fitted(constant)
     best: tuple[float, float, float, list[float]] = (float("inf"), float("inf"), saved, [])
     try:
@@ -675,6 +681,25 @@ def fit_fraction(runs: list[Run], constant: str, leave_out: str = "") -> tuple[f
     finally:
         set_fitted(constant, saved)
     return best[2], best[3]
+
+
+def print_fraction_fits() -> None:
+    """Each FRACTION_FITS value fitted on its named runs, and leave-one-out: fitted on each run alone, what the
+    other run then reads (the value's prediction of a run it was not fitted on)."""
+    runs = s10_runs()
+    for constant, ids in FRACTION_FITS.items():
+        v, es = fit_fraction(runs, constant)
+        print(f"{constant} fitted on {', '.join(ids)}: {v:g} "
+              f"(errors {', '.join(f'{100 * e:+.1f}%' for e in es)})")
+        saved = get_fitted(constant)
+        for held in ids:
+            alone = fit_fraction(runs, constant, leave_out=held)[0]
+            try:
+                set_fitted(constant, alone)
+                e = score_s10([r for r in runs if r.id == held])[0].error
+            finally:
+                set_fitted(constant, saved)
+            print(f"    fitted without {held}: {alone:g}, which reads it {100 * (e or 0.0):+.1f}%")
 
 
 # ------------------------------------------------------------------------------------------ the error band
@@ -788,10 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.fit:
         fit_report(cases)
-        for constant, ids in FRACTION_FITS.items():
-            v, es = fit_fraction(s10_runs(), constant)
-            print(f"{constant} fitted on {', '.join(ids)}: {v:g} "
-                  f"(errors {', '.join(f'{100 * e:+.1f}%' for e in es)})")
+        print_fraction_fits()
         return 0
     print(f"{'case':<16} {'published s':>11} {'predicted s':>11} {'error':>8}  notes")
     errs: dict[str, list[float]] = {}

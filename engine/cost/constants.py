@@ -47,7 +47,8 @@ GEMM_FRACTION_OF_MAMF = 0.81
 # benchmarks/accuracy.py --fit, fit_fraction: grid 0.60-1.00 in 0.01, smallest worst |e| over the two runs.
 # Refitted when the HCCS collective efficiency was read as bus bandwidth (engine.catalog.devices.HCCS_COLL_EFF,
 # 0.76 -> 0.665): 0.87 then read 70B +4.0 % / 7B -2.6 %, 0.88 reads +3.2 % / -3.4 %. Leave-one-out: fitted on the
-# 7B alone 0.84 reads the 70B +6.5 %; on the 70B alone 0.92 reads the 7B -6.4 %.
+# 7B alone 0.84 reads the 70B +6.5 %; on the 70B alone 0.92 reads the 7B -6.4 %. With the 70B's --use-mc2 stated
+# (priced at MC2_ACHIEVED_SHARE, fitted beside it on the 34B and the 70B) the fit is unchanged.
 MINDSPEED_GEMM_FRACTION_OF_MAMF = 0.88
 # FITTED (the two MindSpeed-LLM MoE runs: ascend-qwen3-30b-a3b-16xa2-mindspeed, GroupedMLP on `npu_gmm`, 128
 # experts top-8, alltoall_seq at ep 8; ascend-mixtral-8x22b-64xa2-mindspeed, SequentialMLP (its script passes no
@@ -55,14 +56,15 @@ MINDSPEED_GEMM_FRACTION_OF_MAMF = 0.88
 # MLP reaches end to end on 910B, with what it waits for between its kernels. Why this term: with every other term
 # as priced, the time the two runs miss is proportional to their experts' GEMM work (1.87x and 1.66x the priced
 # expert GEMMs per layer and micro-batch, forward + backward + recompute), not to the layer count (a fixed cost per
-# MoE layer would need 11 ms on Qwen3 and 68 ms on Mixtral), nor to the permuted bytes (2.5x apart, the gaps 6.2x).
+# MoE layer would need 11 ms on Qwen3 and 68 ms on Mixtral), nor to the permuted bytes (5x more on Qwen3, whose gap
+# is 1/6 of Mixtral's).
 # The two runs cannot separate a slow expert kernel from the waits its data-dependent shapes cost (the tokens per
 # expert read on the host before each grouped GEMM or per-expert split, `.tolist()` / `.cpu()` in Megatron-Core's
 # dispatcher and experts, which drains the queue); both scale with the experts' work here. No published 910B
 # grouped-GEMM rate at these shapes [U]. benchmarks/accuracy.py --fit, fit_fraction: grid 0.20-1.00 in 0.01,
-# smallest worst |e| over the two runs: 0.38 (Qwen3 -3.9 %, Mixtral +5.0 %). Leave-one-out: on Qwen3 alone 0.35,
-# on Mixtral alone 0.41 (docs/cost-model.md §8.5 gives what each reads the other). Megatron's GPU stacks are
-# not affected (Framework.npu_gemms).
+# smallest worst |e| over the two runs: 0.38 (Qwen3 -3.9 %, Mixtral +5.0 %; at 1, -31.0 % and -40.7 %).
+# Leave-one-out: on Qwen3 alone 0.35 reads Mixtral +11.2 %; on Mixtral alone 0.41 reads Qwen3 -7.1 %
+# (docs/cost-model.md §8.5). Megatron's GPU stacks are not affected (Framework.npu_gemms).
 MINDSPEED_EXPERT_GEMM_SHARE = 0.38
 # FITTED (the two dense Blackwell runs of [CAL] §11: llama31-405b-128xgb200-nemo, BF16 on GB200, and
 # llama3-8b-8xb200-mbridge-fp8, FP8 on B200): the share of the Hopper/Ampere-fitted fraction above that a
@@ -139,7 +141,7 @@ TP_COMM_OVERLAP_SPLITS = 4
 # share in between moves both down. benchmarks/accuracy.py --fit, fit_fraction: grid 0.00-1.00 in 0.05, smallest
 # worst |e| over the two runs: 0.00 (at the grid's edge: the runs say MC2 hid no more than the plain path at
 # that release, within their errors). Leave-one-out: on the 34B alone 0.00 reads the 70B +3.2 %; on the 70B
-# alone 0.25 reads the 34B -9.8 % (docs/cost-model.md §8.5). The MINDSPEED_GEMM_FRACTION_OF_MAMF fit (7B, 70B)
+# alone 0.25 reads the 34B -9.9 % (docs/cost-model.md §8.5). The MINDSPEED_GEMM_FRACTION_OF_MAMF fit (7B, 70B)
 # is refitted with it: 0.88 either way (fixed point of the two fits).
 MC2_ACHIEVED_SHARE = 0.0
 # FSDP / ZeRO-3 parameter gathers and gradient reduce-scatters are prefetched layer by layer: this share of
