@@ -557,17 +557,22 @@ def print_groups(scored: list[Scored]) -> None:
 # What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
 # without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the H100 96 GB's
 # sustained GEMM share (its only runs on that part; without them, the catalog's midpoint of torchtitan's statement);
-# mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say);
-# hyperparallel: none (its constants are device facts and the shared fits).
+# mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say), MC2's
+# achieved share (without them, the per-block bound userbuffers are priced at: 1) and the experts' share of the
+# NPU rate (without them, the dense rate: 1); hyperparallel: none (its constants are device facts and the shared
+# fits).
 H100_96G_SHARE = "H100-96G.clock_fraction"
-OWN_CONSTANTS = {"torchtitan": (H100_96G_SHARE,), "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF",)}
+OWN_CONSTANTS = {"torchtitan": (H100_96G_SHARE,),
+                 "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF", "MC2_ACHIEVED_SHARE", "MINDSPEED_EXPERT_GEMM_SHARE")}
 
 
 def _without_own_runs(name: str) -> float:
     """What a fitted value is when its own framework's runs are left out (OWN_CONSTANTS)."""
     from engine.catalog.devices import H100_96G_CLOCK_MIDPOINT
 
-    return H100_96G_CLOCK_MIDPOINT if name == H100_96G_SHARE else K.GEMM_FRACTION_OF_MAMF
+    if name == H100_96G_SHARE:
+        return H100_96G_CLOCK_MIDPOINT
+    return K.GEMM_FRACTION_OF_MAMF if name == "MINDSPEED_GEMM_FRACTION_OF_MAMF" else 1.0
 
 
 def get_fitted(name: str) -> float:
@@ -644,6 +649,16 @@ FRACTION_FITS = {
     H100_96G_SHARE: ("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
     "MINDSPEED_GEMM_FRACTION_OF_MAMF": ("ascend-llama2-7b-8xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
     "BLACKWELL_GEMM_FACTOR": ("llama31-405b-128xgb200-nemo", "llama3-8b-8xb200-mbridge-fp8"),
+    # the two MindSpeed runs whose scripts pass --use-mc2 at tp 8 (the 7B runs at tp 1: no TP collective)
+    "MC2_ACHIEVED_SHARE": ("ascend-llama2-34b-16xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
+    # the two MindSpeed MoE runs (Qwen3-30B-A3B: GroupedMLP on npu_gmm; Mixtral 8x22B: SequentialMLP)
+    "MINDSPEED_EXPERT_GEMM_SHARE": ("ascend-qwen3-30b-a3b-16xa2-mindspeed", "ascend-mixtral-8x22b-64xa2-mindspeed"),
+}
+# The grid each value is fitted over where it is not FRACTION_GRID: MC2's share of its per-block bound, 0 (hides
+# no more than MC2 off) to 1 (the bound); the experts' share of the dense GEMM rate, 0.20-1.00.
+FIT_GRIDS: dict[str, tuple[float, ...]] = {
+    "MC2_ACHIEVED_SHARE": tuple(round(0.05 * i, 2) for i in range(21)),
+    "MINDSPEED_EXPERT_GEMM_SHARE": tuple(round(0.20 + 0.01 * i, 2) for i in range(81)),
 }
 
 
@@ -652,11 +667,12 @@ def fit_fraction(runs: list[Run], constant: str, leave_out: str = "") -> tuple[f
     the value whose worst |step error| over those runs is the smallest, ties to the smaller mean |e|. Why
     minimax: with two runs the mean |e| is flat wherever their errors straddle zero, so the mean cannot
     choose; balancing them does not lean on either run."""
-    named = [r for r in runs if r.id in FRACTION_FITS[constant] and r.id != leave_out]
+    by_id = {r.id: r for r in runs}
+    named = [by_id[i] for i in FRACTION_FITS[constant] if i != leave_out]  # errors in FRACTION_FITS' order
     saved = get_fitted(constant)
     best: tuple[float, float, float, list[float]] = (float("inf"), float("inf"), saved, [])
     try:
-        for v in FRACTION_GRID:
+        for v in FIT_GRIDS.get(constant, FRACTION_GRID):
             set_fitted(constant, v)
             es = [sc.error for sc in score_s10(named) if sc.error is not None]
             key = (max(abs(e) for e in es), statistics.mean(abs(e) for e in es))
@@ -665,6 +681,25 @@ def fit_fraction(runs: list[Run], constant: str, leave_out: str = "") -> tuple[f
     finally:
         set_fitted(constant, saved)
     return best[2], best[3]
+
+
+def print_fraction_fits() -> None:
+    """Each FRACTION_FITS value fitted on its named runs, and leave-one-out: fitted on each run alone, what the
+    other run then reads (the value's prediction of a run it was not fitted on)."""
+    runs = s10_runs()
+    for constant, ids in FRACTION_FITS.items():
+        v, es = fit_fraction(runs, constant)
+        print(f"{constant} fitted on {', '.join(ids)}: {v:g} "
+              f"(errors {', '.join(f'{100 * e:+.1f}%' for e in es)})")
+        saved = get_fitted(constant)
+        for held in ids:
+            alone = fit_fraction(runs, constant, leave_out=held)[0]
+            try:
+                set_fitted(constant, alone)
+                e = score_s10([r for r in runs if r.id == held])[0].error
+            finally:
+                set_fitted(constant, saved)
+            print(f"    fitted without {held}: {alone:g}, which reads it {100 * (e or 0.0):+.1f}%")
 
 
 # ------------------------------------------------------------------------------------------ the error band
@@ -680,17 +715,20 @@ def _band_tags(doc: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 
 
 def _loo_step(run: Run) -> float | None:
-    """The run's priced step with the framework GEMM fraction fitted on it refitted without it (FRACTION_FITS);
-    None where no constant was fitted on the run."""
-    for constant, ids in FRACTION_FITS.items():
-        if run.id in ids:
-            saved = get_fitted(constant)
-            try:
-                set_fitted(constant, fit_fraction(s10_runs(), constant, leave_out=run.id)[0])
-                return float(estimate_json(RUNS_DIR / run.id / "search.yaml")["step_time_s"])
-            finally:
-                set_fitted(constant, saved)
-    return None
+    """The run's priced step with every value fitted on it (FRACTION_FITS) refitted without it, each on its other
+    named run with the rest as committed; None where no value was fitted on the run."""
+    constants = [c for c, ids in FRACTION_FITS.items() if run.id in ids]
+    if not constants:
+        return None
+    saved = {c: get_fitted(c) for c in constants}
+    refit = {c: fit_fraction(s10_runs(), c, leave_out=run.id)[0] for c in constants}
+    try:
+        for c, v in refit.items():
+            set_fitted(c, v)
+        return float(estimate_json(RUNS_DIR / run.id / "search.yaml")["step_time_s"])
+    finally:
+        for c, v in saved.items():
+            set_fitted(c, v)
 
 
 def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -775,10 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.fit:
         fit_report(cases)
-        for constant, ids in FRACTION_FITS.items():
-            v, es = fit_fraction(s10_runs(), constant)
-            print(f"{constant} fitted on {', '.join(ids)}: {v:g} "
-                  f"(errors {', '.join(f'{100 * e:+.1f}%' for e in es)})")
+        print_fraction_fits()
         return 0
     print(f"{'case':<16} {'published s':>11} {'predicted s':>11} {'error':>8}  notes")
     errs: dict[str, list[float]] = {}

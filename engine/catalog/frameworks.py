@@ -131,7 +131,10 @@ class Framework:
     """Facts of one training stack (docs/cost-model.md §5 gives each with its source).
 
     npu_gemms: linear layers run as Megatron-Core modules on torch_npu / CANN GEMM kernels (MindSpeed-LLM on
-      Ascend): priced at constants.MINDSPEED_GEMM_FRACTION_OF_MAMF.
+      Ascend): priced at constants.MINDSPEED_GEMM_FRACTION_OF_MAMF; the routed experts' MLP (GroupedMLP on
+      `npu_gmm`, or SequentialMLP's loop over the local experts) at constants.MINDSPEED_EXPERT_GEMM_SHARE of it.
+    mc2: `tp_comm_overlap` is MindSpeed's MC2 (`--use-mc2`, CANN's fused matmul + HCCL kernels, [MS-MC2]),
+      which reaches constants.MC2_ACHIEVED_SHARE of the per-block overlap bound on 910B.
     fused_elementwise: norms, RoPE, activation and gate multiply run as fused kernels (TransformerEngine,
       Ascend fused operators) rather than eager PyTorch ops; `compile_fuses`: torch.compile / graph mode fuses
       them when `estimator.compile` is on.
@@ -262,6 +265,7 @@ class Framework:
     chooses_accounting: bool = False
     grad_accum_fusion: bool = True
     npu_gemms: bool = False
+    mc2: bool = False
     grouped_grad_accum_fusion: bool = True
     pp_recv_per_microbatch: bool = False
     allocator_overhead: float = 0.0
@@ -369,11 +373,12 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         recompute_modules=tuple(x for x in RECOMPUTE_MODULES if x != "shared_experts"),
         schedules=("1F1B", "interleaved", "dualpipev"),
         calibrated_on=("ascend-llama2-70b-32xa2-mindspeed", "ascend-llama2-7b-8xa2-mindspeed",
-                       "ascend-qwen3-30b-a3b-16xa2-mindspeed"),
+                       "ascend-llama2-34b-16xa2-mindspeed", "ascend-qwen3-30b-a3b-16xa2-mindspeed",
+                       "ascend-mixtral-8x22b-64xa2-mindspeed"),
         fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",
         ep_overlap="chunked", shared_expert_overlap=True,
         ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
-        npu_gemms=True, swaps_attention=True, space=_MINDSPEED_SPACE),
+        npu_gemms=True, mc2=True, swaps_attention=True, space=_MINDSPEED_SPACE),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
         compile_fuses=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,

@@ -28,7 +28,7 @@ class LayerComm:
 
 
 def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool,
-               base_overlap: float = K.TP_OVERLAP) -> tuple[np.ndarray, np.ndarray]:
+               base_overlap: float = K.TP_OVERLAP, achieved: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Exposed seconds of one forward and one backward tensor-parallel collective pair (all-gather +
     reduce-scatter, or the all-reduce without SP) of `coll` seconds, given the forward weight GEMMs of the
     block the pair belongs to, `gemm` (n, 2): the attention block's QKV and output projection, or the MLP's
@@ -45,14 +45,18 @@ def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool,
     collective), never another block's: an attention block whose collectives outlast its projections shows
     the rest even when the MLP's GEMMs are long (MC2 and userbuffers overlap a collective only with the GEMM it
     is fused with). `base_overlap` is the share hidden without the option: TP_OVERLAP on stacks that run the
-    backward collective asynchronously (Framework.tp_overlap), 0 on plain DTensor TP."""
+    backward collective asynchronously (Framework.tp_overlap), 0 on plain DTensor TP. `achieved`: where the
+    stack's overlap reaches only part of that bound (MindSpeed's MC2 on 910B, constants.MC2_ACHIEVED_SHARE),
+    the exposed time lies that share of the way from the option off (0) to the per-block bound (1)."""
     c = coll[:, None]
+    off = np.broadcast_to((1 - base_overlap) * c, gemm.shape)
     if not overlap:
-        e = np.broadcast_to((1 - base_overlap) * c, gemm.shape)
-        return e, e
+        return off, off
     fwd_e = c - np.minimum((1 - 0.5 / K.TP_COMM_OVERLAP_SPLITS) * c, gemm)
     bwd_e = c - np.minimum(c, 0.5 * K.BWD_GEMM_RATIO * gemm)
-    return fwd_e, bwd_e
+    if achieved >= 1.0:
+        return fwd_e, bwd_e
+    return off + achieved * (fwd_e - off), off + achieved * (bwd_e - off)
 
 
 def moe_tp_collective(r: Rows) -> np.ndarray:
@@ -78,8 +82,9 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     base = K.TP_OVERLAP if r.fw.tp_overlap else 0.0
     # without the attention block's own GEMM time (a LayerCompute built elsewhere) each pair gets half the layer's
     attn_gemm = 0.5 * lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
-    a_f, a_b = tp_exposed(tp_ar, attn_gemm, r.run.tp_comm_overlap, base)
-    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, r.run.tp_comm_overlap, base)
+    achieved = K.MC2_ACHIEVED_SHARE if r.fw.mc2 else 1.0
+    a_f, a_b = tp_exposed(tp_ar, attn_gemm, r.run.tp_comm_overlap, base, achieved)
+    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, r.run.tp_comm_overlap, base, achieved)
     m_f, m_b = np.array(m_f), np.array(m_b)
     if r.is_moe:
         # the dispatcher's gather and scatter run synchronously in autograd: nothing of TP_OVERLAP (the linear

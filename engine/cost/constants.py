@@ -57,8 +57,25 @@ GEMM_FRACTION_OF_MAMF = 0.81
 # benchmarks/accuracy.py --fit, fit_fraction: grid 0.60-1.00 in 0.01, smallest worst |e| over the two runs.
 # Refitted when the HCCS collective efficiency was read as bus bandwidth (engine.catalog.devices.HCCS_COLL_EFF,
 # 0.76 -> 0.665): 0.87 then read 70B +4.0 % / 7B -2.6 %, 0.88 reads +3.2 % / -3.4 %. Leave-one-out: fitted on the
-# 7B alone 0.84 reads the 70B +6.5 %; on the 70B alone 0.92 reads the 7B -6.4 %.
+# 7B alone 0.84 reads the 70B +6.5 %; on the 70B alone 0.92 reads the 7B -6.4 %. With the 70B's --use-mc2 stated
+# (priced at MC2_ACHIEVED_SHARE, fitted beside it on the 34B and the 70B) the fit is unchanged.
 MINDSPEED_GEMM_FRACTION_OF_MAMF = 0.88
+# FITTED (the two MindSpeed-LLM MoE runs: ascend-qwen3-30b-a3b-16xa2-mindspeed, GroupedMLP on `npu_gmm`, 128
+# experts top-8, alltoall_seq at ep 8; ascend-mixtral-8x22b-64xa2-mindspeed, SequentialMLP (its script passes no
+# --moe-grouped-gemm), 8 experts top-2, alltoall at etp 8): the share of the rate above that MindSpeed's routed-expert
+# MLP reaches end to end on 910B, with what it waits for between its kernels. Why this term: with every other term
+# as priced, the time the two runs miss is proportional to their experts' GEMM work (1.87x and 1.66x the priced
+# expert GEMMs per layer and micro-batch, forward + backward + recompute), not to the layer count (a fixed cost per
+# MoE layer would need 11 ms on Qwen3 and 68 ms on Mixtral), nor to the permuted bytes (5x more on Qwen3, whose gap
+# is 1/6 of Mixtral's).
+# The two runs cannot separate a slow expert kernel from the waits its data-dependent shapes cost (the tokens per
+# expert read on the host before each grouped GEMM or per-expert split, `.tolist()` / `.cpu()` in Megatron-Core's
+# dispatcher and experts, which drains the queue); both scale with the experts' work here. No published 910B
+# grouped-GEMM rate at these shapes [U]. benchmarks/accuracy.py --fit, fit_fraction: grid 0.20-1.00 in 0.01,
+# smallest worst |e| over the two runs: 0.38 (Qwen3 -3.9 %, Mixtral +5.0 %; at 1, -31.0 % and -40.7 %).
+# Leave-one-out: on Qwen3 alone 0.35 reads Mixtral +11.2 %; on Mixtral alone 0.41 reads Qwen3 -7.1 %
+# (docs/cost-model.md §8.5). Megatron's GPU stacks are not affected (Framework.npu_gemms).
+MINDSPEED_EXPERT_GEMM_SHARE = 0.38
 # FITTED (the two dense Blackwell runs of [CAL] §11: llama31-405b-128xgb200-nemo, BF16 on GB200, and
 # llama3-8b-8xb200-mbridge-fp8, FP8 on B200): the share of the Hopper/Ampere-fitted fraction above that a
 # training run's GEMMs keep on Blackwell. The catalog's Blackwell MAMF ([HW] §3.1, MLE-ACC: B200 0.776, GB200
@@ -125,6 +142,18 @@ TP_OVERLAP = 0.30
 # 1/4 of the reduce-scatter, 1/8 of the all-gather + reduce-scatter pair), backward collectives "bulk"
 # (run beside the other backward GEMM: hidden up to that GEMM's time). Not fitted.
 TP_COMM_OVERLAP_SPLITS = 4
+# FITTED (the two MindSpeed-LLM v1.0.RC3 runs whose scripts pass --use-mc2 at tp 8: ascend-llama2-34b-16xa2-mindspeed
+# and ascend-llama2-70b-32xa2-mindspeed; the 7B runs at tp 1 and has no TP collective): how much of the per-block
+# bound above MindSpeed's MC2 ([MS-MC2]: `npu_all_gather_base_mm` / `npu_mm_reduce_scatter_base`, CANN's fused
+# matmul + HCCL kernels; Framework.mc2) reaches on 910B, as a share of the way from MC2 off (0: the linear
+# layers' asynchronous backward all-reduce only, TP_OVERLAP) to the bound (1). No source publishes MC2's achieved
+# overlap; what the runs say: at 1 the 34B read -20.4 % and the 70B -9.5 %, at 0 -6.4 % and +3.2 %, and every
+# share in between moves both down. benchmarks/accuracy.py --fit, fit_fraction: grid 0.00-1.00 in 0.05, smallest
+# worst |e| over the two runs: 0.00 (at the grid's edge: the runs say MC2 hid no more than the plain path at
+# that release, within their errors). Leave-one-out: on the 34B alone 0.00 reads the 70B +3.2 %; on the 70B
+# alone 0.25 reads the 34B -9.9 % (docs/cost-model.md §8.5). The MINDSPEED_GEMM_FRACTION_OF_MAMF fit (7B, 70B)
+# is refitted with it: 0.88 either way (fixed point of the two fits).
+MC2_ACHIEVED_SHARE = 0.0
 # FSDP / ZeRO-3 parameter gathers and gradient reduce-scatters are prefetched layer by layer: this share of
 # the compute time can hide them (N2-01/N2-04: step ≈ max(compute, communication)). FITTED on N2.
 FSDP_OVERLAP = 0.95

@@ -116,7 +116,9 @@ def grouped_gemm_time(r: Rows, tokens: np.ndarray) -> np.ndarray:
     f_e = float(m.moe_ffn or m.ffn_eff) / r.etp
     total = 2 * r.T / r.t * r.moe_copies * nm * h * float(m.moe_ffn or m.ffn_eff)
     call = 2 * tokens * h * f_e * nm / 2
-    return gemm_time(total, np.minimum(np.minimum(tokens, f_e), h), r.wgemm_rate, call)
+    # MindSpeed on Ascend: the expert MLP runs at a share of the stack's dense GEMM rate (Framework.npu_gemms)
+    rate = r.wgemm_rate * (K.MINDSPEED_EXPERT_GEMM_SHARE if r.fw.npu_gemms else 1.0)
+    return gemm_time(total, np.minimum(np.minimum(tokens, f_e), h), rate, call)
 
 
 def moe_gemms(r: Rows, tokens_rep: np.ndarray) -> MoeGemms:

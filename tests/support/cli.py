@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -59,3 +60,19 @@ def copy_example(name: str, dest: Path, examples: Path = EXAMPLES) -> Path:
     """A private copy of examples/NAME (from `examples`) at `dest`, for tests that write into it."""
     shutil.copytree(examples / name, dest)
     return dest
+
+
+def estimate_in_process(path: Path, *flags: str) -> dict[str, Any]:
+    """`hp-plan estimate PATH --json` run in this process: what a test that varies a constant (monkeypatch) reads
+    through the interface a user touches."""
+    import contextlib
+    import io
+    import json
+
+    from engine.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["estimate", str(path), "--json", *flags]) in (0, 1)
+    doc: dict[str, Any] = json.loads(buf.getvalue())
+    return doc

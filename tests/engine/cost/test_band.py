@@ -43,7 +43,11 @@ def test_the_band_is_narrow_where_the_model_was_fitted_and_wide_where_it_was_not
     a100 = _estimate(CASES / "K5-22B-sel.yaml")["error_band"]
     moe_a2 = _estimate(RUNS / "ascend-qwen3-30b-a3b-16xa2-mindspeed" / "search.yaml")["error_band"]
     assert a100["step"] < 0.08 and a100["features"] == []
-    assert moe_a2["features"] == ["moe"] and moe_a2["step"] > 3 * a100["step"]
+    # MoE on 910B: wider than the dense A100 runs, and wide enough for the MindSpeed MoE runs' own
+    # leave-one-out deviations (the experts' share fitted on one of them, read on the other)
+    assert moe_a2["features"] == ["moe"] and moe_a2["step"] > 1.5 * a100["step"]
+    ascend_moe = [abs(r.deviation) for r in E.STEP_ROWS if r.framework == "mindspeed" and "moe" in r.features]
+    assert len(ascend_moe) == 2 and moe_a2["step"] >= max(ascend_moe)
     # a stack with no fitted run pays the first-contact term
     assert relative_spread("hyperparallel", "ascend").step > relative_spread("mindspeed", "ascend").step
     assert relative_spread("megatron", "ampere", ("moe",)).step >= relative_spread("megatron", "ampere").step
