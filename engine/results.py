@@ -14,13 +14,6 @@ MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activa
 MFU_CONVENTION = ("model FLOPs per token, forward + backward, no recompute, attention not halved for causal "
                   "masking (Megatron's counter, KOR22 Eq. 7), over the device's dense BF16 peak")
 MFU_LABEL = "MFU (model FLOPs, non-causal, of the BF16 peak)"
-# The memory model's stated uncertainty, as a fraction of the budget: a peak within it of the budget gets the
-# verdict "marginal" (docs/formats.md §3), a warning rather than "fits" or "does not fit". The formulas reproduce
-# the published ones within 1.3 % (benchmarks/accuracy.py), the one measured peak in [CAL] §10
-# (torchtitan Llama-3.1-8B, 77.0 GiB reserved: a high-water mark of the allocator's reserve) reads +7.6 %
-# with the fitted allocator overhead (benchmarks/accuracy.py; 16 of the 17 peaks of benchmarks/memory_peaks.py
-# within 10 %, median |e| 2.6 %); 5 % is the band, not a bound.
-MEMORY_UNCERTAINTY = 0.05
 TIME_TERMS: tuple[str, ...] = (
     "compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_bubble", "pp_p2p", "optimizer",
 )
@@ -121,15 +114,17 @@ class Estimate:
 
     @property
     def verdict(self) -> str:
-        """`fits | marginal | does not fit` (docs/formats.md §3): marginal when the peak lies within the memory
-        model's uncertainty (MEMORY_UNCERTAINTY) of the budget, on either side."""
-        U = MEMORY_UNCERTAINTY
+        """`fits | marginal | does not fit` (docs/formats.md §3) read off the peak's own error band
+        (peak_memory_range_gib: the one band every figure carries, engine.cost.band): marginal when the budget
+        lies inside it, so a plan is called out of memory only when even the band's low end is over the
+        budget."""
         b = self.budget_gib
         if not b or b != b or b == float("inf"):
             return "fits" if self.fits else "does not fit"
-        if self.peak_memory_gib > b * (1 + U):
+        low, high = self.peak_memory_range_gib
+        if low > b:
             return "does not fit"
-        return "marginal" if self.peak_memory_gib > b * (1 - U) else "fits"
+        return "marginal" if high > b else "fits"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -72,10 +72,10 @@ MINDSPEED_GEMM_FRACTION_OF_MAMF = 0.88
 # expert read on the host before each grouped GEMM or per-expert split, `.tolist()` / `.cpu()` in Megatron-Core's
 # dispatcher and experts, which drains the queue); both scale with the experts' work here. No published 910B
 # grouped-GEMM rate at these shapes [U]. benchmarks/accuracy.py --fit, fit_fraction: grid 0.20-1.00 in 0.01,
-# smallest worst |e| over the two runs: 0.38 (Qwen3 -3.9 %, Mixtral +5.0 %; at 1, -31.0 % and -40.7 %).
-# Leave-one-out: on Qwen3 alone 0.35 reads Mixtral +11.2 %; on Mixtral alone 0.41 reads Qwen3 -7.1 %
+# smallest worst |e| over the two runs: 0.39 (Qwen3 -5.0 %, Mixtral +3.2 %; at 1, -31.0 % and -40.6 %).
+# Leave-one-out: on Qwen3 alone 0.35 reads Mixtral +11.3 %; on Mixtral alone 0.41 reads Qwen3 -7.1 %
 # (docs/cost-model.md §8.5). Megatron's GPU stacks are not affected (Framework.npu_gemms).
-MINDSPEED_EXPERT_GEMM_SHARE = 0.38
+MINDSPEED_EXPERT_GEMM_SHARE = 0.39
 # FITTED (the two dense Blackwell runs of [CAL] §11: llama31-405b-128xgb200-nemo, BF16 on GB200, and
 # llama3-8b-8xb200-mbridge-fp8, FP8 on B200): the share of the Hopper/Ampere-fitted fraction above that a
 # training run's GEMMs keep on Blackwell. The catalog's Blackwell MAMF ([HW] §3.1, MLE-ACC: B200 0.776, GB200
@@ -200,8 +200,7 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0
 RESERVED_GIB = 1.5
 # The allocator's reserve over its live tensors is a framework fact: engine.catalog.frameworks
 # (TORCHTITAN_ALLOCATOR_OVERHEAD, fitted there on named runs). RESERVED_GIB is what lies outside the allocator.
-# The memory model's stated uncertainty (the verdict's band) is engine.results.MEMORY_UNCERTAINTY: the verdict is a
-# property of a priced result, and the results sit below the cost model that fills them.
+# The memory verdict's uncertainty is the estimate's own memory band (engine.cost.band; engine.results.verdict).
 
 # ------------------------------------------------------------------------------------- MoE
 # Dropless routing (no capacity factor stated) lands unevenly: the busiest expert rank receives this factor more

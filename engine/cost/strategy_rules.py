@@ -29,7 +29,7 @@ from engine.facts import (
 )
 from engine.integers import listed_divisors
 from engine.positions import DOCUMENT_START
-from engine.results import MEMORY_UNCERTAINTY, Estimate
+from engine.results import Estimate
 from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, RunOptions, Strategy
 
 # Where each strategy field may be written, most specific first (search config, then train.yaml forms).
@@ -335,14 +335,15 @@ def positioned(config: Config, code: str, message: str, field: str, data: dict |
     return Diagnostic(code, message, rng, path, file=file, data=data or {}, fact=fact)
 
 
-def marginal(d: Diagnostic) -> Diagnostic:
-    """HP520 for a peak within the memory model's uncertainty above the budget: a warning that says the
+def marginal(d: Diagnostic, est: Estimate) -> Diagnostic:
+    """HP520 for a peak over the budget whose error band still reaches below it: a warning that says the
     verdict is marginal (it may fit; measure it), not an error."""
     from dataclasses import replace
 
+    low, _ = est.peak_memory_range_gib
     return replace(d, severity=Severity.WARNING,
-                   message=d.message + f": within the memory model's {MEMORY_UNCERTAINTY:.0%} uncertainty, the "
-                   "verdict is marginal (it may fit; check the measured peak)",
+                   message=d.message + f": within the memory estimate's band ({est.memory_band}, down to "
+                   f"{low:.1f} GiB) the verdict is marginal (it may fit; check the measured peak)",
                    data={**d.data, "verdict": "marginal"})
 
 
@@ -387,7 +388,7 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
                 data["budget_source"] = config.budget_source
         hp520 = positioned(config, "HP520", message, field, data)
         if est.verdict == "marginal":
-            hp520 = marginal(hp520)
+            hp520 = marginal(hp520, est)
         diags.append(hp520)
     from dataclasses import replace
 
