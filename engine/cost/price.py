@@ -32,8 +32,8 @@ from engine.cost.model import model_stats
 from engine.cost.offload import apply_offload, strip_offload
 from engine.cost.ratio_scaling import apply_ratios
 from engine.cost.rows import OFF, Rows, build_rows
-from engine.cost.swap import exposed_copy_time
 from engine.cost.step_parts import step_parts
+from engine.cost.swap import exposed_copy_time
 from engine.cost.table import CandidateTable, PricedTable
 from engine.cost.timing import (
     LayerCompute,
