@@ -114,17 +114,17 @@ class Estimate:
 
     @property
     def verdict(self) -> str:
-        """`fits | marginal | does not fit` (docs/formats.md §3) read off the peak's own error band
-        (peak_memory_range_gib: the one band every figure carries, engine.cost.band): marginal when the budget
-        lies inside it, so a plan is called out of memory only when even the band's low end is over the
-        budget."""
+        """`fits | marginal | does not fit` (docs/formats.md §3): `fits` when the peak is within the budget; over
+        it, the peak's own error band (peak_memory_range_gib, the one band every figure carries:
+        engine.cost.band) decides: `marginal` while the band's low end is within the budget (it may fit), `does
+        not fit` only when even the low end is over it. A plan is called out of memory only as far as the model
+        knows its memory."""
         b = self.budget_gib
         if not b or b != b or b == float("inf"):
             return "fits" if self.fits else "does not fit"
-        low, high = self.peak_memory_range_gib
-        if low > b:
-            return "does not fit"
-        return "marginal" if high > b else "fits"
+        if self.peak_memory_gib <= b:
+            return "fits"
+        return "does not fit" if self.peak_memory_range_gib[0] > b else "marginal"
 
     def to_json(self) -> dict[str, Any]:
         return {

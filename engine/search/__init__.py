@@ -205,11 +205,12 @@ def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
     return replace(result, elapsed_s=time.perf_counter() - t0, dimensions=dims)
 
 
-def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
-            cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
+def _what_is_missing(config: Config) -> tuple[list[str], int]:
+    """What the search needs and the config lacks (or states out of range), and how many of those the global
+    batch answers (the finding then sits on it)."""
     missing = [name for name, v in (("the model", config.model), ("the cluster", config.cluster)) if v is None]
     g = config.global_batch_size
-    batch_items = 0  # how many of `missing` the global batch answers (the finding then sits on it)
+    batch_items = 0
     if not g or g <= 0:
         missing.append("global_batch_size")
         batch_items = 1
@@ -223,6 +224,13 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
         huge = [v for v in dim.values if v > MAX_DEVICES]
         if huge:
             missing.append(f"{name} below {MAX_DEVICES:,} (it is {huge[0]:,})")
+    return missing, batch_items
+
+
+def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
+            cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
+    missing, batch_items = _what_is_missing(config)
+    g = config.global_batch_size
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
         return SearchResult(None, (), 0, 0, 0.0, {}, diagnostics=(
             refusals.cannot_search(config, missing, at_batch=batch_items == len(missing)),))

@@ -424,6 +424,23 @@ def _union(found: _Found, total: int) -> tuple[Space, Priced, np.ndarray]:
     return space, priced, np.concatenate(found.ids)
 
 
+def _pricing_order(cols: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The order _price_all prices rows in: (rows in (pp, vpp) order, each one's micro-batch wave in that order,
+    the row one wave lighter (engine.search.rank._waves; -1 none), and the rows priced whatever their lighter
+    neighbour did). Chunks of equal pipeline shape keep the cost model's stage arrays small. A heavier
+    micro-batch is priced only where the lighter one fits: memory grows with the micro-batch at a fixed batch,
+    except the unsharded gradients of an interleaved FSDP pipeline, which shrink to one chunk's once fewer than
+    2·pp micro-batches run (engine.cost.memory.unsharded_grad_share): those rows are all priced."""
+    if n <= CHUNK:  # one call prices them all: waves would only add calls
+        rank, prev = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    else:
+        rank, prev = _waves(cols, n)
+    fewer_grads = (cols["pp"] > 1) & (cols["vpp"] > 1) & (cols["fsdp"] > 1)
+    pp_vpp = cols["pp"].astype(np.int64) * (int(cols["vpp"].max()) + 1) + cols["vpp"]
+    shape_order = np.argsort(pp_vpp, kind="stable")
+    return shape_order, rank[shape_order], prev, fewer_grads
+
+
 def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: ModelSpec,
                poll: Poll | None = None, allowed: tuple[int, ...] = (), threshold: float = np.inf) -> Priced:
     """Price every row of `space` (the module docstring's passes, without the branch and bound). Rows whose
@@ -445,20 +462,9 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
         return out
     bound = np.full(n, np.inf)  # the first pass's step time: exact (single) or a lower bound (several modes)
     full_peak = np.full(n, np.inf)  # full recompute's peak where no recompute does not fit
-    if n <= CHUNK:  # one call prices them all: waves would only add calls
-        rank, prev = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    else:
-        rank, prev = _waves(cols, n)
-    # A heavier micro-batch is priced only where the lighter one fits: memory grows with the micro-batch at a
-    # fixed batch, except the unsharded gradients of an interleaved FSDP pipeline, which shrink to one chunk's
-    # once fewer than 2·pp micro-batches run (engine.cost.memory.unsharded_grad_share): those rows are all priced.
-    fewer_grads = (cols["pp"] > 1) & (cols["vpp"] > 1) & (cols["fsdp"] > 1)
-    # Chunks of equal pipeline shape keep the cost model's stage arrays small: price in (pp, vpp) order.
-    pp_vpp = cols["pp"].astype(np.int64) * (int(cols["vpp"].max()) + 1) + cols["vpp"]
-    shape_order = np.argsort(pp_vpp, kind="stable")
-    rank_sorted = rank[shape_order]
+    shape_order, rank_sorted, prev, fewer_grads = _pricing_order(cols, n)
     done = 0
-    for k in range(int(rank.max()) + 1):
+    for k in range(int(rank_sorted.max()) + 1):
         rows = shape_order[rank_sorted == k]
         if k > 0:
             rows = rows[out.feasible[prev[rows]] | fewer_grads[rows]]

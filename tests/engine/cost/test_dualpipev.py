@@ -45,7 +45,9 @@ def test_dualpipev_prices_a_smaller_bubble_and_hides_the_all_to_all(tmp_path: Pa
     assert dual["strategy"]["pipeline_schedule"] == "dualpipev" and "HP530" not in _codes(dual)
     t1, t2 = one["time_breakdown_s"], dual["time_breakdown_s"]
     assert 0 < t2["pp_bubble"] < t1["pp_bubble"]
-    assert t2["ep_comm"] < t1["ep_comm"]  # cross-micro-batch (--moe-fb-overlap) beats the chunked overlap here
+    # cross-micro-batch (--moe-fb-overlap) never exposes more than the chunked overlap (here, with the experts at
+    # MindSpeed's fitted share, both hide the all-to-alls and leave the same synchronous part)
+    assert t2["ep_comm"] <= t1["ep_comm"]
     assert t2["pp_p2p"] == 0.0 < t1["pp_p2p"]  # the sends hide with the all-to-alls
     assert dual["step_time_s"] < one["step_time_s"]
     # The output layer and loss move to rank 0 (the V ends there): its memory rises, the last rank's falls.

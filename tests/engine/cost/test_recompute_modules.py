@@ -128,10 +128,11 @@ def _estimate(tmp_path: Path, text: str, *flags: str) -> tuple[int, dict[str, An
 
 def test_deepseek_v3_recipe_recomputing_mla_up_proj_fits(tmp_path: Path) -> None:
     base = DSV3_RECIPE.replace("FW", "megatron")
-    rc0, default = _estimate(tmp_path, base.replace("MODULES", ""))
+    _, default = _estimate(tmp_path, base.replace("MODULES", ""))
     rc1, recipe = _estimate(tmp_path, base.replace("MODULES", "recompute_modules: [mla_up_proj, mlp]"))
-    # Megatron's default selective (core_attn only) is over 80 GB; the recipe's modules are what trained
-    assert default["fits"] is False and rc0 == 1
+    # Megatron's default selective (core_attn only) is over 80 GB (how far over, the peak's band says); the
+    # recipe's modules are what trained
+    assert default["peak_memory_gib"] > 80 and default["verdict"] in ("marginal", "does not fit")
     assert recipe["fits"] is True and rc1 == 0, recipe["peak_memory_gib"]
     assert recipe["step_time_s"] > 0 and recipe["peak_memory_gib"] < default["peak_memory_gib"] - 10
 
