@@ -13,7 +13,7 @@ each run is its own (prior.plan_spread, prior.own_spread). So on a fitted stack 
 floor SHARED_FLOOR (no measured spread: an anchor there moves no other plan's parts unless the stack-wide
 bias hypothesis, prior.STACK_BIAS_SD and prior.bias_prior, wins). On a device or framework the model was not
 fitted on, nothing absorbed the error: a part's spread is what the model misses on one plan there, σ_g of the
-framework (or the pooled 3.3%) for compute, pipeline and optimizer, κ = 0.188 (prior.COMM_SPREAD, the spread
+framework (or the pooled 3.1%) for compute, pipeline and optimizer, κ = 0.196 (prior.COMM_SPREAD, the spread
 per unit share of exposed communication) for communication.
 """
 
