@@ -198,3 +198,20 @@ def test_a_good_host_figure_reads() -> None:
     ratios, diags = parse_ratios("ratios: {compute: 1.0}\nparts: {host_s_per_launch: 2.5e-5}\nmemory_ratio: 1.0\n"
                                  "fitted_on: []\n", "r.yaml")
     assert not diags and ratios is not None and ratios.host_s_per_launch == 2.5e-5 and ratios.parts == ()
+
+
+def test_the_predicted_trace_of_a_host_calibrated_plan_reads_its_host_part_back(tmp_path: Path) -> None:
+    """explain --trace under a ratios file with 1 ms per launch unit: the device's work ends the plan's host
+    seconds before the step, and calibrating on that trace gives the same host part back."""
+    ratios = _ratios(tmp_path / "host.yaml", {"host_s_per_launch": GAP_S})
+    trace = tmp_path / "predicted.trace.json"
+    doc = _explain_trace(trace, "--ratios", str(ratios))
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    device_end = max(e["ts"] + e["dur"] for e in events if e["cat"] == "kernel")
+    assert doc["step_time_s"] * 1e6 - device_end == pytest.approx(GAP_S * 64 * 1e6, rel=1e-3)
+    shutil.copy(EXAMPLE, tmp_path / "plan.yaml")
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("runs:\n  - config: plan.yaml\n    trace: predicted.trace.json\n")
+    cal = calibrate(str(runs))
+    assert cal.ok and cal.fitted is not None
+    assert cal.fitted.host_s_per_launch == pytest.approx(GAP_S, rel=0.01)
