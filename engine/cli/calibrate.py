@@ -2,8 +2,8 @@
 
 Text: the diagnostics (compiler-style, positioned in the RUNS file), then one row per run (measured,
 uncalibrated, calibrated and leave-one-out step time; measured, uncalibrated and calibrated peak), the ratios
-and which parts the step times moved, per priced part its seconds before and after, its ratio and why, the
-memory parts' ratios, and per run how each part moved. JSON: the docs/formats.md §6 document.
+and which parts the step times moved, per priced part its seconds before and after, its ratio and why (and
+the host part's seconds, per launch unit and why), the memory parts' ratios, and per run how each part moved. JSON: the docs/formats.md §6 document.
 Exit 1 (and nothing written) when any run has an error; 0 otherwise.
 """
 
