@@ -7,17 +7,11 @@ from pathlib import Path
 
 from engine.calibrate.result import calibrate
 from hp_lsp.features.calibration import run_hover
-from tests.support.cli import ROOT
-from tests.support.cli import hp_plan_script as hp_plan
-
-EXAMPLE = ROOT / "examples" / "explain" / "1f1b.yaml"
+from tests.support.plan_traces import EXAMPLE, explain_trace, ratios_file
 
 
 def test_a_runs_hover_states_the_host_time_a_profile_measured(tmp_path: Path) -> None:
-    ratios = tmp_path / "host.yaml"
-    ratios.write_text("ratios: {compute: 1.0}\nparts: {host_s_per_launch: 0.001}\nmemory_ratio: 1.0\nfitted_on: []\n")
-    r = hp_plan("explain", str(EXAMPLE), "--ratios", str(ratios), "--trace", str(tmp_path / "t.json"))
-    assert r.returncode == 0, r.stdout + r.stderr
+    explain_trace(tmp_path / "t.json", "--ratios", str(ratios_file(tmp_path / "host.yaml", {"host_s_per_launch": 1e-3})))
     shutil.copy(EXAMPLE, tmp_path / "plan.yaml")
     runs = tmp_path / "runs.yaml"
     runs.write_text("runs:\n  - config: plan.yaml\n    trace: t.json\n")

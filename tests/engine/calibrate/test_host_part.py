@@ -19,10 +19,10 @@ from engine.cost import estimate_config
 from engine.cost import price as price_module
 from engine.ratios.ratiofile import parse_ratios
 from engine.specs import HOST_PART
-from tests.engine.calibrate.test_trace import EXAMPLE, _explain_trace, _ratios
 from tests.support.cli import ROOT
 from tests.support.cli import hp_plan_script as hp_plan
 from tests.support.configs import stated_config
+from tests.support.plan_traces import EXAMPLE, explain_trace, ratios_file
 
 GAP_S = 1e-3  # injected host seconds per launch unit (one layer's kernels for one micro-batch)
 
@@ -52,8 +52,8 @@ def _calibrated_on_gapped_trace(tmp_path: Path, truth: dict[str, float] | None =
     """(calibrate --json, the ratios file, the trace): a run drawn as the model's own timeline under `truth`
     part ratios, with GAP_S of host time per launch unit injected, calibrated through the CLI."""
     measured = tmp_path / "measured.trace.json"
-    extra = ("--ratios", str(_ratios(tmp_path / "truth.yaml", truth, **groups))) if truth or groups else ()
-    _explain_trace(measured, *extra)
+    extra = ("--ratios", str(ratios_file(tmp_path / "truth.yaml", truth, **groups))) if truth or groups else ()
+    explain_trace(measured, *extra)
     _inject_gaps(measured, GAP_S, layers_per_box=8)  # 32 layers over 4 stages, one chunk each
     shutil.copy(EXAMPLE, tmp_path / "plan.yaml")
     runs = tmp_path / "runs.yaml"
@@ -203,9 +203,9 @@ def test_a_good_host_figure_reads() -> None:
 def test_the_predicted_trace_of_a_host_calibrated_plan_reads_its_host_part_back(tmp_path: Path) -> None:
     """explain --trace under a ratios file with 1 ms per launch unit: the device's work ends the plan's host
     seconds before the step, and calibrating on that trace gives the same host part back."""
-    ratios = _ratios(tmp_path / "host.yaml", {"host_s_per_launch": GAP_S})
+    ratios = ratios_file(tmp_path / "host.yaml", {"host_s_per_launch": GAP_S})
     trace = tmp_path / "predicted.trace.json"
-    doc = _explain_trace(trace, "--ratios", str(ratios))
+    doc = explain_trace(trace, "--ratios", str(ratios))
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
     device_end = max(e["ts"] + e["dur"] for e in events if e["cat"] == "kernel")
     assert doc["step_time_s"] * 1e6 - device_end == pytest.approx(GAP_S * 64 * 1e6, rel=1e-3)
