@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import PipelineLayout, Ratios, Strategy
+from engine.specs import HOST_PART, PipelineLayout, Ratios, Strategy
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
 # Which FLOP count `mfu` uses (docs/formats.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
@@ -45,6 +45,7 @@ class Estimate:
     # The step's parts (engine.specs.PRICED_PARTS -> seconds per step, engine.cost.step_parts): time_breakdown_s split
     # further (GEMM / attention / element-wise, each collective per link class); they add up to step_time_s.
     time_parts_s: Mapping[str, float] = field(default_factory=dict)
+    host_launches: float = 0.0  # launch units per step (engine.cost.step_parts.host_launches); not in the JSON
     # The pipeline layout the search chose for this plan where the files state none (engine.search: the
     # embedding and loss counted in the split, where the framework offers it); None = the run's own.
     pipeline_layout: PipelineLayout | None = None
@@ -98,7 +99,20 @@ class Estimate:
         c = self.calibration
         if c is None:
             return "uncalibrated (fit ratios on your own runs with hp-plan calibrate)"
-        return f"calibrated on {c.runs} run{'s' if c.runs != 1 else ''} from {c.file}"
+        host = (f", host time {self.time_parts_s.get(HOST_PART, 0.0):.4g} s per step ({self.host_launches:g} launch "
+                f"units)" if c.host_s_per_launch > 0 else "")
+        return f"calibrated on {c.runs} run{'s' if c.runs != 1 else ''} from {c.file}{host}"
+
+    def _calibration_json(self) -> dict[str, Any] | None:
+        """The `calibration` object: the ratios file and runs, and where a host part applies
+        (engine.specs.HOST_PART) its seconds per launch unit and this plan's host seconds."""
+        c = self.calibration
+        if c is None:
+            return None
+        if c.host_s_per_launch <= 0:
+            return c.to_json()
+        return {**c.to_json(), "host_s_per_launch": c.host_s_per_launch,
+                "host_s": self.time_parts_s.get(HOST_PART, 0.0), "host_launches": self.host_launches}
 
     @property
     def priced_for(self) -> str:
@@ -146,7 +160,7 @@ class Estimate:
             "causal_mfu": self.causal_mfu,
             "verdict": self.verdict,
             "diagnostics": [d.to_json() for d in self.diagnostics],
-            "calibration": self.calibration.to_json() if self.calibration is not None else None,
+            "calibration": self._calibration_json(),
             "pipeline_layout": self.pipeline_layout.to_json() if self.pipeline_layout is not None else None,
             **({"recompute_modules": list(self.recompute_modules)} if self.recompute_modules else {}),
             **({"vision_tower": dict(self.vision_tower)} if self.vision_tower is not None else {}),

@@ -216,6 +216,17 @@ PRICED_PARTS: dict[str, str] = {
 }
 
 
+# The additive part (docs/calibration.md, "Host overhead"): host-side time the model does not price (kernel
+# launches the device waits on, [CUDA-GRAPH]), 0 s until a calibration gives it seconds per launch unit (one
+# decoder layer's kernels for one micro-batch on the slowest stage: engine.cost.step_parts.host_launches). It is
+# no PRICED_PARTS part: a ratio on zero seconds means nothing, so it is fitted and applied in seconds.
+HOST_PART = "host"
+# Seconds per launch unit beyond which a ratios file's host_s_per_launch is refused (HP810): a layer's eager
+# kernels for one micro-batch are tens of launches of the order of microseconds each ([CUDA-GRAPH]); 10 ms per
+# unit is 100× and more of that: a number in other units.
+HOST_S_PER_LAUNCH_MAX = 0.01
+
+
 def group_of_part(part: str) -> str:
     """The ratio group (RATIO_GROUPS) a PRICED_PARTS part, a TIME_TERMS name or a group name belongs to."""
     term = PRICED_PARTS.get(part, part)
@@ -259,6 +270,9 @@ class Ratios:
     local: LocalCorrection | None = None  # the plan-specific part (rule `local`); None: one ratio per group
     # One ratio per PRICED_PARTS part (rule `parts`; docs/formats.md §6 `parts`); () = each part takes its group's.
     parts: tuple[tuple[str, float], ...] = ()
+    # The host part's seconds per launch unit (HOST_PART; docs/formats.md §6 `parts.host_s_per_launch`): a plan
+    # adds this × its launch units to its step; 0: nothing added.
+    host_s_per_launch: float = 0.0
 
     def of(self, group: str) -> float:
         return dict(self.time).get(group, 1.0)

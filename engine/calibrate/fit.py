@@ -35,7 +35,7 @@ import numpy as np
 from engine.calibrate.memory_parts import MemoryFit, fit_memory
 from engine.calibrate.parts import PartsFit, fit_parts
 from engine.calibrate.runs import Measured
-from engine.calibrate.spreads import part_spreads
+from engine.calibrate.spreads import host_spread, part_spreads
 from engine.catalog.frameworks import framework_of
 from engine.config import Config
 from engine.cost.band import COVERAGE, relative_spread
@@ -45,7 +45,7 @@ from engine.ratios import prior
 from engine.ratios.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.ratios.stack import stack_of
 from engine.results import Estimate
-from engine.specs import PRICED_PARTS, RATIO_GROUPS, LocalCorrection, group_of_part
+from engine.specs import HOST_PART, PRICED_PARTS, RATIO_GROUPS, LocalCorrection, group_of_part
 
 RULES = ("parts", "local", "step", "compute")
 DEFAULT_RULE = "parts"
@@ -72,6 +72,8 @@ class Fitted:
     parts: PartsFit | None = None  # rule `parts`: the MAP part ratios and why
     part_ratios: dict[str, float] = field(default_factory=dict)
     memory_fit: MemoryFit | None = None  # a measured peak's MAP split over the memory parts
+    host_s_per_launch: float = 0.0  # the host part (engine.specs.HOST_PART): seconds per launch unit
+    host_source: str = ""  # "profile" (measured), "step times" (the parts rule's MAP), "" (not fitted: 0)
 
     @property
     def split_parts(self) -> bool:
@@ -124,18 +126,29 @@ def _profiled(runs: Sequence[Measured], priced: list[dict[str, float]]) -> tuple
     return ratios, [p for p in PRICED_PARTS if p in profiled], clamped
 
 
-def _left(m: Measured, u: dict[str, float], ratios: dict[str, float], moved: Sequence[str]) -> tuple[float, float]:
-    """(R, S): the run's step less its fixed parts, and the priced seconds of the moved parts."""
-    fixed = sum(ratios[p] * u[p] for p in PRICED_PARTS if p not in moved)
+def _left(m: Measured, u: dict[str, float], ratios: dict[str, float], moved: Sequence[str],
+          host_s_per_launch: float = 0.0) -> tuple[float, float]:
+    """(R, S): the run's step less its fixed parts (a profiled host part's seconds among them), and the priced
+    seconds of the moved parts."""
+    fixed = sum(ratios[p] * u[p] for p in PRICED_PARTS if p not in moved) + host_s_per_launch * m.estimate.host_launches
     return m.step_time_s - fixed, sum(u[p] for p in moved)
 
 
+def profiled_host(runs: Sequence[Measured]) -> float | None:
+    """The host part's seconds per launch unit from the runs whose profile measured it (`parts_s` key
+    HOST_PART): Σ measured host seconds ÷ Σ launch units, the ratio-of-sums rule of the profiled parts; None
+    when no profile measured it."""
+    rows = [(m.parts_s[HOST_PART], m.estimate.host_launches) for m in runs
+            if HOST_PART in m.parts_s and m.estimate.host_launches > 0]
+    return sum(h for h, _ in rows) / sum(n for _, n in rows) if rows else None
+
+
 def _one_factor(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
-                moved: Sequence[str]) -> float | None:
+                moved: Sequence[str], host: float = 0.0) -> float | None:
     """The step/compute rules' factor s (None when the moved parts are priced at nothing)."""
     num = den = 0.0
     for m, u in zip(runs, priced, strict=True):
-        r_i, s_i = _left(m, u, ratios, moved)
+        r_i, s_i = _left(m, u, ratios, moved, host)
         w = 1.0 / (m.step_time_s ** 2)
         num += w * s_i * r_i
         den += w * s_i * s_i
@@ -156,11 +169,11 @@ def named_moved(moved: Sequence[str]) -> tuple[str, ...]:
 
 
 def _local(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
-           moved: Sequence[str]) -> LocalFit | None:
+           moved: Sequence[str], host: float = 0.0) -> LocalFit | None:
     """The local rule's split over the runs whose moved parts are priced (None when none is)."""
     feats, res, own = [], [], []
     for m, u in zip(runs, priced, strict=True):
-        r_i, s_i = _left(m, u, ratios, moved)
+        r_i, s_i = _left(m, u, ratios, moved, host)
         if s_i > 0 and m.config.model is not None and m.config.cluster is not None:
             feats.append(strategy_features(m.config.model, m.config.cluster, m.estimate.strategy))
             res.append(math.log(min(max(r_i / s_i, RATIO_MIN), RATIO_MAX)))
@@ -198,19 +211,23 @@ def plan_feature_spread(est: Estimate, config: Config) -> float:
 
 
 def _parts_fit(runs: Sequence[Measured], priced: list[dict[str, float]], ratios: dict[str, float],
-               moved: Sequence[str]) -> tuple[PartsFit, LocalFit] | None:
+               moved: Sequence[str], host: float | None) -> tuple[PartsFit, LocalFit] | None:
     """The parts rule over the runs whose moved parts are priced (None when none is): the MAP ratio of every moved
     part some run prices, and each run's remaining misfit as its own (a LocalCorrection with no shared weights,
-    so only its plan gets it)."""
+    so only its plan gets it). `host`: the host part's seconds per launch unit a profile measured (fixed), or
+    None to fit it with the parts (prior mean 0, spread engine.calibrate.spreads.host_spread: τ0, the per-step
+    overhead the model does not price, where it can carry; docs/calibration.md "Host overhead")."""
     total = sum(m.step_time_s for m in runs)
     fitted = [p for p in moved if sum(u[p] for u in priced) > NEGLIGIBLE * total]
     rows, feats, sds = [], [], []
     targets: list[float] = []
     framework, device = stack_of(runs[0].config)
     sg = prior.plan_spread(framework, device)
+    launches: list[float] = []
     for m, u in zip(runs, priced, strict=True):
-        r_i, s_i = _left(m, u, ratios, fitted)
+        r_i, s_i = _left(m, u, ratios, fitted, host or 0.0)
         if s_i > 0 and m.config.model is not None and m.config.cluster is not None:
+            launches.append(m.estimate.host_launches)
             rows.append([u[p] for p in fitted])
             targets.append(r_i)
             feats.append(strategy_features(m.config.model, m.config.cluster, m.estimate.strategy))
@@ -221,7 +238,8 @@ def _parts_fit(runs: Sequence[Measured], priced: list[dict[str, float]], ratios:
         return None
     spreads = part_spreads(framework, device)
     pf = fit_parts(tuple(fitted), np.asarray(rows), np.asarray(targets), np.asarray(sds),
-                   [spreads[p] for p in fitted], sg, prior.bias_prior(framework, device))
+                   [spreads[p] for p in fitted], sg, prior.bias_prior(framework, device),
+                   np.asarray(launches) if host is None else None, host_spread(framework, device))
     plans: dict[tuple[float, ...], list[float]] = {}  # one anchor per plan: repeats of a plan share their rest
     for row, e in zip(feats, pf.own, strict=True):
         plans.setdefault(tuple(round(float(v), 6) for v in row), []).append(e)
@@ -255,12 +273,13 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
     """Ratios fitted on `runs` (at least one) under `rule` (RULES)."""
     priced = [part_seconds(m) for m in runs]
     ratios, profiled, clamped = _profiled(runs, priced)
+    host = profiled_host(runs)
     moved = _moved_by_rule(rule, profiled)
     local: LocalFit | None = None
     parts: PartsFit | None = None
     factor = None
     if rule == "parts":
-        both = _parts_fit(runs, priced, ratios, moved)
+        both = _parts_fit(runs, priced, ratios, moved, host)
         parts, local = both if both is not None else (None, None)
         if parts is not None:
             # A part no run prices has no evidence of its own: its MAP is the prior's, θ = b̂ + 0 (the stack
@@ -268,10 +287,10 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
             ratios.update({p: math.exp(parts.log_bias) for p in moved})
             ratios.update({p: math.exp(t) for p, t in zip(parts.parts, parts.log_ratios, strict=True)})
     elif rule == "local":
-        local = _local(runs, priced, ratios, moved)
+        local = _local(runs, priced, ratios, moved, host or 0.0)
         factor = math.exp(local.log_bias) if local is not None else None
     else:
-        factor = _one_factor(runs, priced, ratios, moved)
+        factor = _one_factor(runs, priced, ratios, moved, host or 0.0)
     if factor is not None:
         s, hit = _clamp(factor, RATIO_MIN, RATIO_MAX)
         ratios.update({p: s for p in moved})
@@ -282,8 +301,10 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
     if memory_fit is not None and memory_fit.clamped:
         clamped.append("memory")
     moved_by_steps = tuple(moved) if factor is not None or parts is not None else ()
+    host_fit = host if host is not None else parts.host_s_per_launch if parts is not None else 0.0
+    source = "profile" if host is not None else "step times" if parts is not None and parts.host_prior_sd_s else ""
     return Fitted(group_ratios(runs, priced, ratios), memory, tuple(profiled), moved_by_steps, tuple(clamped),
-                  local, parts, ratios, memory_fit)
+                  local, parts, ratios, memory_fit, host_fit, source)
 
 
 def run_factor(m: Measured, fitted: Fitted) -> float:
@@ -299,15 +320,18 @@ def calibrated_part_seconds(m: Measured, fitted: Fitted) -> dict[str, float]:
     u = part_seconds(m)
     f = run_factor(m, fitted)
     moved = fitted.local.local.moved if fitted.local is not None else ()
-    return {p: fitted.part_ratios[p] * u[p] * (f if p in moved or group_of_part(p) in moved else 1.0)
-            for p in PRICED_PARTS}
+    out = {p: fitted.part_ratios[p] * u[p] * (f if p in moved or group_of_part(p) in moved else 1.0)
+           for p in PRICED_PARTS}
+    out[HOST_PART] = fitted.host_s_per_launch * m.estimate.host_launches
+    return out
 
 
 def calibrated_parts(m: Measured, fitted: Fitted) -> dict[str, float]:
     """The run's seconds per ratio group after calibration."""
     out = {g: 0.0 for g in RATIO_GROUPS}
     for p, v in calibrated_part_seconds(m, fitted).items():
-        out[group_of_part(p)] += v
+        if p in PRICED_PARTS:
+            out[group_of_part(p)] += v
     return out
 
 

@@ -53,6 +53,8 @@ class PartsFit:
     own: tuple[float, ...]
     loo_log: tuple[float, ...] | None
     posterior_cov: tuple[tuple[float, ...], ...] = ()  # of the log ratios θ (P × P), Laplace at the MAP
+    host_s_per_launch: float = 0.0  # the host part's MAP seconds per launch unit (0 when not fitted)
+    host_prior_sd_s: float = 0.0  # its prior spread, seconds per step at the runs' mean launch units (0: not fitted)
 
     def band_sd(self, priced: Sequence[float], plan_sd: float) -> float:
         """The log-spread of the calibrated step's moved parts at a plan with `priced` seconds per part (in
@@ -79,45 +81,65 @@ def _marginal(r: np.ndarray, x: np.ndarray, lam: np.ndarray, v: np.ndarray) -> t
     return -0.5 * (quad + logdet + r.size * math.log(2 * math.pi)), a, c
 
 
-def _thetas(beta: np.ndarray, biased: bool) -> np.ndarray:
-    """Each part's log ratio: its deviation, plus the stack bias (β's first entry) when there is one."""
-    return beta[1:] + beta[0] if biased else beta
+def _thetas(beta: np.ndarray, biased: bool, n_parts: int) -> np.ndarray:
+    """Each part's log ratio: its deviation, plus the stack bias (β's first entry) when there is one. β is
+    (b?, d_1..d_P, η?): η, the host part's scaled size, last when it is fitted."""
+    off = int(biased)
+    d = beta[off:off + n_parts]
+    return d + beta[0] if biased else d
 
 
-def _predict(beta: np.ndarray, w: np.ndarray, biased: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(f, J): f_i = log Σ_g w_ig·exp(θ_g), and its Jacobian in β (the bias moves every θ)."""
-    e = w * np.exp(_thetas(beta, biased))[None, :]
-    tot = np.maximum(e.sum(axis=1), 1e-300)
+def _eta(beta: np.ndarray, biased: bool, n_parts: int) -> float:
+    """The host part's scaled size η (0 when it is not fitted: β holds no entry past the parts)."""
+    return float(beta[int(biased) + n_parts]) if beta.size > int(biased) + n_parts else 0.0
+
+
+def _predict(beta: np.ndarray, w: np.ndarray, biased: bool, host: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(f, J): f_i = log(Σ_g w_ig·exp(θ_g) + η·c_i), c_i the host column (None: no host part), and its Jacobian
+    in β (the bias moves every θ)."""
+    n_parts = w.shape[1]
+    e = w * np.exp(_thetas(beta, biased, n_parts))[None, :]
+    tot = e.sum(axis=1) + (_eta(beta, biased, n_parts) * host if host is not None else 0.0)
+    tot = np.maximum(tot, 1e-300)
     jac = e / tot[:, None]
-    if biased:
-        jac = np.concatenate([jac.sum(axis=1, keepdims=True), jac], axis=1)
-    return np.log(tot), jac
+    cols = [jac.sum(axis=1, keepdims=True)] if biased else []
+    cols.append(jac)
+    if host is not None:
+        cols.append((host / tot)[:, None])
+    return np.log(tot), np.concatenate(cols, axis=1)
 
 
 def _map(r: np.ndarray, w: np.ndarray, lam: np.ndarray, v: np.ndarray, start: np.ndarray,
-         biased: bool) -> np.ndarray:
-    """Gauss-Newton on Σ (r_i − f_i(β))²/v_i + Σ β²/λ from `start`, every θ kept within ±prior.LOG_BOUND."""
-    beta = _bounded(start, biased)
+         biased: bool, host: np.ndarray | None = None) -> np.ndarray:
+    """Gauss-Newton on Σ (r_i − f_i(β))²/v_i + Σ β²/λ from `start`, every θ kept within ±prior.LOG_BOUND and
+    the host part never negative."""
+    n_parts = w.shape[1]
+    beta = _bounded(start, biased, n_parts)
     for _ in range(GN_ITERATIONS):
-        f, jac = _predict(beta, w, biased)
+        f, jac = _predict(beta, w, biased, host)
         jv = jac / v[:, None]
         h = np.diag(1.0 / lam) + jv.T @ jac
         g = jv.T @ (r - f) - beta / lam
         step = np.linalg.solve(h, g)
-        beta = _bounded(beta + step, biased)
+        beta = _bounded(beta + step, biased, n_parts)
         if float(np.max(np.abs(step))) < GN_TOLERANCE:
             break
     return beta
 
 
-def _bounded(beta: np.ndarray, biased: bool) -> np.ndarray:
-    """β with every part's log ratio (bias included) within ±prior.LOG_BOUND."""
+def _bounded(beta: np.ndarray, biased: bool, n_parts: int) -> np.ndarray:
+    """β with every part's log ratio (bias included) within ±prior.LOG_BOUND and η ≥ 0 (host time is never
+    negative)."""
     out = beta.copy()
+    off = int(biased)
     if biased:
         out[0] = float(np.clip(out[0], -prior.LOG_BOUND, prior.LOG_BOUND))
-        out[1:] = np.clip(out[1:] + out[0], -prior.LOG_BOUND, prior.LOG_BOUND) - out[0]
-        return out
-    return np.clip(out, -prior.LOG_BOUND, prior.LOG_BOUND)
+        out[1:1 + n_parts] = np.clip(out[1:1 + n_parts] + out[0], -prior.LOG_BOUND, prior.LOG_BOUND) - out[0]
+    else:
+        out[:n_parts] = np.clip(out[:n_parts], -prior.LOG_BOUND, prior.LOG_BOUND)
+    out[off + n_parts:] = np.maximum(out[off + n_parts:], 0.0)
+    return out
 
 
 def _loo(r: np.ndarray, x: np.ndarray, a: np.ndarray, c: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -130,22 +152,25 @@ def _loo(r: np.ndarray, x: np.ndarray, a: np.ndarray, c: np.ndarray, v: np.ndarr
     return r - alpha / diag
 
 
-def _theta_cov(beta: np.ndarray, w: np.ndarray, lam: np.ndarray, v: np.ndarray, biased: bool) -> np.ndarray:
+def _theta_cov(beta: np.ndarray, w: np.ndarray, lam: np.ndarray, v: np.ndarray, biased: bool,
+               host: np.ndarray | None = None) -> np.ndarray:
     """The posterior covariance of the log ratios θ at the MAP (Laplace: the inverse Gauss-Newton Hessian,
-    mapped through θ = b + d when the stack bias is in)."""
-    _f, jac = _predict(beta, w, biased)
+    mapped through θ = b + d when the stack bias is in; the host part's entry left out)."""
+    _f, jac = _predict(beta, w, biased, host)
     cov = np.linalg.inv(np.diag(1.0 / lam) + (jac / v[:, None]).T @ jac)
-    if not biased:
-        return cov
-    t = np.concatenate([np.ones((w.shape[1], 1)), np.eye(w.shape[1])], axis=1)
+    n_parts = w.shape[1]
+    t = np.zeros((n_parts, beta.size))
+    t[:, int(biased):int(biased) + n_parts] = np.eye(n_parts)
+    if biased:
+        t[:, 0] = 1.0
     return t @ cov @ t.T
 
 
 def _loo_at(r: np.ndarray, w: np.ndarray, lam: np.ndarray, v: np.ndarray, beta: np.ndarray,
-            biased: bool) -> np.ndarray:
+            biased: bool, host: np.ndarray | None = None) -> np.ndarray:
     """The leave-one-out log residuals of the model linearised at the MAP β̂ (its Jacobian J as the design, so
     parts that moved apart keep their curvature): J_i·β̂₋ᵢ + f_i − J_i·β̂ for each run."""
-    f, jac = _predict(beta, w, biased)
+    f, jac = _predict(beta, w, biased, host)
     offset = f - jac @ beta
     r_lin = r - offset
     jv = jac / v[:, None]
@@ -153,33 +178,59 @@ def _loo_at(r: np.ndarray, w: np.ndarray, lam: np.ndarray, v: np.ndarray, beta: 
     return _loo(r_lin, jac, a, jv.T @ r_lin, v) + offset
 
 
+def _host_column(launches: np.ndarray | None, host_sd_s: float, tot: np.ndarray) -> tuple[np.ndarray | None,
+                                                                                        float]:
+    """(c, n̄): the host part's design column c_i = (n_i / n̄)·τ / T_i (η ~ N(0, 1) scales it: run i's host
+    seconds are η·τ·n_i/n̄, τ = host_sd_s the prior spread at the runs' mean launch units n̄), or (None, 0) when
+    the host part is not fitted."""
+    if launches is None or host_sd_s <= 0:
+        return None, 0.0
+    n_bar = float(np.mean(launches))
+    if n_bar <= 0:
+        return None, 0.0
+    return np.asarray(launches, dtype=np.float64) / n_bar * host_sd_s / tot, n_bar
+
+
 def fit_parts(parts: Sequence[str], priced: np.ndarray, residual_target: np.ndarray, plan_sd: np.ndarray,
-              part_sd: Sequence[float], plan_spread: float, prior_biased: float) -> PartsFit:
+              part_sd: Sequence[float], plan_spread: float, prior_biased: float,
+              launches: np.ndarray | None = None, host_sd_s: float = 0.0) -> PartsFit:
     """The MAP part ratios from `priced` (n, P) seconds per part of each run (the parts the step times move),
     `residual_target` (n,) what each run measured of those parts (seconds), `plan_sd` (n,) each run's own
     spread √(σ_g² + o_i² + σ_n²), `part_sd` (P,) each part's prior spread, and the prior probability that the
-    stack is biased."""
+    stack is biased; with `launches` (n,) each run's launch units and `host_sd_s` > 0, also the additive host
+    part's seconds per launch unit (prior mean 0, spread host_sd_s seconds per step at the runs' mean units,
+    never negative)."""
     u = np.asarray(priced, dtype=np.float64)
     tot = u.sum(axis=1)
     w = u / tot[:, None]
     r = np.log(np.clip(np.asarray(residual_target, dtype=np.float64) / tot, 0.1, 10.0))
     v = np.asarray(plan_sd, dtype=np.float64) ** 2
     s2 = np.asarray(part_sd, dtype=np.float64) ** 2
-    x1 = np.concatenate([np.ones((u.shape[0], 1)), w], axis=1)
-    lam1 = np.concatenate([[prior.STACK_BIAS_SD ** 2], s2])
-    ll0, a0, c0 = _marginal(r, w, s2, v)
+    host, n_bar = _host_column(launches, host_sd_s, tot)
+    extra = [] if host is None else [host[:, None]]
+    x0 = np.concatenate([w, *extra], axis=1)
+    lam0 = np.concatenate([s2, [1.0] * len(extra)])
+    x1 = np.concatenate([np.ones((u.shape[0], 1)), x0], axis=1)
+    lam1 = np.concatenate([[prior.STACK_BIAS_SD ** 2], lam0])
+    ll0, a0, c0 = _marginal(r, x0, lam0, v)
     ll1, a1, c1 = _marginal(r, x1, lam1, v)
     # prior_biased 0: no stack-wide factor is considered (the memory parts: engine.calibrate.memory_parts)
     log_odds = math.log(prior_biased / (1 - prior_biased)) + ll1 - ll0 if prior_biased > 0 else -math.inf
     prob = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds > -700 else 0.0
     biased = log_odds > 0
-    lam, a, c = (lam1, a1, c1) if biased else (s2, a0, c0)
-    beta = _map(r, w, lam, v, np.linalg.solve(a, c), biased)
-    f, _ = _predict(beta, w, biased)
+    lam, a, c = (lam1, a1, c1) if biased else (lam0, a0, c0)
+    beta = _map(r, w, lam, v, np.linalg.solve(a, c), biased, host)
     bias = float(beta[0]) if biased else 0.0
-    theta = _thetas(beta, biased)
-    cov = _theta_cov(beta, w, lam, v, biased)
-    loo = tuple(float(e) for e in _loo_at(r, w, lam, v, beta, biased)) if r.size > 1 else None
+    theta = _thetas(beta, biased, w.shape[1])
+    eta = _eta(beta, biased, w.shape[1])
+    cov = _theta_cov(beta, w, lam, v, biased, host)
+    loo = tuple(float(e) for e in _loo_at(r, w, lam, v, beta, biased, host)) if r.size > 1 else None
+    # Each run's own misfit multiplies its moved parts only (the host seconds are added), so the anchor is
+    # reproduced: log((target − host) / moved), the target and both as shares of the priced step.
+    moved = (w * np.exp(theta)[None, :]).sum(axis=1)
+    left = np.exp(r) - (eta * host if host is not None else 0.0)
+    own = np.log(np.maximum(left, 1e-3 * moved) / moved)
     return PartsFit(tuple(parts), tuple(float(t) for t in theta), bias, biased, prob, prior_biased,
-                    tuple(float(s) for s in part_sd), plan_spread, tuple(float(e) for e in r - f), loo,
-                    tuple(tuple(float(c) for c in row) for row in cov))
+                    tuple(float(s) for s in part_sd), plan_spread, tuple(float(e) for e in own), loo,
+                    tuple(tuple(float(c) for c in row) for row in cov),
+                    eta * host_sd_s / n_bar if host is not None else 0.0, host_sd_s if host is not None else 0.0)

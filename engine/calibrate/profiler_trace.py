@@ -17,9 +17,10 @@ proportion to their priced seconds (part_seconds), so each covered part takes th
 cover the parts of the same names, and each its share of recompute (recompute replays forward kernels of all
 three, in the forward's proportions); an unsplit `compute` (a trace that states `hp_part: compute`) covers all
 four; optimizer kernels → optimizer; all-to-all → expert-parallel communication; send/receive → pipeline p2p;
-the device's idle time → the pipeline bubble (idle also holds what the host did not feed the device in time,
-which the model does not price, so on a plan without a pipeline nothing is priced there and it takes no
-ratio); all-reduce, all-gather and reduce-scatter serve tensor, context and data parallelism alike, and a
+the device's idle time splits in two: the pipeline bubble the model predicts for the plan (its priced bubble
+scaled as the measured pipeline work is to the priced: the bubble is the other stages' work, NAR21 §2.2) goes
+to the bubble, and the rest, the time the device waited on the host (kernel launches, [CUDA-GRAPH]), to the host
+part (engine.specs.HOST_PART), which the model prices at 0 s; all-reduce, all-gather and reduce-scatter serve tensor, context and data parallelism alike, and a
 kernel name does not say which group it ran on, so they cover tp, cp and dp communication together (one ratio
 for the three). An event that states its part (`args.hp_part`, as `hp-plan explain --trace` writes) is taken
 at its word.
@@ -38,6 +39,7 @@ from typing import Any
 
 from engine.calibrate.logs import WARMUP_FRACTION
 from engine.calibrate.stream import TraceError, open_trace, stream_trace
+from engine.specs import HOST_PART
 
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -312,17 +314,29 @@ def _coverage(category: str, priced: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def idle_split(reading: TraceReading, priced: dict[str, float]) -> tuple[float, float]:
+    """(bubble, host): the measured idle per step split into the pipeline bubble the model predicts for the plan
+    and the rest. The priced bubble (the other stages' per-micro-batch work, NAR21 §2.2) is scaled by the
+    measured ÷ priced pipeline work (every part but the bubble and the optimizer), and capped at the idle."""
+    work = sum(v for c, v in reading.parts_s.items() if c != "optimizer")
+    priced_work = sum(max(v, 0.0) for p, v in priced.items() if p not in ("pp_bubble", "optimizer", HOST_PART))
+    scale = work / priced_work if priced_work > 0 else 1.0
+    bubble = min(reading.idle_s, max(priced.get("pp_bubble", 0.0), 0.0) * scale)
+    return bubble, reading.idle_s - bubble
+
+
 def part_seconds(reading: TraceReading, priced: dict[str, float]) -> dict[str, float]:
     """The trace's seconds per priced part (a run's measured `parts_s`) from `priced`, the run's priced seconds
     per part: each category's measured seconds spread over the parts it covers in proportion to their priced
-    seconds (a category whose parts are priced at nothing is left out: nothing to scale). Unsplit `compute`
+    seconds (a category whose parts are priced at nothing is left out: nothing to scale), and the idle split
+    into the bubble and the host part (idle_split; the host seconds under HOST_PART). Unsplit `compute`
     takes the three kernel categories in when a trace holds both (events that state their part beside
     events classified by name)."""
     measured = {c: reading.parts_s.get(c, 0.0) for c in CATEGORIES}
-    measured["idle"] = reading.idle_s
+    measured["idle"], host = idle_split(reading, priced)
     if measured["compute"] > 0:
         measured["compute"] += sum(measured.pop(k) for k in _KERNELS)
-    out: dict[str, float] = {}
+    out: dict[str, float] = {HOST_PART: host}
     for category, sec in measured.items():
         cover = _coverage(category, priced)
         total = sum(cover.values())

@@ -30,7 +30,7 @@ from engine.diagnostics import Diagnostic
 from engine.positions import DOCUMENT_START
 from engine.ratios.ratiofile import FittedRow, local_doc, ratios_text
 from engine.ratios.stack import stack_of
-from engine.specs import PRICED_PARTS, RATIO_GROUPS
+from engine.specs import HOST_PART, PRICED_PARTS, RATIO_GROUPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,8 @@ class RunReport:
             "parts_s": {g: {"uncalibrated": self.parts_before[g], "calibrated": self.parts_after[g]}
                         for g in RATIO_GROUPS},
             "time_parts_s": {p: {"uncalibrated": self.priced_before[p], "calibrated": self.priced_after[p]}
-                             for p in PRICED_PARTS if p in self.priced_before},
+                             for p in (*PRICED_PARTS, HOST_PART) if p in self.priced_before},
+            "host_launches": m.estimate.host_launches,
         }
 
 
@@ -87,7 +88,7 @@ class Calibration:
         local = self.fitted.local.local if self.fitted.local is not None else None
         f = self.fitted
         return ratios_text(self.framework, self.device_type, f.ratios, f.memory, rows, local,
-                           f.part_ratios if f.parts is not None or f.split_parts else None)
+                           f.part_ratios if f.parts is not None or f.split_parts else None, f.host_s_per_launch)
 
     def to_json(self) -> dict[str, Any]:
         f = self.fitted
@@ -103,6 +104,7 @@ class Calibration:
             "parts": _parts_json(f),
             "part_ratios": dict(f.part_ratios) if f else None,
             "memory_parts": _memory_json(f),
+            "host": _host_json(f),
             "runs": [r.to_json() for r in self.runs],
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
@@ -132,6 +134,35 @@ def _parts_json(f: Fitted | None) -> dict[str, Any] | None:
             "parts": {g: {"ratio": round(math.exp(t), 6), "prior_spread": s}
                       for g, t, s in zip(pf.parts, pf.log_ratios, pf.part_spreads, strict=True)},
             "own": [round(e, 6) for e in pf.own]}
+
+
+def host_why(f: Fitted) -> str:
+    """Why the host part (engine.specs.HOST_PART) is the size it is, in a sentence."""
+    pf = f.parts
+    if f.host_source == "profile":
+        return ("measured: the profiles' steady-state device idle time beyond the pipeline bubble the model "
+                "predicts for each plan, per launch unit (decoder layers on the slowest stage × micro-batches)")
+    if f.host_source == "step times" and pf is not None:
+        prior_sd = f"prior 0 ± {pf.host_prior_sd_s:g} s per step (τ0, the per-step overhead the model does not price)"
+        if f.host_s_per_launch > 0:
+            return (f"fitted on the step times with the parts ({prior_sd}): the runs' misfit reads in part as a "
+                    "per-launch host time, so every plan adds it × its own launch units")
+        return (f"fitted on the step times with the parts ({prior_sd}): the runs' misfit is not explained better by "
+                "host time than by the parts, so it stays 0")
+    if pf is not None:
+        return ("not fitted: on a stack the model was fitted on, the runs' shared misfit was measured at nothing, "
+                "so a step time's misfit stays at its own plan and is not read as host time; a profile measures it")
+    return "not fitted (this rule fits no host part, and no profile measured it): 0 s"
+
+
+def _host_json(f: Fitted | None) -> dict[str, Any] | None:
+    """The host part: its seconds per launch unit, where they come from, the prior spread and why."""
+    if f is None:
+        return None
+    pf = f.parts
+    return {"s_per_launch": f.host_s_per_launch, "source": f.host_source or None,
+            "prior_spread_s": pf.host_prior_sd_s if pf is not None and f.host_source == "step times" else None,
+            "why": host_why(f)}
 
 
 def _memory_json(f: Fitted | None) -> dict[str, Any] | None:
@@ -185,5 +216,5 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
         peak = (mf.peak(dict(m.estimate.memory_breakdown_gib), mf.own[i]) if mf is not None
                 else m.estimate.peak_memory_gib * fitted.memory)
         reports.append(RunReport(m, predict_step(m, fitted), lo, peak, group_seconds(m), calibrated_parts(m, fitted),
-                                 part_seconds(m), calibrated_part_seconds(m, fitted)))
+                                 {**part_seconds(m), HOST_PART: 0.0}, calibrated_part_seconds(m, fitted)))
     return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags))

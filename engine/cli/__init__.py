@@ -246,7 +246,8 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
                        "reproduce them, and print measured / uncalibrated / calibrated step and peak per run, "
                        "with leave-one-out predictions, and per part of the step (GEMM, attention, element-wise, "
                        "recompute, each collective per link class, bubble, optimizer; the memory parts) its "
-                       "ratio and why. -o writes the ratios file that --ratios and "
+                       "ratio and why, and the host part (host time the model does not price: seconds per "
+                       "launch unit, from a profile's idle beyond the pipeline bubble) and why. -o writes the ratios file that --ratios and "
                        "estimator.ratios_file apply. Nothing is written when any run has an error. See docs/calibration.md.",
                        epilog=POSITIONS_NOTE)
     p.add_argument("file", metavar="RUNS", help="a RUNS file (docs/formats.md §6)")

@@ -2,8 +2,8 @@
 
 Text: the diagnostics (compiler-style, positioned in the RUNS file), then one row per run (measured,
 uncalibrated, calibrated and leave-one-out step time; measured, uncalibrated and calibrated peak), the ratios
-and which parts the step times moved, per priced part its seconds before and after, its ratio and why, the
-memory parts' ratios, and per run how each part moved. JSON: the docs/formats.md §6 document.
+and which parts the step times moved, per priced part its seconds before and after, its ratio and why (and
+the host part's seconds, per launch unit and why), the memory parts' ratios, and per run how each part moved. JSON: the docs/formats.md §6 document.
 Exit 1 (and nothing written) when any run has an error; 0 otherwise.
 """
 
@@ -16,11 +16,11 @@ from typing import TextIO
 
 from engine.calibrate.fit import DEFAULT_RULE, Fitted, named_moved
 from engine.calibrate.parts import PartsFit
-from engine.calibrate.result import Calibration, calibrate
+from engine.calibrate.result import Calibration, calibrate, host_why
 from engine.cli.check import display_path, format_line
 from engine.files import write_text
 from engine.jsonout import write_json
-from engine.specs import PRICED_PARTS, RATIO_GROUPS
+from engine.specs import HOST_PART, PRICED_PARTS, RATIO_GROUPS
 
 
 def _err(pred: float | None, measured: float | None) -> str:
@@ -66,8 +66,8 @@ def render(cal: Calibration, out: TextIO) -> None:
     _render_part_table(cal, out)
     print("\nhow each part moved (seconds per step, uncalibrated -> calibrated):", file=out)
     for r in cal.runs:
-        parts = [f"{p} {r.priced_before[p]:.3g} -> {r.priced_after[p]:.3g}" for p in PRICED_PARTS
-                 if r.priced_before.get(p, 0.0) > 0]
+        parts = [f"{p} {r.priced_before[p]:.3g} -> {r.priced_after[p]:.3g}" for p in (*PRICED_PARTS, HOST_PART)
+                 if r.priced_before.get(p, 0.0) > 0 or r.priced_after.get(p, 0.0) > 0]
         print(f"  {r.measured.label[-40:]}: " + "; ".join(parts), file=out)
         if r.measured.log is not None:
             s = r.measured.log.steady
@@ -114,6 +114,9 @@ def _render_part_table(cal: Calibration, out: TextIO) -> None:
         after = sum(r.priced_after.get(p, 0.0) for r in cal.runs)
         print(f"{p:<14} {before:>9.4g} {after:>9.4g} {f.part_ratios[p]:>7.4g}  {_why(f, p, before, cal.rule)}",
               file=out)
+    host_after = sum(r.priced_after.get(HOST_PART, 0.0) for r in cal.runs)
+    print(f"{HOST_PART:<14} {0.0:>9.4g} {host_after:>9.4g} {'+':>7}  {f.host_s_per_launch * 1e6:.4g} µs per launch "
+          f"unit (layers on the slowest stage × micro-batches): {host_why(f)}", file=out)
     mf = f.memory_fit
     if mf is not None:
         print("memory parts (a measured peak, each part with its prior): " + "; ".join(

@@ -32,7 +32,7 @@ from engine.cost.model import model_stats
 from engine.cost.offload import apply_offload, strip_offload
 from engine.cost.ratio_scaling import apply_ratios
 from engine.cost.rows import OFF, Rows, build_rows
-from engine.cost.step_parts import step_parts
+from engine.cost.step_parts import host_launches, step_parts
 from engine.cost.swap import exposed_copy_time
 from engine.cost.table import CandidateTable, PricedTable
 from engine.cost.timing import (
@@ -166,7 +166,8 @@ def _price_block(
     return replace(priced, stage_time_parts=_stage_time_parts(r, lc, comp_stage, rec, comm, {
         "pp_p2p": np.broadcast_to(p2p[:, None], stage_t.shape), "fsdp_comm": fsdp_exp, "dp_comm": dp_exp_stage,
         "optimizer": np.broadcast_to(opt_t[:, None], stage_t.shape)}, tw_parts), tower=_tower_totals(r, mem, tw),
-        time_parts=step_parts(r, lc, priced.time_terms, stage_t, tw_parts["compute"]))
+        time_parts=step_parts(r, lc, priced.time_terms, stage_t, tw_parts["compute"]),
+        host_launches=host_launches(r, stage_t))
 
 
 def _bubble(r: Rows, lc: LayerCompute, stage_t: np.ndarray, comp_stage: np.ndarray, rec: np.ndarray,

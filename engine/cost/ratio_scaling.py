@@ -3,8 +3,9 @@
 The cost model prices every part of a step from stated facts (engine.cost); calibration then multiplies each
 named time part by its group's ratio (engine.specs.RATIO_GROUPS, docs/formats.md §6) — times, under a `local`
 calibration, the local factor of each row's own plan (engine.ratios.local, one vector over the table) — and
-every memory term by the memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits). Nothing inside the
-pricing changes, so a framework model or a new term in the cost model composes with calibration without either
+every memory term by the memory ratio, and recomputes what derives from them (step time, tokens/s, MFU, fits);
+a calibrated host part (engine.specs.HOST_PART) adds its seconds per launch unit × each plan's launch units.
+Nothing inside the pricing changes, so a framework model or a new term in the cost model composes with calibration without either
 knowing the other: `price_table` ends with `apply_ratios(priced, run.ratios)`.
 """
 
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.ratios.local import part_factors
-from engine.specs import PRICED_PARTS, RATIO_GROUPS, Ratios
+from engine.specs import HOST_PART, PRICED_PARTS, RATIO_GROUPS, Ratios
 
 if TYPE_CHECKING:
     from engine.cost.table import PricedTable
@@ -57,7 +58,8 @@ def _scaled_terms(priced: PricedTable, ratios: Ratios, factors: dict[str, np.nda
         return {k: v * factors.get(_group_of(k) or "", 1.0) for k, v in priced.time_terms.items()}, parts
     terms = {k: np.zeros_like(v) for k, v in priced.time_terms.items()}
     for p, v in parts.items():
-        terms[PRICED_PARTS[p]] = terms[PRICED_PARTS[p]] + v
+        if p in PRICED_PARTS:
+            terms[PRICED_PARTS[p]] = terms[PRICED_PARTS[p]] + v
     return terms, parts
 
 
@@ -81,6 +83,10 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
 
     terms, parts = _scaled_terms(priced, ratios, factors)
     step = np.sum(np.stack(list(terms.values())), axis=0) if terms else priced.step_time_s
+    if ratios.host_s_per_launch > 0 and len(priced.host_launches) == len(step):
+        # The host part adds seconds (no time term holds it): its seconds per launch unit × the plan's units.
+        parts = {**parts, HOST_PART: ratios.host_s_per_launch * priced.host_launches}
+        step = step + parts[HOST_PART]
     speed = np.divide(priced.step_time_s, step, out=np.ones_like(step), where=step > 0)
     mr = float(ratios.memory)
     peak = priced.peak_gib * mr

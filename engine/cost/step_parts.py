@@ -8,7 +8,8 @@ accumulation), as engine.cost.timing.layer_compute composes them. Every communic
 link class its group crosses: a group whose ranks sit on one node runs on the intra-node fabric; one that
 spans nodes is bounded by its inter-node phase (the inter-node rate is the slower by far, [HW] §3), so its time
 counts as inter-node. Calibration fits a ratio per part (engine.calibrate.parts); a profiler trace measures
-the same parts (engine.calibrate.profiler_trace).
+the same parts (engine.calibrate.profiler_trace). The host part (engine.specs.HOST_PART) is priced at 0 s: the
+model prices device time only; a calibration adds its seconds per launch unit × host_launches.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from engine.cost.communication import pp_stride
 from engine.cost.rows import Rows
 from engine.cost.timing import LayerCompute, head_gemm_time
+from engine.specs import HOST_PART
 
 LINKED_TERMS = ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_p2p")
 
@@ -52,4 +54,13 @@ def step_parts(r: Rows, lc: LayerCompute, time_terms: dict[str, np.ndarray], sta
     for term, inter in inter_node(r).items():
         parts[f"{term}.intra"] = np.where(inter, 0.0, time_terms[term])
         parts[f"{term}.inter"] = np.where(inter, time_terms[term], 0.0)
+    parts[HOST_PART] = np.zeros(r.n)
     return parts
+
+
+def host_launches(r: Rows, stage_t: np.ndarray) -> np.ndarray:
+    """(n,) launch units per step: decoder layers on the slowest stage × micro-batches. Eager PyTorch launches
+    each layer's kernels from the host, one CPU submission each, for every micro-batch, so the host time a step
+    waits on grows with this count ([CUDA-GRAPH]); the slowest stage is the one the step is priced at."""
+    imax = np.argmax(stage_t, axis=1)
+    return r.counts[r.rows, imax].sum(axis=-1) * r.mb

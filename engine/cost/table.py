@@ -256,6 +256,8 @@ class PricedTable:
     # The step's parts (engine.specs.PRICED_PARTS -> (n,) seconds, engine.cost.step_parts): the time terms split
     # further; they add up to step_time_s. Calibration fits one ratio per part.
     time_parts: dict[str, np.ndarray] = field(default_factory=dict)
+    # (n,) launch units per step (engine.cost.step_parts.host_launches): what a calibrated host part scales by.
+    host_launches: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # The ratios applied over these numbers (engine.cost.ratio_scaling), None when uncalibrated.
     calibration: Ratios | None = None
     # A multimodal model's vision tower (engine.cost.tower): "memory_gib" (n,) what it holds on stage 0 and

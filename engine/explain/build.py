@@ -22,7 +22,7 @@ from engine.diagnostics import Diagnostic
 from engine.explain.schedule import FORWARD, Op, simulate
 from engine.explain.types import ChunkRow, Explained, Interval, StageRow
 from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
-from engine.specs import RecomputePlan, Strategy
+from engine.specs import HOST_PART, RecomputePlan, Strategy
 
 COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "fsdp_comm")
 # Relative mismatch between the rebuilt step and the estimate above which the timeline says so (float noise
@@ -60,16 +60,19 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
     dp = parts["dp_comm"]
     opt = parts["optimizer"][0] if p else 0.0
     rebuilt = m * max(stage_t) + (sum(stage_t) - max(stage_t)) / v + max(dp) + opt
+    # A calibrated host part (engine.specs.HOST_PART) is time the device waits on the host: the device's
+    # timeline ends that much before the step, and the trace shows it as idle at the step's end.
+    device_step = est.step_time_s - est.time_parts_s.get(HOST_PART, 0.0)
     scale = 1.0
-    if abs(rebuilt - est.step_time_s) > REBUILD_TOLERANCE * max(est.step_time_s, 1e-30):
+    if abs(rebuilt - device_step) > REBUILD_TOLERANCE * max(device_step, 1e-30):
         # The estimate carries factors this module does not rebuild (e.g. calibration ratios): keep its step
         # time and stretch every part alike, and say so.
-        scale = est.step_time_s / rebuilt if rebuilt > 0 else 1.0
+        scale = device_step / rebuilt if rebuilt > 0 else 1.0
         diags.append(Diagnostic("HP750", f"the timeline rescales the priced stage times by {scale:.4f} to the "
                                 "estimate's step time (the estimate applies factors per term the timeline "
                                 "cannot place)"))
     parts = {k: [x * scale for x in vals] for k, vals in parts.items()}
-    timeline, early, note = _timeline(parts, p, v, m, est.step_time_s)
+    timeline, early, note = _timeline(parts, p, v, m, device_step)
     if note:
         diags.append(Diagnostic("HP750", note))
     if early > EARLY_NOTE * est.step_time_s:

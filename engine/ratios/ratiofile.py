@@ -18,7 +18,17 @@ from engine.diagnostics import Diagnostic
 from engine.document import Map, Seq, parse, read_text
 from engine.positions import DOCUMENT_START
 from engine.ratios.prior import LOG_BOUND
-from engine.specs import PLAN_FEATURES, PRICED_PARTS, RATIO_GROUPS, LocalCorrection, Ratios
+from engine.specs import (
+    HOST_S_PER_LAUNCH_MAX,
+    PLAN_FEATURES,
+    PRICED_PARTS,
+    RATIO_GROUPS,
+    LocalCorrection,
+    Ratios,
+)
+
+# The `parts` key that holds the host part's seconds per launch unit (engine.specs.HOST_PART).
+HOST_KEY = "host_s_per_launch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +63,19 @@ def local_doc(local: LocalCorrection) -> dict[str, Any]:
 
 def ratios_text(framework: str, device_type: str, ratios: dict[str, float], memory: float,
                 rows: list[FittedRow], local: LocalCorrection | None = None,
-                parts: dict[str, float] | None = None) -> str:
+                parts: dict[str, float] | None = None, host_s_per_launch: float = 0.0) -> str:
     """The ratios file's YAML text (keys in docs/formats.md §6 order; `parts` (one ratio per priced part, rule
-    `parts`) after the group ratios; `local` last)."""
+    `parts`, and the host part's seconds per launch unit when it is not 0) after the group ratios; `local`
+    last)."""
     doc: dict[str, Any] = {
         "framework": framework,
         "device_type": device_type,
         "ratios": {g: round(float(ratios[g]), 6) for g in RATIO_GROUPS},
     }
-    if parts:
-        doc["parts"] = {p: round(float(parts[p]), 6) for p in PRICED_PARTS if p in parts}
+    if parts or host_s_per_launch > 0:
+        doc["parts"] = {p: round(float(parts[p]), 6) for p in PRICED_PARTS if parts and p in parts}
+        if host_s_per_launch > 0:
+            doc["parts"][HOST_KEY] = float(f"{host_s_per_launch:.6g}")
     doc["memory_ratio"] = round(float(memory), 6)
     doc["fitted_on"] = [r.to_json() for r in rows]
     if local is not None:
@@ -101,21 +114,26 @@ def parse_ratios(text: str, path: str) -> tuple[Ratios | None, list[Diagnostic]]
     fitted = root.get("fitted_on") if root is not None else None
     runs = len(getattr(fitted, "items", ()) or ())
     local = _read_local(src, root) if root is not None and "local" in root else None
-    parts = _read_parts(src, root) if root is not None and "parts" in root else ()
+    parts, host = _read_parts(src, root) if root is not None and "parts" in root else ((), 0.0)
     if src.diags:
         return None, src.diags
     time = tuple((g, values.get(g, values["compute"])) for g in RATIO_GROUPS)
     return Ratios(time=time, memory=float(mem.value) if mem else 1.0, file=path, runs=runs,
                   framework=str(fw.value).lower() if fw else "", device_type=str(dev.value) if dev else "",
-                  local=local, parts=parts), []
+                  local=local, parts=parts, host_s_per_launch=host), []
 
 
-def _read_parts(src: Source, root: Map) -> tuple[tuple[str, float], ...]:
-    """The optional `parts` key: a positive ratio per priced part (engine.specs.PRICED_PARTS); HP810 at a key
-    that names no part or a value that is not a positive number."""
+def _read_parts(src: Source, root: Map) -> tuple[tuple[tuple[str, float], ...], float]:
+    """The optional `parts` key: a positive ratio per priced part (engine.specs.PRICED_PARTS), and the host
+    part's seconds per launch unit (HOST_KEY, 0 when absent); HP810 at a key that names no part, a ratio that is
+    not a positive number, or a host figure that is not a number in [0, HOST_S_PER_LAUNCH_MAX]."""
     sec = src.section(root, "parts", "parts")
     out: list[tuple[str, float]] = []
+    host = 0.0
     for key, kn, _vn in (sec.items() if sec is not None else ()):
+        if key == HOST_KEY:
+            host = _read_host(src, sec, kn)
+            continue
         if key not in PRICED_PARTS:
             src.diag("HP810", f"parts.{key}: unknown part; the parts are {', '.join(PRICED_PARTS)}", kn.range,
                      f"parts.{key}")
@@ -123,7 +141,26 @@ def _read_parts(src: Source, root: Map) -> tuple[tuple[str, float], ...]:
         v = src.number(sec, str(key), f"parts.{key}", minimum=0.0, strict=True)
         if v is not None:
             out.append((str(key), float(v.value)))
-    return tuple(out)
+    return tuple(out), host
+
+
+def _read_host(src: Source, sec: Map | None, key_node: Any) -> float:
+    """parts.host_s_per_launch: seconds per launch unit, a number in [0, HOST_S_PER_LAUNCH_MAX]; else HP810 at
+    the value (a negative host time, or one in other units, cannot be applied)."""
+    node = sec.get(HOST_KEY) if sec is not None else None
+    value = getattr(node, "value", None)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and 0.0 <= float(value) <= HOST_S_PER_LAUNCH_MAX:  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]
+    if not ok:
+        why = f"must be a number of seconds per launch unit, got {value!r}"
+    elif float(value) < 0:  # type: ignore[arg-type]
+        why = f"is {value!r}: host time cannot be negative"
+    else:
+        why = (f"is {value!r} s per launch unit (one layer's kernels for one micro-batch), over "
+               f"{HOST_S_PER_LAUNCH_MAX:g}: seconds in other units?")
+    src.diag("HP810", f"parts.{HOST_KEY} {why}", (node or key_node).range, f"parts.{HOST_KEY}")
+    return 0.0
 
 
 def _read_local(src: Source, root: Map) -> LocalCorrection | None:

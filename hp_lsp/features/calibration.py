@@ -64,6 +64,10 @@ def run_hover(cal: Calibration, report: RunReport) -> str:
         n = len(cal.runs)
         lines += ["", f"Calibrated on {n} run{'s' if n != 1 else ''} ({cal.rule} rule): "
                   + ", ".join(f"{g} ×{r:.3g}" for g, r in f.ratios.items()) + f"; memory ×{f.memory:.3g}"]
+        if f.host_s_per_launch > 0:
+            lines += ["", f"Host time ({f.host_source}): {f.host_s_per_launch * 1e6:.4g} µs per launch unit × this "
+                      f"run's {m.estimate.host_launches:g} units = {report.priced_after.get('host', 0.0):.3g} s per "
+                      "step; another plan adds it × its own launch units."]
         if f.local is not None:
             lf = f.local
             verdict = ("a stack bias: every plan of the stack moves" if lf.biased else

@@ -17,10 +17,10 @@ import pytest
 from engine.calibrate import stream
 from engine.calibrate.profiler_trace import classify, read_trace
 from tests.support.cli import hp_plan_script as hp_plan
+from tests.support.plan_traces import EXAMPLE, explain_trace, ratios_file
 
 HERE = Path(__file__).resolve().parent
 REAL = HERE / "traces" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
-EXAMPLE = HERE.parents[2] / "examples" / "explain" / "1f1b.yaml"  # 4 pipeline stages, tp 2, 16 H100
 
 
 def _strict(text: str) -> Any:
@@ -62,15 +62,9 @@ def test_the_stream_reads_events_split_across_any_chunk_boundary(monkeypatch: py
     assert read_trace(str(plain)) == whole
 
 
-def _explain_trace(out: Path, *extra: str) -> dict[str, Any]:
-    r = hp_plan("explain", str(EXAMPLE), "--trace", str(out), "--json", *extra)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)
-
-
 def test_explain_writes_the_predicted_step_as_a_chrome_trace(tmp_path: Path) -> None:
     out = tmp_path / "plan.trace.json"
-    doc = _explain_trace(out)
+    doc = explain_trace(out)
     assert doc["trace"] == str(out)
     trace = _strict(out.read_text())
     events = trace["traceEvents"]
@@ -84,21 +78,13 @@ def test_explain_writes_the_predicted_step_as_a_chrome_trace(tmp_path: Path) -> 
     assert any(e["name"].startswith("nccl:AllReduce") for e in complete)
 
 
-def _ratios(path: Path, parts: dict[str, float] | None = None, **ratios: float) -> Path:
-    groups = {"compute": 1.0, "tp_comm": 1.0, "cp_comm": 1.0, "ep_comm": 1.0, "dp_comm": 1.0, "pp": 1.0,
-              "optimizer": 1.0, **ratios}
-    extra = f"parts: {json.dumps(parts)}\n" if parts else ""
-    path.write_text(f"ratios: {json.dumps(groups)}\n{extra}memory_ratio: 1.0\nfitted_on: []\n")
-    return path
-
-
 def test_a_trace_of_the_models_own_timeline_is_fitted_back_within_5_percent(tmp_path: Path) -> None:
     """A run whose GEMMs are 25% slower, attention 20% faster, element-wise work 40% slower and tensor-parallel
     traffic 60% slower than priced, drawn as the model's own timeline (explain --ratios --trace), calibrated on
     its trace: each part's calibrated seconds reproduce the trace's device time per category."""
     measured = tmp_path / "measured.trace.json"
     truth = {"gemm": 1.25, "attention": 0.8, "elementwise": 1.4}
-    _explain_trace(measured, "--ratios", str(_ratios(tmp_path / "truth.yaml", truth, tp_comm=1.6)))
+    explain_trace(measured, "--ratios", str(ratios_file(tmp_path / "truth.yaml", truth, tp_comm=1.6)))
     reading = read_trace(str(measured))
     runs = tmp_path / "runs.yaml"
     shutil.copy(EXAMPLE, tmp_path / "plan.yaml")
