@@ -96,15 +96,7 @@ def parse_ratios(text: str, path: str) -> tuple[Ratios | None, list[Diagnostic]]
         src.diag("HP810", "not a ratios file: no `ratios:` mapping (write one with hp-plan calibrate -o)",
                  root.range if root is not None else DOCUMENT_START, "ratios")
         return None, src.diags
-    values: dict[str, float] = {}
-    for key, kn, _vn in sec.items():
-        if key not in RATIO_GROUPS:
-            src.diag("HP810", f"ratios.{key}: unknown ratio; the groups are {', '.join(RATIO_GROUPS)}", kn.range,
-                     f"ratios.{key}")
-            continue
-        v = src.number(sec, str(key), f"ratios.{key}", minimum=0.0, strict=True)
-        if v is not None:
-            values[str(key)] = float(v.value)
+    values = dict(_known_numbers(src, sec, "ratios", tuple(RATIO_GROUPS), "unknown ratio; the groups are"))
     if "compute" not in values:
         src.diag("HP810", "the ratios file has no compute ratio: it cannot be applied", sec.range, "ratios")
         return None, src.diags
@@ -128,20 +120,29 @@ def _read_parts(src: Source, root: Map) -> tuple[tuple[tuple[str, float], ...], 
     part's seconds per launch unit (HOST_KEY, 0 when absent); HP810 at a key that names no part, a ratio that is
     not a positive number, or a host figure that is not a number in [0, HOST_S_PER_LAUNCH_MAX]."""
     sec = src.section(root, "parts", "parts")
-    out: list[tuple[str, float]] = []
     host = 0.0
     for key, kn, _vn in (sec.items() if sec is not None else ()):
         if key == HOST_KEY:
             host = _read_host(src, sec, kn)
+    out = _known_numbers(src, sec, "parts", tuple(PRICED_PARTS), "unknown part; the parts are", skip=HOST_KEY)
+    return tuple(out), host
+
+
+def _known_numbers(src: Source, sec: Map | None, prefix: str, known: tuple[str, ...], unknown: str,
+                   skip: str = "") -> list[tuple[str, float]]:
+    """Each key of `sec` (but `skip`) that `known` names, read as a non-negative number; HP810 at a key it does
+    not name (`unknown` says what the key should have been, and the list follows)."""
+    out: list[tuple[str, float]] = []
+    for key, kn, _vn in (sec.items() if sec is not None else ()):
+        if key == skip:
             continue
-        if key not in PRICED_PARTS:
-            src.diag("HP810", f"parts.{key}: unknown part; the parts are {', '.join(PRICED_PARTS)}", kn.range,
-                     f"parts.{key}")
+        if key not in known:
+            src.diag("HP810", f"{prefix}.{key}: {unknown} {', '.join(known)}", kn.range, f"{prefix}.{key}")
             continue
-        v = src.number(sec, str(key), f"parts.{key}", minimum=0.0, strict=True)
+        v = src.number(sec, str(key), f"{prefix}.{key}", minimum=0.0, strict=True)
         if v is not None:
             out.append((str(key), float(v.value)))
-    return tuple(out), host
+    return out
 
 
 def _read_host(src: Source, sec: Map | None, key_node: Any) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -75,4 +76,14 @@ def estimate_in_process(path: Path, *flags: str) -> dict[str, Any]:
     with contextlib.redirect_stdout(buf):
         assert main(["estimate", str(path), "--json", *flags]) in (0, 1)
     doc: dict[str, Any] = json.loads(buf.getvalue())
+    return doc
+
+
+def hp_plan_json(*args: str, code: int = 0) -> dict[str, Any]:
+    """`hp-plan ARGS --json`: its exit code checked against `code`, no traceback, the one JSON document."""
+    r = hp_plan(*args, "--json")
+    assert "Traceback" not in r.stdout + r.stderr
+    assert r.returncode == code, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert isinstance(doc, dict)
     return doc

@@ -4,11 +4,9 @@ first/last-stage layer counts and HyperParallel's offsets."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from tests.support.cli import ROOT, hp_plan
+from tests.support.cli import ROOT, hp_plan, hp_plan_json
 
 EX = ROOT / "examples" / "llama3-405b"
 SEARCH = str(EX / "search.yaml")
@@ -16,13 +14,6 @@ ACCOUNTING = ("  account_for_embedding_in_pipeline_split: true   # Megatron-Core
               "  account_for_loss_in_pipeline_split: true\n")
 
 
-def _json(*args: str, code: int = 0) -> dict[str, Any]:
-    r = hp_plan(*args, "--json")
-    assert "Traceback" not in r.stdout + r.stderr
-    assert r.returncode == code, r.stdout + r.stderr
-    doc = json.loads(r.stdout)
-    assert isinstance(doc, dict)
-    return doc
 
 
 def _copy(tmp_path: Path, train: str, framework: str = "megatron") -> str:
@@ -34,7 +25,7 @@ def _copy(tmp_path: Path, train: str, framework: str = "megatron") -> str:
 
 
 def test_meta_layout_fits_where_vpp_8_was_refused(tmp_path: Path) -> None:
-    est = _json("estimate", SEARCH)
+    est = hp_plan_json("estimate", SEARCH)
     assert est["verdict"] == "fits" and est["strategy"]["vpp"] == 8
     assert 74.0 < est["peak_memory_gib"] < 78.0  # 75.8 GiB on stage 1 (8 layers, 16 micro-batches in flight)
     assert not [d for d in est["diagnostics"] if d["code"] in ("HP407", "HP416", "HP505", "HP422")]
@@ -51,8 +42,8 @@ def test_meta_layout_fits_where_vpp_8_was_refused(tmp_path: Path) -> None:
     # pipeline keeps the gradients unsharded until the last micro-batch).
     (tmp_path / "tt").mkdir()
     (tmp_path / "tk").mkdir()
-    same = _json("estimate", _copy(tmp_path / "tt", train.replace(ACCOUNTING, ""), "torchtitan"), code=1)
-    keyed = _json("estimate", _copy(tmp_path / "tk", train, "torchtitan"), code=1)
+    same = hp_plan_json("estimate", _copy(tmp_path / "tt", train.replace(ACCOUNTING, ""), "torchtitan"), code=1)
+    keyed = hp_plan_json("estimate", _copy(tmp_path / "tk", train, "torchtitan"), code=1)
     assert same["stage_memory_gib"] == keyed["stage_memory_gib"] and same["step_time_s"] == keyed["step_time_s"]
 
 
@@ -61,18 +52,18 @@ def test_search_keeps_the_layout_and_finds_the_run(tmp_path: Path) -> None:
     search = tmp_path / "search.yaml"
     search.write_text((EX / "search.yaml").read_text() + "\nparallelism:\n  fsdp: auto\n  cp: auto\n")
     (tmp_path / "train.yaml").write_text((EX / "train.yaml").read_text())
-    doc = _json("search", str(search))
+    doc = hp_plan_json("search", str(search))
     best = doc["best"]
     assert best["strategy"]["vpp"] == 8 and best["verdict"] == "fits"
     # Meta's FSDP 16 with pp 16 is not a plan Megatron-LM runs: the search keeps the layout and finds Megatron's
     # distributed optimizer instead (the stated plan is priced, with HP530 at its dp_shard_size).
     assert best["strategy"]["dp_shard"] == 1
     assert best["strategy"]["optimizer_shard"] == best["strategy"]["dp"] * best["strategy"]["cp"]
-    assert "HP530" in [d["code"] for d in _json("estimate", SEARCH)["diagnostics"]]
+    assert "HP530" in [d["code"] for d in hp_plan_json("estimate", SEARCH)["diagnostics"]]
 
 
 def test_explain_shows_the_embedding_and_loss_chunks() -> None:
-    doc = _json("explain", SEARCH)
+    doc = hp_plan_json("explain", SEARCH)
     stages = doc["stages"]
     assert len(stages) == 16 and [s["layers"] for s in stages] == [7] + [8] * 14 + [7]
     first, last = stages[0]["chunks"][0], stages[15]["chunks"][7]
@@ -106,7 +97,7 @@ def _unaccounted_1f1b_search(tmp_path: Path, extra: str) -> str:
 def test_first_and_last_stage_counts_in_a_search_config(tmp_path: Path) -> None:
     _unaccounted_1f1b_search(tmp_path, "  num_layers_in_first_pipeline_stage: 6\n"
                                        "  num_layers_in_last_pipeline_stage: 8\n")
-    doc = _json("explain", str(tmp_path / "s.yaml"))
+    doc = hp_plan_json("explain", str(tmp_path / "s.yaml"))
     assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
     assert doc["stages"][0]["chunks"] == [{"chunk": 0, "layers": 6, "embedding": True, "loss": False,
                                            "in_flight": 16.0}]
@@ -122,7 +113,7 @@ def test_hyperparallel_offsets_in_the_model_section(tmp_path: Path) -> None:
     assert line.startswith(f"{tmp_path / 's.yaml'}:{offset_line}:11:") and "place 110 of L_eff = 126" in line
     (tmp_path / "s.yaml").write_text(text.replace("[-2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]",
                                                   "[-1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"))
-    doc = _json("explain", str(tmp_path / "s.yaml"))
+    doc = hp_plan_json("explain", str(tmp_path / "s.yaml"))
     assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
 
 
@@ -139,7 +130,7 @@ def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes
     # (Meta's FSDP with pipeline parallelism is not a plan Megatron-LM runs).
     with open(path, "a") as f:
         f.write(PLAN_SEARCHED)
-    doc = _json("search", path)
+    doc = hp_plan_json("search", path)
     best = doc["best"]
     assert best["strategy"]["pp"] == 16 and best["strategy"]["vpp"] == 8
     assert best["pipeline_layout"]["embedding_in_split"] and best["pipeline_layout"]["loss_in_split"]
@@ -154,10 +145,10 @@ def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes
     assert "account_for_loss_in_pipeline_split: true" in written
     text = Path(path).read_text()
     Path(path).write_text(text.replace(PLAN_SEARCHED, ""))
-    est = _json("estimate", path)  # the written train.yaml alone states the plan, layout included
+    est = hp_plan_json("estimate", path)  # the written train.yaml alone states the plan, layout included
     assert est["strategy"] == best["strategy"] and est["peak_memory_gib"] == best["peak_memory_gib"]
     assert est["step_time_s"] == best["step_time_s"]
     # torchtitan's own split already counts them: nothing to choose, nothing said
     (tmp_path / "tt2").mkdir()
-    tt = _json("search", _copy(tmp_path / "tt2", train, "torchtitan"), code=1)  # over the budget there
+    tt = hp_plan_json("search", _copy(tmp_path / "tt2", train, "torchtitan"), code=1)  # over the budget there
     assert tt["evaluated"] == 1 and not any(d["code"] == "HP613" for d in tt["diagnostics"])

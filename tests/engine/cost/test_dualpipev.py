@@ -4,7 +4,6 @@ forward/backward, the output layer on rank 0), refused where the stack cannot ru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.cost.dualpipev import dualpipev_bubble, dualpipev_in_flight
-from tests.support.cli import ROOT, hp_plan
+from tests.support.cli import ROOT, hp_plan_json
 
 RUN = ROOT / "benchmarks" / "calibration_runs" / "ascend-qwen3-30b-a3b-16xa2-mindspeed"  # 48 layers, pp 2, ep 8
 
@@ -26,13 +25,6 @@ def _config(tmp_path: Path, schedule: str, overlap: bool, extra: str = "", frame
     return str(path)
 
 
-def _json(*args: str, code: int = 0) -> dict[str, Any]:
-    r = hp_plan(*args, "--json")
-    assert "Traceback" not in r.stdout + r.stderr
-    assert r.returncode == code, r.stdout + r.stderr
-    doc = json.loads(r.stdout)
-    assert isinstance(doc, dict)
-    return doc
 
 
 def _codes(doc: dict[str, Any]) -> list[str]:
@@ -40,8 +32,8 @@ def _codes(doc: dict[str, Any]) -> list[str]:
 
 
 def test_dualpipev_prices_a_smaller_bubble_and_hides_the_all_to_all(tmp_path: Path) -> None:
-    one = _json("estimate", _config(tmp_path, "1F1B", True))
-    dual = _json("estimate", _config(tmp_path, "dualpipev", True))
+    one = hp_plan_json("estimate", _config(tmp_path, "1F1B", True))
+    dual = hp_plan_json("estimate", _config(tmp_path, "dualpipev", True))
     assert dual["strategy"]["pipeline_schedule"] == "dualpipev" and "HP530" not in _codes(dual)
     t1, t2 = one["time_breakdown_s"], dual["time_breakdown_s"]
     assert 0 < t2["pp_bubble"] < t1["pp_bubble"]
@@ -56,15 +48,15 @@ def test_dualpipev_prices_a_smaller_bubble_and_hides_the_all_to_all(tmp_path: Pa
 
 
 def test_without_the_overlap_the_all_to_all_stays_exposed(tmp_path: Path) -> None:
-    one = _json("estimate", _config(tmp_path, "1F1B", False))
-    dual = _json("estimate", _config(tmp_path, "dualpipev", False))
+    one = hp_plan_json("estimate", _config(tmp_path, "1F1B", False))
+    dual = hp_plan_json("estimate", _config(tmp_path, "dualpipev", False))
     assert dual["time_breakdown_s"]["ep_comm"] == pytest.approx(one["time_breakdown_s"]["ep_comm"])
     assert dual["time_breakdown_s"]["pp_p2p"] == pytest.approx(2 * one["time_breakdown_s"]["pp_p2p"])
 
 
 def test_stacks_without_dualpipev_refuse_it(tmp_path: Path) -> None:
     for framework in ("megatron", "torchtitan", "hyperparallel"):
-        doc = _json("estimate", _config(tmp_path, "dualpipev", True, framework=framework))
+        doc = hp_plan_json("estimate", _config(tmp_path, "dualpipev", True, framework=framework))
         assert [d for d in doc["diagnostics"] if d["code"] == "HP530" and "dualpipev" in d["message"]]
 
 
@@ -73,7 +65,7 @@ def test_mindspeed_refuses_dualpipev_with_context_parallelism(tmp_path: Path) ->
     text = Path(path).read_text().replace("cp: 1", "cp: 2").replace("dp: 8", "dp: 4").replace(
         "micro_batch_num: 32", "micro_batch_num: 64")
     Path(path).write_text(text)
-    doc = _json("estimate", path)
+    doc = hp_plan_json("estimate", path)
     assert [d for d in doc["diagnostics"] if d["code"] == "HP530" and "context parallelism" in d["message"]]
 
 
@@ -81,17 +73,17 @@ def test_dualpipev_needs_2pp_micro_batches(tmp_path: Path) -> None:
     path = _config(tmp_path, "dualpipev", True)
     text = Path(path).read_text().replace("global_batch_size: 256", "global_batch_size: 24")
     Path(path).write_text(text.replace("micro_batch_num: 32", "micro_batch_num: 3"))
-    doc = _json("estimate", path, code=1)
+    doc = hp_plan_json("estimate", path, code=1)
     assert [d for d in doc["diagnostics"] if d["code"] == "HP506" and "2·pp = 4" in d["message"]]
 
 
 def test_export_writes_mindspeeds_flags_and_warns_elsewhere(tmp_path: Path) -> None:
-    ms = _json("export", _config(tmp_path, "dualpipev", True), "--to", "mindspeed")
+    ms = hp_plan_json("export", _config(tmp_path, "dualpipev", True), "--to", "mindspeed")
     assert "--schedules-method dualpipev" in ms["text"] and "--moe-fb-overlap" in ms["text"]
     assert "--moe-alltoall-overlap-comm" not in ms["text"]
     flags = set((ROOT / "engine" / "catalog" / "data" / "mindspeed_flags.txt").read_text().split())
     assert {"--schedules-method", "--moe-fb-overlap"} <= flags
-    meg = _json("export", _config(tmp_path, "dualpipev", True), "--to", "megatron")
+    meg = hp_plan_json("export", _config(tmp_path, "dualpipev", True), "--to", "megatron")
     assert [d for d in meg["diagnostics"] if d["code"] == "HP753" and "DualPipeV" in d["message"]]
     assert "--schedules-method" not in meg["text"]
 
@@ -114,11 +106,11 @@ def test_search_prices_a_stated_dualpipev_as_estimate_does(tmp_path: Path) -> No
     path = _config(tmp_path, "dualpipev", True)
     text = Path(path).read_text().replace("  pp: 2", "  pp: [1, 2]").replace("  dp: 8", "  dp: auto")
     Path(path).write_text(text.replace("  micro_batch_num: 32", "  micro_batch_num: auto"))
-    found = _json("search", path)
+    found = hp_plan_json("search", path)
     plans = {e["strategy"]["pp"]: e for e in found["top"]}
     assert plans[2]["strategy"]["pipeline_schedule"] == "dualpipev"
     assert plans[1]["strategy"]["pipeline_schedule"] == "1F1B"  # no pipeline, nothing to schedule
-    stated = _json("estimate", _config(tmp_path, "dualpipev", True))
+    stated = hp_plan_json("estimate", _config(tmp_path, "dualpipev", True))
     assert plans[2]["step_time_s"] == stated["step_time_s"]  # the same price, to the last digit
 
 
@@ -126,12 +118,12 @@ def test_search_counts_the_stack_refusing_dualpipev(tmp_path: Path) -> None:
     path = _config(tmp_path, "dualpipev", True, framework="megatron")
     text = Path(path).read_text().replace("  pp: 2", "  pp: [1, 2]").replace("  dp: 8", "  dp: auto")
     Path(path).write_text(text.replace("  micro_batch_num: 32", "  micro_batch_num: auto"))
-    found = _json("search", path)
+    found = hp_plan_json("search", path)
     assert {e["strategy"]["pp"] for e in found["top"]} == {1}
     assert found["refused"] == {"pipeline parallelism under DualPipeV (the stack does not run that schedule)": 1}
 
 
 def test_explain_names_the_schedule_and_puts_the_loss_on_rank_0(tmp_path: Path) -> None:
-    doc = _json("explain", _config(tmp_path, "dualpipev", True))
+    doc = hp_plan_json("explain", _config(tmp_path, "dualpipev", True))
     assert doc["schedule"].startswith("DualPipeV")
     assert [[c["loss"] for c in st["chunks"]] for st in doc["stages"]] == [[True], [False]]
