@@ -217,7 +217,9 @@ class Framework:
       `ep_overlap_names`: the stack's own option names, for messages and docs.
     calibrated_on: the [CAL] cases its constants were checked against (empty: uncalibrated).
     swaps_attention: the stack runs `swap_attention` (MindSpeed --swap-attention: every layer's attention-block
-      activations copied to the host after its forward, prefetched before its backward; engine.cost.swap).
+      activations copied to the host after its forward, prefetched before its backward; engine.cost.swap;
+      HyperParallel's trainer key `activation_swap: attention`, [HP] Corrections 4, priced the same way [U]: its
+      reference states that the attention activations go to the host, not its copy schedule).
     deepep: the stack runs DeepEP dispatch where `estimator.moe_dispatcher: deepep` asks it (else the
       all-to-all dispatcher is priced and said so, HP533).
     releases / release: the releases whose facts differ (`Releases`; None: one set of facts for every release) and
@@ -405,7 +407,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         schedules=("1F1B", "interleaved", "gpipe"),
         fp8_keeps="FP8 linear layers where the device has FP8 GEMMs; attention, norms, output layer in BF16",
         layout_keys="offset, emb_out_in_offset, mtp_in_offset (its cost model's, [HP] §6.7)",
-        space=_HYPERPARALLEL_SPACE),
+        swaps_attention=True, space=_HYPERPARALLEL_SPACE),
 })
 
 DEFAULT_FRAMEWORK = "hyperparallel"

@@ -36,6 +36,9 @@ SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention"
 PIPELINE_SCHEDULERS = {"1f1b": "1F1B", "interleaved_1f1b": "interleaved", "interleaved": "interleaved",
                        "vpp": "interleaved", "gpipe": "gpipe", "dualpipev": "dualpipev"}
 # (ext) `allgather`: Megatron-Core / TransformerEngine's cp_comm_type "all_gather" ([TE-CP]).
+# The trainer's root `activation_swap` ([HP] Corrections 4): `attention` swaps the attention activations to the
+# host (RunOptions.swap_attention, engine.cost.swap).
+ACTIVATION_SWAPS = {"none": "none", "attention": "attention"}
 CP_ALGOS = {"ring": "ring", "colossalai_cp": "ring", "ulysses": "ulysses", "ulysses_cp": "ulysses",
             "hybrid": "hybrid", "hybrid_cp": "hybrid", "allgather": "allgather", "all_gather": "allgather"}
 DTYPES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
@@ -400,6 +403,9 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         ov = src.bool_(acc, key, f"accelerator.{key}")
         if ov is not None:
             facts.overlaps[key] = ov
+    swap = src.choice(root, "activation_swap", "activation_swap", ACTIVATION_SWAPS)
+    if swap is not None:
+        facts.overlaps["swap_attention"] = Val(swap.value == "attention", swap.path, swap.loc)
     facts.fp8 = src.bool_(acc, "fp8", "accelerator.fp8")
     facts.loss_parallel = src.bool_(acc, "loss_parallel", "accelerator.loss_parallel")
     read_layout(src, acc, "accelerator", facts.layout)

@@ -61,7 +61,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "recompute_modules": ("recompute_modules", "activation_checkpoint.recompute_modules"),
     "moe_a2a_overlap": ("moe_a2a_overlap", "accelerator.moe_a2a_overlap"),
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
-    "swap_attention": ("swap_attention", "accelerator.swap_attention"),
+    "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")

@@ -139,8 +139,6 @@ _OTHER_KEYS: tuple[tuple[frozenset[str], str, str, When], ...] = (
     (_AUTO, "activation_checkpoint.recompute_slice_activation", _SLICE, _meaningful),
     (_AUTO, "activation_checkpoint.swap_inputs", "swapping checkpoint inputs to the host is not priced",
      _meaningful),
-    (_AUTO, "activation_swap", "activation swap to the host is not priced (recompute per_layer with offload "
-     "prices offload in a search)", _meaningful),
     (_TRAIN, "context.expert_shard", "an expert-shard group (HyperParallel's EP constraint C4) is not priced: the "
      "experts are priced over ep and the expert data-parallel group", _meaningful),
     (_TRAIN, "context.census", _CENSUS, _meaningful),

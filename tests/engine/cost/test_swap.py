@@ -73,3 +73,25 @@ def test_the_export_carries_the_swap_the_price_assumed() -> None:
     out = hp_plan("export", str(MIXTRAL / "search.yaml"), "--to", "mindspeed")
     assert out.returncode == 0, out.stderr
     assert "--swap-attention" in out.stdout
+
+
+def test_hyperparallels_activation_swap_is_the_attention_swap(tmp_path: Path) -> None:
+    """HyperParallel's trainer key `activation_swap: attention` ([HP] Corrections 4) is priced as the attention
+    swap: the 70B example's activations (selective recompute keeps the attention block's) drop; `none` (its
+    default) prices as the key absent."""
+    base = (ROOT / "examples" / "llama3-70b" / "train.yaml").read_text()
+    assert "  mode: full" in base
+    base = base.replace("  mode: full", "  mode: selective")
+
+    def priced(extra: str) -> dict:
+        path = tmp_path / f"train-{len(extra)}.yaml"
+        path.write_text(base + extra)
+        out = hp_plan("estimate", str(path), "--devices", "1024", "--device-type", "H100", "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        return json.loads(out.stdout)
+
+    plain, none, swapped = priced(""), priced("activation_swap: none\n"), priced("activation_swap: attention\n")
+    assert none["peak_memory_gib"] == plain["peak_memory_gib"]
+    act = swapped["memory_breakdown_gib"]["activations"]
+    assert act < plain["memory_breakdown_gib"]["activations"] and swapped["peak_memory_gib"] < plain["peak_memory_gib"]
+    assert not [d for d in swapped["diagnostics"] if d["code"] == "HP533" or d.get("path") == "activation_swap"]

@@ -90,5 +90,6 @@ def test_offload_keys_and_the_cp_algorithm_are_read(tmp_path: Path) -> None:
     p.write_text(text)
     loaded = check_file(str(p))
     said = {d.path for d in loaded.diagnostics if d.code == "HP112"}
-    assert {"activation_swap", "activation_checkpoint.swap_inputs", "fsdp_config.enable_offload"} <= said
+    assert {"activation_checkpoint.swap_inputs", "fsdp_config.enable_offload"} <= said and "activation_swap" not in said
     assert loaded.config is not None and loaded.config.run.cp_algo == "ulysses"
+    assert loaded.config.run.swap_attention  # `activation_swap: attention`, priced as the attention swap

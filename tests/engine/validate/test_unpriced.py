@@ -40,9 +40,9 @@ def flagged(tmp_path: Path, text: str, name: str = "train.yaml") -> dict[str, st
 
 
 def test_recipe_keys_read_but_not_priced_are_flagged_at_the_key(tmp_path: Path) -> None:
-    got = flagged(tmp_path, RECIPE.replace("SWAP", "offload"))
+    got = flagged(tmp_path, RECIPE.replace("SWAP", "attention"))  # the attention swap is priced (engine.cost.swap)
     assert set(got) == {"training.max_grad_norm", "fsdp_config.edp_shard_size", "fsdp_config.reshard_after_backward",
-                        "activation_swap", "context.expert_shard", "context.visual_seq_len"}
+                        "context.expert_shard", "context.visual_seq_len"}
     # a Llama has no vision tower: the visual sequence prices nothing (a multimodal model's is priced, test_vision)
     assert "no tower is stated" in got["context.visual_seq_len"]
     # `mixed_precision` is read and priced either way (enabled, param_dtype, reduce_dtype: the state widths,
