@@ -455,49 +455,35 @@ def _framework(sf: SearchFacts | None, overrides: ClusterOverrides | None) -> st
     return stated or DEFAULT_FRAMEWORK
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+# The run options each file kind states as a field of the same name (TrainFacts, SearchFacts) and how each value
+# converts; their overlap flags (`overlaps`) come after. Where both files state one, the search config's wins.
+_TRAIN_RUN_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("fp8", bool), ("reshard_after_forward", bool), ("cp_algo", _same), ("selective_policy", _same),
+    ("recompute_modules", tuple), ("param_bytes", int), ("loss_parallel", bool))
+_SEARCH_RUN_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("compile", bool), ("fp8", bool), ("cp_algo", _same), ("selective_policy", _same), ("recompute_modules", tuple),
+    ("moe_dispatcher", _same), ("framework_version", str), ("fp8_recipe", _same), ("fp8_param_gather", bool),
+    ("loss_chunks", int), ("param_bytes", int))
+
+
+def _stated_run(facts: TrainFacts | SearchFacts, fields: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """The run options one file states: its `fields` that are set, then its overlap flags."""
+    out = {name: convert(getattr(facts, name).value) for name, convert in fields
+           if getattr(facts, name) is not None}
+    out.update({k: bool(v.value) for k, v in facts.overlaps.items()})
+    return out
+
+
 def _run(train: TrainFacts | None, sf: SearchFacts | None, overrides: ClusterOverrides | None = None) -> RunOptions:
     kw: dict[str, Any] = {"framework": _framework(sf, overrides)}
-    if train is not None and train.fp8 is not None:
-        kw["fp8"] = bool(train.fp8.value)
-    if sf is not None:
-        if sf.compile is not None:
-            kw["compile"] = bool(sf.compile.value)
-        if sf.fp8 is not None:
-            kw["fp8"] = bool(sf.fp8.value)
     if train is not None:
-        if train.reshard_after_forward is not None:
-            kw["reshard_after_forward"] = bool(train.reshard_after_forward.value)
-        if train.cp_algo is not None:
-            kw["cp_algo"] = train.cp_algo.value
-        if train.selective_policy is not None:
-            kw["selective_policy"] = train.selective_policy.value
-        if train.recompute_modules is not None:
-            kw["recompute_modules"] = tuple(train.recompute_modules.value)
-        if train.param_bytes is not None:
-            kw["param_bytes"] = int(train.param_bytes.value)
-        if train.loss_parallel is not None:
-            kw["loss_parallel"] = bool(train.loss_parallel.value)
-        kw.update({k: bool(v.value) for k, v in train.overlaps.items()})
-    if sf is not None:
-        if sf.cp_algo is not None:  # estimator.cp_algo wins over the train.yaml's ([HP] §4.2)
-            kw["cp_algo"] = sf.cp_algo.value
-        if sf.selective_policy is not None:
-            kw["selective_policy"] = sf.selective_policy.value
-        if sf.recompute_modules is not None:
-            kw["recompute_modules"] = tuple(sf.recompute_modules.value)
-        if sf.moe_dispatcher is not None:
-            kw["moe_dispatcher"] = sf.moe_dispatcher.value
-        if sf.framework_version is not None:
-            kw["framework_version"] = str(sf.framework_version.value)
-        if sf.fp8_recipe is not None:
-            kw["fp8_recipe"] = sf.fp8_recipe.value
-        if sf.fp8_param_gather is not None:
-            kw["fp8_param_gather"] = bool(sf.fp8_param_gather.value)
-        if sf.loss_chunks is not None:
-            kw["loss_chunks"] = int(sf.loss_chunks.value)
-        if sf.param_bytes is not None:
-            kw["param_bytes"] = int(sf.param_bytes.value)
-        kw.update({k: bool(v.value) for k, v in sf.overlaps.items()})
+        kw.update(_stated_run(train, _TRAIN_RUN_FIELDS))
+    if sf is not None:  # estimator.cp_algo and the other search-config keys win over the train.yaml's ([HP] §4.2)
+        kw.update(_stated_run(sf, _SEARCH_RUN_FIELDS))
     layout = {**(train.layout if train is not None else {}), **(sf.layout if sf is not None else {})}
     if layout:  # the search config's keys win over the train.yaml's, key by key
         kw["pipeline_layout"] = layout_of(layout)
