@@ -160,21 +160,22 @@ def _price_block(
     # End of step: DP synchronisation and the optimizer.
     dp_exp_stage = dp_sync_exposed(r, mem.params, comp_stage, r.stage_sum(rec) + tw_parts["recompute"])
     opt_t = optimizer_time(r, mem.params.ne_stage, mem.params.ex_stage, mem.params.shard_o)
-    bubble = _bubble(r, lc, stage_t, comp_stage, rec, tw_parts)
-    priced = _combine(r, mem, stage_t, bubble, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm,
+    slowest = np.argmax(stage_t, axis=1)  # the stage each row's step is priced at
+    bubble = _bubble(r, lc, stage_t, slowest, comp_stage, rec, tw_parts)
+    priced = _combine(r, mem, stage_t, slowest, bubble, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm,
                       per_layer, budget_gib, tw_parts)
     return replace(priced, stage_time_parts=_stage_time_parts(r, lc, comp_stage, rec, comm, {
         "pp_p2p": np.broadcast_to(p2p[:, None], stage_t.shape), "fsdp_comm": fsdp_exp, "dp_comm": dp_exp_stage,
         "optimizer": np.broadcast_to(opt_t[:, None], stage_t.shape)}, tw_parts), tower=_tower_totals(r, mem, tw),
-        time_parts=step_parts(r, lc, priced.time_terms, stage_t, tw_parts["compute"]),
-        host_launches=host_launches(r, stage_t))
+        time_parts=step_parts(r, lc, priced.time_terms, slowest, tw_parts["compute"]),
+        host_launches=host_launches(r, slowest))
 
 
-def _bubble(r: Rows, lc: LayerCompute, stage_t: np.ndarray, comp_stage: np.ndarray, rec: np.ndarray,
-            tw: dict[str, np.ndarray]) -> np.ndarray:
+def _bubble(r: Rows, lc: LayerCompute, stage_t: np.ndarray, slowest: np.ndarray, comp_stage: np.ndarray,
+            rec: np.ndarray, tw: dict[str, np.ndarray]) -> np.ndarray:
     """(n,) the pipeline's idle time per step: the other stages' work once, ÷ v when interleaved (NAR21 §2.2;
     with unequal stages [HP] §7.5's T_sum − T_max), or DualPipeV's (engine.cost.dualpipev)."""
-    bubble = (ordered_sum(stage_t) - stage_t[r.rows, np.argmax(stage_t, axis=1)]) / r.v
+    bubble = (ordered_sum(stage_t) - stage_t[r.rows, slowest]) / r.v
     dpv = r.dualpipev
     if not dpv.any():
         return bubble
@@ -223,13 +224,13 @@ def _stage_time_parts(r: Rows, lc: LayerCompute, comp_stage: np.ndarray, rec: np
     return {k: np.where(r.valid, v, 0.0) for k, v in parts.items()}
 
 
-def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, bubble: np.ndarray, comp_stage: np.ndarray,
+def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble: np.ndarray,
+             comp_stage: np.ndarray,
              fsdp_exp: np.ndarray, dp_exp_stage: np.ndarray, opt_t: np.ndarray, p2p: np.ndarray, rec: np.ndarray,
              comm: LayerComm, per_layer: np.ndarray, budget_gib: float, tw: dict[str, np.ndarray]) -> PricedTable:
     """Pipeline combination (the slowest stage runs m micro-batches; `bubble` is the pipeline's idle time,
-    _bubble) and the PricedTable of the block."""
+    _bubble; `imax` the slowest stage) and the PricedTable of the block."""
     mb = r.mb
-    imax = np.argmax(stage_t, axis=1)
     pk = (r.rows, imax)
     t_max = stage_t[pk]
     dp_exposed = dp_exp_stage.max(axis=1)

@@ -37,11 +37,10 @@ def inter_node(r: Rows) -> dict[str, np.ndarray]:
             "pp_p2p": (pp_stride(r) >= r.cluster.cards_per_node) & (r.p > 1)}
 
 
-def step_parts(r: Rows, lc: LayerCompute, time_terms: dict[str, np.ndarray], stage_t: np.ndarray,
+def step_parts(r: Rows, lc: LayerCompute, time_terms: dict[str, np.ndarray], imax: np.ndarray,
                tower_compute: np.ndarray) -> dict[str, np.ndarray]:
-    """(n,) seconds per step of every PRICED_PARTS part: the time terms of the slowest stage (the one
+    """(n,) seconds per step of every PRICED_PARTS part: the time terms of the slowest stage `imax` (the one
     engine.cost.price._combine prices the step at) split as the module doc says."""
-    imax = np.argmax(stage_t, axis=1)
     pk = (r.rows, imax)
     shape = (r.n, 2, 3)
     gemm = r.at_stage(imax, np.broadcast_to(lc.gemm_all[:, :, None], shape))
@@ -58,9 +57,8 @@ def step_parts(r: Rows, lc: LayerCompute, time_terms: dict[str, np.ndarray], sta
     return parts
 
 
-def host_launches(r: Rows, stage_t: np.ndarray) -> np.ndarray:
+def host_launches(r: Rows, imax: np.ndarray) -> np.ndarray:
     """(n,) launch units per step: decoder layers on the slowest stage × micro-batches. Eager PyTorch launches
     each layer's kernels from the host, one CPU submission each, for every micro-batch, so the host time a step
-    waits on grows with this count ([CUDA-GRAPH]); the slowest stage is the one the step is priced at."""
-    imax = np.argmax(stage_t, axis=1)
+    waits on grows with this count ([CUDA-GRAPH]); `imax` is the slowest stage, the one the step is priced at."""
     return r.counts[r.rows, imax].sum(axis=-1) * r.mb
