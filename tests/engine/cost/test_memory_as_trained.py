@@ -4,8 +4,6 @@ held-out measured peaks (benchmarks/memory_runs)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -14,12 +12,12 @@ from typing import Any
 import pytest
 
 from engine.check import check_file
-from engine.cli import main as hp_plan
 from engine.cost import constants as K
 from engine.cost import estimate
 from engine.cost.memory import attention_dropout, dropout
 from engine.specs import GIB, RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import GPT2, LLAMA8B, h100
+from tests.support.cli import estimate_in_process
 
 RUNS = Path(__file__).resolve().parents[3] / "benchmarks" / "memory_runs"
 
@@ -112,19 +110,11 @@ def test_vocabulary_parallel_loss_holds_sixteen_bytes_per_local_logit() -> None:
     assert (act["torchtitan"] - act["megatron"]) * GIB == pytest.approx((16 - 4) * T * V, rel=1e-6)
 
 
-def _estimate_json(path: Path) -> dict[str, Any]:
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert hp_plan(["estimate", str(path), "--json"]) in (0, 1)
-    doc: dict[str, Any] = json.loads(buf.getvalue())
-    return doc
-
-
 def test_128k_context_run_priced_at_its_measured_peak() -> None:
     # torchtitan Table 2: Llama 3.1 8B, FSDP 2 x CP 4, 131072 tokens, full AC: measured 84.0 GiB. Counting one
     # fp32 logits tensor (4 B) priced it at 45.9 GiB (-45%); the loss's backward peak (12 B) is the peak.
     # Compared as torchtitan measures it: the allocator's reserved peak, without RESERVED_GIB (outside it).
-    doc = _estimate_json(RUNS / "tt-8b-8gpu-cp4-128k.yaml")
+    doc = estimate_in_process(RUNS / "tt-8b-8gpu-cp4-128k.yaml")
     assert doc["fits"] is True
     assert abs((doc["peak_memory_gib"] - K.RESERVED_GIB) / 84.0 - 1) <= 0.10
 
@@ -133,7 +123,7 @@ def test_held_out_measured_peaks_no_run_that_trained_is_out_of_memory() -> None:
     expected = json.loads((RUNS / "expected.json").read_text())
     errors = {}
     for path in sorted(RUNS.glob("*.yaml")):
-        doc = _estimate_json(path)
+        doc = estimate_in_process(path)
         assert doc["fits"] is True, path.name
         priced = doc["peak_memory_gib"] - K.RESERVED_GIB  # the allocator's share, what torchtitan logs
         errors[path.stem] = priced / expected[path.stem]["measured_peak_gib"] - 1
@@ -199,9 +189,9 @@ def test_estimator_dtypes_read_and_bad_values_diagnosed_at_the_value(tmp_path: P
 def test_cli_estimate_prices_pure_bf16_states(tmp_path: Path) -> None:
     f = tmp_path / "train.yaml"
     f.write_text(TRAIN.format(mp="mixed_precision: {enabled: false}"))
-    pure = _estimate_json(f)["memory_breakdown_gib"]
+    pure = estimate_in_process(f)["memory_breakdown_gib"]
     f.write_text(TRAIN.format(mp=""))
-    mixed = _estimate_json(f)["memory_breakdown_gib"]
+    mixed = estimate_in_process(f)["memory_breakdown_gib"]
     assert pure["gradients"] == pytest.approx(mixed["gradients"] / 2)
     assert pure["parameters"] + pure["optimizer"] == pytest.approx((mixed["parameters"] + mixed["optimizer"]) / 2)
 
@@ -214,9 +204,9 @@ def test_muon_keeps_one_state_per_parameter(tmp_path: Path) -> None:
     assert _run_of(tmp_path, adam, "adam.yaml").optimizer_states == 2
     f = tmp_path / "m.yaml"
     f.write_text(muon)
-    m = _estimate_json(f)["memory_breakdown_gib"]
+    m = estimate_in_process(f)["memory_breakdown_gib"]
     f.write_text(adam)
-    a = _estimate_json(f)["memory_breakdown_gib"]
+    a = estimate_in_process(f)["memory_breakdown_gib"]
     assert m["optimizer"] == pytest.approx(a["optimizer"] / 2)
 
 
@@ -304,6 +294,6 @@ def test_one_round_interleaved_pipeline_holds_one_chunks_unsharded_gradients() -
 
 def test_measured_interleaved_row_sits_below_the_1f1b_one() -> None:
     # torchtitan Table 5 (405B, 8 micro-batches on PP 8): 1F1B 82.5 GiB, interleaved 72.7 GiB measured
-    one = _estimate_json(RUNS / "tt-405b-512gpu-3d-1f1b.yaml")["peak_memory_gib"]
-    inter = _estimate_json(RUNS / "tt-405b-512gpu-3d-interleaved.yaml")["peak_memory_gib"]
+    one = estimate_in_process(RUNS / "tt-405b-512gpu-3d-1f1b.yaml")["peak_memory_gib"]
+    inter = estimate_in_process(RUNS / "tt-405b-512gpu-3d-interleaved.yaml")["peak_memory_gib"]
     assert 0.5 * (82.5 - 72.7) < one - inter < 1.5 * (82.5 - 72.7)

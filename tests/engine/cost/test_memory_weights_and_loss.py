@@ -13,17 +13,10 @@ from typing import Any
 
 from engine.cli import main as hp_plan
 from engine.cost import constants as K
+from tests.support.cli import estimate_in_process
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNS = ROOT / "benchmarks" / "calibration_runs"
-
-
-def _estimate(path: Path) -> dict[str, Any]:
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert hp_plan(["estimate", str(path), "--json"]) in (0, 1)
-    doc: dict[str, Any] = json.loads(buf.getvalue())
-    return doc
 
 
 def _copy_run(name: str, tmp_path: Path, edit: tuple[str, str] | None = None) -> Path:
@@ -48,10 +41,10 @@ def test_chunked_loss_prices_the_large_local_batch_run_at_its_measured_peak(tmp_
     # One fp32 loss over all 32,768 tokens x 151,936 logits at 12 B is 56 GiB; ChunkedLossWrapper keeps an eighth.
     run = RUNS / "tt-qwen3-8b-4xgb200-fsdp4-lbs16"
     measured = json.loads((run / "expected.json").read_text())["peak_memory_gib"]
-    chunked = _estimate(run / "search.yaml")
+    chunked = estimate_in_process(run / "search.yaml")
     assert abs(_error(chunked, measured)) < 0.10
     assert chunked["fits"] is True
-    plain = _estimate(_copy_run(run.name, tmp_path, ("  compile: true\n", "  compile: true\n  loss_chunks: 1\n")))
+    plain = estimate_in_process(_copy_run(run.name, tmp_path, ("  compile: true\n", "  compile: true\n  loss_chunks: 1\n")))
     assert _error(plain, measured) > 0.40  # the unchunked loss: what it was priced at before
     logits_gib = 12 * 151936 * 16 * 2048 / 2**30
     saved = plain["memory_breakdown_gib"]["activations"] - chunked["memory_breakdown_gib"]["activations"]
@@ -62,8 +55,8 @@ def test_fp8_param_gather_holds_no_16_bit_weights(tmp_path: Path) -> None:
     # Llama 3 70B FP8-CS SFT, TP4 PP4 VPP5 DP2 on H100 (Megatron-Bridge): the weights are FP8 tensors with their
     # transpose (2 B/param), not bf16 + an FP8 cache (4 B/param).
     name = "mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5"
-    stated = _estimate(RUNS / name / "search.yaml")
-    off = _estimate(_copy_run(name, tmp_path, ("  fp8_param_gather: true\n", "  fp8_param_gather: false\n")))
+    stated = estimate_in_process(RUNS / name / "search.yaml")
+    off = estimate_in_process(_copy_run(name, tmp_path, ("  fp8_param_gather: true\n", "  fp8_param_gather: false\n")))
     params_on = stated["memory_breakdown_gib"]["parameters"]
     params_off = off["memory_breakdown_gib"]["parameters"]
     assert abs(params_on / params_off - 2 / 4) < 1e-6
@@ -85,7 +78,7 @@ def test_bad_loss_chunks_is_a_positioned_diagnostic(tmp_path: Path) -> None:
 def test_deepspeed_zero3_gathers_one_module_at_a_time() -> None:
     # NAR21 Table 2, 529.6B ZeRO-3 on 640 A100 at micro-batch 4: it trained. DeepSpeed gathers each module's own
     # parameters (DS-EST: the largest module, here the 20480 x 81920 first MLP matrix), not a whole 5.0B layer.
-    doc = _estimate(ROOT / "benchmarks" / "cases" / "N2-04.yaml")
+    doc = estimate_in_process(ROOT / "benchmarks" / "cases" / "N2-04.yaml")
     h = 20480
     assert abs(doc["memory_breakdown_gib"]["buffers"] - 2 * 2 * (h * 4 * h) / 2**30) < 1e-6
     assert doc["fits"] is True and doc["peak_memory_gib"] < 80.0  # 84.6 GiB, "does not fit", before
