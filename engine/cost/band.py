@@ -14,9 +14,12 @@ half-width is
     h = sqrt(base² + Σ_f feature_f²),
 
 * base: the COVERAGE quantile of |d| over the plain rows (dense, short context, BF16) of the plan's framework on
-  its device generation, when there are at least MIN_ROWS of them; else over all its rows there (any features)
-  when there are MIN_ROWS; else over its framework's plain rows on any device, widened by the first-contact term (what the model read on a device generation before any run on it was
-  fitted, [CAL] §11); a framework with no rows at all is priced with every plain row, widened the same way;
+  its device generation, when there are at least MIN_ROWS of them (with FEW_ROWS or fewer, not below the
+  quantile of the framework's plain rows on every device); else over all its rows there (any features)
+  when there are MIN_ROWS; else over its framework's plain rows on any device (every stack's where the framework
+  has fewer than MIN_ROWS), widened by the first-contact term (what the model read on a device generation before
+  any run on it was fitted, [CAL] §11) only where no run of the framework on the generation was priced: one or two
+  such runs do not set a quantile, but they show the model has met the stack there;
 * feature_f, per feature the plan has (MoE, long context, FP8): the quantile of |d| over the rows with that feature
   in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²)) (independent sources of error add in
   quadrature), read from the framework's own rows where it has MIN_ROWS with the feature, else from every stack's.
@@ -37,6 +40,9 @@ from engine.cost import band_evidence as E
 COVERAGE = 0.8
 # Fewer rows than this cannot state an 80 % quantile (with 3 rows it is between the second and third).
 MIN_ROWS = 3
+# An 80 % quantile of this many rows or fewer sits between the two or three largest of them and reads low as often
+# as not; such a base is not taken below its framework's wider pool (_Pool.wider).
+FEW_ROWS = 10
 # A plan's features, as the rows are tagged: an MoE model, a trained sequence of LONG_CONTEXT tokens or more,
 # FP8 GEMMs on a device that has them.
 MOE, LONG_CONTEXT, FP8 = "moe", "long_context", "fp8"
@@ -89,10 +95,13 @@ def _abs(rows: Iterable[E.Row]) -> list[float]:
 
 @dataclass(frozen=True, slots=True)
 class _Pool:
-    """The plain rows a plan's base is read from, and whether they are its own stack on its own generation."""
+    """The rows a plan's base is read from; `wider`: its framework's plain rows on every device (every stack's
+    where it has fewer than MIN_ROWS), the floor of a quantile read from FEW_ROWS or fewer; `met`: whether the
+    framework's own runs on the plan's device generation were priced (without, the first-contact term)."""
 
     rows: tuple[E.Row, ...]
-    own: bool
+    wider: tuple[E.Row, ...]
+    met: bool
     label: str
 
 
@@ -102,14 +111,15 @@ def _pool(rows: Sequence[E.Row], framework: str, generation: str) -> _Pool:
     plain = tuple(r for r in rows if not r.features)
     here = tuple(r for r in rows if r.framework == framework and r.generation == generation)
     own = tuple(r for r in here if not r.features)
-    if len(own) >= MIN_ROWS:
-        return _Pool(own, True, f"{framework} on {generation}: {len(own)} runs")
-    if len(here) >= MIN_ROWS:
-        return _Pool(here, True, f"{framework} on {generation}: {len(here)} runs of every kind")
     stack = tuple(r for r in plain if r.framework == framework)
-    pool = stack if len(stack) >= MIN_ROWS else plain
-    return _Pool(pool, False, f"{framework if pool is stack else 'every stack'} ({len(pool)} runs): fewer than "
-                              f"{MIN_ROWS} plain {framework} runs on {generation or 'this device'}")
+    wider = stack if len(stack) >= MIN_ROWS else plain
+    if len(own) >= MIN_ROWS:
+        return _Pool(own, wider, True, f"{framework} on {generation}: {len(own)} runs")
+    if len(here) >= MIN_ROWS:
+        return _Pool(here, wider, True, f"{framework} on {generation}: {len(here)} runs of every kind")
+    return _Pool(wider, wider, bool(here) and wider is stack,
+                 f"{framework if wider is stack else 'every stack'} ({len(wider)} runs): {len(here)} {framework} "
+                 f"runs on {generation or 'this device'}")
 
 
 def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
@@ -117,8 +127,10 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
     """(h, what set it) over one kind of rows (step or memory), the module docstring's rule."""
     pool = _pool(rows, framework, generation)
     base = quantile(_abs(pool.rows))
+    if len(pool.rows) <= FEW_ROWS:
+        base = max(base, quantile(_abs(pool.wider)))
     basis = [pool.label]
-    if not pool.own:
+    if not pool.met:
         first = quantile([abs(d) for d in FIRST_CONTACT])
         base = math.hypot(base, first)
         basis[0] += f" (first contact +{100 * first:.0f}%)"

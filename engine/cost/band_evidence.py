@@ -56,7 +56,6 @@ STEP_ROWS: tuple[Row, ...] = (
     Row('M-01', '24x2048', 'megatron', 'hopper', (), 0.2911),
     Row('M-02', '30x4096', 'megatron', 'hopper', (), 0.1858),
     Row('M-03', '32x6144', 'megatron', 'hopper', (), -0.0556),
-    Row('M-04', '48x7168', 'megatron', 'hopper', (), -0.2583),
     Row('M-05', '84x8192', 'megatron', 'hopper', (), -0.0672),
     Row('M-06', '92x10240', 'megatron', 'hopper', (), 0.0032),
     Row('M-07', '96x12288', 'megatron', 'hopper', (), 0.0039),
