@@ -22,7 +22,9 @@ half-width is
   such runs do not set a quantile, but they show the model has met the stack there;
 * feature_f, per feature the plan has (MoE, long context, FP8): the quantile of |d| over the rows with that feature
   in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²)) (independent sources of error add in
-  quadrature), read from the framework's own rows where it has MIN_ROWS with the feature, else from every stack's.
+  quadrature), read from the framework's own rows where it has more than FEW_ROWS with the feature, else from
+  every stack's (a stack's two or three MoE runs, each the one its mechanisms were built on, say less about
+  the next MoE model than every stack's MoE runs together).
 
 The same derivation on the memory rows gives the peak's band.
 """
@@ -169,9 +171,9 @@ def pair_spread(a: float, b: float) -> float:
 
 def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[float, int]:
     """(the feature's excess spread, the rows it is read from): the framework's own rows with the feature against
-    its plain rows where it has MIN_ROWS of them, else every stack's (the module docstring's rule)."""
+    its plain rows where it has more than FEW_ROWS of them, else every stack's (the module docstring's rule)."""
     stack = [r for r in rows if r.framework == framework]
-    pool = stack if sum(feature in r.features for r in stack) >= MIN_ROWS else list(rows)
+    pool = stack if sum(feature in r.features for r in stack) > FEW_ROWS else list(rows)
     with_f = [r for r in pool if feature in r.features]
     plain = [r for r in pool if not r.features]
     if not with_f:
