@@ -92,8 +92,11 @@ async function notificationCenter(page) {
   await page.keyboard.type('Notifications: Show Notifications');
   await sleep(500);
   await page.keyboard.press('Enter');
-  await sleep(1000);
-  return page.locator('.notifications-center .notifications-list-container .monaco-list-row').allInnerTexts();
+  // on a loaded machine the center opens after the fixed wait that used to follow: wait for its rows
+  const rows = '.notifications-center .notifications-list-container .monaco-list-row';
+  await page.waitForSelector(rows, { state: 'visible', timeout: 15000 }).catch(() => undefined);
+  await sleep(500);
+  return page.locator(rows).allInnerTexts();
 }
 
 async function goTo(page, line, column) {
