@@ -522,7 +522,8 @@ def print_s10(runs: list[Run], scored: list[Scored]) -> None:
 
 def print_groups(scored: list[Scored]) -> None:
     """Median |e|, mean e, max |e| per framework, per framework and device, and the targets of D-011."""
-    def table(title: str, key: Any) -> None:
+    def table(title: str, key: Any) -> dict[str, list[Scored]]:
+        """Print one table of the runs with a step time grouped by `key`; return the groups."""
         groups: dict[str, list[Scored]] = {}
         for sc in scored:
             if sc.error is not None:
@@ -534,15 +535,13 @@ def print_groups(scored: list[Scored]) -> None:
             worst = max(groups[name], key=lambda sc: abs(sc.error or 0.0))
             print(f"{name:<22} {len(es):>5} {100 * statistics.median(ab):>9.1f}% {100 * statistics.mean(es):>+7.1f}% "
                   f"{100 * max(ab):>7.1f}%  {worst.id}{' (flagged)' if worst.id in FLAGGED else ''}")
+        return groups
     table("framework", lambda sc: sc.framework)
     print()
-    table("framework / device", lambda sc: f"{sc.framework} / {sc.device}")
+    per_device = table("framework / device", lambda sc: f"{sc.framework} / {sc.device}")
     print()
     table("device", lambda sc: sc.device)
-    per: dict[str, list[float]] = {}
-    for sc in scored:
-        if sc.error is not None:
-            per.setdefault(f"{sc.framework} / {sc.device}", []).append(abs(sc.error))
+    per = {name: [abs(sc.error or 0.0) for sc in group] for name, group in per_device.items()}
     med_over = [f"{k} {100 * statistics.median(v):.1f}%" for k, v in per.items() if statistics.median(v) > 0.05]
     worst = max((x for v in per.values() for x in v), default=0.0)
     over = [f"{sc.id} {100 * sc.error:+.1f}%{' (flagged)' if sc.id in FLAGGED else ''}" for sc in scored
