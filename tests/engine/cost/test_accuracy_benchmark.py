@@ -43,3 +43,11 @@ def test_framework_gemm_fractions_are_their_fits_on_their_named_runs(constant: s
     # the experts' share serves two MoE runs on two expert code paths (grouped and sequential), -5.0 % / +3.2 %
     bound = {"MC2_ACHIEVED_SHARE": 0.07, "MINDSPEED_EXPERT_GEMM_SHARE": 0.06}.get(constant, 0.05)
     assert len(errors) == 2 and max(abs(e) for e in errors) < bound
+
+
+def test_a_flagged_case_is_not_evidence_of_the_models_error() -> None:
+    # its error is set by the unpublished choice, so the error band's evidence leaves it out
+    from engine.cost import band_evidence
+
+    assert accuracy.FLAGGED
+    assert not {r.id for r in band_evidence.STEP_ROWS} & set(accuracy.FLAGGED)

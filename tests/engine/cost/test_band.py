@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from engine.cost import band_evidence as E
-from engine.cost.band import COVERAGE, ordering_spread, quantile, relative_spread
+from engine.cost.band import COVERAGE, FEW_ROWS, ordering_spread, quantile, relative_spread
 from tests.support.cli import ROOT, hp_plan
 
 RUNS = ROOT / "benchmarks" / "calibration_runs"
@@ -51,6 +51,30 @@ def test_the_band_is_narrow_where_the_model_was_fitted_and_wide_where_it_was_not
     # a stack with no fitted run pays the first-contact term
     assert relative_spread("hyperparallel", "ascend").step > relative_spread("mindspeed", "ascend").step
     assert relative_spread("megatron", "ampere", ("moe",)).step >= relative_spread("megatron", "ampere").step
+
+
+def _plain_abs(framework: str | None = None) -> list[float]:
+    return [abs(r.deviation) for r in E.STEP_ROWS
+            if not r.features and (framework is None or r.framework == framework)]
+
+
+def test_a_few_runs_of_a_class_do_not_state_a_band_narrower_than_their_stack() -> None:
+    blackwell = [r for r in E.STEP_ROWS if r.framework == "megatron" and r.generation == "blackwell"]
+    assert 3 <= len(blackwell) <= FEW_ROWS
+    own = quantile([abs(r.deviation) for r in blackwell])
+    stack = quantile(_plain_abs("megatron"))
+    assert own < stack  # the three Blackwell runs alone would read narrower than every Megatron run
+    assert relative_spread("megatron", "blackwell").step == pytest.approx(stack)
+
+
+def test_first_contact_is_paid_only_where_the_stack_has_no_run_on_the_generation() -> None:
+    # torchtitan has runs on Hopper (fewer than three): its own rows on every device, no first contact
+    hopper = relative_spread("torchtitan", "hopper")
+    assert hopper.step == pytest.approx(quantile(_plain_abs("torchtitan")))
+    assert "first contact" not in hopper.basis[0]
+    # none on Blackwell: the same rows widened by the first-contact term
+    blackwell = relative_spread("torchtitan", "blackwell")
+    assert "first contact" in blackwell.basis[0] and blackwell.step > 2 * hopper.step
 
 
 def test_the_band_holds_the_shown_runs_about_four_times_out_of_five() -> None:
