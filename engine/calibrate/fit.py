@@ -205,8 +205,9 @@ def plan_feature_spread(est: Estimate, config: Config) -> float:
     if not features or config.cluster is None:
         return 0.0
     framework, generation = framework_of(config.run).name, config.cluster.device.generation
+    moe_hidden = config.model.hidden if config.model is not None and config.model.is_moe else 0
     plain = relative_spread(framework, generation).step
-    full = relative_spread(framework, generation, features).step
+    full = relative_spread(framework, generation, features, moe_hidden).step
     return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80
 
 

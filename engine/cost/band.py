@@ -24,7 +24,12 @@ half-width is
   in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²)) (independent sources of error add in
   quadrature), read from the framework's own rows where it has more than FEW_ROWS with the feature, else from
   every stack's (a stack's two or three MoE runs, each the one its mechanisms were built on, say less about
-  the next MoE model than every stack's MoE runs together).
+  the next MoE model than every stack's MoE runs together);
+* the first-contact term once more for a MoE model narrower (hidden size) than every MoE run of its framework
+  (every stack's where it has none): the work a MoE layer does beside its GEMMs (routing, permutation, the
+  all-to-all, element-wise passes over every routed copy) is linear in h per token, the GEMMs' is h times a
+  width, so a narrower MoE model than any run the stack was checked on spends more of its step where the runs
+  never priced it.
 
 The same derivation on the memory rows gives the peak's band.
 """
@@ -124,8 +129,13 @@ def _pool(rows: Sequence[E.Row], framework: str, generation: str) -> _Pool:
                  f"runs on {generation or 'this device'}")
 
 
+def _first_contact() -> float:
+    """The first-contact term: the COVERAGE quantile of FIRST_CONTACT's deviations."""
+    return quantile([abs(d) for d in FIRST_CONTACT])
+
+
 def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
-                features: Sequence[str]) -> tuple[float, list[str]]:
+                features: Sequence[str], moe_hidden: int = 0) -> tuple[float, list[str]]:
     """(h, what set it) over one kind of rows (step or memory), the module docstring's rule."""
     pool = _pool(rows, framework, generation)
     base = quantile(_abs(pool.rows))
@@ -133,15 +143,27 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
         base = max(base, quantile(_abs(pool.wider)))
     basis = [pool.label]
     if not pool.met:
-        first = quantile([abs(d) for d in FIRST_CONTACT])
-        base = math.hypot(base, first)
-        basis[0] += f" (first contact +{100 * first:.0f}%)"
+        base = math.hypot(base, _first_contact())
+        basis[0] += f" (first contact +{100 * _first_contact():.0f}%)"
     extra = 0.0
     for f in features:
         term, n = _feature_term(rows, framework, f)
         extra += term ** 2
         basis.append(f"{f.replace('_', ' ')} ({n} runs, +{100 * term:.0f}%)")
+    narrowest = _narrowest_moe(rows, framework)
+    if MOE in features and 0 < moe_hidden < narrowest:
+        extra += _first_contact() ** 2
+        basis.append(f"moe at hidden {moe_hidden}, narrower than any MoE run it was checked on ({narrowest}): "
+                     f"first contact +{100 * _first_contact():.0f}%")
     return math.sqrt(base ** 2 + extra), basis
+
+
+def _narrowest_moe(rows: Sequence[E.Row], framework: str) -> int:
+    """The smallest hidden size among the framework's MoE rows (every stack's where it has none): the narrowest
+    MoE model the band's evidence has priced for it (the module docstring's last rule)."""
+    moe = [r.hidden for r in rows if MOE in r.features and r.hidden > 0]
+    own = [r.hidden for r in rows if MOE in r.features and r.hidden > 0 and r.framework == framework]
+    return min(own or moe or [0])
 
 
 def ordering_spread(framework: str, generation: str) -> float:
@@ -181,11 +203,12 @@ def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[
     return math.sqrt(max(0.0, quantile(_abs(with_f)) ** 2 - quantile(_abs(plain)) ** 2)), len(with_f)
 
 
-def relative_spread(framework: str, generation: str, features: Sequence[str] = ()) -> Spread:
+def relative_spread(framework: str, generation: str, features: Sequence[str] = (), moe_hidden: int = 0) -> Spread:
     """The model's relative error spread (half-widths at COVERAGE) for a framework on a device generation with
-    the given plan features (FEATURES). Also the prior spread a calibration of one part may start from."""
-    step, basis = _half_width(E.STEP_ROWS, framework, generation, features)
-    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features)
+    the given plan features (FEATURES) and, for a MoE model, its hidden size (0: not stated, no shape term).
+    Also the prior spread a calibration of one part may start from."""
+    step, basis = _half_width(E.STEP_ROWS, framework, generation, features, moe_hidden)
+    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features, moe_hidden)
     return Spread(step, memory, tuple(basis))
 
 

@@ -270,6 +270,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,
                                     fp8=bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0)),
+        band_moe_hidden=r.model.hidden if r.model.is_moe else 0,
     )
 
 

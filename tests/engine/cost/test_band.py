@@ -77,6 +77,33 @@ def test_first_contact_is_paid_only_where_the_stack_has_no_run_on_the_generation
     assert "first contact" in blackwell.basis[0] and blackwell.step > 2 * hopper.step
 
 
+def test_a_moe_model_narrower_than_every_moe_run_of_its_stack_pays_first_contact() -> None:
+    widths = [r.hidden for r in E.STEP_ROWS if r.framework == "megatron" and "moe" in r.features]
+    narrowest = min(widths)
+    assert narrowest > 0 and len(widths) >= 3
+    checked = relative_spread("megatron", "hopper", ("moe",), narrowest)
+    narrow = relative_spread("megatron", "hopper", ("moe",), narrowest // 2)
+    assert checked == relative_spread("megatron", "hopper", ("moe",))  # at a checked width: no shape term
+    assert narrow.step > checked.step + 0.1 and "narrower than any MoE run" in narrow.basis[-1]
+    # a dense plan's hidden size says nothing (the rule reads MoE plans only)
+    assert relative_spread("megatron", "hopper", (), 512) == relative_spread("megatron", "hopper")
+    # MindSpeed was checked on a 2,048-wide MoE model (Qwen3-30B-A3B): that width is met there
+    assert "narrower" not in " ".join(relative_spread("mindspeed", "ascend", ("moe",), 2048).basis)
+
+
+def test_the_estimate_of_a_narrow_moe_model_says_what_its_band_was_never_checked_on(tmp_path: object) -> None:
+    from pathlib import Path
+
+    run = RUNS / "qwen3-235b-256xgb200-mbridge"
+    out = Path(str(tmp_path))
+    (out / "search.yaml").write_text((run / "search.yaml").read_text())
+    (out / "train.yaml").write_text((run / "train.yaml").read_text().replace("hidden_size: 4096", "hidden_size: 2048"))
+    as_run, narrow = _estimate(run / "search.yaml")["error_band"], _estimate(out / "search.yaml")["error_band"]
+    assert narrow["step"] > as_run["step"] + 0.1
+    assert any("moe at hidden 2048" in b for b in narrow["basis"])
+    assert not any("narrower" in b for b in as_run["basis"])
+
+
 def test_the_band_holds_the_shown_runs_about_four_times_out_of_five() -> None:
     for rows, kind in ((E.STEP_ROWS, "step"), (E.MEMORY_ROWS, "memory")):
         held = [abs(r.deviation) <= getattr(relative_spread(r.framework, r.generation, r.features), kind)
