@@ -99,17 +99,19 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
     for d in merge(loaded.diagnostics, est_diags):
         (own if d.file is None or (path is not None and same_path(d.file, path)) else foreign).append(d)
     return Analysis(path, version, text, loaded, estimate, tuple(own), tuple(foreign), tuple(scan(text)),
-                    failure=failure, stated_source=_stated_source(config, texts, reads))
+                    failure=failure, stated_source=_stated_source(config, texts, reads, max_file_size_kb * 1024))
 
 
-def _stated_source(config: Config | None, texts: Mapping[str, str] | None, reads: Reads) -> Config | None:
+def _stated_source(config: Config | None, texts: Mapping[str, str] | None, reads: Reads,
+                   max_bytes: int) -> Config | None:
     """A search config's train.yaml as the file stating the plan, read through this check's reads (parsed
-    already as the config's source): the search job compares with it instead of reading it again."""
+    already as the config's source) and against the same size limit (a train.yaml over it is not parsed for
+    this either): the search job compares with it instead of reading it again."""
     if config is None or config.kind != "search":
         return None
     from engine.search.stated import stated_source
 
-    return stated_source(config, texts, reads=reads)
+    return stated_source(config, texts, reads=reads, max_bytes=max_bytes)
 
 
 def analyse_runs(path: str, text: str, version: int | None) -> Analysis:

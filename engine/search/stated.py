@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
-from engine.document import Reads
+from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.results import Estimate, SearchResult
 from engine.search.gain import gain
 from engine.search.refusals import gib, position
@@ -49,19 +49,21 @@ def stated_overrides(config: Config | None) -> ClusterOverrides | None:
 
 
 def stated_source(config: Config, texts: Mapping[str, str] | None = None, *,
-                  reads: Reads | None = None) -> Config | None:
+                  reads: Reads | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Config | None:
     """The config whose `stated` strategy and locations the advice uses: `config` itself when it states one
     (a train.yaml with a known cluster), else a search config's train.yaml read under `stated_overrides`;
     `texts` are unsaved editor buffers, which win over the disk (engine.check.check_file). None when the
     files state no complete strategy. `reads`: the request's reads (engine.document.Reads), which hold the
-    train.yaml already when the search config was checked in the same request."""
+    train.yaml already when the search config was checked in the same request; `max_bytes` the size the
+    train.yaml was checked against there (a larger one is not parsed here either)."""
     if config.stated is not None:
         return config
     if config.kind != "search" or not config.train_yaml or config.cluster is None:
         return None
     from engine.check import check_file
 
-    loaded = check_file(config.train_yaml, overrides=stated_overrides(config), texts=texts, reads=reads)
+    loaded = check_file(config.train_yaml, overrides=stated_overrides(config), texts=texts, reads=reads,
+                        max_bytes=max_bytes)
     return loaded.config if loaded.config is not None and loaded.config.stated is not None else None
 
 
