@@ -731,16 +731,18 @@ def _loo_step(run: Run) -> float | None:
             set_fitted(c, v)
 
 
-def _hidden(path: Path) -> int:
-    """The hidden size of the model a config prices (0 where the files do not determine it)."""
+def _shape(path: Path) -> tuple[int, int]:
+    """(hidden size, trained sequence length) of the model a config prices (0, 0 where the files do not say)."""
     from engine.config.resolve import load
 
     config = load(str(path)).config
-    return config.model.hidden if config is not None and config.model is not None else 0
+    m = config.model if config is not None else None
+    return (m.hidden, m.seq_len) if m is not None else (0, 0)
 
 
 def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(step rows, memory rows) of engine.cost.band_evidence: (id, model, framework, generation, features, d, hidden) with
+    """(step rows, memory rows) of engine.cost.band_evidence: (id, model, framework, generation, features, d, hidden,
+    seq_len) with
     d = measured / priced − 1, leave-one-out where a fraction was fitted on the run. A FLAGGED case is left out:
     an input its source did not publish sets its error (its range over the documented alternatives is printed
     beside it), so its d measures the guess, not the model."""
@@ -754,24 +756,24 @@ def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any,
         doc = estimate_json(CASES_DIR / f"{c.id}.yaml")
         if "step_time_s" in doc:
             step.append((c.id, f"{c.layers}x{c.hidden}", "megatron", *_band_tags(doc),
-                         c.published_step_s / doc["step_time_s"] - 1, c.hidden))
+                         c.published_step_s / doc["step_time_s"] - 1, *_shape(CASES_DIR / f"{c.id}.yaml")))
     for r in s10_runs():
         doc = estimate_json(RUNS_DIR / r.id / "search.yaml")
         if "step_time_s" not in doc:
             continue
         tags = _band_tags(doc)
-        hidden = _hidden(RUNS_DIR / r.id / "search.yaml")
+        shape = _shape(RUNS_DIR / r.id / "search.yaml")
         if r.measured_step_s:
             priced = _loo_step(r) or doc["step_time_s"]
-            step.append((r.id, r.id, doc["framework"], *tags, r.measured_step_s / priced - 1, hidden))
+            step.append((r.id, r.id, doc["framework"], *tags, r.measured_step_s / priced - 1, *shape))
         if r.measured_peak_gib:
             mem.append((r.id, r.id, doc["framework"], *tags,
-                        r.measured_peak_gib / (doc["peak_memory_gib"] - K.RESERVED_GIB) - 1, hidden))
+                        r.measured_peak_gib / (doc["peak_memory_gib"] - K.RESERVED_GIB) - 1, *shape))
     for p in sorted(memory_peaks.RUNS.glob("*.yaml")):
         doc = estimate_json(p)
         row = memory_peaks.price(p)
         mem.append((row.id, row.id.split("-")[1], doc["framework"], *_band_tags(doc),
-                    row.measured_gib / row.priced_gib - 1, _hidden(p)))
+                    row.measured_gib / row.priced_gib - 1, *_shape(p)))
     return step, mem
 
 
@@ -781,7 +783,8 @@ def write_band(cases: list[Case]) -> None:
     text = BAND_FILE.read_text().split("STEP_ROWS")[0]
 
     def rows(name: str, rs: list[tuple[Any, ...]]) -> str:
-        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}),\n" for i, m, fw, g, f, d, h in rs)
+        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}),\n"
+                       for i, m, fw, g, f, d, h, s in rs)
         return f"{name}: tuple[Row, ...] = (\n{body})\n"
 
     BAND_FILE.write_text(text + rows("STEP_ROWS", step) + rows("MEMORY_ROWS", mem))
@@ -793,7 +796,7 @@ def print_band() -> None:
     import importlib
 
     from engine.cost import band_evidence as E
-    from engine.cost.band import relative_spread
+    from engine.cost.band import band_shape, relative_spread
 
     importlib.reload(E)  # as written by write_band, when it ran in this process
 
@@ -801,7 +804,8 @@ def print_band() -> None:
     for kind, rows in (("step", E.STEP_ROWS), ("memory", E.MEMORY_ROWS)):
         groups: dict[str, list[tuple[bool, float, float]]] = {}
         for r in rows:
-            sp = relative_spread(r.framework, r.generation, r.features, r.hidden if "moe" in r.features else 0)
+            sp = relative_spread(r.framework, r.generation, r.features,
+                                 band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len))
             h = sp.step if kind == "step" else sp.memory
             groups.setdefault(f"{r.framework} / {r.generation}", []).append((abs(r.deviation) <= h, h, abs(r.deviation)))
         for name in [*sorted(groups), "ALL"]:

@@ -38,7 +38,7 @@ from engine.calibrate.runs import Measured
 from engine.calibrate.spreads import host_spread, part_spreads
 from engine.catalog.frameworks import framework_of
 from engine.config import Config
-from engine.cost.band import COVERAGE, relative_spread
+from engine.cost.band import COVERAGE, Shape, band_shape, relative_spread
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.ratios import prior
@@ -205,9 +205,10 @@ def plan_feature_spread(est: Estimate, config: Config) -> float:
     if not features or config.cluster is None:
         return 0.0
     framework, generation = framework_of(config.run).name, config.cluster.device.generation
-    moe_hidden = config.model.hidden if config.model is not None and config.model.is_moe else 0
+    m = config.model
+    shape = band_shape(moe=m.is_moe, hidden=m.hidden, seq_len=m.seq_len) if m is not None else Shape()
     plain = relative_spread(framework, generation).step
-    full = relative_spread(framework, generation, features, moe_hidden).step
+    full = relative_spread(framework, generation, features, shape).step
     return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80
 
 

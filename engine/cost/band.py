@@ -25,11 +25,13 @@ half-width is
   quadrature), read from the framework's own rows where it has more than FEW_ROWS with the feature, else from
   every stack's (a stack's two or three MoE runs, each the one its mechanisms were built on, say less about
   the next MoE model than every stack's MoE runs together);
-* the first-contact term once more for a MoE model narrower (hidden size) than every MoE run of its framework
-  (every stack's where it has none): the work a MoE layer does beside its GEMMs (routing, permutation, the
-  all-to-all, element-wise passes over every routed copy) is linear in h per token, the GEMMs' is h times a
-  width, so a narrower MoE model than any run the stack was checked on spends more of its step where the runs
-  never priced it.
+* the first-contact term once more for each way the plan's shape lies beyond its feature's rows of the framework
+  (every stack's where it has none): a MoE model narrower (hidden size) than every MoE row, since the work a
+  MoE layer does beside its GEMMs (routing, permutation, the all-to-all, element-wise passes over every routed
+  copy) is linear in h per token and the GEMMs' is h times a width, so a narrower model spends more of its
+  step where the runs never priced it; a long context longer than every long-context row, since attention's
+  work per token grows with the sequence while the rest does not, so a longer one is set by the attention
+  kernel's rate at lengths no run showed.
 
 The same derivation on the memory rows gives the peak's band.
 """
@@ -65,6 +67,15 @@ FIRST_CONTACT: tuple[float, ...] = tuple(1 / (1 + e) - 1 for e in (-0.17, -0.16,
 
 
 @dataclass(frozen=True, slots=True)
+class Shape:
+    """What the band's evidence envelope reads of a plan (the module docstring's last rule): a MoE model's hidden
+    size (0: a dense model, or not said) and the trained sequence length (0: not said)."""
+
+    moe_hidden: int = 0
+    seq_len: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Spread:
     """Relative half-widths (fractions) of the step-time and peak-memory bands, and what set them."""
 
@@ -94,6 +105,11 @@ def band_features(*, moe: bool, seq_len: int, fp8: bool) -> tuple[str, ...]:
     """The band's features of a plan (FEATURES order)."""
     flags = {MOE: moe, LONG_CONTEXT: seq_len >= LONG_CONTEXT_TOKENS, FP8: fp8}
     return tuple(f for f in FEATURES if flags[f])
+
+
+def band_shape(*, moe: bool, hidden: int, seq_len: int) -> Shape:
+    """The band's Shape of a plan: the hidden size counts for a MoE model only."""
+    return Shape(moe_hidden=hidden if moe else 0, seq_len=seq_len)
 
 
 def _abs(rows: Iterable[E.Row]) -> list[float]:
@@ -135,7 +151,7 @@ def _first_contact() -> float:
 
 
 def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
-                features: Sequence[str], moe_hidden: int = 0) -> tuple[float, list[str]]:
+                features: Sequence[str], shape: Shape) -> tuple[float, list[str]]:
     """(h, what set it) over one kind of rows (step or memory), the module docstring's rule."""
     pool = _pool(rows, framework, generation)
     base = quantile(_abs(pool.rows))
@@ -149,21 +165,35 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
     for f in features:
         term, n = _feature_term(rows, framework, f)
         extra += term ** 2
-        basis.append(f"{f.replace('_', ' ')} ({n} runs, +{100 * term:.0f}%)")
-    narrowest = _narrowest_moe(rows, framework)
-    if MOE in features and 0 < moe_hidden < narrowest:
+        basis.append(f"{f.replace('_', ' ')} ({n} run{'s' if n != 1 else ''}, +{100 * term:.0f}%)")
+    for beyond in _beyond_evidence(rows, framework, features, shape):
         extra += _first_contact() ** 2
-        basis.append(f"moe at hidden {moe_hidden}, narrower than any MoE run it was checked on ({narrowest}): "
-                     f"first contact +{100 * _first_contact():.0f}%")
+        basis.append(f"{beyond}: first contact +{100 * _first_contact():.0f}%")
     return math.sqrt(base ** 2 + extra), basis
 
 
-def _narrowest_moe(rows: Sequence[E.Row], framework: str) -> int:
-    """The smallest hidden size among the framework's MoE rows (every stack's where it has none): the narrowest
-    MoE model the band's evidence has priced for it (the module docstring's last rule)."""
-    moe = [r.hidden for r in rows if MOE in r.features and r.hidden > 0]
-    own = [r.hidden for r in rows if MOE in r.features and r.hidden > 0 and r.framework == framework]
-    return min(own or moe or [0])
+def _beyond_evidence(rows: Sequence[E.Row], framework: str, features: Sequence[str], shape: Shape) -> list[str]:
+    """What of the plan's shape lies beyond every row of its feature that the framework was checked on (every
+    stack's rows where it has none): a MoE model narrower than the narrowest, a long context longer than the
+    longest (the module docstring's last rule); each said plainly."""
+    out = []
+    if MOE in features and shape.moe_hidden > 0:
+        narrowest = min(_checked(rows, framework, MOE, "hidden") or [0])
+        if shape.moe_hidden < narrowest:
+            out.append(f"moe at hidden {shape.moe_hidden}, narrower than any MoE run it was checked on ({narrowest})")
+    if LONG_CONTEXT in features and shape.seq_len > 0:
+        longest = max(_checked(rows, framework, LONG_CONTEXT, "seq_len") or [0])
+        if shape.seq_len > longest > 0:
+            out.append(f"{shape.seq_len:,} tokens, longer than any long-context run it was checked on ({longest:,})")
+    return out
+
+
+def _checked(rows: Sequence[E.Row], framework: str, feature: str, field: str) -> list[int]:
+    """The `field` values (hidden, seq_len) of the framework's rows with `feature`, else every stack's."""
+    every = [getattr(r, field) for r in rows if feature in r.features and getattr(r, field) > 0]
+    own = [getattr(r, field) for r in rows
+           if feature in r.features and getattr(r, field) > 0 and r.framework == framework]
+    return own or every
 
 
 def ordering_spread(framework: str, generation: str) -> float:
@@ -203,12 +233,13 @@ def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[
     return math.sqrt(max(0.0, quantile(_abs(with_f)) ** 2 - quantile(_abs(plain)) ** 2)), len(with_f)
 
 
-def relative_spread(framework: str, generation: str, features: Sequence[str] = (), moe_hidden: int = 0) -> Spread:
+def relative_spread(framework: str, generation: str, features: Sequence[str] = (),
+                    shape: Shape = Shape()) -> Spread:
     """The model's relative error spread (half-widths at COVERAGE) for a framework on a device generation with
-    the given plan features (FEATURES) and, for a MoE model, its hidden size (0: not stated, no shape term).
+    the given plan features (FEATURES) and shape (what the evidence envelope compares; Shape() says nothing).
     Also the prior spread a calibration of one part may start from."""
-    step, basis = _half_width(E.STEP_ROWS, framework, generation, features, moe_hidden)
-    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features, moe_hidden)
+    step, basis = _half_width(E.STEP_ROWS, framework, generation, features, shape)
+    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features, shape)
     return Spread(step, memory, tuple(basis))
 
 

@@ -15,7 +15,7 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
                  diagnostics: tuple[Diagnostic, ...] = ()) -> Estimate:
     """Row i of a priced table as an Estimate (the search uses this for its top rows)."""
     pp = strategy.pp
-    spread = relative_spread(priced.framework, priced.generation, priced.band_features, priced.band_moe_hidden)
+    spread = relative_spread(priced.framework, priced.generation, priced.band_features, priced.band_shape)
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
         strategy=strategy,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from engine.cost import constants as K
-from engine.cost.band import band_features
+from engine.cost.band import band_features, band_shape
 from engine.cost.communication import (
     LayerComm,
     dp_sync_exposed,
@@ -270,7 +270,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,
                                     fp8=bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0)),
-        band_moe_hidden=r.model.hidden if r.model.is_moe else 0,
+        band_shape=band_shape(moe=r.model.is_moe, hidden=r.model.hidden, seq_len=r.model.seq_len),
     )
 
 

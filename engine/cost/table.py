@@ -12,6 +12,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from engine.cost.band import Shape
 from engine.specs import GIB as GIB_BYTES
 from engine.specs import RECOMPUTE_MODES, Ratios, RecomputePlan, Strategy
 
@@ -249,8 +250,8 @@ class PricedTable:
     # The error band's plan features of every row (engine.cost.band.plan_features) and the device generation.
     band_features: tuple[str, ...] = ()
     generation: str = ""
-    # A MoE model's hidden size, what the band's MoE shape rule reads (engine.cost.band; 0 for a dense model).
-    band_moe_hidden: int = 0
+    # What the band's evidence envelope reads of the plan (engine.cost.band.Shape).
+    band_shape: Shape = field(default_factory=Shape)
     # Per stage, per micro-batch seconds of each part of stage time (STAGE_TIME_PARTS, (n, P), 0 past a
     # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the
     # update; what engine.explain draws the pipeline timeline from (the step time is built from the same).

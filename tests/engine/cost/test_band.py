@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from engine.cost import band_evidence as E
-from engine.cost.band import COVERAGE, FEW_ROWS, ordering_spread, quantile, relative_spread
+from engine.cost.band import COVERAGE, FEW_ROWS, Shape, band_shape, ordering_spread, quantile, relative_spread
 from tests.support.cli import ROOT, hp_plan
 
 RUNS = ROOT / "benchmarks" / "calibration_runs"
@@ -81,27 +81,42 @@ def test_a_moe_model_narrower_than_every_moe_run_of_its_stack_pays_first_contact
     widths = [r.hidden for r in E.STEP_ROWS if r.framework == "megatron" and "moe" in r.features]
     narrowest = min(widths)
     assert narrowest > 0 and len(widths) >= 3
-    checked = relative_spread("megatron", "hopper", ("moe",), narrowest)
-    narrow = relative_spread("megatron", "hopper", ("moe",), narrowest // 2)
+    checked = relative_spread("megatron", "hopper", ("moe",), Shape(moe_hidden=narrowest))
+    narrow = relative_spread("megatron", "hopper", ("moe",), Shape(moe_hidden=narrowest // 2))
     assert checked == relative_spread("megatron", "hopper", ("moe",))  # at a checked width: no shape term
     assert narrow.step > checked.step + 0.1 and "narrower than any MoE run" in narrow.basis[-1]
-    # a dense plan's hidden size says nothing (the rule reads MoE plans only)
-    assert relative_spread("megatron", "hopper", (), 512) == relative_spread("megatron", "hopper")
+    assert band_shape(moe=False, hidden=512, seq_len=4096) == Shape(seq_len=4096)  # a dense model's width says nothing
     # MindSpeed was checked on a 2,048-wide MoE model (Qwen3-30B-A3B): that width is met there
-    assert "narrower" not in " ".join(relative_spread("mindspeed", "ascend", ("moe",), 2048).basis)
+    assert "narrower" not in " ".join(relative_spread("mindspeed", "ascend", ("moe",), Shape(moe_hidden=2048)).basis)
 
 
-def test_the_estimate_of_a_narrow_moe_model_says_what_its_band_was_never_checked_on(tmp_path: object) -> None:
+def test_a_context_longer_than_every_long_context_run_checked_pays_first_contact() -> None:
+    longest = max(r.seq_len for r in E.STEP_ROWS if "long_context" in r.features)
+    assert longest >= 32768
+    at = relative_spread("megatron", "blackwell", ("long_context",), Shape(seq_len=longest))
+    beyond = relative_spread("megatron", "blackwell", ("long_context",), Shape(seq_len=4 * longest))
+    assert at == relative_spread("megatron", "blackwell", ("long_context",))
+    assert beyond.step > at.step + 0.1 and "longer than any long-context run" in beyond.basis[-1]
+    # the peaks were measured to 256K (torchtitan's 405B at CP 8): 128K is inside their evidence
+    assert beyond.memory == at.memory
+
+
+@pytest.mark.parametrize(("run", "old", "new", "said"), [
+    ("qwen3-235b-256xgb200-mbridge", "hidden_size: 4096", "hidden_size: 2048", "moe at hidden 2048"),
+    ("llama3-8b-8xb200-mbridge-fp8", "max_seq_len: 8192", "max_seq_len: 131072", "131,072 tokens, longer than"),
+])
+def test_the_estimate_says_what_of_its_plan_the_band_was_never_checked_on(tmp_path: object, run: str, old: str,
+                                                                         new: str, said: str) -> None:
     from pathlib import Path
 
-    run = RUNS / "qwen3-235b-256xgb200-mbridge"
-    out = Path(str(tmp_path))
-    (out / "search.yaml").write_text((run / "search.yaml").read_text())
-    (out / "train.yaml").write_text((run / "train.yaml").read_text().replace("hidden_size: 4096", "hidden_size: 2048"))
-    as_run, narrow = _estimate(run / "search.yaml")["error_band"], _estimate(out / "search.yaml")["error_band"]
-    assert narrow["step"] > as_run["step"] + 0.1
-    assert any("moe at hidden 2048" in b for b in narrow["basis"])
-    assert not any("narrower" in b for b in as_run["basis"])
+    folder, out = RUNS / run, Path(str(tmp_path))
+    (out / "search.yaml").write_text((folder / "search.yaml").read_text())
+    assert old in (folder / "train.yaml").read_text()
+    (out / "train.yaml").write_text((folder / "train.yaml").read_text().replace(old, new))
+    as_run, changed = _estimate(folder / "search.yaml")["error_band"], _estimate(out / "search.yaml")["error_band"]
+    assert changed["step"] > as_run["step"] + 0.1
+    assert any(said in b for b in changed["basis"]), changed["basis"]
+    assert not any("first contact" in b for b in as_run["basis"])
 
 
 def test_the_band_holds_the_shown_runs_about_four_times_out_of_five() -> None:
