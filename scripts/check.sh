@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 [ -x "$PY" ] || { echo "run the Quick start's first command first (no .venv)"; exit 2; }
 
-echo "== ruff"; "$PY" -m ruff check engine hp_lsp tests benchmarks
-echo "== mypy"; "$PY" -m mypy
+echo "== ruff"; "$PY" -m ruff check engine hp_lsp tests benchmarks scripts
+echo "== mypy"; "$PY" -m mypy; "$PY" -m mypy scripts
 
 if [ -f editors/vscode/package.json ]; then
   if command -v npm >/dev/null 2>&1; then
