@@ -73,8 +73,10 @@ def fit_overhead(grid: tuple[float, ...] = tuple(i / 100 for i in range(31))) ->
     for f in grid:
         table = dict(frameworks.FRAMEWORKS)
         table["torchtitan"] = replace(table["torchtitan"], allocator_overhead=f)
+        frameworks.at_release.cache_clear()  # a stated release is read from the patched table, not the cache
         with mock.patch.object(frameworks, "FRAMEWORKS", MappingProxyType(table)):
             out.append((f, statistics.mean(abs(r.error) for r in price_all() if r.fit)))
+        frameworks.at_release.cache_clear()
     return out
 
 

@@ -190,6 +190,12 @@ class Framework:
       405b, qwen3, deepseek_v3, sft_qwen3_8b_math) wrap their cross-entropy in ChunkedLossWrapper, 8 chunks by
       default, since mid-2026 ([TT-SRC] torchtitan/components/loss.py); a run of an older release (the
       TT-BENCH runs of 2024-12) states `estimator.loss_chunks: 1`. 1 elsewhere.
+    compiled_loss_peak_bytes: bytes per logit alive at the loss's peak when the trainer compiles its plain
+      cross-entropy with the model (`estimator.compile`; one chunk, not vocabulary-parallel), 0 = it does not.
+      torchtitan's `build_cross_entropy_loss` wraps `cross_entropy(pred.float(), labels)` in torch.compile under
+      `training.compile` ([TT-SRC] torchtitan/components/loss.py, from 2025-04-02): Inductor fuses the upcast,
+      log-softmax and loss into reductions and their backward into one kernel, so what is alive is the bf16
+      logits saved for it and the bf16 gradient it writes (2 + 2 = 4), not the eager 12.
     zero3_gathers_modules: the stack's ZeRO-3 (`fsdp` with reshard after forward) is DeepSpeed's as NAR21 ran it
       inside Megatron: each module's own parameters are gathered as it runs and released after, so the working
       buffer is DS-EST's "4 × largest layer's params" with DeepSpeed's meaning of a layer, one module's own
@@ -256,6 +262,7 @@ class Framework:
     pp_unsharded: bool = False
     fp8_saved_inputs: bool = False
     loss_chunks: int = 1
+    compiled_loss_peak_bytes: float = 0.0
     zero3_gathers_modules: bool = False
     fp8_keeps: str = ""
     ep_overlap: str = ""
@@ -348,6 +355,26 @@ MEGATRON_RELEASES = Releases(
     ),
 )
 
+# torchtitan releases whose facts differ (`estimator.framework_version: "0.1"`, also "v0.1.0", or the commit / month
+# of a published run): "0.0" before the first tag, v0.1.0 (2025-06-17), v0.2.0 (2025-10-17; 0.2.1, 0.2.2), "main"
+# the current source engine/catalog facts were read at (ChunkedLossWrapper by default, mid-2026). Aliases name the
+# runs this repository prices: TT-BENCH 2024-12 (9dec370), the A100 run (04133643, 2024-04), the 2025-06 async-TP
+# page ("2025-06") and the H200 page's e7c0cae (2025-06-13, four days before v0.1.0, with its loss code), and the
+# NVFP4 page's 73aed7f6 (main).
+TORCHTITAN_RELEASES = Releases(
+    label="torchtitan",
+    versions=("0.0", "0.1", "0.2", "main"),
+    aliases=MappingProxyType({"9dec370": "0.0", "04133643": "0.0", "2025-06": "0.1", "e7c0cae": "0.1",
+                              "73aed7f6": "main"}),
+    facts=(
+        ReleaseFact("compiled_loss_peak_bytes", "0.1", 0.0, "the cross-entropy compiled with the model "
+                    "(training.compile)", "[TT-LOSS] build_cross_entropy_loss (#1033, 2025-04-02); #755 "
+                    "(2024-12-18) had turned it off"),
+        ReleaseFact("loss_chunks", "main", 1, "the chunked loss (ChunkedLossWrapper, 8 chunks)",
+                    "[TT-LOSS] ChunkedLossWrapper in the model configs, #3779 (2026-06)"),
+    ),
+)
+
 FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
     "megatron": Framework(
         name="megatron", label="Megatron-LM / Megatron-Core / NeMo", fused_elementwise=True, compile_fuses=False,
@@ -390,13 +417,13 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
         pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True, loss_chunks=8,
-        allocator_overhead=TORCHTITAN_ALLOCATOR_OVERHEAD,
+        compiled_loss_peak_bytes=4.0, allocator_overhead=TORCHTITAN_ALLOCATOR_OVERHEAD,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8",
         default_layout=PipelineLayout(embedding_in_split=True, loss_in_split=True, remainder_first=True),
         layout_keys="pipeline_parallel_first_stage_less_layers / pipeline_parallel_last_stage_less_layers (the "
                     "embedding's and output's weight in its split, 1 each by default; TT-SRC)",
-        space=_TORCHTITAN_SPACE),
+        space=_TORCHTITAN_SPACE, releases=TORCHTITAN_RELEASES, release=TORCHTITAN_RELEASES.current),
     "hyperparallel": Framework(
         name="hyperparallel", label="HyperParallel trainer (FSDP2-style, PyTorch / torch_npu kernels)",
         fused_elementwise=False, compile_fuses=True,
@@ -443,6 +470,18 @@ def at_release(name: str, version: str) -> Framework:
     if rel is None or v is None:
         return fw
     return replace(fw, release=v, **{f.field: f.before for f in rel.missing(v)})
+
+
+def release_label(fw: Framework, stated: str) -> str:
+    """The release an estimate names: the version priced, with the stated spelling beside it where that is an
+    alias (a published run's commit or month) rather than the version itself ("0.0 (9dec370)"); the stated text
+    for a framework without releases."""
+    rel = fw.releases
+    if rel is None or not fw.release:
+        return stated
+    if stated and stated.strip().lower() in rel.aliases:
+        return f"{fw.release} ({stated})"
+    return fw.release
 
 
 def effective_policy(fw: Framework, run: RunOptions) -> str:

@@ -486,9 +486,11 @@ def allocator_ratio(r: Rows) -> float:
 
 def loss_peak_bytes(r: Rows) -> np.ndarray:
     """(n,) bytes per logit alive at the loss's peak (Framework.loss_peak_bytes): the vocabulary-parallel
-    loss's own figure where it runs over tp > 1 (loss_parallel_peak_bytes), else the plain one."""
+    loss's own figure where it runs over tp > 1 (loss_parallel_peak_bytes), else the plain one, or the compiled
+    one where the release compiles its one-chunk loss with the model (compiled_loss_peak_bytes)."""
     fw = r.fw
-    plain = np.full(r.n, fw.loss_peak_bytes)
+    compiled = fw.compiled_loss_peak_bytes and r.run.compile and loss_chunks(r) == 1
+    plain = np.full(r.n, fw.compiled_loss_peak_bytes if compiled else fw.loss_peak_bytes)
     parallel = fw.loss_parallel if r.run.loss_parallel is None else r.run.loss_parallel  # accelerator.loss_parallel
     if parallel and fw.loss_parallel_peak_bytes:
         return np.where(r.t > 1, fw.loss_parallel_peak_bytes, plain)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from engine.catalog.frameworks import release_label
 from engine.cost import constants as K
 from engine.cost.band import band_features, band_shape
 from engine.cost.communication import (
@@ -266,7 +267,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble
         stage_fixed_gib=np.where(valid, mem.fixed_b / K.GIB, np.nan),
         layer_count=r.counts, in_flight=r.mf, layer_act_one_gib=mem.held * mem.alloc_ratio / K.GIB, layer_time_s=per_step_layer,
         layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
-        framework_release=r.fw.release or r.run.framework_version,
+        framework_release=release_label(r.fw, r.run.framework_version),
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,
                                     fp8=bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0)),

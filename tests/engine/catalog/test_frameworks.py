@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from engine.catalog.frameworks import FRAMEWORKS, MEGATRON_RELEASES, at_release, framework_of
+from engine.catalog.frameworks import (
+    FRAMEWORKS,
+    MEGATRON_RELEASES,
+    TORCHTITAN_RELEASES,
+    at_release,
+    framework_of,
+)
 from engine.specs import RunOptions
 from tests.support.cli import ROOT, hp_plan
 
@@ -71,11 +77,26 @@ def test_unknown_release_is_a_coded_warning_priced_as_current(tmp_path: Path) ->
     assert doc["framework_release"] == "0.16"
 
 
-def test_release_facts_are_cited_and_ordered() -> None:
-    rel = MEGATRON_RELEASES
+@pytest.mark.parametrize(("name", "rel"), [("megatron", MEGATRON_RELEASES), ("torchtitan", TORCHTITAN_RELEASES)])
+def test_release_facts_are_cited_and_ordered(name: str, rel: Any) -> None:
     for fact in rel.facts:
         assert fact.since in rel.versions and fact.source.startswith("[")
-        assert hasattr(FRAMEWORKS["megatron"], fact.field)
+        assert hasattr(FRAMEWORKS[name], fact.field)
+    assert FRAMEWORKS[name].release == rel.current
+
+
+def test_megatron_versions_are_read_as_written() -> None:
+    rel = MEGATRON_RELEASES
     assert rel.normalise("v0.12") == rel.normalise("0.12.3") == "0.12" and rel.normalise("0.1") is None
     assert at_release("megatron", "0.13").ep_overlap == "" and at_release("megatron", "0.14").ep_overlap == "batch"
-    assert framework_of(RunOptions(framework="torchtitan", framework_version="9dec370")) is FRAMEWORKS["torchtitan"]
+
+
+def test_torchtitan_compiles_its_loss_from_0_1_and_chunks_it_on_main() -> None:
+    # 9dec370 (2024-12, TT-BENCH): loss compile turned off (#755); e7c0cae (2025-06): build_cross_entropy_loss
+    # compiles it under training.compile (#1033); main: ChunkedLossWrapper, 8 chunks
+    old = framework_of(RunOptions(framework="torchtitan", framework_version="9dec370"))
+    mid = framework_of(RunOptions(framework="torchtitan", framework_version="e7c0cae"))
+    assert (old.release, old.loss_chunks, old.compiled_loss_peak_bytes) == ("0.0", 1, 0.0)
+    assert (mid.release, mid.loss_chunks, mid.compiled_loss_peak_bytes) == ("0.1", 1, 4.0)
+    assert framework_of(RunOptions(framework="torchtitan")).loss_chunks == 8
+    assert TORCHTITAN_RELEASES.normalise("v0.2.1") == "0.2" and at_release("torchtitan", "v0.2.1").release == "0.2"

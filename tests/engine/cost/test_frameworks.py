@@ -89,7 +89,7 @@ def test_estimate_json_says_what_it_priced_and_the_flag_wins(tmp_path: Path) -> 
     flagged = json.loads(hp_plan("estimate", str(TITAN_8B), "--json", "--framework", "megatron").stdout)
     assert flagged["framework"] == "megatron" and flagged["step_time_s"] < doc["step_time_s"]
     text = hp_plan("estimate", str(TITAN_8B)).stdout
-    assert "priced for torchtitan 9dec370 on H100-96G" in text and "MFU (model FLOPs, non-causal, of the BF16 peak)" in text
+    assert "priced for torchtitan 0.0 (9dec370) on H100-96G" in text and "MFU (model FLOPs, non-causal, of the BF16 peak)" in text
     bad = hp_plan("estimate", str(TITAN_8B), "--framework", "caffe")
     assert bad.returncode == 2 and "unknown framework" in bad.stderr
 

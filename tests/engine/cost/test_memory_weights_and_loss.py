@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine.cli import main as hp_plan
 from engine.cost import constants as K
 from tests.support.cli import estimate_in_process
@@ -19,16 +21,18 @@ ROOT = Path(__file__).resolve().parents[3]
 RUNS = ROOT / "benchmarks" / "calibration_runs"
 
 
-def _copy_run(name: str, tmp_path: Path, edit: tuple[str, str] | None = None) -> Path:
-    """The run folder copied (search.yaml names ./train.yaml), with one line of its search.yaml replaced."""
-    dst = tmp_path / name
+def _copy_run(name: str, tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    """The run folder copied (search.yaml names ./train.yaml; each copy its own folder), with each (old, new) text
+    of its search.yaml replaced."""
+    dst = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
     shutil.copytree(RUNS / name, dst)
-    if edit is not None:
-        f = dst / "search.yaml"
-        text = f.read_text()
-        assert edit[0] in text
-        f.write_text(text.replace(edit[0], edit[1]))
-    return dst / "search.yaml"
+    f = dst / "search.yaml"
+    text = f.read_text()
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    f.write_text(text)
+    return f
 
 
 def _error(doc: dict[str, Any], measured: float) -> float:
@@ -44,11 +48,27 @@ def test_chunked_loss_prices_the_large_local_batch_run_at_its_measured_peak(tmp_
     chunked = estimate_in_process(run / "search.yaml")
     assert abs(_error(chunked, measured)) < 0.10
     assert chunked["fits"] is True
-    plain = estimate_in_process(_copy_run(run.name, tmp_path, ("  compile: true\n", "  compile: true\n  loss_chunks: 1\n")))
-    assert _error(plain, measured) > 0.40  # the unchunked loss: what it was priced at before
+    # the same plan under the 2024-12 release: one eager fp32 loss (no chunks, not compiled)
+    plain = estimate_in_process(_copy_run(run.name, tmp_path, ("'73aed7f6'", "'9dec370'")))
+    assert _error(plain, measured) > 0.40
     logits_gib = 12 * 151936 * 16 * 2048 / 2**30
     saved = plain["memory_breakdown_gib"]["activations"] - chunked["memory_breakdown_gib"]["activations"]
     assert 0.8 * logits_gib < saved < logits_gib  # 7/8 of the logits, less the chunks' hidden-state copies
+
+
+def test_a_release_that_compiles_its_loss_holds_two_16_bit_copies_of_the_logits(tmp_path: Path) -> None:
+    # Llama 3.1 8B, FSDP 8, local batch 2 x 8192, compile, one loss chunk: as TT-BENCH's 2024-12 release ran it
+    # (the eager fp32 loss: 12 bytes per logit at its backward) and as a 2025-06 release runs the same plan
+    # (torch.compile'd cross-entropy: the bf16 logits and the bf16 gradient, 4)
+    name = "llama31-8b-8xh100-96g-torchtitan-compile"
+    eager = estimate_in_process(RUNS / name / "search.yaml")
+    compiled = estimate_in_process(_copy_run(name, tmp_path, ("'9dec370'", "'e7c0cae'")))
+    assert eager["framework_release"] == "0.0 (9dec370)" and compiled["framework_release"] == "0.1 (e7c0cae)"
+    saved = eager["memory_breakdown_gib"]["activations"] - compiled["memory_breakdown_gib"]["activations"]
+    assert saved == pytest.approx((12 - 4) * 2 * 8192 * 128256 / 2**30, rel=1e-6)
+    uncompiled = estimate_in_process(_copy_run(name, tmp_path, ("'9dec370'", "'e7c0cae'"),
+                                               ("  compile: true\n", "  compile: false\n")))
+    assert uncompiled["memory_breakdown_gib"]["activations"] > compiled["memory_breakdown_gib"]["activations"]
 
 
 def test_fp8_param_gather_holds_no_16_bit_weights(tmp_path: Path) -> None:
