@@ -795,10 +795,12 @@ def print_band() -> None:
     """Per framework and device generation: the band's coverage of the shown runs and its median half-width."""
     import importlib
 
+    from engine.cost import band
     from engine.cost import band_evidence as E
     from engine.cost.band import band_shape, relative_spread
 
     importlib.reload(E)  # as written by write_band, when it ran in this process
+    band.clear_cache()
 
     print(f"{'band: framework / gen':<30} {'kind':<6} {'runs':>4} {'covered':>8} {'median ±':>9} {'median |d|':>10}")
     for kind, rows in (("step", E.STEP_ROWS), ("memory", E.MEMORY_ROWS)):

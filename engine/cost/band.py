@@ -42,6 +42,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from engine.cost import band_evidence as E
 
@@ -196,6 +197,7 @@ def _checked(rows: Sequence[E.Row], framework: str, feature: str, field: str) ->
     return own or every
 
 
+@lru_cache(maxsize=64)
 def ordering_spread(framework: str, generation: str) -> float:
     """The half-width within which one plan's step time is not known to differ from another's of the same model
     on the same stack and device. Why not the whole band: what two such plans share (the stack's and device's
@@ -213,6 +215,12 @@ def ordering_spread(framework: str, generation: str) -> float:
             scatter.setdefault((fw, gen), []).extend(abs(d - mean) * math.sqrt(n / (n - 1)) for d in ds)
     own = scatter.get((framework, generation), [])
     return quantile(own if len(own) >= MIN_ROWS else [x for v in scatter.values() for x in v])
+
+
+def clear_cache() -> None:
+    """Forget the remembered bands (after the evidence module was rewritten and reloaded)."""
+    _spread.cache_clear()
+    ordering_spread.cache_clear()
 
 
 def pair_spread(a: float, b: float) -> float:
@@ -238,6 +246,13 @@ def relative_spread(framework: str, generation: str, features: Sequence[str] = (
     """The model's relative error spread (half-widths at COVERAGE) for a framework on a device generation with
     the given plan features (FEATURES) and shape (what the evidence envelope compares; Shape() says nothing).
     Also the prior spread a calibration of one part may start from."""
+    return _spread(framework, generation, tuple(features), shape)
+
+
+@lru_cache(maxsize=1024)
+def _spread(framework: str, generation: str, features: tuple[str, ...], shape: Shape) -> Spread:
+    """relative_spread, remembered: the evidence is fixed for the process (benchmarks/accuracy.py clears it after
+    rewriting the evidence), and a search asks for the same few bands once per ranked plan."""
     step, basis = _half_width(E.STEP_ROWS, framework, generation, features, shape)
     memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features, shape)
     return Spread(step, memory, tuple(basis))
