@@ -230,6 +230,9 @@ export class Controller implements vscode.Disposable {
     if (e.affectsConfiguration(`${SECTION}.interpreter`)) {
       if (this.client) {
         void this.restart();
+      } else if (this.starting) {
+        // A start already chose the old interpreter: once it settles (started or reported), restart on the new one.
+        void this.starting.then(() => this.restart());
       }
       return;
     }

@@ -214,6 +214,40 @@ test('settings changes are pushed with didChangeConfiguration; an interpreter ch
   controller.dispose();
 });
 
+test('an interpreter change during a start takes effect once that start settles', async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const specs: ClientSpec[] = [];
+  const make = (spec: ClientSpec): ClientHandle => {
+    specs.push(spec);
+    const first = specs.length === 1;
+    return {
+      start: () => (first ? gate : Promise.resolve()),
+      stop: async () => undefined,
+      sendRequest: async () => undefined,
+      sendNotification: async () => undefined,
+    };
+  };
+  s.documents.push(s.document('/w/train.yaml', ''));
+  const controller = new Controller(make, 'linux');
+  const activated = controller.activate();
+  await flush();
+  assert.equal(specs.length, 1); // the first start waits on its server
+  s.changeConfig({ 'hpLsp.interpreter': '/other/python' });
+  await flush();
+  assert.equal(specs.length, 1);
+  release();
+  await activated;
+  for (let i = 0; i < 5; i += 1) {
+    await flush();
+  }
+  assert.equal(specs.length, 2);
+  assert.equal(specs[1].command, '/other/python');
+  controller.dispose();
+});
+
 test('Apply optimal strategy runs the server command for the active document', async () => {
   const f = factory({ reply: { applied: false, reason: 'no search result yet (save the file to search)' } });
   const controller = new Controller(f.make, 'linux');
