@@ -313,6 +313,13 @@ class Framework:
     def calibrated(self) -> bool:
         return bool(self.calibrated_on)
 
+    @property
+    def caches_fp8_weights(self) -> bool:
+        """TransformerEngine's FP8 (Megatron, MindSpeed) keeps each weight's FP8 copy and its transpose across
+        the micro-batches of a step; torchao's dynamic casting on the FSDP2 stacks re-quantises the weight at
+        every use and keeps none ([TE-FP8]; engine.cost.fp8)."""
+        return not self.fsdp2
+
 
 # Reserved over allocated bytes − 1 of the PyTorch caching allocator at torchtitan's memory peak (Framework.
 # allocator_overhead). torchtitan logs as "memory" the allocator's `reserved_bytes.all.peak` ([TT-SRC]

@@ -8,14 +8,20 @@ GEMM rate is the quantisation of each GEMM operand: the linear layer's input in 
 its output in the backward are read in BF16 and written in FP8 once per layout the GEMMs need (row-wise for
 the forward, column-wise / transposed for the weight gradient), with the scale each recipe derives:
 
-| recipe | scale | HBM bytes per quantised element | weight cache per parameter |
-|---|---|---|---|
-| delayed | per tensor, from the amax history: one pass (read 2, write 1 + 1) | 4 | FP8 weight + transpose: 2 |
-| tensorwise (current scaling) | per tensor, from this tensor's amax: an amax pass first (read 2), then the cast | 6 | 2 |
-| blockwise | per 1×128 block, in the cast pass; fp32 scales per block for both layouts (+2·4/128) | 4.0625 | 2 |
-| mxfp8 | per 1×32 block in hardware (Blackwell only), E8M0 scales for both layouts (+2·1/32) | 4.0625 | 2.0625 |
+| recipe | scale | HBM bytes per quantised element | weight cache per parameter | weight casts per micro-batch |
+|---|---|---|---|---|
+| delayed | per tensor, from the amax history: one pass (read 2, write 1 + 1) | 4 | FP8 weight + transpose: 2 | 2 × 3 = 6 |
+| tensorwise (current scaling) | per tensor, from this tensor's amax: an amax pass first (read 2), then the cast | 6 | 2 | 2 × 5 = 10 |
+| blockwise | per 1×128 block, in the cast pass; fp32 scales per block for both layouts (+2·4/128) | 4.0625 | 2 | 6.0625 |
+| mxfp8 | per 1×32 block in hardware (Blackwell only), E8M0 scales for both layouts (+2·1/32) | 4.0625 | 2.0625 | 6.0625 |
 
-The byte counts follow from the data each cast kernel must move; none is fitted. The weight caches are sharded as
+The byte counts follow from the data each cast kernel must move; none is fitted. The last column is what a stack
+that caches no FP8 weight (torchao's Float8Linear on the FSDP2 stacks, `Framework.caches_fp8_weights`) moves per
+weight element and micro-batch: it quantises the 16-bit weight in the forward and again, in the other layout, in
+the backward, each a cast pass with the recipe's scale pass (read 2, write 1, plus the amax read for tensorwise);
+with the weights all-gathered in FP8 (`fp8_param_gather`: torchao's FSDP float8 all-gather, the scales
+precomputed once per step) only the backward's transposed copy remains (read 1, write 1 = 2). TransformerEngine
+casts each weight once per step (its first micro-batch) and keeps the copies: not priced per micro-batch. The weight caches are sharded as
 the weights are (a weight FSDP shards keeps its FP8 copy sharded too: Megatron-FSDP and FSDP2 gather the FP8
 weights, `--fp8-param-gather`). MFU stays the model's FLOPs over the device's dense BF16 peak
 (engine.results.MFU_CONVENTION): an FP8 plan's MFU says how far it runs beyond BF16, never over 1 in practice
@@ -40,6 +46,7 @@ class Fp8Recipe:
     name: str
     cast_bytes: float
     weight_cache_bytes: float
+    weight_cast_bytes: float
     generations: tuple[str, ...] = ()
 
     @property
@@ -49,11 +56,14 @@ class Fp8Recipe:
 
 _CACHE = K.FP8_WEIGHT_CACHE_BYTES  # the FP8 weight and its transpose
 RECIPES = MappingProxyType({
-    "delayed": Fp8Recipe("delayed", 4.0, _CACHE),
-    "tensorwise": Fp8Recipe("tensorwise", 6.0, _CACHE),
-    "blockwise": Fp8Recipe("blockwise", 4.0 + 2 * 4 / 128, _CACHE),
-    "mxfp8": Fp8Recipe("mxfp8", 4.0 + 2 * 1 / 32, _CACHE + 2 * 1 / 32, ("blackwell",)),
+    "delayed": Fp8Recipe("delayed", 4.0, _CACHE, 2 * 3.0),
+    "tensorwise": Fp8Recipe("tensorwise", 6.0, _CACHE, 2 * 5.0),
+    "blockwise": Fp8Recipe("blockwise", 4.0 + 2 * 4 / 128, _CACHE, 2 * 3.0 + 2 * 4 / 128),
+    "mxfp8": Fp8Recipe("mxfp8", 4.0 + 2 * 1 / 32, _CACHE + 2 * 1 / 32, 2 * 3.0 + 2 * 1 / 32, ("blackwell",)),
 })
+# The bytes per weight element a stack that caches no FP8 weight moves per micro-batch when the weights arrive in FP8
+# (fp8_param_gather): the backward's transposed copy, read 1 and write 1 (module docstring).
+FP8_GATHERED_WEIGHT_BYTES = 2.0
 # The recipe each stack runs when the files name none: Megatron-LM's `--fp8-recipe` defaults to delayed
 # (MLM-ARGS core_v0.16.0); torchao's Float8 training (torchtitan's `float8` converter) to tensorwise dynamic
 # scaling ([TT-SRC]); HyperParallel's FP8 linear layers are priced as torchao's [U].

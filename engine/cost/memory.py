@@ -349,7 +349,7 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
         head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
     ne_stage += np.where(r.last, head_local[:, None], 0.0)
     coef_ne, coef_ex, shard_o = _state_coefs(r)
-    if r.fp8_recipe is not None and not r.fw.fsdp2:
+    if r.fp8_recipe is not None and r.fw.caches_fp8_weights:
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM (the
         # recipe's bytes per parameter, engine.cost.fp8), sharded as the weights are: a weight FSDP shards
         # (Megatron-FSDP, reshard after forward) keeps its FP8 copy sharded and gathers it in FP8

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cost import constants as K
-from engine.cost.fp8 import cast_widths
+from engine.cost.fp8 import FP8_GATHERED_WEIGHT_BYTES, cast_widths
 from engine.cost.memory import act_terms, module_bytes, op_policy_recomputed_share
-from engine.cost.model import mlp_mats
+from engine.cost.model import layer_params, mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
 
@@ -227,7 +227,23 @@ def fp8_cast_time(r: Rows, moe_layer: bool) -> tuple[np.ndarray | float, np.ndar
         return 0.0, 0.0
     fwd_w, bwd_w = cast_widths(r.model, moe_layer)
     per = r.fp8_recipe.cast_bytes * r.T / r.t / r.hbm
-    return fwd_w * per, bwd_w * per
+    wf, wb = fp8_weight_cast_time(r, moe_layer)
+    return fwd_w * per + wf, bwd_w * per + wb
+
+
+def fp8_weight_cast_time(r: Rows, moe_layer: bool) -> tuple[np.ndarray | float, np.ndarray | float]:
+    """(forward, backward) seconds one layer spends per micro-batch quantising its weights where the stack caches
+    no FP8 copy (torchao, Framework.caches_fp8_weights; engine.cost.fp8): the rank's linear weights (÷ tp, the
+    routed experts ÷ ep·etp) at the recipe's weight_cast_bytes, half in each pass; with the weights gathered in
+    FP8 (fp8_param_gather) only the backward's transposed copy. 0 for TransformerEngine, which casts once a step."""
+    if r.fp8_recipe is None or r.fw.caches_fp8_weights:
+        return 0.0, 0.0
+    lp = layer_params(r.model, moe_layer and r.model.is_moe)
+    elems = lp.split / r.t + lp.routed / (r.ep * r.etp)
+    if r.run.fp8_param_gather:
+        return 0.0, FP8_GATHERED_WEIGHT_BYTES * elems / r.hbm
+    half = 0.5 * r.fp8_recipe.weight_cast_bytes * elems / r.hbm
+    return half, half
 
 
 def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
