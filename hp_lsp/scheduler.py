@@ -430,7 +430,8 @@ class Scheduler:
         if not any(d.state == "list" and len(d.values) > 1 for d in config.dimensions.values()):
             return
         self.jobs.submit(Job(state.uri + LISTS_SUFFIX, generation,
-                                  ListsRequest(request.path, request.text, texts=request.texts)))
+                                  ListsRequest(request.path, request.text, texts=request.texts,
+                                               max_bytes=request.max_bytes)))
 
     def _lists_done(self, outcome: Outcome) -> None:
         uri = outcome.job.key.removesuffix(LISTS_SUFFIX)

@@ -136,6 +136,7 @@ class ListsRequest:
     text: str | None
     max_values: int = 16  # lists longer than this are not expanded
     texts: dict[str, str] | None = None  # the other open buffers, as in SearchRequest
+    max_bytes: int = DEFAULT_MAX_BYTES  # hpLsp.maxFileSizeKb, as the main search read the files
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,7 @@ def run_lists(req: ListsRequest, *, progress: Callable[[float], None],
     from engine.config.types import Dimension
     from engine.search import search
 
-    loaded = check_file(req.path, text=req.text, texts=req.texts)
+    loaded = check_file(req.path, text=req.text, texts=req.texts, max_bytes=req.max_bytes)
     config = loaded.config
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return None

@@ -201,6 +201,9 @@ def test_list_facts_say_which_values_fit() -> None:
     text = hover.list_hover(sst, "tp")
     assert text and "values fit" in text and "(best)" in text
     assert run_job(ListsRequest(str(SEARCH), None), progress=no_progress, cancelled=lambda: True) is None
+    # read under the size setting the main search used (hpLsp.maxFileSizeKb): a file over it is not searched
+    small = len(SEARCH.read_bytes()) - 1
+    assert run_job(ListsRequest(str(SEARCH), None, max_bytes=small), progress=no_progress, cancelled=never) is None
 
 
 def test_widen_a_list_no_fitting_plan_meets() -> None:
