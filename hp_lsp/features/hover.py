@@ -69,7 +69,17 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
     return head + body + (f"\nstated plan per stage (GiB): {_stages(stated)}\n" if stated and _stages(stated) else "") \
         + (f"\nbest: `{best.short()}`\n" if best else "") \
         + f"\npriced for {cols[0][1].priced_for}\n" \
+        + _band_line(cols[0][1]) \
         + ("\n*best plan from an earlier version; save to refresh*\n" if stale else "")
+
+
+def _band_line(e: Estimate) -> str:
+    """What set the step time's band (engine.cost.band: the runs it was read from, the features and anything
+    the plan has that no run was checked on), as `hp-plan estimate` says it."""
+    if not e.band_basis:
+        return ""
+    return (f"\nthe measured step should fall within {e.step_band} about four times in five "
+            f"({'; '.join(e.band_basis)})\n")
 
 
 def strategy_hover(state: DocState) -> str | None:
