@@ -115,7 +115,7 @@ function createClient(spec: ClientSpec): ClientHandle {
   });
   planViews?.setRequester((command, args) => made.sendRequest('workspace/executeCommand', { command, arguments: args }));
   return {
-    start: () => (guard = new StartGuard()).run(() => made.start()),
+    start: () => (guard = new StartGuard()).run(() => made.start(), () => made.isRunning()),
     stop: () => made.stop(2000),
     sendRequest: (method, params) => made.sendRequest(method, params),
     sendNotification: (method, params) => made.sendNotification(method, params),

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
-import { ExitedWhileStarting, StartGuard } from '../src/startGuard';
+import { ExitedWhileStarting, NotRunningAfterStart, StartGuard } from '../src/startGuard';
 
 test('a start that never settles fails when the process exits', async () => {
   const guard = new StartGuard();
@@ -19,4 +19,11 @@ test('an exit after a good start changes nothing', async () => {
   const guard = new StartGuard();
   await guard.run(() => Promise.resolve());
   guard.exited(null, 'SIGTERM');
+});
+
+test('a start that resolves with the client not running fails', async () => {
+  // vscode-languageclient 9: the close handler clears the start promise, start() returns undefined
+  const guard = new StartGuard();
+  await assert.rejects(guard.run(() => Promise.resolve(), () => false), NotRunningAfterStart);
+  guard.exited(1, null); // the exit that came after: nothing more happens
 });
