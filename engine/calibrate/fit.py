@@ -38,7 +38,7 @@ from engine.calibrate.runs import Measured
 from engine.calibrate.spreads import host_spread, part_spreads
 from engine.catalog.frameworks import framework_of
 from engine.config import Config
-from engine.cost.band import COVERAGE, Shape, band_shape, relative_spread
+from engine.cost.band import COVERAGE, relative_spread
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.ratios import prior
@@ -200,15 +200,12 @@ def feature_spread(m: Measured) -> float:
 
 
 def plan_feature_spread(est: Estimate, config: Config) -> float:
-    """feature_spread of a priced plan and the config it was priced from."""
-    features = est.band_features
-    if not features or config.cluster is None:
+    """feature_spread of a priced plan and the config it was priced from: the estimate's own band (its features
+    and shape, engine.cost.estimate) over the band of a plain plan of the stack on the same device class."""
+    if not est.band_features or config.cluster is None:
         return 0.0
-    framework, generation = framework_of(config.run).name, config.cluster.device.generation
-    m = config.model
-    shape = band_shape(moe=m.is_moe, hidden=m.hidden, seq_len=m.seq_len) if m is not None else Shape()
-    plain = relative_spread(framework, generation).step
-    full = relative_spread(framework, generation, features, shape).step
+    plain = relative_spread(framework_of(config.run).name, config.cluster.device.generation).step
+    full = est.step_spread
     return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80
 
 
