@@ -21,9 +21,10 @@ weight element and micro-batch: it quantises the 16-bit weight in the forward an
 the backward, each a cast pass with the recipe's scale pass (read 2, write 1, plus the amax read for tensorwise);
 with the weights all-gathered in FP8 (`fp8_param_gather`: torchao's FSDP float8 all-gather, the scales
 precomputed once per step) only the backward's transposed copy remains (read 1, write 1 = 2). TransformerEngine
-casts each weight once per step (its first micro-batch) and keeps the copies: not priced per micro-batch. The weight caches are sharded as
-the weights are (a weight FSDP shards keeps its FP8 copy sharded too: Megatron-FSDP and FSDP2 gather the FP8
-weights, `--fp8-param-gather`). MFU stays the model's FLOPs over the device's dense BF16 peak
+casts each weight once per step (its first micro-batch) and keeps the copies: not priced per micro-batch.
+
+The weight caches are sharded as the weights are (a weight FSDP shards keeps its FP8 copy sharded too:
+Megatron-FSDP and FSDP2 gather the FP8 weights, `--fp8-param-gather`). MFU stays the model's FLOPs over the device's dense BF16 peak
 (engine.results.MFU_CONVENTION): an FP8 plan's MFU says how far it runs beyond BF16, never over 1 in practice
 (the GEMMs' FP8 speed-up is diluted by the BF16 parts and these casts).
 """

@@ -78,7 +78,7 @@ def _band_line(e: Estimate) -> str:
     the plan has that no run was checked on), as `hp-plan estimate` says it."""
     if not e.band_basis:
         return ""
-    return (f"\nthe measured step should fall within {e.step_band} about four times in five "
+    return (f"\nthe measured step should fall within {e.step_band} about four times out of five "
             f"({'; '.join(e.band_basis)})\n")
 
 

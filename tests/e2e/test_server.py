@@ -102,7 +102,7 @@ async def test_hover_on_strategy_key_shows_numbers(ctx: Ctx) -> None:
     text = hover.contents.value
     assert "GiB" in text and "MFU" in text and "step time" in text
     assert re.search(r"\d s ± \d+%", text)  # the step time's error band (engine.cost.band)
-    assert re.search(r"within ± \d+% about four times in five \(.+runs", text)  # and what set it
+    assert re.search(r"within ± \d+% about four times out of five \(.+runs", text)  # and what set it
 
 
 async def test_hover_on_model_key_shows_parameters(ctx: Ctx) -> None:
