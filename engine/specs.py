@@ -58,6 +58,10 @@ class ModelSpec:
     shared_ffn: int = 0  # shared_expert_intermediate_size (0 -> moe_ffn)
     first_k_dense: int = 0  # first_k_dense_replace
     capacity_factor: float = 1.0
+    # Group-limited routing (DeepSeek-V3 `n_group`, `topk_group`): a token's experts come from groups_per_tok of
+    # expert_groups groups; 0 = free routing (engine.cost.communication.distinct_nodes).
+    expert_groups: int = 0
+    groups_per_tok: int = 0
     # A capacity factor the files state: the token-drop path (tokens past an expert's capacity dropped, experts
     # padded to it), so the busiest rank holds the capacity; unstated, routing is dropless (MOE_IMBALANCE).
     token_drop: bool = False

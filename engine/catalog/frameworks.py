@@ -228,6 +228,11 @@ class Framework:
       reference states that the attention activations go to the host, not its copy schedule).
     deepep: the stack runs DeepEP dispatch where `estimator.moe_dispatcher: deepep` asks it (else the
       all-to-all dispatcher is priced and said so, HP533).
+    expert_fold: the expert layers have their own rank layout (Megatron-Core's MoE Parallel Folding, 0.10:
+      `expert_decoder_rank_generator` orders tp = etp, ep, dp like the dense grid, [MCORE-PS]), so an EP group's
+      ranks are etp apart and an expert-data-parallel group's etp·ep; False: EP is carved out of the data
+      parallel ranks after tp and cp (tp·cp apart, the layout before folding; also priced so where a stack's
+      layout is not read [U]). engine.cost.rows.Rows.ep_stride.
     releases / release: the releases whose facts differ (`Releases`; None: one set of facts for every release) and
       the release these facts are for (framework_of applies `estimator.framework_version`; "" = no releases
       known; the fields as written here are the current release's).
@@ -281,6 +286,7 @@ class Framework:
     swaps_attention: bool = False
     space: StackSpace = field(default_factory=StackSpace)
     deepep: bool = True
+    expert_fold: bool = False
     releases: Releases | None = None
     release: str = ""
 
@@ -351,6 +357,9 @@ MEGATRON_RELEASES = Releases(
     versions=("0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16"),
     aliases=MappingProxyType({"nemo-24.07": "0.8", "nemo-24.09": "0.9"}),
     facts=(
+        ReleaseFact("expert_fold", "0.10", False, "MoE Parallel Folding (expert groups laid out on their own: "
+                    "an EP group's ranks etp apart, not tp·cp)",
+                    "[MCORE-CHANGELOG] 0.10.0 'MoE Parallel Folding'; [MCORE-PS]"),
         ReleaseFact("deepep", "0.12", False, "DeepEP dispatch (--moe-enable-deepep, the flex dispatcher)",
                     "[MCORE-CHANGELOG] 0.12.0 'DeepEP support'; [MCORE-MOE]"),
         ReleaseFact("recompute_modules", "0.13", (), "recompute by module (--recompute-modules)",
@@ -395,6 +404,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
         ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True, zero3_gathers_modules=True,
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
+        expert_fold=True,
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
                     "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE,

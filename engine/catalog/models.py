@@ -100,7 +100,7 @@ CATALOG: tuple[CatalogModel, ...] = (
        num_hidden_layers=61, hidden_size=7168, intermediate_size=18432, num_attention_heads=128,
        num_key_value_heads=128, vocab_size=129280, max_position_embeddings=163840, num_experts=256,
        num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=2048, first_k_dense_replace=3,
-       q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+       n_group=8, topk_group=4, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
        mtp_depth=1, tie_word_embeddings=False, hidden_act="silu"),
     # -- §3 GPT-style and paper shapes ----------------------------------------------------------------------
     # GPT-3: Brown et al. 2020 Table 2.1; vocabulary padded to 51200 as Megatron reproductions do ([MODELS] §4.4).
@@ -193,7 +193,8 @@ MODEL_FIELDS: tuple[str, ...] = (
     "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
     "head_dim", "vocab_size", "max_position_embeddings", "tie_word_embeddings", "hidden_act",
     "num_experts", "num_experts_per_tok", "num_shared_experts", "moe_intermediate_size",
-    "shared_expert_intermediate_size", "first_k_dense_replace", "capacity_factor", "kv_lora_rank",
+    "shared_expert_intermediate_size", "first_k_dense_replace", "capacity_factor", "n_group", "topk_group",
+    "kv_lora_rank",
     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "mtp_depth", "use_flash_attention",
     "learned_positions", "linear_bias", "hidden_dropout", "attention_dropout",
     # What changes how much of the score matrix attention computes (engine.config.model_facts.attention_span): sliding

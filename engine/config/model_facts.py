@@ -296,6 +296,8 @@ def _model_spec(facts: _Facts, name: str, seq_len: int, gated: bool) -> ModelSpe
         shared_ffn=iv("shared_expert_intermediate_size") if moe else 0,
         first_k_dense=iv("first_k_dense_replace") if moe else 0,
         capacity_factor=float(cap_v.value) if cap_v is not None else 1.0,
+        expert_groups=iv("n_group") if moe else 0,
+        groups_per_tok=iv("topk_group") if moe else 0,
         token_drop=moe and cap_v is not None,
         kv_lora_rank=iv("kv_lora_rank"),
         q_lora_rank=iv("q_lora_rank"),

@@ -37,7 +37,7 @@ _HF_EXTRA = (
     "rope_theta rope_scaling rms_norm_eps layer_norm_eps layer_norm_epsilon initializer_range model_type "
     "architectures torch_dtype bos_token_id eos_token_id pad_token_id attention_bias "
     "mlp_bias use_cache sliding_window use_sliding_window max_window_layers norm_topk_prob router_aux_loss_coef "
-    "output_router_logits decoder_sparse_step mlp_only_layers n_group topk_group routed_scaling_factor "
+    "output_router_logits decoder_sparse_step mlp_only_layers routed_scaling_factor "
     "scoring_func topk_method moe_layer_freq aux_loss_alpha seq_aux ep_size multiple_of ffn_dim_multiplier "
     "offset full_rec sel_rec use_gmm seq_length param_init_type softmax_compute_type compute_dtype "
     "local_batch_size moe_enabled use_seq_parallel optimizer_weight_shard_size enable_parallel_optimizer "

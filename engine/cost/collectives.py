@@ -31,6 +31,8 @@ class Links:
         self.cpn = max(int(cards_per_node), 1)
         self.bi = max(intra_gb_s, 1e-9) * K.GB * (coll_eff_intra or K.COLL_EFF_INTRA)
         self.be = max(inter_gb_s, 1e-9) * K.GB * K.COLL_EFF_INTER
+        # DeepEP's RDMA kernels are not NCCL collectives: they reach their own measured share of the NIC.
+        self.deepep_rdma = max(inter_gb_s, 1e-9) * K.GB * K.DEEPEP_RDMA_SHARE
         self.full_mesh = full_mesh and self.cpn > 2
         link_share = 1.0 / (self.cpn - 1) if self.full_mesh else 1.0
         self.p2p_intra = max(intra_gb_s, 1e-9) * K.GB * K.P2P_EFF * link_share

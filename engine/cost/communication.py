@@ -15,7 +15,7 @@ from engine.cost.collectives import Links
 from engine.cost.memory import StageParams, state_bytes
 from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
 from engine.cost.timing import LayerCompute
-from engine.specs import RunOptions
+from engine.specs import ModelSpec, RunOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,33 +193,51 @@ def _cp_allgather(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     return t, t
 
 
-def distinct_nodes(topk: float, nodes: np.ndarray) -> np.ndarray:
-    """Expected distinct nodes among `nodes` that one token's top-k experts sit on, experts spread evenly and
-    routing uniform: K·(1 − (1 − 1/K)^k). What DeepEP sends across the NIC once each (DeepSeek-V3's
-    node-limited routing would cap it further; not modelled)."""
+def distinct_nodes(m: ModelSpec, nodes: np.ndarray) -> np.ndarray:
+    """Expected distinct nodes among `nodes` that one token's top-k experts sit on, experts laid out evenly
+    and in order over the EP ranks, routing uniform: what DeepEP sends across the NIC once each.
+
+    Free routing: K·(1 − (1 − 1/K)^k). Group-limited routing (DeepSeek-V3's `n_group` G, `topk_group` g: a
+    token's experts come from g of G expert groups, [MODELS] §2) caps it: with q = G/K whole groups per node,
+    a token misses a node when all g of its groups lie elsewhere, K·(1 − C(G − q, g)/C(G, g)) (DeepSeek-V3 at
+    EP 64 on 8 nodes: 4 nodes, against 5.25 free); a group spread over j = K/G nodes takes k/g experts over
+    its j nodes, g·j·(1 − (1 − 1/j)^(k/g)). The smaller of the free and the group-limited count."""
     K_ = np.maximum(nodes, 1.0)
-    return K_ * (1.0 - (1.0 - 1.0 / K_) ** topk)
+    k = float(m.experts_per_tok)
+    free = K_ * (1.0 - (1.0 - 1.0 / K_) ** k)
+    G, g = m.expert_groups, m.groups_per_tok
+    if not (0 < g < G):
+        return free
+    q = G / K_
+    miss = np.ones_like(K_)
+    for i in range(g):  # C(G − q, g) / C(G, g) as a product, q possibly fractional
+        miss = miss * np.clip((G - q - i) / (G - i), 0.0, 1.0)
+    whole_groups = K_ * (1.0 - miss)
+    j = np.maximum(K_ / G, 1.0)
+    spread_groups = g * j * (1.0 - (1.0 - 1.0 / j) ** (k / g))
+    return np.minimum(free, np.where(q >= 1.0, whole_groups, spread_groups))
 
 
 def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
     """(n,) one dispatch (or combine) of `size` bytes per rank over the EP group. alltoall: every routed copy
     crosses its link (Links.alltoall). deepep: the NIC carries each token once per remote destination node,
-    a share distinct_nodes/copies of the copies' bytes, the NVLink part stays (the copies fan out inside
-    the node); the slower part counts, as in Links.alltoall."""
+    a share distinct_nodes/copies of the copies' bytes, at DeepEP's measured RDMA rate (Links.deepep_rdma),
+    the NVLink part stays (the copies fan out inside the node); the slower part counts, as in
+    Links.alltoall."""
     table, links = r.table, r.links
     if r.dispatcher != "deepep":
-        return links.alltoall(size, table.ep, table.tp * table.cp)
-    g, k = links.split(table.ep, table.tp * table.cp)
+        return links.alltoall(size, table.ep, r.ep_stride)
+    g, k = links.split(table.ep, r.ep_stride)
     nn = np.maximum(table.ep, 1).astype(np.float64)
     copies = max(r.model.experts_per_tok * max(r.model.capacity_factor, 1.0), 1.0)
-    share = np.minimum(distinct_nodes(float(r.model.experts_per_tok), k) / copies, 1.0)
-    t = np.maximum(size * (g - 1) / nn / links.bi, size * (nn - g) / nn / links.be * share)
+    share = np.minimum(distinct_nodes(r.model, k) / copies, 1.0)
+    t = np.maximum(size * (g - 1) / nn / links.bi, size * (nn - g) / nn / links.deepep_rdma * share)
     lat = (g - 1) * K.LAT_INTRA_S + (k - 1) * K.LAT_INTER_S
     return np.where(table.ep > 1, t + lat, 0.0)
 
 
 def ep_exposed(a2a: np.ndarray, shared: np.ndarray, routed: np.ndarray, compute: np.ndarray,
-               shared_overlap: bool, a2a_overlap: str) -> tuple[np.ndarray, np.ndarray]:
+               shared_overlap: bool, a2a_overlap: str, batch_share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) exposed seconds of one MoE layer's dispatch + combine all-to-alls of `a2a`
     seconds each, per micro-batch, after the overlaps the framework offers (Framework.ep_overlap). Each
     hides at most the compute it runs beside, so nothing is hidden that has no compute under it:
@@ -230,9 +248,11 @@ def ep_exposed(a2a: np.ndarray, shared: np.ndarray, routed: np.ndarray, compute:
     * "chunked" (MindSpeed --moe-alltoall-overlap-comm): the all-to-alls run asynchronously under the same
       micro-batch's expert GEMMs (`routed`, and the shared expert's not already used), forward and, by
       sub-graph splitting, backward;
-    * "batch" (Megatron-Core --overlap-moe-expert-parallel-comm): one micro-batch's all-to-alls run under
-      another's compute of the same layer (forward under a backward and the reverse): the four hide up to
-      that other micro-batch's forward + backward compute `compute` (0 where the step has no second one).
+    * "batch" (Megatron-Core --overlap-moe-expert-parallel-comm; DualPipeV's forward-backward pairing): one
+      micro-batch's all-to-alls run under another's compute of the same layer (forward under a backward and
+      the reverse): `batch_share` of the four hides, up to that other micro-batch's forward + backward compute
+      `compute` (0 where the step has no second one). Megatron-Core's measured share is
+      constants.MCORE_BATCH_A2A_HIDDEN_SHARE; DualPipe states all of it (1).
     """
     fwd_c, bwd_c = 2 * a2a, 2 * a2a
     if shared_overlap:
@@ -245,7 +265,8 @@ def ep_exposed(a2a: np.ndarray, shared: np.ndarray, routed: np.ndarray, compute:
         bwd_c = bwd_c - np.minimum(bwd_c, K.BWD_GEMM_RATIO * under)
     elif a2a_overlap == "batch":
         total = fwd_c + bwd_c
-        keep = np.where(total > 0, np.maximum(total - compute, 0.0) / np.maximum(total, 1e-30), 0.0)
+        hidden = np.minimum(batch_share * total, compute)
+        keep = np.where(total > 0, (total - hidden) / np.maximum(total, 1e-30), 0.0)
         fwd_c, bwd_c = fwd_c * keep, bwd_c * keep
     return fwd_c, bwd_c
 
@@ -266,7 +287,7 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
         # micro-batch's compute to hide under (ep_exposed then hides nothing by that overlap).
         other = np.where(r.mb >= 2, lc.compute[:, MOE], 0.0)
         shared_on = run.moe_shared_expert_overlap and fw.shared_expert_overlap
-        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, how)
+        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, how, K.MCORE_BATCH_A2A_HIDDEN_SHARE)
         fb = r.fb_overlap
         if fb.any():  # DualPipeV pairs one micro-batch's forward with another's backward (engine.cost.dualpipev)
             fwd_b, bwd_b = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, "batch")
@@ -340,7 +361,7 @@ def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | fl
         ag_ex = None
         if r.is_moe:  # routed experts are sharded over the expert-data-parallel ranks only
             efs = np.minimum(table.dp_shard, r.edp_i)
-            a_ex, l_ex = coef(efs, table.tp * table.cp * table.ep)
+            a_ex, l_ex = coef(efs, r.ep_stride * table.ep)
             ag_ex = (sp_.ex_stage, a_ex, l_ex)
         gathers = 2.0 if r.run.reshard_after_forward else 1.0 / r.mb[:, None]
         if not r.fw.fsdp2:
@@ -390,7 +411,7 @@ def dp_sync_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray, 
     if r.is_moe:
         e = r.edp_i
         r2, g2 = _dp_sync(links, Bg * sp_.ex_stage, Bp * sp_.ex_stage, e, np.minimum(table.dp_shard, e),
-                          np.minimum(table.optimizer_shard, e), table.tp * table.cp * table.ep)
+                          np.minimum(table.optimizer_shard, e), r.ep_stride * table.ep)
         red, gat = red + r2, gat + g2
     if r.model.tie_embeddings:
         emb_ar = links.allreduce(np.full(r.n, Bg * sp_.e_split) / r.t, np.full(r.n, 2), pp_stride(r))

@@ -208,3 +208,16 @@ RESERVED_GIB = 1.5
 # A stated capacity factor (token drop padded to the capacity, or forced balance) bounds every expert at top-k ×
 # the factor instead (engine.cost.rows.busiest_rank_copies). Assumed [U], not fitted.
 MOE_IMBALANCE = 1.1
+# DeepEP's normal (training) kernels send over RDMA at close to the NIC's rate: 43 GB/s (EP 16), 58 (EP 32) and
+# 51 (EP 64) "bottleneck bandwidth" through a CX7 400 Gb/s NIC (~50 GB/s) on H800, DeepSeek-V3's setting
+# ([DEEPEP] legacy.md "Normal kernels with NVLink and RDMA forwarding"). Priced at the lowest, 43 of 50, for the
+# flex dispatcher's inter-node part (DeepEP and HybridEP), instead of NCCL's collective efficiency
+# (COLL_EFF_INTER). Stated, not fitted.
+DEEPEP_RDMA_SHARE = 0.86
+# Megatron-Core's batch-level all-to-all overlap (--overlap-moe-expert-parallel-comm) hides this share of the
+# expert all-to-alls' time under the other micro-batch's compute, not all of it: NVIDIA's matched Nsight A/B
+# ([MB-EPOVL]: Qwen3-30B-A3B, 16 H100, EP 16, HybridEP, only the overlap changed) measured 36.55 % of the
+# communication time concurrent with GEMM and attention, with compute about twice the communication, so the
+# compute under it was not what bounded it (the streams contend; the dispatcher's metadata step waits).
+# Stated by the source, not fitted. DualPipe's own overlap (DualPipeV) is priced as [DUALPIPE] states it.
+MCORE_BATCH_A2A_HIDDEN_SHARE = 0.3655

@@ -120,6 +120,12 @@ class Rows:
         return self.run.moe_dispatcher if self.fw.deepep else "alltoall"
 
     @property
+    def ep_stride(self) -> np.ndarray:
+        """(n,) rank distance between an EP group's members: etp where the stack folds its expert layers onto
+        their own layout (Framework.expert_fold), else tp·cp (EP carved from the data-parallel ranks)."""
+        return self.table.etp if self.fw.expert_fold else self.table.tp * self.table.cp
+
+    @property
     def dualpipev(self) -> np.ndarray:
         """(n,) bool: rows run as DualPipeV (engine.cost.dualpipev)."""
         return dualpipev_rows(self.table.schedule, self.p_i)

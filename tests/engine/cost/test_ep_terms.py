@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from engine.check import check_file
+from engine.cost import constants as K
 from engine.cost import estimate
 from engine.cost.communication import ep_exposed
 from engine.cost.timing import size_factor
@@ -39,6 +40,20 @@ def test_overlap_never_hides_more_than_the_compute_beside_it(how: str) -> None:
     bound = {"": 3 * shared, "chunked": 3 * (shared + routed), "batch": compute + 3 * shared}[how]
     assert np.all(hidden <= bound + 1e-12)
     assert f[-1] > 0 and b[-1] > 0  # a second of all-to-all cannot hide under milliseconds of compute
+
+
+def test_megatron_batch_overlap_hides_its_measured_share_not_all() -> None:
+    """[MB-EPOVL]: Megatron-Core's batch-level overlap ran 36.55 % of the all-to-alls' time under compute, with
+    compute to spare; the rest stays exposed. DualPipe's own pairing (share 1) hides up to the compute."""
+    a2a, zero, compute = np.array([1e-3]), np.zeros(1), np.array([1.0])
+    f0, b0 = ep_exposed(a2a, zero, zero, compute, False, "")
+    f, b = ep_exposed(a2a, zero, zero, compute, False, "batch", K.MCORE_BATCH_A2A_HIDDEN_SHARE)
+    assert (f + b) == pytest.approx((1 - K.MCORE_BATCH_A2A_HIDDEN_SHARE) * (f0 + b0))
+    f1, b1 = ep_exposed(a2a, zero, zero, compute, False, "batch", 1.0)
+    assert (f1 + b1) == pytest.approx(0.0)
+    off = _ep(MEGATRON)
+    on = _ep(replace(MEGATRON, moe_a2a_overlap=True))
+    assert on == pytest.approx((1 - K.MCORE_BATCH_A2A_HIDDEN_SHARE) * off, rel=1e-6)
 
 
 def test_stated_overlaps_lower_ep_comm_only_where_the_framework_offers_them() -> None:
