@@ -228,6 +228,11 @@ class Framework:
       reference states that the attention activations go to the host, not its copy schedule).
     deepep: the stack runs DeepEP dispatch where `estimator.moe_dispatcher: deepep` asks it (else the
       all-to-all dispatcher is priced and said so, HP533).
+    probs_in_activation: the router's probabilities multiply the routed experts' activation output (Megatron-Core
+      0.13, "memory efficient token permutation", [MCORE-MOE]; `experts.py` post-multiplies them in the
+      activation), so the combine's backward needs only the routing map and the experts' outputs are not kept;
+      False: the combine multiplies them and keeps each routed copy's output for their gradient
+      (engine.cost.memory.unsaved_expert_outputs).
     expert_fold: the expert layers have their own rank layout (Megatron-Core's MoE Parallel Folding, 0.10:
       `expert_decoder_rank_generator` orders tp = etp, ep, dp like the dense grid, [MCORE-PS]), so an EP group's
       ranks are etp apart and an expert-data-parallel group's etp·ep; False: EP is carved out of the data
@@ -287,6 +292,7 @@ class Framework:
     space: StackSpace = field(default_factory=StackSpace)
     deepep: bool = True
     expert_fold: bool = False
+    probs_in_activation: bool = False
     releases: Releases | None = None
     release: str = ""
 
@@ -362,6 +368,9 @@ MEGATRON_RELEASES = Releases(
                     "[MCORE-CHANGELOG] 0.10.0 'MoE Parallel Folding'; [MCORE-PS]"),
         ReleaseFact("deepep", "0.12", False, "DeepEP dispatch (--moe-enable-deepep, the flex dispatcher)",
                     "[MCORE-CHANGELOG] 0.12.0 'DeepEP support'; [MCORE-MOE]"),
+        ReleaseFact("probs_in_activation", "0.13", False, "the router's probabilities applied in the experts' "
+                    "activation: the routed copies' outputs are not kept for the backward",
+                    "[MCORE-MOE] v0.13 'Memory efficient token permutation'"),
         ReleaseFact("recompute_modules", "0.13", (), "recompute by module (--recompute-modules)",
                     "[MCORE-CHANGELOG] 0.13.0 'Fine-grained recomputation ... --recompute-modules'"),
         ReleaseFact("selective_policies", "0.13", ("attention",), "selective recompute by module",
@@ -404,7 +413,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
         ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True, zero3_gathers_modules=True,
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
-        expert_fold=True,
+        expert_fold=True, probs_in_activation=True,
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
                     "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE,

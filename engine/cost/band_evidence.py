@@ -80,7 +80,7 @@ STEP_ROWS: tuple[Row, ...] = (
 MEMORY_ROWS: tuple[Row, ...] = (
     Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), -0.0167, 4096, 8192),
     Row('mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'mbridge-llama3-70b-sft-32xh100-fp8-tp4pp4vpp5', 'megatron', 'hopper', ('fp8',), -0.1177, 8192, 4096),
-    Row('mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'megatron', 'hopper', ('moe',), -0.0608, 2048, 4096),
+    Row('mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'mbridge-moonlight-16b-8xh100-tp2ep8-norecompute', 'megatron', 'hopper', ('moe',), -0.0282, 2048, 4096),
     Row('tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'tt-qwen3-8b-4xgb200-fsdp4-lbs16', 'torchtitan', 'blackwell', (), -0.0069, 4096, 2048),
     Row('tt-405b-512gpu-3d-1f1b', '405b', 'torchtitan', 'hopper', ('fp8',), 0.0955, 16384, 8192),
     Row('tt-405b-512gpu-3d-interleaved', '405b', 'torchtitan', 'hopper', ('fp8',), 0.0971, 16384, 8192),

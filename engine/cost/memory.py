@@ -257,6 +257,22 @@ def _mlp_inter(f: float, nm: int, lin: float) -> float:
     return B * f * (2 if nm == 3 else 1) + lin * f
 
 
+def unsaved_expert_outputs(r: Rows) -> np.ndarray:
+    """(n, 2, 3) bytes of one layer and micro-batch that act_terms counts as kept but the stack does not keep:
+    each routed copy's expert output (16 bits × h) where the router's probabilities are applied in the experts'
+    activation (Framework.probs_in_activation), so nothing in the backward reads it. They still stream through
+    HBM (the combine reads them), so the element-wise time keeps them; only what the device holds drops. None
+    for a fully recomputed layer or one whose `moe` module is recomputed (act_terms drops them there)."""
+    out = np.zeros((r.n, 2, 3))
+    if not (r.is_moe and r.fw.probs_in_activation):
+        return out
+    per_token = K.ACT_BYTES * r.h * routed_copies(r.model)
+    out[:, MOE, OFF] = r.T * per_token / r.t
+    if not (r.policy == "modules" and "moe" in r.modules):
+        out[:, MOE, SELECTIVE] = out[:, MOE, OFF]
+    return out
+
+
 def layer_activations(r: Rows) -> np.ndarray:
     """(n, 2, 3) bytes one layer keeps for one micro-batch, per layer type and recompute mode."""
     act = np.zeros((r.n, 2, 3))
@@ -539,6 +555,7 @@ class Memory:
     stage_parts: dict[str, np.ndarray]
     alloc_ratio: float  # allocator_ratio: what PricedTable.layer_act_one_gib carries over `act`
     held: np.ndarray  # (n, 2, 3) of `act` the device holds between forward and backward (less what swaps out)
+    swapped: np.ndarray  # (n, 2, 3) of `act` swap-attention copies to the host (swap.swapped_bytes)
 
 
 def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.ndarray | None = None) -> Memory:
@@ -547,7 +564,8 @@ def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.
     fixed RESERVED_GIB that lies outside the allocator; the per-layer kept bytes the search sums
     (PricedTable.layer_act_one_gib) carry the same ratio, so static + fixed + Σ layers stays the stage total."""
     act = layer_activations(r)
-    held = act - swapped_bytes(r)  # swap-attention: the attention block's saved tensors wait on the host
+    swapped = swapped_bytes(r)  # swap-attention: the attention block's saved tensors wait on the host
+    held = act - swapped - unsaved_expert_outputs(r)
     sp_ = stage_params(r, tower_params)
     buf_stage = buffers(r, sp_)[:, None] + pipeline_buffers(r)
     fixed_act = fixed_activations(r, act, tower_act)
@@ -574,4 +592,4 @@ def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.
                    "valid": r.valid, "grad_share": sp_.grad_share,
                    **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
     return Memory(act, sp_, buf_stage, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts,
-                  ratio, held)
+                  ratio, held, swapped)

@@ -142,7 +142,7 @@ def _price_block(
     mem = price_memory(r, *((None, None) if tw is None else (tw.params, tw.act_b)))
     lc = layer_compute(r, mem.act)
     # swap-attention's wait for its host copies is reported with recompute, the time it trades against
-    rec = recompute_extra(r, mem.act, lc) + exposed_copy_time(r, mem.act - mem.held, lc.attn_block_fwd)
+    rec = recompute_extra(r, mem.act, lc) + exposed_copy_time(r, mem.swapped, lc.attn_block_fwd)
     comm = layer_comm(r, lc)
     per_layer = lc.compute[:, :, None] + rec + comm.tp + comm.cp + comm.ep  # (n, 2, 3) per micro-batch
 

@@ -33,3 +33,21 @@ def test_group_limited_routing_lowers_deepep_traffic_only(tmp_path: Path) -> Non
     # (the unit tests check the counts; here, that the file's two keys reach the price).
     assert 0 < limited < free
     assert _ep_comm(tmp_path, "a2a-groups", "alltoall", True) == _ep_comm(tmp_path, "a2a", "alltoall", False)
+
+
+MOONLIGHT = ROOT / "benchmarks" / "calibration_runs" / "mbridge-moonlight-16b-8xh100-tp2ep8-norecompute"
+STATED = "  framework_version: '0.15'"
+
+
+def test_expert_outputs_held_only_before_megatron_0_13(tmp_path: Path) -> None:
+    """The measured Moonlight run as it ran (Megatron-Core 0.15) against the same file stating 0.12: the older
+    release holds every routed copy's output for the combine's backward; the step time is the same."""
+    search = (MOONLIGHT / "search.yaml").read_text()
+    assert STATED in search
+    (tmp_path / "train.yaml").write_text((MOONLIGHT / "train.yaml").read_text())
+    (tmp_path / "search.yaml").write_text(search.replace(STATED, "  framework_version: '0.12'"))
+    now = hp_plan_json("estimate", str(MOONLIGHT / "search.yaml"))
+    before = hp_plan_json("estimate", str(tmp_path / "search.yaml"))
+    assert before["memory_breakdown_gib"]["activations"] > now["memory_breakdown_gib"]["activations"] + 1.0
+    assert before["step_time_s"] == now["step_time_s"]
+    assert before["framework_release"] != now["framework_release"]

@@ -16,7 +16,7 @@ from engine.cost import constants as K
 from engine.cost import estimate
 from engine.cost.memory import attention_dropout, dropout
 from engine.specs import GIB, RecomputePlan, RunOptions, Strategy
-from tests.engine.cost.shapes import GPT2, LLAMA8B, h100
+from tests.engine.cost.shapes import GPT2, LLAMA8B, MOE, h100
 from tests.support.cli import estimate_in_process
 
 RUNS = Path(__file__).resolve().parents[3] / "benchmarks" / "memory_runs"
@@ -297,3 +297,18 @@ def test_measured_interleaved_row_sits_below_the_1f1b_one() -> None:
     one = estimate_in_process(RUNS / "tt-405b-512gpu-3d-1f1b.yaml")["peak_memory_gib"]
     inter = estimate_in_process(RUNS / "tt-405b-512gpu-3d-interleaved.yaml")["peak_memory_gib"]
     assert 0.5 * (82.5 - 72.7) < one - inter < 1.5 * (82.5 - 72.7)
+
+
+def test_megatron_keeps_no_expert_outputs_from_0_13() -> None:
+    """Megatron-Core 0.13 applies the router's probabilities in the experts' activation ([MCORE-MOE]): the
+    combine's backward no longer reads the routed copies' outputs, so they are not held (16 bits × h per copy
+    and MoE layer); the combine still streams them, so the step time does not move."""
+    s = Strategy(dp=8, ep=8, micro_batch_num=1)
+    run = RunOptions(framework="megatron")
+    now = estimate(MOE, h100(1), run, s, 1e6)
+    before = estimate(MOE, h100(1), replace(run, framework_version="0.12"), s, 1e6)
+    moe_layers = MOE.num_layers - MOE.first_k_dense
+    outputs = moe_layers * MOE.seq_len * MOE.experts_per_tok * 2 * MOE.hidden / GIB
+    got = before.memory_breakdown_gib["activations"] - now.memory_breakdown_gib["activations"]
+    assert got == pytest.approx(outputs, rel=1e-9)
+    assert now.step_time_s == pytest.approx(before.step_time_s, rel=1e-12)
