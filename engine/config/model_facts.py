@@ -140,7 +140,7 @@ def build_model(
     # Every rule runs (an editor shows all findings at once), then the model prices only when none failed.
     if not _range_ok(facts):  # the other rules divide and list by these facts: bounded first
         return ModelResult(None, locations, None)
-    ok = all([_required_ok(facts), _heads_ok(facts), _experts_ok(facts), _layers_ok(facts)])
+    ok = all([_required_ok(facts), _heads_ok(facts), _experts_ok(facts), _groups_ok(facts), _layers_ok(facts)])
     gated = _gated_mlp(facts)
     if not ok:
         return ModelResult(None, locations, _partial_spec(facts, name, seq_len))
@@ -221,6 +221,24 @@ def _experts_ok(facts: _Facts) -> bool:
         facts.emit("HP210", f"num_experts_per_tok is not set for a model with {experts} experts; pricing top-1 "
                    "routing", facts.merged.get("num_experts"), data={"missing": "num_experts_per_tok"})
     return ok
+
+
+def _groups_ok(facts: _Facts) -> bool:
+    """HP209: group-limited routing (DeepSeek-V3's n_group / topk_group) the router can run: the groups split
+    the experts evenly (the router views its scores as n_group rows of num_experts / n_group) and a token
+    picks at most every group (a top-k over n_group group scores)."""
+    experts, groups, per_tok = facts.int_("num_experts"), facts.int_("n_group"), facts.int_("topk_group")
+    if experts <= 1 or groups <= 0:
+        return True
+    if experts % groups:
+        facts.emit("HP209", f"n_group ({groups}) must divide num_experts ({experts}): the router splits the "
+                   "experts into n_group equal groups", facts.merged.get("n_group"),
+                   data={"valid": listed_divisors(experts)})
+        return False
+    if per_tok > groups:
+        facts.emit("HP209", f"topk_group ({per_tok}) exceeds n_group ({groups})", facts.merged.get("topk_group"))
+        return False
+    return True
 
 
 def _layers_ok(facts: _Facts) -> bool:

@@ -20,11 +20,12 @@ half-width is
   has fewer than MIN_ROWS), widened by the first-contact term (what the model read on a device generation before
   any run on it was fitted, [CAL] §11) only where no run of the framework on the generation was priced: one or two
   such runs do not set a quantile, but they show the model has met the stack there;
-* feature_f, per feature the plan has (MoE, long context, FP8): the quantile of |d| over the rows with that feature
-  in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²)) (independent sources of error add in
-  quadrature), read from the framework's own rows where it has more than FEW_ROWS with the feature, else from
-  every stack's (a stack's two or three MoE runs, each the one its mechanisms were built on, say less about
-  the next MoE model than every stack's MoE runs together);
+* feature_f, per feature the plan has (MoE, long context, FP8, overlapped expert all-to-alls): the quantile of
+  |d| over the rows with that feature in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²))
+  (independent sources of error add in quadrature), read from the framework's own rows where it has more than
+  FEW_ROWS with the feature, else from every stack's (a stack's two or three MoE runs, each the one its
+  mechanisms were built on, say less about the next MoE model than every stack's MoE runs together); the
+  first-contact term where no row has the feature (no run checked the mechanism);
 * the first-contact term once more for each way the plan's shape lies beyond its feature's rows of the framework
   (every stack's where it has none): a MoE model narrower (hidden size) than every MoE row, since the work a
   MoE layer does beside its GEMMs (routing, permutation, the all-to-all, element-wise passes over every routed
@@ -54,9 +55,13 @@ MIN_ROWS = 3
 # as not; such a base is not taken below its framework's wider pool (_Pool.wider).
 FEW_ROWS = 10
 # A plan's features, as the rows are tagged: an MoE model, a trained sequence of LONG_CONTEXT tokens or more,
-# FP8 GEMMs on a device that has them.
-MOE, LONG_CONTEXT, FP8 = "moe", "long_context", "fp8"
-FEATURES: tuple[str, ...] = (MOE, LONG_CONTEXT, FP8)
+# FP8 GEMMs on a device that has them, the expert all-to-alls overlapped with compute (`moe_a2a_overlap` where the
+# stack offers it: priced from its source's statement or one measured share, engine.cost.communication.ep_exposed).
+MOE, LONG_CONTEXT, FP8, A2A_OVERLAP = "moe", "long_context", "fp8", "a2a_overlap"
+FEATURES: tuple[str, ...] = (MOE, LONG_CONTEXT, FP8, A2A_OVERLAP)
+# Features that change only the step time (an overlap moves no bytes the device holds, as priced): the memory band
+# does not read them.
+TIME_ONLY: frozenset[str] = frozenset({A2A_OVERLAP})
 # Long context from 32K tokens: the shortest of [CAL] §11's long-context runs (Mixtral 8x22B at 32K); the
 # kernels' and ring's behaviour there is what the shorter runs never show.
 LONG_CONTEXT_TOKENS = 32768
@@ -102,9 +107,9 @@ def quantile(values: Sequence[float], q: float = COVERAGE) -> float:
     return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
 
 
-def band_features(*, moe: bool, seq_len: int, fp8: bool) -> tuple[str, ...]:
+def band_features(*, moe: bool, seq_len: int, fp8: bool, a2a_overlap: bool = False) -> tuple[str, ...]:
     """The band's features of a plan (FEATURES order)."""
-    flags = {MOE: moe, LONG_CONTEXT: seq_len >= LONG_CONTEXT_TOKENS, FP8: fp8}
+    flags = {MOE: moe, LONG_CONTEXT: seq_len >= LONG_CONTEXT_TOKENS, FP8: fp8, A2A_OVERLAP: moe and a2a_overlap}
     return tuple(f for f in FEATURES if flags[f])
 
 
@@ -231,13 +236,14 @@ def pair_spread(a: float, b: float) -> float:
 
 def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[float, int]:
     """(the feature's excess spread, the rows it is read from): the framework's own rows with the feature against
-    its plain rows where it has more than FEW_ROWS of them, else every stack's (the module docstring's rule)."""
+    its plain rows where it has more than FEW_ROWS of them, else every stack's (the module docstring's rule); the
+    first-contact term where no run of any stack has it (nothing checked the mechanism)."""
     stack = [r for r in rows if r.framework == framework]
     pool = stack if sum(feature in r.features for r in stack) > FEW_ROWS else list(rows)
     with_f = [r for r in pool if feature in r.features]
     plain = [r for r in pool if not r.features]
     if not with_f:
-        return 0.0, 0
+        return _first_contact(), 0
     return math.sqrt(max(0.0, quantile(_abs(with_f)) ** 2 - quantile(_abs(plain)) ** 2)), len(with_f)
 
 
@@ -254,7 +260,8 @@ def _spread(framework: str, generation: str, features: tuple[str, ...], shape: S
     """relative_spread, remembered: the evidence is fixed for the process (benchmarks/accuracy.py clears it after
     rewriting the evidence), and a search asks for the same few bands once per ranked plan."""
     step, basis = _half_width(E.STEP_ROWS, framework, generation, features, shape)
-    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, features, shape)
+    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, tuple(f for f in features if f not in TIME_ONLY),
+                            shape)
     return Spread(step, memory, tuple(basis))
 
 

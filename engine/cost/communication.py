@@ -6,6 +6,7 @@ Collective times come from engine.cost.collectives.Links (alpha-beta over the tw
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,13 +210,24 @@ def distinct_nodes(m: ModelSpec, nodes: np.ndarray) -> np.ndarray:
     if not (0 < g < G):
         return free
     q = G / K_
-    miss = np.ones_like(K_)
-    for i in range(g):  # C(G − q, g) / C(G, g) as a product, q possibly fractional
-        miss = miss * np.clip((G - q - i) / (G - i), 0.0, 1.0)
-    whole_groups = K_ * (1.0 - miss)
+    whole_groups = K_ * (1.0 - _all_groups_elsewhere(G, g, q))
     j = np.maximum(K_ / G, 1.0)
     spread_groups = g * j * (1.0 - (1.0 - 1.0 / j) ** (k / g))
     return np.minimum(free, np.where(q >= 1.0, whole_groups, spread_groups))
+
+
+def _all_groups_elsewhere(G: int, g: int, q: np.ndarray) -> np.ndarray:
+    """C(G − q, g) / C(G, g) per element of q (q possibly fractional; 0 where fewer than g groups lie elsewhere):
+    the chance that none of a token's g groups of G is among a node's q. Through log-gamma on q's distinct
+    values, so its cost does not grow with the group counts a file states."""
+    values, where = np.unique(q, return_inverse=True)
+    out = np.zeros(values.size)
+    for i, v in enumerate(values.tolist()):
+        rest = G - v - g + 1.0
+        if rest > 0:
+            out[i] = math.exp(math.lgamma(G - v + 1.0) - math.lgamma(rest) - math.lgamma(G + 1.0)
+                              + math.lgamma(G - g + 1.0))
+    return np.clip(out[where].reshape(q.shape), 0.0, 1.0)
 
 
 def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:

@@ -21,6 +21,8 @@ EXPECTED: dict[str, list[tuple[str, tuple[int, int, int, int]]]] = {
     "empty.yaml": [("HP010", (0, 0, 0, 0))],
     "ep_cp_dense.yaml": [("HP410", (3, 6, 3, 7))],  # HP411 needs a stated plan to price (engine.validate.cp_pays)
     "experts_ep.yaml": [("HP405", (13, 13, 13, 14))],
+    "expert_groups_uneven.yaml": [("HP209", (11, 11, 11, 12))],
+    "topk_group_over.yaml": [("HP209", (12, 14, 12, 16))],
     "fixed_not_in_list.yaml": [("HP406", (5, 13, 5, 14))],
     "float_degree.yaml": [("HP103", (3, 11, 3, 14))],
     "gbs_not_divisible.yaml": [("HP402", (3, 21, 3, 24))],

@@ -5,13 +5,24 @@ about four times out of five, read from the model's own errors on the shown runs
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 
 import pytest
 
 from engine.cost import band_evidence as E
-from engine.cost.band import COVERAGE, FEW_ROWS, Shape, band_shape, ordering_spread, quantile, relative_spread
+from engine.cost.band import (
+    COVERAGE,
+    FEW_ROWS,
+    FIRST_CONTACT,
+    Shape,
+    band_features,
+    band_shape,
+    ordering_spread,
+    quantile,
+    relative_spread,
+)
 from tests.support.cli import ROOT, hp_plan
 
 RUNS = ROOT / "benchmarks" / "calibration_runs"
@@ -99,6 +110,18 @@ def test_a_context_longer_than_every_long_context_run_checked_pays_first_contact
     assert beyond.step > at.step + 0.1 and "longer than any long-context run" in beyond.basis[-1]
     # the peaks were measured to 256K (torchtitan's 405B at CP 8): 128K is inside their evidence
     assert beyond.memory == at.memory
+
+
+def test_an_overlap_no_run_checked_pays_first_contact_on_the_step_only() -> None:
+    """No shown run overlapped its expert all-to-alls (`moe_a2a_overlap`), so the plans that do are priced from
+    the stacks' statements and one measured share, never checked against a run: first contact on the step;
+    an overlap holds no bytes as priced, so the peak's band is the MoE plan's."""
+    assert not any("a2a_overlap" in r.features for r in E.STEP_ROWS + E.MEMORY_ROWS)
+    moe = relative_spread("megatron", "hopper", ("moe",))
+    both = relative_spread("megatron", "hopper", ("moe", "a2a_overlap"))
+    assert both.step == pytest.approx(math.hypot(moe.step, quantile([abs(d) for d in FIRST_CONTACT])))
+    assert both.memory == moe.memory and "a2a overlap (0 runs" in both.basis[-1]
+    assert band_features(moe=False, seq_len=4096, fp8=False, a2a_overlap=True) == ()  # a dense plan has none
 
 
 @pytest.mark.parametrize(("run", "old", "new", "said"), [
