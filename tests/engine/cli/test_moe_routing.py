@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.cli import ROOT, hp_plan_json
 
-RUN = ROOT.parent / "shared" / "reference" / "calibration_runs" / "deepseek-v3-512xh100-nemo"
+RUN = ROOT / "benchmarks" / "calibration_runs" / "deepseek-v3-512xh100-nemo"
 GROUPS = "    num_experts_per_tok: 8\n    n_group: 8\n    topk_group: 4\n"
 
 
