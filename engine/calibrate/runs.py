@@ -103,6 +103,9 @@ def _path_val(src: Source, item: Map, key: str, dotted: str, runs_path: str) -> 
     v = src.str_(item, key, dotted)
     if v is None or not str(v.value).strip():
         return v, None
+    if "\0" in str(v.value):  # no file system path holds a NUL; os.path would raise ValueError on it
+        src.diag("HP801", f"{dotted} cannot name a file: a path never holds a NUL character", v.loc.value, dotted)
+        return v, None
     resolved = _resolve(runs_path, str(v.value))
     if _same(resolved, runs_path):
         src.diag("HP801", f"{dotted} points at this RUNS file itself; name the run's {key} file", v.loc.value, dotted)

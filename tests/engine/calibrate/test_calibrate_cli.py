@@ -114,6 +114,8 @@ BAD = {
     "empty log": ("runs:\n  - config: a.yaml\n    log: empty.log\n", "HP802", 2),
     "wild log": ("runs:\n  - config: a.yaml\n    log: wild.csv\n", "HP804", 2),
     "log is itself": ("runs:\n  - config: a.yaml\n    log: runs.yaml\n", "HP801", 2),
+    "NUL in config": ('runs:\n  - config: "a\\0.yaml"\n    step_time_s: 2.0\n', "HP801", 1),  # was HP900
+    "NUL in log": ('runs:\n  - config: a.yaml\n    log: "x\\0.log"\n', "HP801", 2),
     "does not price": ("runs:\n  - config: searched.yaml\n    step_time_s: 2.0\n", "HP805", 1),
     "not runs": ("- config: a.yaml\n", "HP800", 0),
 }
