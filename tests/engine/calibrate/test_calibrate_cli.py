@@ -118,6 +118,7 @@ BAD = {
     "NUL in log": ('runs:\n  - config: a.yaml\n    log: "x\\0.log"\n', "HP801", 2),
     "does not price": ("runs:\n  - config: searched.yaml\n    step_time_s: 2.0\n", "HP805", 1),
     "not runs": ("- config: a.yaml\n", "HP800", 0),
+    "too many runs": ("runs:\n" + "  - {config: a.yaml, step_time_s: 2.0}\n" * 1001, "HP800", 1),  # was minutes
 }
 
 
