@@ -11,15 +11,35 @@ from dataclasses import replace
 
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
-from engine.diagnostics import Diagnostic
+from engine.diagnostics import Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.facts import unique
+from engine.positions import DOCUMENT_START
 from engine.ratios.attach import RatiosRequest, with_ratios
 from engine.validate import validate
 
 
 def _key(d: Diagnostic) -> tuple[str, int, int, str]:
     return (d.file or "", d.range.start.line, d.range.start.character, d.code)
+
+
+# The most findings one check reports. A generated file can hold a finding per line (300,000 unknown keys in a
+# 3.6 MB file: 2.5 GB for `check --json`, and as many markers for an editor to draw); nobody reads past the
+# first screens, and fixing those (a wrong indentation, a pasted block) usually removes the rest.
+MAX_DIAGNOSTICS = 1000
+_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFORMATION: 2, Severity.HINT: 3}
+
+
+def _bounded(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """At most MAX_DIAGNOSTICS findings, the most severe first (so an error is never dropped for a note), in
+    file order, and one HP011 at the document start saying how many more there were."""
+    if len(diags) <= MAX_DIAGNOSTICS:
+        return diags
+    kept = sorted(diags, key=lambda d: (_RANK[d.effective_severity], _key(d)))[:MAX_DIAGNOSTICS]
+    more = len(diags) - len(kept)
+    note = Diagnostic("HP011", f"{more:,} more findings not shown: only the first {MAX_DIAGNOSTICS:,} are "
+                      "reported (fix these and check again)", DOCUMENT_START)
+    return [note, *sorted(kept, key=_key)]
 
 
 def check_file(path: str, text: str | None = None, overrides: ClusterOverrides | None = None, *,
@@ -47,6 +67,6 @@ def check_file(path: str, text: str | None = None, overrides: ClusterOverrides |
             diags.append(internal_error(exc))
         loaded = with_ratios(Loaded(resolved.config, tuple(diags), tuple(resolved.files)), ratios,
                              dict(texts) if texts else None)
-        return replace(loaded, diagnostics=tuple(unique(sorted(loaded.diagnostics, key=_key))))
+        return replace(loaded, diagnostics=tuple(_bounded(unique(sorted(loaded.diagnostics, key=_key)))))
     except Exception as exc:  # the contract: never a traceback
         return Loaded(None, (internal_error(exc),), (path,))

@@ -24,6 +24,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -262,10 +263,25 @@ def _replace_atomic(real: str, st: os.stat_result, data: bytes, expected: bytes 
     return None
 
 
-def write_text(path: str, text: str, *, expected: str | None = None) -> WriteFailure | None:
+def _input_at(st: os.stat_result, inputs: Iterable[str]) -> str | None:
+    """The input that is the file `st` describes (same device and inode: a symlink or another spelling of its
+    path counts), or None."""
+    for name in inputs:
+        try:
+            other = os.stat(name)
+        except (OSError, ValueError):
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            return name
+    return None
+
+
+def write_text(path: str, text: str, *, expected: str | None = None, inputs: Iterable[str] = ()) -> WriteFailure | None:
     """Write `text` (UTF-8, line breaks as given) to `path` with the semantics above; None when written.
     `expected`: the text the caller read from `path` and edited; the write is refused when the file holds
-    anything else by then."""
+    anything else by then. `inputs`: the files the command read, none of which its output may replace
+    (`explain plan.yaml --svg plan.yaml`, `calibrate runs.yaml -o runs.yaml` and `apply search.yaml -o
+    search.yaml` each destroyed the file they had just read)."""
     data = text.encode("utf-8", errors="surrogatepass")
     before = expected.encode("utf-8", errors="surrogatepass") if expected is not None else None
     try:
@@ -284,6 +300,10 @@ def write_text(path: str, text: str, *, expected: str | None = None) -> WriteFai
     if not stat.S_ISREG(st.st_mode):
         what = "a directory" if stat.S_ISDIR(st.st_mode) else _kind_of_mode(st.st_mode)
         return WriteFailure(path, f"{path} is {what}, not a regular file; nothing written")
+    read = _input_at(st, inputs)
+    if read is not None:
+        return WriteFailure(path, f"{path} is a file this command reads ({read}); nothing written: name another "
+                                  "output")
     real = os.path.realpath(path)
     if not st.st_mode & 0o222 or not os.access(real, os.W_OK):
         return WriteFailure(path, f"{path} is read-only; nothing written (make it writable first)")

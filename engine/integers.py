@@ -26,6 +26,12 @@ MAX_CONFIG_INT = 2**53
 # models state facts far below it (docs/formats.md §2 lists the largest), and a larger one is a typo.
 MAX_MODEL_FACT = TRIAL_DIVISION_MAX
 
+# The most candidates one degree's list may name. A degree's useful candidates are divisors of the device count
+# (at most a few hundred for any real cluster) or small batch counts; a longer list is generated or pasted by
+# mistake, and each of its items would cost a diagnostic of its own (a 900,000-item `tp:` list took 20 s and,
+# with --json, more than 3 GB). A longer list is refused whole at the list (HP110, engine.config.search_config).
+MAX_CANDIDATES = 1024
+
 # A number of more digits than this is named by its length in a message, not printed whole.
 _SHOWN_DIGITS = 24
 

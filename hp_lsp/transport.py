@@ -35,6 +35,26 @@ from pygls.exceptions import JsonRpcException
 
 logger = logging.getLogger(__name__)
 
+
+class _AnsweredHere(logging.Filter):
+    """Drops pygls' "Unable to deserialize message" record, which carries the whole cattrs traceback of a
+    malformed message (a FileEvent of type 9, a position of -1) into the editor's log: the Dispatcher answers
+    that message itself (InvalidParams, or one line for a notification), so the traceback says nothing more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unable to deserialize message")
+
+
+_ANSWERED_HERE = _AnsweredHere()
+
+
+def _quiet_pygls_deserialize_errors() -> None:
+    """Install the filter once on pygls' JSON-RPC logger (the logger is process-wide; a filter added twice
+    would only run twice)."""
+    rpc = logging.getLogger("pygls.protocol.json_rpc")
+    if _ANSWERED_HERE not in rpc.filters:
+        rpc.addFilter(_ANSWERED_HERE)
+
 MAX_HEADER_LINE = 8 * 1024
 MAX_HEADER_LINES = 32
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -184,6 +204,7 @@ class Dispatcher:
                  report: Callable[[str], None]) -> None:
         self.protocol, self.send, self.report = protocol, send, report
         self.initialized = False
+        _quiet_pygls_deserialize_errors()
 
     def body(self, body: bytes) -> None:
         try:

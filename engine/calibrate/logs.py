@@ -218,11 +218,15 @@ class _Csv(_Scan):
         if self.header_at is None:
             self._header(i, line)
             return
-        row = next(csv.reader([line]), [])
+        row = _cells(line)
+        n = i - self.header_at + 1
+        if row is None:
+            self.error = self.error or LogError("HP803", f"CSV row {n}: not a CSV row (a bare carriage return "
+                                                "inside a field)", i)
+            return
         if not any(c.strip() for c in row):
             return
         assert self.col is not None
-        n = i - self.header_at + 1
         try:
             v = float(row[self.col]) * self.scale
         except (IndexError, ValueError):
@@ -240,7 +244,7 @@ class _Csv(_Scan):
             self.peak_at(i, peak, f"CSV row {n}: ")
 
     def _header(self, i: int, line: str) -> None:
-        header = [h.strip().lower() for h in next(csv.reader([line]), [])]
+        header = [h.strip().lower() for h in _cells(line) or []]  # a line csv cannot split is no header
         self.header_at = i
         if "step_time_s" in header:
             self.col = header.index("step_time_s")
@@ -253,6 +257,16 @@ class _Csv(_Scan):
 
     def found(self) -> bool:
         return self.col is not None
+
+
+def _cells(line: str) -> list[str] | None:
+    """The line's CSV cells, or None where the csv module refuses the line: a bare carriage return inside an
+    unquoted field (a binary file, or CR line breaks inside a LF file, both decode to such lines) raises
+    csv.Error, which is the log's fault, never the reader's."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return None
 
 
 def steady_state(values: Iterable[tuple[int, float]] | _Scan, kind: str) -> Steady:

@@ -188,11 +188,29 @@ def _stack_check(runs_file: RunsFile, measured: list[Measured]) -> tuple[str, st
     return first[0], first[1], out
 
 
+# The most runs the rule `local` fits: its pairwise kernel and one refit per run left out grow faster than n²
+# (100 runs 5 s, 400 runs up to 534 s, 1,000 runs past 2 minutes on 2 shared cores,
+# docs/calibration.md); the other rules are linear and take up to MAX_RUNS (engine.calibrate.runs).
+LOCAL_MAX_RUNS = 100
+
+
+def _over_local_limit(runs_file: RunsFile, rule: str) -> Diagnostic | None:
+    """HP800 at the first run when the rule `local` is asked for more runs than it fits in bounded time."""
+    n = len(runs_file.entries)
+    if rule != "local" or n <= LOCAL_MAX_RUNS:
+        return None
+    return Diagnostic("HP800", f"the rule local fits at most {LOCAL_MAX_RUNS} runs, this file lists {n:,}: use "
+                      "the rule parts, or keep the runs that differ", runs_file.entries[0].at, "runs")
+
+
 def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> Calibration:
     """Calibrate on the RUNS file at `path` (or the editor buffer `text` for it) under `rule` (fit.RULES)."""
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; one of {RULES}")
     runs_file = read_runs(path, text)
+    over = _over_local_limit(runs_file, rule)
+    if over is not None:
+        return Calibration(path, rule, (), None, "", "", (*runs_file.diagnostics, over))
     diags = list(runs_file.diagnostics)
     measured: list[Measured] = []
     for entry in runs_file.entries:

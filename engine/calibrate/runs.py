@@ -103,6 +103,9 @@ def _path_val(src: Source, item: Map, key: str, dotted: str, runs_path: str) -> 
     v = src.str_(item, key, dotted)
     if v is None or not str(v.value).strip():
         return v, None
+    if "\0" in str(v.value):  # no file system path holds a NUL; os.path would raise ValueError on it
+        src.diag("HP801", f"{dotted} cannot name a file: a path never holds a NUL character", v.loc.value, dotted)
+        return v, None
     resolved = _resolve(runs_path, str(v.value))
     if _same(resolved, runs_path):
         src.diag("HP801", f"{dotted} points at this RUNS file itself; name the run's {key} file", v.loc.value, dotted)
@@ -177,6 +180,12 @@ def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | No
                     _overrides(src, item, dotted), str(name.value) if name else "", profile, profile_path, kind)
 
 
+# The most runs one RUNS file may list. Each run is read, priced and fitted with its leave-one-out (about 3 ms
+# and 55 KB a run): a generated file of 150,000 runs (10 MB) took minutes and gigabytes; a real calibration has
+# tens. A longer list is refused whole at `runs:` (HP800), before any run is read.
+MAX_RUNS = 1000
+
+
 def read_runs(path: str, text: str | None = None) -> RunsFile:
     """Every entry of a RUNS file (or the editor buffer `text` standing for it), with diagnostics."""
     diags: list[Diagnostic] = []
@@ -193,6 +202,11 @@ def read_runs(path: str, text: str | None = None) -> RunsFile:
         rng = runs.range if runs is not None else DOCUMENT_START
         if doc.ok:
             src.diag("HP800", "a RUNS file holds `runs:`, a list of measured runs (docs/formats.md §6)", rng, "runs")
+        return RunsFile(path, (), tuple(diags + src.diags))
+    if len(runs.items) > MAX_RUNS:
+        src.diag("HP800", f"runs lists {len(runs.items):,} runs: at most {MAX_RUNS:,} are fitted; keep the runs that "
+                 "differ (the same plan measured again adds nothing a mean of its step times does not)", runs.range,
+                 "runs")
         return RunsFile(path, (), tuple(diags + src.diags))
     entries = [e for i, item in enumerate(runs.items) if (e := _entry(src, i, item, path)) is not None]
     return RunsFile(path, tuple(entries), tuple(diags + src.diags))

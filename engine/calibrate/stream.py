@@ -127,6 +127,8 @@ class _Window:
         while True:
             try:
                 val, end = _DECODER.raw_decode(self.buf, self.pos)
+            except RecursionError:  # the C decoder's depth limit: no profiler writes an event nested this deep
+                raise TraceError("HP820", "not a Chrome trace: a value nested too deeply", self.offset) from None
             except json.JSONDecodeError as exc:
                 if limit is not None and len(self.buf) - self.pos > limit:
                     raise TraceError("HP820", f"a top-level value over {limit / 2**20:.0f} MiB", self.offset) from None

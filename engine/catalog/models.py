@@ -311,6 +311,8 @@ def read_config_json(path: str) -> tuple[dict[str, Any] | None, str | None]:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         return None, f"{target} is not valid JSON: {exc}"
+    except RecursionError:  # the C decoder's own depth limit: `[[[[…` many thousand deep, never a model config
+        return None, f"{target} is not a model config: its JSON is nested too deeply to read"
     if not isinstance(raw, dict):
         return None, f"{target} does not hold a JSON object"
     return normalize_fields(raw), None

@@ -254,7 +254,8 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         return 0
     # What was read and edited must still be there: a save meanwhile is refused, not overwritten (a lost update).
     same = in_place or _same_file(target, planned.path)
-    failed = write_text(target, res.new_text, expected=planned.old_text if same else None)
+    others = () if _same_file(file, planned.path) else (file,)  # the search config read: never the output
+    failed = write_text(target, res.new_text, expected=planned.old_text if same else None, inputs=others)
     if failed is not None:
         doc["error"] = failed.reason
         if as_json:

@@ -34,15 +34,16 @@ def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any
 
 
 def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: Any,
-               err: TextIO) -> tuple[str | None, str | None]:
+               err: TextIO, inputs: tuple[str, ...]) -> tuple[str | None, str | None]:
     """Write `render(ex)` to `path` through the project's one safe writer (atomic; devices, FIFOs, read-only
-    files and lost updates refused): (the path, None) when written, else (None, the reason), said on stderr:
-    not a finding in the plan, so the exit code, not a diagnostic, says the command failed."""
+    files, the files read (`inputs`) and lost updates refused): (the path, None) when written, else (None, the
+    reason), said on stderr: not a finding in the plan, so the exit code, not a diagnostic, says the command
+    failed."""
     if not path:
         return None, None
     from engine.files import write_text
 
-    failure = write_text(path, render(ex))
+    failure = write_text(path, render(ex), inputs=inputs)
     if failure is None:
         return path, None
     err.write(f"hp-plan explain: the {what} was not written: {failure.reason}\n")
@@ -63,10 +64,11 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     file = str(args.file)
     as_json = bool(getattr(args, "json", False))
     config, ex, diags = load_plan(args, best=bool(getattr(args, "best", False)))
-    written, unwritten = _write_out(getattr(args, "svg", None), "SVG", render_svg, ex, err) if ex is not None \
-        else (None, None)
-    traced, untraced = _write_out(getattr(args, "trace", None), "trace", render_trace, ex, err) if ex is not None \
-        else (None, None)
+    read = (file, getattr(config, "train_yaml", None) or "")  # the plan and its train.yaml: never an output
+    written, unwritten = _write_out(getattr(args, "svg", None), "SVG", render_svg, ex, err, read) \
+        if ex is not None else (None, None)
+    traced, untraced = _write_out(getattr(args, "trace", None), "trace", render_trace, ex, err, read) \
+        if ex is not None else (None, None)
     unwritten = unwritten or untraced
     tokens = getattr(args, "tokens", None)
     ttt = time_to_train(ex.estimate, tokens, config.model.seq_len) if ex is not None and tokens else None

@@ -11,6 +11,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP008", "information", "not a HyperParallel config (left alone)"),
     ("HP009", "error", "referenced train_yaml not found or unreadable"),
     ("HP010", "information", "empty file"),
+    ("HP011", "warning", "too many findings: only the first 1,000 are reported"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
@@ -25,4 +26,5 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP008": ("engine.config.resolve", "hp_lsp.analysis"),
     "HP009": ("engine.config.resolve",),
     "HP010": ("engine.config.resolve",),
+    "HP011": ("engine.check",),
 }

@@ -7,6 +7,7 @@ Priority, lowest first ([HP] §2.3 and §2.5: explicit overrides always win): wh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -24,6 +25,25 @@ BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_
 LIST_FIELDS = frozenset({"layer_types"})
 FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropout"})
 STR_FIELDS = frozenset({"hidden_act"})
+
+
+
+def fact_kind_problem(key: str, value: object) -> tuple[str, str] | None:
+    """(code, what was expected) when `value` is not of the kind field `key` holds, else None. The user's keys are
+    typed by the reader; a local config.json's are not, and its NaN, Infinity, lists and strings reached the
+    rules' int() as an internal error (HP900)."""
+    if key in BOOL_FIELDS:
+        return None if isinstance(value, bool) else ("HP104", "true or false")
+    if key in STR_FIELDS:
+        return None if isinstance(value, str) else ("HP106", "a string")
+    if key in LIST_FIELDS:
+        return None if isinstance(value, list) else ("HP106", "a list")
+    if isinstance(value, bool):
+        return ("HP105", "a number") if key in FLOAT_FIELDS else ("HP103", "an integer")
+    if key in FLOAT_FIELDS:
+        return None if isinstance(value, int | float) and math.isfinite(value) else ("HP105", "a finite number")
+    return None if isinstance(value, int) else ("HP103", "an integer")
+
 
 # Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, docs/formats.md §2 `hidden_act`.
 GATED_ACTS = frozenset({"silu", "swiglu", "swish", "geglu", "reglu"})

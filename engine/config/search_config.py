@@ -25,7 +25,7 @@ from engine.config.train import (
 )
 from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Node, Scalar, Seq
-from engine.integers import MAX_CONFIG_INT, shown_int
+from engine.integers import MAX_CANDIDATES, MAX_CONFIG_INT, shown_int
 
 DIMENSION_KEYS = tuple(SEARCH_DIMENSION_KEYS.split())
 MODE_ORDER = ("off", "selective", "full")
@@ -355,6 +355,10 @@ def read_decl(src: Source, parent: Map | None, key: str, dotted: str, *, boolean
     if allow_auto and _is_auto(vn):
         return Decl("auto", (), val)
     if isinstance(vn, Seq):
+        if len(vn.items) > MAX_CANDIDATES:  # refused whole: one diagnostic, not one per item
+            src.diag("HP110", f"{dotted} lists {len(vn.items):,} candidates: at most {MAX_CANDIDATES:,}, or write "
+                     "auto", vn.range, dotted, data={"replace_value": "auto"} if allow_auto else {})
+            return None
         values: list[int] = []
         for i, item in enumerate(vn.items):
             iv = _item(src, item, f"{dotted}.{i}", boolean, minimum=minimum)

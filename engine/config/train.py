@@ -8,11 +8,13 @@ states, and what the file leaves unsaid stays searched ([HP] §2.2 "absent").
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
-from engine.config.model_facts import REQUIRED, read_model_fields
+from engine.config.model_facts import REQUIRED, fact_kind_problem, read_model_fields
 from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
 from engine.config.stated_layout import read_layout, read_offset
 from engine.config.vision import read_vision, vision_anchor
@@ -208,12 +210,28 @@ def _resolve_pretrained(facts: TrainFacts, base_dir: str | None) -> None:
             src.diag("HP214", f"'{facts.pretrained.value}' is not a directory here: priced as {res.model_id}, "
                      f"the catalog model its last component '{res.by_last_component}' names",
                      facts.pretrained.loc.value, facts.pretrained.path, data={"model": res.model_id})
-        facts.catalog_fields = {
-            k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in res.fields.items() if k != "vision"
-        }
+        facts.catalog_fields = _typed_fields(facts, res.fields, res.source)
         tower = res.fields.get("vision")
         if isinstance(tower, dict):
             facts.catalog_vision = {k: Val(v, facts.pretrained.path, facts.pretrained.loc) for k, v in tower.items()}
+
+
+def _typed_fields(facts: TrainFacts, fields: Mapping[str, Any], source: str) -> dict[str, Val]:
+    """The resolved model's facts at the name that led to them; a config.json value of the wrong kind (NaN, a
+    list, a string where a count belongs) is said at the name and left out, so the rules see only numbers."""
+    pretrained = facts.pretrained
+    assert pretrained is not None
+    out: dict[str, Val] = {}
+    for key, value in fields.items():
+        if key == "vision":
+            continue
+        problem = fact_kind_problem(key, value)
+        if problem is not None:
+            facts.src.diag(problem[0], f"{source}: {key} must be {problem[1]}, got {describe(value)}; not read "
+                           "from it", pretrained.loc.value, pretrained.path)
+            continue
+        out[key] = Val(value, pretrained.path, pretrained.loc)
+    return out
 
 
 # Loaders whose keyword arguments are the Hugging Face config's ([HP] §2.5): AutoModel classes' from_pretrained /

@@ -81,6 +81,9 @@ async def test_save_plan_trace_writes_the_predicted_step_as_a_chrome_trace(clien
     bad: Any = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         command="hpLsp.savePlanTrace", arguments=[uri, "relative.json"]))
     assert "absolute path" in bad["error"]
+    onto_itself: Any = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="hpLsp.savePlanTrace", arguments=[uri, str(path), which]))
+    assert "this command reads" in onto_itself["error"] and path.read_text() == PLAN.read_text()
 
 
 async def test_show_plan_on_an_unknown_document_says_why(client: LanguageClient) -> None:

@@ -84,6 +84,24 @@ def test_every_request_is_answered(server: StdioServer, tmp_path: Path) -> None:
     assert not [f for f in c.frames if isinstance(f, Exception)]
 
 
+def test_a_malformed_message_is_answered_without_a_traceback_in_the_log(server: StdioServer, tmp_path: Path) -> None:
+    """pygls logged the whole cattrs traceback of every message it could not structure (a FileEvent of type 9, a
+    negative position) to stderr, the editor's log, though the server answers each itself."""
+    c = server.client
+    uri = (tmp_path / "train.yaml").as_uri()
+    c.initialize()
+    c.send(did_open(uri, "a: 1\n"))
+    c.send({"jsonrpc": "2.0", "method": "workspace/didChangeWatchedFiles",
+            "params": {"changes": [{"uri": uri, "type": 9}]}})
+    assert error_code(c.request(2, "textDocument/hover", hover(0, uri, -1)["params"])) == -32602
+    assert "result" in c.request(3, "textDocument/hover", hover(0, uri, 0)["params"])  # still serving
+    c.request(4, "shutdown")
+    c.send({"jsonrpc": "2.0", "method": "exit"})
+    rc, err = server.finish()
+    no_crash(rc, err)
+    assert "dropped a malformed workspace/didChangeWatchedFiles" in err, err[-2000:]
+
+
 @pytest.mark.parametrize("header", [
     b"Content-Length: 99999999999999999999\r\n\r\n{}",
     b"Content-Length: 1000000000\r\n\r\n{}",

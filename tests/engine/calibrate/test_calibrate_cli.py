@@ -114,8 +114,11 @@ BAD = {
     "empty log": ("runs:\n  - config: a.yaml\n    log: empty.log\n", "HP802", 2),
     "wild log": ("runs:\n  - config: a.yaml\n    log: wild.csv\n", "HP804", 2),
     "log is itself": ("runs:\n  - config: a.yaml\n    log: runs.yaml\n", "HP801", 2),
+    "NUL in config": ('runs:\n  - config: "a\\0.yaml"\n    step_time_s: 2.0\n', "HP801", 1),  # was HP900
+    "NUL in log": ('runs:\n  - config: a.yaml\n    log: "x\\0.log"\n', "HP801", 2),
     "does not price": ("runs:\n  - config: searched.yaml\n    step_time_s: 2.0\n", "HP805", 1),
     "not runs": ("- config: a.yaml\n", "HP800", 0),
+    "too many runs": ("runs:\n" + "  - {config: a.yaml, step_time_s: 2.0}\n" * 1001, "HP800", 1),  # was minutes
 }
 
 
@@ -218,3 +221,13 @@ def test_local_rule_reproduces_the_anchor_and_moves_near_plans_more_than_distant
     d = stated_config(runs_dir, "d.yaml", tp=2, gbs=16, extra="  ratios_file: ./ratios.yaml\n")
     s = json.loads(hp_plan("search", str(d), "--json").stdout)
     assert s["best"]["step_time_s"] == pytest.approx(_estimate(d)["step_time_s"], rel=1e-6)
+
+
+def test_the_local_rule_refuses_more_runs_than_it_fits_in_bounded_time(runs_dir: Path) -> None:
+    """1,000 runs under --rule local ran past 2 minutes (its kernel and refits grow faster than n²)."""
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n" + "  - {config: a.yaml, step_time_s: 2.0}\n" * 101)
+    r = hp_plan("calibrate", str(runs), "--rule", "local", "--json", timeout=60)
+    assert r.returncode == 1, r.stdout[-2000:]
+    hits = [d for d in json.loads(r.stdout)["diagnostics"] if d["code"] == "HP800"]
+    assert hits and "at most 100 runs" in hits[0]["message"] and hits[0]["range"]["start"]["line"] == 1

@@ -63,6 +63,8 @@ def test_csv_in_milliseconds_with_peak() -> None:
     (["epoch 1 batch 3 loss 2.1", "all good"], "HP802"),
     (["step_time_s", "1.0", "2.0", "1.0", "2.0", "1.0", "2.0", "1.0", "2.1"], "HP804"),
     (["step_time_s", "1.0", "abc"], "HP803"),
+    (["step_time_s", "1.0", "2.0\r1.0"], "HP803"),  # csv.Error inside the reader was an internal error
+    (["step_time_s\r,x", "1.0"], "HP802"),  # a header csv cannot split is no header
 ])
 def test_bad_logs_are_refused(lines: list[str], code: str) -> None:
     with pytest.raises(LogError) as exc:

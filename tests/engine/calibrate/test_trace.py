@@ -146,6 +146,15 @@ def test_a_truncated_gz_trace_is_refused_at_its_key(tmp_path: Path) -> None:
     assert "cut short" in d["message"] or "corrupt" in d["message"]
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000,
+                                  '{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}"])
+def test_a_trace_nested_beyond_the_decoder_is_refused_at_its_key(tmp_path: Path, text: str) -> None:
+    """The C decoder's RecursionError was an internal error (HP900)."""
+    (tmp_path / "deep.json").write_text(text)
+    d = _refused(_runs_with(tmp_path, "trace", "deep.json"), "HP820")
+    assert "nested too deeply" in d["message"]
+
+
 def test_a_trace_without_a_complete_step_is_refused(tmp_path: Path) -> None:
     (tmp_path / "nostep.json").write_text(_trace_text([_kernel(10.0, 5.0), _kernel(20.0, 5.0)]))
     _refused(_runs_with(tmp_path, "trace", "nostep.json"), "HP821")

@@ -51,3 +51,10 @@ def test_resolve_never_uses_the_network(tmp_path: Path) -> None:
     assert r.error is None and r.fields["num_hidden_layers"] == 2
     (tmp_path / "bad.json").write_text("{nope")
     assert "not valid JSON" in (resolve("bad.json", base_dir=str(tmp_path)).error or "")
+
+
+def test_a_config_json_nested_beyond_the_decoder_is_a_reason_not_an_error(tmp_path: Path) -> None:
+    """`[[[[…` 100,000 deep made json.loads raise RecursionError, an internal error (HP900) in every command."""
+    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    res = resolve(str(tmp_path))
+    assert not res.fields and "nested too deeply" in (res.error or "")

@@ -84,6 +84,32 @@ def test_explain_svg_never_replaces_a_fifo(tmp_path: Path) -> None:
     assert r.returncode == 1 and "nothing written" in r.stderr and stat.S_ISFIFO(os.lstat(out).st_mode)
 
 
+@pytest.mark.parametrize("target", ["runs.yaml", "a.yaml"])
+def test_calibrate_output_never_replaces_the_runs_file_or_a_run_config(runs: Path, target: str) -> None:
+    out = runs.parent / target
+    before = out.read_text()
+    r = calibrate_to(runs, out)
+    assert r.returncode == 1 and "this command reads" in r.stderr, r.stderr  # type: ignore[attr-defined]
+    assert out.read_text() == before
+
+
+@pytest.mark.parametrize("flag", ["--svg", "--trace"])
+def test_explain_output_never_replaces_the_plan_it_explains(tmp_path: Path, flag: str) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.read_text())
+    r = hp_plan("explain", str(plan), flag, str(plan), timeout=60)
+    assert r.returncode == 1 and "this command reads" in r.stderr, r.stderr
+    assert plan.read_text() == PLAN.read_text()
+
+
+def test_apply_output_never_replaces_the_search_config_it_read(tmp_path: Path) -> None:
+    for name in ("search.yaml", "train.yaml"):
+        (tmp_path / name).write_text((LLAMA / name).read_text())
+    r = hp_plan("apply", "search.yaml", "-o", "search.yaml", "--force", cwd=tmp_path, timeout=120)
+    assert r.returncode == 1 and "this command reads" in r.stderr, r.stderr
+    assert (tmp_path / "search.yaml").read_text() == (LLAMA / "search.yaml").read_text()
+
+
 def test_write_text_refuses_a_file_changed_since_it_was_read(tmp_path: Path) -> None:
     f = tmp_path / "train.yaml"
     f.write_text("a: 1\n")

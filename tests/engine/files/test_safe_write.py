@@ -78,3 +78,17 @@ def test_non_regular_targets_are_refused(tmp_path: Path, kind: str) -> None:
     assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
     assert not (tmp_path / "nowhere.yaml").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_input_of_the_command_is_never_the_output(tmp_path: Path) -> None:
+    """One of `inputs` (here reached through a symlink) is refused and kept; a file that is no input is written."""
+    read = tmp_path / "plan.yaml"
+    read.write_text("model: {}\n")
+    (tmp_path / "link.yaml").symlink_to(read)
+    failure = write_text(str(tmp_path / "link.yaml"), "<svg/>", inputs=(str(read),))
+    assert failure is not None and "this command reads" in failure.reason and "nothing written" in failure.reason
+    assert read.read_text() == "model: {}\n"
+    other = tmp_path / "other.svg"
+    other.write_text("old")
+    assert write_text(str(other), "<svg/>", inputs=(str(read), str(tmp_path / "missing.yaml"))) is None
+    assert other.read_text() == "<svg/>"
