@@ -27,7 +27,6 @@ FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropou
 STR_FIELDS = frozenset({"hidden_act"})
 
 
-
 def fact_kind_problem(key: str, value: object) -> tuple[str, str] | None:
     """(code, what was expected) when `value` is not of the kind field `key` holds, else None. The user's keys are
     typed by the reader; a local config.json's are not, and its NaN, Infinity, lists and strings reached the
