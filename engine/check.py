@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
-from engine.diagnostics import Diagnostic, Severity
+from engine.diagnostics import MAX_DIAGNOSTICS, Diagnostic, Severity
 from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.facts import unique
 from engine.positions import DOCUMENT_START
@@ -23,10 +23,6 @@ def _key(d: Diagnostic) -> tuple[str, int, int, str]:
     return (d.file or "", d.range.start.line, d.range.start.character, d.code)
 
 
-# The most findings one check reports. A generated file can hold a finding per line (300,000 unknown keys in a
-# 3.6 MB file: 2.5 GB for `check --json`, and as many markers for an editor to draw); nobody reads past the
-# first screens, and fixing those (a wrong indentation, a pasted block) usually removes the rest.
-MAX_DIAGNOSTICS = 1000
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFORMATION: 2, Severity.HINT: 3}
 
 

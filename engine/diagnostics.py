@@ -22,6 +22,12 @@ from typing import Any
 from engine.codes import FAMILIES
 from engine.positions import DOCUMENT_START, Range
 
+# The most findings one check reports (engine.check) and the most "did you mean" suggestions it computes
+# (engine.validate.keys). A generated file can hold a finding per line (300,000 unknown keys in a 3.6 MB file:
+# 2.5 GB for `check --json`, and as many markers for an editor to draw); nobody reads past the first screens,
+# and fixing those (a wrong indentation, a pasted block) usually removes the rest.
+MAX_DIAGNOSTICS = 1000
+
 
 class Severity(StrEnum):
     ERROR = "error"

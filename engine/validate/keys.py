@@ -12,6 +12,7 @@ from engine.config.kind import shape_of_map, trainer_runs
 from engine.config.reader import Source, did_you_mean
 from engine.config.schema import SEARCH, TRAIN_AUTOMODELS, TRAIN_LEGACY, TRAINER_SECTION_FIELDS, Section
 from engine.config.train import detect_schema
+from engine.diagnostics import MAX_DIAGNOSTICS
 from engine.document import Map
 from engine.validate.context import Ctx
 
@@ -29,7 +30,23 @@ _ALIAS_KEYS = frozenset(a for aliases in ALIASES.values() for a in aliases)
 _PASS_THROUGH = ("model.",)
 
 
+class _Suggestions:
+    """The "did you mean" budget of one check: MAX_DIAGNOSTICS suggestions, as many findings as a check reports.
+    Past it an unknown key of a closed section is reported with the known keys and one of an open section is
+    left alone: a file with hundreds of thousands of unknown keys spent most of its 18 s on difflib."""
+
+    def __init__(self) -> None:
+        self.left = MAX_DIAGNOSTICS
+
+    def near(self, key: str, choices: frozenset[str]) -> list[str]:
+        if self.left <= 0:
+            return []
+        self.left -= 1
+        return did_you_mean(key, choices)
+
+
 def check(ctx: Ctx) -> None:
+    suggestions = _Suggestions()
     for src in ctx.resolved.sources:
         root = src.root
         if root is None:
@@ -42,10 +59,11 @@ def check(ctx: Ctx) -> None:
             skip = _PASS_THROUGH
             if trainer_runs(shape_of_map(root)):  # its strict sections: engine.validate.trainer (HP113)
                 skip += ("", *(f"{name}." for name in TRAINER_SECTION_FIELDS))
-        _walk(ctx, src, root, schema, "", skip)
+        _walk(ctx, src, root, schema, "", suggestions, skip)
 
 
-def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, skip: tuple[str, ...] = ()) -> None:
+def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, suggestions: _Suggestions,
+          skip: tuple[str, ...] = ()) -> None:
     if prefix.startswith(tuple(p for p in skip if p)):
         return
     for key, kn, vn in node.items():
@@ -53,7 +71,7 @@ def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, skip:
         child = section.children.get(key)
         if child is not None:
             if isinstance(vn, Map):
-                _walk(ctx, src, vn, child, dotted + ".", skip)
+                _walk(ctx, src, vn, child, dotted + ".", suggestions, skip)
             continue
         if key in section.read or key in section.known:
             if key in RENAMED:
@@ -64,11 +82,11 @@ def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, skip:
         is_model = prefix.endswith("model.") or prefix.endswith("config_overrides.")
         if is_model and key in _ALIAS_KEYS:
             continue
-        reads = section.read | frozenset(section.children)
-        near = did_you_mean(key, reads | section.known)
-        near_read = [k for k in near if k in reads]
         if prefix in skip:
             continue
+        reads = section.read | frozenset(section.children)
+        near = suggestions.near(key, reads | section.known)
+        near_read = [k for k in near if k in reads]
         if section.open:
             if not near_read:
                 continue

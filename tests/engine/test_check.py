@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.check import MAX_DIAGNOSTICS, check_file
+from engine.check import check_file
+from engine.diagnostics import MAX_DIAGNOSTICS
 from tests.support.cli import ROOT
 
 PLAN = (ROOT / "examples" / "explain" / "1f1b.yaml").read_text()
