@@ -21,8 +21,9 @@ ROWS: list[tuple[str, str, str]] = [
 RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP101": ("engine.config.search_config", "engine.validate.keys"),
     "HP102": ("engine.validate.keys",),
-    "HP103": ("engine.config.reader", "engine.config.search_config", "engine.config.stated_layout"),
-    "HP104": ("engine.config.reader", "engine.config.search_config"),
+    "HP103": ("engine.config.reader", "engine.config.search_config", "engine.config.stated_layout",
+              "engine.config.train"),
+    "HP104": ("engine.config.reader", "engine.config.search_config", "engine.config.train"),
     "HP105": ("engine.config.reader", "engine.config.train"),
     "HP106": (
         "engine.config.model_facts",

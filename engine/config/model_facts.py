@@ -27,21 +27,25 @@ FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropou
 STR_FIELDS = frozenset({"hidden_act"})
 
 
-def fact_kind_problem(key: str, value: object) -> tuple[str, str] | None:
-    """(code, what was expected) when `value` is not of the kind field `key` holds, else None. The user's keys are
-    typed by the reader; a local config.json's are not, and its NaN, Infinity, lists and strings reached the
-    rules' int() as an internal error (HP900)."""
+# What a model field holds, as fact_kind_problem names it (the caller says it with the matching HP103-HP106).
+INTEGER, FINITE_NUMBER, TRUE_OR_FALSE, A_STRING, A_LIST = (
+    "an integer", "a finite number", "true or false", "a string", "a list")
+
+
+def fact_kind_problem(key: str, value: object) -> str | None:
+    """What field `key` holds (INTEGER, FINITE_NUMBER, TRUE_OR_FALSE, A_STRING, A_LIST) when `value` is not of that
+    kind, else None. The user's keys are typed by the reader; a local config.json's are not, and its NaN,
+    Infinity, lists and strings reached the rules' int() as an internal error (HP900)."""
     if key in BOOL_FIELDS:
-        return None if isinstance(value, bool) else ("HP104", "true or false")
+        return None if isinstance(value, bool) else TRUE_OR_FALSE
     if key in STR_FIELDS:
-        return None if isinstance(value, str) else ("HP106", "a string")
+        return None if isinstance(value, str) else A_STRING
     if key in LIST_FIELDS:
-        return None if isinstance(value, list) else ("HP106", "a list")
-    if isinstance(value, bool):
-        return ("HP105", "a number") if key in FLOAT_FIELDS else ("HP103", "an integer")
+        return None if isinstance(value, list) else A_LIST
     if key in FLOAT_FIELDS:
-        return None if isinstance(value, int | float) and math.isfinite(value) else ("HP105", "a finite number")
-    return None if isinstance(value, int) else ("HP103", "an integer")
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return None if ok else FINITE_NUMBER
+    return None if isinstance(value, int) and not isinstance(value, bool) else INTEGER
 
 
 # Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, docs/formats.md §2 `hidden_act`.
