@@ -263,17 +263,18 @@ def _replace_atomic(real: str, st: os.stat_result, data: bytes, expected: bytes 
     return None
 
 
-def _input_at(st: os.stat_result, inputs: Iterable[str]) -> str | None:
-    """The input that is the file `st` describes (same device and inode: a symlink or another spelling of its
-    path counts), or None."""
-    for name in inputs:
-        try:
-            other = os.stat(name)
-        except (OSError, ValueError):
-            continue
-        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
-            return name
-    return None
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one existing file (a symlink or another spelling of its path counts); False where
+    either cannot be stat'ed (missing, or a name holding a NUL)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _input_at(path: str, inputs: Iterable[str]) -> str | None:
+    """The input that is the file at `path` (same_file), or None."""
+    return next((name for name in inputs if name and same_file(path, name)), None)
 
 
 def write_text(path: str, text: str, *, expected: str | None = None, inputs: Iterable[str] = ()) -> WriteFailure | None:
@@ -300,7 +301,7 @@ def write_text(path: str, text: str, *, expected: str | None = None, inputs: Ite
     if not stat.S_ISREG(st.st_mode):
         what = "a directory" if stat.S_ISDIR(st.st_mode) else _kind_of_mode(st.st_mode)
         return WriteFailure(path, f"{path} is {what}, not a regular file; nothing written")
-    read = _input_at(st, inputs)
+    read = _input_at(path, inputs)
     if read is not None:
         return WriteFailure(path, f"{path} is a file this command reads ({read}); nothing written: name another "
                                   "output")

@@ -100,8 +100,8 @@ CATALOG: tuple[CatalogModel, ...] = (
        num_hidden_layers=61, hidden_size=7168, intermediate_size=18432, num_attention_heads=128,
        num_key_value_heads=128, vocab_size=129280, max_position_embeddings=163840, num_experts=256,
        num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=2048, first_k_dense_replace=3,
-       n_group=8, topk_group=4, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
-       mtp_depth=1, tie_word_embeddings=False, hidden_act="silu"),
+       n_group=8, topk_group=4, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128,
+       v_head_dim=128, mtp_depth=1, tie_word_embeddings=False, hidden_act="silu"),
     # -- §3 GPT-style and paper shapes ----------------------------------------------------------------------
     # GPT-3: Brown et al. 2020 Table 2.1; vocabulary padded to 51200 as Megatron reproductions do ([MODELS] §4.4).
     _m("gpt3-175b", "[MODELS] §3 [P]", ("gpt-3", "gpt3"), **_gpt(96, 12288, 96, head_dim=128)),

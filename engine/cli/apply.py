@@ -41,7 +41,7 @@ from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES
 from engine.edit import EditResult, strategy_edits
-from engine.files import ReadFailure, read_bounded, write_text
+from engine.files import ReadFailure, read_bounded, same_file, write_text
 from engine.jsonout import write_json
 from engine.results import Estimate, SearchResult
 from engine.specs import PipelineLayout, Strategy
@@ -66,14 +66,6 @@ def _read_text(path: str) -> str:
     if isinstance(got, ReadFailure):
         raise OSError(got.reason)
     return got.data.decode("utf-8")
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether two paths name one existing file (`-o` pointed at the train.yaml itself)."""
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return False
 
 
 def _with_world(overrides: ClusterOverrides | None, world: int) -> ClusterOverrides:
@@ -253,8 +245,8 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
             err.write(f"hp-plan apply: {planned.path} already states the best strategy; nothing written\n")
         return 0
     # What was read and edited must still be there: a save meanwhile is refused, not overwritten (a lost update).
-    same = in_place or _same_file(target, planned.path)
-    others = () if _same_file(file, planned.path) else (file,)  # the search config read: never the output
+    same = in_place or same_file(target, planned.path)
+    others = () if same_file(file, planned.path) else (file,)  # the search config read: never the output
     failed = write_text(target, res.new_text, expected=planned.old_text if same else None, inputs=others)
     if failed is not None:
         doc["error"] = failed.reason
