@@ -294,12 +294,12 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
         mg = lc.moe
         assert mg is not None  # layer_compute prices the MoE GEMMs whenever the model is MoE
         fw, run = r.fw, r.run
-        how = fw.ep_overlap if run.moe_a2a_overlap else ""
         # The batch-level overlap interleaves two micro-batches: with one in the step there is no other
         # micro-batch's compute to hide under (ep_exposed then hides nothing by that overlap).
         other = np.where(r.mb >= 2, lc.compute[:, MOE], 0.0)
         shared_on = run.moe_shared_expert_overlap and fw.shared_expert_overlap
-        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, how, K.MCORE_BATCH_A2A_HIDDEN_SHARE)
+        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, r.ep_overlap,
+                                  K.MCORE_BATCH_A2A_HIDDEN_SHARE)
         fb = r.fb_overlap
         if fb.any():  # DualPipeV pairs one micro-batch's forward with another's backward (engine.cost.dualpipev)
             fwd_b, bwd_b = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, "batch")

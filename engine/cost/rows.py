@@ -126,6 +126,12 @@ class Rows:
         return self.table.etp if self.fw.expert_fold else self.table.tp * self.table.cp
 
     @property
+    def ep_overlap(self) -> str:
+        """The expert all-to-all overlap the run states and its stack offers (Framework.ep_overlap: "batch",
+        "chunked"; "" = none: not stated, or the stack's release has none)."""
+        return self.fw.ep_overlap if self.run.moe_a2a_overlap else ""
+
+    @property
     def dualpipev(self) -> np.ndarray:
         """(n,) bool: rows run as DualPipeV (engine.cost.dualpipev)."""
         return dualpipev_rows(self.table.schedule, self.p_i)
