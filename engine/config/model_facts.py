@@ -256,10 +256,11 @@ def _groups_ok(facts: _Facts) -> bool:
     if experts % groups:
         facts.emit("HP209", f"n_group ({groups}) must divide num_experts ({experts}): the router splits the "
                    "experts into n_group equal groups", facts.merged.get("n_group"),
-                   data={"valid": listed_divisors(experts)})
+                   data={"nearest_valid": largest_divisor_at_most(experts, groups), "valid": listed_divisors(experts)})
         return False
     if per_tok > groups:
-        facts.emit("HP209", f"topk_group ({per_tok}) exceeds n_group ({groups})", facts.merged.get("topk_group"))
+        facts.emit("HP209", f"topk_group ({per_tok}) exceeds n_group ({groups})", facts.merged.get("topk_group"),
+                   data={"nearest_valid": groups})
         return False
     return True
 

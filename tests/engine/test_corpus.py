@@ -92,3 +92,10 @@ def test_oversized_file_refused_without_parsing(tmp_path: Path) -> None:
     p.write_bytes(b"a: 1\n" * (11 * 1024 * 1024 // 5))
     loaded = check_file(str(p))
     assert [d.code for d in loaded.diagnostics] == ["HP005"]
+
+
+@pytest.mark.parametrize(("name", "nearest"), [("expert_groups_uneven.yaml", 4), ("topk_group_over.yaml", 8)])
+def test_expert_groups_offer_the_nearest_valid_value(name: str, nearest: int) -> None:
+    """HP209's quick fix: the largest divisor of the 64 experts not above n_group 6; topk_group down to n_group."""
+    (d,) = [d for d in check_file(str(CORPUS / name)).diagnostics if d.code == "HP209"]
+    assert d.data["nearest_valid"] == nearest
