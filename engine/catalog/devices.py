@@ -136,6 +136,18 @@ DEVICES: tuple[DeviceSpec, ...] = (
                source="[HW] §1, §3.1: MLE-ACC", unconfirmed=("host_link_gb_s", "inter_node_gb_s"),
                matmul_efficiency=0.729, fp8_tflops=5000.0, fp8_matmul_efficiency=0.723, generation="blackwell",
                host_link_gb_s=450.0),
+    # GB300 (Blackwell Ultra in the NVL72 rack): the peaks are [HW] §1's (MLE-ACC, [C]); no best-shape matmul has
+    # been measured on it, so its rates are GB200's measured shares (same rack, same peak) [U], a stand-in the error
+    # band widens for (DeviceSpec.matmul_rate_measured); 279 GB HBM3e at 8 TB/s (BW-ULTRA [U]), scale-out one
+    # ConnectX-8 800 Gb/s = 100 GB/s per GPU as on the DGX B300 [U]. Its doubled exponential rate (BW-ULTRA) is not
+    # priced: no measured attention rate on the part says what it buys.
+    DeviceSpec("GB300", 2500.0, 279.0, 8.0, 900.0, 100.0, 72, ("gb300-nvl72",),
+               "per GPU; Blackwell Ultra, the NVL72 rack one 72-GPU NVLink domain; matmul rates GB200's [U]",
+               source="[HW] §1: MLE-ACC (GB300 2500 / 5000 TF); §3.1 GB200's MAMF shares; BW-ULTRA (HBM)",
+               unconfirmed=("memory_gib", "host_link_gb_s", "inter_node_gb_s", "matmul_efficiency",
+                            "fp8_matmul_efficiency"),
+               matmul_efficiency=0.729, fp8_tflops=5000.0, fp8_matmul_efficiency=0.723, generation="blackwell",
+               host_link_gb_s=450.0),
     DeviceSpec("MI300X", 1307.0, 192.0, 5.3, 448.0, 50.0, 8, ("mi300",),
                "Infinity Fabric full mesh: 448 GB/s aggregate, 64 to any one peer; 400 Gb/s NIC [U]",
                source="[HW] §1, §3.1: MLE-ACC, MLE-NET (2-GPU all-reduce 47.7 vs 312.9 GB/s on 8)",

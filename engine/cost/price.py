@@ -271,7 +271,8 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,
                                     fp8=bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0),
-                                    a2a_overlap=bool(r.ep_overlap or r.fb_overlap.any())),
+                                    a2a_overlap=bool(r.ep_overlap or r.fb_overlap.any()),
+                                    unmeasured_device=not r.cluster.device.matmul_rate_measured),
         band_shape=band_shape(moe=r.model.is_moe, hidden=r.model.hidden, seq_len=r.model.seq_len),
     )
 

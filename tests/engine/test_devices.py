@@ -54,6 +54,19 @@ def test_every_matmul_rate_names_its_measurement_or_says_it_has_none():
         assert cited or "matmul_efficiency" in d.unconfirmed, name
 
 
+def test_a_stand_in_matmul_rate_is_said_as_one():
+    """The rows priced with another part's matmul rate (no measurement on theirs) say so, which the error band reads
+    (engine.cost.band UNMEASURED_DEVICE); the measured rows and their same-die variants do not."""
+    stand_ins = {n for n in device_names() if not find_device(n).matmul_rate_measured}  # type: ignore[union-attr]
+    assert {"GB300", "V100", "H100-NVL", "H20"} <= stand_ins
+    assert stand_ins.isdisjoint({*MEASURED_BF16_MAMF, "H100-96G", "H800", "910B3", "A3"})
+    gb300, gb200 = find_device("GB300"), find_device("GB200")
+    assert gb300 is not None and gb200 is not None and gb300.generation == "blackwell"
+    assert (gb300.peak_tflops, gb300.fp8_tflops, gb300.matmul_efficiency) == (
+        gb200.peak_tflops, gb200.fp8_tflops, gb200.matmul_efficiency)
+    assert gb300.cards_per_node == 72 and gb300.memory_gib == 279.0
+
+
 def test_the_500w_h100_sustains_a_fitted_share_of_the_sxm_gemm_rate():
     """The H100 96 GB runs the SXM5 die under 500 W: its GEMMs are priced at the fitted share of the SXM5's measured
     rate (below torchtitan's midpoint statement, 0.92), every other figure as the row states."""

@@ -124,6 +124,30 @@ def test_an_overlap_no_run_checked_pays_first_contact_on_the_step_only() -> None
     assert band_features(moe=False, seq_len=4096, fp8=False, a2a_overlap=True) == ()  # a dense plan has none
 
 
+def test_a_device_priced_with_a_stand_in_matmul_rate_pays_first_contact_on_the_step(tmp_path: object) -> None:
+    """GB300 has no measured best-shape matmul, so the catalog prices GB200's shares on it (the same peaks): the
+    same plan gets the same step and peak on both, and on GB300 a step band wider by the first-contact term, said
+    in the basis; the peak's band does not move (a GEMM rate holds no bytes)."""
+    from pathlib import Path
+
+    from engine.catalog.devices import find_device
+
+    gb300, gb200 = find_device("GB300"), find_device("gb200")
+    assert gb300 is not None and gb200 is not None
+    assert not gb300.matmul_rate_measured and gb200.matmul_rate_measured
+    folder, out = RUNS / "llama31-405b-128xgb200-nemo", Path(str(tmp_path))
+    (out / "train.yaml").write_text((folder / "train.yaml").read_text())
+    search = (folder / "search.yaml").read_text()
+    assert "device_type: GB200" in search
+    (out / "search.yaml").write_text(search.replace("device_type: GB200", "device_type: GB300"))
+    on_200, on_300 = _estimate(folder / "search.yaml"), _estimate(out / "search.yaml")
+    assert on_300["step_time_s"] == pytest.approx(on_200["step_time_s"])
+    a, b = on_200["error_band"], on_300["error_band"]
+    assert b["features"] == [*a["features"], "unmeasured_device"]
+    assert b["step"] == pytest.approx(math.hypot(a["step"], quantile([abs(d) for d in FIRST_CONTACT])))
+    assert b["memory"] == a["memory"] and "unmeasured device (0 runs" in b["basis"][-1]
+
+
 @pytest.mark.parametrize(("run", "old", "new", "said"), [
     ("qwen3-235b-256xgb200-mbridge", "hidden_size: 4096", "hidden_size: 2048", "moe at hidden 2048"),
     ("llama3-8b-8xb200-mbridge-fp8", "max_seq_len: 8192", "max_seq_len: 131072", "131,072 tokens, longer than"),
