@@ -60,12 +60,15 @@ def _ascend(name: str, tflops: float, aliases: tuple[str, ...], notes: str) -> D
 H100_96G_CLOCK_MIDPOINT = (835.0 + 989.0) / 2 / 989.0
 # FITTED (the two torchtitan runs of [CAL] §10 on this part, llama31-8b-8xh100-96g-torchtitan-compile and
 # llama31-70b-256xh100-96g-torchtitan-fsdp32tp8; benchmarks/accuracy.py --fit, grid 0.60-1.00 in 0.01, smallest
-# worst |e|): the share of the SXM5's GEMM rate the part sustains. A framework's GEMMs are priced as one
+# worst |e|): the share of the SXM5's tensor-core rate the part sustains, its GEMMs' and its attention kernel's
+# alike (the power cap slows both; DeviceSpec.clock_fraction; 0.75 while it scaled the GEMMs only, which left
+# the attention of a long-context run at full clock, docs/cost-model.md §8.1).
+# A framework's GEMMs are priced as one
 # fraction of the device's measured matmul rate on every device (engine.cost.constants.GEMM_FRACTION_OF_MAMF),
 # so what torchtitan's runs on this part lose beyond that fraction is the part's: the same fraction prices
 # torchtitan's Llama 3 8B on 64 A100 (a part whose matmul rate MLE-ACC measured, no power-cap question) at
 # -1.9 % with nothing fitted on it. docs/cost-model.md §8.1 gives the fit and its leave-one-out.
-H100_96G_SUSTAINED_GEMM_SHARE = 0.75
+H100_96G_SUSTAINED_SHARE = 0.79
 
 # name, peak dense BF16/FP16 TFLOP/s, memory, HBM TB/s, intra GB/s, inter GB/s, cards/node, aliases, note
 DEVICES: tuple[DeviceSpec, ...] = (
@@ -92,13 +95,13 @@ DEVICES: tuple[DeviceSpec, ...] = (
     DeviceSpec("H100-96G", 989.0, 96.0, 2.4, 450.0, 50.0, 8, ("h100-96gb", "h100-hbm2e", "grand-teton-h100"),
                "H100 96 GB HBM2e, 500 W (Meta Grand Teton, torchtitan's benchmark machines): 989 TF at full "
                "clocks, sustained lower under the 500 W cap (torchtitan: the real peak lies between the NVL and "
-               f"SXM parts); its GEMMs priced at {H100_96G_SUSTAINED_GEMM_SHARE:g} of the 700 W part's measured "
-               "rate, fitted on the two torchtitan runs on it; MFU stays against 989",
+               f"SXM parts); its GEMMs and attention priced at {H100_96G_SUSTAINED_SHARE:g} of the 700 W part's "
+               "rates, fitted on the two torchtitan runs on it; MFU stays against 989",
                source="[HW] §4: TT; HBM figures [U]; matmul rate the H100 SXM5's (same die), §3.1 MLE-ACC; "
-                      "sustained GEMM share FITTED ([CAL] §10)",
+                      "sustained share FITTED ([CAL] §10)",
                unconfirmed=("host_link_gb_s", "memory_gib", "hbm_tb_s", "clock_fraction"),
                matmul_efficiency=0.803, fp8_tflops=1979.0, fp8_matmul_efficiency=0.709,
-               clock_fraction=H100_96G_SUSTAINED_GEMM_SHARE, generation="hopper",
+               clock_fraction=H100_96G_SUSTAINED_SHARE, generation="hopper",
                host_link_gb_s=_PCIE5),
     DeviceSpec("H100-NVL", 835.0, 94.0, 3.9, 300.0, 50.0, 8, ("h100nvl", "h100-nvl-94g"),
                "PCIe card, 350-400 W, 94 GB HBM3; NVLink bridges pair the cards (scale-up between pairs only, "

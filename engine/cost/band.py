@@ -15,7 +15,8 @@ half-width is
 
 * base: the COVERAGE quantile of |d| over the plain rows (dense, short context, BF16) of the plan's framework on
   its device generation, when there are at least MIN_ROWS of them (with FEW_ROWS or fewer, not below the
-  quantile of the framework's plain rows on every device); else over all its rows there (any features)
+  quantile of the framework's plain rows on every device, nor, where those are FEW_ROWS or fewer too, below
+  every stack's plain rows'); else over all its rows there (any features)
   when there are MIN_ROWS; else over its framework's plain rows on any device (every stack's where the framework
   has fewer than MIN_ROWS), widened by the first-contact term (what the model read on a device generation before
   any run on it was fitted, [CAL] §11) only where no run of the framework on the generation was priced: one or two
@@ -131,11 +132,14 @@ def _abs(rows: Iterable[E.Row]) -> list[float]:
 @dataclass(frozen=True, slots=True)
 class _Pool:
     """The rows a plan's base is read from; `wider`: its framework's plain rows on every device (every stack's
-    where it has fewer than MIN_ROWS), the floor of a quantile read from FEW_ROWS or fewer; `met`: whether the
-    framework's own runs on the plan's device generation were priced (without, the first-contact term)."""
+    where it has fewer than MIN_ROWS), the floor of a quantile read from FEW_ROWS or fewer; `every`: every stack's
+    plain rows, the floor where `wider` is FEW_ROWS or fewer too (a stack with three shown runs cannot say that
+    its next run lands closer than every stack's do); `met`: whether the framework's own runs on the plan's
+    device generation were priced (without, the first-contact term)."""
 
     rows: tuple[E.Row, ...]
     wider: tuple[E.Row, ...]
+    every: tuple[E.Row, ...]
     met: bool
     label: str
 
@@ -149,10 +153,10 @@ def _pool(rows: Sequence[E.Row], framework: str, generation: str) -> _Pool:
     stack = tuple(r for r in plain if r.framework == framework)
     wider = stack if len(stack) >= MIN_ROWS else plain
     if len(own) >= MIN_ROWS:
-        return _Pool(own, wider, True, f"{framework} on {generation}: {len(own)} runs")
+        return _Pool(own, wider, plain, True, f"{framework} on {generation}: {len(own)} runs")
     if len(here) >= MIN_ROWS:
-        return _Pool(here, wider, True, f"{framework} on {generation}: {len(here)} runs of every kind")
-    return _Pool(wider, wider, bool(here) and wider is stack,
+        return _Pool(here, wider, plain, True, f"{framework} on {generation}: {len(here)} runs of every kind")
+    return _Pool(wider, wider, plain, bool(here) and wider is stack,
                  f"{framework if wider is stack else 'every stack'} ({len(wider)} runs): {len(here)} {framework} "
                  f"runs on {generation or 'this device'}")
 
@@ -169,6 +173,8 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
     base = quantile(_abs(pool.rows))
     if len(pool.rows) <= FEW_ROWS:
         base = max(base, quantile(_abs(pool.wider)))
+        if len(pool.wider) <= FEW_ROWS:
+            base = max(base, quantile(_abs(pool.every)))
     basis = [pool.label]
     if not pool.met:
         base = math.hypot(base, _first_contact())

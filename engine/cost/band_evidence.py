@@ -73,8 +73,8 @@ STEP_ROWS: tuple[Row, ...] = (
     Row('llama3-8b-64xa100-torchtitan', 'llama3-8b-64xa100-torchtitan', 'torchtitan', 'ampere', (), 0.0198, 4096, 8192),
     Row('llama3-8b-8xb200-mbridge-fp8', 'llama3-8b-8xb200-mbridge-fp8', 'megatron', 'blackwell', ('fp8',), -0.0031, 4096, 8192),
     Row('llama31-405b-128xgb200-nemo', 'llama31-405b-128xgb200-nemo', 'megatron', 'blackwell', (), 0.0018, 16384, 8192),
-    Row('llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'torchtitan', 'hopper', (), -0.0606, 8192, 8192),
-    Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), 0.0691, 4096, 8192),
+    Row('llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'llama31-70b-256xh100-96g-torchtitan-fsdp32tp8', 'torchtitan', 'hopper', (), -0.0392, 8192, 8192),
+    Row('llama31-8b-8xh100-96g-torchtitan-compile', 'llama31-8b-8xh100-96g-torchtitan-compile', 'torchtitan', 'hopper', (), 0.0498, 4096, 8192),
     Row('qwen3-235b-256xgb200-mbridge', 'qwen3-235b-256xgb200-mbridge', 'megatron', 'blackwell', ('moe',), -0.0343, 4096, 4096),
 )
 MEMORY_ROWS: tuple[Row, ...] = (

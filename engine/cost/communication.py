@@ -86,6 +86,10 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     achieved = K.MC2_ACHIEVED_SHARE if r.fw.mc2 else 1.0
     a_f, a_b = tp_exposed(tp_ar, attn_gemm, r.run.tp_comm_overlap, base, achieved)
     m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, r.run.tp_comm_overlap, base, achieved)
+    if r.run.tp_comm_overlap and not r.fw.tp_comm_overlap_backward:
+        # the stack's option pipelines the forward's collectives only (Framework.tp_comm_overlap_backward)
+        a_b = tp_exposed(tp_ar, attn_gemm, False, base)[1]
+        m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, False, base)[1]
     m_f, m_b = np.array(m_f), np.array(m_b)
     if r.is_moe:
         # the dispatcher's gather and scatter run synchronously in autograd: nothing of TP_OVERLAP (the linear

@@ -49,7 +49,7 @@ GEMM_FRACTION_OF_MAMF = 0.81
 # and what those stacks do differently (eager element-wise kernels, SDPA attention, FSDP2 traffic) is priced
 # term by term (engine.catalog.frameworks). Checked, not fitted: torchtitan's Llama 3 8B on 64 A100
 # (llama3-8b-64xa100-torchtitan) reads -1.9 % with it. Its two runs on the 500 W H100 96 GB read below this rate:
-# that part's sustained GEMM share (engine.catalog.devices.H100_96G_SUSTAINED_GEMM_SHARE, fitted on them).
+# that part's sustained share (engine.catalog.devices.H100_96G_SUSTAINED_SHARE, fitted on them).
 # FITTED (the two dense MindSpeed-LLM runs of [CAL] §10: ascend-llama2-7b-8xa2-mindspeed and
 # ascend-llama2-70b-32xa2-mindspeed): the same fraction for Megatron-Core modules on torch_npu / CANN GEMM
 # kernels (Framework.npu_gemms). The MoE run (Qwen3-30B-A3B) is left out of the fit: its error is the MoE path's

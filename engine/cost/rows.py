@@ -51,7 +51,8 @@ class Rows:
 
     Framework facts (engine.catalog.frameworks): `fw`; `elem_traffic` HBM bytes per kept activation byte of the
     element-wise work (× EAGER_ELEMENTWISE_FACTOR where the kernels run eager); `attn_frac` the attention
-    kernel's rate as a fraction of peak; `wgemm_rate` the weight GEMMs' rate (FP8 where `fp8` is on and the
+    kernel's rate as a fraction of the datasheet peak, × the part's sustained clock share (a power cap slows
+    every tensor-core kernel, attention as much as the GEMMs); `wgemm_rate` the weight GEMMs' rate (FP8 where `fp8` is on and the
     device has FP8 GEMMs), `modules` the recompute modules priced under policy "modules", `lin_bytes` the bytes of each
     saved linear-layer input element (FP8 where the framework saves the FP8 cast), `compiled` whether
     torch.compile runs the checkpointed blocks (what selective "op" keeps, memory._op_policy_terms), `gemm_rate` the BF16 rate (attention core, router, output layer); `loss_div` what
@@ -225,7 +226,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         policy=effective_policy(fw, run), modules=priced_modules(fw, run),
         lin_bytes=K.FP8_ACT_BYTES if fp8 and fw.fp8_saved_inputs else K.ACT_BYTES,
         compiled=bool(run.compile and fw.compile_fuses),
-        elem_traffic=elem, attn_frac=fw.attention_fraction(dev),
+        elem_traffic=elem, attn_frac=fw.attention_fraction(dev) * dev.clock_fraction,
         loss_div=t if (fw.loss_parallel if run.loss_parallel is None else run.loss_parallel) else np.ones(n),
         logit_bytes=fw.loss_bytes_per_logit,
         hbm=dev.hbm_tb_s * K.TERA * K.HBM_EFFICIENCY,

@@ -2,7 +2,7 @@ import pytest
 
 from engine.catalog.devices import (
     H100_96G_CLOCK_MIDPOINT,
-    H100_96G_SUSTAINED_GEMM_SHARE,
+    H100_96G_SUSTAINED_SHARE,
     device_names,
     find_device,
     matmul_efficiency,
@@ -72,6 +72,6 @@ def test_the_500w_h100_sustains_a_fitted_share_of_the_sxm_gemm_rate():
     rate (below torchtitan's midpoint statement, 0.92), every other figure as the row states."""
     sxm, part = find_device("H100"), find_device("H100-96G")
     assert sxm is not None and part is not None
-    assert part.clock_fraction == H100_96G_SUSTAINED_GEMM_SHARE < H100_96G_CLOCK_MIDPOINT
+    assert part.clock_fraction == H100_96G_SUSTAINED_SHARE < H100_96G_CLOCK_MIDPOINT
     assert part.matmul_efficiency == sxm.matmul_efficiency and part.peak_tflops == sxm.peak_tflops
     assert "clock_fraction" in part.unconfirmed and "FITTED" in part.source

@@ -79,9 +79,12 @@ def test_a_few_runs_of_a_class_do_not_state_a_band_narrower_than_their_stack() -
 
 
 def test_first_contact_is_paid_only_where_the_stack_has_no_run_on_the_generation() -> None:
-    # torchtitan has runs on Hopper (fewer than three): its own rows on every device, no first contact
+    # torchtitan has runs on Hopper (fewer than three): its own rows on every device, no first contact; those are
+    # three, so not below every stack's plain rows either
     hopper = relative_spread("torchtitan", "hopper")
-    assert hopper.step == pytest.approx(quantile(_plain_abs("torchtitan")))
+    assert 0 < len(_plain_abs("torchtitan")) <= FEW_ROWS
+    every = quantile([abs(r.deviation) for r in E.STEP_ROWS if not r.features])
+    assert hopper.step == pytest.approx(max(quantile(_plain_abs("torchtitan")), every))
     assert "first contact" not in hopper.basis[0]
     # none on Blackwell: the same rows widened by the first-contact term
     blackwell = relative_spread("torchtitan", "blackwell")

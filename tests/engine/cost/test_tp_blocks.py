@@ -1,5 +1,6 @@
 """Tensor-parallel collectives priced per block as the stacks run them: a comm-GEMM overlap (TransformerEngine
-userbuffers, MindSpeed's MC2) hides a collective only under the GEMM it is fused with, and a MoE block's pair is
+userbuffers, MindSpeed's MC2) hides a collective only under the GEMM it is fused with (torchtitan's async TP
+only the forward's), and a MoE block's pair is
 the token dispatcher's (the routed copies gathered over the expert tensor-parallel group, never fused with a
 GEMM). Shown through `hp-plan estimate --json` on the published MindSpeed runs and on small configs."""
 
@@ -17,6 +18,7 @@ from tests.engine.cost.shapes import MOE, h100
 from tests.support.cli import ROOT, estimate_in_process
 
 RUNS = ROOT / "benchmarks" / "calibration_runs"
+TT70B = RUNS / "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"
 MIXTRAL = RUNS / "ascend-mixtral-8x22b-64xa2-mindspeed"
 LLAMA34B = RUNS / "ascend-llama2-34b-16xa2-mindspeed"
 
@@ -73,3 +75,18 @@ def test_moe_block_pair_carries_the_routed_copies_over_the_expert_tp_group() -> 
     s_one = replace(s_etp, etp=1, ep=4)
     assert _tp({"experts_per_tok": 8}, s_one) == pytest.approx(_tp({"experts_per_tok": 2}, s_one))
     assert _tp({"experts_per_tok": 8}, s_one) < _tp({"experts_per_tok": 2}, s_etp)
+
+
+def test_torchtitan_async_tp_pipelines_the_forward_collectives_only(tmp_path: Path) -> None:
+    """Llama 3.1 70B at tp 8 with full recompute under torchtitan: every layer runs its TP pairs in the forward,
+    the recomputed forward and the backward, three alike (plain DTensor TP hides none). Async TP pipelines the
+    forward's two ([TT-ASYNCTP]: its end-to-end gain is the forward's), so a third of the TP time stays, and
+    more (the attention block's pair outlasts its projections at this GQA width, a reduce-scatter's last chunk
+    shows); were the backward's pipelined too, as TransformerEngine's
+    userbuffers do (tests/engine/cost/test_overlap.py), nearly none would."""
+    from engine.catalog.frameworks import FRAMEWORKS
+
+    assert not FRAMEWORKS["torchtitan"].tp_comm_overlap_backward and FRAMEWORKS["megatron"].tp_comm_overlap_backward
+    off = _estimate(TT70B, tmp_path / "off")["time_breakdown_s"]["tp_comm"]
+    on = _estimate(TT70B, tmp_path / "on", ("recompute: full", "tp_comm_overlap: true\nrecompute: full"))
+    assert off > 0 and off / 3 < on["time_breakdown_s"]["tp_comm"] < 0.5 * off
