@@ -21,8 +21,8 @@ half-width is
   has fewer than MIN_ROWS), widened by the first-contact term (what the model read on a device generation before
   any run on it was fitted, [CAL] §11) only where no run of the framework on the generation was priced: one or two
   such runs do not set a quantile, but they show the model has met the stack there;
-* feature_f, per feature the plan has (MoE, long context, FP8, overlapped expert all-to-alls, a device whose
-  matmul rate is a stand-in): the quantile of
+* feature_f, per feature the plan has (MoE, long context, FP8, FP8 on a MoE model, overlapped expert
+  all-to-alls, a device whose matmul rate is a stand-in): the quantile of
   |d| over the rows with that feature in excess of the plain rows' quantile, sqrt(max(0, q_f² − q_plain²))
   (independent sources of error add in quadrature), read from the framework's own rows where it has more than
   FEW_ROWS with the feature, else from every stack's (a stack's two or three MoE runs, each the one its
@@ -60,10 +60,13 @@ FEW_ROWS = 10
 # FP8 GEMMs on a device that has them, the expert all-to-alls overlapped with compute (`moe_a2a_overlap` where the
 # stack offers it: priced from its source's statement or one measured share, engine.cost.communication.ep_exposed),
 # a device whose achievable matmul rate no measurement on that part gives (its catalog row marks
-# `matmul_efficiency` unconfirmed and prices a stand-in: GB300 takes GB200's; DeviceSpec.matmul_rate_measured).
+# `matmul_efficiency` unconfirmed and prices a stand-in: GB300 takes GB200's; DeviceSpec.matmul_rate_measured),
+# and FP8 on a MoE model: its own mechanism, not the sum of the two (the experts' grouped GEMMs in FP8, each
+# expert's tokens padded to the quantisation's alignment, the dispatched copies cast per expert), which the FP8
+# rows (dense models) and the MoE rows (BF16) never exercised together.
 MOE, LONG_CONTEXT, FP8, A2A_OVERLAP = "moe", "long_context", "fp8", "a2a_overlap"
-UNMEASURED_DEVICE = "unmeasured_device"
-FEATURES: tuple[str, ...] = (MOE, LONG_CONTEXT, FP8, A2A_OVERLAP, UNMEASURED_DEVICE)
+UNMEASURED_DEVICE, MOE_FP8 = "unmeasured_device", "moe_fp8"
+FEATURES: tuple[str, ...] = (MOE, LONG_CONTEXT, FP8, MOE_FP8, A2A_OVERLAP, UNMEASURED_DEVICE)
 # Features that change only the step time (an overlap moves no bytes the device holds, as priced; a stand-in GEMM
 # rate moves none either): the memory band does not read them.
 TIME_ONLY: frozenset[str] = frozenset({A2A_OVERLAP, UNMEASURED_DEVICE})
@@ -115,8 +118,8 @@ def quantile(values: Sequence[float], q: float = COVERAGE) -> float:
 def band_features(*, moe: bool, seq_len: int, fp8: bool, a2a_overlap: bool = False,
                   unmeasured_device: bool = False) -> tuple[str, ...]:
     """The band's features of a plan (FEATURES order)."""
-    flags = {MOE: moe, LONG_CONTEXT: seq_len >= LONG_CONTEXT_TOKENS, FP8: fp8, A2A_OVERLAP: moe and a2a_overlap,
-             UNMEASURED_DEVICE: unmeasured_device}
+    flags = {MOE: moe, LONG_CONTEXT: seq_len >= LONG_CONTEXT_TOKENS, FP8: fp8, MOE_FP8: moe and fp8,
+             A2A_OVERLAP: moe and a2a_overlap, UNMEASURED_DEVICE: unmeasured_device}
     return tuple(f for f in FEATURES if flags[f])
 
 

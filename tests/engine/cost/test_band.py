@@ -151,6 +151,21 @@ def test_a_device_priced_with_a_stand_in_matmul_rate_pays_first_contact_on_the_s
     assert b["memory"] == a["memory"] and "unmeasured device (0 runs" in b["basis"][-1]
 
 
+def test_fp8_on_a_moe_model_pays_first_contact_beyond_both_its_parts() -> None:
+    """The FP8 rows are dense and the MoE rows BF16: FP8 grouped expert GEMMs (tokens padded per expert, copies
+    cast per expert) were never checked, so a MoE plan in FP8 states the MoE and FP8 terms and first contact
+    besides, on the step and on the peak (FP8 expert weights are held too)."""
+    assert not any("moe_fp8" in r.features for r in E.STEP_ROWS + E.MEMORY_ROWS)
+    assert band_features(moe=True, seq_len=4096, fp8=True) == ("moe", "fp8", "moe_fp8")
+    assert band_features(moe=False, seq_len=4096, fp8=True) == ("fp8",)
+    parts = relative_spread("megatron", "blackwell", ("moe", "fp8"))
+    both = relative_spread("megatron", "blackwell", ("moe", "fp8", "moe_fp8"))
+    fc = quantile([abs(d) for d in FIRST_CONTACT])
+    assert both.step == pytest.approx(math.hypot(parts.step, fc))
+    assert both.memory == pytest.approx(math.hypot(parts.memory, fc))
+    assert "moe fp8 (0 runs" in both.basis[-1]
+
+
 @pytest.mark.parametrize(("run", "old", "new", "said"), [
     ("qwen3-235b-256xgb200-mbridge", "hidden_size: 4096", "hidden_size: 2048", "moe at hidden 2048"),
     ("llama3-8b-8xb200-mbridge-fp8", "max_seq_len: 8192", "max_seq_len: 131072", "131,072 tokens, longer than"),
