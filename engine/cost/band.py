@@ -16,7 +16,7 @@ half-width is
 * base: the COVERAGE quantile of |d| over the plain rows (dense, short context, BF16) of the plan's framework on
   its device generation, when there are at least MIN_ROWS of them (with FEW_ROWS or fewer, not below the
   quantile of the framework's plain rows on every device, nor, where those are FEW_ROWS or fewer too, below
-  every stack's plain rows'); else over all its rows there (any features)
+  every stack's plain rows); else over all its rows there (any features)
   when there are MIN_ROWS; else over its framework's plain rows on any device (every stack's where the framework
   has fewer than MIN_ROWS), widened by the first-contact term (what the model read on a device generation before
   any run on it was fitted, [CAL] §11) only where no run of the framework on the generation was priced: one or two
