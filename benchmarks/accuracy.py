@@ -556,7 +556,7 @@ def print_groups(scored: list[Scored]) -> None:
 
 # What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
 # without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the H100 96 GB's
-# sustained GEMM share (its only runs on that part; without them, the catalog's midpoint of torchtitan's statement);
+# sustained share (its only runs on that part; without them, the catalog's midpoint of torchtitan's statement);
 # mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say), MC2's
 # achieved share (without them, the per-block bound userbuffers are priced at: 1) and the experts' share of the
 # NPU rate (without them, the dense rate: 1); hyperparallel: none (its constants are device facts and the shared

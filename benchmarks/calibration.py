@@ -271,8 +271,8 @@ class SpreadFit:
 def _nll(res: np.ndarray, comm: np.ndarray, step: np.ndarray, feat: np.ndarray, sigma: np.ndarray,
          kappa: np.ndarray, tau: np.ndarray) -> np.ndarray:
     """−log-likelihood (up to a constant) of residuals `res` (n,) under N(0, σ² + (κc)² + (τ/T)² + f² + σ_n²), f
-    the band's plan-feature term of each run (MoE, long context, FP8: what the model knows it lacks there, so
-    those runs' misfits are not read as σ, κ or τ), broadcast over a grid of one of σ, κ, τ (shape (g, 1)): (g,)."""
+    the band's plan-feature term of each run (MoE, long context, FP8 and the band's other plan features: what the
+    model knows it lacks there, so those runs' misfits are not read as σ, κ or τ), broadcast over a grid of one of σ, κ, τ (shape (g, 1)): (g,)."""
     v = sigma ** 2 + (kappa * comm) ** 2 + (tau / step) ** 2 + feat ** 2 + prior.MEASUREMENT_SD ** 2
     return (0.5 * (res * res / v + np.log(v))).sum(axis=-1)
 

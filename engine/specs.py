@@ -178,13 +178,6 @@ class DeviceSpec:
     # Device <-> host memory link, GB/s one direction (offload, [HP] §8.6); 0 = the catalog states none.
     host_link_gb_s: float = 0.0
 
-    @property
-    def matmul_rate_measured(self) -> bool:
-        """Whether the GEMM rate priced on this part is a measurement on it ([HW] §3.1 MAMF, or the same die's),
-        not a stand-in: a row with no `matmul_efficiency` takes the catalog's median, and a row marking it
-        unconfirmed borrows another part's. The error band widens for a stand-in (engine.cost.band)."""
-        return self.matmul_efficiency > 0 and "matmul_efficiency" not in self.unconfirmed
-
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:

@@ -38,7 +38,7 @@ from engine.calibrate.runs import Measured
 from engine.calibrate.spreads import host_spread, part_spreads
 from engine.catalog.frameworks import framework_of
 from engine.config import Config
-from engine.cost.band import COVERAGE, relative_spread
+from engine.cost.band import COVERAGE, DEVICE_FEATURES, relative_spread
 from engine.diagnostics import Diagnostic
 from engine.positions import Range
 from engine.ratios import prior
@@ -192,19 +192,22 @@ def moved_comm_seconds(m: Measured, moved: Sequence[str]) -> float:
 
 
 def feature_spread(m: Measured) -> float:
-    """The spread the model's error band adds for the run's plan features (MoE, long context, FP8: the excess of
-    engine.cost.band.relative_spread over a plain plan of the stack, as a standard deviation). A run with such a
-    feature misses by terms the model lacks, so its misfit is its own plan's: it weighs little as evidence of a
-    stack bias, and a MoE anchor barely moves a dense plan (docs/calibration.md)."""
+    """The spread the model's error band adds for the run's plan features (MoE, long context, FP8, FP8 on MoE,
+    overlapped all-to-alls: the excess of engine.cost.band.relative_spread over a plain plan of the stack on the
+    same device, as a standard deviation). A run with such a feature misses by terms the model lacks, so its
+    misfit is its own plan's: it weighs little as evidence of a stack bias, and a MoE anchor barely moves a dense
+    plan (docs/calibration.md). A feature of the device (band.DEVICE_FEATURES: a stand-in GEMM rate) is not the
+    plan's: every plan on the device shares it, so it stays in the plain plan's band and calibration carries it."""
     return plan_feature_spread(m.estimate, m.config)
 
 
 def plan_feature_spread(est: Estimate, config: Config) -> float:
     """feature_spread of a priced plan and the config it was priced from: the estimate's own band (its features
-    and shape, engine.cost.estimate) over the band of a plain plan of the stack on the same device class."""
-    if not est.band_features or config.cluster is None:
+    and shape, engine.cost.estimate) over the band of a plain plan of the stack on the same device."""
+    device_only = tuple(f for f in est.band_features if f in DEVICE_FEATURES)
+    if len(device_only) == len(est.band_features) or config.cluster is None:
         return 0.0
-    plain = relative_spread(framework_of(config.run).name, config.cluster.device.generation).step
+    plain = relative_spread(framework_of(config.run).name, config.cluster.device.generation, device_only).step
     full = est.step_spread
     return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80
 

@@ -141,13 +141,13 @@ DEVICES: tuple[DeviceSpec, ...] = (
                host_link_gb_s=450.0),
     # GB300 (Blackwell Ultra in the NVL72 rack): the peaks are [HW] §1's (MLE-ACC, [C]); no best-shape matmul has
     # been measured on it, so its rates are GB200's measured shares (same rack, same peak) [U], a stand-in the error
-    # band widens for (DeviceSpec.matmul_rate_measured); 279 GB HBM3e at 8 TB/s (BW-ULTRA [U]), scale-out one
+    # band widens for (matmul_rate_measured); 279 GB HBM3e at 8 TB/s (BW-ULTRA [U]), scale-out one
     # ConnectX-8 800 Gb/s = 100 GB/s per GPU as on the DGX B300 [U]. Its doubled exponential rate (BW-ULTRA) is not
     # priced: no measured attention rate on the part says what it buys.
     DeviceSpec("GB300", 2500.0, 279.0, 8.0, 900.0, 100.0, 72, ("gb300-nvl72",),
                "per GPU; Blackwell Ultra, the NVL72 rack one 72-GPU NVLink domain; matmul rates GB200's [U]",
                source="[HW] §1: MLE-ACC (GB300 2500 / 5000 TF); §3.1 GB200's MAMF shares; BW-ULTRA (HBM)",
-               unconfirmed=("memory_gib", "host_link_gb_s", "inter_node_gb_s", "matmul_efficiency",
+               unconfirmed=("memory_gib", "hbm_tb_s", "host_link_gb_s", "inter_node_gb_s", "matmul_efficiency",
                             "fp8_matmul_efficiency"),
                matmul_efficiency=0.729, fp8_tflops=5000.0, fp8_matmul_efficiency=0.723, generation="blackwell",
                host_link_gb_s=450.0),
@@ -179,6 +179,20 @@ _BY_NAME: dict[str, DeviceSpec] = {}
 for _d in DEVICES:
     for _n in (_d.name, *_d.aliases):
         _BY_NAME[_n.lower()] = _d
+
+
+def matmul_rate_measured(device: DeviceSpec, fp8: bool = False) -> bool:
+    """Whether the GEMM rate a plan on `device` is priced at is a measurement on that part ([HW] §3.1 MAMF, or
+    the same die's), not a stand-in. A spec that states no `matmul_efficiency` is priced with its catalog row's
+    (engine.cost.rows), and with the catalog's median where its name has none; a row marking the rate unconfirmed
+    borrows another part's. With FP8 GEMMs the FP8 rate must be measured too: a row without one prices FP8 at
+    its BF16 share. The error band widens for a stand-in (engine.cost.band, `unmeasured_device`)."""
+    row = device if device.matmul_efficiency > 0 else find_device(device.name)
+    if row is None or row.matmul_efficiency <= 0 or "matmul_efficiency" in row.unconfirmed:
+        return False
+    if not fp8:
+        return True
+    return row.fp8_matmul_efficiency > 0 and not {"fp8_matmul_efficiency", "fp8_tflops"} & set(row.unconfirmed)
 
 
 def find_device(name: str | int) -> DeviceSpec | None:

@@ -54,13 +54,15 @@ COVERAGE = 0.8
 # Fewer rows than this cannot state an 80 % quantile (with 3 rows it is between the second and third).
 MIN_ROWS = 3
 # An 80 % quantile of this many rows or fewer sits between the two or three largest of them and reads low as often
-# as not; such a base is not taken below its framework's wider pool (_Pool.wider).
+# as not; such a base is not taken below its framework's wider pool (_Pool.wider), nor, where that is this few
+# too, below every stack's plain rows (_Pool.every).
 FEW_ROWS = 10
 # A plan's features, as the rows are tagged: an MoE model, a trained sequence of LONG_CONTEXT tokens or more,
 # FP8 GEMMs on a device that has them, the expert all-to-alls overlapped with compute (`moe_a2a_overlap` where the
 # stack offers it: priced from its source's statement or one measured share, engine.cost.communication.ep_exposed),
 # a device whose achievable matmul rate no measurement on that part gives (its catalog row marks
-# `matmul_efficiency` unconfirmed and prices a stand-in: GB300 takes GB200's; DeviceSpec.matmul_rate_measured),
+# `matmul_efficiency` unconfirmed and prices a stand-in: GB300 takes GB200's;
+# engine.catalog.devices.matmul_rate_measured),
 # and FP8 on a MoE model: its own mechanism, not the sum of the two (the experts' grouped GEMMs in FP8, each
 # expert's tokens padded to the quantisation's alignment, the dispatched copies cast per expert), which the FP8
 # rows (dense models) and the MoE rows (BF16) never exercised together.
@@ -68,8 +70,13 @@ MOE, LONG_CONTEXT, FP8, A2A_OVERLAP = "moe", "long_context", "fp8", "a2a_overlap
 UNMEASURED_DEVICE, MOE_FP8 = "unmeasured_device", "moe_fp8"
 FEATURES: tuple[str, ...] = (MOE, LONG_CONTEXT, FP8, MOE_FP8, A2A_OVERLAP, UNMEASURED_DEVICE)
 # Features that change only the step time (an overlap moves no bytes the device holds, as priced; a stand-in GEMM
-# rate moves none either): the memory band does not read them.
-TIME_ONLY: frozenset[str] = frozenset({A2A_OVERLAP, UNMEASURED_DEVICE})
+# rate moves none either; FP8 on a MoE model holds what FP8 and MoE each hold, which their own rows checked, and
+# runs kernels of its own): the memory band does not read them.
+TIME_ONLY: frozenset[str] = frozenset({A2A_OVERLAP, UNMEASURED_DEVICE, MOE_FP8})
+# Features of the device rather than of the plan: every plan on it shares their error, so calibration reads it as
+# the stack's bias (engine.calibrate.fit.plan_feature_spread), and a plan already paying first contact for its
+# device generation does not pay it again for the device.
+DEVICE_FEATURES: frozenset[str] = frozenset({UNMEASURED_DEVICE})
 # Long context from 32K tokens: the shortest of [CAL] §11's long-context runs (Mixtral 8x22B at 32K); the
 # kernels' and ring's behaviour there is what the shorter runs never show.
 LONG_CONTEXT_TOKENS = 32768
@@ -179,9 +186,12 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
         if len(pool.wider) <= FEW_ROWS:
             base = max(base, quantile(_abs(pool.every)))
     basis = [pool.label]
+    if len(pool.rows) <= FEW_ROWS and len(pool.wider) <= FEW_ROWS and base == quantile(_abs(pool.every)):
+        basis[0] += f" (not below every stack's {len(pool.every)} plain runs)"
     if not pool.met:
         base = math.hypot(base, _first_contact())
         basis[0] += f" (first contact +{100 * _first_contact():.0f}%)"
+        features = [f for f in features if f not in DEVICE_FEATURES]  # the generation's first contact covers it
     extra = 0.0
     for f in features:
         term, n = _feature_term(rows, framework, f)

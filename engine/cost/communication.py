@@ -84,9 +84,10 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     # without the attention block's own GEMM time (a LayerCompute built elsewhere) each pair gets half the layer's
     attn_gemm = 0.5 * lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
     achieved = K.MC2_ACHIEVED_SHARE if r.fw.mc2 else 1.0
-    a_f, a_b = tp_exposed(tp_ar, attn_gemm, r.run.tp_comm_overlap, base, achieved)
-    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, r.run.tp_comm_overlap, base, achieved)
-    if r.run.tp_comm_overlap and not r.fw.tp_comm_overlap_backward:
+    overlap = r.run.tp_comm_overlap and bool(r.fw.tp_comm_overlap_name)  # a stack without the option: HP533
+    a_f, a_b = tp_exposed(tp_ar, attn_gemm, overlap, base, achieved)
+    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, overlap, base, achieved)
+    if overlap and not r.fw.tp_comm_overlap_backward:
         # the stack's option pipelines the forward's collectives only (Framework.tp_comm_overlap_backward)
         a_b = tp_exposed(tp_ar, attn_gemm, False, base)[1]
         m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, False, base)[1]

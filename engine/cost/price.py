@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from engine.catalog.devices import matmul_rate_measured
 from engine.catalog.frameworks import release_label
 from engine.cost import constants as K
 from engine.cost.band import band_features, band_shape
@@ -269,12 +270,18 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble
         layer_extra_time_s=np.maximum(extra, 0.0), causal_mfu=causal_mfu, framework=r.fw.name,
         framework_release=release_label(r.fw, r.run.framework_version),
         device=r.cluster.device.name, generation=r.cluster.device.generation,
-        band_features=band_features(moe=r.model.is_moe, seq_len=r.model.seq_len,
-                                    fp8=bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0),
-                                    a2a_overlap=bool(r.ep_overlap or r.fb_overlap.any()),
-                                    unmeasured_device=not r.cluster.device.matmul_rate_measured),
+        band_features=_band_features(r),
         band_shape=band_shape(moe=r.model.is_moe, hidden=r.model.hidden, seq_len=r.model.seq_len),
     )
+
+
+def _band_features(r: Rows) -> tuple[str, ...]:
+    """The error band's features of the rows' plan (engine.cost.band): FP8 where its GEMMs run in FP8 on this
+    device, and whether the device's GEMM rate (its FP8 one with FP8) is a stand-in."""
+    fp8 = bool(r.run.fp8 and r.cluster.device.fp8_tflops > 0)
+    return band_features(moe=r.model.is_moe, seq_len=r.model.seq_len, fp8=fp8,
+                         a2a_overlap=bool(r.ep_overlap or r.fb_overlap.any()),
+                         unmeasured_device=not matmul_rate_measured(r.cluster.device, fp8))
 
 
 def _tower_flops(r: Rows) -> float:

@@ -59,6 +59,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "fp8": ("estimator.fp8", "accelerator.fp8"),
     "selective_policy": ("selective_policy", "activation_checkpoint.selective_policy"),
     "recompute_modules": ("recompute_modules", "activation_checkpoint.recompute_modules"),
+    "tp_comm_overlap": ("tp_comm_overlap", "accelerator.tp_comm_overlap"),
     "moe_a2a_overlap": ("moe_a2a_overlap", "accelerator.moe_a2a_overlap"),
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
     "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
@@ -296,14 +297,15 @@ def stack_device_problem(config: Config) -> Problem | None:
 
 
 def _ep_overlap_problems(config: Config) -> list[Problem]:
-    """HP533: an expert-parallel overlap, or the attention swap, stated for a stack that has none. Why: the cost
-    model prices the option only where the framework runs it (Framework.ep_overlap / shared_expert_overlap /
-    swaps_attention), so a stated
+    """HP533: a TP comm-GEMM overlap, an expert-parallel overlap, or the attention swap, stated for a stack that
+    has none. Why: the cost model prices the option only where the framework runs it
+    (Framework.tp_comm_overlap_name / ep_overlap / shared_expert_overlap / swaps_attention), so a stated
     option that the stack lacks silently changes nothing; the user should hear that the price excludes it,
     and which stack offers it."""
     fw = framework_of(config.run)
     out: list[Problem] = []
-    for key, what, attr in (("moe_a2a_overlap", "expert all-to-all overlap", "ep_overlap"),
+    for key, what, attr in (("tp_comm_overlap", "TP comm-GEMM overlap", "tp_comm_overlap_name"),
+                            ("moe_a2a_overlap", "expert all-to-all overlap", "ep_overlap"),
                             ("moe_shared_expert_overlap", "shared-expert overlap", "shared_expert_overlap"),
                             ("swap_attention", "attention swap to the host", "swaps_attention")):
         if getattr(config.run, key) and not getattr(fw, attr):

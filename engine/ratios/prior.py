@@ -15,7 +15,7 @@ import math
 
 # σ_g per (framework, device type), κ and τ0: the maximum-likelihood fit of
 #   r_i ~ N(0, σ_g(stack)² + (κ · c_i)² + (τ0 / T_i)² + f_i² + σ_n²)
-# (f_i the error band's plan-feature term, engine.calibrate.fit.feature_spread: a MoE, long-context or FP8 run's
+# (f_i the error band's plan-feature term, engine.calibrate.fit.feature_spread: a MoE, long-context, FP8 (...) run's
 # misfit is what the model knows it lacks there, not σ_g) over the 53 published runs with a step time
 # (c_i the share of run i's priced step that is exposed communication, COMM_PARTS; T_i its priced step in
 # seconds), as `benchmarks/calibration.py` prints it with leave-one-out figures: the [CAL] §1-§5 Megatron cases

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from engine.catalog.devices import (
@@ -6,7 +8,9 @@ from engine.catalog.devices import (
     device_names,
     find_device,
     matmul_efficiency,
+    matmul_rate_measured,
 )
+from engine.specs import DeviceSpec
 
 
 def test_aliases_resolve_case_insensitively():
@@ -54,14 +58,25 @@ def test_every_matmul_rate_names_its_measurement_or_says_it_has_none():
         assert cited or "matmul_efficiency" in d.unconfirmed, name
 
 
+def _row(name: str) -> DeviceSpec:
+    d = find_device(name)
+    assert d is not None, name
+    return d
+
+
 def test_a_stand_in_matmul_rate_is_said_as_one():
     """The rows priced with another part's matmul rate (no measurement on theirs) say so, which the error band reads
-    (engine.cost.band UNMEASURED_DEVICE); the measured rows and their same-die variants do not."""
-    stand_ins = {n for n in device_names() if not find_device(n).matmul_rate_measured}  # type: ignore[union-attr]
+    (engine.cost.band UNMEASURED_DEVICE); the measured rows and their same-die variants do not. With FP8 GEMMs the
+    FP8 rate must be measured too; a spec stating no rate is priced with its catalog row's, and is that row."""
+    stand_ins = {n for n in device_names() if not matmul_rate_measured(_row(n))}
     assert {"GB300", "V100", "H100-NVL", "H20"} <= stand_ins
     assert stand_ins.isdisjoint({*MEASURED_BF16_MAMF, "H100-96G", "H800", "910B3", "A3"})
-    gb300, gb200 = find_device("GB300"), find_device("GB200")
-    assert gb300 is not None and gb200 is not None and gb300.generation == "blackwell"
+    fp8_stand_ins = {n for n in device_names() if _row(n).fp8_tflops > 0 and not matmul_rate_measured(_row(n), True)}
+    assert {"MI300X", "H20", "GB300"} <= fp8_stand_ins and fp8_stand_ins.isdisjoint(MEASURED_FP8_MAMF)
+    assert matmul_rate_measured(replace(_row("H100"), matmul_efficiency=0.0))
+    assert not matmul_rate_measured(replace(_row("H100"), name="H999", matmul_efficiency=0.0))
+    gb300, gb200 = _row("GB300"), _row("GB200")
+    assert gb300.generation == "blackwell"
     assert (gb300.peak_tflops, gb300.fp8_tflops, gb300.matmul_efficiency) == (
         gb200.peak_tflops, gb200.fp8_tflops, gb200.matmul_efficiency)
     assert gb300.cards_per_node == 72 and gb300.memory_gib == 279.0

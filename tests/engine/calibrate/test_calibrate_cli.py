@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.cli import ROOT
 from tests.support.cli import hp_plan_script as hp_plan
 from tests.support.configs import stated_config
 
@@ -59,6 +60,29 @@ def test_one_run_is_reproduced_and_the_ratios_change_estimate_and_search(runs_di
     assert s["best"]["calibration"]["runs"] == 1
     plain = json.loads(hp_plan("search", str(runs_dir / "b.yaml"), "--json").stdout)
     assert plain["best"]["step_time_s"] == pytest.approx(other_uncal, rel=1e-6)
+
+
+def test_a_stand_in_device_rate_is_read_as_the_stacks_bias(tmp_path: Path) -> None:
+    """GB300 is priced with GB200's measured matmul shares, so the error band pays a device term
+    (`unmeasured_device`); but every plan on the device shares that error: the published GB200 405B plan run on
+    GB300 20% faster than priced is read as the stack's bias, as the same run on GB200 is, not kept as the
+    plan's own misfit (engine.calibrate.fit.plan_feature_spread leaves device features out)."""
+    src = ROOT / "benchmarks" / "calibration_runs" / "llama31-405b-128xgb200-nemo"
+    (tmp_path / "train.yaml").write_text((src / "train.yaml").read_text())
+    factors = {}
+    for device in ("GB200", "GB300"):
+        config = tmp_path / f"{device}.yaml"
+        config.write_text((src / "search.yaml").read_text().replace("device_type: GB200", f"device_type: {device}"))
+        uncal = _estimate(config)
+        assert ("unmeasured_device" in uncal["error_band"]["features"]) == (device == "GB300")
+        runs = tmp_path / f"runs-{device}.yaml"
+        runs.write_text(f"runs:\n  - config: {config.name}\n    step_time_s: {uncal['step_time_s'] * 0.8}\n")
+        r = hp_plan("calibrate", str(runs), "-o", str(tmp_path / f"ratios-{device}.yaml"), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        fit = json.loads(r.stdout)["parts"]
+        assert fit["stack_biased"] is True, device
+        factors[device] = fit["stack_factor"]
+    assert factors["GB300"] == pytest.approx(factors["GB200"], rel=0.02) and factors["GB300"] < 0.85
 
 
 def test_several_runs_are_fitted_with_leave_one_out(runs_dir: Path) -> None:

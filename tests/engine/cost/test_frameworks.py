@@ -135,3 +135,27 @@ def test_an_ep_overlap_the_stack_lacks_is_a_positioned_warning_and_changes_nothi
     assert not [d for d in doc_ms["diagnostics"] if d["code"] == "HP533"]
     text = hp_plan("estimate", str(stated.with_name("plain.yaml"))).stdout
     assert "HP533" not in text
+
+
+def test_a_tp_overlap_the_stack_lacks_is_a_positioned_warning_and_changes_nothing(tmp_path: Path) -> None:
+    """HP533 for the TP comm-GEMM overlap: HyperParallel's trainer has none (Framework.tp_comm_overlap_name is
+    empty), so stating it warns at the key and prices the TP collectives as if unstated; torchtitan's async TP
+    is priced (the forward's collectives) and warns nothing."""
+    src = RUNS / "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"
+    (tmp_path / "train.yaml").write_text((src / "train.yaml").read_text())
+    base = (src / "search.yaml").read_text()
+    assert "framework: torchtitan" in base and "tp_comm_overlap" not in base
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(base.replace("framework: torchtitan", "framework: hyperparallel"))
+    stated = tmp_path / "search.yaml"
+    stated.write_text(plain.read_text() + "tp_comm_overlap: true\n")
+    doc = json.loads(hp_plan("estimate", str(stated), "--json").stdout)
+    hits = [d for d in doc["diagnostics"] if d["code"] == "HP533"]
+    assert [d["path"] for d in hits] == ["tp_comm_overlap"] and "torchtitan" in hits[0]["message"]
+    assert stated.read_text().splitlines()[hits[0]["range"]["start"]["line"]].startswith("tp_comm_overlap")
+    same = json.loads(hp_plan("estimate", str(plain), "--json").stdout)
+    assert same["time_breakdown_s"]["tp_comm"] == doc["time_breakdown_s"]["tp_comm"] > 0
+    stated.write_text(stated.read_text().replace("framework: hyperparallel", "framework: torchtitan"))
+    tt = json.loads(hp_plan("estimate", str(stated), "--json").stdout)
+    assert not [d for d in tt["diagnostics"] if d["code"] == "HP533"]
+    assert tt["time_breakdown_s"]["tp_comm"] < same["time_breakdown_s"]["tp_comm"]
