@@ -369,11 +369,12 @@ class RunOptions:
     # Megatron-style overlaps (docs/cost-model.md "Overlap"): TP collectives pipelined with their GEMMs
     # (--tp-comm-overlap, TransformerEngine userbuffers); data-parallel gradient reduction bucketed and
     # launched during the last micro-batch's backward (--overlap-grad-reduce); the distributed optimizer's
-    # weight all-gather bucketed under the first forward (--overlap-param-gather). The defaults are what
-    # the cost model priced before these options existed: both DP overlaps on, no TP comm-GEMM overlap.
+    # weight all-gather bucketed under the first forward (--overlap-param-gather). Unstated: no TP comm-GEMM
+    # overlap, the gradient reduction overlapped (what the cost model priced before these options existed), and
+    # the weight all-gather as the stack's recipes usually run it (None: Framework.param_gather_overlap).
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
+    overlap_param_gather: bool | None = None
     # Expert-parallel overlaps the framework offers (engine.catalog.frameworks, docs/cost-model.md §3.2 "EP"):
     # the shared expert computed while the dispatch / combine all-to-alls run (Megatron and MindSpeed
     # --moe-shared-expert-overlap), and the framework's all-to-all overlap (Megatron-Core

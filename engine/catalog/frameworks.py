@@ -245,6 +245,12 @@ class Framework:
     releases / release: the releases whose facts differ (`Releases`; None: one set of facts for every release) and
       the release these facts are for (framework_of applies `estimator.framework_version`; "" = no releases
       known; the fields as written here are the current release's).
+    param_gather_overlap: whether the distributed optimizer's weight all-gather is overlapped with the next step's
+      first forward when the files do not say (RunOptions.overlap_param_gather): NeMo's and Megatron-Bridge's
+      recipes turn it on; MindSpeed-LLM's scripts pass `--overlap-param-gather` rarely (2 of the 7 of 19
+      v1.0.RC3.0 mcore pretraining scripts read that use the distributed optimizer, where 6 of the 7 pass
+      `--overlap-grad-reduce`, [MS-LLM]), and Megatron's own default is off. FSDP2 stacks prefetch their gathers
+      (`fsdp2`): unused.
     grad_accum_fusion / grouped_grad_accum_fusion: what the stack's recipes usually run when the files do not
       say (RunOptions.gradient_accumulation_fusion / gemm_gradient_accumulation_fusion): the weight-gradient
       GEMMs (dense; grouped expert GEMMs) accumulate into the fp32 main gradients in their epilogue. Megatron
@@ -298,6 +304,7 @@ class Framework:
     expert_fold: bool = False
     probs_in_activation: bool = False
     tp_comm_overlap_backward: bool = True
+    param_gather_overlap: bool = True
     releases: Releases | None = None
     release: str = ""
 
@@ -308,6 +315,12 @@ class Framework:
     def fused(self, run: RunOptions) -> bool:
         """Element-wise kernels fused: by the stack itself, or by torch.compile where it is on."""
         return self.fused_elementwise or (self.compile_fuses and run.compile)
+
+    def dp_overlaps(self, run: RunOptions) -> tuple[bool, bool]:
+        """(gradient reduction, weight all-gather) overlapped: as the run states, else this stack's recipes' usual
+        setting (`param_gather_overlap`)."""
+        gather = self.param_gather_overlap if run.overlap_param_gather is None else run.overlap_param_gather
+        return run.overlap_grad_reduce, gather
 
     def grad_accumulation_fused(self, run: RunOptions) -> tuple[bool, bool]:
         """(dense, grouped expert) weight-gradient GEMMs accumulating into the main gradients in their
@@ -438,6 +451,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         fp8_keeps="no FP8 on 910B (A2/A3 have no FP8 tensor units)",
         ep_overlap="chunked", shared_expert_overlap=True,
         ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
+        param_gather_overlap=False,
         npu_gemms=True, mc2=True, swaps_attention=True, space=_MINDSPEED_SPACE),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,

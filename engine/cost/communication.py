@@ -16,7 +16,7 @@ from engine.cost.collectives import Links
 from engine.cost.memory import StageParams, state_bytes
 from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
 from engine.cost.timing import LayerCompute
-from engine.specs import ModelSpec, RunOptions
+from engine.specs import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +413,8 @@ def dp_sync_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray, rec_stage
     overlaps the first micro-batch's forward of the next step (Megatron --overlap-grad-reduce /
     --overlap-param-gather), bucket by bucket: dp_exposed_time."""
     red, gat, buckets = dp_sync_traffic(r, sp_)
-    return np.where(r.valid, dp_sync_exposure(r.run, red, gat, buckets, comp_stage, rec_stage), 0.0)
+    return np.where(r.valid, dp_sync_exposure(r.fw.dp_overlaps(r.run), red, gat, buckets, comp_stage, rec_stage),
+                    0.0)
 
 
 def dp_sync_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -436,14 +437,15 @@ def dp_sync_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray, 
     return red, gat, dp_buckets(sp_.ne_stage + sp_.ex_stage, r.dp)
 
 
-def dp_sync_exposure(run: RunOptions, red: np.ndarray, gat: np.ndarray, buckets: np.ndarray,
+def dp_sync_exposure(overlaps: tuple[bool, bool], red: np.ndarray, gat: np.ndarray, buckets: np.ndarray,
                      comp_stage: np.ndarray, rec_stage: np.ndarray) -> np.ndarray:
     """(n, P) the exposed part of dp_sync_traffic beside `comp_stage` seconds of compute and `rec_stage` of
     recompute per stage (dp_sync_exposed). Never grows with either."""
     bwd_last = comp_stage * (K.BWD_GEMM_RATIO / (1 + K.BWD_GEMM_RATIO)) + rec_stage
     fwd_first = comp_stage * (1 / (1 + K.BWD_GEMM_RATIO))
-    red_e = dp_exposed_time(red, K.DP_OVERLAP * bwd_last, buckets) if run.overlap_grad_reduce else red
-    gat_e = dp_exposed_time(gat, K.DP_OVERLAP * fwd_first, buckets) if run.overlap_param_gather else gat
+    grad_overlap, gather_overlap = overlaps
+    red_e = dp_exposed_time(red, K.DP_OVERLAP * bwd_last, buckets) if grad_overlap else red
+    gat_e = dp_exposed_time(gat, K.DP_OVERLAP * fwd_first, buckets) if gather_overlap else gat
     return red_e + gat_e
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from engine.catalog.devices import matmul_rate_measured
-from engine.catalog.frameworks import release_label
+from engine.catalog.frameworks import framework_of, release_label
 from engine.cost import constants as K
 from engine.cost.band import band_features, band_shape
 from engine.cost.communication import (
@@ -116,7 +116,8 @@ def sync_time(run: RunOptions, parts: SyncParts, comp_stage: np.ndarray) -> tupl
     """((n, P) exposed FSDP traffic per micro-batch, (n,) exposed end-of-step synchronisation) of rows whose
     stages compute `comp_stage` seconds per micro-batch with no recompute, as `_price_block` prices them."""
     fsdp = np.where(parts.valid, fsdp_exposure(parts.fsdp_raw, parts.fsdp_floor, comp_stage), 0.0)
-    dp = dp_sync_exposure(run, parts.red, parts.gat, parts.buckets, comp_stage, np.zeros_like(comp_stage))
+    dp = dp_sync_exposure(framework_of(run).dp_overlaps(run), parts.red, parts.gat, parts.buckets, comp_stage,
+                          np.zeros_like(comp_stage))
     return fsdp, np.where(parts.valid, dp, 0.0).max(axis=1)
 
 

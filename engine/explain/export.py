@@ -233,7 +233,7 @@ def _dp_sharding_args(s: Strategy, model: ModelSpec, run: RunOptions, target: st
             args += ["--num-distributed-optimizer-instances", str(dpcp // s.optimizer_shard)]
     if dpcp > 1 and not (target == "mindspeed" and s.dp_shard > 1) and run.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
-        if run.overlap_param_gather and (s.optimizer_shard > 1 or s.dp_shard > 1):
+        if _target_dp_overlaps(run, target)[1] and (s.optimizer_shard > 1 or s.dp_shard > 1):
             args.append("--overlap-param-gather")
     return args
 
@@ -307,6 +307,14 @@ def _fused_args(target: str) -> list[str]:
     if target != "mindspeed":
         return []
     return ["--use-flash-attn", "--use-fused-rmsnorm", "--use-fused-swiglu", "--use-fused-rotary-pos-emb"]
+
+
+def _target_dp_overlaps(run: RunOptions, target: str) -> tuple[bool, bool]:
+    """The data-parallel overlaps the plan was priced with: as stated, else the target framework's usual setting
+    (Framework.dp_overlaps: MindSpeed-LLM's scripts rarely overlap the weight all-gather)."""
+    from engine.catalog.frameworks import FRAMEWORKS
+
+    return FRAMEWORKS[target].dp_overlaps(run)
 
 
 def _grad_accumulation_args(model: ModelSpec, run: RunOptions, target: str) -> list[str]:

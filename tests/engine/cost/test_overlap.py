@@ -25,9 +25,27 @@ def _strategy(mb: int, b: int = 1) -> Strategy:
     return Strategy(dp=16, tp=8, sequence_parallel=True, micro_batch_size=b, micro_batch_num=mb, optimizer_shard=16)
 
 
-def test_defaults_are_the_engines_previous_behaviour() -> None:
+def test_defaults_are_the_engines_previous_behaviour_and_the_stacks_weight_gather() -> None:
+    """Unstated: no TP comm-GEMM overlap, the gradient reduction overlapped, and the weight all-gather as the stack's
+    recipes run it: overlapped under NeMo's / Megatron-Bridge's (megatron), not under MindSpeed-LLM's scripts,
+    which rarely pass --overlap-param-gather (Framework.param_gather_overlap); a stated value wins."""
+    from engine.catalog.frameworks import FRAMEWORKS
+
     r = RunOptions()
-    assert (r.tp_comm_overlap, r.overlap_grad_reduce, r.overlap_param_gather) == (False, True, True)
+    assert (r.tp_comm_overlap, r.overlap_grad_reduce, r.overlap_param_gather) == (False, True, None)
+    assert FRAMEWORKS["megatron"].dp_overlaps(r) == (True, True)
+    assert FRAMEWORKS["mindspeed"].dp_overlaps(r) == (True, False)
+    assert FRAMEWORKS["mindspeed"].dp_overlaps(replace(r, overlap_param_gather=True)) == (True, True)
+
+
+def test_an_unstated_weight_gather_on_mindspeed_is_exposed_as_its_scripts_run_it() -> None:
+    """The same plan on MindSpeed-LLM prices its ZeRO-1 weight all-gather exposed unless the file states the
+    overlap; stated, the step is Megatron's overlapped one."""
+    ms = replace(NO_OVERLAP, framework="mindspeed", overlap_grad_reduce=True, overlap_param_gather=None)
+    unstated = estimate(M, CL, ms, _strategy(4), 80.0).time_breakdown_s["dp_comm"]
+    stated = estimate(M, CL, replace(ms, overlap_param_gather=True), _strategy(4), 80.0).time_breakdown_s["dp_comm"]
+    off = estimate(M, CL, replace(ms, overlap_param_gather=False), _strategy(4), 80.0).time_breakdown_s["dp_comm"]
+    assert unstated == off > stated
 
 
 def test_bucketed_exposure_is_between_one_bucket_and_all() -> None:
@@ -99,7 +117,7 @@ def test_tp_comm_overlap_hides_tp_collectives_within_bounds() -> None:
 
 def test_readers_carry_the_overlap_keys(tmp_path: Path) -> None:
     r = run_of_train_yaml(tmp_path, "  tp_comm_overlap: true\n  overlap_grad_reduce: false\n")
-    assert (r.tp_comm_overlap, r.overlap_grad_reduce, r.overlap_param_gather) == (True, False, True)
+    assert (r.tp_comm_overlap, r.overlap_grad_reduce, r.overlap_param_gather) == (True, False, None)
 
 
 def test_search_config_reads_top_level_overlap_keys() -> None:
