@@ -73,6 +73,9 @@ FEATURES: tuple[str, ...] = (MOE, LONG_CONTEXT, FP8, MOE_FP8, A2A_OVERLAP, UNMEA
 # rate moves none either; FP8 on a MoE model holds what FP8 and MoE each hold, which their own rows checked, and
 # runs kernels of its own): the memory band does not read them.
 TIME_ONLY: frozenset[str] = frozenset({A2A_OVERLAP, UNMEASURED_DEVICE, MOE_FP8})
+# How the basis names a feature where its key alone would not say it (the others: the key, spaced).
+FEATURE_LABELS: dict[str, str] = {MOE_FP8: "fp8 on a moe model",
+                                  UNMEASURED_DEVICE: "a stand-in matmul rate, none measured on this device"}
 # Features of the device rather than of the plan: every plan on it shares their error, so calibration reads it as
 # the stack's bias (engine.calibrate.fit.plan_feature_spread), and a plan already paying first contact for its
 # device generation does not pay it again for the device.
@@ -196,7 +199,8 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
     for f in features:
         term, n = _feature_term(rows, framework, f)
         extra += term ** 2
-        basis.append(f"{f.replace('_', ' ')} ({n} run{'s' if n != 1 else ''}, +{100 * term:.0f}%)")
+        basis.append(f"{FEATURE_LABELS.get(f, f.replace('_', ' '))} ({n} run{'s' if n != 1 else ''}, "
+                     f"+{100 * term:.0f}%)")
     for beyond in _beyond_evidence(rows, framework, features, shape):
         extra += _first_contact() ** 2
         basis.append(f"{beyond}: first contact +{100 * _first_contact():.0f}%")

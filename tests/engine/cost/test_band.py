@@ -148,7 +148,7 @@ def test_a_device_priced_with_a_stand_in_matmul_rate_pays_first_contact_on_the_s
     a, b = on_200["error_band"], on_300["error_band"]
     assert b["features"] == [*a["features"], "unmeasured_device"]
     assert b["step"] == pytest.approx(math.hypot(a["step"], quantile([abs(d) for d in FIRST_CONTACT])))
-    assert b["memory"] == a["memory"] and "unmeasured device (0 runs" in b["basis"][-1]
+    assert b["memory"] == a["memory"] and "a stand-in matmul rate, none measured on this device (0 runs" in b["basis"][-1]
     # a plan already paying first contact for its generation (torchtitan has no run on Blackwell) does not pay
     # it again for the device
     tt_200 = relative_spread("torchtitan", "blackwell")
@@ -168,7 +168,7 @@ def test_fp8_on_a_moe_model_pays_first_contact_beyond_both_its_parts() -> None:
     fc = quantile([abs(d) for d in FIRST_CONTACT])
     assert both.step == pytest.approx(math.hypot(parts.step, fc))
     assert both.memory == parts.memory
-    assert "moe fp8 (0 runs" in both.basis[-1]
+    assert "fp8 on a moe model (0 runs" in both.basis[-1]
 
 
 @pytest.mark.parametrize(("run", "old", "new", "said"), [
