@@ -184,13 +184,14 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
     """(h, what set it) over one kind of rows (step or memory), the module docstring's rule."""
     pool = _pool(rows, framework, generation)
     base = quantile(_abs(pool.rows))
+    basis = [pool.label]
     if len(pool.rows) <= FEW_ROWS:
         base = max(base, quantile(_abs(pool.wider)))
         if len(pool.wider) <= FEW_ROWS:
-            base = max(base, quantile(_abs(pool.every)))
-    basis = [pool.label]
-    if len(pool.rows) <= FEW_ROWS and len(pool.wider) <= FEW_ROWS and base == quantile(_abs(pool.every)):
-        basis[0] += f" (not below every stack's {len(pool.every)} plain runs)"
+            every = quantile(_abs(pool.every))
+            if every >= base:
+                base = every
+                basis[0] += f" (not below every stack's {len(pool.every)} plain runs)"
     if not pool.met:
         base = math.hypot(base, _first_contact())
         basis[0] += f" (first contact +{100 * _first_contact():.0f}%)"

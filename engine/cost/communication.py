@@ -28,8 +28,8 @@ class LayerComm:
     ep: np.ndarray
 
 
-def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool,
-               base_overlap: float = K.TP_OVERLAP, achieved: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool, base_overlap: float = K.TP_OVERLAP,
+               achieved: float = 1.0, backward: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Exposed seconds of one forward and one backward tensor-parallel collective pair (all-gather +
     reduce-scatter, or the all-reduce without SP) of `coll` seconds, given the forward weight GEMMs of the
     block the pair belongs to, `gemm` (n, 2): the attention block's QKV and output projection, or the MLP's
@@ -48,13 +48,15 @@ def tp_exposed(coll: np.ndarray, gemm: np.ndarray, overlap: bool,
     is fused with). `base_overlap` is the share hidden without the option: TP_OVERLAP on stacks that run the
     backward collective asynchronously (Framework.tp_overlap), 0 on plain DTensor TP. `achieved`: where the
     stack's overlap reaches only part of that bound (MindSpeed's MC2 on 910B, constants.MC2_ACHIEVED_SHARE),
-    the exposed time lies that share of the way from the option off (0) to the per-block bound (1)."""
+    the exposed time lies that share of the way from the option off (0) to the per-block bound (1).
+    `backward` False: the option pipelines the forward pair only (Framework.tp_comm_overlap_backward: torchtitan's
+    async TP), the backward pair shows as with the option off."""
     c = coll[:, None]
     off = np.broadcast_to((1 - base_overlap) * c, gemm.shape)
     if not overlap:
         return off, off
     fwd_e = c - np.minimum((1 - 0.5 / K.TP_COMM_OVERLAP_SPLITS) * c, gemm)
-    bwd_e = c - np.minimum(c, 0.5 * K.BWD_GEMM_RATIO * gemm)
+    bwd_e = c - np.minimum(c, 0.5 * K.BWD_GEMM_RATIO * gemm) if backward else off
     if achieved >= 1.0:
         return fwd_e, bwd_e
     return off + achieved * (fwd_e - off), off + achieved * (bwd_e - off)
@@ -85,12 +87,9 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     attn_gemm = 0.5 * lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
     achieved = K.MC2_ACHIEVED_SHARE if r.fw.mc2 else 1.0
     overlap = r.run.tp_comm_overlap and bool(r.fw.tp_comm_overlap_name)  # a stack without the option: HP533
-    a_f, a_b = tp_exposed(tp_ar, attn_gemm, overlap, base, achieved)
-    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, overlap, base, achieved)
-    if overlap and not r.fw.tp_comm_overlap_backward:
-        # the stack's option pipelines the forward's collectives only (Framework.tp_comm_overlap_backward)
-        a_b = tp_exposed(tp_ar, attn_gemm, False, base)[1]
-        m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, False, base)[1]
+    bwd = r.fw.tp_comm_overlap_backward
+    a_f, a_b = tp_exposed(tp_ar, attn_gemm, overlap, base, achieved, bwd)
+    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, overlap, base, achieved, bwd)
     m_f, m_b = np.array(m_f), np.array(m_b)
     if r.is_moe:
         # the dispatcher's gather and scatter run synchronously in autograd: nothing of TP_OVERLAP (the linear
