@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from engine.config.resolve import internal_error, resolve
 from engine.config.types import ClusterOverrides, Loaded
-from engine.diagnostics import MAX_DIAGNOSTICS, Diagnostic, Severity
+from engine.diagnostics import MAX_DIAGNOSTICS, Diagnostic
 from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.facts import unique
 from engine.positions import DOCUMENT_START
@@ -23,15 +23,12 @@ def _key(d: Diagnostic) -> tuple[str, int, int, str]:
     return (d.file or "", d.range.start.line, d.range.start.character, d.code)
 
 
-_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFORMATION: 2, Severity.HINT: 3}
-
-
 def _bounded(diags: list[Diagnostic]) -> list[Diagnostic]:
     """At most MAX_DIAGNOSTICS findings, the most severe first (so an error is never dropped for a note), in
     file order, and one HP011 at the document start saying how many more there were."""
     if len(diags) <= MAX_DIAGNOSTICS:
         return diags
-    kept = sorted(diags, key=lambda d: (_RANK[d.effective_severity], _key(d)))[:MAX_DIAGNOSTICS]
+    kept = sorted(diags, key=lambda d: (-d.effective_severity.rank, _key(d)))[:MAX_DIAGNOSTICS]
     more = len(diags) - len(kept)
     note = Diagnostic("HP011", f"{more:,} more findings not shown: only the first {MAX_DIAGNOSTICS:,} are "
                       "reported (fix these and check again)", DOCUMENT_START)

@@ -35,6 +35,15 @@ class Severity(StrEnum):
     INFORMATION = "information"
     HINT = "hint"
 
+    @property
+    def rank(self) -> int:
+        """How severe, 0 (a hint) to 3 (an error): which of one fact's findings is the strictest (engine.facts), which
+        findings a bounded check keeps first (engine.check)."""
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.HINT: 0, Severity.INFORMATION: 1, Severity.WARNING: 2, Severity.ERROR: 3}
+
 
 @dataclass(frozen=True, slots=True)
 class CodeInfo:

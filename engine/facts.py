@@ -61,7 +61,6 @@ FACTS: dict[str, tuple[str, ...]] = {
 # names its fact takes part in the merge.
 KEYED = frozenset({"HP504", "HP508", "HP510"})
 
-_SEVERITY_RANK = {Severity.HINT: 0, Severity.INFORMATION: 1, Severity.WARNING: 2, Severity.ERROR: 3}
 _RANK: dict[tuple[str, str], int] = {(fact, code): i for fact, codes in FACTS.items() for i, code in enumerate(codes)}
 _SOLE: dict[str, str] = {code: fact for fact, codes in FACTS.items() for code in codes if code not in KEYED}
 
@@ -103,7 +102,7 @@ def merge(*batches: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
         fact, rank = hit
         owner[fact] = min(rank, owner.get(fact, rank))
         sev = d.effective_severity
-        if fact not in strictest or _SEVERITY_RANK[sev] > _SEVERITY_RANK[strictest[fact]]:
+        if fact not in strictest or sev.rank > strictest[fact].rank:
             strictest[fact] = sev
     out: list[Diagnostic] = []
     for d in items:
@@ -114,7 +113,7 @@ def merge(*batches: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
         fact, rank = hit
         if rank != owner[fact]:
             continue
-        if _SEVERITY_RANK[strictest[fact]] > _SEVERITY_RANK[d.effective_severity]:
+        if strictest[fact].rank > d.effective_severity.rank:
             d = replace(d, severity=strictest[fact])
         out.append(d)
     return tuple(out)
