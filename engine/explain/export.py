@@ -231,9 +231,10 @@ def _dp_sharding_args(s: Strategy, model: ModelSpec, run: RunOptions, target: st
         args.append("--use-distributed-optimizer")
         if dpcp // s.optimizer_shard > 1:
             args += ["--num-distributed-optimizer-instances", str(dpcp // s.optimizer_shard)]
-    if dpcp > 1 and not (target == "mindspeed" and s.dp_shard > 1) and run.overlap_grad_reduce:
+    grad_overlap, gather_overlap = _target_dp_overlaps(run, target)
+    if dpcp > 1 and not (target == "mindspeed" and s.dp_shard > 1) and grad_overlap:
         args.append("--overlap-grad-reduce")
-        if _target_dp_overlaps(run, target)[1] and (s.optimizer_shard > 1 or s.dp_shard > 1):
+        if gather_overlap and (s.optimizer_shard > 1 or s.dp_shard > 1):
             args.append("--overlap-param-gather")
     return args
 
