@@ -731,18 +731,19 @@ def _loo_step(run: Run) -> float | None:
             set_fitted(c, v)
 
 
-def _shape(path: Path) -> tuple[int, int]:
-    """(hidden size, trained sequence length) of the model a config prices (0, 0 where the files do not say)."""
+def _shape(path: Path, doc: dict[str, Any]) -> tuple[int, int, int]:
+    """(hidden size, trained sequence length, context-parallel degree) of the plan a config prices, its estimate
+    `doc` (0, 0 for a model the files do not say)."""
     from engine.config.resolve import load
 
     config = load(str(path)).config
     m = config.model if config is not None else None
-    return (m.hidden, m.seq_len) if m is not None else (0, 0)
+    return (m.hidden, m.seq_len, int(doc["strategy"]["cp"])) if m is not None else (0, 0, 1)
 
 
 def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(step rows, memory rows) of engine.cost.band_evidence: (id, model, framework, generation, features, d, hidden,
-    seq_len) with
+    seq_len, cp) with
     d = measured / priced − 1, leave-one-out where a fraction was fitted on the run. A FLAGGED case is left out:
     an input its source did not publish sets its error (its range over the documented alternatives is printed
     beside it), so its d measures the guess, not the model."""
@@ -756,13 +757,13 @@ def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any,
         doc = estimate_json(CASES_DIR / f"{c.id}.yaml")
         if "step_time_s" in doc:
             step.append((c.id, f"{c.layers}x{c.hidden}", "megatron", *_band_tags(doc),
-                         c.published_step_s / doc["step_time_s"] - 1, *_shape(CASES_DIR / f"{c.id}.yaml")))
+                         c.published_step_s / doc["step_time_s"] - 1, *_shape(CASES_DIR / f"{c.id}.yaml", doc)))
     for r in s10_runs():
         doc = estimate_json(RUNS_DIR / r.id / "search.yaml")
         if "step_time_s" not in doc:
             continue
         tags = _band_tags(doc)
-        shape = _shape(RUNS_DIR / r.id / "search.yaml")
+        shape = _shape(RUNS_DIR / r.id / "search.yaml", doc)
         if r.measured_step_s:
             priced = _loo_step(r) or doc["step_time_s"]
             step.append((r.id, r.id, doc["framework"], *tags, r.measured_step_s / priced - 1, *shape))
@@ -773,7 +774,7 @@ def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any,
         doc = estimate_json(p)
         row = memory_peaks.price(p)
         mem.append((row.id, row.id.split("-")[1], doc["framework"], *_band_tags(doc),
-                    row.measured_gib / row.priced_gib - 1, *_shape(p)))
+                    row.measured_gib / row.priced_gib - 1, *_shape(p, doc)))
     return step, mem
 
 
@@ -783,8 +784,8 @@ def write_band(cases: list[Case]) -> None:
     text = BAND_FILE.read_text().split("STEP_ROWS")[0]
 
     def rows(name: str, rs: list[tuple[Any, ...]]) -> str:
-        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}),\n"
-                       for i, m, fw, g, f, d, h, s in rs)
+        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}, {cp}),\n"
+                       for i, m, fw, g, f, d, h, s, cp in rs)
         return f"{name}: tuple[Row, ...] = (\n{body})\n"
 
     BAND_FILE.write_text(text + rows("STEP_ROWS", step) + rows("MEMORY_ROWS", mem))
@@ -807,7 +808,7 @@ def print_band() -> None:
         groups: dict[str, list[tuple[bool, float, float]]] = {}
         for r in rows:
             sp = relative_spread(r.framework, r.generation, r.features,
-                                 band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len))
+                                 band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len, cp=r.cp))
             h = sp.step if kind == "step" else sp.memory
             groups.setdefault(f"{r.framework} / {r.generation}", []).append((abs(r.deviation) <= h, h, abs(r.deviation)))
         for name in [*sorted(groups), "ALL"]:

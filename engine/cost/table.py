@@ -250,7 +250,8 @@ class PricedTable:
     # The error band's plan features of every row (engine.cost.band.plan_features) and the device generation.
     band_features: tuple[str, ...] = ()
     generation: str = ""
-    # What the band's evidence envelope reads of the plan (engine.cost.band.Shape).
+    # What the band's evidence envelope reads of the model (engine.cost.band.Shape); each row's context-parallel
+    # degree is its strategy's (engine.cost.estimate.estimate_row sets it).
     band_shape: Shape = field(default_factory=Shape)
     # Per stage, per micro-batch seconds of each part of stage time (STAGE_TIME_PARTS, (n, P), 0 past a
     # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the

@@ -115,6 +115,42 @@ def test_a_context_longer_than_every_long_context_run_checked_pays_first_contact
     assert beyond.memory == at.memory
 
 
+def test_a_context_parallel_ring_wider_than_every_run_checked_pays_first_contact() -> None:
+    """The shown step runs ring their context over at most two ranks; a wider ring adds an exchange, a merge and
+    a partial block per rank and layer that none of them showed: first contact on the step. The measured peaks
+    reach CP 8 (torchtitan's 8B and 405B), so the peak's band holds there."""
+    widest = max(r.cp for r in E.STEP_ROWS)
+    assert widest == 2
+    fc = quantile([abs(d) for d in FIRST_CONTACT])
+    at = relative_spread("megatron", "hopper", (), Shape(cp=widest))
+    wider = relative_spread("megatron", "hopper", (), Shape(cp=4))
+    assert at == relative_spread("megatron", "hopper")
+    assert wider.step == pytest.approx(math.hypot(at.step, fc))
+    assert "a context-parallel ring of 4 ranks, wider than any run it was checked on (2)" in wider.basis[-1]
+    assert wider.memory == at.memory  # the peaks were measured at CP 8
+    # a stack with no ring of its own is read against every stack's rings
+    assert relative_spread("torchtitan", "hopper", (), Shape(cp=2)) == relative_spread("torchtitan", "hopper")
+
+
+def test_the_estimate_states_a_ring_wider_than_any_checked(tmp_path: object) -> None:
+    """End to end through `hp-plan estimate --json`: the published 405B GB200 plan (CP 2) with its ring doubled
+    (CP 4, DP 1) says so in its basis and states the wider step band; the plan as run does not."""
+    from pathlib import Path
+
+    folder, out = RUNS / "llama31-405b-128xgb200-nemo", Path(str(tmp_path))
+    (out / "train.yaml").write_text((folder / "train.yaml").read_text())
+    search = (folder / "search.yaml").read_text()
+    for old, new in (("  dp: 2\n", "  dp: 1\n"), ("  cp: 2\n", "  cp: 4\n"), ("micro_batch_num: 32", "micro_batch_num: 64")):
+        assert old in search
+        search = search.replace(old, new)
+    (out / "search.yaml").write_text(search)
+    as_run, wider = _estimate(folder / "search.yaml"), _estimate(out / "search.yaml")
+    assert (as_run["strategy"]["cp"], wider["strategy"]["cp"]) == (2, 4)
+    assert wider["error_band"]["step"] > as_run["error_band"]["step"] + 0.1
+    assert any("ring of 4 ranks" in b for b in wider["error_band"]["basis"])
+    assert not any("ring" in b for b in as_run["error_band"]["basis"])
+
+
 def test_an_overlap_no_run_checked_pays_first_contact_on_the_step_only() -> None:
     """No shown run overlapped its expert all-to-alls (`moe_a2a_overlap`), so the plans that do are priced from
     the stacks' statements and one measured share, never checked against a run: first contact on the step;
