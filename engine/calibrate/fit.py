@@ -203,10 +203,11 @@ def feature_spread(m: Measured) -> float:
 
 def plan_feature_spread(est: Estimate, config: Config) -> float:
     """feature_spread of a priced plan and the config it was priced from: the estimate's own band (its features
-    and shape, engine.cost.estimate) over the band of a plain plan of the stack on the same device."""
-    device_only = tuple(f for f in est.band_features if f in DEVICE_FEATURES)
-    if len(device_only) == len(est.band_features) or config.cluster is None:
+    and shape, engine.cost.estimate: a context-parallel ring wider than any checked widens it without a feature)
+    over the band of a plain plan of the stack on the same device."""
+    if config.cluster is None:
         return 0.0
+    device_only = tuple(f for f in est.band_features if f in DEVICE_FEATURES)
     plain = relative_spread(framework_of(config.run).name, config.cluster.device.generation, device_only).step
     full = est.step_spread
     return math.sqrt(max(full * full - plain * plain, 0.0)) / _Z80

@@ -255,3 +255,27 @@ def test_the_local_rule_refuses_more_runs_than_it_fits_in_bounded_time(runs_dir:
     assert r.returncode == 1, r.stdout[-2000:]
     hits = [d for d in json.loads(r.stdout)["diagnostics"] if d["code"] == "HP800"]
     assert hits and "at most 100 runs" in hits[0]["message"] and hits[0]["range"]["start"]["line"] == 1
+
+
+def test_a_ring_wider_than_any_checked_is_the_plans_own_misfit(tmp_path: Path) -> None:
+    """A dense plan whose context-parallel ring is wider than any shown run's has no band feature, yet its band
+    is wider (engine.cost.band, the evidence envelope): calibration reads that excess as the plan's own spread,
+    as it does a feature's, so such a run weighs less as evidence of the stack's bias."""
+    from engine.calibrate.fit import plan_feature_spread
+    from engine.check import check_file
+    from engine.cost import estimate_config
+
+    src = ROOT / "benchmarks" / "calibration_runs" / "llama31-405b-128xgb200-nemo"
+    (tmp_path / "train.yaml").write_text((src / "train.yaml").read_text())
+    search = (src / "search.yaml").read_text()
+    (tmp_path / "cp2.yaml").write_text(search)
+    (tmp_path / "cp4.yaml").write_text(search.replace("  dp: 2\n", "  dp: 1\n").replace("  cp: 2\n", "  cp: 4\n")
+                                       .replace("micro_batch_num: 32", "micro_batch_num: 64"))
+    spreads = {}
+    for name in ("cp2", "cp4"):
+        config = check_file(str(tmp_path / f"{name}.yaml")).config
+        assert config is not None
+        est, _ = estimate_config(config)
+        assert est is not None and est.band_features == ()
+        spreads[name] = plan_feature_spread(est, config)
+    assert spreads["cp2"] == 0.0 and spreads["cp4"] > 0.1
