@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from engine.catalog.frameworks import find_framework
-from engine.cost.band import ordering_spread, relative_spread
+from engine.cost.band import Shape, ordering_spread, relative_spread
 from engine.cost.price import price_table
 from engine.cost.table import CandidateTable, PricedTable
 from engine.diagnostics import Diagnostic
@@ -17,8 +15,9 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
                  diagnostics: tuple[Diagnostic, ...] = ()) -> Estimate:
     """Row i of a priced table as an Estimate (the search uses this for its top rows)."""
     pp = strategy.pp
+    shape = priced.band_shape
     spread = relative_spread(priced.framework, priced.generation, priced.band_features,
-                             replace(priced.band_shape, cp=strategy.cp))
+                             Shape(shape.moe_hidden, shape.seq_len, strategy.cp))
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
         strategy=strategy,
