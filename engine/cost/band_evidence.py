@@ -19,8 +19,10 @@ class Row(NamedTuple):
     generation: str
     features: tuple[str, ...]
     deviation: float
-    hidden: int = 0  # the model's hidden size, trained sequence length and context-parallel degree (the band's
-    seq_len: int = 0  # evidence envelope)
+    # the model's hidden size, trained sequence length and the plan's context-parallel degree (the band's
+    # evidence envelope, engine.cost.band.Shape)
+    hidden: int = 0
+    seq_len: int = 0
     cp: int = 1
 
 
