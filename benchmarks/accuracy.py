@@ -731,19 +731,20 @@ def _loo_step(run: Run) -> float | None:
             set_fitted(c, v)
 
 
-def _shape(path: Path, doc: dict[str, Any]) -> tuple[int, int, int]:
-    """(hidden size, trained sequence length, context-parallel degree) of the plan a config prices, its estimate
-    `doc` (0, 0 for a model the files do not say)."""
+def _shape(path: Path, doc: dict[str, Any]) -> tuple[int, int, int, str]:
+    """(hidden size, trained sequence length, context-parallel degree and algorithm) of the plan a config prices,
+    its estimate `doc` (0, 0 for a model the files do not say)."""
     from engine.config.resolve import load
 
     config = load(str(path)).config
     m = config.model if config is not None else None
-    return (m.hidden, m.seq_len, int(doc["strategy"]["cp"])) if m is not None else (0, 0, 1)
+    algo = config.run.cp_algo if config is not None else "ring"
+    return (m.hidden if m else 0, m.seq_len if m else 0, int(doc["strategy"]["cp"]), algo)
 
 
 def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(step rows, memory rows) of engine.cost.band_evidence: (id, model, framework, generation, features, d, hidden,
-    seq_len, cp) with
+    seq_len, cp, cp_algo) with
     d = measured / priced − 1, leave-one-out where a fraction was fitted on the run. A FLAGGED case is left out:
     an input its source did not publish sets its error (its range over the documented alternatives is printed
     beside it), so its d measures the guess, not the model."""
@@ -784,8 +785,8 @@ def write_band(cases: list[Case]) -> None:
     text = BAND_FILE.read_text().split("STEP_ROWS")[0]
 
     def rows(name: str, rs: list[tuple[Any, ...]]) -> str:
-        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}, {cp}),\n"
-                       for i, m, fw, g, f, d, h, s, cp in rs)
+        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}, {cp}, {algo!r}),\n"
+                       for i, m, fw, g, f, d, h, s, cp, algo in rs)
         return f"{name}: tuple[Row, ...] = (\n{body})\n"
 
     BAND_FILE.write_text(text + rows("STEP_ROWS", step) + rows("MEMORY_ROWS", mem))
@@ -808,7 +809,8 @@ def print_band() -> None:
         groups: dict[str, list[tuple[bool, float, float]]] = {}
         for r in rows:
             sp = relative_spread(r.framework, r.generation, r.features,
-                                 band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len, cp=r.cp))
+                                 band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len, cp=r.cp,
+                                            cp_algo=r.cp_algo))
             h = sp.step if kind == "step" else sp.memory
             groups.setdefault(f"{r.framework} / {r.generation}", []).append((abs(r.deviation) <= h, h, abs(r.deviation)))
         for name in [*sorted(groups), "ALL"]:

@@ -34,9 +34,11 @@ half-width is
   copy) is linear in h per token and the GEMMs' is h times a width, so a narrower model spends more of its
   step where the runs never priced it; a long context longer than every long-context row, since attention's
   work per token grows with the sequence while the rest does not, so a longer one is set by the attention
-  kernel's rate at lengths no run showed; a context-parallel ring of more ranks than every row's with one
-  (of any feature), since each rank added is one more exchange, merge and partial block per layer, in the
-  forward and again in the backward, a regime the runs' rings of at most that many ranks never showed.
+  kernel's rate at lengths no run showed; context parallelism by an algorithm no row's CP used (ring,
+  Ulysses all-to-all, hybrid, all-gather: each moves and overlaps its bytes its own way), or over more ranks
+  than every row's with the same algorithm (of any feature), since each rank added is one more exchange,
+  merge and partial block per layer, in the forward and again in the backward, a regime the runs' groups of at
+  most that many ranks never showed.
 
 The same derivation on the memory rows gives the peak's band.
 """
@@ -95,12 +97,13 @@ FIRST_CONTACT: tuple[float, ...] = tuple(1 / (1 + e) - 1 for e in (-0.17, -0.16,
 @dataclass(frozen=True, slots=True)
 class Shape:
     """What the band's evidence envelope reads of a plan (the module docstring's last rule): a MoE model's hidden
-    size (0: a dense model, or not said), the trained sequence length (0: not said) and the context-parallel
-    degree (1: none, or not said)."""
+    size (0: a dense model, or not said), the trained sequence length (0: not said), the context-parallel
+    degree (1: none, or not said) and its algorithm (engine.specs.RunOptions.cp_algo)."""
 
     moe_hidden: int = 0
     seq_len: int = 0
     cp: int = 1
+    cp_algo: str = "ring"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +140,9 @@ def band_features(*, moe: bool, seq_len: int, fp8: bool, a2a_overlap: bool = Fal
     return tuple(f for f in FEATURES if flags[f])
 
 
-def band_shape(*, moe: bool, hidden: int, seq_len: int, cp: int = 1) -> Shape:
+def band_shape(*, moe: bool, hidden: int, seq_len: int, cp: int = 1, cp_algo: str = "ring") -> Shape:
     """The band's Shape of a plan: the hidden size counts for a MoE model only."""
-    return Shape(moe_hidden=hidden if moe else 0, seq_len=seq_len, cp=cp)
+    return Shape(moe_hidden=hidden if moe else 0, seq_len=seq_len, cp=cp, cp_algo=cp_algo)
 
 
 def _abs(rows: Iterable[E.Row]) -> list[float]:
@@ -215,8 +218,8 @@ def _half_width(rows: Sequence[E.Row], framework: str, generation: str,
 def _beyond_evidence(rows: Sequence[E.Row], framework: str, features: Sequence[str], shape: Shape) -> list[str]:
     """What of the plan's shape lies beyond every row of its feature that the framework was checked on (every
     stack's rows where it has none): a MoE model narrower than the narrowest, a long context longer than the
-    longest, a context-parallel ring wider than the widest (the module docstring's last rule); each said
-    plainly."""
+    longest, context parallelism by an algorithm none used or over more ranks than the widest (the module
+    docstring's last rule); each said plainly."""
     out = []
     if MOE in features and shape.moe_hidden > 0:
         narrowest = min(_checked(rows, framework, MOE, "hidden") or [0])
@@ -227,10 +230,14 @@ def _beyond_evidence(rows: Sequence[E.Row], framework: str, features: Sequence[s
         if shape.seq_len > longest > 0:
             out.append(f"{shape.seq_len:,} tokens, longer than any long-context run it was checked on ({longest:,})")
     if shape.cp > 1:
-        rings = [r.cp for r in rows if r.cp > 1]
-        widest = max([r.cp for r in rows if r.cp > 1 and r.framework == framework] or rings or [1])
-        if shape.cp > widest:
-            out.append(f"a context-parallel ring of {shape.cp} ranks, wider than any run it was checked on ({widest})")
+        same = [r for r in rows if r.cp > 1 and r.cp_algo == shape.cp_algo]
+        if not same:
+            out.append(f"context parallelism by {shape.cp_algo}, which no run it was checked on used")
+        else:
+            widest = max([r.cp for r in same if r.framework == framework] or [r.cp for r in same])
+            if shape.cp > widest:
+                out.append(f"context parallelism ({shape.cp_algo}) over {shape.cp} ranks, more than any run it "
+                           f"was checked on ({widest})")
     return out
 
 

@@ -17,7 +17,7 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
     pp = strategy.pp
     shape = priced.band_shape
     spread = relative_spread(priced.framework, priced.generation, priced.band_features,
-                             Shape(shape.moe_hidden, shape.seq_len, strategy.cp))
+                             Shape(shape.moe_hidden, shape.seq_len, strategy.cp, shape.cp_algo))
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
         strategy=strategy,

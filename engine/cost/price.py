@@ -272,7 +272,8 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble
         framework_release=release_label(r.fw, r.run.framework_version),
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=_band_features(r),
-        band_shape=band_shape(moe=r.model.is_moe, hidden=r.model.hidden, seq_len=r.model.seq_len),
+        band_shape=band_shape(moe=r.model.is_moe, hidden=r.model.hidden, seq_len=r.model.seq_len,
+                              cp_algo=r.run.cp_algo),
     )
 
 

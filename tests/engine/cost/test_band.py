@@ -115,24 +115,36 @@ def test_a_context_longer_than_every_long_context_run_checked_pays_first_contact
     assert beyond.memory == at.memory
 
 
-def test_a_context_parallel_ring_wider_than_every_run_checked_pays_first_contact() -> None:
+def test_context_parallelism_wider_than_every_run_checked_pays_first_contact() -> None:
     """The shown step runs ring their context over at most two ranks; a wider ring adds an exchange, a merge and
     a partial block per rank and layer that none of them showed: first contact on the step. The measured peaks
     reach CP 8 (torchtitan's 8B and 405B), so the peak's band holds there."""
     widest = max(r.cp for r in E.STEP_ROWS)
-    assert widest == 2
+    assert widest == 2 and {r.cp_algo for r in E.STEP_ROWS if r.cp > 1} == {"ring"}
     fc = quantile([abs(d) for d in FIRST_CONTACT])
     at = relative_spread("megatron", "hopper", (), Shape(cp=widest))
     wider = relative_spread("megatron", "hopper", (), Shape(cp=4))
     assert at == relative_spread("megatron", "hopper")
     assert wider.step == pytest.approx(math.hypot(at.step, fc))
-    assert "a context-parallel ring of 4 ranks, wider than any run it was checked on (2)" in wider.basis[-1]
+    assert "context parallelism (ring) over 4 ranks, more than any run it was checked on (2)" in wider.basis[-1]
     assert wider.memory == at.memory  # the peaks were measured at CP 8
     # a stack with no ring of its own is read against every stack's rings
     assert relative_spread("torchtitan", "hopper", (), Shape(cp=2)) == relative_spread("torchtitan", "hopper")
 
 
-def test_the_estimate_states_a_ring_wider_than_any_checked(tmp_path: object) -> None:
+def test_context_parallelism_by_an_algorithm_no_run_used_pays_first_contact_once() -> None:
+    """Every shown run with CP rings it: Ulysses' all-to-alls (or a hybrid, or an all-gather) were never checked
+    against a run, at any degree, so such a plan pays first contact once, not once more for its width."""
+    fc = quantile([abs(d) for d in FIRST_CONTACT])
+    plain = relative_spread("mindspeed", "ascend")
+    for cp in (2, 8):
+        uly = relative_spread("mindspeed", "ascend", (), Shape(cp=cp, cp_algo="ulysses"))
+        assert uly.step == pytest.approx(math.hypot(plain.step, fc))
+        assert "context parallelism by ulysses, which no run it was checked on used" in uly.basis[-1]
+    assert relative_spread("mindspeed", "ascend", (), Shape(cp=1, cp_algo="ulysses")) == plain  # no CP: nothing
+
+
+def test_the_estimate_states_context_parallelism_wider_than_any_checked(tmp_path: object) -> None:
     """End to end through `hp-plan estimate --json`: the published 405B GB200 plan (CP 2) with its ring doubled
     (CP 4, DP 1) says so in its basis and states the wider step band; the plan as run does not."""
     from pathlib import Path
@@ -147,8 +159,8 @@ def test_the_estimate_states_a_ring_wider_than_any_checked(tmp_path: object) -> 
     as_run, wider = _estimate(folder / "search.yaml"), _estimate(out / "search.yaml")
     assert (as_run["strategy"]["cp"], wider["strategy"]["cp"]) == (2, 4)
     assert wider["error_band"]["step"] > as_run["error_band"]["step"] + 0.1
-    assert any("ring of 4 ranks" in b for b in wider["error_band"]["basis"])
-    assert not any("ring" in b for b in as_run["error_band"]["basis"])
+    assert any("(ring) over 4 ranks" in b for b in wider["error_band"]["basis"])
+    assert not any("context parallelism" in b for b in as_run["error_band"]["basis"])
 
 
 def test_an_overlap_no_run_checked_pays_first_contact_on_the_step_only() -> None:
@@ -210,6 +222,8 @@ def test_fp8_on_a_moe_model_pays_first_contact_beyond_both_its_parts() -> None:
 @pytest.mark.parametrize(("run", "old", "new", "said"), [
     ("qwen3-235b-256xgb200-mbridge", "hidden_size: 4096", "hidden_size: 2048", "moe at hidden 2048"),
     ("llama3-8b-8xb200-mbridge-fp8", "max_seq_len: 8192", "max_seq_len: 131072", "131,072 tokens, longer than"),
+    ("llama31-405b-128xgb200-nemo", "context_parallel_algo: ring", "context_parallel_algo: ulysses",
+     "context parallelism by ulysses"),
 ])
 def test_the_estimate_says_what_of_its_plan_the_band_was_never_checked_on(tmp_path: object, run: str, old: str,
                                                                          new: str, said: str) -> None:
