@@ -229,16 +229,25 @@ def _beyond_evidence(rows: Sequence[E.Row], framework: str, features: Sequence[s
         longest = max(_checked(rows, framework, LONG_CONTEXT, "seq_len") or [0])
         if shape.seq_len > longest > 0:
             out.append(f"{shape.seq_len:,} tokens, longer than any long-context run it was checked on ({longest:,})")
-    if shape.cp > 1:
-        same = [r for r in rows if r.cp > 1 and r.cp_algo == shape.cp_algo]
-        if not same:
-            out.append(f"context parallelism by {shape.cp_algo}, which no run it was checked on used")
-        else:
-            widest = max([r.cp for r in same if r.framework == framework] or [r.cp for r in same])
-            if shape.cp > widest:
-                out.append(f"context parallelism ({shape.cp_algo}) over {shape.cp} ranks, more than any run it "
-                           f"was checked on ({widest})")
+    cp = _beyond_cp(rows, framework, shape)
+    if cp:
+        out.append(cp)
     return out
+
+
+def _beyond_cp(rows: Sequence[E.Row], framework: str, shape: Shape) -> str:
+    """The plan's context parallelism where no row checked it: an algorithm no row with CP used (one term, at
+    any degree), or more ranks than every row with the same algorithm (the framework's, else every stack's);
+    "" where the rows cover it or the plan has none."""
+    if shape.cp <= 1:
+        return ""
+    same = [r for r in rows if r.cp > 1 and r.cp_algo == shape.cp_algo]
+    if not same:
+        return f"context parallelism by {shape.cp_algo}, which no run it was checked on used"
+    widest = max([r.cp for r in same if r.framework == framework] or [r.cp for r in same])
+    if shape.cp <= widest:
+        return ""
+    return f"context parallelism ({shape.cp_algo}) over {shape.cp} ranks, more than any run it was checked on ({widest})"
 
 
 def _checked(rows: Sequence[E.Row], framework: str, feature: str, field: str) -> list[int]:
