@@ -70,6 +70,10 @@ class Estimate:
     order_spread: float = 0.0
     band_features: tuple[str, ...] = ()
     band_basis: tuple[str, ...] = ()
+    # What of the plan's band its own plan alone may carry, which two plans of one model do not share (its context
+    # parallelism beyond the evidence, engine.cost.band.own_terms): a pair differing in them adds first contact
+    # per term (engine.cost.band.pair_spread).
+    own_terms: tuple[str, ...] = ()
 
     @property
     def step_time_range_s(self) -> tuple[float, float]:

@@ -18,7 +18,7 @@ SelectivePolicy = Literal["hyperparallel", "attention", "op", "modules"]
 # `recompute: selective` recomputes where the framework offers them (engine.catalog.frameworks).
 RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
                                       "shared_experts")
-CpAlgo = Literal["ring", "ulysses", "hybrid"]
+CpAlgo = Literal["ring", "ulysses", "hybrid", "allgather"]
 
 GIB = float(1 << 30)
 

@@ -192,9 +192,10 @@ def moved_comm_seconds(m: Measured, moved: Sequence[str]) -> float:
 
 
 def feature_spread(m: Measured) -> float:
-    """The spread the model's error band adds for the run's plan features (MoE, long context, FP8, FP8 on MoE,
-    overlapped all-to-alls: the excess of engine.cost.band.relative_spread over a plain plan of the stack on the
-    same device, as a standard deviation). A run with such a feature misses by terms the model lacks, so its
+    """The spread the model's error band adds for the run's plan features and evidence-envelope terms (MoE, long
+    context, FP8, FP8 on MoE, overlapped all-to-alls; a MoE narrower, a context longer, a CP wider or by another
+    algorithm than any shown run's: the excess of engine.cost.band.relative_spread over a plain plan of the stack
+    on the same device, as a standard deviation). A run with such a feature misses by terms the model lacks, so its
     misfit is its own plan's: it weighs little as evidence of a stack bias, and a MoE anchor barely moves a dense
     plan (docs/calibration.md). A feature of the device (band.DEVICE_FEATURES: a stand-in GEMM rate) is not the
     plan's: every plan on the device shares it, so it stays in the plain plan's band and calibration carries it."""
@@ -203,7 +204,7 @@ def feature_spread(m: Measured) -> float:
 
 def plan_feature_spread(est: Estimate, config: Config) -> float:
     """feature_spread of a priced plan and the config it was priced from: the estimate's own band (its features
-    and shape, engine.cost.estimate: a context-parallel ring wider than any checked widens it without a feature)
+    and shape, engine.cost.estimate: a context parallelism no shown run checked widens it without a feature)
     over the band of a plain plan of the stack on the same device."""
     if config.cluster is None:
         return 0.0

@@ -462,7 +462,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
 # such as ...cp_wrappers.sdpa_hf_ulysses_cp_wrapper) and the batcher's `cp_algorithm`, by the algorithm named in
 # them ([HP] Corrections: plan_overrides is where the trainer chooses the CP algorithm).
 CP_WRAPPER_WORDS = (("ulysses", "ulysses"), ("hybrid", "hybrid"), ("ring", "ring"), ("colossal", "ring"),
-                    ("p2p", "ring"))
+                    ("p2p", "ring"), ("allgather", "allgather"), ("all_gather", "allgather"))
 
 
 def _cp_algo_named(text: str) -> str | None:

@@ -35,12 +35,15 @@ half-width is
   step where the runs never priced it; a long context longer than every long-context row, since attention's
   work per token grows with the sequence while the rest does not, so a longer one is set by the attention
   kernel's rate at lengths no run showed; context parallelism by an algorithm no row's CP used (ring,
-  Ulysses all-to-all, hybrid, all-gather: each moves and overlaps its bytes its own way), or over more ranks
-  than every row's with the same algorithm (of any feature), since each rank added is one more exchange,
-  merge and partial block per layer, in the forward and again in the backward, a regime the runs' groups of at
-  most that many ranks never showed.
+  Ulysses all-to-all, hybrid, all-gather: each moves and overlaps its bytes its own way; one term at any
+  degree), or over more ranks than every row's with the same algorithm (the framework's rows of any feature,
+  else every stack's), since each rank added is one more exchange, merge and partial block per layer, in the
+  forward and again in the backward, a regime the runs' groups of at most that many ranks never showed. That
+  last term is one plan's alone (own_terms): two plans that differ in it do not share its error, so their pair
+  band carries it (pair_spread).
 
-The same derivation on the memory rows gives the peak's band.
+The same derivation on the memory rows gives the peak's band (its envelope read from the memory rows: their
+rings reach CP 8); the basis says the step's.
 """
 
 from __future__ import annotations
@@ -284,10 +287,24 @@ def clear_cache() -> None:
     ordering_spread.cache_clear()
 
 
-def pair_spread(a: float, b: float) -> float:
+def pair_spread(a: float, b: float, own: int = 0) -> float:
     """The half-width of the ratio of two plans' figures, each with ordering spread a and b (independent
-    scatter adds in quadrature)."""
-    return math.hypot(a, b)
+    scatter adds in quadrature), and `own` terms only one of the two carries (own_difference), each the
+    first-contact term: what cancels between two plans of one model is what they share, and a context
+    parallelism no run checked is one plan's alone."""
+    return math.sqrt(a * a + b * b + own * _first_contact() ** 2)
+
+
+def own_terms(framework: str, shape: Shape) -> tuple[str, ...]:
+    """The envelope terms of a plan that another plan of the same model on the same stack and device need not
+    share (its context parallelism beyond the evidence, step rows), as its basis says them."""
+    cp = _beyond_cp(E.STEP_ROWS, framework, shape)
+    return (cp,) if cp else ()
+
+
+def own_difference(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many own terms one of two plans carries and the other does not (a ring of 4 and one of 8: two)."""
+    return len(set(a) ^ set(b))
 
 
 def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[float, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.catalog.frameworks import find_framework
-from engine.cost.band import Shape, ordering_spread, relative_spread
+from engine.cost.band import Shape, ordering_spread, own_terms, relative_spread
 from engine.cost.price import price_table
 from engine.cost.table import CandidateTable, PricedTable
 from engine.diagnostics import Diagnostic
@@ -15,9 +15,9 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
                  diagnostics: tuple[Diagnostic, ...] = ()) -> Estimate:
     """Row i of a priced table as an Estimate (the search uses this for its top rows)."""
     pp = strategy.pp
-    shape = priced.band_shape
-    spread = relative_spread(priced.framework, priced.generation, priced.band_features,
-                             Shape(shape.moe_hidden, shape.seq_len, strategy.cp, shape.cp_algo))
+    model_shape = priced.band_shape
+    shape = Shape(model_shape.moe_hidden, model_shape.seq_len, strategy.cp, model_shape.cp_algo)
+    spread = relative_spread(priced.framework, priced.generation, priced.band_features, shape)
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
         strategy=strategy,
@@ -46,7 +46,7 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
                          and strategy.recompute.offload else None),
         step_spread=spread.step, memory_spread=spread.memory, band_features=priced.band_features,
         order_spread=ordering_spread(priced.framework, priced.generation),
-        band_basis=spread.basis,
+        band_basis=spread.basis, own_terms=own_terms(priced.framework, shape),
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.cost.band import pair_spread
+from engine.cost.band import own_difference, pair_spread
 from engine.diagnostics import Diagnostic
 from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
 
@@ -69,7 +69,7 @@ def all_terms(a: Estimate, b: Estimate) -> list[Difference]:
 
 def error_band(a: Estimate, b: Estimate) -> tuple[float, float]:
     """(low, high) speedups of b over a the model cannot tell from 1 (the module docstring)."""
-    g = pair_spread(a.order_spread, b.order_spread)
+    g = pair_spread(a.order_spread, b.order_spread, own_difference(a.own_terms, b.own_terms))
     return 1 / (1 + g), 1 + g
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.cost.band import pair_spread
+from engine.cost.band import own_difference, pair_spread
 from engine.results import Estimate
 
 
@@ -42,8 +42,9 @@ class Gain:
 def gain(stated: Estimate, best: Estimate) -> Gain:
     """The gain of `best` over `stated` in tokens/s (1.0 when the stated plan has no throughput)."""
     ratio = best.tokens_per_s / stated.tokens_per_s if stated.tokens_per_s > 0 else 1.0
+    own = own_difference(stated.own_terms, best.own_terms)
     return Gain(ratio, stated.strategy.global_batch_size, best.strategy.global_batch_size,
-                1 + pair_spread(stated.order_spread, best.order_spread))
+                1 + pair_spread(stated.order_spread, best.order_spread, own))
 
 
 def describe(stated: Estimate, best: Estimate) -> str:

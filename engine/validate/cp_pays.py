@@ -35,18 +35,21 @@ def twins(s: Strategy, heads: int, kv_heads: int, cards_per_node: int) -> list[S
     return out
 
 
-def judge(stated: Estimate, others: list[Estimate], band: float) -> str | None:
+def judge(stated: Estimate, others: list[Estimate]) -> str | None:
     """HP411's message, or None when CP is needed to fit or the search's own ranking
     (engine.cost.equivalence.rank_equivalent: step time, and inside the error band simplicity and headroom)
     puts the stated plan ahead of every fitting twin, as it does for a plan the search wrote."""
+    from engine.cost.band import own_difference, pair_spread
     from engine.cost.equivalence import rank_equivalent
 
     fitting = [e for e in others if e.fits]
     if not stated.fits or not fitting:
         return None
-    first = rank_equivalent([stated, *fitting], band).estimates[0]
+    ranked = rank_equivalent([stated, *fitting])
+    first = ranked.estimates[0]
     if first is stated:
         return None
+    band = pair_spread(ranked.band, 0.0, own_difference(stated.own_terms, first.own_terms))
     how = ("faster" if first.tokens_per_s > stated.tokens_per_s
            else f"within the {band:.0%} error band, and simpler")
     return (f"context parallelism (cp {stated.strategy.cp}) does not pay here: without it, "
@@ -65,7 +68,7 @@ def check(ctx: Ctx) -> None:
     budget = cfg.budget_gib if cfg.budget_gib is not None else math.inf
     stated = estimate(m, cl, cfg.run, s, budget)
     others = [estimate(m, cl, cfg.run, t, budget) for t in twins(s, m.heads, m.kv_heads_eff, cl.cards_per_node)]
-    message = judge(stated, others, stated.order_spread)
+    message = judge(stated, others)
     if message is None:
         return
     ctx.at("HP411", message, ("parallelism.cp", "accelerator.cp_size", "accelerator"))

@@ -70,15 +70,18 @@ def plan_table(stated: Estimate | None, best: Estimate | None, *, stale: bool = 
         + (f"\nbest: `{best.short()}`\n" if best else "") \
         + f"\npriced for {cols[0][1].priced_for}\n" \
         + _band_line(cols[0][1]) \
+        + (_band_line(cols[1][1], "the best plan's") if len(cols) > 1
+           and cols[1][1].band_basis != cols[0][1].band_basis else "") \
         + ("\n*best plan from an earlier version; save to refresh*\n" if stale else "")
 
 
-def _band_line(e: Estimate) -> str:
+def _band_line(e: Estimate, whose: str = "the measured") -> str:
     """What set the step time's band (engine.cost.band: the runs it was read from, the features and anything
-    the plan has that no run was checked on), as `hp-plan estimate` says it."""
+    the plan has that no run was checked on), as `hp-plan estimate` says it; said again for the best plan where
+    its basis differs (a context parallelism no run checked is one plan's alone)."""
     if not e.band_basis:
         return ""
-    return (f"\nthe measured step should fall within {e.step_band} about four times out of five "
+    return (f"\n{whose} step should fall within {e.step_band} about four times out of five "
             f"({'; '.join(e.band_basis)})\n")
 
 

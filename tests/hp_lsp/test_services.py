@@ -248,3 +248,26 @@ def test_search_job_reads_the_linked_train_yaml_buffer() -> None:
     disk_line = _pos(disk, "tp_size:")[0]
     advice = [d for d in edited.diagnostics if d.file == str(TRAIN)]
     assert advice and all(d.range.start.line == disk_line + 1 for d in advice), advice
+
+
+def test_the_hover_says_the_best_plans_band_where_its_basis_differs() -> None:
+    """The plan table explains the stated plan's band and, where the best plan's rests on something else (a
+    context parallelism no run checked is one plan's alone), the best plan's too; one line where they agree."""
+    from dataclasses import replace
+
+    from engine.check import check_file
+    from engine.cost import estimate_config
+
+    runs = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration_runs"
+    config = check_file(str(runs / "llama31-405b-128xgb200-nemo" / "search.yaml")).config
+    assert config is not None and config.stated is not None
+    stated, _ = estimate_config(config)
+    assert stated is not None and stated.band_basis
+    same = hover.plan_table(stated, stated)
+    assert same.count("about four times out of five") == 1
+    wider = replace(stated, step_spread=stated.step_spread + 0.2,
+                    band_basis=(*stated.band_basis, "context parallelism (ring) over 4 ranks, more than any run "
+                                                    "it was checked on (2): first contact +25%"))
+    both = hover.plan_table(stated, wider)
+    assert both.count("about four times out of five") == 2
+    assert "the best plan's step should fall within" in both and "(ring) over 4 ranks" in both

@@ -142,6 +142,11 @@ def test_context_parallelism_by_an_algorithm_no_run_used_pays_first_contact_once
         assert uly.step == pytest.approx(math.hypot(plain.step, fc))
         assert "context parallelism by ulysses, which no run it was checked on used" in uly.basis[-1]
     assert relative_spread("mindspeed", "ascend", (), Shape(cp=1, cp_algo="ulysses")) == plain  # no CP: nothing
+    # the measured peaks were all rings too (to CP 8): a Ulysses plan's peak band pays it as well, a ring's to 8 not
+    assert relative_spread("mindspeed", "ascend", (), Shape(cp=2, cp_algo="ulysses")).memory == pytest.approx(
+        math.hypot(plain.memory, fc))
+    assert relative_spread("torchtitan", "hopper", (), Shape(cp=8)).memory == relative_spread("torchtitan", "hopper").memory
+    assert relative_spread("torchtitan", "hopper", (), Shape(cp=16)).memory > relative_spread("torchtitan", "hopper").memory
 
 
 def test_the_estimate_states_context_parallelism_wider_than_any_checked(tmp_path: object) -> None:
@@ -161,6 +166,12 @@ def test_the_estimate_states_context_parallelism_wider_than_any_checked(tmp_path
     assert wider["error_band"]["step"] > as_run["error_band"]["step"] + 0.1
     assert any("(ring) over 4 ranks" in b for b in wider["error_band"]["basis"])
     assert not any("context parallelism" in b for b in as_run["error_band"]["basis"])
+    # `compare`: what only the CP 4 plan carries does not cancel between the two, so their pair band is the two
+    # ordering spreads and first contact in quadrature, not the ordering spreads alone
+    doc = json.loads(hp_plan("compare", str(folder / "search.yaml"), str(out / "search.yaml"), "--json").stdout)
+    order = doc["a"]["error_band"]["order"]
+    fc = quantile([abs(d) for d in FIRST_CONTACT])
+    assert doc["error_band"][1] - 1 == pytest.approx(math.sqrt(2 * order ** 2 + fc ** 2))
 
 
 def test_an_overlap_no_run_checked_pays_first_contact_on_the_step_only() -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.check import check_file
 from engine.diagnostics import Severity
 
@@ -93,3 +95,16 @@ def test_offload_keys_and_the_cp_algorithm_are_read(tmp_path: Path) -> None:
     assert {"activation_checkpoint.swap_inputs", "fsdp_config.enable_offload"} <= said and "activation_swap" not in said
     assert loaded.config is not None and loaded.config.run.cp_algo == "ulysses"
     assert loaded.config.run.swap_attention  # `activation_swap: attention`, priced as the attention swap
+
+
+@pytest.mark.parametrize(("wrapper", "algo"), [("sdpa_hf_ulysses", "ulysses"), ("sdpa_hf_allgather", "allgather"),
+                                               ("my_all_gather_cp", "allgather"), ("colossalai_ring", "ring")])
+def test_a_cp_wrapper_is_read_as_the_algorithm_its_name_says(tmp_path: Path, wrapper: str, algo: str) -> None:
+    """`plan_overrides` names the CP wrapper: its algorithm is what the name says (an all-gather wrapper is the
+    all-gather CP `context_parallel_algo: all_gather` names, not a ring), without HP112 on the wrapper."""
+    text = RECIPE + f"plan_overrides:\n  - match: \"*.self_attn\"\n    when: cp\n    inner_wrapper: {wrapper}\n"
+    p = tmp_path / "train.yaml"
+    p.write_text(text)
+    loaded = check_file(str(p))
+    assert loaded.config is not None and loaded.config.run.cp_algo == algo
+    assert not any(d.code == "HP112" and "inner_wrapper" in d.path for d in loaded.diagnostics)
