@@ -285,6 +285,7 @@ def clear_cache() -> None:
     """Forget the remembered bands (after the evidence module was rewritten and reloaded)."""
     _spread.cache_clear()
     ordering_spread.cache_clear()
+    own_terms.cache_clear()
 
 
 def pair_spread(a: float, b: float, own: int = 0) -> float:
@@ -295,6 +296,7 @@ def pair_spread(a: float, b: float, own: int = 0) -> float:
     return math.sqrt(a * a + b * b + own * _first_contact() ** 2)
 
 
+@lru_cache(maxsize=1024)
 def own_terms(framework: str, shape: Shape) -> tuple[str, ...]:
     """The envelope terms of a plan that another plan of the same model on the same stack and device need not
     share (its context parallelism beyond the evidence, step rows), as its basis says them."""
