@@ -309,6 +309,12 @@ def own_difference(a: Sequence[str], b: Sequence[str]) -> int:
     return len(set(a) ^ set(b))
 
 
+def own_lead(fastest: Sequence[str], other: Sequence[str]) -> int:
+    """How many own terms the faster of two plans carries and the other does not: what its lead rests on that no
+    run checked (engine.cost.equivalence's near-ties)."""
+    return len(set(fastest).difference(other))
+
+
 def _feature_term(rows: Sequence[E.Row], framework: str, feature: str) -> tuple[float, int]:
     """(the feature's excess spread, the rows it is read from): the framework's own rows with the feature against
     its plain rows where it has more than FEW_ROWS of them, else every stack's (the module docstring's rule); the

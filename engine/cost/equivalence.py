@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.cost.band import own_difference, pair_spread
+from engine.cost.band import own_lead, pair_spread
 from engine.results import Estimate
 
 # Inside the band, a plan whose peak is within this fraction of the budget is "tight": the memory model's
@@ -54,9 +54,10 @@ def tight(e: Estimate, margin: float = MEMORY_MARGIN) -> bool:
 def rank_equivalent(estimates: Sequence[Estimate], band: float | None = None) -> Ranked:
     """Estimates ordered by step time and memory, then the ones within `band` of the fastest moved to the
     front in the simplicity order of the module docstring; `band` None: the fastest plan's own ordering spread
-    (Estimate.order_spread, engine.cost.band), widened for a plan that differs from the fastest in what only one
-    plan carries (Estimate.own_terms: a context parallelism no run checked) by first contact per term, since that
-    error does not cancel between the two."""
+    (Estimate.order_spread, engine.cost.band), widened by first contact per term the fastest plan carries and the
+    other does not (Estimate.own_terms: a context parallelism no run checked), since its lead then rests on
+    something no run checked. Not the other way: a slower plan's own uncertainty does not make it a tie (it
+    would only rank an exotic, slower plan above a faster, simpler one just outside the band)."""
     ordered = sorted(estimates, key=lambda e: (e.step_time_s, e.peak_memory_gib))
     if not ordered:
         return Ranked((), (), band or 0.0)
@@ -65,7 +66,7 @@ def rank_equivalent(estimates: Sequence[Estimate], band: float | None = None) ->
     band = band if band is not None else fastest.order_spread
 
     def within(e: Estimate) -> bool:
-        own = 0 if fixed else own_difference(fastest.own_terms, e.own_terms)
+        own = 0 if fixed else own_lead(fastest.own_terms, e.own_terms)
         return e.step_time_s <= fastest.step_time_s * (1 + pair_spread(band, 0.0, own))
 
     near = [e for e in ordered if within(e)]

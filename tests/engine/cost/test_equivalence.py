@@ -44,3 +44,13 @@ def test_a_stated_band_is_not_widened() -> None:
     fast = replace(exotic, step_time_s=simple.step_time_s / (1 + 2 * simple.order_spread), own_terms=("x",))
     assert rank_equivalent([simple, fast], band=simple.order_spread).estimates[0] is fast
     assert pair_spread(0.1, 0.1) == pytest.approx(0.1 * 2 ** 0.5)
+
+
+def test_a_slower_plans_own_uncertainty_does_not_make_it_a_tie() -> None:
+    """The fastest plan carries no unchecked term and an exotic one 10 % slower does: the exotic plan stays
+    outside the fastest plan's band (its own uncertainty would only rank it above faster, simpler plans)."""
+    simple, exotic = _pair()
+    slower = replace(exotic, step_time_s=simple.step_time_s * (1 + simple.order_spread + 0.06),
+                     own_terms=("context parallelism (ring) over 4",))
+    ranked = rank_equivalent([simple, slower])
+    assert ranked.estimates == (simple, slower) and ranked.equivalent == (True, False)

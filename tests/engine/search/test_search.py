@@ -12,7 +12,7 @@ import pytest
 
 from engine.catalog.frameworks import framework_of
 from engine.cost import estimate
-from engine.cost.band import own_difference, pair_spread
+from engine.cost.band import own_lead, pair_spread
 from engine.cost.equivalence import complexity, rank_equivalent, tight
 from engine.search import ACCOUNTED, _accounting_pps, search
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
@@ -105,11 +105,12 @@ def test_top_is_ranked_and_every_entry_is_its_own_estimate() -> None:
     assert list(res.equivalent) == [True] * len(near) + [False] * len(rest)
     fastest = min(res.top, key=lambda e: e.step_time_s)
     assert res.band == fastest.order_spread > 0  # the fastest plan's own band (engine.cost.band)
-    # a plan with context parallelism no run checked (Estimate.own_terms) is inside only to its wider pair band
+    # where the fastest plan's lead rests on a context parallelism no run checked (Estimate.own_terms), its band
+    # is wider by first contact per such term the other plan lacks
     assert all(e.step_time_s <= fastest.step_time_s
-               * (1 + pair_spread(res.band, 0.0, own_difference(fastest.own_terms, e.own_terms))) for e in near)
+               * (1 + pair_spread(res.band, 0.0, own_lead(fastest.own_terms, e.own_terms))) for e in near)
     assert all(e.step_time_s > fastest.step_time_s
-               * (1 + pair_spread(res.band, 0.0, own_difference(fastest.own_terms, e.own_terms))) for e in rest)
+               * (1 + pair_spread(res.band, 0.0, own_lead(fastest.own_terms, e.own_terms))) for e in rest)
     simple = [(*complexity(e), tight(e), e.step_time_s, e.peak_memory_gib) for e in near]
     assert simple == sorted(simple)
     keys = [(e.step_time_s, e.peak_memory_gib) for e in rest]
