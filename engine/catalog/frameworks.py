@@ -52,6 +52,12 @@ class StackSpace:
       VPP, swap-attention or asynchronous DDP ([MS-DUALPIPEV]): a plan stating both is refused (HP530).
     flags: the stack's accepted flags (engine/catalog/data/<name>_flags.txt, read from its argument definitions
       at a pinned commit), "" = the stack takes no command-line flags (TOML, YAML).
+    cp_algos: the context-parallel algorithms the stack runs (engine.specs.CpAlgo): Megatron-Core's
+      `--cp-comm-type` p2p / a2a / a2a+p2p / all_gather (MLM-ARGS); MindSpeed's `--context-parallel-algo`
+      megatron_cp_algo / ulysses_cp_algo / hybrid_cp_algo (no all-gather); torchtitan's ring only (its
+      `context_parallel_rotate_method` chooses how the ring exchanges KV, [TT-SRC]); HyperParallel's
+      colossalai_cp / ulysses_cp / hybrid_cp ([HP] §4.2). Another stated algorithm is priced as the stack's
+      ring and said so (HP533).
     """
 
     fsdp: str = "hsdp"
@@ -64,6 +70,11 @@ class StackSpace:
     dualpipev_with_cp: bool = True
     devices: tuple[str, ...] = ()
     flags: str = ""
+    cp_algos: tuple[str, ...] = ("ring", "ulysses", "hybrid", "allgather")
+
+    def cp_algo(self, stated: str) -> str:
+        """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring."""
+        return stated if stated in self.cp_algos else "ring"
 
 
 _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optimizer=True, sp_with_cp=True,
@@ -73,10 +84,11 @@ _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optim
 # features/fsdp2.md): not with pp or ep, not with the distributed optimizer, not with Megatron's --recompute-* flags.
 _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=False, distributed_optimizer=True,
                               sp_with_cp=True, sp_with_tp=True, dualpipev_with_cp=False, devices=("ascend",),
-                              flags="mindspeed")
-_TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True)
+                              flags="mindspeed", cp_algos=("ring", "ulysses", "hybrid"))
+_TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True, cp_algos=("ring",))
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
-_HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer")
+_HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer",
+                                  cp_algos=("ring", "ulysses", "hybrid"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,11 +141,11 @@ def cp_split(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     node (g members) and rings over the k nodes the group spans."""
     cp = r.table.cp
     one = np.ones_like(cp)
-    if r.run.cp_algo == "allgather":  # no ring, no all-to-all: _cp_comm prices its all-gather
+    if r.cp_algo == "allgather":  # no ring, no all-to-all: _cp_comm prices its all-gather
         return one, one
-    if r.run.cp_algo == "ulysses":
+    if r.cp_algo == "ulysses":
         return cp, one
-    if r.run.cp_algo == "hybrid":
+    if r.cp_algo == "hybrid":
         g, k = r.links.split(cp, r.table.tp)
         return g.astype(cp.dtype), k.astype(cp.dtype)
     return one, cp
@@ -190,7 +190,7 @@ def _cp_allgather(r: Rows) -> tuple[np.ndarray, np.ndarray]:
     sequence gathered over the cp group forward, its gradient reduce-scattered backward, both exposed; 0 for the
     other algorithms."""
     zero = np.zeros(r.n)
-    if r.run.cp_algo != "allgather":
+    if r.cp_algo != "allgather":
         return zero, zero
     table = r.table
     full_kv = K.ACT_BYTES * r.T * table.cp * r.attn.kv_width / r.t

@@ -121,6 +121,12 @@ class Rows:
         return self.run.moe_dispatcher if self.fw.deepep else "alltoall"
 
     @property
+    def cp_algo(self) -> str:
+        """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring
+        (StackSpace.cp_algo; HP533 says so)."""
+        return self.fw.space.cp_algo(self.run.cp_algo)
+
+    @property
     def ep_stride(self) -> np.ndarray:
         """(n,) rank distance between an EP group's members: etp where the stack folds its expert layers onto
         their own layout (Framework.expert_fold), else tp·cp (EP carved from the data-parallel ranks)."""

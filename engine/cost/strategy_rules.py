@@ -63,6 +63,8 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "moe_a2a_overlap": ("moe_a2a_overlap", "accelerator.moe_a2a_overlap"),
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
     "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
+    "cp_algo": ("estimator.cp_algo", "accelerator.context_parallel_algo", "plan_overrides.inner_wrapper",
+                "dataloader.get_batch.cp_algorithm"),
 }
 # The stated strategy's keys, in the order a budget finding without a budget key is anchored on them.
 _STATED_ANCHORS = ("tp", "pp", "fsdp", "cp", "ep", "micro_batch_size")
@@ -298,10 +300,10 @@ def stack_device_problem(config: Config) -> Problem | None:
 
 def _ep_overlap_problems(config: Config) -> list[Problem]:
     """HP533: a TP comm-GEMM overlap, an expert-parallel overlap, or the attention swap, stated for a stack that
-    has none. Why: the cost model prices the option only where the framework runs it
-    (Framework.tp_comm_overlap_name / ep_overlap / shared_expert_overlap / swaps_attention), so a stated
-    option that the stack lacks silently changes nothing; the user should hear that the price excludes it,
-    and which stack offers it."""
+    has none, or a context-parallel algorithm it does not run. Why: the cost model prices the option only where
+    the framework runs it (Framework.tp_comm_overlap_name / ep_overlap / shared_expert_overlap /
+    swaps_attention; StackSpace.cp_algos, the ring otherwise), so a stated option that the stack lacks silently
+    changes nothing; the user should hear that the price excludes it, and which stack offers it."""
     fw = framework_of(config.run)
     out: list[Problem] = []
     for key, what, attr in (("tp_comm_overlap", "TP comm-GEMM overlap", "tp_comm_overlap_name"),
@@ -312,6 +314,11 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
             offering = ", ".join(f.name for f in FRAMEWORKS.values() if getattr(f, attr))
             out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
+    stated = config.run.cp_algo
+    if fw.space.cp_algo(stated) != stated:
+        offering = ", ".join(f.name for f in FRAMEWORKS.values() if stated in f.space.cp_algos)
+        out.append(Problem("HP533", f"{fw.qualified} has no {stated} context parallelism (cp_algo; offered by "
+                           f"{offering}; it runs {', '.join(fw.space.cp_algos)}): priced as its ring", "cp_algo"))
     return out
 
 

@@ -179,11 +179,11 @@ def attention_calls(r: Rows) -> np.ndarray:
     """(n,) flash-attention kernel calls per layer and micro-batch: ring context parallelism runs one per ring
     step (cp, each over one KV block), Ulysses and no CP one over the whole sequence; hybrid rings over the
     nodes its CP group spans (engine.cost.communication.cp_split); all-gather CP one per local chunk (2)."""
-    if r.run.cp_algo == "ulysses":
+    if r.cp_algo == "ulysses":
         return np.ones(r.n)
-    if r.run.cp_algo == "allgather":  # [TE-CP]: the two chunks of the load-balanced split, each over its KV prefix
+    if r.cp_algo == "allgather":  # [TE-CP]: the two chunks of the load-balanced split, each over its KV prefix
         return np.where(r.cp > 1, 2.0, 1.0)
-    if r.run.cp_algo == "hybrid":
+    if r.cp_algo == "hybrid":
         _g, k = r.links.split(r.table.cp, r.table.tp)
         return k
     return r.cp
@@ -194,7 +194,7 @@ def _ring_merge_time(r: Rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray
     (constants.CP_MERGE_BYTES, [TE-CP]): the output forward (T × heads·d_v / t elements), dq and dk, dv backward,
     memory-bound at the HBM rate; 0 without a ring (Ulysses, no CP)."""
     a = r.attn
-    steps = 0.0 if r.run.cp_algo == "allgather" else np.maximum(calls - 1.0, 0.0)  # all-gather: no partials
+    steps = 0.0 if r.cp_algo == "allgather" else np.maximum(calls - 1.0, 0.0)  # all-gather: no partials
     merges = steps * K.CP_MERGE_BYTES * r.T / r.t / r.hbm
     return merges * a.out_width, merges * (a.q_width + a.kv_width)
 

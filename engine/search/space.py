@@ -572,8 +572,8 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots` as _Ctx's; `dualpipev`: (the
     files state DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
-             restrict, cp_algo, optimizer_shard, stack=stack, extra_slots=extra_slots, dualpipev=dualpipev[0],
-             dualpipev_runs=dualpipev[1])
+             restrict, stack.cp_algo(cp_algo), optimizer_shard, stack=stack, extra_slots=extra_slots,
+             dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1])
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)

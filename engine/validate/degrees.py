@@ -8,7 +8,7 @@ import itertools
 import math
 
 from engine import degree_facts
-from engine.catalog.frameworks import effective_layout
+from engine.catalog.frameworks import effective_layout, framework_of
 from engine.facts import EP_DENSE, EP_EXPERTS
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.specs import PipelineLayout
@@ -67,7 +67,7 @@ def _cp(ctx: Ctx) -> None:
     if m is None:
         return
     seq = m.seq_len
-    ulysses = ctx.config.run.cp_algo == "ulysses"
+    ulysses = framework_of(ctx.config.run).space.cp_algo(ctx.config.run.cp_algo) == "ulysses"
     tp_fixed = ctx.fixed.get("tp")
     for d in ctx.declared.get("cp", []):
         if d.value <= 1:

@@ -100,3 +100,17 @@ def test_torchtitan_compiles_its_loss_from_0_1_and_chunks_it_on_main() -> None:
     assert (mid.release, mid.loss_chunks, mid.compiled_loss_peak_bytes) == ("0.1", 1, 4.0)
     assert framework_of(RunOptions(framework="torchtitan")).loss_chunks == 8
     assert TORCHTITAN_RELEASES.normalise("v0.2.1") == "0.2" and at_release("torchtitan", "v0.2.1").release == "0.2"
+
+
+def test_each_stack_says_the_cp_algorithms_it_runs() -> None:
+    """StackSpace.cp_algos: Megatron-Core all four (--cp-comm-type), MindSpeed no all-gather, torchtitan a ring
+    only, HyperParallel colossalai / ulysses / hybrid; another is priced as the stack's ring."""
+    from engine.catalog.frameworks import FRAMEWORKS
+
+    runs = {name: fw.space.cp_algos for name, fw in FRAMEWORKS.items()}
+    assert runs == {"megatron": ("ring", "ulysses", "hybrid", "allgather"),
+                    "mindspeed": ("ring", "ulysses", "hybrid"), "torchtitan": ("ring",),
+                    "hyperparallel": ("ring", "ulysses", "hybrid")}
+    assert FRAMEWORKS["torchtitan"].space.cp_algo("ulysses") == "ring"
+    assert FRAMEWORKS["mindspeed"].space.cp_algo("allgather") == "ring"
+    assert FRAMEWORKS["megatron"].space.cp_algo("allgather") == "allgather"

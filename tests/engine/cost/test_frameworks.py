@@ -159,3 +159,35 @@ def test_a_tp_overlap_the_stack_lacks_is_a_positioned_warning_and_changes_nothin
     tt = json.loads(hp_plan("estimate", str(stated), "--json").stdout)
     assert not [d for d in tt["diagnostics"] if d["code"] == "HP533"]
     assert tt["time_breakdown_s"]["tp_comm"] < same["time_breakdown_s"]["tp_comm"]
+
+
+def test_a_cp_algorithm_the_stack_does_not_run_is_priced_as_its_ring_and_said(tmp_path: Path) -> None:
+    """HP533 for the context-parallel algorithm (StackSpace.cp_algos): Megatron-Core runs Ulysses (its a2a
+    cp_comm_type) and prices it; torchtitan rings only, so the same file there warns at the key and is priced,
+    and banded, as the ring it runs."""
+    src = RUNS / "llama31-405b-128xgb200-nemo"
+    train = (src / "train.yaml").read_text()
+    assert "context_parallel_algo: ring" in train
+    (tmp_path / "train.yaml").write_text(train.replace("context_parallel_algo: ring", "context_parallel_algo: ulysses"))
+    ring_dir = tmp_path / "ring"
+    ring_dir.mkdir()
+    (ring_dir / "train.yaml").write_text(train)
+    search = (src / "search.yaml").read_text()
+    assert "framework: megatron" in search
+    for folder in (tmp_path, ring_dir):
+        (folder / "mcore.yaml").write_text(search)
+        (folder / "titan.yaml").write_text(search.replace("framework: megatron", "framework: torchtitan"))
+
+    def run(path: Path) -> dict:  # type: ignore[type-arg]
+        return json.loads(hp_plan("estimate", str(path), "--json").stdout)
+
+    mcore, mcore_ring = run(tmp_path / "mcore.yaml"), run(ring_dir / "mcore.yaml")
+    assert not [d for d in mcore["diagnostics"] if d["code"] == "HP533"]
+    assert mcore["time_breakdown_s"]["cp_comm"] != mcore_ring["time_breakdown_s"]["cp_comm"]  # Ulysses priced
+    titan, titan_ring = run(tmp_path / "titan.yaml"), run(ring_dir / "titan.yaml")
+    hits = [d for d in titan["diagnostics"] if d["code"] == "HP533"]
+    assert [d["path"] for d in hits] == ["accelerator.context_parallel_algo"] and "it runs ring" in hits[0]["message"]
+    line = (tmp_path / "train.yaml").read_text().splitlines()[hits[0]["range"]["start"]["line"]]
+    assert "context_parallel_algo" in line
+    assert titan["step_time_s"] == titan_ring["step_time_s"]
+    assert titan["error_band"] == titan_ring["error_band"]  # not "by ulysses": the ring is what runs
