@@ -51,6 +51,12 @@ def tight(e: Estimate, margin: float = MEMORY_MARGIN) -> bool:
     return math.isfinite(b) and b > 0 and e.peak_memory_gib > (1 - margin) * b
 
 
+def tie_band(fastest: Estimate, other: Estimate, band: float) -> float:
+    """The band within which `other` ties with `fastest` (rank_equivalent with no stated band): `band` widened by
+    first contact per term the fastest plan's lead rests on and the other lacks (engine.cost.band.own_lead)."""
+    return pair_spread(band, 0.0, own_lead(fastest.own_terms, other.own_terms))
+
+
 def rank_equivalent(estimates: Sequence[Estimate], band: float | None = None) -> Ranked:
     """Estimates ordered by step time and memory, then the ones within `band` of the fastest moved to the
     front in the simplicity order of the module docstring; `band` None: the fastest plan's own ordering spread
@@ -66,8 +72,7 @@ def rank_equivalent(estimates: Sequence[Estimate], band: float | None = None) ->
     band = band if band is not None else fastest.order_spread
 
     def within(e: Estimate) -> bool:
-        own = 0 if fixed else own_lead(fastest.own_terms, e.own_terms)
-        return e.step_time_s <= fastest.step_time_s * (1 + pair_spread(band, 0.0, own))
+        return e.step_time_s <= fastest.step_time_s * (1 + (band if fixed else tie_band(fastest, e, band)))
 
     near = [e for e in ordered if within(e)]
     rest = [e for e in ordered if not within(e)]

@@ -16,7 +16,8 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
     """Row i of a priced table as an Estimate (the search uses this for its top rows)."""
     pp = strategy.pp
     model_shape = priced.band_shape
-    shape = Shape(model_shape.moe_hidden, model_shape.seq_len, strategy.cp, model_shape.cp_algo)
+    shape = Shape(moe_hidden=model_shape.moe_hidden, seq_len=model_shape.seq_len, cp=strategy.cp,
+                  cp_algo=model_shape.cp_algo)
     spread = relative_spread(priced.framework, priced.generation, priced.band_features, shape)
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(

@@ -39,8 +39,7 @@ def judge(stated: Estimate, others: list[Estimate]) -> str | None:
     """HP411's message, or None when CP is needed to fit or the search's own ranking
     (engine.cost.equivalence.rank_equivalent: step time, and inside the error band simplicity and headroom)
     puts the stated plan ahead of every fitting twin, as it does for a plan the search wrote."""
-    from engine.cost.band import own_difference, pair_spread
-    from engine.cost.equivalence import rank_equivalent
+    from engine.cost.equivalence import rank_equivalent, tie_band
 
     fitting = [e for e in others if e.fits]
     if not stated.fits or not fitting:
@@ -49,9 +48,8 @@ def judge(stated: Estimate, others: list[Estimate]) -> str | None:
     first = ranked.estimates[0]
     if first is stated:
         return None
-    band = pair_spread(ranked.band, 0.0, own_difference(stated.own_terms, first.own_terms))
-    how = ("faster" if first.tokens_per_s > stated.tokens_per_s
-           else f"within the {band:.0%} error band, and simpler")
+    how = ("faster" if first.tokens_per_s > stated.tokens_per_s  # else the stated plan is the faster one
+           else f"within the {tie_band(stated, first, ranked.band):.0%} error band, and simpler")
     return (f"context parallelism (cp {stated.strategy.cp}) does not pay here: without it, "
             f"{first.strategy.short()} fits at {first.peak_memory_gib:.1f} GiB and trains "
             f"{first.tokens_per_s:,.0f} tokens/s against {stated.tokens_per_s:,.0f} with cp "
