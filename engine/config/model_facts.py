@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from engine.catalog.models import ALIASES, MODEL_FIELDS
 from engine.config.reader import Source, Val
@@ -28,11 +27,9 @@ FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropou
 STR_FIELDS = frozenset({"hidden_act"})
 
 
-# What a model field holds, as fact_kind_problem names it, and the code the caller says it with (HP106 for the
-# others: a string, a list).
+# What a model field holds, as fact_kind_problem names it (the caller says it with the matching HP103-HP106).
 INTEGER, FINITE_NUMBER, TRUE_OR_FALSE, A_STRING, A_LIST = (
     "an integer", "a finite number", "true or false", "a string", "a list")
-KIND_CODES = MappingProxyType({INTEGER: "HP103", TRUE_OR_FALSE: "HP104", FINITE_NUMBER: "HP105"})
 
 
 def fact_kind_problem(key: str, value: object) -> str | None:

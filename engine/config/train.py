@@ -14,7 +14,14 @@ from typing import Any
 
 from engine.catalog.models import resolve as resolve_model
 from engine.config.kind import kind_of
-from engine.config.model_facts import KIND_CODES, REQUIRED, fact_kind_problem, read_model_fields
+from engine.config.model_facts import (
+    FINITE_NUMBER,
+    INTEGER,
+    REQUIRED,
+    TRUE_OR_FALSE,
+    fact_kind_problem,
+    read_model_fields,
+)
 from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
 from engine.config.stated_layout import read_layout, read_offset
 from engine.config.vision import read_vision, vision_anchor
@@ -229,9 +236,15 @@ def _typed_fields(facts: TrainFacts, fields: Mapping[str, Any], source: str) -> 
         if expected is None:
             out[key] = Val(value, pretrained.path, pretrained.loc)
             continue
-        facts.src.diag(KIND_CODES.get(expected, "HP106"),
-                       f"{source}: {key} must be {expected}, got {describe(value)}; not read from it",
-                       pretrained.loc.value, pretrained.path)
+        msg = f"{source}: {key} must be {expected}, got {describe(value)}; not read from it"
+        if expected == INTEGER:
+            facts.src.diag("HP103", msg, pretrained.loc.value, pretrained.path)
+        elif expected == FINITE_NUMBER:
+            facts.src.diag("HP105", msg, pretrained.loc.value, pretrained.path)
+        elif expected == TRUE_OR_FALSE:
+            facts.src.diag("HP104", msg, pretrained.loc.value, pretrained.path)
+        else:
+            facts.src.diag("HP106", msg, pretrained.loc.value, pretrained.path)
     return out
 
 
