@@ -38,7 +38,11 @@ CASES_DIR = ROOT / "benchmarks" / "cases"
 # [CAL] §10: the six runs on other stacks, copied into benchmarks/calibration_runs/ as
 # published ([CAL] §10, docs/references.md) (train.yaml, search.yaml naming estimator.framework, expected.json with the measured figures).
 RUNS_DIR = ROOT / "benchmarks" / "calibration_runs"
-MEGATRON = RunOptions(selective_policy="attention", framework="megatron")
+# NAR21's and KOR22's runs are Megatron-LM before Megatron-Core (with DeepSpeed's ZeRO-3 in NAR21 Table 2): its
+# release "2021" (engine.catalog.frameworks.MEGATRON_RELEASES); the M family ran Megatron-Core (2024).
+PRE_CORE_RELEASE = "2021"
+PRE_CORE_FAMILIES = ("N1", "N2", "K5")
+MEGATRON = RunOptions(selective_policy="attention", framework="megatron", framework_version=PRE_CORE_RELEASE)
 
 # [CAL] §1, §2, §4, §5 [U] defaults, stated once.
 ASSUMED = {
@@ -175,7 +179,8 @@ def case_yaml(c: Case) -> dict[str, Any]:
         **c.overlaps,
         "pp_config": {"pipeline_schedule": "interleaved" if c.vpp > 1 else "1F1B", "pp_interleave_num": c.vpp},
         # [CAL] §1-§5 are Megatron-LM / Megatron-Core runs (docs/formats.md §5 frameworks).
-        "estimator": {"framework": "megatron"},
+        "estimator": {"framework": "megatron",
+                      **({"framework_version": PRE_CORE_RELEASE} if c.family in PRE_CORE_FAMILIES else {})},
     }
 
 
@@ -731,20 +736,21 @@ def _loo_step(run: Run) -> float | None:
             set_fitted(c, v)
 
 
-def _shape(path: Path, doc: dict[str, Any]) -> tuple[int, int, int, str]:
-    """(hidden size, trained sequence length, context-parallel degree and algorithm) of the plan a config prices,
-    its estimate `doc` (0, 0 for a model the files do not say)."""
+def _shape(path: Path, doc: dict[str, Any]) -> tuple[int, int, int, str, bool]:
+    """(hidden size, trained sequence length, context-parallel degree and algorithm, host offload) of the plan a
+    config prices, its estimate `doc` (0, 0 for a model the files do not say)."""
     from engine.config.resolve import load
 
     config = load(str(path)).config
     m = config.model if config is not None else None
     algo = config.run.cp_algo if config is not None else "ring"
-    return (m.hidden if m else 0, m.seq_len if m else 0, int(doc["strategy"]["cp"]), algo)
+    offload = bool(doc.get("offloaded_gib"))
+    return (m.hidden if m else 0, m.seq_len if m else 0, int(doc["strategy"]["cp"]), algo, offload)
 
 
 def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(step rows, memory rows) of engine.cost.band_evidence: (id, model, framework, generation, features, d, hidden,
-    seq_len, cp, cp_algo) with
+    seq_len, cp, cp_algo, offload) with
     d = measured / priced − 1, leave-one-out where a fraction was fitted on the run. A FLAGGED case is left out:
     an input its source did not publish sets its error (its range over the documented alternatives is printed
     beside it), so its d measures the guess, not the model."""
@@ -785,8 +791,9 @@ def write_band(cases: list[Case]) -> None:
     text = BAND_FILE.read_text().split("STEP_ROWS")[0]
 
     def rows(name: str, rs: list[tuple[Any, ...]]) -> str:
-        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}, {cp}, {algo!r}),\n"
-                       for i, m, fw, g, f, d, h, s, cp, algo in rs)
+        body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}, {cp}, {algo!r}"
+                       + (", offload=True" if off else "") + "),\n"
+                       for i, m, fw, g, f, d, h, s, cp, algo, off in rs)
         return f"{name}: tuple[Row, ...] = (\n{body})\n"
 
     BAND_FILE.write_text(text + rows("STEP_ROWS", step) + rows("MEMORY_ROWS", mem))

@@ -61,6 +61,10 @@ class Estimate:
     offloaded_gib: Mapping[str, float] | None = None
     # The share of the peak stage's activation memory offload moves off the device ([HP] §4.1 offloaded_share).
     offloaded_share: float | None = None
+    # How the stack runs that offload (engine.catalog.frameworks.StackSpace.offload): "layers" (Megatron-Core's
+    # --cpu-offloading-num-layers, stated and run) or "per_layer" (HyperParallel's search choice, which its
+    # trainer does not run yet).
+    offload_route: str = ""
     # The error band (engine.cost.band): relative half-widths of the step time and the peak the measured values
     # should fall in about four times out of five, the plan features that widened them and what set them.
     step_spread: float = 0.0
@@ -185,6 +189,9 @@ class Estimate:
         moved = ", ".join(f"{k} ({v:.2f} GiB per layer per micro-batch)" for k, v in self.offloaded_gib.items())
         share = (f", {100 * self.offloaded_share:.0f}% of the peak stage's activation memory"
                  if self.offloaded_share else "")
+        if self.offload_route == "layers":
+            return (f"Offloaded to the host as {self.framework} runs --cpu-offloading-num-layers: layers "
+                    f"{moved}{share}; the copies' wait beyond the compute under them is in recompute")
         return (f"Offloaded to the host, priced as offload should run: layers {moved}{share}. The trainer runs no "
                 "offload yet, so the plan it is given keeps them off")
 

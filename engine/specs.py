@@ -395,6 +395,11 @@ class RunOptions:
     # are copied to the host after its forward and prefetched before its backward (engine.cost.swap); priced on
     # the stacks that run it (Framework.swaps_attention), ignored elsewhere.
     swap_attention: bool = False
+    # Megatron-Core's --cpu-offloading-num-layers (a search config's `cpu_offloading_num_layers`): the first N
+    # decoder layers' saved activations go to the host after their forward and come back for their backward
+    # (engine.cost.offload). Every plan its stack can run it with (StackSpace.layer_offload_refusals) is priced
+    # with it, and its Estimate's strategy names those layers (RecomputePlan.offload); 0 = none.
+    cpu_offload_layers: int = 0
     # The trainer's accelerator.loss_parallel: the loss over the vocabulary-parallel logits (÷ tp) or, false,
     # over the whole vocabulary on every TP rank; None: the framework's own (engine.catalog.frameworks).
     loss_parallel: bool | None = None

@@ -76,6 +76,24 @@ class StackSpace:
         """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring."""
         return stated if stated in self.cp_algos else "ring"
 
+    def layer_offload_refusals(self, layers: int, *, pp: int, recompute: bool, num_layers: int) -> list[str]:
+        """Why the stack cannot offload the activations of its first `layers` layers in this plan ([] = it can).
+        Megatron-Core's TransformerConfig (MCORE-OFFLOAD) raises on CPU offloading with
+        pipeline parallelism, with activation recomputation, or with a layer count not below the model's; a
+        stack without the whole-layer route ("layers") has none at all. One home for the rule: the stated plan
+        is priced with the offload only where this is empty (engine.cost.offload.with_layer_offload), HP530 says why
+        not."""
+        if self.offload != "layers":
+            return ["it has no CPU offloading of whole layers"]
+        why = []
+        if pp > 1:
+            why.append(f"with pipeline parallelism (pp {pp})")
+        if recompute:
+            why.append("with activation recompute")
+        if layers >= num_layers:
+            why.append(f"of {layers} layers (it takes fewer than the model's {num_layers})")
+        return why
+
 
 _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optimizer=True, sp_with_cp=True,
                              sp_with_tp=True, offload="layers", devices=("volta", "ampere", "hopper", "blackwell"),
@@ -216,7 +234,15 @@ class Framework:
       inside Megatron: each module's own parameters are gathered as it runs and released after, so the working
       buffer is DS-EST's "4 × largest layer's params" with DeepSpeed's meaning of a layer, one module's own
       parameters (`model_to_params`: `m.parameters(recurse=False)`, [DS-EST]): engine.cost.memory.gather_unit.
-      False: the gather unit is the transformer block (FSDP2's `fully_shard` per block, [PT-FSDP2]).
+      False: the gather unit is the transformer block (FSDP2's `fully_shard` per block, [PT-FSDP2];
+      Megatron-FSDP's per-module buckets). Megatron's release "2021" only (MEGATRON_RELEASES).
+    fsdp_flat_ring: the stack's FSDP collectives move every byte through each rank's own NIC, at the flat ring's
+      rate (collectives.Links.gather_flat_coef): what DeepSpeed's ZeRO-3 achieved in NAR21 Table 2 (FITTED on
+      N2-01…06: 3 × (n−1)/n·2Ψ bytes per GPU over 25 GB/s × COLL_EFF_INTER within 10 %, independent of the GPU
+      count, where the hierarchical form predicts 8× less). False: NCCL collectives over the shard group leave
+      a node through all its NICs at once (Links.gather_coef), as FSDP2, Megatron-Core's own FSDP
+      (Megatron-FSDP, `--use-megatron-fsdp`) and MindSpeed's `--use-torch-fsdp2` run them. Megatron's release
+      "2021" (the Megatron-LM with DeepSpeed's ZeRO-3 of NAR21) only.
     pp_unsharded: under pipeline parallelism the FSDP2 stage keeps its weights gathered (16-bit) between
       micro-batches and accumulates unsharded gradients (in `fsdp_reduce_bytes`) until the last micro-batch's
       backward reduce-scatters them ([TT-SRC], [PT-FSDP2]): torchtitan's apply_fsdp passes reshard_after_forward=False when PP is
@@ -296,6 +322,7 @@ class Framework:
     loss_chunks: int = 1
     compiled_loss_peak_bytes: float = 0.0
     zero3_gathers_modules: bool = False
+    fsdp_flat_ring: bool = False
     fp8_keeps: str = ""
     ep_overlap: str = ""
     shared_expert_overlap: bool = False
@@ -390,9 +417,15 @@ _SDPA_ATTN = _rates(**{"": 0.50, "hopper": 0.35, "blackwell": 0.35, "ascend": 0.
 # Megatron-Core version.
 MEGATRON_RELEASES = Releases(
     label="Megatron-Core",
-    versions=("0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16"),
-    aliases=MappingProxyType({"nemo-24.07": "0.8", "nemo-24.09": "0.9"}),
+    versions=("2021", "0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16"),
+    aliases=MappingProxyType({"nemo-24.07": "0.8", "nemo-24.09": "0.9", "nar21": "2021", "kor22": "2021"}),
     facts=(
+        ReleaseFact("fsdp_flat_ring", "0.8", True, "FSDP collectives at NCCL's rate over all of a node's NICs; "
+                    "before Megatron-Core, NAR21's ZeRO-3 (DeepSpeed beside Megatron-LM) moved every byte "
+                    "through each rank's own NIC (the flat ring fitted on its Table 2)",
+                    "[CAL] §2 (NAR21 Table 2); Framework.fsdp_flat_ring"),
+        ReleaseFact("zero3_gathers_modules", "0.8", True, "FSDP gathering a transformer block at a time; NAR21's "
+                    "DeepSpeed ZeRO-3 gathered module by module", "[DS-EST]; [PT-FSDP2]"),
         ReleaseFact("expert_fold", "0.10", False, "MoE Parallel Folding (expert groups laid out on their own: "
                     "an EP group's ranks etp apart, not tp·cp)",
                     "[MCORE-CHANGELOG] 0.10.0 'MoE Parallel Folding'; [MCORE-PS]"),
@@ -441,7 +474,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         calibrated_on=("N1", "N2", "K5", "M", "grok1-314b-512xh100-nemo"),
         fp8_keeps="TransformerEngine FP8: linear-layer GEMMs in FP8 (delayed scaling); attention, norms, router, "
                   "output layer and loss in BF16/FP32; an FP8 transposed weight copy kept per parameter",
-        ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True, zero3_gathers_modules=True,
+        ep_overlap="batch", shared_expert_overlap=True, fp8_saved_inputs=True,
         ep_overlap_names="--overlap-moe-expert-parallel-comm (MCore v0.14), --moe-shared-expert-overlap",
         expert_fold=True, probs_in_activation=True,
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "

@@ -467,7 +467,7 @@ _TRAIN_RUN_FIELDS: tuple[tuple[str, Any], ...] = (
 _SEARCH_RUN_FIELDS: tuple[tuple[str, Any], ...] = (
     ("compile", bool), ("fp8", bool), ("cp_algo", _same), ("selective_policy", _same), ("recompute_modules", tuple),
     ("moe_dispatcher", _same), ("framework_version", str), ("fp8_recipe", _same), ("fp8_param_gather", bool),
-    ("loss_chunks", int), ("param_bytes", int))
+    ("loss_chunks", int), ("param_bytes", int), ("cpu_offload_layers", int))
 
 
 def _stated_run(facts: TrainFacts | SearchFacts, fields: tuple[tuple[str, Any], ...]) -> dict[str, Any]:

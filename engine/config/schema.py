@@ -117,7 +117,7 @@ SEARCH_DIMENSION_KEYS = (
 SEARCH = _s(
     "train_yaml recompute recompute_modes recompute_modules offload selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
     "moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion gemm_gradient_accumulation_fusion "
-    "swap_attention",
+    "swap_attention cpu_offloading_num_layers",
     "",
     {
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its

@@ -70,6 +70,8 @@ class SearchFacts:
     fp8_recipe: Val | None = None  # estimator.fp8_recipe (ext): delayed | tensorwise | blockwise | mxfp8
     fp8_param_gather: Val | None = None  # estimator.fp8_param_gather (ext): weights held in FP8 (Megatron)
     loss_chunks: Val | None = None  # estimator.loss_chunks (ext): token chunks the loss runs in
+    # cpu_offloading_num_layers (ext): Megatron-Core's --cpu-offloading-num-layers (RunOptions.cpu_offload_layers)
+    cpu_offload_layers: Val | None = None
     overlaps: dict[str, Val] = field(default_factory=dict)  # RunOptions overlap flags (top-level keys, ext)
     layout: dict[str, Val] = field(default_factory=dict)  # pipeline layout keys (engine.config.stated_layout)
     pipeline_schedule: Val | None = None
@@ -206,6 +208,7 @@ def _read_run_options(facts: SearchFacts, root: Map, par: Map | None, model: Map
         ov = src.bool_(root, key, key)
         if ov is not None:
             facts.overlaps[key] = ov
+    facts.cpu_offload_layers = src.int_(root, "cpu_offloading_num_layers", "cpu_offloading_num_layers", minimum=0)
     _read_pp_config(facts, src.section(root, "pp_config", "pp_config"), model)
     facts.ratios_file = src.str_(est, "ratios_file", "estimator.ratios_file")
     facts.note(facts.ratios_file)
@@ -228,7 +231,7 @@ def _note_stated(facts: SearchFacts) -> None:
                facts.framework, facts.framework_version, facts.compile, facts.fp8, facts.grad_dtype, facts.optimizer_state_dtype,
                facts.master_weights, facts.recompute_modules,
                facts.cp_algo, facts.recompute_modes, facts.param_init, facts.moe_dispatcher, facts.offload, facts.fp8_recipe,
-               facts.fp8_param_gather, facts.loss_chunks,
+               facts.fp8_param_gather, facts.loss_chunks, facts.cpu_offload_layers,
                *facts.model_fields.values(), *(d.val for d in facts.dims.values()), *facts.overlaps.values(),
                *facts.layout.values())
     if facts.cluster is not None:

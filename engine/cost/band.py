@@ -101,12 +101,14 @@ FIRST_CONTACT: tuple[float, ...] = tuple(1 / (1 + e) - 1 for e in (-0.17, -0.16,
 class Shape:
     """What the band's evidence envelope reads of a plan (the module docstring's last rule): a MoE model's hidden
     size (0: a dense model, or not said), the trained sequence length (0: not said), the context-parallel
-    degree (1: none, or not said) and its algorithm (engine.specs.RunOptions.cp_algo)."""
+    degree (1: none, or not said) and its algorithm (engine.specs.RunOptions.cp_algo), and whether the plan
+    offloads layers' activations to the host (RecomputePlan.offload)."""
 
     moe_hidden: int = 0
     seq_len: int = 0
     cp: int = 1
     cp_algo: str = "ring"
+    offload: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,10 +234,16 @@ def _beyond_evidence(rows: Sequence[E.Row], framework: str, features: Sequence[s
         longest = max(_checked(rows, framework, LONG_CONTEXT, "seq_len") or [0])
         if shape.seq_len > longest > 0:
             out.append(f"{shape.seq_len:,} tokens, longer than any long-context run it was checked on ({longest:,})")
-    cp = _beyond_cp(rows, framework, shape)
-    if cp:
-        out.append(cp)
+    out += [x for x in (_beyond_cp(rows, framework, shape), _beyond_offload(rows, shape)) if x]
     return out
+
+
+def _beyond_offload(rows: Sequence[E.Row], shape: Shape) -> str:
+    """The plan's host offload where no row of any stack offloaded: its copies' overlap and the memory they free
+    were never checked against a measured run; "" where a row did or the plan offloads nothing."""
+    if not shape.offload or any(r.offload for r in rows):
+        return ""
+    return "activations offloaded to the host, which no run it was checked on did"
 
 
 def _beyond_cp(rows: Sequence[E.Row], framework: str, shape: Shape) -> str:
@@ -299,9 +307,8 @@ def pair_spread(a: float, b: float, own: int = 0) -> float:
 @lru_cache(maxsize=1024)
 def own_terms(framework: str, shape: Shape) -> tuple[str, ...]:
     """The envelope terms of a plan that another plan of the same model on the same stack and device need not
-    share (its context parallelism beyond the evidence, step rows), as its basis says them."""
-    cp = _beyond_cp(E.STEP_ROWS, framework, shape)
-    return (cp,) if cp else ()
+    share (its context parallelism and its host offload beyond the evidence, step rows), as its basis says them."""
+    return tuple(x for x in (_beyond_cp(E.STEP_ROWS, framework, shape), _beyond_offload(E.STEP_ROWS, shape)) if x)
 
 
 def own_difference(a: Sequence[str], b: Sequence[str]) -> int:

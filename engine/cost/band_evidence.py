@@ -19,12 +19,13 @@ class Row(NamedTuple):
     generation: str
     features: tuple[str, ...]
     deviation: float
-    # the model's hidden size, trained sequence length and the plan's context-parallel degree and algorithm
-    # (the band's evidence envelope, engine.cost.band.Shape)
+    # the model's hidden size, trained sequence length, the plan's context-parallel degree and algorithm and
+    # whether it offloads activations to the host (the band's evidence envelope, engine.cost.band.Shape)
     hidden: int = 0
     seq_len: int = 0
     cp: int = 1
     cp_algo: str = "ring"
+    offload: bool = False
 
 
 STEP_ROWS: tuple[Row, ...] = (

@@ -70,7 +70,7 @@ class Links:
     def gather_flat_coef(self, n: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(seconds per byte, latency) per group, 0 for groups of one, of an all-gather / reduce-scatter as a
         flat ring whose every byte crosses each rank's own NIC once the group spans nodes: what DeepSpeed's ZeRO-3
-        parameter traffic achieved in NAR21 Table 2 (FITTED there, constants.FSDP_FLAT_RING; FSDP2 stacks get
+        parameter traffic achieved in NAR21 Table 2 (FITTED there, Framework.fsdp_flat_ring; other stacks get
         gather_coef); within one node it is the NVLink ring."""
         g, k = self.split(n, stride)
         nn = np.maximum(n, 1).astype(np.float64)

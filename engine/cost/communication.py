@@ -349,9 +349,9 @@ def fsdp_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray) -> np.ndarra
     block over the whole shard group, which NCCL runs as rings through every GPU of a node over NVLink and out
     of all the node's NICs at once: a group spanning k nodes with g members each moves (k−1)/k·S/g bytes per
     NIC (collectives.Links.gather_coef; [HW] §3.2, MLE-NET: 4 nodes × 8 B200 reach 377 GB/s bus bandwidth over
-    50 GB/s NICs). The ZeRO-3 of NAR21 Table 2 (DeepSpeed in Megatron, 2021) moved its parameters at the flat
-    ring's rate, every byte through each rank's own NIC (constants.FSDP_FLAT_RING, fitted there): the other
-    stacks keep that."""
+    50 GB/s NICs). Megatron-FSDP and MindSpeed's torch FSDP2 route run the same NCCL collectives. The ZeRO-3
+    of NAR21 Table 2 (DeepSpeed beside Megatron-LM, 2021) moved its parameters at the flat ring's rate, every
+    byte through each rank's own NIC (Framework.fsdp_flat_ring, fitted there): Megatron's release "2021"."""
     raw, floor = fsdp_traffic(r, sp_)
     return fsdp_exposure(raw, floor, comp_stage)
 
@@ -371,7 +371,7 @@ def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | fl
     floor: np.ndarray | float = 0.0
     if (fs > 1).any():
         Bp = float(r.run.param_bytes)
-        coef = r.links.gather_coef if r.fw.fsdp2 or not K.FSDP_FLAT_RING else r.links.gather_flat_coef
+        coef = r.links.gather_flat_coef if r.fw.fsdp_flat_ring and not r.fw.fsdp2 else r.links.gather_coef
         a_ne, l_ne = coef(table.dp_shard, table.tp)
         ag = sp_.ne_stage * a_ne[:, None] + l_ne[:, None]  # seconds per parameter byte … times bytes below
         ag_ex = None

@@ -167,13 +167,6 @@ DP_OVERLAP = 1.0
 # gradient bucket's reduction (the first weight bucket's gather) cannot overlap compute.
 DP_BUCKET_PARAMS = 40e6
 DP_BUCKET_PARAMS_PER_RANK = 1e6
-# ZeRO-3 / FSDP collectives priced as flat rings over each rank's NIC (no hierarchical NIC sharing).
-# FITTED on N2-01..06: the published ZeRO-3 steps (66.75 s for 174.6B at 768 and 1536 GPUs, 180-184 s for
-# 529.6B at 1120 and 2240) are 3 × (n−1)/n·2Ψ bytes per GPU over 25 GB/s × COLL_EFF_INTER to within 10 %,
-# independent of the GPU count; the hierarchical model would predict 8× less. A fact of that stack (DeepSpeed's
-# ZeRO-3 of 2021), not of NCCL: FSDP2 stacks (Framework.fsdp2) are priced at the hierarchical rate
-# (engine.cost.communication.fsdp_exposed).
-FSDP_FLAT_RING = True
 # Ring context parallelism (Megatron / TransformerEngine's ring attention, HyperParallel colossalai_cp) sends
 # each step's KV block to the next rank while the current block's attention runs; a step shows what its
 # transfer takes beyond that step's compute, and at least the link latency (the wait for the receive). The

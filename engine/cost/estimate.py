@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.catalog.frameworks import find_framework
 from engine.cost.band import Shape, ordering_spread, own_terms, relative_spread
+from engine.cost.offload import offloaded_ranges
 from engine.cost.price import price_table
 from engine.cost.table import CandidateTable, PricedTable
 from engine.diagnostics import Diagnostic
@@ -13,11 +16,16 @@ from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
 
 def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
                  diagnostics: tuple[Diagnostic, ...] = ()) -> Estimate:
-    """Row i of a priced table as an Estimate (the search uses this for its top rows)."""
+    """Row i of a priced table as an Estimate (the search uses this for its top rows); the layers the pricing
+    offloaded for a stated run option (engine.cost.offload.with_layer_offload) are the strategy's too."""
+    if priced.offloaded_gib is not None and not strategy.recompute.offload:
+        moved = offloaded_ranges(priced.offloaded_gib[i])
+        if moved:
+            strategy = replace(strategy, recompute=replace(strategy.recompute, offload=moved))
     pp = strategy.pp
     model_shape = priced.band_shape
     shape = Shape(moe_hidden=model_shape.moe_hidden, seq_len=model_shape.seq_len, cp=strategy.cp,
-                  cp_algo=model_shape.cp_algo)
+                  cp_algo=model_shape.cp_algo, offload=bool(strategy.recompute.offload))
     spread = relative_spread(priced.framework, priced.generation, priced.band_features, shape)
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
@@ -45,6 +53,7 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         offloaded_gib=_offloaded(priced, i, strategy),
         offloaded_share=(float(priced.offloaded_share[i]) if priced.offloaded_share is not None
                          and strategy.recompute.offload else None),
+        offload_route=_offload_route(priced.framework) if strategy.recompute.offload else "",
         step_spread=spread.step, memory_spread=spread.memory, band_features=priced.band_features,
         order_spread=ordering_spread(priced.framework, priced.generation),
         band_basis=spread.basis, own_terms=own_terms(priced.framework, shape),
@@ -71,6 +80,12 @@ def _tower(priced: PricedTable, i: int) -> dict[str, float] | None:
 def _calibrated(name: str) -> bool:
     fw = find_framework(name) if name else None
     return fw.calibrated if fw is not None else False
+
+
+def _offload_route(framework: str) -> str:
+    """How the stack runs an offloaded plan (StackSpace.offload), for what the front ends say of it."""
+    fw = find_framework(framework) if framework else None
+    return fw.space.offload if fw is not None else ""
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, strategy: Strategy,

@@ -8,6 +8,14 @@ rule). Only memory differs: the stage no longer holds that layer's activations f
 only the one in transit, so each stage's memory falls by Σ in_flight × kept − the largest kept in transit. This
 module applies that correction over the priced table, before calibration scales memory, so `hp-plan estimate`
 and the search price an offloaded plan identically (one source of truth).
+
+Megatron-Core's CPU offloading (`--cpu-offloading-num-layers N`, a stack whose StackSpace.offload is "layers")
+moves the same memory: TransformerEngine's double-buffered handler ([TE-OFFLOAD]) copies each of the first N
+layers' saved activations to the host on a side stream and frees them at a window spread over the whole forward
+(the k-th copy is awaited ⌊L/N⌋·(k+1) − 1 layers in), so the device holds the last L − N layers and one copy in
+transit; the backward reloads them the same way. Its copies are not chosen to hide (the file states N), so what
+they take beyond the compute under them is priced (copy_wait), reported with recompute, the time it trades
+against, as the attention swap's wait is (engine.cost.swap).
 """
 
 from __future__ import annotations
@@ -16,10 +24,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from engine.catalog.frameworks import framework_of
 from engine.cost.rows import layer_stages
 from engine.cost.table import OFFLOAD_CODE, CandidateTable, PricedTable
 from engine.specs import GIB as GIB_BYTES
-from engine.specs import ModelSpec, RunOptions
+from engine.specs import ClusterSpec, ModelSpec, RunOptions
 
 # The layer-mode code of an offloaded layer (after off 0, selective 1, full 2); priced as off.
 OFFLOAD = OFFLOAD_CODE
@@ -27,6 +36,37 @@ OFF = 0
 # Share of the later layers' forward time a host copy may overlap: HyperParallel's assumed default ([HP] §7.9,
 # [HW] §2 "overlap 0.8 assumed"); the copy contends with the forward's own HBM traffic, so not all of it.
 OVERLAP = 0.8
+
+
+def with_layer_offload(model: ModelSpec, run: RunOptions, table: CandidateTable) -> CandidateTable:
+    """`table` with Megatron-Core's CPU offloading of the first `run.cpu_offload_layers` layers marked (OFFLOAD) on
+    every row its stack can run it on (StackSpace.layer_offload_refusals: pp 1, recompute off on every layer, fewer
+    layers than the model's), so `estimate`, the search and `compare` price the stated option alike; the other
+    rows are priced without it (engine.cost.strategy_rules says so for a stated plan)."""
+    n_off = run.cpu_offload_layers
+    if n_off <= 0 or not len(table):
+        return table
+    if framework_of(run).space.layer_offload_refusals(n_off, pp=1, recompute=False, num_layers=model.num_layers):
+        return table
+    total = model.num_layers + model.mtp_depth
+    lm = (np.broadcast_to(np.asarray(table.recompute, dtype=np.int8)[:, None], (len(table), total)).copy()
+          if table.layer_modes is None else np.asarray(table.layer_modes, dtype=np.int8).copy())
+    runs = (np.asarray(table.pp) == 1) & (lm == OFF).all(axis=1)
+    if not runs.any():
+        return table
+    lm[runs, :n_off] = OFFLOAD
+    return replace(table, layer_modes=lm)
+
+
+def offloaded_ranges(gib: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """The inclusive layer ranges a row of PricedTable.offloaded_gib moves to the host (its non-zero layers)."""
+    on = np.flatnonzero(np.asarray(gib) > 0)
+    if not len(on):
+        return ()
+    cuts = np.flatnonzero(np.diff(on) > 1)
+    starts = np.concatenate([[on[0]], on[cuts + 1]])
+    ends = np.concatenate([on[cuts], [on[-1]]])
+    return tuple((int(a), int(b)) for a, b in zip(starts, ends, strict=True))
 
 
 def strip_offload(table: CandidateTable) -> tuple[CandidateTable, np.ndarray | None]:
@@ -69,10 +109,66 @@ def offload_saving(model: ModelSpec, run: RunOptions, table: CandidateTable, pri
     return held - transit, kept
 
 
-def apply_offload(model: ModelSpec, run: RunOptions, table: CandidateTable, priced: PricedTable,
-                  mask: np.ndarray) -> PricedTable:
+def layer_forward(layer_time_s: np.ndarray, stage_parts: dict[str, np.ndarray], mbn: np.ndarray,
+                  stage: int) -> np.ndarray:
+    """(n, 2) one plain layer's forward seconds per micro-batch on `stage`: its time per micro-batch under off
+    × the stage's forward share of its compute (the cost model's forward / (forward + backward))."""
+    fwd = stage_parts["forward"][:, stage]
+    bwd = stage_parts["backward"][:, stage]
+    share = np.divide(fwd, fwd + bwd, out=np.zeros_like(fwd), where=(fwd + bwd) > 0)
+    per_mb = layer_time_s[:, :, OFF] / np.maximum(np.asarray(mbn, dtype=np.float64), 1.0)[:, None]
+    return per_mb * share[:, None]
+
+
+def copy_wait(model: ModelSpec, cluster: ClusterSpec, table: CandidateTable, priced: PricedTable,
+              kept: np.ndarray) -> np.ndarray:
+    """(n,) seconds per step the device waits for Megatron-Core's offload copies, pp 1 (module docstring). The N
+    copies of a micro-batch queue on the one host link in each direction and must land within the forward (the
+    backward) of the layers after the first, OVERLAP of which they may use: what they take beyond that is
+    waited, once per micro-batch. A layer's forward and backward are layer_forward's split of its plain time."""
+    link = cluster.device.host_link_gb_s * 1e9 / GIB_BYTES
+    if link <= 0:
+        return np.zeros(len(table))
+    mbn = np.asarray(table.micro_batch_num, dtype=np.float64)
+    fwd = layer_forward(priced.layer_time_s, priced.stage_time_parts, mbn, 0)  # (n, 2)
+    per_mb = priced.layer_time_s[:, :, OFF] / np.maximum(mbn, 1.0)[:, None]
+    ty = layer_types(model)[1:model.num_layers]  # the layers after the first
+    count = np.array([(ty == 0).sum(), (ty == 1).sum()], dtype=np.float64)
+    fwd_rest = (fwd * count).sum(axis=1)
+    bwd_rest = ((per_mb - fwd) * count).sum(axis=1)
+    copies = kept.sum(axis=1) / link
+    wait = np.maximum(copies - OVERLAP * fwd_rest, 0.0) + np.maximum(copies - OVERLAP * bwd_rest, 0.0)
+    return wait * mbn
+
+
+def _with_wait(priced: PricedTable, wait: np.ndarray, mbn: np.ndarray) -> PricedTable:
+    """`priced` with `wait` (n,) seconds a step added to the recompute it trades against: the step, its terms,
+    parts and stage-0 timeline, and the rates that follow from the step."""
+    if not (wait > 0).any():
+        return priced
+    step = priced.step_time_s + wait
+    slower = np.divide(priced.step_time_s, step, out=np.ones_like(step), where=step > 0)
+    terms = {**priced.time_terms, "recompute": priced.time_terms["recompute"] + wait}
+    parts = dict(priced.time_parts)
+    if "recompute" in parts:
+        parts["recompute"] = parts["recompute"] + wait
+    stage_parts = dict(priced.stage_time_parts)
+    if "recompute" in stage_parts:
+        rec = stage_parts["recompute"].copy()
+        rec[:, 0] += wait / np.maximum(mbn, 1.0)
+        stage_parts["recompute"] = rec
+    return replace(priced, step_time_s=step, time_terms=terms, time_parts=parts, stage_time_parts=stage_parts,
+                   tokens_per_s=priced.tokens_per_s * slower,
+                   tokens_per_s_per_device=priced.tokens_per_s_per_device * slower, mfu=priced.mfu * slower,
+                   causal_mfu=None if priced.causal_mfu is None else priced.causal_mfu * slower)
+
+
+def apply_offload(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable,
+                  priced: PricedTable, mask: np.ndarray) -> PricedTable:
     """`priced` (the table priced with its offloaded layers off) with each stage's memory, the peak, its stage,
-    its breakdown and `fits` as offloading makes them; times are unchanged (the copies are hidden)."""
+    its breakdown and `fits` as offloading makes them. Times are unchanged where the stack's offload is chosen
+    to hide (HyperParallel's, engine.search.offload_choice); Megatron-Core's stated offload adds the copies'
+    wait (copy_wait)."""
     saving, kept = offload_saving(model, run, table, priced, mask)
     saving = np.where(np.isnan(priced.stage_memory_gib), 0.0, saving)
     stage = priced.stage_memory_gib - saving
@@ -91,6 +187,10 @@ def apply_offload(model: ModelSpec, run: RunOptions, table: CandidateTable, pric
     peak = np.where(changed, peak, priced.peak_gib)
     held = act_before[rows, peak_stage]
     share = np.where(changed & (held > 0), saving[rows, peak_stage] / np.where(held > 0, held, 1.0), 0.0)
-    return replace(out, peak_gib=peak, peak_stage=np.where(changed, peak_stage, priced.peak_stage),
-                   memory_terms=memory_terms, fits=peak <= priced.budget_gib, offloaded_gib=kept,
-                   offloaded_share=share)
+    out = replace(out, peak_gib=peak, peak_stage=np.where(changed, peak_stage, priced.peak_stage),
+                  memory_terms=memory_terms, fits=peak <= priced.budget_gib, offloaded_gib=kept,
+                  offloaded_share=share)
+    if framework_of(run).space.offload != "layers":
+        return out
+    wait = np.where(changed & (np.asarray(table.pp) == 1), copy_wait(model, cluster, table, priced, kept), 0.0)
+    return _with_wait(out, wait, np.asarray(table.micro_batch_num, dtype=np.float64))

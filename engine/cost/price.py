@@ -31,7 +31,7 @@ from engine.cost.communication import (
 from engine.cost.dualpipev import dualpipev_bubble
 from engine.cost.memory import Memory, price_memory, stage_params
 from engine.cost.model import model_stats
-from engine.cost.offload import apply_offload, strip_offload
+from engine.cost.offload import apply_offload, strip_offload, with_layer_offload
 from engine.cost.ratio_scaling import apply_ratios
 from engine.cost.rows import OFF, Rows, build_rows
 from engine.cost.step_parts import host_launches, step_parts
@@ -67,15 +67,16 @@ def price_table(
     if run.ratios is not None and run.ratios.local is not None:
         features = plan_features(model, cluster, table.tp, table.pp, table.cp, table.ep, table.dp,
                                  table.micro_batch_size)
-    # Offloaded layers (engine.cost.offload) are priced as off, then their memory leaves the stages.
-    table, offloaded = strip_offload(table)
+    # Offloaded layers (engine.cost.offload: the search's choice, or Megatron's stated CPU offloading) are priced
+    # as off, then their memory leaves the stages.
+    table, offloaded = strip_offload(with_layer_offload(model, run, table))
     if n <= BLOCK_ROWS:
         priced = _price_block(model, cluster, run, table, budget_gib, P)
     else:
         priced = _concat([_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))),
                                        budget_gib, P) for i in range(0, n, BLOCK_ROWS)])
     if offloaded is not None:
-        priced = apply_offload(model, run, table, priced, offloaded)
+        priced = apply_offload(model, cluster, run, table, priced, offloaded)
     return apply_ratios(priced, run.ratios, features)
 
 

@@ -63,6 +63,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "moe_a2a_overlap": ("moe_a2a_overlap", "accelerator.moe_a2a_overlap"),
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
     "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
+    "cpu_offload_layers": ("cpu_offloading_num_layers",),
     "cp_algo": ("estimator.cp_algo", "accelerator.context_parallel_algo", "plan_overrides.inner_wrapper",
                 "dataloader.get_batch.cp_algorithm"),
 }
@@ -221,7 +222,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     elif s.pp > 1 and s.pipeline_schedule == "dualpipev" and s.cp > 1 and not fw.space.dualpipev_with_cp:
         out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
                            "set cp 1 or another schedule", "schedule"))
-    out += _stack_fsdp_problems(fw, s) + release_problems(fw, config.run)
+    out += _stack_fsdp_problems(fw, s) + _layer_offload_problems(config, fw, s) + release_problems(fw, config.run)
     stated_policy = config.run.selective_policy
     uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
     if uses_selective and stated_policy not in fw.selective_policies and _locate(config, "selective_policy")[1]:
@@ -265,6 +266,25 @@ def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
         return []
     return [Problem("HP530", f"{fw.name} cannot run fsdp {s.dp_shard} here: " + "; ".join(why) + " (priced as "
                     "stated; its distributed optimizer shards the optimizer states over dp·cp instead)", "fsdp")]
+
+
+def _layer_offload_problems(config: Config, fw: Framework, s: Strategy) -> list[Problem]:
+    """CPU offloading of whole layers the stated plan cannot carry (StackSpace.layer_offload_refusals): HP533 on a
+    stack without it, HP530 where Megatron-Core's TransformerConfig would refuse this plan; either way the plan
+    is priced without it (engine.cost.offload.with_layer_offload leaves it out)."""
+    n = config.run.cpu_offload_layers
+    if n <= 0 or config.model is None:
+        return []
+    if fw.space.offload != "layers":
+        offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.space.offload == "layers")
+        return [Problem("HP533", f"{fw.qualified} has no CPU offloading of whole layers (cpu_offloading_num_layers; "
+                        f"offered by {offering}): priced without it", "cpu_offload_layers")]
+    recompute = s.recompute.mode != "off" or bool(s.recompute.layers)
+    why = fw.space.layer_offload_refusals(n, pp=s.pp, recompute=recompute, num_layers=config.model.num_layers)
+    if not why:
+        return []
+    return [Problem("HP530", f"{fw.name} cannot offload {n} layers to the host here: its TransformerConfig refuses "
+                    "CPU offloading " + "; ".join(why) + " (priced without it)", "cpu_offload_layers")]
 
 
 def _fp8_recipe_problems(config: Config) -> list[Problem]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.cost.offload import layer_forward
 from engine.cost.rows import FULL, OFF, SELECTIVE
 from engine.cost.table import OFFLOAD_CODE, PricedTable
-from engine.search.offload_choice import StageInputs, choose_offload, first_kind, layer_forward
+from engine.search.offload_choice import StageInputs, choose_offload, first_kind
 from engine.search.recompute import choose_stage
 from engine.specs import ModelSpec
 

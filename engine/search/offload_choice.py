@@ -112,14 +112,3 @@ def first_kind(counts: np.ndarray, stage: int, first_dense: int) -> np.ndarray:
     lead the model."""
     start = counts[:, :stage].sum(axis=(1, 2))
     return np.where(start < first_dense, 0, 1).astype(np.int64)
-
-
-def layer_forward(layer_time_s: np.ndarray, stage_parts: dict[str, np.ndarray], mbn: np.ndarray,
-                  stage: int) -> np.ndarray:
-    """(n, 2) one plain layer's forward seconds per micro-batch on `stage`: its time per micro-batch under off
-    × the stage's forward share of its compute (the cost model's forward / (forward + backward))."""
-    fwd = stage_parts["forward"][:, stage]
-    bwd = stage_parts["backward"][:, stage]
-    share = np.divide(fwd, fwd + bwd, out=np.zeros_like(fwd), where=(fwd + bwd) > 0)
-    per_mb = layer_time_s[:, :, OFF] / np.maximum(np.asarray(mbn, dtype=np.float64), 1.0)[:, None]
-    return per_mb * share[:, None]

@@ -51,6 +51,8 @@ MOE = ModelSpec(name="moe", num_layers=8, hidden=4096, heads=32, vocab=32000, ff
                 num_experts=64, experts_per_tok=8, moe_ffn=1408, num_shared_experts=1, first_k_dense=1)
 
 MEGATRON_RUN = RunOptions(selective_policy="attention", framework="megatron")
+# NAR21 / KOR22 ran Megatron-LM before Megatron-Core, NAR21 Table 2's ZeRO-3 DeepSpeed's: Megatron's release "2021".
+NAR21_RUN = RunOptions(selective_policy="attention", framework="megatron", framework_version="2021")
 
 
 @pytest.fixture

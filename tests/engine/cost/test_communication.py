@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[3]
 TITAN_A100 = ROOT / "benchmarks" / "calibration_runs" / "llama3-8b-64xa100-torchtitan"
 
 
-def _fsdp_seconds(framework: str, nodes: int) -> tuple[float, float]:
+def _fsdp_seconds(framework: str, nodes: int, release: str = "") -> tuple[float, float]:
     """(FSDP seconds per micro-batch, parameters held per stage) of Llama 8B fully sharded over 8·nodes A100s."""
     s = Strategy(dp=8 * nodes, dp_shard=8 * nodes, recompute=RecomputePlan("selective"))
     table = CandidateTable.from_strategies([s], num_layers=LLAMA8B.num_layers)
-    r = build_rows(LLAMA8B, cluster(nodes), RunOptions(framework=framework), table, 1)
+    r = build_rows(LLAMA8B, cluster(nodes), RunOptions(framework=framework, framework_version=release), table, 1)
     params = stage_params(r)
     raw, _floor = fsdp_traffic(r, params)
     return float(raw[0, 0]), float(params.ne_stage[0, 0])
@@ -46,13 +46,26 @@ def test_fsdp2_moves_its_bytes_through_every_nic_of_a_node() -> None:
 
 
 def test_zero3_keeps_the_flat_ring_it_was_fitted_on() -> None:
-    """Megatron's FSDP route (where NAR21 Table 2's DeepSpeed ZeRO-3 is priced) keeps FSDP_FLAT_RING: the same
-    plan's traffic is (n−1)/n of every byte over each rank's NIC, and it does not fall with the nodes."""
-    sec8, psi = _fsdp_seconds("megatron", 8)
-    sec16, _ = _fsdp_seconds("megatron", 16)
+    """Megatron's release "2021" (where NAR21 Table 2's DeepSpeed ZeRO-3 is priced) keeps the flat ring
+    (Framework.fsdp_flat_ring): the same plan's traffic is (n−1)/n of every byte over each rank's NIC, and it does
+    not fall with the nodes."""
+    sec8, psi = _fsdp_seconds("megatron", 8, "2021")
+    sec16, _ = _fsdp_seconds("megatron", 16, "nar21")
     be = 25e9 * K.COLL_EFF_INTER
     assert sec8 == pytest.approx(3 * 2 * psi * 63 / 64 / be + 3 * (7 * K.LAT_INTRA_S + 7 * K.LAT_INTER_S), rel=1e-9)
     assert sec16 / sec8 == pytest.approx((127 / 128) / (63 / 64), rel=1e-3)
+
+
+def test_megatron_fsdp_moves_its_bytes_through_every_nic_of_a_node() -> None:
+    """Megatron-Core's own FSDP (Megatron-FSDP, the current release) runs NCCL collectives over the shard group:
+    the hierarchical rate, the flat ring's 1/8 over 8 NICs a node; MindSpeed's torch FSDP2 route too."""
+    sec, psi = _fsdp_seconds("megatron", 8)
+    flat, _ = _fsdp_seconds("megatron", 8, "2021")
+    bi, be = 300e9 * K.COLL_EFF_INTRA, 25e9 * K.COLL_EFF_INTER
+    lat = 3 * (7 * K.LAT_INTRA_S + 7 * K.LAT_INTER_S)
+    assert sec == pytest.approx(3 * 2 * psi * (7 / 8 / bi + 7 / 8 / (8 * be)) + lat, rel=1e-9)
+    assert sec < flat / 3
+    assert _fsdp_seconds("mindspeed", 8)[0] == pytest.approx(sec, rel=1e-9)
 
 
 def test_torchtitan_8b_on_64_a100_is_compute_bound_as_measured() -> None:

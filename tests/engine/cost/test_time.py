@@ -11,7 +11,7 @@ from engine.cost import constants as K
 from engine.cost.collectives import Links
 from engine.results import TIME_TERMS
 from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
-from tests.engine.cost.shapes import DSV3, LLAMA70B, MEGATRON_RUN, cluster, gpt
+from tests.engine.cost.shapes import DSV3, LLAMA70B, MEGATRON_RUN, NAR21_RUN, cluster, gpt
 
 
 def test_collectives_hand_computed() -> None:
@@ -99,11 +99,11 @@ def test_expert_and_context_parallel_terms() -> None:
 
 
 def test_fsdp_zero3_is_communication_bound_at_small_batch() -> None:
-    # NAR21 Table 2 shape: ZeRO-3 (DeepSpeed in Megatron, priced as megatron) at one sequence per GPU spends most
-    # of the step communicating.
+    # NAR21 Table 2 shape: ZeRO-3 (DeepSpeed beside Megatron-LM, priced as megatron's release "2021") at one
+    # sequence per GPU spends most of the step communicating.
     m = gpt(96, 12288, 96)
     cl = cluster(192)
-    e = estimate(m, cl, MEGATRON_RUN, Strategy(dp=1536, dp_shard=1536, recompute=RecomputePlan("full")), 80.0)
+    e = estimate(m, cl, NAR21_RUN, Strategy(dp=1536, dp_shard=1536, recompute=RecomputePlan("full")), 80.0)
     assert e.time_breakdown_s["dp_comm"] > e.time_breakdown_s["compute"]
 
 
