@@ -227,3 +227,44 @@ async def test_search_config_follows_the_unsaved_train_yaml_buffer(ctx: Ctx) -> 
     assert buffer_lens.startswith("Stated (train_yaml):") and buffer_lens != disk_lens
     ctx.client.text_document_did_close(types.DidCloseTextDocumentParams(
         text_document=types.TextDocumentIdentifier(uri=train_uri)))
+
+
+OFFLOAD_SEARCH = """\
+model:
+  name: llama3-8b
+  num_hidden_layers: 32
+  hidden_size: 4096
+  intermediate_size: 14336
+  num_attention_heads: 32
+  num_key_value_heads: 8
+  vocab_size: 128256
+  max_position_embeddings: 8192
+cluster: {num_nodes: 1, cards_per_node: 8, device_type: GB200}
+parallelism: {dp: 4, fsdp: 1, tp: 1, pp: 2, cp: 1, ep: 1, vpp: 1, micro_batch_size: 2, micro_batch_num: 8,
+  sequence_parallel: false}
+constraint: {global_batch_size: 64, memory_limit_gb: 180}
+recompute: none
+cpu_offloading_num_layers: 16
+estimator: {framework: megatron}
+"""
+
+
+async def test_megatron_cpu_offloading_megatron_refuses_is_said_at_its_key(ctx: Ctx) -> None:
+    """Megatron-Core refuses CPU offloading with pipeline parallelism: the editor shows HP530 on the key's value
+    (the plan is priced without it), and it goes away when the plan drops to pp 1."""
+    folder = ctx.root / "offload"
+    folder.mkdir()
+    path = folder / "search.yaml"
+    path.write_text(OFFLOAD_SEARCH)
+    uri = open_doc(ctx.client, path)
+    await wait_until(lambda: "HP530" in codes(ctx.client, uri), what="HP530 at cpu_offloading_num_layers")
+    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP530")
+    line, col = find_line(OFFLOAD_SEARCH, "cpu_offloading_num_layers: 16")
+    assert (diag.range.start.line, diag.range.start.character) == (line, col + len("cpu_offloading_num_layers: "))
+    assert "pipeline parallelism (pp 2)" in diag.message
+    fixed = OFFLOAD_SEARCH.replace("dp: 4, fsdp: 1, tp: 1, pp: 2", "dp: 8, fsdp: 1, tp: 1, pp: 1").replace(
+        "micro_batch_num: 8", "micro_batch_num: 4")
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
+    await wait_until(lambda: "HP530" not in codes(ctx.client, uri), what="HP530 gone at pp 1")
