@@ -148,6 +148,13 @@ class Estimate:
             return "fits"
         return "does not fit" if self.peak_memory_range_gib[0] > b else "marginal"
 
+    @property
+    def verdict_text(self) -> str:
+        """The memory verdict as the text front ends print it: a marginal plan is over the budget, so the text
+        says so rather than "fits" (its JSON `fits` stays true, docs/formats.md §3)."""
+        return {"fits": "fits", "marginal": "MARGINAL (over the budget, within the estimate's band: it may fit)"}.get(
+            self.verdict, "DOES NOT FIT")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy.to_json(),

@@ -54,9 +54,8 @@ def render_text(path: str, config: Config | None, est: Estimate | None, diags: t
         return
     s = est.strategy
     print(f"{path}: {s.short()}", file=out)
-    fit = "fits" if est.fits else "DOES NOT FIT"
     print(f"\nMemory per device (GiB): peak {est.peak_memory_gib:.2f} {est.memory_band} of {est.budget_gib:g} budget: "
-          f"{fit}", file=out)
+          f"{est.verdict_text}", file=out)
     for line in stage_table(config, est):
         print("  " + line, file=out)
     tot = est.step_time_s

@@ -62,8 +62,7 @@ def render(ex: Explained, width: int = 96) -> list[str]:
     e = ex.estimate
     lines = [f"{e.strategy.short()} on {ex.framework}: step {e.step_time_s:.3f} s {e.step_band}, "
              f"{e.tokens_per_s:,.0f} tokens/s, MFU {100 * e.mfu:.1f}%, peak {e.peak_memory_gib:.2f} GiB "
-             f"{e.memory_band} of {e.budget_gib:g} GiB "
-             f"({'fits' if e.fits else 'DOES NOT FIT'})", "", "Per stage (* = tightest memory):"]
+             f"{e.memory_band} of {e.budget_gib:g} GiB: {e.verdict_text}", "", "Per stage (* = tightest memory):"]
     lines += ["  " + row for row in stage_table(ex)]
     note = e.offload_note()
     if note is not None:

@@ -53,7 +53,7 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
         out.append(Lens(rng, "Searching for the best strategy…", ""))
     stated = state.stated
     if stated is not None:
-        fit = "fits" if stated.fits else "does NOT fit"
+        fit = {"fits": "fits", "marginal": "over, may fit"}.get(stated.verdict, "does NOT fit")
         whose = "Stated" if state.good is not None and state.good.estimate is not None else "Stated (train_yaml)"
         out.append(Lens(rng, f"{whose}: {stated.peak_memory_gib:.1f} GiB ({fit} {stated.budget_gib:.0f}) · "
                              f"{stated.step_time_s:.2f} s/step {stated.step_band} · MFU {stated.mfu:.0%} · {stated.framework} on "

@@ -136,3 +136,18 @@ def test_over_a_settings_budget_hp520_sits_on_a_stated_key_and_names_the_setting
     line = next(n for n, t in enumerate(train.read_text().splitlines()) if t.strip().startswith("tp_size:"))
     assert d.range.start.line == line and d.range.start.character > 0
     assert "setting hpLsp.memoryLimitGb" in d.message and d.data["budget_source"] == "setting hpLsp.memoryLimitGb"
+
+
+def test_cli_text_says_marginal_for_a_peak_over_the_budget_inside_its_band(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A peak just over the budget but within the estimate's band: the JSON keeps `fits` true (verdict marginal,
+    docs/formats.md §3), and the text says it is over the budget and may fit, never a bare "fits"."""
+    loaded = check_file(str(write(tmp_path)))
+    assert loaded.config is not None
+    est, _ = estimate_config(loaded.config)
+    assert est is not None
+    rc = main(["estimate", str(write(tmp_path, mem=round(0.97 * est.peak_memory_gib, 1)))])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "budget: MARGINAL (over the budget, within the estimate's band: it may fit)" in out
+    assert "budget: fits" not in out
