@@ -64,6 +64,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
     "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
     "cpu_offload_layers": ("cpu_offloading_num_layers",),
+    "offload": ("offload",),
     "cp_algo": ("estimator.cp_algo", "accelerator.context_parallel_algo", "plan_overrides.inner_wrapper",
                 "dataloader.get_batch.cp_algorithm"),
 }
@@ -266,6 +267,20 @@ def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
         return []
     return [Problem("HP530", f"{fw.name} cannot run fsdp {s.dp_shard} here: " + "; ".join(why) + " (priced as "
                     "stated; its distributed optimizer shards the optimizer states over dp·cp instead)", "fsdp")]
+
+
+def search_offload_problem(config: Config) -> Problem | None:
+    """HP533 where a search config asks the search's per-layer offload (`offload`, [HP] §8.6) of a stack whose
+    search does not offer it (StackSpace.offload other than "per_layer"): its plans are priced without it, and
+    the user hears what the stack runs instead (Megatron-Core's `cpu_offloading_num_layers`)."""
+    fw = framework_of(config.run)
+    if config.offload_gb_s <= 0 or fw.space.offload == "per_layer":
+        return None
+    offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.space.offload == "per_layer")
+    own = (" (its own offload is cpu_offloading_num_layers: the first layers' activations, with pp 1 and no "
+           "recompute)" if fw.space.offload == "layers" else "")
+    return Problem("HP533", f"{fw.qualified} has no per-layer offload for the search to choose (offload; offered by "
+                   f"{offering}): its plans are priced without it{own}", "offload")
 
 
 def _layer_offload_problems(config: Config, fw: Framework, s: Strategy) -> list[Problem]:

@@ -122,14 +122,16 @@ ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
 
 
 def _with_stack_device(config: Config, result: SearchResult) -> SearchResult:
-    """HP534 on the search's result where the framework does not run on the device (Megatron-LM on Ascend):
-    its plans are priced, and the user hears which stack runs there (engine.cost.strategy_rules)."""
-    from engine.cost.strategy_rules import positioned, stack_device_problem
+    """HP534 on the search's result where the framework does not run on the device (Megatron-LM on Ascend), and
+    HP533 where the file asks an offload the stack's search does not offer: its plans are priced, and the user
+    hears which stack runs there, or what it runs instead (engine.cost.strategy_rules)."""
+    from engine.cost.strategy_rules import positioned, search_offload_problem, stack_device_problem
 
-    p = stack_device_problem(config)
-    if p is None:
+    found = [p for p in (stack_device_problem(config), search_offload_problem(config)) if p is not None]
+    if not found:
         return result
-    return replace(result, diagnostics=(positioned(config, p.code, p.message, p.field), *result.diagnostics))
+    return replace(result, diagnostics=(*(positioned(config, p.code, p.message, p.field) for p in found),
+                                        *result.diagnostics))
 
 
 def _accounting_pps(config: Config) -> tuple[int, ...]:

@@ -160,3 +160,18 @@ def test_the_search_prices_its_candidates_with_the_stated_offload(tmp_path: Path
     shown = hp_plan("search", str(path))
     assert "where the fastest plan's lead rests on what no run checked" in shown.stdout
     assert "Offloaded to the host as megatron runs --cpu-offloading-num-layers: layers 0-23" in shown.stdout
+
+
+def test_the_search_s_per_layer_offload_asked_of_megatron_says_what_it_runs_instead(tmp_path: Path) -> None:
+    """`offload` is HyperParallel's search choice ([HP] §8.6); Megatron's search offers none, so a Megatron search
+    config asking it hears so at the key (HP533) and what Megatron runs instead, and its plans offload nothing."""
+    text = SEARCH.format(dp=8, pp=1, mbn=4, recompute="per_layer", framework="megatron", offload="offload: true")
+    path = tmp_path / "search.yaml"
+    path.write_text(text)
+    out = hp_plan("search", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    hits = [d for d in doc["diagnostics"] if d["code"] == "HP533"]
+    assert hits and "cpu_offloading_num_layers" in hits[0]["message"] and "hyperparallel" in hits[0]["message"]
+    assert hits[0]["range"]["start"]["line"] == text.splitlines().index("offload: true")
+    assert all("offloaded_gib" not in e for e in doc["top"])
