@@ -345,7 +345,9 @@ class RunOptions:
     cp_algo: CpAlgo = "ring"
     # How MoE tokens are dispatched (estimator.moe_dispatcher): "alltoall" sends every routed copy (Megatron's
     # alltoall dispatcher); "deepep" sends a token once per destination node and fans it out over NVLink
-    # there (DeepEP, Megatron --moe-enable-deepep; [CAL] §10).
+    # there (DeepEP, Megatron --moe-enable-deepep; [CAL] §10); "allgather" gathers every token of the expert
+    # tensor-and-expert-parallel group to every member and reduce-scatters the outputs back (Megatron's
+    # MoEAllGatherTokenDispatcher, `--moe-token-dispatcher-type allgather`).
     moe_dispatcher: str = "alltoall"
     fp8: bool = False
     # The FP8 recipe (estimator.fp8_recipe; engine.cost.fp8): "delayed", "tensorwise" (current scaling),

@@ -270,6 +270,9 @@ class Framework:
       reference states that the attention activations go to the host, not its copy schedule).
     deepep: the stack runs DeepEP dispatch where `estimator.moe_dispatcher: deepep` asks it (else the
       all-to-all dispatcher is priced and said so, HP533).
+    allgather_dispatch: the stack runs Megatron-Core's all-gather token dispatcher (`--moe-token-dispatcher-type
+      allgather`, MCORE-MOE; MindSpeed keeps Megatron's choices, MS-DISPATCH) where `moe_dispatcher: allgather`
+      asks it (else the all-to-all is priced, HP533).
     probs_in_activation: the router's probabilities multiply the routed experts' activation output (Megatron-Core
       0.13, "memory efficient token permutation", [MCORE-MOE]; `experts.py` post-multiplies them in the
       activation), so the combine's backward needs only the routing map and the experts' outputs are not kept;
@@ -340,6 +343,7 @@ class Framework:
     swaps_attention: bool = False
     space: StackSpace = field(default_factory=StackSpace)
     deepep: bool = True
+    allgather_dispatch: bool = False
     expert_fold: bool = False
     probs_in_activation: bool = False
     tp_comm_overlap_backward: bool = True
@@ -465,7 +469,8 @@ TORCHTITAN_RELEASES = Releases(
 
 FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
     "megatron": Framework(
-        name="megatron", label="Megatron-LM / Megatron-Core / NeMo", fused_elementwise=True, compile_fuses=False,
+        name="megatron", label="Megatron-LM / Megatron-Core / NeMo", allgather_dispatch=True,
+        fused_elementwise=True, compile_fuses=False,
         attention_kernel="TransformerEngine fused attention (cuDNN / FlashAttention)", attention_rate=_TE_ATTN,
         tp_overlap=True, tp_comm_overlap_name="--tp-comm-overlap (TransformerEngine userbuffers)", fsdp2=False,
         fsdp_reduce_bytes=0.0, selective_policies=("attention", "modules"), loss_parallel=True,
@@ -482,7 +487,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
                     "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE,
         releases=MEGATRON_RELEASES, release=MEGATRON_RELEASES.current),
     "mindspeed": Framework(
-        name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", fused_elementwise=True,
+        name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", allgather_dispatch=True,
+        fused_elementwise=True,
         compile_fuses=False, attention_kernel="Ascend FlashAttention (npu_fusion_attention, --use-flash-attn)",
         attention_rate=_rates(**{"": 0.50}), tp_overlap=True,
         tp_comm_overlap_name="MC2 (matmul fused with the TP collective)", fsdp2=False, fsdp_reduce_bytes=0.0,

@@ -203,7 +203,7 @@ def _read_run_options(facts: SearchFacts, root: Map, par: Map | None, model: Map
     _read_recompute_dimension(facts, par)
     _read_selective(facts, root)
     facts.moe_dispatcher = src.choice(est, "moe_dispatcher", "estimator.moe_dispatcher",
-                                      {"alltoall": "alltoall", "deepep": "deepep"})
+                                      {"alltoall": "alltoall", "deepep": "deepep", "allgather": "allgather"})
     for key in OVERLAP_KEYS:
         ov = src.bool_(root, key, key)
         if ov is not None:

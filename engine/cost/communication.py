@@ -69,7 +69,10 @@ def moe_tp_collective(r: Rows) -> np.ndarray:
     AllGather-V) and reduce-scatter the experts' outputs before the combine: the pair carries etp × the rank's
     T/t × routed copies hidden vectors (top-k × capacity × the busiest rank's excess, moe_copies), k times a
     dense MLP's bytes; with etp = 1 the experts see only the tokens the all-to-all brought and no TP collective
-    runs in the block."""
+    runs in the block. The all-gather dispatcher gathers over the expert tensor-and-expert-parallel group at
+    once (ep_allgather): no pair of its own."""
+    if r.dispatcher == "allgather":
+        return np.zeros(r.n)
     size = K.ACT_BYTES * r.T / r.t * r.etp * r.moe_copies * r.h
     return np.where(r.etp > 1, r.links.allreduce(size, r.etp, np.ones(r.n)), 0.0)
 
@@ -234,6 +237,18 @@ def _all_groups_elsewhere(G: int, g: int, q: np.ndarray) -> np.ndarray:
     return np.clip(out[where].reshape(q.shape), 0.0, 1.0)
 
 
+def ep_allgather(r: Rows) -> np.ndarray:
+    """(n,) one dispatch (or combine) of Megatron-Core's all-gather token dispatcher (MoEAllGatherTokenDispatcher,
+    MCORE-MOE): every rank gathers the hidden states of its whole expert tensor-and-expert-parallel group
+    (etp·ep ranks, T/t tokens each, gather_from_sequence_parallel_region) before its local experts pick theirs,
+    and the combine reduce-scatters the outputs back: the bytes grow with the group, not with top-k. The group
+    is contiguous where the stack folds its expert layers (Framework.expert_fold), else its EP members sit
+    tp·cp apart, whose TP run is contiguous: cp apart per member (Links.gather)."""
+    n = r.table.ep * r.etp
+    stride = np.ones(r.n) if r.fw.expert_fold else r.table.cp
+    return r.links.gather(K.ACT_BYTES * r.T / r.t * r.h * n, n, stride)
+
+
 def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
     """(n,) one dispatch (or combine) of `size` bytes per rank over the EP group. alltoall: every routed copy
     crosses its link (Links.alltoall). deepep: the NIC carries each token once per remote destination node,
@@ -241,6 +256,8 @@ def ep_alltoall(r: Rows, size: np.ndarray) -> np.ndarray:
     the NVLink part stays (the copies fan out inside the node); the slower part counts, as in
     Links.alltoall."""
     table, links = r.table, r.links
+    if r.dispatcher == "allgather":
+        return ep_allgather(r)
     if r.dispatcher != "deepep":
         return links.alltoall(size, table.ep, r.ep_stride)
     g, k = links.split(table.ep, r.ep_stride)
@@ -291,7 +308,8 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     """(n, 2, 3) expert parallelism: dispatch + combine all-to-alls, forward and backward, as
     `estimator.moe_dispatcher` dispatches them (ep_alltoall), less what the overlaps the run states and the
     framework offers hide (ep_exposed; an option the framework does not offer hides nothing). A recomputed
-    forward repeats the forward pair, exposed: the overlaps are scheduled for the first forward."""
+    forward repeats the forward pair, exposed: the overlaps are scheduled for the first forward. The all-gather
+    dispatcher runs neither overlap (Megatron-Core refuses both with it: engine.cost.strategy_rules, HP530)."""
     epc = np.zeros((r.n, 2, 3))
     if r.is_moe:
         a2a = ep_alltoall(r, K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h)
@@ -301,8 +319,9 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
         # The batch-level overlap interleaves two micro-batches: with one in the step there is no other
         # micro-batch's compute to hide under (ep_exposed then hides nothing by that overlap).
         other = np.where(r.mb >= 2, lc.compute[:, MOE], 0.0)
-        shared_on = run.moe_shared_expert_overlap and fw.shared_expert_overlap
-        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, r.ep_overlap,
+        gathers = r.dispatcher == "allgather"
+        shared_on = run.moe_shared_expert_overlap and fw.shared_expert_overlap and not gathers
+        fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, "" if gathers else r.ep_overlap,
                                   K.MCORE_BATCH_A2A_HIDDEN_SHARE)
         fb = r.fb_overlap
         if fb.any():  # DualPipeV pairs one micro-batch's forward with another's backward (engine.cost.dualpipev)

@@ -117,8 +117,12 @@ class Rows:
     @property
     def dispatcher(self) -> str:
         """The MoE dispatcher priced: the stated one (estimator.moe_dispatcher), all-to-all where the framework's
-        release has no DeepEP (Framework.deepep; HP535 says so)."""
-        return self.run.moe_dispatcher if self.fw.deepep else "alltoall"
+        release has no DeepEP (Framework.deepep; HP535 says so) or the stack no all-gather dispatcher
+        (Framework.allgather_dispatch; HP533)."""
+        stated = self.run.moe_dispatcher
+        if (stated == "deepep" and not self.fw.deepep) or (stated == "allgather" and not self.fw.allgather_dispatch):
+            return "alltoall"
+        return stated
 
     @property
     def cp_algo(self) -> str:

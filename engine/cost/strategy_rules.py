@@ -64,6 +64,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
     "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
     "cpu_offload_layers": ("cpu_offloading_num_layers",),
+    "moe_dispatcher": ("estimator.moe_dispatcher",),
     "offload": ("offload",),
     "cp_algo": ("estimator.cp_algo", "accelerator.context_parallel_algo", "plan_overrides.inner_wrapper",
                 "dataloader.get_batch.cp_algorithm"),
@@ -349,12 +350,28 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
             offering = ", ".join(f.name for f in FRAMEWORKS.values() if getattr(f, attr))
             out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
+    if config.run.moe_dispatcher == "allgather" and not fw.allgather_dispatch and _moe(config):
+        offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.allgather_dispatch)
+        out.append(Problem("HP533", f"{fw.qualified} has no all-gather token dispatcher (moe_dispatcher; offered by "
+                           f"{offering}): priced with the all-to-all", "moe_dispatcher"))
+    elif config.run.moe_dispatcher == "allgather" and _moe(config):
+        refused = [k for k in ("moe_a2a_overlap", "moe_shared_expert_overlap") if getattr(config.run, k)]
+        out += [Problem("HP530", f"{fw.name} does not run {k} with the all-gather token dispatcher (its "
+                        "overlaps need the all-to-all or flex dispatcher): priced without it", k) for k in refused]
+        if config.model is not None and config.model.token_drop:
+            out.append(Problem("HP530", f"{fw.name} runs a capacity factor (token drop) only with the all-to-all "
+                               "dispatchers, not the all-gather one (TransformerConfig refuses it): priced as "
+                               "stated", "moe_dispatcher"))
     stated = config.run.cp_algo
     if fw.space.cp_algo(stated) != stated:
         offering = ", ".join(f.name for f in FRAMEWORKS.values() if stated in f.space.cp_algos)
         out.append(Problem("HP533", f"{fw.qualified} has no {stated} context parallelism (cp_algo; offered by "
                            f"{offering}; it runs {', '.join(fw.space.cp_algos)}): priced as its ring", "cp_algo"))
     return out
+
+
+def _moe(config: Config) -> bool:
+    return config.model is not None and config.model.is_moe
 
 
 def _locate(config: Config, field: str) -> tuple[str, Location | None]:

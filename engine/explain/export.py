@@ -22,7 +22,7 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | dp_shard (FSDP) | Megatron: --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor; MindSpeed: --use-torch-fsdp2 --fsdp2-config-path fsdp2_config.yaml (the YAML follows the flags); whole dp·cp, pp 1 only | data_parallel_shard_degree = dp_shard / cp, replicate = dp·cp / dp_shard |
 | optimizer_shard (ZeRO-1) | --use-distributed-optimizer, --num-distributed-optimizer-instances dp·cp / o | (none: FSDP shards instead) |
 | fp8 (recipe) | Megatron: --fp8-format hybrid --fp8-recipe delayed / tensorwise / blockwise / mxfp8 | (float8 converter, not exported) |
-| moe_dispatcher, MoE overlaps | --moe-grouped-gemm, --moe-token-dispatcher-type alltoall, or flex --moe-flex-dispatcher-backend deepep; --moe-shared-expert-overlap; --overlap-moe-expert-parallel-comm --delay-wgrad-compute / MindSpeed --moe-alltoall-overlap-comm | expert_parallel_degree |
+| moe_dispatcher, MoE overlaps | --moe-grouped-gemm, --moe-token-dispatcher-type alltoall (allgather), or flex --moe-flex-dispatcher-backend deepep; --moe-shared-expert-overlap; --overlap-moe-expert-parallel-comm --delay-wgrad-compute / MindSpeed --moe-alltoall-overlap-comm | expert_parallel_degree |
 | offloaded layers | Megatron --cpu-offloading-num-layers N (pp 1, no recompute) | (none) |
 | fused kernels, tp_comm_overlap | TE default / --tp-comm-overlap; MindSpeed --use-flash-attn --use-fused-rmsnorm --use-fused-swiglu --use-fused-rotary-pos-emb, --use-ascend-mc2 | enable_async_tensor_parallel |
 | recompute full | --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 | activation_checkpoint.mode "full" |
@@ -265,14 +265,16 @@ def _fp8_args(run: RunOptions, target: str, device: DeviceSpec | None, warns: li
 
 def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic],
               dualpipev: bool = False) -> list[str]:
-    """The MoE path priced: grouped expert GEMMs, the dispatcher (all-to-all, or DeepEP through Megatron-Core's
-    flex dispatcher), and the expert-parallel overlaps the files state (MCORE-MOE; MindSpeed's own names; under
+    """The MoE path priced: grouped expert GEMMs, the dispatcher (all-to-all, all-gather, or DeepEP through
+    Megatron-Core's flex dispatcher), and the expert-parallel overlaps the files state (MCORE-MOE; MindSpeed's own names; under
     DualPipeV MindSpeed's cross-micro-batch `--moe-fb-overlap`, [MS-DUALPIPEV])."""
     if not model.is_moe:
         return []
     args = ["--moe-grouped-gemm"]
     if run.moe_dispatcher == "deepep" and target == "megatron":
         args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+    elif run.moe_dispatcher == "allgather":  # Megatron-Core's and MindSpeed's all-gather dispatcher
+        args += ["--moe-token-dispatcher-type", "allgather"]
     else:
         args += ["--moe-token-dispatcher-type", "alltoall"]
         if run.moe_dispatcher == "deepep":
