@@ -402,6 +402,11 @@ class RunOptions:
     # (engine.cost.offload). Every plan its stack can run it with (StackSpace.layer_offload_refusals) is priced
     # with it, and its Estimate's strategy names those layers (RecomputePlan.offload); 0 = none.
     cpu_offload_layers: int = 0
+    # Megatron-Core's --moe-router-force-load-balancing (a benchmark switch: the router's scores replaced by random
+    # ones, so every expert receives the mean load; Megatron-Bridge's MoE benchmarks run it, "we force-balance the
+    # token distribution among experts"): the busiest expert rank moves and computes the mean copies, not
+    # MOE_IMBALANCE × them (engine.cost.rows.busiest_rank_copies).
+    moe_router_force_load_balancing: bool = False
     # The trainer's accelerator.loss_parallel: the loss over the vocabulary-parallel logits (÷ tp) or, false,
     # over the whole vocabulary on every TP rank; None: the framework's own (engine.catalog.frameworks).
     loss_parallel: bool | None = None

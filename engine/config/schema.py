@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from engine.catalog.models import MODEL_FIELDS, VISION_KEYS
 
 # The pipeline layout keys engine.config.stated_layout reads (Megatron-Core's and HyperParallel's names).
+# Boolean run flags stated as Megatron-style options (engine.specs.RunOptions fields of the same names: overlaps,
+# fusions, the attention swap, forced MoE balance): hp-lsp extensions, not HyperParallel's. A train.yaml states them
+# under `accelerator`, a search config at its top level; an AutoModels trainer refuses them (SEARCH_ONLY_KEYS).
+OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
+                "moe_a2a_overlap", "gradient_accumulation_fusion", "gemm_gradient_accumulation_fusion",
+                "swap_attention", "moe_router_force_load_balancing")
 LAYOUT_KEY_NAMES = ("account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
                     "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage "
                     "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers offset emb_out_in_offset "
@@ -69,10 +75,9 @@ TRAIN_AUTOMODELS = _s(
         ),
         "accelerator": _s(
             "tp_size pp_size cp_size ep_size expert_tensor_parallel_degree sequence_parallel pp_interleave_num "
-            "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size tp_comm_overlap "
-            "overlap_grad_reduce overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap pp_schedule pp_vpp "
-            "gradient_accumulation_fusion gemm_gradient_accumulation_fusion swap_attention "
-            "pp_micro_batch_num enable_parallel_optimizer loss_parallel " + LAYOUT_KEY_NAMES,
+            "pipeline_scheduler context_parallel_algo optimizer_weight_shard_size pp_schedule pp_vpp "
+            "pp_micro_batch_num enable_parallel_optimizer loss_parallel " + " ".join(OVERLAP_KEYS) + " "
+            + LAYOUT_KEY_NAMES,
             "etp_size dp_size dp_replicate_size",
         ),
         "fsdp_config": _s(
@@ -115,9 +120,8 @@ SEARCH_DIMENSION_KEYS = (
 )
 
 SEARCH = _s(
-    "train_yaml recompute recompute_modes recompute_modules offload selective_policy tp_comm_overlap overlap_grad_reduce overlap_param_gather "
-    "moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion gemm_gradient_accumulation_fusion "
-    "swap_attention cpu_offloading_num_layers",
+    "train_yaml recompute recompute_modes recompute_modules offload selective_policy cpu_offloading_num_layers "
+    + " ".join(OVERLAP_KEYS),
     "",
     {
         # HyperParallel's own section; `type`, `recompute_strategy`, `enable_profiling_calibration` are what its
@@ -172,9 +176,8 @@ SEARCH_ONLY_KEYS: dict[str, frozenset[str]] = {
     "": frozenset({"context"}),
     "accelerator": _words(
         "context_parallel_algo pipeline_scheduler pp_interleave_num dp_replicate expert_tensor_parallel_degree "
-        "optimizer_weight_shard_size enable_parallel_optimizer tp_comm_overlap overlap_grad_reduce "
-        "overlap_param_gather moe_shared_expert_overlap moe_a2a_overlap gradient_accumulation_fusion "
-        "gemm_gradient_accumulation_fusion swap_attention fp8 " + LAYOUT_KEY_NAMES),
+        "optimizer_weight_shard_size enable_parallel_optimizer fp8 " + " ".join(OVERLAP_KEYS) + " "
+        + LAYOUT_KEY_NAMES),
     "training": frozenset({"micro_batch_num"}),
     "activation_checkpoint": _words("layers recompute_slice_activation selective_policy recompute_modules"),
 }

@@ -13,12 +13,11 @@ from engine.catalog.frameworks import FRAMEWORK_ALIASES, FRAMEWORKS
 from engine.config.cluster import ClusterFacts, read_cluster_section
 from engine.config.model_facts import read_model_fields
 from engine.config.reader import Source, Val, as_int, describe
-from engine.config.schema import SEARCH_DIMENSION_KEYS
+from engine.config.schema import OVERLAP_KEYS, SEARCH_DIMENSION_KEYS
 from engine.config.stated_layout import read_layout, read_offset
 from engine.config.train import (
     CP_ALGOS,
     DTYPES,
-    OVERLAP_KEYS,
     SELECTIVE_POLICIES,
     read_param_init,
     read_recompute_modules,

@@ -23,6 +23,7 @@ from engine.config.model_facts import (
     read_model_fields,
 )
 from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
+from engine.config.schema import OVERLAP_KEYS
 from engine.config.stated_layout import read_layout, read_offset
 from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Scalar, Seq
@@ -32,11 +33,6 @@ from engine.specs import RECOMPUTE_MODULES
 NOT_PRICED = "read by HyperParallel, not priced by hp-plan"
 RECOMPUTE_MODES = {"off": "off", "none": "off", "false": "off", "selective": "selective", "full": "full",
                    "true": "full"}
-# Overlap switches (engine.specs.RunOptions fields of the same names; hp-lsp extensions, not HyperParallel's).
-# Boolean run flags stated as Megatron-style options (RunOptions fields of the same names): overlaps and fusions.
-OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
-                "moe_a2a_overlap", "gradient_accumulation_fusion", "gemm_gradient_accumulation_fusion",
-                "swap_attention")
 SELECTIVE_POLICIES = {"hyperparallel": "hyperparallel", "attention": "attention", "megatron": "attention",
                       "op": "op", "torchtitan": "op", "modules": "modules"}
 # Pipeline schedules by the names the trainer (`pp_schedule`: gpipe | 1f1b) and the search (`pipeline_scheduler`)

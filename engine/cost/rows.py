@@ -182,15 +182,16 @@ class Rows:
         return out
 
 
-def busiest_rank_copies(m: ModelSpec) -> float:
+def busiest_rank_copies(m: ModelSpec, forced_balance: bool = False) -> float:
     """Routed copies per token the busiest expert rank moves and computes (0 for a dense model). Dropless
-    routing (no capacity stated) lands unevenly: the mean copies × MOE_IMBALANCE. A stated capacity factor is
-    the token-drop path (Megatron-Core `--moe-expert-capacity-factor` with `--moe-pad-expert-input-to-capacity`,
-    as the NeMo recipes run it, [CAL] §10-§11): every expert receives exactly its capacity, top-k × the factor,
-    and no rank more (without padding, at most that)."""
+    routing (no capacity stated) lands unevenly: the mean copies × MOE_IMBALANCE, unless the run forces the
+    balance (RunOptions.moe_router_force_load_balancing: the mean). A stated capacity factor is the token-drop
+    path (Megatron-Core `--moe-expert-capacity-factor` with `--moe-pad-expert-input-to-capacity`, as the NeMo
+    recipes run it, [CAL] §10-§11): every expert receives exactly its capacity, top-k × the factor, and no rank
+    more (without padding, at most that)."""
     if not m.is_moe:
         return 0.0
-    return routed_copies(m) if m.token_drop else routed_copies(m) * K.MOE_IMBALANCE
+    return routed_copies(m) if m.token_drop or forced_balance else routed_copies(m) * K.MOE_IMBALANCE
 
 
 def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, P: int) -> Rows:
@@ -231,7 +232,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         fs=np.maximum(table.dp_shard, 1).astype(f64), os_=np.maximum(table.optimizer_shard, 1).astype(f64),
         edp=edp, edp_i=np.maximum(np.round(edp).astype(np.int64), 1),
         T=b * float(m.seq_len) / cp, s=float(m.seq_len), h=float(m.hidden), V=float(m.vocab),
-        is_moe=m.is_moe, moe_copies=busiest_rank_copies(m),
+        is_moe=m.is_moe, moe_copies=busiest_rank_copies(m, run.moe_router_force_load_balancing),
         attn=attn_shape(m), peak=peak, gemm_rate=gemm_rate, wgemm_rate=wgemm_rate, fp8=fp8, fw=fw, fp8_recipe=recipe,
         policy=effective_policy(fw, run), modules=priced_modules(fw, run),
         lin_bytes=K.FP8_ACT_BYTES if fp8 and fw.fp8_saved_inputs else K.ACT_BYTES,

@@ -111,3 +111,32 @@ def test_a_stated_capacity_bounds_the_busiest_rank_dropless_routing_does_not(tmp
         assert loaded.config is not None and loaded.config.model is not None
         specs.append(loaded.config.model)
     assert (specs[0].token_drop, specs[1].token_drop) == (False, True)
+
+
+def test_forced_balance_gives_the_busiest_rank_the_mean_load(tmp_path: Path) -> None:
+    """`moe_router_force_load_balancing` (Megatron-Core's benchmark switch, which Megatron-Bridge's MoE tables run):
+    dropless routing without the MOE_IMBALANCE excess, read from a search config and priced end to end: the expert
+    communication and compute both fall, by at most that excess."""
+    from engine.cost.rows import busiest_rank_copies
+
+    assert busiest_rank_copies(MOE, forced_balance=True) == pytest.approx(8.0)
+    s = Strategy(dp=16, ep=16, micro_batch_num=4)
+    plain = estimate(MOE, h100(2), MEGATRON, s, 1e9)
+    forced = estimate(MOE, h100(2), replace(MEGATRON, moe_router_force_load_balancing=True), s, 1e9)
+    ep_p, ep_f = plain.time_breakdown_s["ep_comm"], forced.time_breakdown_s["ep_comm"]
+    assert ep_p / K.MOE_IMBALANCE <= ep_f * (1 + 1e-9) and ep_f < ep_p
+    assert forced.time_breakdown_s["compute"] < plain.time_breakdown_s["compute"]
+    path = tmp_path / "search.yaml"
+    path.write_text("""\
+model: {num_hidden_layers: 8, hidden_size: 4096, intermediate_size: 14336, num_attention_heads: 32,
+  num_key_value_heads: 8, vocab_size: 32000, max_position_embeddings: 4096, num_experts: 64, num_experts_per_tok: 8,
+  moe_intermediate_size: 1408, num_shared_experts: 1, first_k_dense_replace: 1}
+cluster: {num_nodes: 2, cards_per_node: 8, device_type: H100}
+parallelism: {dp: 16, tp: 1, pp: 1, cp: 1, ep: 16, micro_batch_size: 1, sequence_parallel: false}
+constraint: {global_batch_size: 64, memory_limit_gb: 80}
+recompute: none
+moe_router_force_load_balancing: true
+estimator: {framework: megatron}
+""")
+    loaded = check_file(str(path))
+    assert loaded.config is not None and loaded.config.run.moe_router_force_load_balancing
