@@ -817,7 +817,7 @@ def print_band() -> None:
         for r in rows:
             sp = relative_spread(r.framework, r.generation, r.features,
                                  band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len, cp=r.cp,
-                                            cp_algo=r.cp_algo))
+                                            cp_algo=r.cp_algo, offload=r.offload))
             h = sp.step if kind == "step" else sp.memory
             groups.setdefault(f"{r.framework} / {r.generation}", []).append((abs(r.deviation) <= h, h, abs(r.deviation)))
         for name in [*sorted(groups), "ALL"]:

@@ -224,6 +224,9 @@ class SearchResult:
     equivalent: tuple[bool, ...] = ()
     band: float | None = None
     unpriced: int = 0
+    # How far above the fastest plan found the slowest plan it ties with lies (engine.cost.equivalence.Ranked.reach;
+    # the fastest need not be shown: ties rank simplest first and `top` cuts them).
+    reach: float = 0.0
     # Per `top` entry: the degrees the plans it stands for differ in and their values (engine.search.distinct:
     # plans of one shape collapse into one row); an empty mapping where the row stands alone.
     variants: tuple[Mapping[str, tuple[Any, ...]], ...] = ()

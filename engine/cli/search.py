@@ -73,10 +73,8 @@ def render(result: SearchResult, summary: Sequence[str], out: TextIO) -> None:
         best = result.top[0]
         n_eq = sum(1 for x in eq if x)
         if n_eq > 1 and result.band is not None:
-            fastest = min(e.step_time_s for e in result.top)
-            reach = max(e.step_time_s / fastest - 1 for e, q in zip(result.top, eq, strict=False) if q)
-            wider = (f", up to {reach:.0%} where the fastest plan's lead rests on what no run checked (its band's "
-                     "basis says what)" if reach > result.band else "")
+            wider = (f", up to {result.reach:.0%} where the fastest plan's lead rests on what no run checked (its "
+                     "band's basis says what)" if result.reach > result.band else "")
             out.write(f"\n{n_eq} plans are equivalent: within {result.band:.0%} of the fastest step time{wider} (the "
                       "cost model's error band between two plans; each step's own band, the range a measured step should "
                       "fall in about four times out of five, is the ± after it); among them the simplest ranks first (fewer and smaller tp/cp/pp/vpp/ep, "

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 from engine.catalog.models import MODEL_FIELDS, VISION_KEYS
 
-# The pipeline layout keys engine.config.stated_layout reads (Megatron-Core's and HyperParallel's names).
 # Boolean run flags stated as Megatron-style options (engine.specs.RunOptions fields of the same names: overlaps,
 # fusions, the attention swap, forced MoE balance): hp-lsp extensions, not HyperParallel's. A train.yaml states them
 # under `accelerator`, a search config at its top level; an AutoModels trainer refuses them (SEARCH_ONLY_KEYS).
 OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "moe_shared_expert_overlap",
                 "moe_a2a_overlap", "gradient_accumulation_fusion", "gemm_gradient_accumulation_fusion",
                 "swap_attention", "moe_router_force_load_balancing")
+# The pipeline layout keys engine.config.stated_layout reads (Megatron-Core's and HyperParallel's names).
 LAYOUT_KEY_NAMES = ("account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
                     "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage "
                     "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers offset emb_out_in_offset "

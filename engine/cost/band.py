@@ -145,9 +145,10 @@ def band_features(*, moe: bool, seq_len: int, fp8: bool, a2a_overlap: bool = Fal
     return tuple(f for f in FEATURES if flags[f])
 
 
-def band_shape(*, moe: bool, hidden: int, seq_len: int, cp: int = 1, cp_algo: str = "ring") -> Shape:
+def band_shape(*, moe: bool, hidden: int, seq_len: int, cp: int = 1, cp_algo: str = "ring",
+               offload: bool = False) -> Shape:
     """The band's Shape of a plan: the hidden size counts for a MoE model only."""
-    return Shape(moe_hidden=hidden if moe else 0, seq_len=seq_len, cp=cp, cp_algo=cp_algo)
+    return Shape(moe_hidden=hidden if moe else 0, seq_len=seq_len, cp=cp, cp_algo=cp_algo, offload=offload)
 
 
 def _abs(rows: Iterable[E.Row]) -> list[float]:

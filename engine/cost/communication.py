@@ -323,7 +323,7 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
         shared_on = run.moe_shared_expert_overlap and fw.shared_expert_overlap and not gathers
         fwd_e, bwd_e = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, "" if gathers else r.ep_overlap,
                                   K.MCORE_BATCH_A2A_HIDDEN_SHARE)
-        fb = r.fb_overlap
+        fb = r.fb_overlap & (not gathers)
         if fb.any():  # DualPipeV pairs one micro-batch's forward with another's backward (engine.cost.dualpipev)
             fwd_b, bwd_b = ep_exposed(a2a, mg.shared, mg.routed, other, shared_on, "batch")
             fwd_e, bwd_e = np.where(fb, fwd_b, fwd_e), np.where(fb, bwd_b, bwd_e)

@@ -35,6 +35,9 @@ class Ranked:
     estimates: tuple[Estimate, ...]
     equivalent: tuple[bool, ...]
     band: float
+    # How far above the fastest plan's step the slowest equivalent one lies (a fraction): `band`, or more where
+    # a tie band was widened by what the fastest plan's lead rests on (tie_band).
+    reach: float = 0.0
 
 
 def complexity(e: Estimate) -> tuple[int, float]:
@@ -76,5 +79,7 @@ def rank_equivalent(estimates: Sequence[Estimate], band: float | None = None) ->
 
     near = [e for e in ordered if within(e)]
     rest = [e for e in ordered if not within(e)]
+    reach = max((e.step_time_s / fastest.step_time_s - 1 for e in near), default=0.0) if fastest.step_time_s > 0 \
+        else 0.0
     near.sort(key=lambda e: (*complexity(e), tight(e), e.step_time_s, e.peak_memory_gib))
-    return Ranked(tuple(near + rest), tuple([True] * len(near) + [False] * len(rest)), band)
+    return Ranked(tuple(near + rest), tuple([True] * len(near) + [False] * len(rest)), band, reach)

@@ -455,7 +455,10 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     # whole (counted as parameters) and needs only the gradient buffer.
     unit = gather_unit(r, layer_local)
     buf = buf + np.where(r.fs > 1, 2 * Bp * unit if r.run.reshard_after_forward else Bp * layer_local, 0.0)
-    if r.is_moe:
+    if r.is_moe and r.dispatcher == "allgather":  # the whole expert tensor-and-expert-parallel group's tokens
+        n = r.ep * r.etp
+        buf = buf + np.where(n > 1, 2 * K.ACT_BYTES * T / t * n * h, 0.0)
+    elif r.is_moe:
         buf = buf + np.where(r.ep > 1, 2 * K.ACT_BYTES * T / t * r.moe_copies * h, 0.0)
     return buf + np.where(r.cp > 1, 2 * K.ACT_BYTES * T * r.attn.kv_width / t, 0.0)  # ring KV double buffer
 

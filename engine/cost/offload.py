@@ -158,7 +158,7 @@ def _with_wait(priced: PricedTable, wait: np.ndarray, mbn: np.ndarray) -> Priced
         rec[:, 0] += wait / np.maximum(mbn, 1.0)
         stage_parts["recompute"] = rec
     return replace(priced, step_time_s=step, time_terms=terms, time_parts=parts, stage_time_parts=stage_parts,
-                   tokens_per_s=priced.tokens_per_s * slower,
+                   offload_wait_s=wait, tokens_per_s=priced.tokens_per_s * slower,
                    tokens_per_s_per_device=priced.tokens_per_s_per_device * slower, mfu=priced.mfu * slower,
                    causal_mfu=None if priced.causal_mfu is None else priced.causal_mfu * slower)
 

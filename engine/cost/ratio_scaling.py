@@ -89,6 +89,10 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
         step = step + parts[HOST_PART]
     speed = np.divide(priced.step_time_s, step, out=np.ones_like(step), where=step > 0)
     mr = float(ratios.memory)
+    wait = priced.offload_wait_s
+    if wait is not None and "recompute" in priced.time_parts and "recompute" in parts:
+        before = priced.time_parts["recompute"]  # the wait is in the recompute part: it scales with it
+        wait = wait * np.divide(parts["recompute"], before, out=np.ones_like(before), where=before > 0)
     peak = priced.peak_gib * mr
     return replace(
         priced,
@@ -115,4 +119,5 @@ def apply_ratios(priced: PricedTable, ratios: Ratios | None, features: np.ndarra
         tower={k: v * (mr if k == "memory_gib" else per_row("compute", v.ndim) if k == "time_s" else 1.0)
                for k, v in priced.tower.items()},
         calibration=ratios,
+        offload_wait_s=wait,
     )

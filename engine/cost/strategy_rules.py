@@ -270,18 +270,29 @@ def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
                     "stated; its distributed optimizer shards the optimizer states over dp·cp instead)", "fsdp")]
 
 
-def search_offload_problem(config: Config) -> Problem | None:
-    """HP533 where a search config asks the search's per-layer offload (`offload`, [HP] §8.6) of a stack whose
-    search does not offer it (StackSpace.offload other than "per_layer"): its plans are priced without it, and
-    the user hears what the stack runs instead (Megatron-Core's `cpu_offloading_num_layers`)."""
+def search_offload_problems(config: Config) -> list[Problem]:
+    """HP533 on a search where the file asks an offload the stack does not run: the search's per-layer offload
+    (`offload`, [HP] §8.6) of a stack whose search does not offer it (StackSpace.offload other than "per_layer";
+    the user hears what the stack runs instead), or Megatron-Core's `cpu_offloading_num_layers` on a stack
+    without it (_stackless_layer_offload). Its plans are priced without it."""
     fw = framework_of(config.run)
+    out = [p for p in (_stackless_layer_offload(config, fw),) if p is not None]
     if config.offload_gb_s <= 0 or fw.space.offload == "per_layer":
-        return None
+        return out
     offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.space.offload == "per_layer")
     own = (" (its own offload is cpu_offloading_num_layers: the first layers' activations, with pp 1 and no "
            "recompute)" if fw.space.offload == "layers" else "")
-    return Problem("HP533", f"{fw.qualified} has no per-layer offload for the search to choose (offload; offered by "
-                   f"{offering}): its plans are priced without it{own}", "offload")
+    return [*out, Problem("HP533", f"{fw.qualified} has no per-layer offload for the search to choose (offload; "
+                          f"offered by {offering}): its plans are priced without it{own}", "offload")]
+
+
+def _stackless_layer_offload(config: Config, fw: Framework) -> Problem | None:
+    """HP533 for `cpu_offloading_num_layers` on a stack without CPU offloading of whole layers."""
+    if config.run.cpu_offload_layers <= 0 or fw.space.offload == "layers":
+        return None
+    offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.space.offload == "layers")
+    return Problem("HP533", f"{fw.qualified} has no CPU offloading of whole layers (cpu_offloading_num_layers; "
+                   f"offered by {offering}): priced without it", "cpu_offload_layers")
 
 
 def _layer_offload_problems(config: Config, fw: Framework, s: Strategy) -> list[Problem]:
@@ -291,11 +302,10 @@ def _layer_offload_problems(config: Config, fw: Framework, s: Strategy) -> list[
     n = config.run.cpu_offload_layers
     if n <= 0 or config.model is None:
         return []
-    if fw.space.offload != "layers":
-        offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.space.offload == "layers")
-        return [Problem("HP533", f"{fw.qualified} has no CPU offloading of whole layers (cpu_offloading_num_layers; "
-                        f"offered by {offering}): priced without it", "cpu_offload_layers")]
-    recompute = s.recompute.mode != "off" or bool(s.recompute.layers)
+    stackless = _stackless_layer_offload(config, fw)
+    if stackless is not None:
+        return [stackless]
+    recompute = s.recompute.mode != "off" or any(m != "off" for *_, m in s.recompute.layers)
     why = fw.space.layer_offload_refusals(n, pp=s.pp, recompute=recompute, num_layers=config.model.num_layers)
     if not why:
         return []
@@ -355,7 +365,9 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
         out.append(Problem("HP533", f"{fw.qualified} has no all-gather token dispatcher (moe_dispatcher; offered by "
                            f"{offering}): priced with the all-to-all", "moe_dispatcher"))
     elif config.run.moe_dispatcher == "allgather" and _moe(config):
-        refused = [k for k in ("moe_a2a_overlap", "moe_shared_expert_overlap") if getattr(config.run, k)]
+        shared = config.model is not None and config.model.num_shared_experts > 0
+        refused = [k for k in ("moe_a2a_overlap", "moe_shared_expert_overlap") if getattr(config.run, k)
+                   and (k != "moe_shared_expert_overlap" or shared)]
         out += [Problem("HP530", f"{fw.name} does not run {k} with the all-gather token dispatcher (its "
                         "overlaps need the all-to-all or flex dispatcher): priced without it", k) for k in refused]
         if config.model is not None and config.model.token_drop:

@@ -273,6 +273,10 @@ class PricedTable:
     # (n,) the share of its activation memory the peak stage no longer holds because of offload ([HP] §4.1
     # `offloaded_share`, "share of the kept memory"); None when the table offloads nothing.
     offloaded_share: np.ndarray | None = None
+    # (n,) seconds a step waits for Megatron-Core's offload copies, inside step_time_s and its recompute term
+    # (engine.cost.offload.copy_wait); None when no row waits. The search's lower bounds leave it out: a mode that
+    # recomputes instead of offloading may be faster (engine.search.rank).
+    offload_wait_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.peak_gib)

@@ -279,6 +279,12 @@ def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagno
         args += ["--moe-token-dispatcher-type", "alltoall"]
         if run.moe_dispatcher == "deepep":
             warns.append(_warn("moe_dispatcher", target, "DeepEP dispatch (exported as the all-to-all dispatcher)"))
+    if run.moe_dispatcher == "allgather" and (run.moe_shared_expert_overlap or run.moe_a2a_overlap):
+        # Megatron-Core refuses both overlaps with the all-gather dispatcher (HP530; priced without them)
+        warns.append(Diagnostic("HP753", "moe_a2a_overlap / moe_shared_expert_overlap: not exported with the "
+                                "all-gather dispatcher (Megatron-Core refuses both with it; the price left them out)",
+                                path="moe_a2a_overlap"))
+        return args
     if run.moe_shared_expert_overlap and model.num_shared_experts:
         args.append("--moe-shared-expert-overlap")
     if run.moe_a2a_overlap:

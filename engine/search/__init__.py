@@ -125,9 +125,10 @@ def _with_stack_device(config: Config, result: SearchResult) -> SearchResult:
     """HP534 on the search's result where the framework does not run on the device (Megatron-LM on Ascend), and
     HP533 where the file asks an offload the stack's search does not offer: its plans are priced, and the user
     hears which stack runs there, or what it runs instead (engine.cost.strategy_rules)."""
-    from engine.cost.strategy_rules import positioned, search_offload_problem, stack_device_problem
+    from engine.cost.strategy_rules import positioned, search_offload_problems, stack_device_problem
 
-    found = [p for p in (stack_device_problem(config), search_offload_problem(config)) if p is not None]
+    device = stack_device_problem(config)
+    found = [*([device] if device is not None else []), *search_offload_problems(config)]
     if not found:
         return result
     return replace(result, diagnostics=(*(positioned(config, p.code, p.message, p.field) for p in found),
@@ -177,6 +178,7 @@ def _pick_layout(plain: SearchResult, alt: SearchResult, top: int) -> SearchResu
     picked = distinct(rank_equivalent([*plain.top, *marked]), top)
     rows = picked.ranked.estimates
     out = replace(out, best=rows[0], top=rows, equivalent=picked.ranked.equivalent, band=picked.ranked.band,
+                  reach=picked.ranked.reach,
                   variants=merge_variants(picked, [(plain.top, plain.variants), (tuple(marked), alt.variants)]))
     if rows[0].pipeline_layout is None:
         return out
@@ -287,6 +289,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     return SearchResult(best, kept, total, int(fits.sum()), 0.0, {},
                         refused=dict(space.refused), over_budget=over, diagnostics=tuple(diags),
                         equivalent=ranked.ranked.equivalent, band=ranked.ranked.band, unpriced=priced.unpriced,
+                        reach=ranked.ranked.reach,
                         variants=ranked.variants)
 
 

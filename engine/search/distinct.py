@@ -56,7 +56,7 @@ def distinct(ranked: Ranked, top: int) -> Distinct:
         members[key].append(e)
     rows = rows[:top]
     kept = [ranked.estimates[i] for i in rows]
-    return Distinct(Ranked(tuple(kept), tuple(ranked.equivalent[i] for i in rows), ranked.band),
+    return Distinct(Ranked(tuple(kept), tuple(ranked.equivalent[i] for i in rows), ranked.band, ranked.reach),
                     tuple(_spread(members[shape(e)]) for e in kept))
 
 

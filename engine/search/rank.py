@@ -474,7 +474,11 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
             idx = rows[start:start + CHUNK]
             pt = pricer.price(table_of(cols, idx, first_mode if single else OFF))
             out.priced += idx.size
-            bound[idx] = pt.step_time_s
+            # Megatron's stated CPU offload waits for its copies under no recompute only (engine.cost.offload):
+            # without that wait no recompute still bounds every mode from below, and a row that waits is not
+            # final: recomputing instead may be faster (_exact_modes weighs it against its no-recompute time).
+            wait = pt.offload_wait_s if pt.offload_wait_s is not None else np.zeros(idx.size)
+            bound[idx] = pt.step_time_s - wait
             if single:
                 fits = np.asarray(pt.fits, dtype=bool)
                 out.feasible[idx] = fits
@@ -494,7 +498,7 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
                 full_peak[idx] = full
                 feasible = off_fits | (full <= budget + _SLACK * max(budget, 1.0))
                 out.feasible[idx] = feasible
-                out.exact[idx] = off_fits
+                out.exact[idx] = off_fits & ~(wait > 0)
                 out.step[idx] = np.where(feasible, pt.step_time_s, np.inf)
                 out.peak[idx] = np.where(off_fits, pt.peak_gib, full)
                 out.mode[idx] = np.where(off_fits, OFF, -1)
@@ -519,15 +523,18 @@ def _kth(out: Priced, top: int) -> float:
 def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, bound: np.ndarray,
                  full_peak: np.ndarray, budget: float, top: int,
                  modes: tuple[int, ...] = (OFF, SELECTIVE, FULL), outer: float = np.inf) -> None:
-    """Price exactly, under selective and under full recompute, the feasible rows no recompute cannot fit
-    whose lower bound could still reach the top K; the fastest fitting mode wins (ties: less memory)."""
+    """Price exactly, under selective and under full recompute, the feasible rows no recompute cannot fit (or
+    fits only waiting for Megatron's offload copies) whose lower bound could still reach the top K; the fastest
+    fitting mode wins (ties: less memory), no recompute among them where it fits."""
     threshold = min(_kth(out, top), outer)
     cand = np.nonzero(out.feasible & ~out.exact & (bound <= threshold))[0]
     if cand.size == 0:
         return
-    best_t = np.full(cand.size, np.inf)
-    best_m = np.full(cand.size, np.inf)
-    best_mode = np.full(cand.size, -1, dtype=np.int8)
+    # a row whose no-recompute plan fits but waits for offload copies starts from that plan (its mode OFF)
+    off = out.mode[cand] == OFF
+    best_t = np.where(off, out.step[cand], np.inf)
+    best_m = np.where(off, out.peak[cand], np.inf)
+    best_mode = np.where(off, OFF, -1).astype(np.int8)
     offered = [m for m in (SELECTIVE, FULL) if m in modes]
     # Every offered mode of a row in one table (rows are independent: the same digits as one call per mode,
     # in fewer calls); modes in order, so a tie in time and memory keeps the first, as before.

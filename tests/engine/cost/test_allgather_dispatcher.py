@@ -97,3 +97,14 @@ def test_a_stack_without_it_or_an_overlap_it_refuses_is_said(tmp_path: Path) -> 
     assert hits and "megatron" in hits[0]["message"]
     doc, _ = _grok(tmp_path, "megatron", "moe_a2a_overlap: true\n")
     assert [d for d in doc["diagnostics"] if d["code"] == "HP530" and "moe_a2a_overlap" in d["message"]]
+
+
+def test_its_buffer_holds_the_whole_group_s_tokens_and_export_drops_the_overlaps(tmp_path: Path) -> None:
+    """The dispatch buffer of the all-gather holds etp·ep ranks' tokens (Grok-1: 32 of them, against top-2
+    copies): more buffers than the all-to-all's; and the overlaps Megatron refuses with it are not exported."""
+    doc, path = _grok(tmp_path, "megatron", "moe_a2a_overlap: true\nmoe_shared_expert_overlap: true\n")
+    plain = json.loads(hp_plan("estimate", str(GROK / "search.yaml"), "--json").stdout)
+    assert doc["memory_breakdown_gib"]["buffers"] > plain["memory_breakdown_gib"]["buffers"]
+    exported = hp_plan("export", str(path), "--to", "megatron")
+    assert "--overlap-moe-expert-parallel-comm" not in exported.stdout
+    assert "--moe-shared-expert-overlap" not in exported.stdout and "HP753" in exported.stderr

@@ -175,3 +175,32 @@ def test_the_search_s_per_layer_offload_asked_of_megatron_says_what_it_runs_inst
     assert hits and "cpu_offloading_num_layers" in hits[0]["message"] and "hyperparallel" in hits[0]["message"]
     assert hits[0]["range"]["start"]["line"] == text.splitlines().index("offload: true")
     assert all("offloaded_gib" not in e for e in doc["top"])
+
+
+def test_recompute_auto_weighs_the_offload_wait_against_recomputing(tmp_path: Path) -> None:
+    """On H100's PCIe the offload's copies make no recompute slower than full recompute for this plan: the search's
+    one-mode choice (`recompute: auto`) must not take no recompute as the fastest mode, nor its time as every
+    mode's lower bound, where it waits (engine.search.rank)."""
+    text = SEARCH.format(dp=8, pp=1, mbn=4, recompute="auto", framework="megatron",
+                         offload="cpu_offloading_num_layers: 24").replace("device_type: GB200", "device_type: H100")
+    times = {}
+    for mode in ("auto", "none", "full"):
+        path = tmp_path / f"{mode}.yaml"
+        path.write_text(text.replace("recompute: auto", f"recompute: {mode}"))
+        out = hp_plan("search", str(path), "--json")
+        assert out.returncode == 0, out.stderr
+        best = json.loads(out.stdout)["best"]
+        times[mode] = (best["step_time_s"], best["strategy"]["recompute"])
+    assert times["none"][0] > times["full"][0]  # the copies' wait outweighs recomputing here
+    assert times["auto"] == times["full"]
+
+
+def test_a_search_on_a_stack_without_layer_offload_says_so(tmp_path: Path) -> None:
+    text = SEARCH.format(dp=8, pp=1, mbn=4, recompute="none", framework="torchtitan",
+                         offload="cpu_offloading_num_layers: 16")
+    path = tmp_path / "search.yaml"
+    path.write_text(text.replace("tp: 1, pp: 1", "tp: [1, 2], pp: 1"))
+    out = hp_plan("search", str(path), "--json")
+    doc = json.loads(out.stdout)
+    hits = [d for d in doc["diagnostics"] if d["code"] == "HP533" and "cpu_offloading_num_layers" in d["message"]]
+    assert hits and all("offloaded_gib" not in e for e in doc["top"])
