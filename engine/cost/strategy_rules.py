@@ -365,9 +365,11 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
         out.append(Problem("HP533", f"{fw.qualified} has no all-gather token dispatcher (moe_dispatcher; offered by "
                            f"{offering}): priced with the all-to-all", "moe_dispatcher"))
     elif config.run.moe_dispatcher == "allgather" and _moe(config):
-        shared = config.model is not None and config.model.num_shared_experts > 0
-        refused = [k for k in ("moe_a2a_overlap", "moe_shared_expert_overlap") if getattr(config.run, k)
-                   and (k != "moe_shared_expert_overlap" or shared)]
+        # what the stack (or its release) offers at all; the ones it lacks got HP533 above, once
+        offered = {"moe_a2a_overlap": bool(fw.ep_overlap),
+                   "moe_shared_expert_overlap": fw.shared_expert_overlap and config.model is not None
+                   and config.model.num_shared_experts > 0}
+        refused = [k for k, on in offered.items() if on and getattr(config.run, k)]
         out += [Problem("HP530", f"{fw.name} does not run {k} with the all-gather token dispatcher (its "
                         "overlaps need the all-to-all or flex dispatcher): priced without it", k) for k in refused]
         if config.model is not None and config.model.token_drop:

@@ -66,12 +66,13 @@ def test_no_expert_parallel_overlap_runs_with_it() -> None:
 GROK = ROOT / "benchmarks" / "calibration_runs" / "grok1-314b-512xh100-nemo"
 
 
-def _grok(tmp_path: Path, framework: str = "megatron", extra: str = "") -> tuple[dict, Path]:
-    dst = tmp_path / framework
+def _grok(tmp_path: Path, framework: str = "megatron", extra: str = "", release: str = "0.13") -> tuple[dict, Path]:
+    dst = tmp_path / f"{framework}-{release}"
     dst.mkdir()
     (dst / "train.yaml").write_text((GROK / "train.yaml").read_text())
     text = (GROK / "search.yaml").read_text().replace(
-        "  framework: megatron", f"  framework: {framework}\n  moe_dispatcher: allgather") + extra
+        "  framework: megatron", f"  framework: {framework}\n  moe_dispatcher: allgather").replace(
+        "framework_version: '0.13'", f"framework_version: '{release}'") + extra
     (dst / "search.yaml").write_text(text)
     out = hp_plan("estimate", str(dst / "search.yaml"), "--json")
     assert out.returncode in (0, 1) and out.stdout, out.stderr  # 1: priced, over the budget (torchtitan's memory)
@@ -95,14 +96,18 @@ def test_a_stack_without_it_or_an_overlap_it_refuses_is_said(tmp_path: Path) -> 
     doc, _ = _grok(tmp_path, "torchtitan")
     hits = [d for d in doc["diagnostics"] if d["code"] == "HP533" and "all-gather token dispatcher" in d["message"]]
     assert hits and "megatron" in hits[0]["message"]
-    doc, _ = _grok(tmp_path, "megatron", "moe_a2a_overlap: true\n")
+    doc, _ = _grok(tmp_path, "megatron", "moe_a2a_overlap: true\n", release="0.16")
     assert [d for d in doc["diagnostics"] if d["code"] == "HP530" and "moe_a2a_overlap" in d["message"]]
+    # a release without the overlap (0.13, Grok's) says so once: HP533, not HP530 as well
+    doc, _ = _grok(tmp_path, "megatron", "moe_a2a_overlap: true\n")
+    assert [d["code"] for d in doc["diagnostics"] if "moe_a2a_overlap" in d["message"]] == ["HP533"]
 
 
 def test_its_buffer_holds_the_whole_group_s_tokens_and_export_drops_the_overlaps(tmp_path: Path) -> None:
     """The dispatch buffer of the all-gather holds etp·ep ranks' tokens (Grok-1: 32 of them, against top-2
     copies): more buffers than the all-to-all's; and the overlaps Megatron refuses with it are not exported."""
-    doc, path = _grok(tmp_path, "megatron", "moe_a2a_overlap: true\nmoe_shared_expert_overlap: true\n")
+    doc, path = _grok(tmp_path, "megatron", "moe_a2a_overlap: true\nmoe_shared_expert_overlap: true\n",
+                      release="0.16")
     plain = json.loads(hp_plan("estimate", str(GROK / "search.yaml"), "--json").stdout)
     assert doc["memory_breakdown_gib"]["buffers"] > plain["memory_breakdown_gib"]["buffers"]
     exported = hp_plan("export", str(path), "--to", "megatron")
