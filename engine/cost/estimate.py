@@ -61,10 +61,12 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
 
 
 def _offloaded(priced: PricedTable, i: int, strategy: Strategy) -> dict[str, float] | None:
-    """Row i's offloaded ranges, each with the GiB its first layer moves per micro-batch (Estimate.offloaded_gib)."""
+    """Row i's offloaded ranges, each with the GiB the largest of its layers moves per micro-batch
+    (Estimate.offloaded_gib): a range of one layer kind (the search's offload) moves that much per layer; one
+    over dense and MoE layers (Megatron's first N layers of DeepSeek-V3) at most that."""
     if priced.offloaded_gib is None or not strategy.recompute.offload:
         return None
-    return {(f"{a}" if a == b else f"{a}-{b}"): float(priced.offloaded_gib[i, a])
+    return {(f"{a}" if a == b else f"{a}-{b}"): float(priced.offloaded_gib[i, a:b + 1].max())
             for a, b in strategy.recompute.offload}
 
 

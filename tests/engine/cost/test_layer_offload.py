@@ -204,3 +204,19 @@ def test_a_search_on_a_stack_without_layer_offload_says_so(tmp_path: Path) -> No
     doc = json.loads(out.stdout)
     hits = [d for d in doc["diagnostics"] if d["code"] == "HP533" and "cpu_offloading_num_layers" in d["message"]]
     assert hits and all("offloaded_gib" not in e for e in doc["top"])
+
+
+def test_a_range_over_dense_and_moe_layers_names_its_largest_layer() -> None:
+    """Megatron's first N layers of a model whose first layer is dense: the range's GiB per layer is the largest
+    of its layers' (the search's offload ranges hold one kind, where it is each layer's)."""
+    from engine.cost import price_table
+    from engine.cost.table import CandidateTable
+    from tests.engine.cost.shapes import MOE, h100
+
+    s = replace(Strategy(dp=16, ep=16, micro_batch_num=4), recompute=RecomputePlan("off", offload=((0, 3),)))
+    priced = price_table(MOE, h100(2), MEGATRON, CandidateTable.from_strategies([s], num_layers=MOE.num_layers), 1e9)
+    assert priced.offloaded_gib is not None
+    per_layer = priced.offloaded_gib[0, :4]
+    assert per_layer[0] != per_layer[1]  # the dense layer keeps another amount than the MoE ones
+    est = estimate(MOE, h100(2), MEGATRON, s, 1e9)
+    assert est.offloaded_gib == {"0-3": pytest.approx(float(per_layer.max()))}
