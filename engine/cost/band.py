@@ -235,8 +235,13 @@ def _beyond_evidence(rows: Sequence[E.Row], framework: str, features: Sequence[s
         longest = max(_checked(rows, framework, LONG_CONTEXT, "seq_len") or [0])
         if shape.seq_len > longest > 0:
             out.append(f"{shape.seq_len:,} tokens, longer than any long-context run it was checked on ({longest:,})")
-    out += [x for x in (_beyond_cp(rows, framework, shape), _beyond_offload(rows, shape)) if x]
-    return out
+    return out + list(_own_beyond(rows, framework, shape))
+
+
+def _own_beyond(rows: Sequence[E.Row], framework: str, shape: Shape) -> tuple[str, ...]:
+    """The envelope terms one plan of a model carries and another of the same model need not: its context
+    parallelism and its host offload beyond the `rows` (own_terms reads them over the step rows)."""
+    return tuple(x for x in (_beyond_cp(rows, framework, shape), _beyond_offload(rows, shape)) if x)
 
 
 def _beyond_offload(rows: Sequence[E.Row], shape: Shape) -> str:
@@ -309,7 +314,7 @@ def pair_spread(a: float, b: float, own: int = 0) -> float:
 def own_terms(framework: str, shape: Shape) -> tuple[str, ...]:
     """The envelope terms of a plan that another plan of the same model on the same stack and device need not
     share (its context parallelism and its host offload beyond the evidence, step rows), as its basis says them."""
-    return tuple(x for x in (_beyond_cp(E.STEP_ROWS, framework, shape), _beyond_offload(E.STEP_ROWS, shape)) if x)
+    return _own_beyond(E.STEP_ROWS, framework, shape)
 
 
 def own_difference(a: Sequence[str], b: Sequence[str]) -> int:

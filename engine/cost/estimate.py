@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.catalog.frameworks import find_framework
-from engine.cost.band import Shape, ordering_spread, own_terms, relative_spread
-from engine.cost.offload import offloaded_ranges
+from engine.cost.band import ordering_spread, own_terms, relative_spread
 from engine.cost.price import price_table
-from engine.cost.table import CandidateTable, PricedTable
+from engine.cost.table import CandidateTable, PricedTable, true_runs
 from engine.diagnostics import Diagnostic
 from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
 from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
@@ -19,13 +18,11 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
     """Row i of a priced table as an Estimate (the search uses this for its top rows); the layers the pricing
     offloaded for a stated run option (engine.cost.offload.with_layer_offload) are the strategy's too."""
     if priced.offloaded_gib is not None and not strategy.recompute.offload:
-        moved = offloaded_ranges(priced.offloaded_gib[i])
+        moved = true_runs(priced.offloaded_gib[i] > 0)
         if moved:
-            strategy = replace(strategy, recompute=replace(strategy.recompute, offload=moved))
+            strategy = replace(strategy, recompute=replace(strategy.recompute, offload=tuple(moved)))
     pp = strategy.pp
-    model_shape = priced.band_shape
-    shape = Shape(moe_hidden=model_shape.moe_hidden, seq_len=model_shape.seq_len, cp=strategy.cp,
-                  cp_algo=model_shape.cp_algo, offload=bool(strategy.recompute.offload))
+    shape = replace(priced.band_shape, cp=strategy.cp, offload=bool(strategy.recompute.offload))
     spread = relative_spread(priced.framework, priced.generation, priced.band_features, shape)
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(

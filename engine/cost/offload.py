@@ -58,17 +58,6 @@ def with_layer_offload(model: ModelSpec, run: RunOptions, table: CandidateTable)
     return replace(table, layer_modes=lm)
 
 
-def offloaded_ranges(gib: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """The inclusive layer ranges a row of PricedTable.offloaded_gib moves to the host (its non-zero layers)."""
-    on = np.flatnonzero(np.asarray(gib) > 0)
-    if not len(on):
-        return ()
-    cuts = np.flatnonzero(np.diff(on) > 1)
-    starts = np.concatenate([[on[0]], on[cuts + 1]])
-    ends = np.concatenate([on[cuts], [on[-1]]])
-    return tuple((int(a), int(b)) for a, b in zip(starts, ends, strict=True))
-
-
 def strip_offload(table: CandidateTable) -> tuple[CandidateTable, np.ndarray | None]:
     """The table with offloaded layers coded off (what the rest of the cost model prices), and the (n, layers)
     mask of offloaded layers, None when the table offloads nothing."""
@@ -109,15 +98,23 @@ def offload_saving(model: ModelSpec, run: RunOptions, table: CandidateTable, pri
     return held - transit, kept
 
 
-def layer_forward(layer_time_s: np.ndarray, stage_parts: dict[str, np.ndarray], mbn: np.ndarray,
-                  stage: int) -> np.ndarray:
-    """(n, 2) one plain layer's forward seconds per micro-batch on `stage`: its time per micro-batch under off
-    × the stage's forward share of its compute (the cost model's forward / (forward + backward))."""
+def layer_split(layer_time_s: np.ndarray, stage_parts: dict[str, np.ndarray], mbn: np.ndarray,
+                stage: int) -> tuple[np.ndarray, np.ndarray]:
+    """((n, 2), (n, 2)) one plain layer's forward and backward seconds per micro-batch on `stage`: its time per
+    micro-batch under off split by the stage's forward share of its compute (the cost model's forward /
+    (forward + backward))."""
     fwd = stage_parts["forward"][:, stage]
     bwd = stage_parts["backward"][:, stage]
     share = np.divide(fwd, fwd + bwd, out=np.zeros_like(fwd), where=(fwd + bwd) > 0)
     per_mb = layer_time_s[:, :, OFF] / np.maximum(np.asarray(mbn, dtype=np.float64), 1.0)[:, None]
-    return per_mb * share[:, None]
+    forward = per_mb * share[:, None]
+    return forward, per_mb - forward
+
+
+def layer_forward(layer_time_s: np.ndarray, stage_parts: dict[str, np.ndarray], mbn: np.ndarray,
+                  stage: int) -> np.ndarray:
+    """(n, 2) one plain layer's forward seconds per micro-batch on `stage` (layer_split's first half)."""
+    return layer_split(layer_time_s, stage_parts, mbn, stage)[0]
 
 
 def copy_wait(model: ModelSpec, cluster: ClusterSpec, table: CandidateTable, priced: PricedTable,
@@ -125,17 +122,16 @@ def copy_wait(model: ModelSpec, cluster: ClusterSpec, table: CandidateTable, pri
     """(n,) seconds per step the device waits for Megatron-Core's offload copies, pp 1 (module docstring). The N
     copies of a micro-batch queue on the one host link in each direction and must land within the forward (the
     backward) of the layers after the first, OVERLAP of which they may use: what they take beyond that is
-    waited, once per micro-batch. A layer's forward and backward are layer_forward's split of its plain time."""
+    waited, once per micro-batch. A layer's forward and backward are layer_split's of its plain time."""
     link = cluster.device.host_link_gb_s * 1e9 / GIB_BYTES
     if link <= 0:
         return np.zeros(len(table))
     mbn = np.asarray(table.micro_batch_num, dtype=np.float64)
-    fwd = layer_forward(priced.layer_time_s, priced.stage_time_parts, mbn, 0)  # (n, 2)
-    per_mb = priced.layer_time_s[:, :, OFF] / np.maximum(mbn, 1.0)[:, None]
+    fwd, bwd = layer_split(priced.layer_time_s, priced.stage_time_parts, mbn, 0)  # (n, 2) each
     ty = layer_types(model)[1:model.num_layers]  # the layers after the first
     count = np.array([(ty == 0).sum(), (ty == 1).sum()], dtype=np.float64)
     fwd_rest = (fwd * count).sum(axis=1)
-    bwd_rest = ((per_mb - fwd) * count).sum(axis=1)
+    bwd_rest = (bwd * count).sum(axis=1)
     copies = kept.sum(axis=1) / link
     wait = np.maximum(copies - OVERLAP * fwd_rest, 0.0) + np.maximum(copies - OVERLAP * bwd_rest, 0.0)
     return wait * mbn

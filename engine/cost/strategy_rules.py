@@ -360,22 +360,7 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
             offering = ", ".join(f.name for f in FRAMEWORKS.values() if getattr(f, attr))
             out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
-    if config.run.moe_dispatcher == "allgather" and not fw.allgather_dispatch and _moe(config):
-        offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.allgather_dispatch)
-        out.append(Problem("HP533", f"{fw.qualified} has no all-gather token dispatcher (moe_dispatcher; offered by "
-                           f"{offering}): priced with the all-to-all", "moe_dispatcher"))
-    elif config.run.moe_dispatcher == "allgather" and _moe(config):
-        # what the stack (or its release) offers at all; the ones it lacks got HP533 above, once
-        offered = {"moe_a2a_overlap": bool(fw.ep_overlap),
-                   "moe_shared_expert_overlap": fw.shared_expert_overlap and config.model is not None
-                   and config.model.num_shared_experts > 0}
-        refused = [k for k, on in offered.items() if on and getattr(config.run, k)]
-        out += [Problem("HP530", f"{fw.name} does not run {k} with the all-gather token dispatcher (its "
-                        "overlaps need the all-to-all or flex dispatcher): priced without it", k) for k in refused]
-        if config.model is not None and config.model.token_drop:
-            out.append(Problem("HP530", f"{fw.name} runs a capacity factor (token drop) only with the all-to-all "
-                               "dispatchers, not the all-gather one (TransformerConfig refuses it): priced as "
-                               "stated", "moe_dispatcher"))
+    out += _allgather_problems(config, fw)
     stated = config.run.cp_algo
     if fw.space.cp_algo(stated) != stated:
         offering = ", ".join(f.name for f in FRAMEWORKS.values() if stated in f.space.cp_algos)
@@ -384,8 +369,28 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
     return out
 
 
-def _moe(config: Config) -> bool:
-    return config.model is not None and config.model.is_moe
+def _allgather_problems(config: Config, fw: Framework) -> list[Problem]:
+    """The all-gather token dispatcher (`moe_dispatcher: allgather`) where the stack has none (HP533, priced with
+    the all-to-all), or with what Megatron-Core's TransformerConfig refuses beside it (HP530): the expert-parallel
+    overlaps the stack (its release) offers, and a capacity factor (token drop)."""
+    model = config.model
+    if config.run.moe_dispatcher != "allgather" or model is None or not model.is_moe:
+        return []
+    if not fw.allgather_dispatch:
+        offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.allgather_dispatch)
+        return [Problem("HP533", f"{fw.qualified} has no all-gather token dispatcher (moe_dispatcher; offered by "
+                        f"{offering}): priced with the all-to-all", "moe_dispatcher")]
+    # the overlaps the stack (or its release) lacks got HP533 in _ep_overlap_problems, once
+    offered = {"moe_a2a_overlap": bool(fw.ep_overlap),
+               "moe_shared_expert_overlap": fw.shared_expert_overlap and model.num_shared_experts > 0}
+    out = [Problem("HP530", f"{fw.name} does not run {k} with the all-gather token dispatcher (its overlaps need "
+                   "the all-to-all or flex dispatcher): priced without it", k)
+           for k, on in offered.items() if on and getattr(config.run, k)]
+    if model.token_drop:
+        out.append(Problem("HP530", f"{fw.name} runs a capacity factor (token drop) only with the all-to-all "
+                           "dispatchers, not the all-gather one (TransformerConfig refuses it): priced as stated",
+                           "moe_dispatcher"))
+    return out
 
 
 def _locate(config: Config, field: str) -> tuple[str, Location | None]:

@@ -156,7 +156,7 @@ def plan_from_layer_modes(codes: np.ndarray, default: str | None = None) -> Reco
     """Fold per-layer codes into a RecomputePlan: the most common mode (or `default` if given and present)
     becomes the plan's mode, every run of another mode an inclusive range."""
     codes = np.asarray(codes)
-    offload = _runs(codes == OFFLOAD_CODE)
+    offload = true_runs(codes == OFFLOAD_CODE)
     codes = np.where(codes == OFFLOAD_CODE, RECOMPUTE_CODE["off"], codes)  # an offloaded layer runs off
     counts = np.bincount(codes.astype(np.int64), minlength=3)
     base = int(np.argmax(counts))
@@ -184,7 +184,7 @@ def plan_from_layer_modes(codes: np.ndarray, default: str | None = None) -> Reco
                          offload=tuple(offload))
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """Inclusive (first, last) of each run of True in `mask`."""
     out: list[tuple[int, int]] = []
     i, n = 0, len(mask)

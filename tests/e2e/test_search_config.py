@@ -11,6 +11,7 @@ import pytest
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from tests.support.configs import llama8b_model
 from tests.support.lsp_e2e import (
     EXAMPLES,
     Ctx,
@@ -229,16 +230,7 @@ async def test_search_config_follows_the_unsaved_train_yaml_buffer(ctx: Ctx) -> 
         text_document=types.TextDocumentIdentifier(uri=train_uri)))
 
 
-OFFLOAD_SEARCH = """\
-model:
-  name: llama3-8b
-  num_hidden_layers: 32
-  hidden_size: 4096
-  intermediate_size: 14336
-  num_attention_heads: 32
-  num_key_value_heads: 8
-  vocab_size: 128256
-  max_position_embeddings: 8192
+OFFLOAD_SEARCH = llama8b_model(name="llama3-8b") + """\
 cluster: {num_nodes: 1, cards_per_node: 8, device_type: GB200}
 parallelism: {dp: 4, fsdp: 1, tp: 1, pp: 2, cp: 1, ep: 1, vpp: 1, micro_batch_size: 2, micro_batch_num: 8,
   sequence_parallel: false}

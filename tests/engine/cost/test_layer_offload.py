@@ -16,6 +16,7 @@ from engine.cost import estimate
 from engine.specs import RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import LLAMA8B, cluster
 from tests.support.cli import hp_plan
+from tests.support.configs import llama8b_model
 
 MEGATRON = RunOptions(framework="megatron")
 PLAN = Strategy(dp=8, dp_shard=8, micro_batch_size=2, micro_batch_num=4)
@@ -72,16 +73,7 @@ def test_hyperparallel_offload_stays_priced_hidden() -> None:
     assert off.peak_memory_gib < plain.peak_memory_gib
 
 
-SEARCH = """\
-model:
-  name: llama3-8b
-  num_hidden_layers: 32
-  hidden_size: 4096
-  intermediate_size: 14336
-  num_attention_heads: 32
-  num_key_value_heads: 8
-  vocab_size: 128256
-  max_position_embeddings: 8192
+SEARCH = llama8b_model(name="llama3-8b") + """\
 cluster: {{num_nodes: 1, cards_per_node: 8, device_type: GB200}}
 parallelism: {{dp: {dp}, fsdp: {dp}, tp: 1, pp: {pp}, cp: 1, ep: 1, vpp: 1, micro_batch_size: 2, micro_batch_num: {mbn},
   sequence_parallel: false}}
