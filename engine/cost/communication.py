@@ -390,7 +390,7 @@ def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | fl
     floor: np.ndarray | float = 0.0
     if (fs > 1).any():
         Bp = float(r.run.param_bytes)
-        coef = r.links.gather_flat_coef if r.fw.fsdp_flat_ring and not r.fw.fsdp2 else r.links.gather_coef
+        coef = r.links.gather_flat_coef if r.fw.fsdp_flat_ring else r.links.gather_coef
         a_ne, l_ne = coef(table.dp_shard, table.tp)
         ag = sp_.ne_stage * a_ne[:, None] + l_ne[:, None]  # seconds per parameter byte … times bytes below
         ag_ex = None

@@ -7,7 +7,9 @@ A strategy that breaks one of these rules cannot run, so it gets diagnostics ins
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from engine import degree_facts as facts
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
@@ -270,6 +272,11 @@ def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
                     "stated; its distributed optimizer shards the optimizer states over dp·cp instead)", "fsdp")]
 
 
+def _offered_by(offers: Callable[[Framework], bool]) -> str:
+    """The stacks that offer what a HP533 finding says the plan's stack lacks, as its message names them."""
+    return ", ".join(f.name for f in FRAMEWORKS.values() if offers(f))
+
+
 def search_offload_problems(config: Config) -> list[Problem]:
     """HP533 on a search where the file asks an offload the stack does not run: the search's per-layer offload
     (`offload`, [HP] §8.6) of a stack whose search does not offer it (StackSpace.offload other than "per_layer";
@@ -279,7 +286,7 @@ def search_offload_problems(config: Config) -> list[Problem]:
     out = [p for p in (_stackless_layer_offload(config, fw),) if p is not None]
     if config.offload_gb_s <= 0 or fw.space.offload == "per_layer":
         return out
-    offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.space.offload == "per_layer")
+    offering = _offered_by(lambda f: f.space.offload == "per_layer")
     own = (" (its own offload is cpu_offloading_num_layers: the first layers' activations, with pp 1 and no "
            "recompute)" if fw.space.offload == "layers" else "")
     return [*out, Problem("HP533", f"{fw.qualified} has no per-layer offload for the search to choose (offload; "
@@ -290,7 +297,7 @@ def _stackless_layer_offload(config: Config, fw: Framework) -> Problem | None:
     """HP533 for `cpu_offloading_num_layers` on a stack without CPU offloading of whole layers."""
     if config.run.cpu_offload_layers <= 0 or fw.space.offload == "layers":
         return None
-    offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.space.offload == "layers")
+    offering = _offered_by(lambda f: f.space.offload == "layers")
     return Problem("HP533", f"{fw.qualified} has no CPU offloading of whole layers (cpu_offloading_num_layers; "
                    f"offered by {offering}): priced without it", "cpu_offload_layers")
 
@@ -357,13 +364,13 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
                             ("moe_shared_expert_overlap", "shared-expert overlap", "shared_expert_overlap"),
                             ("swap_attention", "attention swap to the host", "swaps_attention")):
         if getattr(config.run, key) and not getattr(fw, attr):
-            offering = ", ".join(f.name for f in FRAMEWORKS.values() if getattr(f, attr))
+            offering = _offered_by(attrgetter(attr))
             out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
     out += _allgather_problems(config, fw)
     stated = config.run.cp_algo
     if fw.space.cp_algo(stated) != stated:
-        offering = ", ".join(f.name for f in FRAMEWORKS.values() if stated in f.space.cp_algos)
+        offering = _offered_by(lambda f: stated in f.space.cp_algos)
         out.append(Problem("HP533", f"{fw.qualified} has no {stated} context parallelism (cp_algo; offered by "
                            f"{offering}; it runs {', '.join(fw.space.cp_algos)}): priced as its ring", "cp_algo"))
     return out
@@ -377,7 +384,7 @@ def _allgather_problems(config: Config, fw: Framework) -> list[Problem]:
     if config.run.moe_dispatcher != "allgather" or model is None or not model.is_moe:
         return []
     if not fw.allgather_dispatch:
-        offering = ", ".join(f.name for f in FRAMEWORKS.values() if f.allgather_dispatch)
+        offering = _offered_by(lambda f: f.allgather_dispatch)
         return [Problem("HP533", f"{fw.qualified} has no all-gather token dispatcher (moe_dispatcher; offered by "
                         f"{offering}): priced with the all-to-all", "moe_dispatcher")]
     # the overlaps the stack (or its release) lacks got HP533 in _ep_overlap_problems, once
