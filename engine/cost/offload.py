@@ -40,18 +40,23 @@ OVERLAP = 0.8
 
 def with_layer_offload(model: ModelSpec, run: RunOptions, table: CandidateTable) -> CandidateTable:
     """`table` with Megatron-Core's CPU offloading of the first `run.cpu_offload_layers` layers marked (OFFLOAD) on
-    every row its stack can run it on (StackSpace.layer_offload_refusals: pp 1, recompute off on every layer, fewer
-    layers than the model's), so `estimate`, the search and `compare` price the stated option alike; the other
-    rows are priced without it (engine.cost.strategy_rules says so for a stated plan)."""
+    every row its stack can run it on, so `estimate`, the search and `compare` price the stated option alike; the
+    other rows are priced without it (engine.cost.strategy_rules says so for a stated plan). Which rows can is
+    StackSpace.layer_offload_refusals' to say, asked once per distinct (pp, recompute) pair the table holds: the
+    rule has one home, and a table holds a handful of such pairs however many rows it has."""
     n_off = run.cpu_offload_layers
     if n_off <= 0 or not len(table):
-        return table
-    if framework_of(run).space.layer_offload_refusals(n_off, pp=1, recompute=False, num_layers=model.num_layers):
         return table
     total = model.num_layers + model.mtp_depth
     lm = (np.broadcast_to(np.asarray(table.recompute, dtype=np.int8)[:, None], (len(table), total)).copy()
           if table.layer_modes is None else np.asarray(table.layer_modes, dtype=np.int8).copy())
-    runs = (np.asarray(table.pp) == 1) & (lm == OFF).all(axis=1)
+    pp = np.asarray(table.pp, dtype=np.int64)
+    recomputes = (lm != OFF).any(axis=1)
+    space = framework_of(run).space
+    runs = np.zeros(len(table), dtype=bool)
+    for p, rc in np.unique(np.stack([pp, recomputes]), axis=1).T.tolist():
+        if not space.layer_offload_refusals(n_off, pp=p, recompute=bool(rc), num_layers=model.num_layers):
+            runs |= (pp == p) & (recomputes == rc)
     if not runs.any():
         return table
     lm[runs, :n_off] = OFFLOAD

@@ -9,10 +9,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.catalog.frameworks import FRAMEWORKS
-from engine.cost import estimate
+from engine.cost import CandidateTable, estimate
+from engine.cost.offload import OFFLOAD, with_layer_offload
 from engine.specs import RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import LLAMA8B, cluster
 from tests.support.cli import hp_plan
@@ -33,6 +35,19 @@ def test_only_megatron_offloads_whole_layers_and_only_where_its_config_allows() 
     assert len(why) == 3 and "pp 2" in why[0] and "recompute" in why[1] and "32" in why[2]
     for name in ("torchtitan", "mindspeed", "hyperparallel"):
         assert FRAMEWORKS[name].space.layer_offload_refusals(1, pp=1, recompute=False, num_layers=32)
+
+
+def test_a_table_offloads_only_the_rows_megatron_runs_it_on() -> None:
+    """The search prices a stated offload row by row: the rule is StackSpace.layer_offload_refusals', so in one
+    table only the pp 1 rows that recompute nothing carry it, whatever the order of the rows."""
+    rows = [replace(PLAN, dp=4, dp_shard=4, pp=pp, recompute=RecomputePlan(mode))
+            for pp in (2, 1) for mode in ("full", "off", "selective")]
+    table = with_layer_offload(LLAMA8B, replace(MEGATRON, cpu_offload_layers=8), CandidateTable.from_strategies(rows))
+    assert table.layer_modes is not None
+    marked = (np.asarray(table.layer_modes) == OFFLOAD).any(axis=1)
+    assert marked.tolist() == [False, False, False, False, True, False]
+    assert (np.asarray(table.layer_modes)[4, :8] == OFFLOAD).all()
+    assert not (np.asarray(table.layer_modes)[4, 8:] == OFFLOAD).any()
 
 
 def test_the_device_keeps_the_other_layers_and_one_copy_in_transit() -> None:
