@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,10 +150,18 @@ class Estimate:
 
     @property
     def verdict_text(self) -> str:
-        """The memory verdict as the text front ends print it: a marginal plan is over the budget, so the text
-        says so rather than "fits" (its JSON `fits` stays true, docs/formats.md §3)."""
+        """The memory verdict as the terminal prints it after the budget: a marginal plan is over the budget, so
+        the text says so rather than "fits" (its JSON `fits` stays true, docs/formats.md §3)."""
         return {"fits": "fits", "marginal": "MARGINAL (over the budget, within the estimate's band: it may fit)"}.get(
             self.verdict, "DOES NOT FIT")
+
+    def fit_words(self, strong: Callable[[str], str] = str.upper) -> str:
+        """The same verdict in the few words an editor has room for, budget included: "fits 80 GiB", "over 80 GiB,
+        MAY fit", "does NOT fit 80 GiB". `strong` marks the word that makes a verdict doubtful or failing (upper
+        case in a code lens, markdown bold in a hover), so both say it alike."""
+        b = f"{self.budget_gib:.0f} GiB"
+        return {"fits": f"fits {b}", "marginal": f"over {b}, {strong('may')} fit"}.get(
+            self.verdict, f"does {strong('not')} fit {b}")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -53,10 +53,8 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
         out.append(Lens(rng, "Searching for the best strategy…", ""))
     stated = state.stated
     if stated is not None:
-        b = f"{stated.budget_gib:.0f}"
-        fit = {"fits": f"fits {b}", "marginal": f"over {b}, may fit"}.get(stated.verdict, f"does NOT fit {b}")
         whose = "Stated" if state.good is not None and state.good.estimate is not None else "Stated (train_yaml)"
-        out.append(Lens(rng, f"{whose}: {stated.peak_memory_gib:.1f} GiB ({fit}) · "
+        out.append(Lens(rng, f"{whose}: {stated.peak_memory_gib:.1f} GiB ({stated.fit_words()}) · "
                              f"{stated.step_time_s:.2f} s/step {stated.step_band} · MFU {stated.mfu:.0%} · {stated.framework} on "
                              f"{stated.device}{'' if stated.calibrated_framework else ', uncalibrated'}", ""))
 

@@ -101,9 +101,7 @@ def strategy_hover(state: DocState) -> str | None:
         lead = f"**{stated.peak_memory_gib:.1f} GiB** peak · best plan {ratio:.2f}× faster\n\n" if ratio > 1.005 \
             else f"**{stated.peak_memory_gib:.1f} GiB** peak · this is the best plan found\n\n"
     elif stated is not None:
-        b = f"{stated.budget_gib:.0f} GiB"
-        fit = {"fits": f"fits {b}", "marginal": f"over {b}, **may** fit"}.get(stated.verdict, f"does **not** fit {b}")
-        lead = f"**{stated.peak_memory_gib:.1f} GiB** peak ({fit})\n\n"
+        lead = f"**{stated.peak_memory_gib:.1f} GiB** peak ({stated.fit_words(lambda w: f'**{w}**')})\n\n"
     from hp_lsp.features.plan import bound_markdown
 
     return lead + bound_markdown(state) + plan_table(stated, best, stale=state.search_stale)

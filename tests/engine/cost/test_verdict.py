@@ -36,3 +36,22 @@ def test_verdicts_around_the_budget() -> None:
             assert hp520 and hp520[0]["severity"] == ("warning" if verdict == "marginal" else "error")
         else:
             assert not hp520
+
+
+def test_the_editor_s_few_words_say_each_verdict_with_its_budget() -> None:
+    """The code lens and the hover word the verdict through one method (Estimate.fit_words), each with its own
+    emphasis, so a marginal plan never reads as a bare "fits" in either."""
+    from dataclasses import replace
+
+    from engine.cost import estimate as price
+    from engine.specs import RunOptions, Strategy
+    from tests.engine.cost.shapes import LLAMA8B, cluster
+
+    est = price(LLAMA8B, cluster(1, "H100"), RunOptions(), Strategy(dp=8, micro_batch_size=1, micro_batch_num=4), 80.0)
+    peak, low = est.peak_memory_gib, est.peak_memory_range_gib[0]
+    words = {v: replace(est, budget_gib=b) for v, b in (("fits", peak * 1.2), ("marginal", (peak + low) / 2),
+                                                        ("does not fit", low * 0.8))}
+    assert {v: e.verdict for v, e in words.items()} == {v: v for v in words}
+    assert words["fits"].fit_words() == f"fits {peak * 1.2:.0f} GiB"
+    assert words["marginal"].fit_words() == f"over {(peak + low) / 2:.0f} GiB, MAY fit"
+    assert words["does not fit"].fit_words(lambda w: f"**{w}**") == f"does **not** fit {low * 0.8:.0f} GiB"
