@@ -305,6 +305,9 @@ class PipelineLayout:
     offset: HyperParallel's per-stage `offset` ([HP] §6.7): one entry per stage, either (o,) (added to the
       stage's last chunk) or one per virtual chunk; each chunk holds ⌊L_eff/(pp·vpp)⌋ + its offset, with
       L_eff = L (+ the MTP layers when `mtp_in_offset`, + 2 when the embedding and output are in it).
+    layer_layout: Megatron-Core's `pipeline_model_parallel_layout` (engine.config.layer_layout): the symbols
+      every chunk builds, one string per chunk in model order (chunk j = vpp rank · pp + pp rank), E embedding,
+      t decoder layer, m MTP layer, L output layer and loss; its length is pp·vpp. Megatron-Core takes it alone.
     """
 
     embedding_in_split: bool = False
@@ -316,6 +319,7 @@ class PipelineLayout:
     # torchtitan's split (`generate_llm_fqn_per_model_part`): the embedding and output count as layers and the
     # (L + e + l) mod (pp·vpp) extra go to the first chunks, so nothing needs to divide.
     remainder_first: bool = False
+    layer_layout: tuple[str, ...] = ()
 
     @property
     def stated(self) -> bool:
@@ -325,7 +329,7 @@ class PipelineLayout:
         return {"embedding_in_split": self.embedding_in_split, "loss_in_split": self.loss_in_split,
                 "first_stage_layers": self.first_stage_layers, "last_stage_layers": self.last_stage_layers,
                 "offset": [list(o) for o in self.offset], "mtp_in_offset": self.mtp_in_offset,
-                "remainder_first": self.remainder_first}
+                "remainder_first": self.remainder_first, "layer_layout": list(self.layer_layout)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -484,7 +484,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         expert_fold=True, probs_in_activation=True,
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
-                    "TransformerConfig; MCORE-PP)", chooses_accounting=True, space=_MEGATRON_SPACE,
+                    "TransformerConfig; MCORE-PP), pipeline_model_parallel_layout (MCORE-PPLAYOUT)", chooses_accounting=True, space=_MEGATRON_SPACE,
         releases=MEGATRON_RELEASES, release=MEGATRON_RELEASES.current),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", allgather_dispatch=True,

@@ -22,8 +22,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP419", "error", "manual stage partition inconsistent with pp or the layers"),
     ("HP420", "error", "layer offset range invalid"),
     ("HP421", "error", "per-layer setting names a layer the model does not have"),
-    ("HP422", "error", "stated pipeline layout (offsets, first/last-stage layers, embedding/loss in the split) does "
-     "not fit pp·vpp or the layers"),
+    ("HP422", "error", "stated pipeline layout (offsets, first/last-stage layers, embedding/loss in the split, a "
+     "layer layout) does not fit pp·vpp or the layers"),
     ("HP423", "error", "a combination the trainer refuses (compile with pipeline parallelism; fp32 main "
      "parameters without float32 gradient reduction)"),
     ("HP430", "warning", "a what-if's larger device memory is capped by constraint.memory_limit_gb"),

@@ -29,6 +29,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
         "engine.config.model_facts",
         "engine.config.reader",
         "engine.config.search_config",
+        "engine.config.stated_layout",
         "engine.config.train",
     ),
     "HP107": ("engine.config.reader", "engine.config.train"),

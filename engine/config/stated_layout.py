@@ -2,7 +2,8 @@
 
 Megatron-Core's TransformerConfig names (`account_for_embedding_in_pipeline_split`,
 `account_for_loss_in_pipeline_split`, `num_layers_in_first_pipeline_stage`, `num_layers_in_last_pipeline_stage`;
-Megatron-LM's `decoder_first_pipeline_num_layers` / `decoder_last_pipeline_num_layers` spell the last two) and
+Megatron-LM's `decoder_first_pipeline_num_layers` / `decoder_last_pipeline_num_layers` spell the last two;
+`pipeline_model_parallel_layout`, every chunk's layers, engine.config.layer_layout) and
 HyperParallel's execution-spec keys (`offset`, `emb_out_in_offset`, `mtp_in_offset`; [HP] §2.8, §6.7) are read
 in a search config's `pp_config`, a train.yaml's `accelerator`, and (`offset`, as HyperParallel's recipes write
 it) in `model` / `model.config_overrides`. Each value is kept with its position so diagnostics land on it.
@@ -10,6 +11,7 @@ it) in `model` / `model.config_overrides`. Each value is kept with its position 
 
 from __future__ import annotations
 
+from engine.config.layer_layout import LayerLayoutError, layout_from_names, parse_layout_text
 from engine.config.reader import Source, Val
 from engine.document import Map, Scalar, Seq
 from engine.specs import PipelineLayout
@@ -20,10 +22,12 @@ LAYOUT_INTS = {"num_layers_in_first_pipeline_stage": "num_layers_in_first_pipeli
                "num_layers_in_last_pipeline_stage": "num_layers_in_last_pipeline_stage",
                "decoder_first_pipeline_num_layers": "num_layers_in_first_pipeline_stage",
                "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage"}
-LAYOUT_KEYS = (*LAYOUT_BOOLS, *LAYOUT_INTS, "offset")
+LAYER_LAYOUT = "pipeline_model_parallel_layout"
+LAYOUT_KEYS = (*LAYOUT_BOOLS, *LAYOUT_INTS, "offset", LAYER_LAYOUT)
 # Which keys state each kind of layout (engine.cost.layout.chunk_layers tries them in this order): a refusal is
 # reported at the key of the kind that was priced.
 _KIND_KEYS = {
+    "layers": (LAYER_LAYOUT,),
     "offset": ("offset", "emb_out_in_offset", "mtp_in_offset"),
     "stages": ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
                "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"),
@@ -34,7 +38,8 @@ _KIND_KEYS = {
 def layout_paths(lay: PipelineLayout) -> tuple[str, ...]:
     """The dotted paths that may state the kind of layout `lay` prices, most specific first (a search config's
     pp_config, a train.yaml's accelerator, then the model sections that hold HyperParallel's offset)."""
-    kind = "offset" if lay.offset else "stages" if lay.first_stage_layers or lay.last_stage_layers else "split"
+    kind = ("layers" if lay.layer_layout else "offset" if lay.offset
+            else "stages" if lay.first_stage_layers or lay.last_stage_layers else "split")
     keys = _KIND_KEYS[kind]
     paths = [f"{sec}.{k}" for sec in ("pp_config", "accelerator") for k in keys]
     if kind == "offset":
@@ -56,6 +61,36 @@ def read_layout(src: Source, section: Map | None, prefix: str, into: dict[str, V
     off = read_offset(src, section, f"{prefix}.offset")
     if off is not None:
         into["offset"] = off
+    chunks = read_layer_layout(src, section, f"{prefix}.{LAYER_LAYOUT}")
+    if chunks is not None:
+        into[LAYER_LAYOUT] = chunks
+
+
+def read_layer_layout(src: Source, section: Map | None, dotted: str) -> Val | None:
+    """Megatron-Core's `pipeline_model_parallel_layout`: a string ("Et|(tt|)*30mL") or a list of lists of layer
+    names, as its TransformerConfig takes either. The Val's value is the tuple of per-chunk symbol strings; what
+    Megatron-Core could not parse is HP106 at the value (whether it fits pp, vpp and the model is HP422's,
+    engine.validate.pipeline)."""
+    v = src.val(section, dotted.rsplit(".", 1)[-1], dotted)
+    if v is None:
+        return None
+    node = v.value
+    try:
+        if isinstance(node, str):
+            chunks = parse_layout_text(node)
+        elif isinstance(node, Seq) and node.items and all(
+                isinstance(row, Seq) and all(isinstance(i, Scalar) and isinstance(i.value, str) for i in row.items)
+                for row in node.items):
+            chunks = layout_from_names([[str(i.value) for i in row.items if isinstance(i, Scalar)]
+                                        for row in node.items if isinstance(row, Seq)])
+        else:
+            src.diag("HP106", f"{dotted} must be a layout string such as \"Et|(tt|)*30mL\" or a list of lists of "
+                     "layer names (embedding, decoder, mtp, loss), one list per pipeline chunk", v.loc.value, dotted)
+            return None
+    except LayerLayoutError as exc:
+        src.diag("HP106", f"{dotted}: {exc}", v.loc.value, dotted)
+        return None
+    return Val(chunks, v.path, v.loc)
 
 
 def read_offset(src: Source, section: Map | None, dotted: str) -> Val | None:
@@ -110,4 +145,5 @@ def layout_of(vals: dict[str, Val]) -> PipelineLayout:
         if "num_layers_in_last_pipeline_stage" in vals else 0,
         offset=tuple(vals["offset"].value) if "offset" in vals else (),
         mtp_in_offset=flag("mtp_in_offset"),
+        layer_layout=tuple(vals[LAYER_LAYOUT].value) if LAYER_LAYOUT in vals else (),
     )

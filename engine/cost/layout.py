@@ -6,8 +6,8 @@ L mod C extra layers go to chunks 1, 2, …: never to chunk 0, whose stage alrea
 the most micro-batches in flight ([HP] §6.7 puts them on the last chunk instead, next to the
 output layer). MTP layers sit on the last stage, after the output layer (DeepSeek-V3 §2.2).
 
-A stated layout (engine.specs.PipelineLayout: Megatron-Core's embedding/loss accounting and first/last-stage
-layer counts, HyperParallel's per-stage offsets) replaces that split: `chunk_layers` gives the decoder layers of
+A stated layout (engine.specs.PipelineLayout: Megatron-Core's embedding/loss accounting, first/last-stage
+layer counts and per-chunk layer layout, HyperParallel's per-stage offsets) replaces that split: `chunk_layers` gives the decoder layers of
 every (stage, virtual chunk), the embedding always on stage 0's first chunk and the output layer and loss on the
 last stage's last chunk, so a chunk may hold only the embedding or only the loss (Llama 3 §3.3.2: 405B trained
 with 126 layers + embedding + loss over 16 stages × 8 chunks). With unequal chunks the micro-batches a stage
@@ -106,7 +106,9 @@ def default_chunks(L: int, p: int, v: int) -> np.ndarray:
 def chunk_layers(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
     """(p, v) decoder layers of chunk c on stage i (model order: chunk j = c·p + i), as the stated layout
     places them; raises LayoutError where the framework refuses the layout for this pp·vpp. MTP layers are
-    not in the counts (they sit on the last stage, engine.cost.rows)."""
+    not in the counts (they sit on the last stage, or where a layer layout puts them: mtp_stage)."""
+    if lay.layer_layout:
+        return _listed_chunks(L, mtp, p, v, lay)
     if lay.offset:
         return _offset_chunks(L, mtp, p, v, lay)
     if lay.first_stage_layers or lay.last_stage_layers:
@@ -114,6 +116,49 @@ def chunk_layers(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.nd
     if lay.embedding_in_split or lay.loss_in_split:
         return _accounted_chunks(L, p, v, lay)
     return default_chunks(L, p, v)
+
+
+def _listed_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
+    """Megatron-Core's `pipeline_model_parallel_layout`: each chunk's decoder layers as listed, after the checks
+    its PipelineParallelLayerLayout makes (MCORE-PPLAYOUT: the list divides into pp stages and so sets vpp; the
+    embedding first and the loss last, once each; every decoder layer and every MTP layer listed, the MTP layers
+    after the decoder layers, together in one chunk, the last chunk of their stage). Megatron-LM takes it alone,
+    without the other layout options."""
+    if lay.offset or lay.first_stage_layers or lay.last_stage_layers or lay.embedding_in_split \
+            or lay.loss_in_split:
+        raise LayoutError("Megatron-Core takes pipeline_model_parallel_layout alone, not with first/last-stage layer "
+                          "counts, the embedding/loss accounting or offsets")
+    chunks = lay.layer_layout
+    if len(chunks) != p * v:
+        if len(chunks) % p:
+            raise LayoutError(f"the layout lists {len(chunks)} chunks, no whole number per stage at pp {p}")
+        raise LayoutError(f"the layout lists {len(chunks)} chunks, {len(chunks) // p} per stage at pp {p}, where the "
+                          f"plan runs vpp {v} (Megatron-LM takes vpp from the layout: state pp_interleave_num "
+                          f"{len(chunks) // p})")
+    flat = "".join(chunks)
+    if not flat or flat[0] != "E" or flat[-1] != "L" or flat.count("E") != 1 or flat.count("L") != 1:
+        raise LayoutError("the layout must begin with the embedding (E) and end with the loss (L), each once")
+    if flat.count("t") != L:
+        raise LayoutError(f"the layout lists {flat.count('t')} decoder layers (t); the model has {L}")
+    if flat.count("m") != mtp:
+        raise LayoutError(f"the layout lists {flat.count('m')} MTP layers (m); the model has {mtp}")
+    if mtp:
+        holding = [j for j, c in enumerate(chunks) if "m" in c]
+        if "t" in flat[flat.index("m"):]:
+            raise LayoutError("the decoder layers (t) must all come before the MTP layers (m)")
+        if len(holding) > 1 or holding[0] // p != v - 1:
+            raise LayoutError("the MTP layers (m) must sit together in one chunk, the last chunk of their stage")
+    out = np.zeros((p, v), dtype=np.int64)
+    for j, chunk in enumerate(chunks):
+        out[j % p, j // p] = chunk.count("t")
+    return out
+
+
+def mtp_stage(lay: PipelineLayout, p: int) -> int:
+    """The stage that holds the MTP layers: the last, unless a layer layout puts them on another (Megatron-Core's
+    standalone MTP stage)."""
+    j = next((j for j, c in enumerate(lay.layer_layout) if "m" in c), None)
+    return p - 1 if j is None else j % p
 
 
 def _accounted_chunks(L: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:

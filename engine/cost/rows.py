@@ -26,6 +26,7 @@ from engine.cost.layout import (
     in_flight,
     layer_stage,
     layout_or_default,
+    mtp_stage,
     stage_type_counts,
     weighted_in_flight,
 )
@@ -297,17 +298,23 @@ def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarra
     first, inv = _distinct(p_i.astype(np.int64) * (vmax + 1) + v_i) if n > 1 else (np.arange(n), np.arange(n))
     counts = stage_type_counts(m.num_layers, first_dense, p_i[first], v_i[first], P, vmax)
     lay = effective_layout(run)
+    moved_mtp = np.full(len(first), -1, dtype=np.int64)  # a layer layout's MTP stage, -1: the last stage's
     if lay.stated:
         for k, row in enumerate(first.tolist()):
-            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, int(p_i[row]), int(v_i[row]), lay)
+            p = int(p_i[row])
+            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, int(v_i[row]), lay)
             if applied:
                 counts[k, :] = 0.0
                 counts[k, :chunks.shape[0]] = chunk_type_counts(chunks, first_dense)
+                if lay.layer_layout:
+                    moved_mtp[k] = mtp_stage(lay, p)
     counts = counts[inv]
     last = last_stage(dualpipev_rows(table.schedule, p_i), p_i, P)
     mtp_type = MOE if m.is_moe else DENSE
     if m.mtp_depth:
-        counts[:, :, mtp_type] += np.where(last, m.mtp_depth, 0)
+        at = moved_mtp[inv]
+        mtp_at = np.where((at >= 0)[:, None], np.arange(P)[None, :] == at[:, None], last)
+        counts[:, :, mtp_type] += np.where(mtp_at, m.mtp_depth, 0)
     counts_m = None  # (n, P, 2, 3) only with per-layer modes
     if table.layer_modes is not None:
         counts_m = _mode_counts(m, run, table, p_i, v_i, P, first_dense, mtp_type)
@@ -326,18 +333,20 @@ def _contract(counts_m: np.ndarray, per: np.ndarray) -> np.ndarray:
 
 
 def layer_stages(m: ModelSpec, run: RunOptions, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """(n, layers + MTP) the stage of each global layer under the layout priced (MTP layers on the last stage);
+    """(n, layers + MTP) the stage of each global layer under the layout priced (MTP layers on the last stage, or
+    where a layer layout puts them);
     what per-layer modes and offload (engine.cost.offload) are counted by."""
     L = m.num_layers
     st = np.empty((len(p), L + m.mtp_depth), dtype=np.int64)
     st[:, :L] = layer_stage(L, p, v)
+    st[:, L:] = (p - 1)[:, None]
     lay = effective_layout(run)
     if lay.stated:
         for row in range(len(p)):
             chunks, applied = layout_or_default(L, m.mtp_depth, int(p[row]), int(v[row]), lay)
             if applied:
                 st[row, :L] = chunk_layer_stage(chunks)
-    st[:, L:] = (p - 1)[:, None]
+                st[row, L:] = mtp_stage(lay, int(p[row]))
     return st
 
 

@@ -43,6 +43,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.config.layer_layout import layout_text
 from engine.cost.layout import effective_layout
 from engine.diagnostics import Diagnostic
 from engine.specs import DeviceSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
@@ -101,14 +102,19 @@ def _ranges(plan: RecomputePlan) -> list[tuple[str, str]]:
 
 def _megatron_layout(s: Strategy, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
     """The stated pipeline layout (engine.specs.PipelineLayout) as Megatron-LM's flags (MLM-ARGS): the
-    embedding/loss accounting and the first/last-stage layer counts; HyperParallel's per-stage offsets have
-    no such flag (HP753)."""
+    embedding/loss accounting, the first/last-stage layer counts or the per-chunk layer layout (Megatron-LM
+    only); HyperParallel's per-stage offsets have no such flag (HP753)."""
     lay = run.pipeline_layout
     if s.pp <= 1 or not lay.stated:
         return []
     if lay.offset:
         warns.append(_warn("offset", target, f"per-stage layer offsets {[list(o) for o in lay.offset]}"))
         return []
+    if lay.layer_layout:
+        if target != "megatron":  # MindSpeed's Megatron-Core (0.12) predates the layout flag (0.13)
+            warns.append(_warn("pipeline_model_parallel_layout", target, "a per-chunk layer layout"))
+            return []
+        return ["--pipeline-model-parallel-layout", layout_text(lay.layer_layout)]
     out: list[str] = []
     if lay.embedding_in_split:
         out.append("--account-for-embedding-in-pipeline-split")
@@ -183,7 +189,8 @@ def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: s
             args += ["--schedules-method", "dualpipev"]
         else:
             warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
-    if s.pipeline_schedule == "interleaved" and s.vpp > 1:
+    sets_vpp = "--pipeline-model-parallel-layout" in layout_args  # Megatron-LM takes vpp from the layout
+    if s.pipeline_schedule == "interleaved" and s.vpp > 1 and not sets_vpp:
         if model.num_layers % (s.pp * s.vpp) == 0 and not layout_args:
             args += ["--num-layers-per-virtual-pipeline-stage", str(model.num_layers // (s.pp * s.vpp))]
         else:
@@ -428,7 +435,7 @@ def _torchtitan_layout(s: Strategy, model: ModelSpec, run: RunOptions, interleav
     if s.pp <= 1:
         return []
     lay = effective_layout(run)
-    if lay.offset or lay.first_stage_layers or lay.last_stage_layers:
+    if lay.offset or lay.first_stage_layers or lay.last_stage_layers or lay.layer_layout:
         warns.append(_warn("pipeline layout", "torchtitan", "per-stage layer counts (write them as "
                            "module_fqns_per_model_part)"))
         return []

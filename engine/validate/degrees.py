@@ -126,7 +126,8 @@ def _pp(ctx: Ctx) -> None:
     what_layers = f"{m.num_layers + m.mtp_depth} layers + {' + '.join(_accounted(lay))}" if extra else \
         f"the number of splittable layers ({layers})"
     for d in candidates:
-        if d.value > 1 and degree_facts.pp_layers(d.value, max(v, 1), layers) is not None:
+        # A layer layout lists every chunk, possibly one with only the loss (HP422 checks it against pp·vpp).
+        if d.value > 1 and not lay.layer_layout and degree_facts.pp_layers(d.value, max(v, 1), layers) is not None:
             what = what_layers if v <= 1 else f"{'(' + what_layers + ')' if extra else 'layers'} / vpp = {layers} / {v} = {bound}"
             valid = [p for p in divisors(layers) if p <= bound][:16]
             ctx.emit("HP407", f"pp ({d.value}) exceeds {what}: every stage needs at least one layer"

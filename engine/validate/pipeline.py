@@ -111,7 +111,7 @@ def _layout(ctx: Ctx, layers: int) -> None:
         return
     p = pp.value
     v = vpp.value if vpp is not None and vpp.value > 1 and p > 1 else 1
-    if p == 1 and not lay.offset:
+    if p == 1 and not (lay.offset or lay.layer_layout):
         return
     m = ctx.model
     from engine.cost.layout import LayoutError, chunk_layers  # numpy only where a layout is stated

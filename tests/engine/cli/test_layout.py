@@ -1,12 +1,13 @@
 """The pipeline layout as run, end to end through `hp-plan` (check, estimate, search, explain) on Llama 3.1 405B
 with Meta's layout (examples/llama3-405b: 126 layers + embedding + loss over 16 stages × 8 chunks), Megatron's
-first/last-stage layer counts and HyperParallel's offsets."""
+first/last-stage layer counts and per-chunk layer layout (DeepSeek-V3 as Megatron-Bridge lays it out on H100), and
+HyperParallel's offsets."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.cli import ROOT, hp_plan, hp_plan_json
+from tests.support.cli import ROOT, hp_plan, hp_plan_bounded, hp_plan_json
 
 EX = ROOT / "examples" / "llama3-405b"
 SEARCH = str(EX / "search.yaml")
@@ -152,3 +153,50 @@ def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes
     (tmp_path / "tt2").mkdir()
     tt = hp_plan_json("search", _copy(tmp_path / "tt2", train, "torchtitan"), code=1)  # over the budget there
     assert tt["evaluated"] == 1 and not any(d["code"] == "HP613" for d in tt["diagnostics"])
+
+
+DSV3_TRAIN = ROOT / "examples" / "deepseek-v3" / "train.yaml"
+ON_H100 = ("--devices", "1024", "--device-type", "H100")
+
+
+def _bridge_dsv3(tmp_path: Path, layout: str, vpp: int = 4) -> str:
+    """examples/deepseek-v3 as Megatron-Bridge's H100 recipe lays it out: pp 8 × vpp 4 with a layer layout."""
+    text = DSV3_TRAIN.read_text()
+    for old, new in (("  pp_size: 16\n", f"  pp_size: 8\n  pp_interleave_num: {vpp}\n"
+                                          f"  pipeline_model_parallel_layout: {layout}\n"),
+                     ("  pipeline_scheduler: 1f1b\n", "  pipeline_scheduler: interleaved_1f1b\n"),
+                     ("  dp_shard_size: 64             # dp = 2048 / (2 x 16) = 64\n", "  dp_shard_size: 1\n")):
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "train.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_megatrons_layer_layout_is_read_priced_and_exported(tmp_path: Path) -> None:
+    """61 layers over 32 chunks: the even split would not divide (HP416); the layout lists each chunk, so the
+    stages hold what it lists, nothing is flagged, and the flag comes back out of `export`."""
+    path = _bridge_dsv3(tmp_path, '"Et|(tt|)*30mL"')
+    doc = hp_plan_json("explain", path, *ON_H100, "--framework", "megatron")
+    assert not [d for d in doc["diagnostics"] if d["code"] in ("HP407", "HP416", "HP422", "HP106")]
+    chunks = [[c["layers"] for c in s["chunks"]] for s in doc["stages"]]
+    assert chunks[0] == [1, 2, 2, 2] and chunks[7] == [2, 2, 2, 0] and all(c == [2] * 4 for c in chunks[1:7])
+    assert [s["layers"] for s in doc["stages"]] == [7] + [8] * 6 + [7]  # stage 7: 6 layers and the MTP layer
+    flags = hp_plan("export", path, "--to", "megatron", *ON_H100).stdout
+    assert "--pipeline-model-parallel-layout 'Et|" + "tt|" * 30 + "mL'" in flags
+    assert "--num-virtual-stages-per-pipeline-rank" not in flags  # Megatron-LM takes vpp from the layout
+
+
+def test_a_layer_layout_that_does_not_fit_is_said_at_its_value(tmp_path: Path) -> None:
+    (tmp_path / "vpp").mkdir()
+    r = hp_plan("check", _bridge_dsv3(tmp_path / "vpp", '"Et|(tt|)*30mL"', vpp=2), *ON_H100)
+    line = next(i for i, t in enumerate((tmp_path / "vpp" / "train.yaml").read_text().splitlines(), 1)
+                if "pipeline_model_parallel_layout" in t)
+    assert r.returncode == 1 and f"train.yaml:{line}:35: error HP422" in r.stdout
+    assert "4 per stage at pp 8, where the plan runs vpp 2" in r.stdout and "pp_interleave_num 4" in r.stdout
+    (tmp_path / "bad").mkdir()
+    r = hp_plan("check", _bridge_dsv3(tmp_path / "bad", '"Et|(tt|)*30mX"'), *ON_H100)
+    assert r.returncode == 1 and "error HP106" in r.stdout and "'X' is not a layer symbol" in r.stdout
+    (tmp_path / "huge").mkdir()
+    r = hp_plan_bounded("check", _bridge_dsv3(tmp_path / "huge", '"E(t|)*999999999999L"'), *ON_H100)
+    assert r.returncode == 1 and "past 65,536 symbols" in r.stdout and "Traceback" not in r.stdout + r.stderr

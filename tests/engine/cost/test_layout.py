@@ -1,5 +1,5 @@
-"""The pipeline layout as run (engine.cost.layout): Megatron-Core's embedding/loss accounting and first/last-stage
-layer counts, HyperParallel's offsets, and the micro-batches each chunk keeps in flight under the interleaved
+"""The pipeline layout as run (engine.cost.layout): Megatron-Core's embedding/loss accounting, first/last-stage
+layer counts and per-chunk layer layout, HyperParallel's offsets, and the micro-batches each chunk keeps in flight under the interleaved
 schedule, checked against a step-by-step replay of Megatron's order; then the priced stages."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.config.layer_layout import parse_layout_text
 from engine.cost import CandidateTable, estimate, price_table
 from engine.cost.layout import (
     LayoutError,
@@ -16,6 +17,7 @@ from engine.cost.layout import (
     chunk_type_counts,
     default_chunks,
     in_flight,
+    mtp_stage,
     weighted_in_flight,
 )
 from engine.cost.strategy_rules import check_strategy
@@ -194,3 +196,62 @@ def test_torchtitans_own_split_counts_the_embedding_and_output() -> None:
     s = Strategy(dp=16, tp=8, pp=16, micro_batch_num=16, sequence_parallel=True)
     tt = price_table(L405, cl, RunOptions(framework="torchtitan"), CandidateTable.from_strategies([s]), 80.0)
     assert tt.layer_count[0, :16, 0].tolist() == [7] + [8] * 14 + [7]
+
+
+H100_RECIPE = PipelineLayout(layer_layout=parse_layout_text("Et|(tt|)*30mL"))  # Megatron-Bridge, DSv3 on H100
+
+
+def test_a_layer_layout_places_each_chunk_as_listed() -> None:
+    c = chunk_layers(DSV3.num_layers, DSV3.mtp_depth, 8, 4, H100_RECIPE)
+    assert c.shape == (8, 4) and int(c.sum()) == 61
+    assert c[0].tolist() == [1, 2, 2, 2] and c[7].tolist() == [2, 2, 2, 0]  # "Et" first, "mL" last
+    assert (c[1:7] == 2).all()
+    assert mtp_stage(H100_RECIPE, 8) == 7
+    # Megatron-Core's docstring example gives the MTP layer a chunk of its own, on the stage before the loss's.
+    own = PipelineLayout(layer_layout=parse_layout_text("Ettt|(tt|)*29,m|L"))
+    assert chunk_layers(61, 1, 16, 2, own)[14].tolist() == [2, 0] and mtp_stage(own, 16) == 14
+
+
+@pytest.mark.parametrize(("layers", "mtp", "p", "v", "text", "message"), [
+    (61, 1, 8, 2, "Et|(tt|)*30mL", "32 chunks, 4 per stage at pp 8, where the plan runs vpp 2"),
+    (61, 1, 6, 4, "Et|(tt|)*30mL", "no whole number per stage at pp 6"),
+    (62, 1, 8, 4, "Et|(tt|)*30mL", "61 decoder layers"),
+    (61, 0, 8, 4, "Et|(tt|)*30mL", "1 MTP layers"),
+    (61, 1, 8, 4, "tE|(tt|)*30mL", "begin with the embedding"),
+    (61, 1, 8, 4, "Et|(tt|)*29tm|tL", "before the MTP layers"),
+    (61, 2, 8, 4, "Et|m|(tt|)*28,ttt|tmL", "before the MTP layers"),
+    (62, 1, 8, 4, "Et|(tt|)*29tm|ttL", "before the MTP layers"),
+])
+def test_a_layer_layout_megatron_core_refuses_is_refused_with_its_reason(
+        layers: int, mtp: int, p: int, v: int, text: str, message: str) -> None:
+    with pytest.raises(LayoutError, match=message):
+        chunk_layers(layers, mtp, p, v, PipelineLayout(layer_layout=parse_layout_text(text)))
+
+
+def test_the_mtp_layers_sit_in_the_last_chunk_of_their_stage_and_together() -> None:
+    split = PipelineLayout(layer_layout=parse_layout_text("Et|(tt|)*29,ttm|mL"))
+    with pytest.raises(LayoutError, match="together in one chunk"):
+        chunk_layers(61, 2, 8, 4, split)
+    early = PipelineLayout(layer_layout=parse_layout_text("E" + "t" * 61 + "m|L||"))  # m on vpp rank 0 of 2
+    with pytest.raises(LayoutError, match="last chunk of their stage"):
+        chunk_layers(61, 1, 2, 2, early)
+    with pytest.raises(LayoutError, match="alone"):
+        chunk_layers(61, 1, 8, 4, PipelineLayout(layer_layout=H100_RECIPE.layer_layout, loss_in_split=True))
+
+
+def test_the_priced_stages_follow_the_layer_layout_and_its_mtp_stage() -> None:
+    """Stage by stage the priced layers are the layout's; the MTP layer's weights move to the stage the layout
+    gives it (the output layer and the loss stay on the last)."""
+    cl = cluster(64, "H100")
+    s = Strategy(dp=4, tp=2, pp=16, vpp=2, ep=8, micro_batch_num=32, sequence_parallel=True,
+                 pipeline_schedule="interleaved")
+    own = PipelineLayout(layer_layout=parse_layout_text("Ettt|(tt|)*29,m|L"))
+    last = PipelineLayout(layer_layout=parse_layout_text("Ettt|(tt|)*28,t|t|mL"))
+    pr = price_table(DSV3, cl, RunOptions(framework="megatron", pipeline_layout=own),
+                     CandidateTable.from_strategies([s]), 80.0)
+    at_last = price_table(DSV3, cl, RunOptions(framework="megatron", pipeline_layout=last),
+                          CandidateTable.from_strategies([s]), 80.0)
+    layers = pr.layer_count.sum(axis=2)[0]  # decoder + MTP layers per stage
+    assert layers[:16].tolist() == [5] + [4] * 13 + [3, 2]  # stage 14: 2 + the MTP layer; 15: 2 and the loss
+    assert at_last.layer_count.sum(axis=2)[0][14:16].tolist() == [3, 3]
+    assert float(pr.stage_memory_gib[0, 15]) < float(at_last.stage_memory_gib[0, 15])  # the MTP layer moved off
