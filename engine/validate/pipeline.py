@@ -111,6 +111,8 @@ def _layout(ctx: Ctx, layers: int) -> None:
         return
     p = pp.value
     v = vpp.value if vpp is not None and vpp.value > 1 and p > 1 else 1
+    if vpp is None and lay.layer_layout and len(lay.layer_layout) % p == 0:
+        v = len(lay.layer_layout) // p  # vpp searched: the candidates of the layout's own vpp carry it
     if p == 1 and not (lay.offset or lay.layer_layout):
         return
     m = ctx.model

@@ -159,11 +159,12 @@ DSV3_TRAIN = ROOT / "examples" / "deepseek-v3" / "train.yaml"
 ON_H100 = ("--devices", "1024", "--device-type", "H100")
 
 
-def _bridge_dsv3(tmp_path: Path, layout: str, vpp: int = 4) -> str:
-    """examples/deepseek-v3 as Megatron-Bridge's H100 recipe lays it out: pp 8 × vpp 4 with a layer layout."""
+def _bridge_dsv3(tmp_path: Path, layout: str, vpp: int | None = 4) -> str:
+    """examples/deepseek-v3 as Megatron-Bridge's H100 recipe lays it out: pp 8 × vpp 4 with a layer layout (vpp
+    None: left to the layout, as Megatron-LM takes it)."""
     text = DSV3_TRAIN.read_text()
-    for old, new in (("  pp_size: 16\n", f"  pp_size: 8\n  pp_interleave_num: {vpp}\n"
-                                          f"  pipeline_model_parallel_layout: {layout}\n"),
+    interleave = f"  pp_interleave_num: {vpp}\n" if vpp is not None else ""
+    for old, new in (("  pp_size: 16\n", f"  pp_size: 8\n{interleave}  pipeline_model_parallel_layout: {layout}\n"),
                      ("  pipeline_scheduler: 1f1b\n", "  pipeline_scheduler: interleaved_1f1b\n"),
                      ("  dp_shard_size: 64             # dp = 2048 / (2 x 16) = 64\n", "  dp_shard_size: 1\n")):
         assert old in text
@@ -182,6 +183,11 @@ def test_megatrons_layer_layout_is_read_priced_and_exported(tmp_path: Path) -> N
     chunks = [[c["layers"] for c in s["chunks"]] for s in doc["stages"]]
     assert chunks[0] == [1, 2, 2, 2] and chunks[7] == [2, 2, 2, 0] and all(c == [2] * 4 for c in chunks[1:7])
     assert [s["layers"] for s in doc["stages"]] == [7] + [8] * 6 + [7]  # stage 7: 6 layers and the MTP layer
+    # Stated without pp_interleave_num, the layout's 32 chunks over pp 8 are the plan's vpp 4, as in Megatron-LM.
+    (tmp_path / "bare").mkdir()
+    bare = hp_plan_json("explain", _bridge_dsv3(tmp_path / "bare", '"Et|(tt|)*30mL"', vpp=None), *ON_H100,
+                        "--framework", "megatron")
+    assert bare["strategy"]["vpp"] == 4 and bare["stages"] == doc["stages"]
     flags = hp_plan("export", path, "--to", "megatron", *ON_H100).stdout
     assert "--pipeline-model-parallel-layout 'Et|" + "tt|" * 30 + "mL'" in flags
     assert "--num-virtual-stages-per-pipeline-rank" not in flags  # Megatron-LM takes vpp from the layout
