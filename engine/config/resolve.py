@@ -38,7 +38,7 @@ from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
 from engine.config.reader import Source, Val
 from engine.config.search_config import Decl, SearchFacts, read_search
-from engine.config.stated_layout import layout_of
+from engine.config.stated_layout import LAYER_LAYOUT, layout_of
 from engine.config.stated_model import seq_location, stated_model
 from engine.config.stated_strategy import search_stated, stack_optimizer, strategy_of
 from engine.config.train import DTYPES, OPEN_END, TrainFacts, base_dir_of, read_train
@@ -376,7 +376,25 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
         return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
     if d == "etp":
         return Dimension(d, "fixed", (1,), "default", None)
+    from_layout = _layout_vpp(sf, train) if d == "vpp" else None
+    if from_layout is not None:
+        return Dimension(d, "fixed", (int(from_layout.value),), "declared", from_layout.loc)
     return Dimension(d, "absent", (), "default", None)
+
+
+def _layout_vpp(sf: SearchFacts, train: TrainFacts | None) -> Val | None:
+    """The vpp a stated `pipeline_model_parallel_layout` sets where nothing states one (Megatron-LM takes vpp from
+    it, MCORE-PPLAYOUT): its chunks over a fixed pp, positioned at the layout. None where pp is not fixed or the
+    chunks do not divide (HP422 says so)."""
+    lay = sf.layout.get(LAYER_LAYOUT) or (train.layout.get(LAYER_LAYOUT) if train is not None else None)
+    decl = sf.dims.get("pp")
+    if decl is not None:
+        pp = decl.values[0] if decl.state == "fixed" and decl.values else None
+    else:
+        pp = int(train.degrees["pp"].value) if train is not None and "pp" in train.degrees else None
+    if lay is None or not pp or len(lay.value) % pp or len(lay.value) // pp < 2:
+        return None
+    return Val(len(lay.value) // pp, lay.path, lay.loc)
 
 
 def _canonical(locations: dict[str, Location], key: str, v: Val | None) -> None:
@@ -442,6 +460,8 @@ def _schedule(sf: SearchFacts | None, train: TrainFacts | None) -> str:
     if train is not None and train.pipeline_schedule is not None:
         return str(train.pipeline_schedule.value)
     if train is not None and "vpp" in train.degrees and int(train.degrees["vpp"].value) > 1:
+        return "interleaved"
+    if sf is not None and "vpp" not in sf.dims and sf.pp_interleave_num is None and _layout_vpp(sf, train):
         return "interleaved"
     return "1F1B"
 

@@ -206,3 +206,23 @@ def test_a_layer_layout_that_does_not_fit_is_said_at_its_value(tmp_path: Path) -
     (tmp_path / "huge").mkdir()
     r = hp_plan_bounded("check", _bridge_dsv3(tmp_path / "huge", '"E(t|)*999999999999L"'), *ON_H100)
     assert r.returncode == 1 and "past 65,536 symbols" in r.stdout and "Traceback" not in r.stdout + r.stderr
+
+
+def test_a_search_config_s_layer_layout_sets_the_vpp_nothing_else_states(tmp_path: Path) -> None:
+    """The layout in the search config's pp_config, vpp stated nowhere: the plan is the layout's pp 8 × vpp 4,
+    interleaved, as Megatron-LM runs it (not a search over vpp that the layout fits once)."""
+    train = Path(_bridge_dsv3(tmp_path, '"Et|(tt|)*30mL"', vpp=None))
+    text = train.read_text()
+    train.write_text(text.replace("  pipeline_model_parallel_layout: \"Et|(tt|)*30mL\"\n", "")
+                     .replace("  pipeline_scheduler: interleaved_1f1b\n", ""))
+    search = tmp_path / "search.yaml"
+    search.write_text("train_yaml: ./train.yaml\n"
+                      "cluster: {num_nodes: 128, cards_per_node: 8, device_type: H100}\n"
+                      "parallelism: {dp: 64, fsdp: 1, tp: 2, pp: 8, cp: 1, ep: 64, etp: 1, micro_batch_size: 1}\n"
+                      "constraint: {global_batch_size: 4096}\n"
+                      "pp_config:\n  pipeline_model_parallel_layout: \"Et|(tt|)*30mL\"\n"
+                      "estimator: {framework: megatron}\n")
+    doc = hp_plan_json("explain", str(search))
+    assert doc["strategy"]["vpp"] == 4 and doc["schedule"].startswith("interleaved")
+    assert [[c["layers"] for c in s["chunks"]] for s in doc["stages"]][7] == [2, 2, 2, 0]
+    assert not [d for d in doc["diagnostics"] if d["code"] in ("HP416", "HP422")]
