@@ -75,6 +75,31 @@ def layout_from_names(rows: list[list[str]]) -> tuple[str, ...]:
     return tuple(chunks)
 
 
+def stage_rows(chunks: tuple[str, ...], pp: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The layout as a table of pipeline stages (rows) by virtual chunks (columns), each cell the chunk's layers in
+    words ("embedding, decoder×2"), consecutive stages that hold the same grouped ("1-6"), as Megatron-Core logs
+    it when it parses a layout. Empty where the chunks do not divide over `pp`."""
+    if pp < 1 or len(chunks) % pp:
+        return ()
+    v = len(chunks) // pp
+    cells = [tuple(_chunk_words(chunks[c * pp + i]) for c in range(v)) for i in range(pp)]
+    rows: list[tuple[str, tuple[str, ...]]] = []
+    start = 0
+    for i in range(1, pp + 1):
+        if i == pp or cells[i] != cells[start]:
+            rows.append((str(start) if i - 1 == start else f"{start}-{i - 1}", cells[start]))
+            start = i
+    return tuple(rows)
+
+
+def _chunk_words(chunk: str) -> str:
+    """One chunk's layers in words, runs counted: "Ettt" -> "embedding, decoder×3"."""
+    words: list[str] = []
+    for sym, run in ((m.group(0)[0], len(m.group(0))) for m in re.finditer(r"(.)\1*", chunk)):
+        words.append(SYMBOLS[sym] + (f"×{run}" if run > 1 else ""))
+    return ", ".join(words) or "(empty)"
+
+
 def layout_text(chunks: tuple[str, ...]) -> str:
     """The layout as Megatron-LM's flag takes it: the chunks joined by '|' (runs of one chunk written (c|)*n
     would be shorter; the plain form reads back the same)."""

@@ -147,6 +147,25 @@ def device_hover(name: str) -> str | None:
     )
 
 
+def layout_hover(state: DocState) -> str | None:
+    """Megatron-Core's layer layout as the stated plan's stages by virtual chunks (engine.config.layer_layout
+    stage_rows, the table Megatron-Core logs when it parses one), so the string reads as the stages it builds."""
+    from engine.config.layer_layout import stage_rows
+
+    config = state.good.config if state.good else None
+    chunks = config.run.pipeline_layout.layer_layout if config is not None else ()
+    if not chunks:
+        return None
+    pp = state.stated.strategy.pp if state.stated is not None else 0
+    rows = stage_rows(chunks, pp)
+    if not rows:
+        return f"**{len(chunks)} chunks** listed" + (f", which do not divide over pp {pp}" if pp else "")
+    v = len(chunks) // pp
+    head = "| stage | " + " | ".join(f"chunk {c}" for c in range(v)) + " |\n|---|" + "---|" * v
+    body = "\n".join(f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows)
+    return f"**{len(chunks)} chunks**: pp {pp} × vpp {v}\n\n{head}\n{body}"
+
+
 def list_hover(state: DocState, dim: str) -> str | None:
     """Which values of a candidate list can fit: per value, the best plan's step time with that value fixed
     (the list job's facts); until those arrive, the values seen among the search's top plans."""
@@ -188,6 +207,8 @@ def hover_markdown(state: DocState, entries: Sequence[Entry], line: int, charact
     top = entry.path[0]
     if entry.path[-1] == "device_type":
         return device_hover(entry.value) if entry.value else None
+    if entry.path[-1] == "pipeline_model_parallel_layout":
+        return "\n\n".join(t for t in (layout_hover(state), strategy_hover(state)) if t) or None
     if top == "parallelism" and len(entry.path) == 2 and (entry.value.startswith("[") or not entry.value):
         return list_hover(state, entry.path[1]) or strategy_hover(state)
     if top in STRATEGY_SECTIONS or path in STRATEGY_KEYS:

@@ -14,6 +14,7 @@ from hp_lsp.features.new_search_config import search_config_path
 from hp_lsp.outline import scan
 from hp_lsp.search_job import SearchOutcome, SearchRequest, run_search
 from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
+from tests.support.configs import bridge_dsv3_train
 from tests.support.lsp_services import LLAMA, never, no_progress, state_for
 
 TRAIN = LLAMA / "train.yaml"
@@ -271,3 +272,21 @@ def test_the_hover_says_the_best_plans_band_where_its_basis_differs() -> None:
     both = hover.plan_table(stated, wider)
     assert both.count("about four times out of five") == 2
     assert "the best plan's step should fall within" in both and "(ring) over 4 ranks" in both
+
+
+def test_the_layer_layout_hover_reads_as_the_stages_it_builds(tmp_path: Path) -> None:
+    """Hovering Megatron-Core's layer layout shows the stated plan's stages by virtual chunks in words, identical
+    stages grouped, above the plan table."""
+    train = bridge_dsv3_train(tmp_path)
+    (tmp_path / "search.yaml").write_text(
+        "train_yaml: ./train.yaml\ncluster: {num_nodes: 128, cards_per_node: 8, device_type: H100}\n"
+        "parallelism: {dp: 64, fsdp: 1, tp: 2, pp: 8, cp: 1, ep: 64, etp: 1, vpp: 4, micro_batch_size: 1}\n"
+        "constraint: {global_batch_size: 4096}\nestimator: {framework: megatron}\n")
+    _, st = state_for(train, search=False, space=tmp_path / "search.yaml")
+    assert st.analysis is not None
+    got = hover.hover_markdown(st, st.analysis.entries, *_pos(train.read_text(), "pipeline_model_parallel_layout"))
+    assert got is not None and "**32 chunks**: pp 8 × vpp 4" in got
+    assert "| 0 | embedding, decoder | decoder×2 | decoder×2 | decoder×2 |" in got
+    assert "| 1-6 | decoder×2 | decoder×2 | decoder×2 | decoder×2 |" in got
+    assert "| 7 | decoder×2 | decoder×2 | decoder×2 | mtp, loss |" in got
+    assert "GiB" in got  # the plan's own hover follows

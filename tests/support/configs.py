@@ -1,5 +1,6 @@
 """Search configs the tests write: a Llama-3.1-8B-shaped model ([MODELS]) in the search-config format
-(docs/formats.md), and configs stating one complete strategy for the calibration tests."""
+(docs/formats.md), configs stating one complete strategy for the calibration tests, and DeepSeek-V3 laid out as
+Megatron-Bridge's H100 recipe lays it out (a layer layout)."""
 
 from __future__ import annotations
 
@@ -31,4 +32,23 @@ def stated_config(folder: Path, name: str, *, nodes: int = 1, tp: int = 1, gbs: 
     path = folder / name
     path.write_text(STATED.format(nodes=nodes, dp=dp, tp=tp, mbn=gbs // dp, gbs=gbs,
                                   sp="true" if tp > 1 else "false", extra=extra))
+    return path
+
+
+DSV3_TRAIN = Path(__file__).parents[2] / "examples" / "deepseek-v3" / "train.yaml"
+BRIDGE_H100_LAYOUT = '"Et|(tt|)*30mL"'  # Megatron-Bridge's DeepSeek-V3 recipe on 1,024 H100: pp 8 × vpp 4
+
+
+def bridge_dsv3_train(folder: Path, layout: str = BRIDGE_H100_LAYOUT, vpp: int | None = 4) -> Path:
+    """examples/deepseek-v3's train.yaml at pp 8 with `layout` as its pipeline_model_parallel_layout and vpp
+    stated (None: left to the layout, as Megatron-LM takes it), interleaved, no FSDP."""
+    text = DSV3_TRAIN.read_text()
+    interleave = f"  pp_interleave_num: {vpp}\n" if vpp is not None else ""
+    for old, new in (("  pp_size: 16\n", f"  pp_size: 8\n{interleave}  pipeline_model_parallel_layout: {layout}\n"),
+                     ("  pipeline_scheduler: 1f1b\n", "  pipeline_scheduler: interleaved_1f1b\n"),
+                     ("  dp_shard_size: 64             # dp = 2048 / (2 x 16) = 64\n", "  dp_shard_size: 1\n")):
+        assert old in text
+        text = text.replace(old, new)
+    path = folder / "train.yaml"
+    path.write_text(text)
     return path

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.cli import ROOT, hp_plan, hp_plan_bounded, hp_plan_json
+from tests.support.configs import bridge_dsv3_train
 
 EX = ROOT / "examples" / "llama3-405b"
 SEARCH = str(EX / "search.yaml")
@@ -155,23 +156,11 @@ def test_search_chooses_the_accounting_where_megatron_offers_it_and_apply_writes
     assert tt["evaluated"] == 1 and not any(d["code"] == "HP613" for d in tt["diagnostics"])
 
 
-DSV3_TRAIN = ROOT / "examples" / "deepseek-v3" / "train.yaml"
 ON_H100 = ("--devices", "1024", "--device-type", "H100")
 
 
 def _bridge_dsv3(tmp_path: Path, layout: str, vpp: int | None = 4) -> str:
-    """examples/deepseek-v3 as Megatron-Bridge's H100 recipe lays it out: pp 8 × vpp 4 with a layer layout (vpp
-    None: left to the layout, as Megatron-LM takes it)."""
-    text = DSV3_TRAIN.read_text()
-    interleave = f"  pp_interleave_num: {vpp}\n" if vpp is not None else ""
-    for old, new in (("  pp_size: 16\n", f"  pp_size: 8\n{interleave}  pipeline_model_parallel_layout: {layout}\n"),
-                     ("  pipeline_scheduler: 1f1b\n", "  pipeline_scheduler: interleaved_1f1b\n"),
-                     ("  dp_shard_size: 64             # dp = 2048 / (2 x 16) = 64\n", "  dp_shard_size: 1\n")):
-        assert old in text
-        text = text.replace(old, new)
-    path = tmp_path / "train.yaml"
-    path.write_text(text)
-    return str(path)
+    return str(bridge_dsv3_train(tmp_path, layout, vpp))
 
 
 def test_megatrons_layer_layout_is_read_priced_and_exported(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from engine.config.layer_layout import (
     layout_from_names,
     layout_text,
     parse_layout_text,
+    stage_rows,
 )
 
 
@@ -75,3 +76,11 @@ def test_any_text_parses_or_is_refused_and_never_grows_past_the_bound(text: str)
         return
     assert sum(len(c) for c in chunks) <= MAX_SYMBOLS
     assert all(set(c) <= set("EtmL") for c in chunks)
+
+
+def test_the_stage_table_groups_identical_stages_as_megatron_core_logs_them() -> None:
+    rows = stage_rows(parse_layout_text("Ettt|(tt|)*29,m|L"), 16)
+    assert rows == (("0", ("embedding, decoder×3", "decoder×2")), ("1-13", ("decoder×2", "decoder×2")),
+                    ("14", ("decoder×2", "mtp")), ("15", ("decoder×2", "loss")))
+    assert stage_rows(parse_layout_text("Et|||L"), 2)[1] == ("1", ("(empty)", "loss"))
+    assert stage_rows(parse_layout_text("Et|tL"), 3) == ()  # 2 chunks do not divide over pp 3
