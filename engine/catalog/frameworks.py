@@ -215,6 +215,9 @@ class Framework:
       own options for a stated layout (docs/formats.md §2.1), "" = none. `chooses_accounting`: the stack
       offers the embedding and loss counted in the split as options (Megatron-Core's
       account_for_embedding/loss_in_pipeline_split), so the search may choose them where the files state none.
+      `layer_layout`: the stack takes a per-chunk layer layout (Megatron-Core's `--pipeline-model-parallel-layout`,
+      MCORE-PPLAYOUT, from 0.13), so any split the planner prices, uneven ones too, is one it can be told to run:
+      `export` writes the priced split as that flag where no other option says it.
     fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
       per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
       keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
@@ -334,6 +337,7 @@ class Framework:
     default_layout: PipelineLayout = field(default_factory=PipelineLayout)
     layout_keys: str = ""
     chooses_accounting: bool = False
+    layer_layout: bool = False
     grad_accum_fusion: bool = True
     npu_gemms: bool = False
     mc2: bool = False
@@ -440,6 +444,8 @@ MEGATRON_RELEASES = Releases(
                     "[MCORE-MOE] v0.13 'Memory efficient token permutation'"),
         ReleaseFact("recompute_modules", "0.13", (), "recompute by module (--recompute-modules)",
                     "[MCORE-CHANGELOG] 0.13.0 'Fine-grained recomputation ... --recompute-modules'"),
+        ReleaseFact("layer_layout", "0.13", False, "a per-chunk layer layout (--pipeline-model-parallel-layout)",
+                    "[MCORE-CHANGELOG] 0.13.0; [MCORE-PPLAYOUT]"),
         ReleaseFact("selective_policies", "0.13", ("attention",), "selective recompute by module",
                     "[MCORE-CHANGELOG] 0.13.0"),
         ReleaseFact("ep_overlap", "0.14", "", "the batch-level expert all-to-all overlap "
@@ -484,7 +490,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         expert_fold=True, probs_in_activation=True,
         layout_keys="account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, "
                     "num_layers_in_first_pipeline_stage, num_layers_in_last_pipeline_stage (Megatron-Core "
-                    "TransformerConfig; MCORE-PP), pipeline_model_parallel_layout (MCORE-PPLAYOUT)", chooses_accounting=True, space=_MEGATRON_SPACE,
+                    "TransformerConfig; MCORE-PP), pipeline_model_parallel_layout (MCORE-PPLAYOUT)", chooses_accounting=True,
+        layer_layout=True, space=_MEGATRON_SPACE,
         releases=MEGATRON_RELEASES, release=MEGATRON_RELEASES.current),
     "mindspeed": Framework(
         name="mindspeed", label="MindSpeed-LLM (Megatron-Core on Ascend)", allgather_dispatch=True,

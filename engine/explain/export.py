@@ -43,8 +43,9 @@ import tomllib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.config.layer_layout import layout_text
-from engine.cost.layout import effective_layout
+from engine.catalog.frameworks import FRAMEWORKS, framework_of
+from engine.config.layer_layout import layout_text, parse_layout_text
+from engine.cost.layout import effective_layout, layout_or_default
 from engine.diagnostics import Diagnostic
 from engine.specs import DeviceSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
 
@@ -183,7 +184,7 @@ def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: s
     """The interleaved schedule's chunks, DualPipeV (MindSpeed `--schedules-method dualpipev`, [MS-DUALPIPEV];
     Megatron-LM has no such schedule: HP753) and the stated pipeline layout as Megatron-LM's flags."""
     args: list[str] = []
-    layout_args = _megatron_layout(s, run, target, warns)
+    layout_args = _megatron_layout(s, run, target, warns) or _priced_split(s, model, run, target, warns)
     if s.pipeline_schedule == "dualpipev" and s.pp > 1:
         if target == "mindspeed":
             args += ["--schedules-method", "dualpipev"]
@@ -195,12 +196,32 @@ def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: s
             args += ["--num-layers-per-virtual-pipeline-stage", str(model.num_layers // (s.pp * s.vpp))]
         else:
             args += ["--num-virtual-stages-per-pipeline-rank", str(s.vpp)]
-            if not layout_args:
-                warns.append(_warn("vpp", target, f"{model.num_layers} layers do not split evenly into "
-                                   f"{s.pp}×{s.vpp} chunks; set --decoder-first-pipeline-num-layers / "
-                                   "--decoder-last-pipeline-num-layers (or --account-for-embedding-in-pipeline-split "
-                                   "--account-for-loss-in-pipeline-split) to the split you want"))
     return args + layout_args
+
+
+def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+    """Where the files state no layout and the layers do not split evenly over the chunks, the split the plan was
+    priced with (engine.cost.layout: the extra layers on chunks 1, 2, …), which Megatron-LM refuses to guess
+    (its layers must divide by pp·vpp): written as `--pipeline-model-parallel-layout` for a Megatron-Core that
+    takes one (Framework.layer_layout, 0.13 on), so the exported plan is the priced one; elsewhere HP753 says
+    what to set."""
+    v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 else 1
+    if s.pp <= 1 or s.pipeline_schedule == "dualpipev" or run.pipeline_layout.stated \
+            or model.num_layers % (s.pp * v) == 0:
+        return []
+    megatron = framework_of(run) if run.framework == "megatron" else FRAMEWORKS["megatron"]
+    if target != "megatron" or not megatron.layer_layout:
+        split = f"{s.pp}×{v} chunks" if v > 1 else f"{s.pp} stages"
+        warns.append(_warn("pipeline layout", target, f"{model.num_layers} layers do not split evenly into {split}; "
+                           "set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers (or "
+                           "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split) to the "
+                           "split you want"))
+        return []
+    chunks, _ = layout_or_default(model.num_layers, model.mtp_depth, s.pp, v, effective_layout(run))
+    order = chunks.T.reshape(-1).tolist()  # model order: chunk j = c·pp + i
+    last = len(order) - 1
+    listed = tuple("E" * (j == 0) + "t" * n + ("m" * model.mtp_depth + "L") * (j == last) for j, n in enumerate(order))
+    return ["--pipeline-model-parallel-layout", layout_text(listed)]
 
 
 def _megatron_recompute(s: Strategy, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
@@ -468,6 +489,8 @@ def read_megatron(args: list[str] | tuple[str, ...], world: int, num_layers: int
     dp = world // (tp * pp * cp)
     per_chunk = int(val.get("--num-layers-per-virtual-pipeline-stage", 0))
     vpp = num_layers // (pp * per_chunk) if per_chunk else int(val.get("--num-virtual-stages-per-pipeline-rank", 1))
+    if "--pipeline-model-parallel-layout" in val:  # Megatron-LM takes vpp from the layout's chunks
+        vpp = len(parse_layout_text(val["--pipeline-model-parallel-layout"])) // pp
     opt = 1
     if "--use-distributed-optimizer" in flags:
         opt = dp * cp // int(val.get("--num-distributed-optimizer-instances", 1))

@@ -145,6 +145,9 @@ def _pp(ctx: Ctx) -> None:
                 hint = (" (or count the embedding and loss in the split: account_for_embedding_in_pipeline_split / "
                         "account_for_loss_in_pipeline_split, as Llama 3 405B did)"
                         if (m.num_layers + 2) % chunks == 0 else "")
+                if framework_of(ctx.config.run).layer_layout:
+                    hint += (", or a pipeline_model_parallel_layout listing each chunk's layers (`hp-plan export "
+                             "--to megatron` writes the split priced here as one)")
                 ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {chunks} chunks; the "
                          f"interleaved schedule (Megatron) needs num_layers divisible by pp·vpp{hint}", vpp.location,
                          vpp.path)

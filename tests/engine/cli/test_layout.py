@@ -5,10 +5,15 @@ HyperParallel's offsets."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from engine.config.layer_layout import parse_layout_text
+from engine.explain.export import read_megatron
 from tests.support.cli import ROOT, hp_plan, hp_plan_bounded, hp_plan_json
-from tests.support.configs import bridge_dsv3_train
+from tests.support.configs import DSV3_TRAIN, bridge_dsv3_train
 
 EX = ROOT / "examples" / "llama3-405b"
 SEARCH = str(EX / "search.yaml")
@@ -215,3 +220,44 @@ def test_a_search_config_s_layer_layout_sets_the_vpp_nothing_else_states(tmp_pat
     assert doc["strategy"]["vpp"] == 4 and doc["schedule"].startswith("interleaved")
     assert [[c["layers"] for c in s["chunks"]] for s in doc["stages"]][7] == [2, 2, 2, 0]
     assert not [d for d in doc["diagnostics"] if d["code"] in ("HP416", "HP422")]
+
+
+def _dsv3_search(folder: Path, vpp: int, version: str = "") -> str:
+    """DeepSeek-V3 (61 layers) on 512 H100 at pp 8 × `vpp` with no layout stated: the planner's split is uneven."""
+    text = DSV3_TRAIN.read_text()
+    assert "  dp_shard_size: 64             # dp = 2048 / (2 x 16) = 64\n" in text
+    (folder / "train.yaml").write_text(text.replace("  dp_shard_size: 64             # dp = 2048 / (2 x 16) = 64\n",
+                                                    "  dp_shard_size: 1\n"))
+    release = f", framework_version: \"{version}\"" if version else ""
+    (folder / "search.yaml").write_text(
+        "train_yaml: ./train.yaml\ncluster: {num_nodes: 64, cards_per_node: 8, device_type: H100}\n"
+        f"parallelism: {{dp: 32, fsdp: 1, tp: 2, pp: 8, cp: 1, ep: 64, etp: 1, vpp: {vpp}, micro_batch_size: 1}}\n"
+        "constraint: {global_batch_size: 4096}\n"
+        f"pp_config: {{pipeline_schedule: {'interleaved' if vpp > 1 else '1F1B'}, pp_interleave_num: {vpp}}}\n"
+        f"estimator: {{framework: megatron{release}}}\n")
+    return str(folder / "search.yaml")
+
+
+@pytest.mark.parametrize("vpp", [1, 4])
+def test_an_uneven_priced_split_is_exported_as_the_layout_megatron_runs(tmp_path: Path, vpp: int) -> None:
+    """61 layers over 8 (or 32) chunks: Megatron-LM refuses to guess a split, so `export` writes the one the plan
+    was priced with as --pipeline-model-parallel-layout, which reads back as the same plan and the same chunks;
+    where the stack has no such flag (MindSpeed, Megatron-Core before 0.13) HP753 says what to set instead."""
+    search = _dsv3_search(tmp_path, vpp)
+    doc = hp_plan_json("export", search, "--to", "megatron")
+    args = list(doc["args"])
+    layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+    assert "--num-virtual-stages-per-pipeline-rank" not in args
+    assert not [d for d in doc["diagnostics"] if d["code"] == "HP753"]
+    chunks = [[c["layers"] for c in s["chunks"]] for s in hp_plan_json("explain", search)["stages"]]
+    listed = parse_layout_text(layout)
+    assert [[listed[c * 8 + i].count("t") for c in range(vpp)] for i in range(8)] == chunks
+    assert listed[0].startswith("E") and listed[-1].endswith("mL")
+    got = read_megatron(args, 512, 61)
+    assert (got.pp, got.vpp) == (8, vpp)
+    for target, folder, version in (("mindspeed", "ms", ""), ("megatron", "old", "0.12")):
+        (tmp_path / folder).mkdir()
+        r = hp_plan("export", _dsv3_search(tmp_path / folder, vpp, version), "--to", target, "--json")
+        doc = json.loads(r.stdout)  # exit 1 where that release's plan does not fit; the flags come out all the same
+        assert "--pipeline-model-parallel-layout" not in doc["args"]
+        assert [d for d in doc["diagnostics"] if d["code"] == "HP753" and "61 layers do not split evenly" in d["message"]]
