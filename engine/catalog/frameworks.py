@@ -613,7 +613,10 @@ def calibration_hint(fw: Framework) -> str:
 
 def effective_layout(run: RunOptions) -> PipelineLayout:
     """The pipeline layout priced (engine.cost.layout): the one the files state, else the framework's own split
-    (torchtitan counts the embedding and the output as layers), else the even split."""
-    if run.pipeline_layout.stated:
-        return run.pipeline_layout
-    return framework_of(run).default_layout
+    (torchtitan counts the embedding and the output as layers), else the even split. A per-chunk layer layout
+    counts only on a stack that takes one (Framework.layer_layout; HP533 says so where it does not)."""
+    fw = framework_of(run)
+    lay = run.pipeline_layout
+    if lay.layer_layout and not fw.layer_layout:
+        lay = replace(lay, layer_layout=())
+    return lay if lay.stated else fw.default_layout

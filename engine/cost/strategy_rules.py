@@ -66,6 +66,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "moe_shared_expert_overlap": ("moe_shared_expert_overlap", "accelerator.moe_shared_expert_overlap"),
     "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
     "cpu_offload_layers": ("cpu_offloading_num_layers",),
+    "layer_layout": ("pp_config.pipeline_model_parallel_layout", "accelerator.pipeline_model_parallel_layout"),
     "moe_dispatcher": ("estimator.moe_dispatcher",),
     "offload": ("offload",),
     "cp_algo": ("estimator.cp_algo", "accelerator.context_parallel_algo", "plan_overrides.inner_wrapper",
@@ -368,6 +369,10 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
             out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
     out += _allgather_problems(config, fw)
+    if config.run.pipeline_layout.layer_layout and not fw.layer_layout:
+        out.append(Problem("HP533", f"{fw.qualified} has no per-chunk layer layout (pipeline_model_parallel_layout; "
+                           f"offered by {_offered_by(attrgetter('layer_layout'))} from Megatron-Core 0.13): priced "
+                           "with its own split", "layer_layout"))
     stated = config.run.cp_algo
     if fw.space.cp_algo(stated) != stated:
         offering = _offered_by(lambda f: stated in f.space.cp_algos)

@@ -261,3 +261,14 @@ def test_an_uneven_priced_split_is_exported_as_the_layout_megatron_runs(tmp_path
         doc = json.loads(r.stdout)  # exit 1 where that release's plan does not fit; the flags come out all the same
         assert "--pipeline-model-parallel-layout" not in doc["args"]
         assert [d for d in doc["diagnostics"] if d["code"] == "HP753" and "61 layers do not split evenly" in d["message"]]
+
+
+def test_a_stack_without_a_layer_layout_is_told_so_and_priced_with_its_own_split(tmp_path: Path) -> None:
+    """MindSpeed's Megatron-Core (0.12) has no --pipeline-model-parallel-layout: HP533 at the layout, and the
+    stages are the stack's own split (61 layers over 32 chunks: the extra layers on chunks 1, 2, …)."""
+    path = _bridge_dsv3(tmp_path, '"Et|(tt|)*30mL"')
+    doc = hp_plan_json("explain", path, *ON_H100, "--framework", "mindspeed")
+    said = [d for d in doc["diagnostics"] if d["code"] == "HP533" and "layer layout" in d["message"]]
+    assert said and said[0]["path"] == "accelerator.pipeline_model_parallel_layout"
+    chunks = [[c["layers"] for c in s["chunks"]] for s in doc["stages"]]
+    assert chunks[0] == [1, 2, 2, 2] and chunks[1] == [2, 2, 2, 2] and chunks[7] == [2, 2, 2, 1]  # the layout: [2, 2, 2, 0]
