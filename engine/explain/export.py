@@ -112,7 +112,7 @@ def _megatron_layout(s: Strategy, run: RunOptions, target: str, warns: list[Diag
         warns.append(_warn("offset", target, f"per-stage layer offsets {[list(o) for o in lay.offset]}"))
         return []
     if lay.layer_layout:
-        if target != "megatron":  # MindSpeed's Megatron-Core (0.12) predates the layout flag (0.13)
+        if not _takes_layer_layout(run, target):
             warns.append(_warn("pipeline_model_parallel_layout", target, "a per-chunk layer layout"))
             return []
         return ["--pipeline-model-parallel-layout", layout_text(lay.layer_layout)]
@@ -199,6 +199,14 @@ def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: s
     return args + layout_args
 
 
+def _takes_layer_layout(run: RunOptions, target: str) -> bool:
+    """Whether `target` at the run's release takes `--pipeline-model-parallel-layout` (Framework.layer_layout:
+    Megatron-Core from 0.13; MindSpeed's Megatron-Core 0.12 predates it)."""
+    if target != "megatron":
+        return False
+    return (framework_of(run) if run.framework == "megatron" else FRAMEWORKS["megatron"]).layer_layout
+
+
 def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
     """Where the files state no layout and the layers do not split evenly over the chunks, the split the plan was
     priced with (engine.cost.layout: the extra layers on chunks 1, 2, …), which Megatron-LM refuses to guess
@@ -209,8 +217,7 @@ def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, w
     if s.pp <= 1 or s.pipeline_schedule == "dualpipev" or run.pipeline_layout.stated \
             or model.num_layers % (s.pp * v) == 0:
         return []
-    megatron = framework_of(run) if run.framework == "megatron" else FRAMEWORKS["megatron"]
-    if target != "megatron" or not megatron.layer_layout:
+    if not _takes_layer_layout(run, target):
         split = f"{s.pp}×{v} chunks" if v > 1 else f"{s.pp} stages"
         warns.append(_warn("pipeline layout", target, f"{model.num_layers} layers do not split evenly into {split}; "
                            "set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers (or "
