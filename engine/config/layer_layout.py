@@ -100,6 +100,14 @@ def _chunk_words(chunk: str) -> str:
     return ", ".join(words) or "(empty)"
 
 
+def layout_vpp(chunks: int, pp: int) -> int | None:
+    """The vpp a layout of `chunks` chunks sets at `pp` (Megatron-LM takes vpp = chunks / pp), None where they do
+    not divide over pp or leave one chunk per stage (no interleaving)."""
+    if pp < 1 or chunks % pp or chunks // pp < 2:
+        return None
+    return chunks // pp
+
+
 def layout_text(chunks: tuple[str, ...]) -> str:
     """The layout as Megatron-LM's flag takes it: the chunks joined by '|' (runs of one chunk written (c|)*n
     would be shorter; the plain form reads back the same)."""

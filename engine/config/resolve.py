@@ -38,7 +38,7 @@ from engine.config.cluster import build_cluster
 from engine.config.kind import kind_of
 from engine.config.reader import Source, Val
 from engine.config.search_config import Decl, SearchFacts, read_search
-from engine.config.stated_layout import LAYER_LAYOUT, layout_of
+from engine.config.stated_layout import LAYER_LAYOUT, layout_of, vpp_of_layer_layout
 from engine.config.stated_model import seq_location, stated_model
 from engine.config.stated_strategy import search_stated, stack_optimizer, strategy_of
 from engine.config.train import DTYPES, OPEN_END, TrainFacts, base_dir_of, read_train
@@ -392,9 +392,7 @@ def _layout_vpp(sf: SearchFacts, train: TrainFacts | None) -> Val | None:
         pp = decl.values[0] if decl.state == "fixed" and decl.values else None
     else:
         pp = int(train.degrees["pp"].value) if train is not None and "pp" in train.degrees else None
-    if lay is None or not pp or len(lay.value) % pp or len(lay.value) // pp < 2:
-        return None
-    return Val(len(lay.value) // pp, lay.path, lay.loc)
+    return vpp_of_layer_layout(lay, pp)
 
 
 def _canonical(locations: dict[str, Location], key: str, v: Val | None) -> None:

@@ -11,7 +11,7 @@ it) in `model` / `model.config_overrides`. Each value is kept with its position 
 
 from __future__ import annotations
 
-from engine.config.layer_layout import LayerLayoutError, layout_from_names, parse_layout_text
+from engine.config.layer_layout import LayerLayoutError, layout_from_names, layout_vpp, parse_layout_text
 from engine.config.reader import Source, Val
 from engine.document import Map, Scalar, Seq
 from engine.specs import PipelineLayout
@@ -91,6 +91,13 @@ def read_layer_layout(src: Source, section: Map | None, dotted: str) -> Val | No
         src.diag("HP106", f"{dotted}: {exc}", v.loc.value, dotted)
         return None
     return Val(chunks, v.path, v.loc)
+
+
+def vpp_of_layer_layout(lay: Val | None, pp: int | None) -> Val | None:
+    """The vpp a read layer layout sets at a fixed `pp` where nothing else states one (Megatron-LM takes it from the
+    layout, MCORE-PPLAYOUT), positioned at the layout; None without a layout, a fixed pp or interleaving."""
+    vpp = layout_vpp(len(lay.value), pp) if lay is not None and pp else None
+    return Val(vpp, lay.path, lay.loc) if vpp is not None and lay is not None else None
 
 
 def read_offset(src: Source, section: Map | None, dotted: str) -> Val | None:

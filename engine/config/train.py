@@ -24,7 +24,7 @@ from engine.config.model_facts import (
 )
 from engine.config.reader import Source, Val, describe, did_you_mean, parse_memory_gb
 from engine.config.schema import OVERLAP_KEYS
-from engine.config.stated_layout import LAYER_LAYOUT, read_layout, read_offset
+from engine.config.stated_layout import LAYER_LAYOUT, read_layout, read_offset, vpp_of_layer_layout
 from engine.config.vision import read_vision, vision_anchor
 from engine.document import Map, Scalar, Seq
 from engine.specs import RECOMPUTE_MODULES
@@ -514,12 +514,10 @@ def _vpp_from_layer_layout(facts: TrainFacts) -> None:
     """Megatron-LM takes vpp from `pipeline_model_parallel_layout` (its chunks over pp, MCORE-PPLAYOUT): where the
     accelerator states the layout and pp but no interleave count, the layout's is the plan's (positioned at the
     layout), so a file written as Megatron-LM takes it is priced as it runs, not refused for vpp 1."""
-    lay, pp = facts.layout.get(LAYER_LAYOUT), facts.degrees.get("pp")
-    if lay is None or pp is None or "vpp" in facts.degrees or int(pp.value) < 1:
-        return
-    chunks, p = len(lay.value), int(pp.value)
-    if chunks % p == 0 and chunks // p > 1:
-        facts.degrees["vpp"] = Val(chunks // p, lay.path, lay.loc)
+    pp = facts.degrees.get("pp")
+    vpp = vpp_of_layer_layout(facts.layout.get(LAYER_LAYOUT), int(pp.value) if pp is not None else None)
+    if vpp is not None and "vpp" not in facts.degrees:
+        facts.degrees["vpp"] = vpp
 
 
 def _trainer_schedule(src: Source, acc: Map | None, prefix: str, vpp: Val | None) -> Val | None:

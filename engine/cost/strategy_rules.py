@@ -248,7 +248,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     elif config.run.fp8 and config.cluster is not None:
         out += _fp8_recipe_problems(config)
     wrong = stack_device_problem(config)
-    return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config)
+    return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config) + _layer_layout_problems(config, fw)
 
 
 def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
@@ -369,16 +369,22 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
             out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
     out += _allgather_problems(config, fw)
-    if config.run.pipeline_layout.layer_layout and not fw.layer_layout:
-        out.append(Problem("HP533", f"{fw.qualified} has no per-chunk layer layout (pipeline_model_parallel_layout; "
-                           f"offered by {_offered_by(attrgetter('layer_layout'))} from Megatron-Core 0.13): priced "
-                           "with its own split", "layer_layout"))
     stated = config.run.cp_algo
     if fw.space.cp_algo(stated) != stated:
         offering = _offered_by(lambda f: stated in f.space.cp_algos)
         out.append(Problem("HP533", f"{fw.qualified} has no {stated} context parallelism (cp_algo; offered by "
                            f"{offering}; it runs {', '.join(fw.space.cp_algos)}): priced as its ring", "cp_algo"))
     return out
+
+
+def _layer_layout_problems(config: Config, fw: Framework) -> list[Problem]:
+    """HP533: a per-chunk layer layout stated for a stack that cannot be told one (Framework.layer_layout): it is
+    priced with the stack's own split (engine.catalog.frameworks.effective_layout drops it)."""
+    if not config.run.pipeline_layout.layer_layout or fw.layer_layout:
+        return []
+    return [Problem("HP533", f"{fw.qualified} has no per-chunk layer layout (pipeline_model_parallel_layout; offered "
+                    f"by {_offered_by(attrgetter('layer_layout'))} from Megatron-Core 0.13): priced with its own "
+                    "split", "layer_layout")]
 
 
 def _allgather_problems(config: Config, fw: Framework) -> list[Problem]:

@@ -3,6 +3,7 @@ recompute ranges of a train.yaml (docs/formats.md §1 `activation_checkpoint.lay
 
 from __future__ import annotations
 
+from engine.config.layer_layout import layout_vpp
 from engine.config.reader import Val
 from engine.config.stated_layout import layout_paths
 from engine.document import Map, Scalar, Seq, find
@@ -111,8 +112,8 @@ def _layout(ctx: Ctx, layers: int) -> None:
         return
     p = pp.value
     v = vpp.value if vpp is not None and vpp.value > 1 and p > 1 else 1
-    if vpp is None and lay.layer_layout and len(lay.layer_layout) % p == 0:
-        v = len(lay.layer_layout) // p  # vpp searched: the candidates of the layout's own vpp carry it
+    if vpp is None and lay.layer_layout:  # vpp searched: the candidates of the layout's own vpp carry it
+        v = layout_vpp(len(lay.layer_layout), p) or v
     if p == 1 and not (lay.offset or lay.layer_layout):
         return
     m = ctx.model

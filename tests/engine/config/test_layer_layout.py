@@ -12,6 +12,7 @@ from engine.config.layer_layout import (
     LayerLayoutError,
     layout_from_names,
     layout_text,
+    layout_vpp,
     parse_layout_text,
     stage_rows,
 )
@@ -84,3 +85,8 @@ def test_the_stage_table_groups_identical_stages_as_megatron_core_logs_them() ->
                     ("14", ("decoder×2", "mtp")), ("15", ("decoder×2", "loss")))
     assert stage_rows(parse_layout_text("Et|||L"), 2)[1] == ("1", ("(empty)", "loss"))
     assert stage_rows(parse_layout_text("Et|tL"), 3) == ()  # 2 chunks do not divide over pp 3
+
+
+def test_a_layout_sets_vpp_only_where_its_chunks_interleave_over_pp() -> None:
+    assert layout_vpp(32, 8) == 4
+    assert layout_vpp(8, 8) is None and layout_vpp(31, 8) is None and layout_vpp(32, 0) is None
