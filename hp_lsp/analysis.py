@@ -70,10 +70,13 @@ class Analysis:
 
 def analyse(path: str | None, text: str, version: int | None, *, overrides: ClusterOverrides | None,
             max_file_size_kb: int, texts: Mapping[str, str] | None = None,
-            ratios: RatiosRequest | None = None, reads: Reads | None = None) -> Analysis:
+            ratios: RatiosRequest | None = None, reads: Reads | None = None,
+            space: Loaded | None = None) -> Analysis:
     """Check one document version; never raises (the engine reports its own failures as HP900). `texts`
     holds the other open documents (path -> buffer): a search config's train.yaml is read from there when
-    it is open, so its unsaved edits count (the editor's view wins over the disk)."""
+    it is open, so its unsaved edits count (the editor's view wins over the disk). `space`: the search config
+    that references this train.yaml, as checked (its cluster is `overrides`): the stated plan is priced as that
+    search prices it (engine.search.stated.priced_as_searched)."""
     big = text_too_large(text, max_file_size_kb * 1024)
     if big is not None:
         return Analysis(path, version, text, None, diagnostics=(big,), too_large=True)
@@ -82,8 +85,10 @@ def analyse(path: str | None, text: str, version: int | None, *, overrides: Clus
     # The linked train.yaml counts against the same setting: a larger one gets HP005 (in it) and HP009 (at the
     # link) without being parsed; a 4.4 MB one cost 20 s per check before.
     reads = reads if reads is not None else Reads()
-    loaded = check_file(path or "untitled.yaml", text=text, overrides=overrides, texts=texts, ratios=ratios,
-                        reads=reads, max_bytes=max_file_size_kb * 1024)
+    from engine.search.stated import priced_as_searched  # as _stated_source: the search package on first use
+
+    loaded = priced_as_searched(check_file(path or "untitled.yaml", text=text, overrides=overrides, texts=texts,
+                                           ratios=ratios, reads=reads, max_bytes=max_file_size_kb * 1024), space)
     estimate: Estimate | None = None
     failure: str | None = None
     est_diags: tuple[Diagnostic, ...] = ()

@@ -260,7 +260,7 @@ class Scheduler:
             found = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots, reads,
                                      max_bytes=job.max_kb * 1024)
         analysis = analyse(job.path, job.text, job.version, overrides=found.overrides, max_file_size_kb=job.max_kb,
-                           texts=job.texts, ratios=job.ratios, reads=reads)
+                           texts=job.texts, ratios=job.ratios, reads=reads, space=found.space)
         return dataclasses.replace(analysis, overrides=found.overrides, cluster_source=found.source,
                                    space=found.space)
 

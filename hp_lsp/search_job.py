@@ -18,6 +18,7 @@ from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.positions import TextEdit
 from engine.ratios.attach import RatiosRequest, with_ratios
 from engine.results import Estimate, SearchResult
+from engine.search.stated import priced_as_searched
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +86,22 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     reads = Reads()
     loaded = req.loaded or check_file(req.path, text=req.text, overrides=req.overrides, texts=texts,
                                       ratios=req.ratios, reads=reads, max_bytes=req.max_bytes)
-    config = loaded.config
-    if config is None or any(d.is_error for d in loaded.diagnostics):
+    if loaded.config is None or any(d.is_error for d in loaded.diagnostics):
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
                              note="the file has errors: fix them to search")
-    space, space_file = config, None
+    space_loaded: Loaded | None = None
     if req.space_path is not None:
         space_loaded = (with_ratios(req.space, req.ratios, texts) if req.space is not None else
                         check_file(req.space_path, text=req.space_text, texts=texts, ratios=req.ratios, reads=reads,
                                    max_bytes=req.max_bytes))
-        if space_loaded.config is not None and not any(d.is_error for d in space_loaded.diagnostics):
-            space, space_file = space_loaded.config, req.space_path
+        if req.loaded is None:  # the check's own (carried) is priced as searched already
+            loaded = priced_as_searched(loaded, space_loaded)
+    config = loaded.config
+    assert config is not None
+    space, space_file = config, None
+    if space_loaded is not None and space_loaded.config is not None \
+            and not any(d.is_error for d in space_loaded.diagnostics):
+        space, space_file = space_loaded.config, req.space_path
     result = search(space, top=req.top, progress=progress, cancelled=cancelled)
     if cancelled():
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0, note="cancelled")

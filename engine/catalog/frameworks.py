@@ -611,12 +611,19 @@ def calibration_hint(fw: Framework) -> str:
             "`hp-plan calibrate RUNS -o ratios.yaml`, then set estimator.ratios_file")
 
 
-def effective_layout(run: RunOptions) -> PipelineLayout:
-    """The pipeline layout priced (engine.cost.layout): the one the files state, else the framework's own split
-    (torchtitan counts the embedding and the output as layers), else the even split. A per-chunk layer layout
-    counts only on a stack that takes one (Framework.layer_layout; HP533 says so where it does not)."""
-    fw = framework_of(run)
+def taken_layout(run: RunOptions) -> PipelineLayout:
+    """The stated pipeline layout as far as the framework takes it: a per-chunk layer layout counts only on a
+    stack that can be told one (Framework.layer_layout; HP533 says so where it cannot), so neither its price nor
+    the checks of the stack that can (HP422) apply to it there."""
     lay = run.pipeline_layout
-    if lay.layer_layout and not fw.layer_layout:
-        lay = replace(lay, layer_layout=())
-    return lay if lay.stated else fw.default_layout
+    if lay.layer_layout and not framework_of(run).layer_layout:
+        return replace(lay, layer_layout=())
+    return lay
+
+
+def effective_layout(run: RunOptions) -> PipelineLayout:
+    """The pipeline layout priced (engine.cost.layout): what the files state and the framework takes
+    (taken_layout), else the framework's own split (torchtitan counts the embedding and the output as layers),
+    else the even split."""
+    lay = taken_layout(run)
+    return lay if lay.stated else framework_of(run).default_layout

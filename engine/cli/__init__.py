@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, Literal, NoReturn, TextIO
 
 from engine import HP_PLAN_PROCESS, __version__, exit_on_interrupt
 from engine.cli.plan_flags import cluster_flags, positive_int, pricing_flags
@@ -107,7 +107,7 @@ def _tokens(text: str) -> float:
 def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, description: str,  # type: ignore[type-arg]
                  *, json_doc: str | None, options: Callable[[argparse.ArgumentParser], None] | None = None,
                  file_metavar: str = "FILE", file_help: str | None = None, options_first: bool = False,
-                 tokens: bool = True, pricing: bool = True) -> argparse.ArgumentParser:
+                 tokens: bool = True, pricing: bool | Literal["framework"] = True) -> argparse.ArgumentParser:
     """The parser of a command that reads one plan file: FILE, --json (`json_doc`: where the document is
     specified) and the command's own `options` (before --json with `options_first`, the order --help has
     always listed them in), then --tokens, the cluster flags and the pricing flags, which every plan command
@@ -125,7 +125,7 @@ def _plan_parser(sub: argparse._SubParsersAction, name: str, help: str, descript
                        help="a token budget (15e12, 15T, 300B): wall-clock days and device-hours for the plan")
     cluster_flags(p)
     if pricing:
-        pricing_flags(p)
+        pricing_flags(p, ratios=pricing != "framework")
     return p
 
 
@@ -215,7 +215,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     _plan_parser(sub, "check", "validate a train.yaml or search config (exit 1 on any error)",
                  "Validate FILE: YAML, keys, types, model facts and cross-field rules.",
                  json_doc="docs/formats.md §3 `check`", file_help="a train.yaml or a search config",
-                 tokens=False, pricing=False)
+                 tokens=False, pricing="framework")
 
 
 def _add_estimate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -62,13 +62,16 @@ def _framework_name(text: str) -> str:
     return fw.name
 
 
-def pricing_flags(p: argparse.ArgumentParser) -> None:
+def pricing_flags(p: argparse.ArgumentParser, *, ratios: bool = True) -> None:
+    """--framework, and --ratios where the command prices (`check` prices nothing, yet the stack decides some of
+    its rules: which pipeline layout it takes, HP416 / HP422)."""
     g = p.add_argument_group("pricing flags", "win over the file's estimator section")
     g.add_argument("--framework", type=_framework_name, metavar="NAME",
                    help="the stack that runs the plan: hyperparallel (default), megatron, mindspeed, torchtitan "
                    "(docs/formats.md §5; docs/cost-model.md §5)")
-    g.add_argument("--ratios", metavar="FILE", help="apply this ratios file (hp-plan calibrate -o); wins over the "
-                   "search config's estimator.ratios_file")
+    if ratios:
+        g.add_argument("--ratios", metavar="FILE", help="apply this ratios file (hp-plan calibrate -o); wins over "
+                       "the search config's estimator.ratios_file")
 
 
 def ratios_request(args: argparse.Namespace) -> RatiosRequest | None:

@@ -25,7 +25,13 @@ from engine.specs import PipelineLayout
 
 
 class LayoutError(ValueError):
-    """A stated layout that the framework would refuse for this pp·vpp (the message says why)."""
+    """A stated layout that the framework would refuse for this pp·vpp (the message says why). `vpp`: where the
+    fault is a layer layout's chunk count against pp·vpp, the vpp it sets (its chunks per stage): the fix may
+    then belong at the vpp key rather than at the layout."""
+
+    def __init__(self, message: str, vpp: int | None = None) -> None:
+        super().__init__(message)
+        self.vpp = vpp
 
 
 def chunk_bounds(L: int, p: np.ndarray, v: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,7 +140,7 @@ def _listed_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.
             raise LayoutError(f"the layout lists {len(chunks)} chunks, no whole number per stage at pp {p}")
         raise LayoutError(f"the layout lists {len(chunks)} chunks, {len(chunks) // p} per stage at pp {p}, where the "
                           f"plan runs vpp {v} (Megatron-LM takes vpp from the layout: state pp_interleave_num "
-                          f"{len(chunks) // p})")
+                          f"{len(chunks) // p})", vpp=len(chunks) // p)
     flat = "".join(chunks)
     if not flat or flat[0] != "E" or flat[-1] != "L" or flat.count("E") != 1 or flat.count("L") != 1:
         raise LayoutError("the layout must begin with the embedding (E) and end with the loss (L), each once")

@@ -37,7 +37,9 @@ from engine.search.rank import (
 from engine.search.space import VPP_AUTO_MAX, enumerate_groups, extra_slots, restrictions
 from engine.search.stated import (
     StatedComparison,
+    as_searched,
     compare_stated,
+    priced_as_searched,
     stated_estimate,
     stated_overrides,
     stated_source,
@@ -46,8 +48,8 @@ from engine.search.stated import budget as _budget
 from engine.search.warnings import low_mfu
 from engine.specs import ModelSpec, PipelineLayout, Strategy
 
-__all__ = ["Cancelled", "StatedComparison", "compare_stated", "search", "search_with", "stated_estimate",
-           "stated_overrides", "stated_source"]
+__all__ = ["Cancelled", "StatedComparison", "as_searched", "compare_stated", "priced_as_searched", "search",
+           "search_with", "stated_estimate", "stated_overrides", "stated_source"]
 
 # Batch arithmetic runs in int64 columns: a larger global batch (a typo, at any real scale) is refused.
 MAX_GLOBAL_BATCH = 2**53

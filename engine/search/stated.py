@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.config.types import ClusterOverrides, Config
+from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.results import Estimate, SearchResult
@@ -37,15 +37,17 @@ def budget(config: Config) -> float:
 def stated_overrides(config: Config | None) -> ClusterOverrides | None:
     """The cluster a search config imposes on the train.yaml it references, as explicit overrides (D-006
     puts a referencing search config first among the cluster's sources): its world size, node shape, device
-    and memory budget. The budget goes in as the device memory because the train.yaml's own verdict (the
-    server's hover and HP5xx findings on it) must be against the budget the search ranks with. None when the
-    config states no cluster."""
+    and memory budget, and its framework. The budget goes in as the device memory because the train.yaml's own
+    verdict (the server's hover and HP5xx findings on it) must be against the budget the search ranks with; the
+    framework because the rules that depend on the stack (which layout it takes: HP416, HP422) are those of the
+    stack that runs the plan (`as_searched` prices it on the search's whole run). None when the config states no
+    cluster."""
     cl = config.cluster if config is not None else None
     if config is None or cl is None:
         return None
     return ClusterOverrides(devices=cl.world_size, num_nodes=cl.num_nodes, cards_per_node=cl.cards_per_node,
                             device_type=cl.device.name, memory_gb=config.budget_gib, memory_is_budget=True,
-                            explicit=True)
+                            explicit=True, framework=config.run.framework)
 
 
 def stated_source(config: Config, texts: Mapping[str, str] | None = None, *,
@@ -79,8 +81,34 @@ def stated_estimate(config: Config, source: Config | None = None, *,
         return None
     from engine.cost import estimate
 
+    priced = as_searched(config, source)
+    assert priced.model is not None and priced.cluster is not None and priced.stated is not None
+    return estimate(priced.model, priced.cluster, priced.run, priced.stated, budget(config))
+
+
+def as_searched(config: Config, source: Config) -> Config:
+    """`source`, the train.yaml search config `config` references, as that search prices the plan it states:
+    the searched model, cluster, run and memory budget, and `stated_run`'s strategy, with the train.yaml's own
+    positions. What the editor shows on the train.yaml (its price, verdict and HP5xx findings, the advice
+    against the best plan) is then the search's: priced on its own run, a Megatron search config's train.yaml
+    read "3.02× faster" where `hp-plan search` said 2.30×. `source` itself where the files state no plan or
+    `config` cannot price one; a config stating its own plan is its own search config."""
+    if source.stated is None or config.model is None or config.cluster is None:
+        return source
     run, strategy = stated_run(config, source)
-    return estimate(config.model, config.cluster, run, strategy, budget(config))
+    return replace(source, model=config.model, cluster=config.cluster, run=run, stated=strategy,
+                   memory_limit_gb=config.memory_limit_gb, budget_source=config.budget_source)
+
+
+def priced_as_searched(loaded: Loaded, space: Loaded | None) -> Loaded:
+    """A train.yaml's check with its config as the search config referencing it prices the plan
+    (as_searched: that search's model, cluster, run and budget), so its hover, lens, HP5xx findings
+    and the advice against the best plan are the numbers `hp-plan search` gives; unchanged without such a search
+    config, or when that config has errors (the search then runs on the train.yaml's own space too)."""
+    if space is None or space.config is None or space.config.kind != "search" or loaded.config is None \
+            or loaded.config.kind != "train" or any(d.is_error for d in space.diagnostics):
+        return loaded
+    return replace(loaded, config=as_searched(space.config, loaded.config))
 
 
 def stated_run(config: Config, source: Config) -> tuple[RunOptions, Strategy]:

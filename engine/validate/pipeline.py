@@ -3,11 +3,18 @@ recompute ranges of a train.yaml (docs/formats.md §1 `activation_checkpoint.lay
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from engine.catalog.frameworks import taken_layout
 from engine.config.layer_layout import layout_vpp
 from engine.config.reader import Val
 from engine.config.stated_layout import layout_paths
+from engine.config.types import Location
 from engine.document import Map, Scalar, Seq, find
-from engine.validate.context import Ctx
+from engine.validate.context import Ctx, Declared
+
+if TYPE_CHECKING:
+    from engine.cost.layout import LayoutError
 
 
 def check(ctx: Ctx) -> None:
@@ -106,7 +113,7 @@ def _offsets(ctx: Ctx, layers: int) -> None:
 def _layout(ctx: Ctx, layers: int) -> None:
     """A stated layout (offsets, first/last-stage layers, embedding/loss in the split) against the fixed pp and
     vpp: what the framework would refuse (engine.cost.layout.chunk_layers) is an error at the layout key."""
-    lay = ctx.config.run.pipeline_layout
+    lay = taken_layout(ctx.config.run)  # a layer layout the stack cannot take is HP533's, priced without it
     pp, vpp = ctx.fixed.get("pp"), ctx.fixed.get("vpp")
     if not lay.stated or pp is None or pp.value < 1:
         return
@@ -125,7 +132,16 @@ def _layout(ctx: Ctx, layers: int) -> None:
         key = next((k for k in layout_paths(lay) if k in ctx.config.locations), None)
         loc = ctx.config.locations.get(key) if key is not None else None
         ctx.emit("HP422", f"pipeline layout for pp {p}" + (f" × vpp {v}" if v > 1 else "") + f": {exc}",
-                 loc, key or "pp_config")
+                 loc, key or "pp_config", data=_vpp_fix(exc, vpp, loc))
+
+
+def _vpp_fix(exc: LayoutError, vpp: Declared | None, layout_at: Location | None) -> dict[str, Any]:
+    """HP422's quick fix where the layer layout is right and the stated vpp is not (Megatron-LM takes vpp from
+    the layout): set the vpp key, in the layout's own file, to the layout's chunks per stage."""
+    if exc.vpp is None or vpp is None or vpp.location is None or layout_at is None \
+            or vpp.location.file != layout_at.file:
+        return {}
+    return {"set_at": {"path": vpp.path, "value": exc.vpp}}
 
 
 def _recompute_ids(ctx: Ctx, layers: int) -> None:

@@ -9,6 +9,8 @@ Quick fixes read the fix data the engine put in `Diagnostic.data` (echoed back b
   {"replace_key": "tp_size"}      rename a mistyped key
   {"nearest_valid": 8}            set the value to the nearest valid one
   {"widen": [1, 2, 4, 8, 16]}     widen a candidate list so a fitting plan is inside it
+  {"set_at": {"path": "accelerator.pp_interleave_num", "value": 4}}
+                                  set another key of the same file (HP422: the vpp a layer layout sets)
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def fixes_for(text: str, path: str, data: dict[str, Any]) -> list[Fix]:
     """The quick fixes a diagnostic's data asks for, computed against `text` (empty when none applies).
 
     Data keys the engine sets: `replace_key` (a mistyped or renamed key), `nearest_valid` / `replace_value`
-    (a value), HP601's `asked` + `fitting` (a candidate list that no fitting plan meets: widen it with the
+    (a value), `set_at` (a value for another key of the same file, where the fault shows at one key and its
+    fix belongs at another), HP601's `asked` + `fitting` (a candidate list that no fitting plan meets: widen it with the
     nearest fitting values), HP600's `suggested_global_batch_size`. A finding relocated from another file
     (`file` in its data) gets none: its path does not address this text.
     """
@@ -78,6 +81,11 @@ def fixes_for(text: str, path: str, data: dict[str, Any]) -> list[Fix]:
         if key in data and data[key] is not None:
             add(f"Set `{leaf}` to {_fmt(data[key])}", set_value(text, path, data[key]), preferred=True)
             break
+    other = data.get("set_at")
+    if isinstance(other, dict) and isinstance(other.get("path"), str) and isinstance(other.get("value"), int | str):
+        at = other["path"]
+        add(f"Set `{at.rsplit('.', 1)[-1]}` to {_fmt(other['value'])}", set_value(text, at, other["value"]),
+            preferred=True)
     widen = data.get("widen")
     if widen is None and isinstance(data.get("asked"), list) and isinstance(data.get("fitting"), list):
         asked = [int(v) for v in data["asked"]]

@@ -11,10 +11,12 @@ import pytest
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from tests.support.configs import llama8b_model
+from tests.support.cli import hp_plan_json
+from tests.support.configs import bridge_dsv3_train, llama8b_model
 from tests.support.lsp_e2e import (
     EXAMPLES,
     Ctx,
+    apply_lsp_edits,
     codes,
     copy_example,
     edits_of,
@@ -260,3 +262,38 @@ async def test_megatron_cpu_offloading_megatron_refuses_is_said_at_its_key(ctx: 
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
     await wait_until(lambda: "HP530" not in codes(ctx.client, uri), what="HP530 gone at pp 1")
+
+
+async def test_layer_layout_sets_vpp_by_quick_fix(ctx: Ctx) -> None:
+    """A Megatron train.yaml whose layer layout lists 4 chunks per stage while it states vpp 2: HP422 at the
+    layout, and its quick fix writes the layout's vpp at the vpp key (Megatron-LM takes vpp from the layout)."""
+    folder = ctx.root / "bridge"
+    folder.mkdir()
+    train = bridge_dsv3_train(folder, vpp=2)
+    (folder / "search.yaml").write_text("train_yaml: ./train.yaml\nestimator: {framework: megatron, fp8: true}\n"
+                                        "cluster: {num_nodes: 256, cards_per_node: 8, device_type: H100}\n")
+    text = train.read_text()
+    uri = open_doc(ctx.client, train, text)
+    await wait_until(lambda: "HP422" in codes(ctx.client, uri), what="HP422 at the layout")
+    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP422")
+    assert diag.range.start.line == find_line(text, "pipeline_model_parallel_layout")[0]
+    actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
+        context=types.CodeActionContext(diagnostics=[diag])))
+    fix = next(a for a in actions or [] if isinstance(a, types.CodeAction)
+               and a.title == "Set `pp_interleave_num` to 4")
+    assert fix.edit is not None and fix.is_preferred
+    fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
+    assert fixed == text.replace("  pp_interleave_num: 2\n", "  pp_interleave_num: 4\n")
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
+    await wait_until(lambda: "HP422" not in codes(ctx.client, uri), what="HP422 gone")
+    # The plan is priced as the search config prices it (its stack, its FP8), as `hp-plan estimate` prices it.
+    train.write_text(fixed)
+    step = hp_plan_json("estimate", str(folder / "search.yaml"))["step_time_s"]
+    line, col = find_line(fixed, "pp_size")
+    hover = await ctx.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=col + 2)))
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert f"| step time | {step:.2f} s" in hover.contents.value and "priced for megatron" in hover.contents.value

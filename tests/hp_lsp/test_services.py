@@ -223,6 +223,20 @@ def test_widen_a_list_no_fitting_plan_meets() -> None:
     assert fixes_for(text, refusal.path, {**refusal.data, "file": "/elsewhere/search.yaml"}) == []
 
 
+def test_a_fix_at_another_key_of_the_same_file() -> None:
+    """`set_at` (HP422: the vpp a layer layout sets) edits the key it names, not the one the finding is at; data
+    a client echoes back malformed gets no fix and no exception."""
+    from hp_lsp.features.code_actions import fixes_for
+
+    text = "accelerator:\n  pp_size: 8\n  pp_interleave_num: 2  # interleaved\n  layout: Et|tL\n"
+    (fix,) = fixes_for(text, "accelerator.layout", {"set_at": {"path": "accelerator.pp_interleave_num", "value": 4}})
+    assert fix.title == "Set `pp_interleave_num` to 4" and fix.preferred
+    assert apply_edits(text, fix.edits) == text.replace("pp_interleave_num: 2", "pp_interleave_num: 4")
+    for junk in ("x", {"path": 3, "value": 4}, {"path": "accelerator.pp_interleave_num"}, [1],
+                 {"path": "accelerator.pp_interleave_num", "value": [1, {"a": 2}]}):
+        assert fixes_for(text, "accelerator.layout", {"set_at": junk}) == []
+
+
 def test_search_config_shows_its_train_yaml_stated_plan() -> None:
     _, st = state_for(SEARCH)
     assert st.analysis is not None and st.search is not None and st.search.stated is not None

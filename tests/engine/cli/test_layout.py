@@ -189,11 +189,21 @@ def test_megatrons_layer_layout_is_read_priced_and_exported(tmp_path: Path) -> N
 
 def test_a_layer_layout_that_does_not_fit_is_said_at_its_value(tmp_path: Path) -> None:
     (tmp_path / "vpp").mkdir()
-    r = hp_plan("check", _bridge_dsv3(tmp_path / "vpp", '"Et|(tt|)*30mL"', vpp=2), *ON_H100)
-    line = next(i for i, t in enumerate((tmp_path / "vpp" / "train.yaml").read_text().splitlines(), 1)
-                if "pipeline_model_parallel_layout" in t)
+    path = _bridge_dsv3(tmp_path / "vpp", '"Et|(tt|)*30mL"', vpp=2)
+    r = hp_plan("check", path, *ON_H100, "--framework", "megatron")
+    text = (tmp_path / "vpp" / "train.yaml").read_text()
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "pipeline_model_parallel_layout" in t)
     assert r.returncode == 1 and f"train.yaml:{line}:35: error HP422" in r.stdout
     assert "4 per stage at pp 8, where the plan runs vpp 2" in r.stdout and "pp_interleave_num 4" in r.stdout
+    # Its quick fix is at the vpp key (Megatron-LM takes vpp from the layout): the data says which and to what.
+    (hp422,) = [d for d in hp_plan_json("check", path, *ON_H100, "--framework", "megatron", code=1)["diagnostics"]
+                if d["code"] == "HP422"]
+    assert hp422["data"] == {"set_at": {"path": "accelerator.pp_interleave_num", "value": 4}}
+    # A stack that takes no layer layout (HyperParallel, the default) does not refuse it: it runs its own split,
+    # which is what it is priced with, and HP533 says so at the layout.
+    assert "HP422" not in hp_plan("check", path, *ON_H100).stdout
+    est = hp_plan_json("estimate", path, *ON_H100, code=1)  # 1: it does not fit (HP520)
+    assert [d for d in est["diagnostics"] if d["code"] == "HP533" and d["path"].endswith("layout")]
     (tmp_path / "bad").mkdir()
     r = hp_plan("check", _bridge_dsv3(tmp_path / "bad", '"Et|(tt|)*30mX"'), *ON_H100)
     assert r.returncode == 1 and "error HP106" in r.stdout and "'X' is not a layer symbol" in r.stdout
