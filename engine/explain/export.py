@@ -101,13 +101,23 @@ def _ranges(plan: RecomputePlan) -> list[tuple[str, str]]:
     return [(f"{a}-{b}" if a != b else str(a), m) for a, b, m in plan.layers]
 
 
-def _megatron_layout(s: Strategy, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
-    """The stated pipeline layout (engine.specs.PipelineLayout) as Megatron-LM's flags (MLM-ARGS): the
+def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
+                     warns: list[Diagnostic]) -> list[str]:
+    """The pipeline layout priced (engine.specs.PipelineLayout) as Megatron-LM's flags (MLM-ARGS): the
     embedding/loss accounting, the first/last-stage layer counts or the per-chunk layer layout (Megatron-LM
-    only); HyperParallel's per-stage offsets have no such flag (HP753)."""
+    only); HyperParallel's per-stage offsets have no such flag (HP753). Where the files state none, the split of
+    the stack that priced the plan is the layout: torchtitan's counts the embedding and the output as layers,
+    which Megatron-LM's accounting flags reproduce where the count divides (else `_priced_split` lists it)."""
     lay = run.pipeline_layout
-    if s.pp <= 1 or not lay.stated:
+    if s.pp <= 1:
         return []
+    if not lay.stated:
+        own = effective_layout(run)
+        v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 else 1
+        counted = model.num_layers + int(own.embedding_in_split) + int(own.loss_in_split)
+        if not (own.embedding_in_split or own.loss_in_split) or counted % (s.pp * v):
+            return []
+        lay = replace(own, remainder_first=False)  # nothing remains over: the accounting's split is the priced one
     if lay.offset:
         warns.append(_warn("offset", target, f"per-stage layer offsets {[list(o) for o in lay.offset]}"))
         return []
@@ -184,7 +194,7 @@ def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: s
     """The interleaved schedule's chunks, DualPipeV (MindSpeed `--schedules-method dualpipev`, [MS-DUALPIPEV];
     Megatron-LM has no such schedule: HP753) and the stated pipeline layout as Megatron-LM's flags."""
     args: list[str] = []
-    layout_args = _megatron_layout(s, run, target, warns) or _priced_split(s, model, run, target, warns)
+    layout_args = _megatron_layout(s, model, run, target, warns) or _priced_split(s, model, run, target, warns)
     if s.pipeline_schedule == "dualpipev" and s.pp > 1:
         if target == "mindspeed":
             args += ["--schedules-method", "dualpipev"]
@@ -208,23 +218,26 @@ def _takes_layer_layout(run: RunOptions, target: str) -> bool:
 
 
 def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
-    """Where the files state no layout and the layers do not split evenly over the chunks, the split the plan was
-    priced with (engine.cost.layout: the extra layers on chunks 1, 2, …), which Megatron-LM refuses to guess
-    (its layers must divide by pp·vpp): written as `--pipeline-model-parallel-layout` for a Megatron-Core that
-    takes one (Framework.layer_layout, 0.13 on), so the exported plan is the priced one; elsewhere HP753 says
-    what to set."""
+    """Where the files state no layout and the split the plan was priced with is not Megatron-LM's even one
+    (layers that do not divide by pp·vpp, which it refuses to guess, the extra layers on chunks 1, 2, …; or the
+    pricing stack's own split, torchtitan's, where its accounting does not divide): that split, written as
+    `--pipeline-model-parallel-layout` for a Megatron-Core that takes one (Framework.layer_layout, 0.13 on), so
+    the exported plan is the priced one; elsewhere HP753 says what to set."""
     v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 else 1
+    own = effective_layout(run)
     if s.pp <= 1 or s.pipeline_schedule == "dualpipev" or run.pipeline_layout.stated \
-            or model.num_layers % (s.pp * v) == 0:
+            or (model.num_layers % (s.pp * v) == 0 and not own.stated):
         return []
+    chunks, _ = layout_or_default(model.num_layers, model.mtp_depth, s.pp, v, own)
     if not _takes_layer_layout(run, target):
         split = f"{s.pp}×{v} chunks" if v > 1 else f"{s.pp} stages"
-        warns.append(_warn("pipeline layout", target, f"{model.num_layers} layers do not split evenly into {split}; "
-                           "set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers (or "
-                           "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split) to the "
-                           "split you want"))
+        why = (f"{model.num_layers} layers do not split evenly into {split}" if model.num_layers % (s.pp * v) else
+               f"the plan was priced with {run.framework}'s split over {split}, "
+               f"{chunks.sum(axis=1).tolist()} layers per stage")
+        warns.append(_warn("pipeline layout", target, f"{why}; set --decoder-first-pipeline-num-layers / "
+                           "--decoder-last-pipeline-num-layers (or --account-for-embedding-in-pipeline-split "
+                           "--account-for-loss-in-pipeline-split) to the split you want"))
         return []
-    chunks, _ = layout_or_default(model.num_layers, model.mtp_depth, s.pp, v, effective_layout(run))
     order = chunks.T.reshape(-1).tolist()  # model order: chunk j = c·pp + i
     last = len(order) - 1
     listed = tuple("E" * (j == 0) + "t" * n + ("m" * model.mtp_depth + "L") * (j == last) for j, n in enumerate(order))

@@ -6,6 +6,7 @@ HyperParallel's offsets."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -282,3 +283,33 @@ def test_a_stack_without_a_layer_layout_is_told_so_and_priced_with_its_own_split
     assert said and said[0]["path"] == "accelerator.pipeline_model_parallel_layout"
     chunks = [[c["layers"] for c in s["chunks"]] for s in doc["stages"]]
     assert chunks[0] == [1, 2, 2, 2] and chunks[1] == [2, 2, 2, 2] and chunks[7] == [2, 2, 2, 1]  # the layout: [2, 2, 2, 0]
+
+
+def test_a_plan_priced_with_torchtitans_split_exports_that_split_to_megatron(tmp_path: Path) -> None:
+    """torchtitan counts the embedding and the output as layers of its split; exported to Megatron-LM without a
+    layout the plan would run Megatron's even split instead of the priced one. Where the count divides, the
+    accounting flags reproduce it (Llama 3.1 405B: 126 + 2 over 16 × 8 chunks); where it does not (Llama 3 70B:
+    80 + 2 over 4 × 5), the priced chunks are written as the layer layout, and MindSpeed, which has neither for
+    such a split, gets HP753 naming the priced stages."""
+    train = (EX / "train.yaml").read_text()
+    search = _copy(tmp_path, train.replace(ACCOUNTING, ""), "torchtitan")
+    args = hp_plan_json("export", search, "--to", "megatron", code=1)["args"]  # 1: it does not fit torchtitan
+    assert "--account-for-embedding-in-pipeline-split" in args and "--account-for-loss-in-pipeline-split" in args
+    assert "--pipeline-model-parallel-layout" not in args
+    (tmp_path / "mg").mkdir()
+    as_megatron = hp_plan_json("explain", _copy(tmp_path / "mg", train, "megatron"))
+    as_torchtitan = hp_plan_json("explain", search, code=1)
+    assert [s["layers"] for s in as_megatron["stages"]] == [s["layers"] for s in as_torchtitan["stages"]]
+    (tmp_path / "70b").mkdir()
+    shutil.copy(ROOT / "examples" / "llama3-70b" / "train.yaml", tmp_path / "70b" / "train.yaml")
+    small = tmp_path / "70b" / "search.yaml"
+    small.write_text("train_yaml: ./train.yaml\ncluster: {num_nodes: 128, cards_per_node: 8, device_type: H100}\n"
+                     "estimator: {framework: torchtitan}\n")
+    chunks = [[c["layers"] for c in s["chunks"]] for s in hp_plan_json("explain", str(small))["stages"]]
+    assert chunks[1][0] == 5 and chunks[3][4] == 3  # the remainder on the first chunks, the output on the last
+    doc = hp_plan_json("export", str(small), "--to", "megatron")
+    listed = parse_layout_text(doc["args"][doc["args"].index("--pipeline-model-parallel-layout") + 1])
+    assert [[listed[c * 4 + i].count("t") for c in range(5)] for i in range(4)] == chunks
+    ms = hp_plan_json("export", str(small), "--to", "mindspeed")
+    assert [d for d in ms["diagnostics"] if d["code"] == "HP753" and "torchtitan's split" in d["message"]
+            and "[20, 21, 20, 19] layers per stage" in d["message"]]
