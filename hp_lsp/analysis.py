@@ -135,15 +135,16 @@ def analyse_runs(path: str, text: str, version: int | None) -> Analysis:
 
 
 def search_config_cluster(search_path: str, text: str | None = None, *, texts: Mapping[str, str] | None = None,
-                          reads: Reads | None = None, max_bytes: int = DEFAULT_MAX_BYTES
-                          ) -> tuple[ClusterOverrides | None, Loaded | None]:
+                          reads: Reads | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                          overrides: ClusterOverrides | None = None) -> tuple[ClusterOverrides | None, Loaded | None]:
     """The cluster a search config states for its train.yaml (`cluster_from_search_config`) and the search
     config as checked to find it: the space a search of that train.yaml runs over, which the search job then
     does not read again. `reads`: the request's (the train.yaml being checked is parsed once, under the same
-    size limit `max_bytes` as its own check, hpLsp.maxFileSizeKb)."""
+    size limit `max_bytes` as its own check, hpLsp.maxFileSizeKb); `overrides`: the editor settings, which fill
+    what the search config leaves unsaid, as in its own check."""
     from engine.search.stated import stated_overrides
 
-    loaded = check_file(search_path, text=text, texts=texts, reads=reads, max_bytes=max_bytes)
+    loaded = check_file(search_path, text=text, texts=texts, reads=reads, max_bytes=max_bytes, overrides=overrides)
     config = loaded.config
     if config is None or config.kind != "search":
         return None, None

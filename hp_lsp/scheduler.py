@@ -138,7 +138,8 @@ class Scheduler:
         self.index = SearchConfigIndex()
         self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
         self._edits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-edit")
-        self._cluster_cache: dict[tuple[str, int, int, int], tuple[ClusterOverrides | None, Loaded | None]] = {}
+        self._cluster_cache: dict[tuple[str, int, int, int, ClusterOverrides | None],
+                                  tuple[ClusterOverrides | None, Loaded | None]] = {}
         self._disk_texts: dict[str, tuple[tuple[int, int], str]] = {}
         self._cluster_lock = threading.Lock()  # the checker thread fills both, the loop invalidates them
 
@@ -304,25 +305,27 @@ class Scheduler:
         source = self.index.referencing(path, roots, open_texts)
         if source is None:
             return FoundCluster(settings)
-        overrides, space = self._cluster_of(source, open_texts.get(source), path, text, reads, max_bytes)
+        overrides, space = self._cluster_of(source, open_texts.get(source), path, text, reads, max_bytes, settings)
         return FoundCluster(overrides or settings, source, space)
 
     def _cluster_of(self, search_path: str, text: str | None, train_path: str, train_text: str,
-                    reads: Reads | None, max_bytes: int = DEFAULT_MAX_BYTES
-                    ) -> tuple[ClusterOverrides | None, Loaded | None]:
+                    reads: Reads | None, max_bytes: int = DEFAULT_MAX_BYTES,
+                    settings: ClusterOverrides | None = None) -> tuple[ClusterOverrides | None, Loaded | None]:
         """The search config's cluster and the config as checked, read with the train.yaml as the editor holds
-        it (the cluster may take the train.yaml's context.device_num). Cached by both texts (the search
-        config's modification time when it is closed: its text is read again only when that moves)."""
+        it (the cluster may take the train.yaml's context.device_num) and with the settings as its own check
+        takes them (they fill what it leaves unsaid: a framework setting prices both files alike). Cached by
+        both texts and the settings (the search config's modification time when it is closed: its text is
+        read again only when that moves)."""
         if text is None:
             text = self._disk_text(search_path)
             if text is None:
                 return None, None
-        key = (search_path, hash(text), hash(train_text), max_bytes)
+        key = (search_path, hash(text), hash(train_text), max_bytes, settings)
         with self._cluster_lock:
             if key in self._cluster_cache:
                 return self._cluster_cache[key]
         found = search_config_cluster(search_path, text, texts={train_path: train_text}, reads=reads,
-                                      max_bytes=max_bytes)
+                                      max_bytes=max_bytes, overrides=settings)
         with self._cluster_lock:
             if len(self._cluster_cache) > CLUSTER_CACHE_MAX:
                 self._cluster_cache.clear()  # one entry per train.yaml text typed: keep it bounded

@@ -196,7 +196,11 @@ async def initialized(ls: HpLanguageServer, params: types.InitializedParams) -> 
     ls.worker.warm_up()
     errors = ls.session.sources.merged().errors
     if ls.client.features.configuration:
-        await pull_configuration(ls)
+        # The client opens its documents right after `initialized`, while this request is in flight: a check
+        # that ran first used the defaults, so the settings, once here, check them again (the cluster and
+        # framework settings were ignored until the next edit).
+        if await pull_configuration(ls):
+            ls.scheduler.settings_changed()
     elif errors:
         show_settings_errors(ls, errors)
     if ls.client.features.watched_files_registration:

@@ -297,3 +297,44 @@ async def test_layer_layout_sets_vpp_by_quick_fix(ctx: Ctx) -> None:
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=col + 2)))
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
     assert f"| step time | {step:.2f} s" in hover.contents.value and "priced for megatron" in hover.contents.value
+
+
+async def _stated_lens(ctx: Ctx, uri: str, until: str) -> str:
+    """The "Stated…" code lens of `uri` once its title holds `until` (60 s at most)."""
+    deadline = time.monotonic() + 60
+    title: str | None = None
+    while time.monotonic() < deadline:
+        lenses = await ctx.client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        title = next((lens.command.title for lens in lenses or [] if lens.command
+                      and lens.command.title.startswith("Stated")), None)
+        if title and until in title:
+            return title
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no Stated lens with {until!r}: last {title!r}")
+
+
+@pytest.mark.lsp(profiles=["visual-studio-code"], settings={"framework": "megatron"})
+async def test_settings_that_arrive_after_the_documents_count(ctx: Ctx) -> None:
+    """VS Code opens its documents right after `initialized`, before it answers workspace/configuration: the
+    first check runs on the defaults, and the settings, once they arrive, check the documents again (the
+    framework and cluster settings were ignored until the next edit)."""
+    folder = copy_example("llama3-70b", ctx.root)
+    uri = open_doc(ctx.client, folder / "search.yaml")
+    assert "megatron on H100" in await _stated_lens(ctx, uri, "megatron")
+
+
+@pytest.mark.lsp(settings={"framework": "megatron"}, init={"hpLsp": {"framework": "megatron"}})
+async def test_the_framework_setting_prices_both_files_of_a_pair_alike(ctx: Ctx) -> None:
+    """hpLsp.framework fills the framework a search config leaves unsaid: its train.yaml is then priced by the
+    same stack (the search config's check for the train.yaml's cluster takes the settings as its own check
+    does), so the two files' lenses agree."""
+    folder = copy_example("llama3-70b", ctx.root)
+    search = folder / "search.yaml"
+    assert "framework" not in search.read_text()
+    train_uri = open_doc(ctx.client, folder / "train.yaml")
+    search_uri = open_doc(ctx.client, search)
+    train_title = await _stated_lens(ctx, train_uri, "megatron")
+    search_title = await _stated_lens(ctx, search_uri, "megatron")
+    # "Stated: 5.2 GiB (fits 76 GiB) · 8.59 s/step ± 14% · …" and "Stated (train_yaml): …", the same figures
+    assert train_title.split(": ", 1)[1] == search_title.split(": ", 1)[1]
