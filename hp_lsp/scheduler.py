@@ -434,7 +434,8 @@ class Scheduler:
             return
         self.jobs.submit(Job(state.uri + LISTS_SUFFIX, generation,
                                   ListsRequest(request.path, request.text, texts=request.texts,
-                                               max_bytes=request.max_bytes)))
+                                               max_bytes=request.max_bytes, overrides=request.overrides,
+                                               ratios=request.ratios)))
 
     def _lists_done(self, outcome: Outcome) -> None:
         uri = outcome.job.key.removesuffix(LISTS_SUFFIX)

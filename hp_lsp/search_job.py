@@ -143,6 +143,10 @@ class ListsRequest:
     max_values: int = 16  # lists longer than this are not expanded
     texts: dict[str, str] | None = None  # the other open buffers, as in SearchRequest
     max_bytes: int = DEFAULT_MAX_BYTES  # hpLsp.maxFileSizeKb, as the main search read the files
+    # The settings and ratios file the main search priced with (SearchRequest's): a list's values are priced on
+    # the same stack, cluster and budget as the best plan beside them.
+    overrides: ClusterOverrides | None = None
+    ratios: RatiosRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +161,8 @@ def run_lists(req: ListsRequest, *, progress: Callable[[float], None],
     from engine.config.types import Dimension
     from engine.search import search
 
-    loaded = check_file(req.path, text=req.text, texts=req.texts, max_bytes=req.max_bytes)
+    loaded = check_file(req.path, text=req.text, overrides=req.overrides, texts=req.texts, ratios=req.ratios,
+                        max_bytes=req.max_bytes)
     config = loaded.config
     if config is None or any(d.is_error for d in loaded.diagnostics):
         return None

@@ -338,3 +338,23 @@ async def test_the_framework_setting_prices_both_files_of_a_pair_alike(ctx: Ctx)
     search_title = await _stated_lens(ctx, search_uri, "megatron")
     # "Stated: 5.2 GiB (fits 76 GiB) · 8.59 s/step ± 14% · …" and "Stated (train_yaml): …", the same figures
     assert train_title.split(": ", 1)[1] == search_title.split(": ", 1)[1]
+    # The hover on a candidate list prices its values on the same stack as the best plan beside it.
+    from hp_lsp.search_job import ListsRequest, run_lists
+    from hp_lsp.settings import Settings
+
+    facts = run_lists(ListsRequest(str(search), None, overrides=Settings(framework="megatron").overrides()),
+                      progress=lambda _: None, cancelled=lambda: False)
+    assert facts is not None
+    cells = [f"**{v}** {t:.2f} s" for v, t in facts.values["tp"].items() if t is not None]
+    line, col = find_line(search.read_text(), "tp: [")
+
+    async def list_hover() -> str:
+        h = await ctx.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=search_uri), position=types.Position(line=line, character=col)))
+        return h.contents.value if h is not None and isinstance(h.contents, types.MarkupContent) else ""
+
+    deadline = time.monotonic() + 60
+    while "values fit" not in await list_hover() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    shown = await list_hover()
+    assert cells and all(c in shown for c in cells), (cells, shown)

@@ -207,6 +207,24 @@ def test_list_facts_say_which_values_fit() -> None:
     assert run_job(ListsRequest(str(SEARCH), None, max_bytes=small), progress=no_progress, cancelled=never) is None
 
 
+def test_list_facts_price_on_the_settings_the_search_used() -> None:
+    """The list hover's figures sit beside the best plan's: priced with the same settings (a framework setting
+    here), not the file's bare defaults."""
+    from hp_lsp.search_job import ListsRequest, run_job
+    from hp_lsp.settings import Settings
+
+    megatron = Settings(framework="megatron").overrides()
+    out = run_search(SearchRequest(str(SEARCH), None, megatron), progress=no_progress, cancelled=never)
+    assert out.result is not None and out.result.best is not None and out.result.best.framework == "megatron"
+    best = out.result.best
+    facts = run_job(ListsRequest(str(SEARCH), None, overrides=megatron), progress=no_progress, cancelled=never)
+    bare = run_job(ListsRequest(str(SEARCH), None), progress=no_progress, cancelled=never)
+    assert facts is not None and bare is not None
+    fastest = min(t for t in facts.values["tp"].values() if t is not None)
+    assert fastest <= best.step_time_s <= fastest * (1 + (out.result.band or 0.0))
+    assert facts.values["tp"] != bare.values["tp"]  # the defaults price another stack
+
+
 def test_widen_a_list_no_fitting_plan_meets() -> None:
     """HP601 (from the search) carries the values that fit; the fix widens the list with the nearest."""
     from hp_lsp.features.code_actions import fixes_for
