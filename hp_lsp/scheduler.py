@@ -383,6 +383,7 @@ class Scheduler:
         needed = {*analysis.files, *([source] if source else [])}
         request = SearchRequest(state.path, doc.source, overrides, version=doc.version, space_path=source,
                                 space_text=self.open_text(source) if source else None,
+                                space_overrides=session.settings.overrides() if source else None,
                                 texts=self.open_texts(exclude=uri, only=needed), ratios=self.ratios_request(),
                                 max_bytes=session.settings.max_file_size_kb * 1024,
                                 **carried(analysis, doc.source, doc.version))

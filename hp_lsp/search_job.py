@@ -32,6 +32,8 @@ class SearchRequest:
     # budget and recompute request); `space_text` is its open buffer, None to read it from disk.
     space_path: str | None = None
     space_text: str | None = None
+    # The editor settings, which fill what that search config leaves unsaid (as its own check reads it).
+    space_overrides: ClusterOverrides | None = None
     # The other open documents (absolute path -> unsaved buffer), a plain dict so it pickles: a search
     # config's train.yaml is read from here when it is open (the editor's view wins over the disk).
     texts: dict[str, str] | None = None
@@ -92,8 +94,8 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     space_loaded: Loaded | None = None
     if req.space_path is not None:
         space_loaded = (with_ratios(req.space, req.ratios, texts) if req.space is not None else
-                        check_file(req.space_path, text=req.space_text, texts=texts, ratios=req.ratios, reads=reads,
-                                   max_bytes=req.max_bytes))
+                        check_file(req.space_path, text=req.space_text, overrides=req.space_overrides, texts=texts,
+                                   ratios=req.ratios, reads=reads, max_bytes=req.max_bytes))
         if req.loaded is None:  # the check's own (carried) is priced as searched already
             loaded = priced_as_searched(loaded, space_loaded)
     config = loaded.config

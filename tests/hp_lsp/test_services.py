@@ -225,6 +225,21 @@ def test_list_facts_price_on_the_settings_the_search_used() -> None:
     assert facts.values["tp"] != bare.values["tp"]  # the defaults price another stack
 
 
+def test_a_train_yaml_searched_anew_reads_its_search_config_with_the_settings() -> None:
+    """When the check's reads do not travel (the text moved on), the search job reads the train.yaml's search
+    config again, with the settings its own check took: a framework setting stays the stack searched."""
+    from hp_lsp.analysis import search_config_cluster
+    from hp_lsp.settings import Settings
+
+    megatron = Settings(framework="megatron").overrides()
+    overrides, space = search_config_cluster(str(SEARCH), overrides=megatron)
+    assert space is not None and space.config is not None and space.config.run.framework == "megatron"
+    for settings, stack in ((megatron, "megatron"), (None, "hyperparallel")):
+        out = run_search(SearchRequest(str(TRAIN), None, overrides, space_path=str(SEARCH), space_overrides=settings),
+                         progress=no_progress, cancelled=never)
+        assert out.result is not None and out.result.best is not None and out.result.best.framework == stack
+
+
 def test_widen_a_list_no_fitting_plan_meets() -> None:
     """HP601 (from the search) carries the values that fit; the fix widens the list with the nearest."""
     from hp_lsp.features.code_actions import fixes_for
