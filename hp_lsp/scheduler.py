@@ -24,6 +24,7 @@ from pygls.workspace import TextDocument
 
 from engine.config.types import ClusterOverrides, Loaded
 from engine.document import DEFAULT_MAX_BYTES, Reads, read_text, text_too_large
+from engine.ratios.attach import with_ratios
 from hp_lsp.analysis import Analysis, analyse, search_config_cluster
 from hp_lsp.client import ClientFeatures
 from hp_lsp.documents import disk_path
@@ -259,7 +260,7 @@ class Scheduler:
             found = FoundCluster(job.settings)
         else:
             found = self.cluster_for(job.path, job.text, job.settings, job.texts, job.roots, reads,
-                                     max_bytes=job.max_kb * 1024)
+                                     max_bytes=job.max_kb * 1024, ratios=job.ratios)
         analysis = analyse(job.path, job.text, job.version, overrides=found.overrides, max_file_size_kb=job.max_kb,
                            texts=job.texts, ratios=job.ratios, reads=reads, space=found.space)
         return dataclasses.replace(analysis, overrides=found.overrides, cluster_source=found.source,
@@ -296,16 +297,20 @@ class Scheduler:
 
     def cluster_for(self, path: str | None, text: str, settings: ClusterOverrides | None,
                     open_texts: dict[str, str], roots: Sequence[str], reads: Reads | None = None, *,
-                    max_bytes: int = DEFAULT_MAX_BYTES) -> FoundCluster:
+                    max_bytes: int = DEFAULT_MAX_BYTES, ratios: RatiosRequest | None = None) -> FoundCluster:
         """Cluster facts for a document, in the order of D-006: a search config that references it (train.yaml only; explicit, so it
         wins over the file's `context`), else the file's own `context`, else the settings (which only fill what
-        the file leaves unsaid). Reads the disk: checker thread only."""
+        the file leaves unsaid). The search config comes back as checked, with the ratios file its search prices
+        with (`ratios`: the setting hpLsp.ratiosFile, under its own estimator.ratios_file). Reads the disk:
+        checker thread only."""
         if not path or referenced_train_yaml(path, text) is not None:  # a search config states its own cluster
             return FoundCluster(settings)
         source = self.index.referencing(path, roots, open_texts)
         if source is None:
             return FoundCluster(settings)
         overrides, space = self._cluster_of(source, open_texts.get(source), path, text, reads, max_bytes, settings)
+        if space is not None:  # read on every check, not cached: an edited ratios file re-prices the pair
+            space = with_ratios(space, ratios, open_texts)
         return FoundCluster(overrides or settings, source, space)
 
     def _cluster_of(self, search_path: str, text: str | None, train_path: str, train_text: str,

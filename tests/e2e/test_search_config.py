@@ -324,11 +324,15 @@ async def test_settings_that_arrive_after_the_documents_count(ctx: Ctx) -> None:
     assert "megatron on H100" in await _stated_lens(ctx, uri, "megatron")
 
 
-@pytest.mark.lsp(settings={"framework": "megatron"}, init={"hpLsp": {"framework": "megatron"}})
+PAIR_SETTINGS = {"framework": "megatron", "ratiosFile": "ratios.yaml"}
+
+
+@pytest.mark.lsp(settings=PAIR_SETTINGS, init={"hpLsp": PAIR_SETTINGS})
 async def test_the_framework_setting_prices_both_files_of_a_pair_alike(ctx: Ctx) -> None:
-    """hpLsp.framework fills the framework a search config leaves unsaid: its train.yaml is then priced by the
-    same stack (the search config's check for the train.yaml's cluster takes the settings as its own check
-    does), so the two files' lenses agree."""
+    """hpLsp.framework and hpLsp.ratiosFile fill what a search config leaves unsaid: its train.yaml is then
+    priced by the same stack with the same ratios (the search config's check for the train.yaml's cluster
+    takes the settings as its own check does), so the two files' lenses agree."""
+    (ctx.root / "ratios.yaml").write_text("framework: megatron\ndevice_type: H100\nratios: {compute: 1.5}\n")
     folder = copy_example("llama3-70b", ctx.root)
     search = folder / "search.yaml"
     assert "framework" not in search.read_text()
@@ -336,13 +340,16 @@ async def test_the_framework_setting_prices_both_files_of_a_pair_alike(ctx: Ctx)
     search_uri = open_doc(ctx.client, search)
     train_title = await _stated_lens(ctx, train_uri, "megatron")
     search_title = await _stated_lens(ctx, search_uri, "megatron")
-    # "Stated: 5.2 GiB (fits 76 GiB) · 8.59 s/step ± 14% · …" and "Stated (train_yaml): …", the same figures
-    assert train_title.split(": ", 1)[1] == search_title.split(": ", 1)[1]
+    # "Stated: 5.2 GiB (fits 76 GiB) · 12.… s/step ± 14% · …" and "Stated (train_yaml): …", the same figures,
+    # with the ratios applied (8.59 s without them)
+    assert train_title.split(": ", 1)[1] == search_title.split(": ", 1)[1] and "8.59 s/step" not in train_title
     # The hover on a candidate list prices its values on the same stack as the best plan beside it.
     from hp_lsp.search_job import ListsRequest, run_lists
     from hp_lsp.settings import Settings
 
-    facts = run_lists(ListsRequest(str(search), None, overrides=Settings(framework="megatron").overrides()),
+    settings = Settings(framework="megatron", ratios_file="ratios.yaml")
+    facts = run_lists(ListsRequest(str(search), None, overrides=settings.overrides(),
+                                   ratios=settings.ratios_request(str(ctx.root))),
                       progress=lambda _: None, cancelled=lambda: False)
     assert facts is not None
     cells = [f"**{v}** {t:.2f} s" for v, t in facts.values["tp"].items() if t is not None]
