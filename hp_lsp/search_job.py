@@ -42,8 +42,9 @@ class SearchRequest:
     max_bytes: int = DEFAULT_MAX_BYTES  # hpLsp.maxFileSizeKb: the linked train.yaml counts against it too
     # What the check of this version already read, resolved and priced (hp_lsp.analysis.Analysis), so the job
     # neither reads nor prices it again: the document as checked, the search config that gave a train.yaml its
-    # cluster (as checked for it, ratios not yet attached), a search config's train.yaml as the file stating
-    # the plan, and the stated plan's price. None: read it here.
+    # cluster (as checked for it, with its ratios; the job attaches them again, from the ratios file as it is
+    # then), a search config's train.yaml as the file stating the plan, and the stated plan's price. None: read
+    # it here.
     loaded: Loaded | None = None
     space: Loaded | None = None
     stated_source: Config | None = None
