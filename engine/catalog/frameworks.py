@@ -420,13 +420,17 @@ _SDPA_ATTN = _rates(**{"": 0.50, "hopper": 0.35, "blackwell": 0.35, "ascend": 0.
 
 # Megatron-Core releases whose facts differ (`estimator.framework_version: "0.12"`, also "core_r0.12.0", "v0.12"):
 # oldest first, the last the current one, the release engine/catalog/data/megatron_flags.txt was read at
-# (core_v0.16.0). NeMo containers name their Megatron-Core in NeMo's "Software Component Versions" page
-# ([NEMO-VERSIONS]: 24.07 ships 0.8, 24.09 ships 0.9); later containers' are not read here ([U]): state the
-# Megatron-Core version.
+# (core_v0.16.0). A NeMo container names its Megatron-Core in the "Software Component Versions" page
+# ([NEMO-VERSIONS]: 24.07 ships 0.8, 24.09 ships 0.9; [MB-VERSIONS]: 25.09 ships 0.14, 25.11 0.15, 26.02 0.16), so
+# a run from a performance table that names only its container states that ("nemo-25.11", or "25.11": no
+# Megatron-Core release is numbered so). 26.04 and 26.06 ship 0.17 and 0.18, releases whose facts were not read
+# here: HP535 says so and prices the current one.
+_NEMO_CONTAINERS = {"24.07": "0.8", "24.09": "0.9", "25.09": "0.14", "25.11": "0.15", "26.02": "0.16"}
 MEGATRON_RELEASES = Releases(
     label="Megatron-Core",
     versions=("2021", "0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16"),
-    aliases=MappingProxyType({"nemo-24.07": "0.8", "nemo-24.09": "0.9", "nar21": "2021", "kor22": "2021"}),
+    aliases=MappingProxyType({**{f"nemo-{c}": v for c, v in _NEMO_CONTAINERS.items()}, **_NEMO_CONTAINERS,
+                              "nar21": "2021", "kor22": "2021"}),
     facts=(
         ReleaseFact("fsdp_flat_ring", "0.8", True, "FSDP collectives at NCCL's rate over all of a node's NICs; "
                     "before Megatron-Core, NAR21's ZeRO-3 (DeepSpeed beside Megatron-LM) moved every byte "
