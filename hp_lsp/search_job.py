@@ -16,7 +16,7 @@ from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES, Reads
 from engine.positions import TextEdit
-from engine.ratios.attach import RatiosRequest, with_ratios
+from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate, SearchResult
 from engine.search.stated import priced_as_searched
 
@@ -42,9 +42,8 @@ class SearchRequest:
     max_bytes: int = DEFAULT_MAX_BYTES  # hpLsp.maxFileSizeKb: the linked train.yaml counts against it too
     # What the check of this version already read, resolved and priced (hp_lsp.analysis.Analysis), so the job
     # neither reads nor prices it again: the document as checked, the search config that gave a train.yaml its
-    # cluster (as checked for it, with its ratios; the job attaches them again, from the ratios file as it is
-    # then), a search config's train.yaml as the file stating the plan, and the stated plan's price. None: read
-    # it here.
+    # cluster (as checked for it, its ratios attached: Scheduler.cluster_for), a search config's train.yaml as
+    # the file stating the plan, and the stated plan's price. None: read it here.
     loaded: Loaded | None = None
     space: Loaded | None = None
     stated_source: Config | None = None
@@ -94,9 +93,8 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
                              note="the file has errors: fix them to search")
     space_loaded: Loaded | None = None
     if req.space_path is not None:
-        space_loaded = (with_ratios(req.space, req.ratios, texts) if req.space is not None else
-                        check_file(req.space_path, text=req.space_text, overrides=req.space_overrides, texts=texts,
-                                   ratios=req.ratios, reads=reads, max_bytes=req.max_bytes))
+        space_loaded = req.space or check_file(req.space_path, text=req.space_text, overrides=req.space_overrides,
+                                               texts=texts, ratios=req.ratios, reads=reads, max_bytes=req.max_bytes)
         if req.loaded is None:  # the check's own (carried) is priced as searched already
             loaded = priced_as_searched(loaded, space_loaded)
     config = loaded.config

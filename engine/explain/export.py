@@ -101,6 +101,11 @@ def _ranges(plan: RecomputePlan) -> list[tuple[str, str]]:
     return [(f"{a}-{b}" if a != b else str(a), m) for a, b, m in plan.layers]
 
 
+def _chunks_per_stage(s: Strategy) -> int:
+    """The virtual chunks per pipeline stage the plan runs: its vpp under the interleaved schedule, else 1."""
+    return s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 else 1
+
+
 def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
                      warns: list[Diagnostic]) -> list[str]:
     """The pipeline layout priced (engine.specs.PipelineLayout) as Megatron-LM's flags (MLM-ARGS): the
@@ -113,7 +118,7 @@ def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str
         return []
     if not lay.stated:
         own = effective_layout(run)
-        v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 else 1
+        v = _chunks_per_stage(s)
         counted = model.num_layers + int(own.embedding_in_split) + int(own.loss_in_split)
         if not (own.embedding_in_split or own.loss_in_split) or counted % (s.pp * v):
             return []
@@ -201,7 +206,7 @@ def _megatron_pipeline(s: Strategy, model: ModelSpec, run: RunOptions, target: s
         else:
             warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
     sets_vpp = "--pipeline-model-parallel-layout" in layout_args  # Megatron-LM takes vpp from the layout
-    if s.pipeline_schedule == "interleaved" and s.vpp > 1 and not sets_vpp:
+    if _chunks_per_stage(s) > 1 and not sets_vpp:
         if model.num_layers % (s.pp * s.vpp) == 0 and not layout_args:
             args += ["--num-layers-per-virtual-pipeline-stage", str(model.num_layers // (s.pp * s.vpp))]
         else:
@@ -223,7 +228,7 @@ def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, w
     pricing stack's own split, torchtitan's, where its accounting does not divide): that split, written as
     `--pipeline-model-parallel-layout` for a Megatron-Core that takes one (Framework.layer_layout, 0.13 on), so
     the exported plan is the priced one; elsewhere HP753 says what to set."""
-    v = s.vpp if s.pipeline_schedule == "interleaved" and s.vpp > 1 else 1
+    v = _chunks_per_stage(s)
     own = effective_layout(run)
     if s.pp <= 1 or s.pipeline_schedule == "dualpipev" or run.pipeline_layout.stated \
             or (model.num_layers % (s.pp * v) == 0 and not own.stated):
@@ -441,7 +446,7 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     warns += _recompute_warnings(s, target)
     if s.pipeline_schedule == "dualpipev" and s.pp > 1:
         warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
-    interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
+    interleaved = _chunks_per_stage(s) > 1
     mode = {"off": "none", "selective": "selective", "full": "full"}[s.recompute.mode]
     lines = [f"# torchtitan: world size {s.world_size}", "[training]",
              f"local_batch_size = {s.micro_batch_size * s.micro_batch_num}",

@@ -11,6 +11,8 @@ import pytest
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from hp_lsp.search_job import ListsRequest, run_lists
+from hp_lsp.settings import Settings
 from tests.support.cli import hp_plan_json
 from tests.support.configs import bridge_dsv3_train, llama8b_model
 from tests.support.lsp_e2e import (
@@ -86,17 +88,7 @@ async def test_search_config_hover_lens_and_apply_to_train_yaml(ctx: Ctx) -> Non
     assert lens.range.start.line == find_line(text, "parallelism:")[0]
 
     # The hover on a candidate list says, per value, whether a plan fits with it (once the list job ran).
-    tp_line, tp_col = find_line(text, "tp: [")
-
-    async def list_hover() -> str:
-        h = await ctx.client.text_document_hover_async(types.HoverParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=tp_line, character=tp_col)))
-        return h.contents.value if h is not None and isinstance(h.contents, types.MarkupContent) else ""
-
-    deadline = time.monotonic() + 60
-    while "values fit" not in await list_hover() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert "values fit" in await list_hover()
+    assert "values fit" in await _list_hover(ctx, uri, text)
     # The faster-plan hint about the train.yaml's stated strategy shows at the train_yaml key.
     await wait_until(lambda: "HP611" in codes(ctx.client, uri), what="stated-vs-best hint")
     hint = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP611")
@@ -299,6 +291,22 @@ async def test_layer_layout_sets_vpp_by_quick_fix(ctx: Ctx) -> None:
     assert f"| step time | {step:.2f} s" in hover.contents.value and "priced for megatron" in hover.contents.value
 
 
+async def _list_hover(ctx: Ctx, uri: str, text: str) -> str:
+    """The hover on the `tp: [...]` list of the search config `uri` holding `text`, once the list job's facts
+    are in it ("values fit"; 60 s at most), else the last one seen."""
+    line, col = find_line(text, "tp: [")
+
+    async def hover() -> str:
+        h = await ctx.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=col)))
+        return h.contents.value if h is not None and isinstance(h.contents, types.MarkupContent) else ""
+
+    deadline = time.monotonic() + 60
+    while "values fit" not in (shown := await hover()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return shown
+
+
 async def _stated_lens(ctx: Ctx, uri: str, until: str) -> str:
     """The "Stated…" code lens of `uri` once its title holds `until` (60 s at most)."""
     deadline = time.monotonic() + 60
@@ -344,24 +352,11 @@ async def test_the_framework_setting_prices_both_files_of_a_pair_alike(ctx: Ctx)
     # with the ratios applied (8.59 s without them)
     assert train_title.split(": ", 1)[1] == search_title.split(": ", 1)[1] and "8.59 s/step" not in train_title
     # The hover on a candidate list prices its values on the same stack as the best plan beside it.
-    from hp_lsp.search_job import ListsRequest, run_lists
-    from hp_lsp.settings import Settings
-
     settings = Settings(framework="megatron", ratios_file="ratios.yaml")
     facts = run_lists(ListsRequest(str(search), None, overrides=settings.overrides(),
                                    ratios=settings.ratios_request(str(ctx.root))),
                       progress=lambda _: None, cancelled=lambda: False)
     assert facts is not None
     cells = [f"**{v}** {t:.2f} s" for v, t in facts.values["tp"].items() if t is not None]
-    line, col = find_line(search.read_text(), "tp: [")
-
-    async def list_hover() -> str:
-        h = await ctx.client.text_document_hover_async(types.HoverParams(
-            text_document=types.TextDocumentIdentifier(uri=search_uri), position=types.Position(line=line, character=col)))
-        return h.contents.value if h is not None and isinstance(h.contents, types.MarkupContent) else ""
-
-    deadline = time.monotonic() + 60
-    while "values fit" not in await list_hover() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    shown = await list_hover()
+    shown = await _list_hover(ctx, search_uri, search.read_text())
     assert cells and all(c in shown for c in cells), (cells, shown)
