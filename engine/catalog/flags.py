@@ -1,6 +1,6 @@
 """The command-line flags each stack's launcher accepts, as data read from its argument definitions at a pinned
 commit (engine/catalog/data/<stack>_flags.txt; scripts/stack_flags.py reads them): what `hp-plan export` may
-print. Megatron-LM at core_v0.16.0; MindSpeed-LLM as Megatron-LM core_v0.12.1 (the release MindSpeed pins) plus
+print. Megatron-LM at core_v0.19.0; MindSpeed-LLM as Megatron-LM core_v0.12.1 (the release MindSpeed pins) plus
 MindSpeed's own feature flags. Each file's header names the repository and commit."""
 
 from __future__ import annotations

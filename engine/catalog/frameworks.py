@@ -420,15 +420,21 @@ _SDPA_ATTN = _rates(**{"": 0.50, "hopper": 0.35, "blackwell": 0.35, "ascend": 0.
 
 # Megatron-Core releases whose facts differ (`estimator.framework_version: "0.12"`, also "core_r0.12.0", "v0.12"):
 # oldest first, the last the current one, the release engine/catalog/data/megatron_flags.txt was read at
-# (core_v0.16.0). A NeMo container names its Megatron-Core in the "Software Component Versions" page
-# ([NEMO-VERSIONS]: 24.07 ships 0.8, 24.09 ships 0.9; [MB-VERSIONS]: 25.09 ships 0.14, 25.11 0.15, 26.02 0.16), so
-# a run from a performance table that names only its container states that ("nemo-25.11", or "25.11": no
-# Megatron-Core release is numbered so). 26.04 and 26.06 ship 0.17 and 0.18, releases whose facts were not read
-# here: HP535 says so and prices the current one.
-_NEMO_CONTAINERS = {"24.07": "0.8", "24.09": "0.9", "25.09": "0.14", "25.11": "0.15", "26.02": "0.16"}
+# (core_v0.19.0). 0.17, 0.18 and 0.19 change none of the facts priced here: the defaults of the options the cost
+# model reads (TransformerConfig, DistributedDataParallelConfig, ModelParallelConfig at core_v0.16.0 against
+# core_v0.19.0) are the same, and what they add (paged stashing of MoE activations, fine-grained activation
+# offloading by fraction, the dispatch backward overlapped with the experts' weight gradients, NCCL EP) is off by
+# default and not priced. A NeMo container names its Megatron-Core in the "Software Component Versions" page
+# ([NEMO-VERSIONS]: 24.07 ships 0.8, 24.09 ships 0.9; [MB-VERSIONS]: 25.09 ships 0.14, 25.11 0.15, 26.02 0.16,
+# 26.04 0.17, 26.06 0.18), so a run from a performance table that names only its container states that
+# ("nemo-25.11", or "25.11": no Megatron-Core release is numbered so). A later container is not on that page at
+# the commit read: HP535 says so and prices the current release.
+_NEMO_CONTAINERS = {"24.07": "0.8", "24.09": "0.9", "25.09": "0.14", "25.11": "0.15", "26.02": "0.16",
+                    "26.04": "0.17", "26.06": "0.18"}
 MEGATRON_RELEASES = Releases(
     label="Megatron-Core",
-    versions=("2021", "0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16"),
+    versions=("2021", "0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "0.14", "0.15", "0.16", "0.17", "0.18",
+              "0.19"),
     aliases=MappingProxyType({**{f"nemo-{c}": v for c, v in _NEMO_CONTAINERS.items()}, **_NEMO_CONTAINERS,
                               "nar21": "2021", "kor22": "2021"}),
     facts=(

@@ -66,7 +66,7 @@ RECIPES = MappingProxyType({
 # (fp8_param_gather): the backward's transposed copy, read 1 and write 1 (module docstring).
 FP8_GATHERED_WEIGHT_BYTES = 2.0
 # The recipe each stack runs when the files name none: Megatron-LM's `--fp8-recipe` defaults to delayed
-# (MLM-ARGS core_v0.16.0); torchao's Float8 training (torchtitan's `float8` converter) to tensorwise dynamic
+# (MLM-ARGS core_v0.16.0 to core_v0.19.0); torchao's Float8 training (torchtitan's `float8` converter) to tensorwise dynamic
 # scaling ([TT-SRC]); HyperParallel's FP8 linear layers are priced as torchao's [U].
 DEFAULT_RECIPE = MappingProxyType({"megatron": "delayed", "mindspeed": "delayed", "torchtitan": "tensorwise",
                                    "hyperparallel": "tensorwise"})

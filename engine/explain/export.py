@@ -348,7 +348,7 @@ def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagno
 
 def _offload_args(s: Strategy, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
     """Activation offload of whole layers as Megatron-Core's `--cpu-offloading-num-layers` (its
-    TransformerConfig refuses it with pipeline parallelism or recompute, MLM-ARGS core_v0.16.0), and MindSpeed's
+    TransformerConfig refuses it with pipeline parallelism or recompute, MLM-ARGS core_v0.16.0 to core_v0.19.0), and MindSpeed's
     `--swap-attention` where the price assumed it (engine.cost.swap; other stacks were priced without it, HP533)."""
     swap = ["--swap-attention"] if run.swap_attention and target == "mindspeed" else []
     if not s.recompute.offload:

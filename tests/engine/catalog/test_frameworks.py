@@ -48,7 +48,7 @@ def _codes(doc: dict[str, Any]) -> dict[str, str]:
 
 
 def test_current_release_by_default_and_named() -> None:
-    assert framework_of(RunOptions(framework="megatron")).release == MEGATRON_RELEASES.current == "0.16"
+    assert framework_of(RunOptions(framework="megatron")).release == MEGATRON_RELEASES.current == "0.19"
     r = hp_plan("estimate", str(RUN / "search.yaml"))
     assert "priced for megatron 0.13 on H100" in r.stdout  # the folder states the release it ran
 
@@ -58,7 +58,7 @@ def test_an_older_release_prices_without_the_features_it_lacks(tmp_path: Path) -
     v14 = _estimate(_config(tmp_path, "0.14"))
     v13 = _estimate(_config(tmp_path, "0.13"))
     v11 = _estimate(_config(tmp_path, "core_r0.11.0"))
-    assert now["framework_release"] == "0.16" and v13["framework_release"] == "0.13"
+    assert now["framework_release"] == "0.19" and v13["framework_release"] == "0.13"
     assert v11["framework_release"] == "0.11"
     assert v14["step_time_s"] == pytest.approx(now["step_time_s"])  # nothing this plan uses changed after 0.14
     ep = [d["time_breakdown_s"]["ep_comm"] for d in (now, v13, v11)]
@@ -72,9 +72,9 @@ def test_an_older_release_prices_without_the_features_it_lacks(tmp_path: Path) -
 def test_unknown_release_is_a_coded_warning_priced_as_current(tmp_path: Path) -> None:
     doc = _estimate(_config(tmp_path, "9.9"))
     hp535 = [d for d in doc["diagnostics"] if d["code"] == "HP535"]
-    assert hp535 and hp535[0]["severity"] == "warning" and "priced as the current 0.16" in hp535[0]["message"]
+    assert hp535 and hp535[0]["severity"] == "warning" and "priced as the current 0.19" in hp535[0]["message"]
     assert hp535[0]["range"]["start"]["line"] > 0  # at the key
-    assert doc["framework_release"] == "0.16"
+    assert doc["framework_release"] == "0.19"
 
 
 @pytest.mark.parametrize(("name", "rel"), [("megatron", MEGATRON_RELEASES), ("torchtitan", TORCHTITAN_RELEASES)])
@@ -121,5 +121,6 @@ def test_a_nemo_container_names_its_megatron_core() -> None:
     rel = MEGATRON_RELEASES
     assert rel.normalise("nemo-25.11") == rel.normalise("25.11") == "0.15"
     assert rel.normalise("25.09") == "0.14" and rel.normalise("NeMo-26.02") == "0.16"
-    assert rel.normalise("26.04") is None  # ships 0.17, whose facts were not read: HP535, priced as current
+    assert rel.normalise("26.04") == "0.17" and rel.normalise("nemo-26.06") == "0.18"
+    assert rel.normalise("26.08") is None  # not on the versions page read: HP535, priced as the current release
     assert at_release("megatron", "25.09").ep_overlap == "batch" and not at_release("megatron", "nemo-24.09").deepep

@@ -207,7 +207,7 @@ def test_top_five_are_distinct_shapes(tmp_path: Path) -> None:
 def test_every_exported_flag_is_one_the_stack_accepts(megatron_70b: tuple[Path, dict[str, Any]]) -> None:
     """A grid of plans and run options through export: every flag is in the stack's flag list, read from its
     argument definitions at the commit the list names."""
-    assert "core_v0.16.0" in flags_source("megatron") and "MindSpeed" in flags_source("mindspeed")
+    assert "core_v0.19.0" in flags_source("megatron") and "MindSpeed" in flags_source("mindspeed")
     moe = ModelSpec(name="moe", num_layers=8, hidden=1024, heads=16, vocab=32000, num_experts=8, experts_per_tok=2,
                     moe_ffn=512, num_shared_experts=1)
     dense = ModelSpec(name="dense", num_layers=8, hidden=1024, heads=16, vocab=32000)
