@@ -15,7 +15,9 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP212", "error", "vision tower incomplete: a required field missing or not positive"),
     ("HP213", "warning", "visual sequence length not stated (1024 visual tokens assumed)"),
     ("HP214", "information", "a model path not found here resolved to the catalog model its last component names"),
-    ("HP215", "information", "model fields passed to the model as they are, not priced"),
+    ("HP215", "information", "model fields not priced, said once per section (never an error): a train.yaml's go "
+     "to the model as they are, a search config's are dropped by HyperParallel's search, and the message names "
+     "the priced field a near miss is spelt like"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).

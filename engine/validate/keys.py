@@ -2,7 +2,10 @@
 
 Closed sections (a search config's) report every unknown key. Open sections (a train.yaml's: the trainer
 reads many keys this project does not) report only a near miss of a key the project reads, which is almost
-certainly a typo that silently changes the run (`tp_sise: 8` trains with tp 1).
+certainly a typo that silently changes the run (`tp_sise: 8` trains with tp 1). A model's own fields are neither:
+they pass through (a train.yaml's to the model, a search config's dropped by HyperParallel's search, [HP] §2.7),
+and a field is not a typo because a priced one is spelt alike (Nemotron-H's `n_groups` beside `n_group`), so
+engine.validate.unpriced says them once as information (HP215) and names the near misses there.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ _ALIAS_KEYS = frozenset(a for aliases in ALIASES.values() for a in aliases)
 # and `config_overrides`, which goes to the Hugging Face config as it is, [HP] Corrections "Model fields pass
 # through"); the fields this planner does not price are said once (HP215, engine.validate.unpriced).
 _PASS_THROUGH = ("model.",)
+# A search config's model fields are its own too (HyperParallel's search drops the ones its spec does not know,
+# [HP] §2.7): said by HP215 as well, while the sections under the model (`model.vision`) are still checked.
+_SEARCH_MODEL = "model."
 
 
 class _Suggestions:
@@ -59,11 +65,13 @@ def check(ctx: Ctx) -> None:
             skip = _PASS_THROUGH
             if trainer_runs(shape_of_map(root)):  # its strict sections: engine.validate.trainer (HP113)
                 skip += ("", *(f"{name}." for name in TRAINER_SECTION_FIELDS))
-        _walk(ctx, src, root, schema, "", suggestions, skip)
+        _walk(ctx, src, root, schema, "", suggestions, skip, _SEARCH_MODEL if schema is SEARCH else "")
 
 
 def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, suggestions: _Suggestions,
-          skip: tuple[str, ...] = ()) -> None:
+          skip: tuple[str, ...] = (), passed: str = "") -> None:
+    """Report the unknown keys of `node` (a `section` at `prefix`), recursing into known sub-sections; nothing
+    under a `skip` prefix, and no unknown key directly under `passed` (said by HP215 instead)."""
     if prefix.startswith(tuple(p for p in skip if p)):
         return
     for key, kn, vn in node.items():
@@ -71,7 +79,7 @@ def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, sugge
         child = section.children.get(key)
         if child is not None:
             if isinstance(vn, Map):
-                _walk(ctx, src, vn, child, dotted + ".", suggestions, skip)
+                _walk(ctx, src, vn, child, dotted + ".", suggestions, skip, passed)
             continue
         if key in section.read or key in section.known:
             if key in RENAMED:
@@ -82,7 +90,7 @@ def _walk(ctx: Ctx, src: Source, node: Map, section: Section, prefix: str, sugge
         is_model = prefix.endswith("model.") or prefix.endswith("config_overrides.")
         if is_model and key in _ALIAS_KEYS:
             continue
-        if prefix in skip:
+        if prefix in skip or (passed and prefix == passed):
             continue
         reads = section.read | frozenset(section.children)
         near = suggestions.near(key, reads | section.known)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.catalog.models import ALIASES, MODEL_FIELDS
+from engine.config.reader import did_you_mean
+from engine.config.schema import SEARCH
 from engine.config.train import NOT_PRICED, detect_schema, optimizer_states_of
 from engine.diagnostics import Diagnostic
 from engine.document import Map, Node, Scalar, Seq
@@ -85,6 +87,10 @@ _LINEAR = ("linear-attention (Gated DeltaNet) layers are priced without softmax 
 # `linear_bias`, a key the reader prices.
 _LINEAR_ATTENTION_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                           "linear_value_head_dim", "linear_conv_kernel_dim")
+_HYBRID = ("a hybrid layer pattern (Mamba, attention, MLP and MoE layers apart: Nemotron-H, Megatron's hybrid models) "
+           "is priced as num_hidden_layers uniform attention + MLP decoder layers: the Mamba mixers (projections, "
+           "convolution, scan and state) and the layers without attention or without an MLP are not priced, so "
+           "the figures are not this model's")
 _WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
 _STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
                     "mode on every layer; activation_checkpoint.layers states a per-layer plan")
@@ -102,6 +108,8 @@ _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("ffn_dim_multiplier", _WIDTH, _no_width),
     ("moe_enabled", "hp-plan prices the experts num_experts states whatever moe_enabled says", _moe_off),
     ("attn_output_gate", "the attention output gate's projection is not priced", _meaningful),
+    ("hybrid_override_pattern", _HYBRID, _meaningful),
+    ("hybrid_layer_pattern", _HYBRID, _meaningful),
     ("layers", _STACK, _meaningful),
     ("ops", _STACK, _meaningful),
     ("arch", _STACK, _meaningful),
@@ -166,7 +174,8 @@ _LOADER_TEXT = (
     "force_hf config_overrides vision visual_seq_len text_config vision_config offset emb_out_in_offset "
     "mtp_in_offset model_config")
 _LOADER_KEYS = frozenset(_LOADER_TEXT.split())
-_READ = frozenset(MODEL_FIELDS) | frozenset(a for al in ALIASES.values() for a in al) | _LOADER_KEYS
+_PRICED = frozenset(MODEL_FIELDS) | frozenset(a for al in ALIASES.values() for a in al)
+_READ = _PRICED | _LOADER_KEYS
 _SAID = tuple(k for k, _why, _when in _MODEL_KEYS)  # each gets its own HP112
 
 
@@ -179,30 +188,46 @@ def check(ctx: Ctx) -> None:
         for entry in TABLE:
             if kind in entry.kinds:
                 _flag(ctx, src.path if not src.primary else None, root, entry)
-        if kind != "search":
-            _passed_through(ctx, src.path if not src.primary else None, root)
+        _passed_through(ctx, src.path if not src.primary else None, root, kind == "search")
 
 
 def _said(key: str) -> bool:
     return any(key == k or (k.endswith("*") and key.startswith(k[:-1])) for k in _SAID)
 
 
-def _passed_through(ctx: Ctx, file: str | None, root: Map) -> None:
-    """HP215, once per section: the train.yaml's model fields this planner does not price, which go to the model as
-    written ([HP] Corrections, "Model fields pass through"): never an error, new architectures add fields."""
+# How many unpriced fields HP215 names, and looks up a near miss for, in its message (every one is in its data).
+_NAMED = 20
+# Keys of a search config's model section that are not model fields but are read there (engine.config.schema.SEARCH).
+_SEARCH_MODEL_READ = frozenset(SEARCH.children["model"].read | SEARCH.children["model"].known
+                               | frozenset(SEARCH.children["model"].children))
+
+
+def _passed_through(ctx: Ctx, file: str | None, root: Map, search: bool) -> None:
+    """HP215, once per section: the model fields this planner does not price, never an error, since new
+    architectures add fields every month ([HP] Corrections, "Model fields pass through"). A train.yaml's go to the
+    model as written; a search config's are dropped by HyperParallel's search ([HP] §2.7), so a misspelt priced
+    field there is silently lost: the message names the priced field each unknown one is spelt like."""
     model = root.get("model")
     if not isinstance(model, Map):
         return
+    read = _READ | _SEARCH_MODEL_READ if search else _READ
     for path, node, kn in (("model", model, root.key_node("model")),
                            ("model.config_overrides", model.get("config_overrides"),
                             model.key_node("config_overrides"))):
         if not isinstance(node, Map) or kn is None:
             continue
-        keys = [k for k, _k, v in node.items() if k not in _READ and not _said(k)
+        keys = [k for k, _k, v in node.items() if k not in read and not _said(k)
                 and not (isinstance(v, Scalar) and v.value is None)]
-        if keys:
-            ctx.diags.append(Diagnostic("HP215", f"{path}: passed to the model as written, not priced by hp-plan: "
-                                        f"{', '.join(keys)}", kn.range, path, None, file, {"keys": keys}))
+        if not keys:
+            continue
+        near = {k: m[0] for k in keys[:_NAMED] if (m := did_you_mean(k, _PRICED))} if search else {}
+        named = ", ".join(f"{k} (did you mean {near[k]}?)" if k in near else k for k in keys[:_NAMED])
+        more = f" and {len(keys) - _NAMED} more" if len(keys) > _NAMED else ""
+        fate = ("HyperParallel's search drops model keys its spec does not know" if search
+                else "passed to the model as written")
+        data: dict[str, object] = {"keys": keys, **({"near": near} if near else {})}
+        ctx.diags.append(Diagnostic("HP215", f"{path}: {fate}, not priced by hp-plan: {named}{more}", kn.range,
+                                    path, None, file, data))
 
 
 def _flag(ctx: Ctx, file: str | None, root: Map, entry: Unpriced) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.check import check_file
 from engine.diagnostics import Severity
+from tests.support.cli import hp_plan
 
 RECIPE = """\
 model:
@@ -87,3 +88,59 @@ def test_param_init_type_and_eager_attention_are_priced(tmp_path: Path) -> None:
     (tmp_path / "t.yaml").write_text(RECIPE.replace("SWAP", "none").replace("sdpa", "eager"))
     eager = check_file(str(tmp_path / "t.yaml")).config
     assert eager is not None and eager.model is not None and eager.model.use_flash_attention is False
+
+
+NEMOTRON_H = """\
+model:
+  num_hidden_layers: 52
+  hidden_size: 4096
+  intermediate_size: 21504
+  num_attention_heads: 32
+  num_key_value_heads: 8
+  vocab_size: 131072
+  max_position_embeddings: 8192
+  hybrid_override_pattern: "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+  mamba_head_dim: 64
+  n_groups: 8
+  ssm_state_size: 128
+  vision: {hiden_size: 1280}
+cluster: {num_nodes: 4, cards_per_node: 8, device_type: H100}
+parallelism: {dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}
+constraint: {global_batch_size: 128}
+"""
+
+
+def test_a_search_configs_model_fields_pass_through_and_near_misses_are_named(tmp_path: Path) -> None:
+    """A search config's model fields are the model's ([HP] §2.7: HyperParallel's search drops the ones its spec does
+    not know): Nemotron-H's `n_groups` beside the priced `n_group` is no typo error, but since a misspelt priced
+    field would be dropped as silently, HP215 names the field each is spelt like."""
+    p = tmp_path / "search.yaml"
+    p.write_text(NEMOTRON_H)
+    diags = check_file(str(p)).diagnostics
+    assert not [d for d in diags if d.code == "HP101" and d.path.startswith("model.") and
+                not d.path.startswith("model.vision.")]
+    (said,) = [d for d in diags if d.code == "HP215"]
+    assert said.effective_severity == Severity.INFORMATION and said.path == "model"
+    assert said.data["keys"] == ["mamba_head_dim", "n_groups", "ssm_state_size"]
+    assert said.data["near"] == {"mamba_head_dim": "v_head_dim", "n_groups": "n_group"}
+    assert "n_groups (did you mean n_group?)" in said.message
+    assert "HyperParallel's search drops" in said.message
+    # the hybrid pattern is said unpriced at its key: the figures are not this model's
+    (hybrid,) = [d for d in diags if d.code == "HP112" and d.path == "model.hybrid_override_pattern"]
+    assert "Mamba mixers" in hybrid.message and hybrid.range.start.line == 8
+    # the vision tower's own section is still checked: a near miss there is a typo
+    assert [d for d in diags if d.code == "HP101" and d.path == "model.vision.hiden_size"]
+    # as the user sees it: without the tower, `hp-plan check` passes and says the fields once
+    p.write_text(NEMOTRON_H.replace("  vision: {hiden_size: 1280}\n", ""))
+    r = hp_plan("check", str(p))
+    assert r.returncode == 0 and "0 errors, 0 warnings" in r.stdout
+    assert r.stdout.count("HP215") == 1 and "mamba_head_dim (did you mean v_head_dim?)" in r.stdout
+
+
+def test_a_model_with_thousands_of_unknown_fields_is_said_once_and_briefly(tmp_path: Path) -> None:
+    fields = "".join(f"  field_{i}: {i}\n" for i in range(3000))
+    p = tmp_path / "search.yaml"
+    p.write_text(NEMOTRON_H.replace("  mamba_head_dim: 64\n", fields))
+    (said,) = [d for d in check_file(str(p)).diagnostics if d.code == "HP215"]
+    assert len(said.data["keys"]) == 3002 and said.message.endswith("and 2982 more")
+    assert len(said.message) < 1000
