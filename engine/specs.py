@@ -308,6 +308,9 @@ class PipelineLayout:
     layer_layout: Megatron-Core's `pipeline_model_parallel_layout` (engine.config.layer_layout): the symbols
       every chunk builds, one string per chunk in model order (chunk j = vpp rank · pp + pp rank), E embedding,
       t decoder layer, m MTP layer, L output layer and loss; its length is pp·vpp. Megatron-Core takes it alone.
+    noop_layers: MindSpeed-LLM's `--noop-layers` (MS-NOOP): identity layers that pad the layer count so it splits
+      evenly (DeepSeek-V3's 61 layers + 3 over DualPipeV's 2·pp stages), given as their indices in the padded count
+      (`--num-layers` = L + their number). They take places in the split and cost nothing.
     """
 
     embedding_in_split: bool = False
@@ -320,6 +323,7 @@ class PipelineLayout:
     # (L + e + l) mod (pp·vpp) extra go to the first chunks, so nothing needs to divide.
     remainder_first: bool = False
     layer_layout: tuple[str, ...] = ()
+    noop_layers: tuple[int, ...] = ()
 
     @property
     def stated(self) -> bool:
@@ -329,7 +333,8 @@ class PipelineLayout:
         return {"embedding_in_split": self.embedding_in_split, "loss_in_split": self.loss_in_split,
                 "first_stage_layers": self.first_stage_layers, "last_stage_layers": self.last_stage_layers,
                 "offset": [list(o) for o in self.offset], "mtp_in_offset": self.mtp_in_offset,
-                "remainder_first": self.remainder_first, "layer_layout": list(self.layer_layout)}
+                "remainder_first": self.remainder_first, "layer_layout": list(self.layer_layout),
+                "noop_layers": list(self.noop_layers)}
 
 
 @dataclass(frozen=True, slots=True)

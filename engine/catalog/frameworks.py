@@ -217,7 +217,9 @@ class Framework:
       account_for_embedding/loss_in_pipeline_split), so the search may choose them where the files state none.
       `layer_layout`: the stack takes a per-chunk layer layout (Megatron-Core's `--pipeline-model-parallel-layout`,
       MCORE-PPLAYOUT, from 0.13), so any split the planner prices, uneven ones too, is one it can be told to run:
-      `export` writes the priced split as that flag where no other option says it.
+      `export` writes the priced split as that flag where no other option says it. `noop_layers`: the stack pads
+      the layer count with identity layers (MindSpeed-LLM's `--noop-layers`, MS-NOOP), so a split that needs
+      them (DeepSeek-V3's 61 layers over DualPipeV's 2·pp stages) is one it runs.
     fp8_saved_inputs: under FP8 the linear layers save their inputs for backward as the FP8 cast (1 byte
       per element, constants.FP8_ACT_BYTES): TransformerEngine's ([TE-FP8]) Linear, LayerNormLinear and GroupedLinear
       keep the FP8 input they fed the forward GEMM. False: the inputs stay 16-bit (torchao's Float8Linear
@@ -338,6 +340,7 @@ class Framework:
     layout_keys: str = ""
     chooses_accounting: bool = False
     layer_layout: bool = False
+    noop_layers: bool = False
     grad_accum_fusion: bool = True
     npu_gemms: bool = False
     mc2: bool = False
@@ -520,7 +523,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         ep_overlap="chunked", shared_expert_overlap=True,
         ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
         param_gather_overlap=False,
-        npu_gemms=True, mc2=True, swaps_attention=True, space=_MINDSPEED_SPACE),
+        npu_gemms=True, mc2=True, swaps_attention=True, noop_layers=True, space=_MINDSPEED_SPACE),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
         compile_fuses=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,
@@ -623,11 +626,15 @@ def calibration_hint(fw: Framework) -> str:
 
 def taken_layout(run: RunOptions) -> PipelineLayout:
     """The stated pipeline layout as far as the framework takes it: a per-chunk layer layout counts only on a
-    stack that can be told one (Framework.layer_layout; HP533 says so where it cannot), so neither its price nor
-    the checks of the stack that can (HP422) apply to it there."""
+    stack that can be told one (Framework.layer_layout), no-op layers only on one that pads with them
+    (Framework.noop_layers); HP533 says so where it cannot, so neither their price nor the checks of the stack
+    that can (HP422) apply to them there."""
     lay = run.pipeline_layout
-    if lay.layer_layout and not framework_of(run).layer_layout:
-        return replace(lay, layer_layout=())
+    fw = framework_of(run)
+    if lay.layer_layout and not fw.layer_layout:
+        lay = replace(lay, layer_layout=())
+    if lay.noop_layers and not fw.noop_layers:
+        lay = replace(lay, noop_layers=())
     return lay
 
 

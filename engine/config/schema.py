@@ -23,7 +23,7 @@ OVERLAP_KEYS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"
 LAYOUT_KEY_NAMES = ("account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
                     "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage "
                     "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers offset emb_out_in_offset "
-                    "mtp_in_offset pipeline_model_parallel_layout")
+                    "mtp_in_offset pipeline_model_parallel_layout noop_layers")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ Megatron-Core's TransformerConfig names (`account_for_embedding_in_pipeline_spli
 `account_for_loss_in_pipeline_split`, `num_layers_in_first_pipeline_stage`, `num_layers_in_last_pipeline_stage`;
 Megatron-LM's `decoder_first_pipeline_num_layers` / `decoder_last_pipeline_num_layers` spell the last two;
 `pipeline_model_parallel_layout`, every chunk's layers, engine.config.layer_layout) and
-HyperParallel's execution-spec keys (`offset`, `emb_out_in_offset`, `mtp_in_offset`; [HP] §2.8, §6.7) are read
+HyperParallel's execution-spec keys (`offset`, `emb_out_in_offset`, `mtp_in_offset`; [HP] §2.8, §6.7) and
+MindSpeed-LLM's no-op layers (`noop_layers`, its `--noop-layers`: a list of indices or its comma-separated text) are read
 in a search config's `pp_config`, a train.yaml's `accelerator`, and (`offset`, as HyperParallel's recipes write
 it) in `model` / `model.config_overrides`. Each value is kept with its position so diagnostics land on it.
 """
@@ -23,11 +24,13 @@ LAYOUT_INTS = {"num_layers_in_first_pipeline_stage": "num_layers_in_first_pipeli
                "decoder_first_pipeline_num_layers": "num_layers_in_first_pipeline_stage",
                "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage"}
 LAYER_LAYOUT = "pipeline_model_parallel_layout"
-LAYOUT_KEYS = (*LAYOUT_BOOLS, *LAYOUT_INTS, "offset", LAYER_LAYOUT)
+NOOP_LAYERS = "noop_layers"
+LAYOUT_KEYS = (*LAYOUT_BOOLS, *LAYOUT_INTS, "offset", LAYER_LAYOUT, NOOP_LAYERS)
 # Which keys state each kind of layout (engine.cost.layout.chunk_layers tries them in this order): a refusal is
 # reported at the key of the kind that was priced.
 _KIND_KEYS = {
     "layers": (LAYER_LAYOUT,),
+    "noop": (NOOP_LAYERS,),
     "offset": ("offset", "emb_out_in_offset", "mtp_in_offset"),
     "stages": ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
                "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"),
@@ -38,7 +41,7 @@ _KIND_KEYS = {
 def layout_paths(lay: PipelineLayout) -> tuple[str, ...]:
     """The dotted paths that may state the kind of layout `lay` prices, most specific first (a search config's
     pp_config, a train.yaml's accelerator, then the model sections that hold HyperParallel's offset)."""
-    kind = ("layers" if lay.layer_layout else "offset" if lay.offset
+    kind = ("layers" if lay.layer_layout else "noop" if lay.noop_layers else "offset" if lay.offset
             else "stages" if lay.first_stage_layers or lay.last_stage_layers else "split")
     keys = _KIND_KEYS[kind]
     paths = [f"{sec}.{k}" for sec in ("pp_config", "accelerator") for k in keys]
@@ -64,6 +67,42 @@ def read_layout(src: Source, section: Map | None, prefix: str, into: dict[str, V
     chunks = read_layer_layout(src, section, f"{prefix}.{LAYER_LAYOUT}")
     if chunks is not None:
         into[LAYER_LAYOUT] = chunks
+    noop = read_noop_layers(src, section, f"{prefix}.{NOOP_LAYERS}")
+    if noop is not None:
+        into[NOOP_LAYERS] = noop
+
+
+# The most no-op layers read: MindSpeed pads a layer count by a few (DeepSeek-V3's 3 of 64); a longer list is no
+# padding, and reading one element by element would be a hostile file's unbounded work.
+MAX_NOOP_LAYERS = 4096
+
+
+def read_noop_layers(src: Source, section: Map | None, dotted: str) -> Val | None:
+    """MindSpeed-LLM's `--noop-layers` (MS-NOOP): the identity layers' indices in the padded layer count, as a list of
+    integers, one integer, or its comma-separated text ("61,62,63"). The Val's value is the sorted tuple of distinct
+    indices (empty: nothing stated); what is not that is HP103 at the value (whether the indices fit the model and
+    the split is HP422's, engine.validate.pipeline)."""
+    v = src.val(section, dotted.rsplit(".", 1)[-1], dotted)
+    if v is None:
+        return None
+    node = v.value
+    raw: list[object]
+    if isinstance(node, str):
+        raw = [int(t) if t.strip().isdigit() else t for t in node.split(",", MAX_NOOP_LAYERS) if t.strip()]
+    elif isinstance(node, Seq):
+        raw = [i.value if isinstance(i, Scalar) else i for i in node.items[:MAX_NOOP_LAYERS + 1]]
+    elif node is None:
+        return None
+    else:
+        raw = [node]
+    ints = [i for i in raw if isinstance(i, int) and not isinstance(i, bool) and i >= 0]
+    if len(raw) > MAX_NOOP_LAYERS or len(ints) != len(raw):
+        src.diag("HP103", f"{dotted} must list the no-op layers' indices in the padded layer count: non-negative "
+                 f"integers (at most {MAX_NOOP_LAYERS}), as a list or as MindSpeed's text \"61,62,63\"",
+                 v.loc.value, dotted)
+        return None
+    idx = tuple(sorted(set(ints)))
+    return Val(idx, v.path, v.loc) if idx else None
 
 
 def read_layer_layout(src: Source, section: Map | None, dotted: str) -> Val | None:
@@ -153,4 +192,5 @@ def layout_of(vals: dict[str, Val]) -> PipelineLayout:
         offset=tuple(vals["offset"].value) if "offset" in vals else (),
         mtp_in_offset=flag("mtp_in_offset"),
         layer_layout=tuple(vals[LAYER_LAYOUT].value) if LAYER_LAYOUT in vals else (),
+        noop_layers=tuple(vals[NOOP_LAYERS].value) if NOOP_LAYERS in vals else (),
     )

@@ -109,10 +109,13 @@ def default_chunks(L: int, p: int, v: int) -> np.ndarray:
     return count.reshape(v, p).T.astype(np.int64)
 
 
-def chunk_layers(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.ndarray:
+def chunk_layers(L: int, mtp: int, p: int, v: int, lay: PipelineLayout, v_shape: bool = False) -> np.ndarray:
     """(p, v) decoder layers of chunk c on stage i (model order: chunk j = c·p + i), as the stated layout
     places them; raises LayoutError where the framework refuses the layout for this pp·vpp. MTP layers are
-    not in the counts (they sit on the last stage, or where a layer layout puts them: mtp_stage)."""
+    not in the counts (they sit on the last stage, or where a layer layout puts them: mtp_stage). `v_shape`: the
+    plan runs DualPipeV (each rank two of the 2·pp stages, folded into a V), which only no-op layers place apart."""
+    if lay.noop_layers:
+        return _noop_chunks(L, p, v, lay, v_shape)
     if lay.layer_layout:
         return _listed_chunks(L, mtp, p, v, lay)
     if lay.offset:
@@ -158,6 +161,31 @@ def _listed_chunks(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> np.
     for j, chunk in enumerate(chunks):
         out[j % p, j // p] = chunk.count("t")
     return out
+
+
+def _noop_chunks(L: int, p: int, v: int, lay: PipelineLayout, v_shape: bool) -> np.ndarray:
+    """MindSpeed-LLM's no-op layers (MS-NOOP): L + k slots, k of them identity layers at the stated indices, split
+    evenly into pp·vpp chunks (into 2·pp stages under DualPipeV, rank i holding stage i and stage 2·pp − 1 − i, so
+    (p, 1)); each chunk builds its slots less the no-op ones in it. MindSpeed pads so that the count splits: one
+    that does not, or an index past the padded count, is refused here."""
+    if lay.layer_layout or lay.offset or lay.first_stage_layers or lay.last_stage_layers or lay.embedding_in_split \
+            or lay.loss_in_split:
+        raise LayoutError("MindSpeed-LLM takes no-op layers with its even split only, not with a layer layout, "
+                          "first/last-stage layer counts, offsets or the embedding/loss accounting")
+    k = len(lay.noop_layers)
+    total = L + k
+    if lay.noop_layers[-1] >= total:
+        raise LayoutError(f"no-op layer {lay.noop_layers[-1]} is past the padded layer count {L} + {k} = {total} "
+                          "(MindSpeed-LLM numbers them in it from 0)")
+    chunks, what = (2 * p, "2·pp") if v_shape else (p * v, "pp·vpp")
+    if total % chunks:
+        raise LayoutError(f"{L} layers and {k} no-op layers = {total} do not split evenly into {what} = {chunks} "
+                          "stages")
+    size = total // chunks
+    real = size - np.bincount(np.asarray(lay.noop_layers, dtype=np.int64) // size, minlength=chunks)
+    if v_shape:
+        return (real[:p] + real[::-1][:p])[:, None].astype(np.int64)
+    return real.reshape(v, p).T.astype(np.int64)
 
 
 def mtp_stage(lay: PipelineLayout, p: int) -> int:
@@ -267,14 +295,15 @@ def _placed_by_offsets(L: int, m: int, p: int, v: int, lay: PipelineLayout) -> n
     return out
 
 
-def layout_or_default(L: int, mtp: int, p: int, v: int, lay: PipelineLayout) -> tuple[np.ndarray, bool]:
+def layout_or_default(L: int, mtp: int, p: int, v: int, lay: PipelineLayout,
+                      v_shape: bool = False) -> tuple[np.ndarray, bool]:
     """(chunks, whether the stated layout applies): a layout that does not fit this pp·vpp (an offset list
     written for another pp, a split that does not divide) is priced with the even split, as HyperParallel
     adapts its offsets to each candidate ([HP] §5.8); the stated plan gets the refusal (engine.cost.strategy_rules)."""
     if not lay.stated:
         return default_chunks(L, p, v), False
     try:
-        return chunk_layers(L, mtp, p, v, lay), True
+        return chunk_layers(L, mtp, p, v, lay, v_shape), True
     except LayoutError:
         return default_chunks(L, p, v), False
 

@@ -294,22 +294,24 @@ def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarra
     n = len(table)
     vmax = int(v_i.max()) if n else 1
     first_dense = m.first_k_dense if m.is_moe else m.num_layers
-    # (n, P, 2), once per distinct (pp, vpp): a per-row function, so the same digits.
-    first, inv = _distinct(p_i.astype(np.int64) * (vmax + 1) + v_i) if n > 1 else (np.arange(n), np.arange(n))
+    # (n, P, 2), once per distinct (pp, vpp, DualPipeV): a per-row function, so the same digits.
+    dpv = dualpipev_rows(table.schedule, p_i)
+    key = (p_i.astype(np.int64) * (vmax + 1) + v_i) * 2 + dpv
+    first, inv = _distinct(key) if n > 1 else (np.arange(n), np.arange(n))
     counts = stage_type_counts(m.num_layers, first_dense, p_i[first], v_i[first], P, vmax)
     lay = effective_layout(run)
     moved_mtp = np.full(len(first), -1, dtype=np.int64)  # a layer layout's MTP stage, -1: the last stage's
     if lay.stated:
         for k, row in enumerate(first.tolist()):
             p = int(p_i[row])
-            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, int(v_i[row]), lay)
+            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, int(v_i[row]), lay, bool(dpv[row]))
             if applied:
                 counts[k, :] = 0.0
                 counts[k, :chunks.shape[0]] = chunk_type_counts(chunks, first_dense)
                 if lay.layer_layout:
                     moved_mtp[k] = mtp_stage(lay, p)
     counts = counts[inv]
-    last = last_stage(dualpipev_rows(table.schedule, p_i), p_i, P)
+    last = last_stage(dpv, p_i, P)
     mtp_type = MOE if m.is_moe else DENSE
     if m.mtp_depth:
         at = moved_mtp[inv]
@@ -332,10 +334,12 @@ def _contract(counts_m: np.ndarray, per: np.ndarray) -> np.ndarray:
     return out
 
 
-def layer_stages(m: ModelSpec, run: RunOptions, p: np.ndarray, v: np.ndarray) -> np.ndarray:
+def layer_stages(m: ModelSpec, run: RunOptions, p: np.ndarray, v: np.ndarray,
+                 v_shape: np.ndarray | None = None) -> np.ndarray:
     """(n, layers + MTP) the stage of each global layer under the layout priced (MTP layers on the last stage, or
     where a layer layout puts them);
-    what per-layer modes and offload (engine.cost.offload) are counted by."""
+    what per-layer modes and offload (engine.cost.offload) are counted by. `v_shape`: (n,) the DualPipeV rows,
+    whose no-op layers fold into a V (engine.cost.layout.chunk_layers)."""
     L = m.num_layers
     st = np.empty((len(p), L + m.mtp_depth), dtype=np.int64)
     st[:, :L] = layer_stage(L, p, v)
@@ -343,7 +347,8 @@ def layer_stages(m: ModelSpec, run: RunOptions, p: np.ndarray, v: np.ndarray) ->
     lay = effective_layout(run)
     if lay.stated:
         for row in range(len(p)):
-            chunks, applied = layout_or_default(L, m.mtp_depth, int(p[row]), int(v[row]), lay)
+            dpv = bool(v_shape[row]) if v_shape is not None else False
+            chunks, applied = layout_or_default(L, m.mtp_depth, int(p[row]), int(v[row]), lay, dpv)
             if applied:
                 st[row, :L] = chunk_layer_stage(chunks)
                 st[row, L:] = mtp_stage(lay, int(p[row]))
@@ -359,7 +364,7 @@ def _mode_counts(m: ModelSpec, run: RunOptions, table: CandidateTable, p: np.nda
     total = L + m.mtp_depth
     if lm.shape != (n, total):
         raise ValueError(f"layer_modes must be (rows, {total}), got {lm.shape}")
-    st = layer_stages(m, run, p, v)
+    st = layer_stages(m, run, p, v, dualpipev_rows(table.schedule, p))
     ty = np.empty(total, dtype=np.int64)
     ty[:L] = np.where(np.arange(L) < first_dense, DENSE, MOE)
     ty[L:] = mtp_type

@@ -67,6 +67,7 @@ FIELD_PATHS: dict[str, tuple[str, ...]] = {
     "swap_attention": ("swap_attention", "accelerator.swap_attention", "activation_swap"),
     "cpu_offload_layers": ("cpu_offloading_num_layers",),
     "layer_layout": ("pp_config.pipeline_model_parallel_layout", "accelerator.pipeline_model_parallel_layout"),
+    "noop_layers": ("pp_config.noop_layers", "accelerator.noop_layers"),
     "moe_dispatcher": ("estimator.moe_dispatcher",),
     "offload": ("offload",),
     "cp_algo": ("estimator.cp_algo", "accelerator.context_parallel_algo", "plan_overrides.inner_wrapper",
@@ -156,11 +157,11 @@ def _pipeline_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) ->
     """HP505 (chunks against layers), HP506 (micro-batches against stages), HP507 and HP510 (the schedule)."""
     out: list[Problem] = []
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
-    slots = model.num_layers + int(layout.embedding_in_split) + int(layout.loss_in_split)
+    slots = model.num_layers + int(layout.embedding_in_split) + int(layout.loss_in_split) + len(layout.noop_layers)
     over = facts.pp_layers(s.pp, s.vpp if interleaved else 1, slots)
     if over is not None:
-        counted = f"{model.num_layers} layers" + (f" (+ the embedding and loss counted in the split: {slots})"
-                                                  if slots > model.num_layers else "")
+        counted = f"{model.num_layers} layers" + (f" (+ the embedding, loss and no-op layers counted in the split: "
+                                                  f"{slots})" if slots > model.num_layers else "")
         out.append(Problem("HP505", f"pp·vpp = {over.want} chunks for {counted}: every chunk needs at least one "
                            "layer", "pp", PP_LAYERS))
     if facts.micro_batches(s.micro_batch_num, s.pp) is not None:
@@ -169,7 +170,7 @@ def _pipeline_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) ->
     if interleaved and s.micro_batch_num % s.pp:
         out.append(Problem("HP507", f"the interleaved schedule runs micro-batches in groups of pp = {s.pp}; "
                            f"{s.micro_batch_num} is not a multiple", "micro_batch_num"))
-    out += _dualpipev_problems(model, s)
+    out += _dualpipev_problems(model, s, layout)
     if s.vpp > 1 and s.pipeline_schedule != "interleaved":
         out.append(Problem("HP510", f"vpp {s.vpp} has no effect with the {s.pipeline_schedule} schedule (priced "
                            "without virtual chunks); set pipeline_schedule: interleaved", "vpp"))
@@ -197,17 +198,22 @@ def release_problems(fw: Framework, run: RunOptions) -> list[Problem]:
     return out
 
 
-def _dualpipev_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
+def _dualpipev_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
     """DualPipeV's own rules ([DUALPIPE] dualpipev.py asserts micro-batches ≥ 2 × ranks; [MS-DUALPIPEV]: the
-    layers a multiple of 2·pp, the V's 2·pp stages of equal layers)."""
+    layers, with the no-op layers MindSpeed pads them with (MS-NOOP), a multiple of 2·pp, the V's 2·pp stages of
+    equal layers)."""
     if s.pipeline_schedule != "dualpipev":
         return []
     if s.pp == 1:
         return [Problem("HP510", "DualPipeV has no effect without pipeline parallelism", "schedule")]
     out: list[Problem] = []
-    if model.num_layers % (2 * s.pp):
+    slots = model.num_layers + len(layout.noop_layers)
+    if slots % (2 * s.pp):
+        counted = f"{model.num_layers} layers" + (f" + {len(layout.noop_layers)} no-op = {slots}" if slots >
+                                                  model.num_layers else "")
         out.append(Problem("HP505", f"DualPipeV cuts the model into 2·pp = {2 * s.pp} stages of equal layers; "
-                           f"{model.num_layers} layers is not a multiple", "pp"))
+                           f"{counted} is not a multiple" + ("" if layout.noop_layers else
+                                                             " (MindSpeed-LLM pads with noop_layers)"), "pp"))
     if s.micro_batch_num < 2 * s.pp:
         out.append(Problem("HP506", f"DualPipeV needs at least 2·pp = {2 * s.pp} micro-batches, got "
                            f"{s.micro_batch_num}", "micro_batch_num"))
@@ -380,11 +386,17 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
 def _layer_layout_problems(config: Config, fw: Framework) -> list[Problem]:
     """HP533: a per-chunk layer layout stated for a stack that cannot be told one (Framework.layer_layout): it is
     priced with the stack's own split (engine.catalog.frameworks.effective_layout drops it)."""
-    if not config.run.pipeline_layout.layer_layout or fw.layer_layout:
-        return []
-    return [Problem("HP533", f"{fw.qualified} has no per-chunk layer layout (pipeline_model_parallel_layout; offered "
-                    f"by {_offered_by(attrgetter('layer_layout'))} from Megatron-Core 0.13): priced with its own "
-                    "split", "layer_layout")]
+    lay = config.run.pipeline_layout
+    out = []
+    if lay.layer_layout and not fw.layer_layout:
+        out.append(Problem("HP533", f"{fw.qualified} has no per-chunk layer layout (pipeline_model_parallel_layout; "
+                           f"offered by {_offered_by(attrgetter('layer_layout'))} from Megatron-Core 0.13): priced "
+                           "with its own split", "layer_layout"))
+    if lay.noop_layers and not fw.noop_layers:
+        out.append(Problem("HP533", f"{fw.qualified} has no no-op layers (noop_layers; offered by "
+                           f"{_offered_by(attrgetter('noop_layers'))}, --noop-layers): priced with its own split of "
+                           "the model's layers", "noop_layers"))
+    return out
 
 
 def _allgather_problems(config: Config, fw: Framework) -> list[Problem]:

@@ -99,7 +99,8 @@ def stage_chunks(config: Config, s: Strategy, v: int) -> list[tuple[ChunkRow, ..
     where it applies to this pp·vpp, else the even split."""
     assert config.model is not None
     m = config.model
-    chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, s.pp, v, effective_layout(config.run))
+    chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, s.pp, v, effective_layout(config.run),
+                                  s.pipeline_schedule == "dualpipev")
     held = chunk_in_flight(s.pp, v, s.micro_batch_num, chunks.astype(float))
     loss_stage = 0 if s.pipeline_schedule == "dualpipev" else s.pp - 1  # DualPipeV's V ends on rank 0
     return [tuple(ChunkRow(chunk=c, layers=int(chunks[i, c]), embedding=i == 0 and c == 0,

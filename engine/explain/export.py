@@ -47,7 +47,7 @@ from engine.catalog.frameworks import FRAMEWORKS, framework_of
 from engine.config.layer_layout import layout_text, parse_layout_text
 from engine.cost.layout import effective_layout, layout_or_default
 from engine.diagnostics import Diagnostic
-from engine.specs import DeviceSpec, ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import DeviceSpec, ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy
 
 TARGETS = ("megatron", "torchtitan", "mindspeed")
 MEGATRON_CP = {"ring": "p2p", "ulysses": "a2a", "hybrid": "a2a+p2p", "allgather": "all_gather"}
@@ -123,6 +123,8 @@ def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str
         if not (own.embedding_in_split or own.loss_in_split) or counted % (s.pp * v):
             return []
         lay = replace(own, remainder_first=False)  # nothing remains over: the accounting's split is the priced one
+    if lay.noop_layers:
+        return _noop_args(lay, model, run, target, warns)
     if lay.offset:
         warns.append(_warn("offset", target, f"per-stage layer offsets {[list(o) for o in lay.offset]}"))
         return []
@@ -141,6 +143,22 @@ def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str
     if lay.last_stage_layers:
         out += ["--decoder-last-pipeline-num-layers", str(lay.last_stage_layers)]
     return out
+
+
+def _noop_args(lay: PipelineLayout, model: ModelSpec, run: RunOptions, target: str,
+               warns: list[Diagnostic]) -> list[str]:
+    """MindSpeed-LLM's no-op layers (MS-NOOP) as its flags: `--num-layers` counts them, `--noop-layers` names them.
+    Where the plan was priced without them (a stack that has none, HP533) or the target has none, HP753."""
+    if target != "mindspeed":
+        warns.append(_warn("noop_layers", target, f"no-op layers {list(lay.noop_layers)} (MindSpeed-LLM's)"))
+        return []
+    if not framework_of(run).noop_layers:
+        warns.append(Diagnostic("HP753", f"noop_layers: the plan was priced on {run.framework}, which has no no-op "
+                                f"layers, so with the model's own split: {list(lay.noop_layers)} not exported",
+                                path="noop_layers"))
+        return []
+    return ["--num-layers", str(model.num_layers + len(lay.noop_layers)),
+            "--noop-layers", ",".join(str(i) for i in lay.noop_layers)]
 
 
 def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,

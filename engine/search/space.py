@@ -266,8 +266,9 @@ class _Ctx:
     optimizer_shard: int
     # The stack's strategy space (engine.catalog.frameworks.StackSpace): its FSDP route, SP rules, optimizer.
     stack: StackSpace = DEFAULT_STACK
-    # The embedding and loss the pipeline layout counts as layers of the split (engine.specs.PipelineLayout),
-    # which chunks may hold alone; negative when the split need not divide (torchtitan's own).
+    # The embedding, loss and no-op layers the pipeline layout counts as layers of the split
+    # (engine.specs.PipelineLayout), which chunks may hold alone; negative when the split need not divide
+    # (torchtitan's own).
     extra_slots: int = 0
     # The files state DualPipeV (engine.cost.dualpipev), and whether the stack runs it (Framework.schedules).
     dualpipev: bool = False
@@ -278,7 +279,8 @@ class _Ctx:
 
     @property
     def slots(self) -> int:
-        """The layers the pipeline split places: the model's, plus the embedding and loss the layout counts."""
+        """The layers the pipeline split places: the model's, plus the embedding, loss and no-op layers the layout
+        counts."""
         return self.model.num_layers + abs(self.extra_slots)
 
 
@@ -348,7 +350,7 @@ def _dualpipev_rules(c: _Ctx, p: np.ndarray, mbn: np.ndarray, cp: np.ndarray) ->
     ([DUALPIPE], [MS-DUALPIPEV]), cp > 1 where the stack refuses it (StackSpace.dualpipev_with_cp)."""
     flat = p == 1
     rules = [(R_DPV_STACK, flat | c.dualpipev_runs), (R_DPV_MBN, flat | (mbn >= 2 * p)),
-             (R_DPV_LAYERS, flat | (c.model.num_layers % (2 * p) == 0))]
+             (R_DPV_LAYERS, flat | (c.slots % (2 * p) == 0))]
     if not c.stack.dualpipev_with_cp:
         rules.append((R_DPV_CP, flat | (cp == 1)))
     return rules
@@ -619,10 +621,10 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
 
 
 def extra_slots(config: Config) -> int:
-    """The embedding and loss the pipeline layout counts as layers of the split (enumerate_space): negative
-    when the split needs no divisibility (torchtitan's own, engine.cost.layout.effective_layout)."""
+    """The embedding, loss and no-op layers the pipeline layout counts as layers of the split (enumerate_space):
+    negative when the split needs no divisibility (torchtitan's own, engine.cost.layout.effective_layout)."""
     lay = effective_layout(config.run)
-    n = int(lay.embedding_in_split) + int(lay.loss_in_split)
+    n = int(lay.embedding_in_split) + int(lay.loss_in_split) + len(lay.noop_layers)
     return -n if lay.remainder_first else n
 
 

@@ -121,13 +121,14 @@ def _layout(ctx: Ctx, layers: int) -> None:
     v = vpp.value if vpp is not None and vpp.value > 1 and p > 1 else 1
     if vpp is None and lay.layer_layout:  # vpp searched: the candidates of the layout's own vpp carry it
         v = layout_vpp(len(lay.layer_layout), p) or v
-    if p == 1 and not (lay.offset or lay.layer_layout):
+    if p == 1 and not (lay.offset or lay.layer_layout or lay.noop_layers):
         return
     m = ctx.model
     from engine.cost.layout import LayoutError, chunk_layers  # numpy only where a layout is stated
 
     try:
-        chunk_layers(layers, m.mtp_depth if m is not None else 0, p, v, lay)
+        chunk_layers(layers, m.mtp_depth if m is not None else 0, p, v, lay,
+                     ctx.config.pipeline_schedule == "dualpipev" and p > 1)
     except LayoutError as exc:
         key = next((k for k in layout_paths(lay) if k in ctx.config.locations), None)
         loc = ctx.config.locations.get(key) if key is not None else None

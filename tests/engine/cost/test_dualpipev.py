@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.cost.dualpipev import dualpipev_bubble, dualpipev_in_flight
-from tests.support.cli import ROOT, hp_plan_json
+from tests.support.cli import ROOT, hp_plan, hp_plan_json
 
 RUN = ROOT / "benchmarks" / "calibration_runs" / "ascend-qwen3-30b-a3b-16xa2-mindspeed"  # 48 layers, pp 2, ep 8
 
@@ -127,3 +127,78 @@ def test_explain_names_the_schedule_and_puts_the_loss_on_rank_0(tmp_path: Path) 
     doc = hp_plan_json("explain", _config(tmp_path, "dualpipev", True))
     assert doc["schedule"].startswith("DualPipeV")
     assert [[c["loss"] for c in st["chunks"]] for st in doc["stages"]] == [[True], [False]]
+
+
+DSV3_A3 = """\
+model:
+  name: deepseek-v3
+  num_hidden_layers: 61
+  hidden_size: 7168
+  intermediate_size: 18432
+  num_attention_heads: 128
+  num_key_value_heads: 128
+  vocab_size: 129280
+  max_position_embeddings: 4096
+  num_experts: 256
+  num_experts_per_tok: 8
+  num_shared_experts: 1
+  moe_intermediate_size: 2048
+  first_k_dense_replace: 3
+  kv_lora_rank: 512
+  q_lora_rank: 1536
+  qk_rope_head_dim: 64
+  qk_nope_head_dim: 128
+  v_head_dim: 128
+  mtp_depth: 1
+  optimizer_weight_shard_size: 32
+cluster: {num_nodes: 32, cards_per_node: 16, device_type: A3}
+parallelism: {dp: 32, tp: 2, pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1, micro_batch_size: 1, micro_batch_num: 120,
+              sequence_parallel: true}
+constraint: {global_batch_size: 3840}
+recompute: full
+moe_a2a_overlap: true
+pp_config: {pipeline_schedule: dualpipev NOOP}
+estimator: {framework: FRAMEWORK}
+"""
+
+
+def _dsv3(tmp_path: Path, noop: str, framework: str = "mindspeed", schedule: str = "dualpipev") -> str:
+    """MindSpeed-LLM's DeepSeek-V3 script on 512 A3 dies (pretrain_deepseek3_671b_4k_A3_ptd.sh: TP 2, PP 8, EP 16
+    over TP, DualPipeV with --moe-fb-overlap, --noop-layers 61,62,63)."""
+    path = tmp_path / f"dsv3-{framework}-{schedule}-{len(noop)}.yaml"
+    path.write_text(DSV3_A3.replace("dualpipev NOOP", schedule + noop).replace("FRAMEWORK", framework))
+    return str(path)
+
+
+def test_deepseek_v3_runs_dualpipev_with_the_no_op_layers_mindspeed_pads_it_with(tmp_path: Path) -> None:
+    """61 layers never split into 2·pp equal stages; MindSpeed pads them with identity layers (MS-NOOP), and the V
+    puts them on rank 0, beside the embedding, the output layer and the MTP layer."""
+    bare = hp_plan_json("estimate", _dsv3(tmp_path, ""), code=1)
+    (hp505,) = [d for d in bare["diagnostics"] if d["code"] == "HP505"]
+    assert "61 layers is not a multiple" in hp505["message"] and "noop_layers" in hp505["message"]
+    doc = hp_plan_json("estimate", _dsv3(tmp_path, ', noop_layers: "61,62,63"'))
+    assert doc["step_time_s"] > 0 and not [d for d in doc["diagnostics"] if d["severity"] == "error"]
+    as_list = hp_plan_json("estimate", _dsv3(tmp_path, ", noop_layers: [63, 61, 62]"))
+    assert as_list["step_time_s"] == doc["step_time_s"]
+    # rank 0 builds 5 decoder layers (+ the MTP layer), the others 8 each; under 1F1B the last stage pads
+    dual = hp_plan_json("explain", _dsv3(tmp_path, ', noop_layers: "61,62,63"'))
+    assert [s["layers"] for s in dual["stages"]] == [6] + [8] * 7
+    one = hp_plan_json("explain", _dsv3(tmp_path, ', noop_layers: "61,62,63"', schedule="1F1B"))
+    assert [s["layers"] for s in one["stages"]] == [8] * 7 + [6]
+
+
+def test_no_op_layers_export_to_mindspeed_and_are_said_where_the_stack_has_none(tmp_path: Path) -> None:
+    path = _dsv3(tmp_path, ', noop_layers: "61,62,63"')
+    r = hp_plan("export", path, "--to", "mindspeed")
+    assert r.returncode == 0 and "--num-layers 64" in r.stdout and "--noop-layers 61,62,63" in r.stdout
+    flags = set((ROOT / "engine" / "catalog" / "data" / "mindspeed_flags.txt").read_text().split())
+    assert {"--num-layers", "--noop-layers"} <= flags
+    r = hp_plan("export", path, "--to", "megatron")
+    assert "HP753" in r.stdout + r.stderr and "no-op layers [61, 62, 63]" in r.stdout + r.stderr
+    h100 = (DSV3_A3.replace("dualpipev NOOP", '1F1B, noop_layers: "61,62,63"').replace("FRAMEWORK", "megatron")
+            .replace("device_type: A3", "device_type: H100").replace("cards_per_node: 16", "cards_per_node: 8")
+            .replace("num_nodes: 32", "num_nodes: 64"))
+    (tmp_path / "h100.yaml").write_text(h100)
+    doc = hp_plan_json("estimate", str(tmp_path / "h100.yaml"))
+    (hp533,) = [d for d in doc["diagnostics"] if d["code"] == "HP533"]
+    assert "no no-op layers" in hp533["message"] and hp533["severity"] == "warning"

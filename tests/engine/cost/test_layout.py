@@ -255,3 +255,28 @@ def test_the_priced_stages_follow_the_layer_layout_and_its_mtp_stage() -> None:
     assert layers[:16].tolist() == [5] + [4] * 13 + [3, 2]  # stage 14: 2 + the MTP layer; 15: 2 and the loss
     assert at_last.layer_count.sum(axis=2)[0][14:16].tolist() == [3, 3]
     assert float(pr.stage_memory_gib[0, 15]) < float(at_last.stage_memory_gib[0, 15])  # the MTP layer moved off
+
+
+def test_noop_layers_take_places_in_the_split_and_cost_nothing() -> None:
+    """MindSpeed-LLM's `--noop-layers` (MS-NOOP): DeepSeek-V3's 61 layers + 3 identity layers numbered 61-63 in the
+    padded count of 64; every chunk builds its slots less the no-op ones in it."""
+    lay = PipelineLayout(noop_layers=(61, 62, 63))
+    assert chunk_layers(61, 1, 8, 1, lay).ravel().tolist() == [8] * 7 + [5]  # 1F1B: the last stage pads
+    inter = chunk_layers(61, 1, 4, 2, lay)  # chunk j = c·p + i: the last chunk (stage 3, chunk 1) pads
+    assert inter.tolist() == [[8, 8], [8, 8], [8, 8], [8, 5]]
+    # DualPipeV: 2·pp stages of 4 slots folded into a V, rank i holding stage i and stage 15 − i: rank 0 pads,
+    # the rank that also holds the embedding, the output layer and the MTP layer
+    assert chunk_layers(61, 1, 8, 1, lay, v_shape=True).ravel().tolist() == [5] + [8] * 7
+    spread = chunk_layers(10, 0, 2, 1, PipelineLayout(noop_layers=(1, 2)), v_shape=True)  # 4 stages of 3 slots
+    assert spread.ravel().tolist() == [4, 6]  # rank 0: stage 0 (slots 0-2, two no-op) + stage 3: 1 + 3 real
+
+
+@pytest.mark.parametrize(("lay", "p", "v", "dpv", "why"), [
+    (PipelineLayout(noop_layers=(61, 62)), 8, 1, True, "63 do not split evenly into 2·pp = 16"),
+    (PipelineLayout(noop_layers=(61, 62, 64)), 8, 1, False, "past the padded layer count"),
+    (PipelineLayout(noop_layers=(61, 62, 63), first_stage_layers=4), 8, 1, False, "even split only"),
+])
+def test_noop_layers_mindspeed_would_refuse_are_refused(lay: PipelineLayout, p: int, v: int, dpv: bool,
+                                                        why: str) -> None:
+    with pytest.raises(LayoutError, match=why):
+        chunk_layers(61, 1, p, v, lay, v_shape=dpv)
