@@ -87,8 +87,10 @@ def read_noop_layers(src: Source, section: Map | None, dotted: str) -> Val | Non
         return None
     node = v.value
     raw: list[object]
+    if isinstance(node, str) and not node.strip():
+        return None  # MindSpeed's default: no no-op layers
     if isinstance(node, str):
-        raw = [int(t) if t.strip().isdigit() else t for t in node.split(",", MAX_NOOP_LAYERS) if t.strip()]
+        raw = [int(t) if t.strip().isdigit() else t for t in node.split(",", MAX_NOOP_LAYERS)]  # "1,,2": HP103
     elif isinstance(node, Seq):
         raw = [i.value if isinstance(i, Scalar) else i for i in node.items[:MAX_NOOP_LAYERS + 1]]
     elif node is None:

@@ -280,3 +280,22 @@ def test_noop_layers_mindspeed_would_refuse_are_refused(lay: PipelineLayout, p: 
                                                         why: str) -> None:
     with pytest.raises(LayoutError, match=why):
         chunk_layers(61, 1, p, v, lay, v_shape=dpv)
+
+
+@pytest.mark.parametrize(("value", "want"), [('"61,62,63"', (61, 62, 63)), ("[63, 61, 62, 61]", (61, 62, 63)),
+                                             ("7", (7,)), ('""', ()), ('"1,,2"', None), ("[-1]", None),
+                                             ("[1.5]", None), ("{a: 1}", None)])
+def test_noop_layers_are_read_as_mindspeed_writes_them(tmp_path, value: str, want: tuple[int, ...] | None) -> None:  # type: ignore[no-untyped-def]
+    from engine.check import check_file
+
+    p = tmp_path / "s.yaml"
+    p.write_text("model: {num_hidden_layers: 61, hidden_size: 1024, num_attention_heads: 8, vocab_size: 1000}\n"
+                 "cluster: {num_nodes: 1, cards_per_node: 8, device_type: A2}\n"
+                 f"parallelism: {{pp: 8, tp: 1, cp: 1, dp: 1}}\npp_config: {{noop_layers: {value}}}\n"
+                 "estimator: {framework: mindspeed}\n")
+    loaded = check_file(str(p))
+    bad = [d for d in loaded.diagnostics if d.code == "HP103"]
+    if want is None:
+        assert bad and bad[0].path == "pp_config.noop_layers"
+    else:
+        assert not bad and loaded.config is not None and loaded.config.run.pipeline_layout.noop_layers == want
