@@ -366,7 +366,7 @@ class Scheduler:
         state = session.get(uri)
         if state is None or not session.settings.search_on_save or not state.path:
             return
-        if state.checking:  # a large file's check is running: search once it lands
+        if state.checks_in_flight:  # a check is running: search once the last one lands
             session.defer_search(uri)
             return
         analysis = state.analysis

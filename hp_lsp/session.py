@@ -39,8 +39,10 @@ class DocState:
     search_generation: int = 0
     searching: bool = False
     list_facts: Any = None  # ListFacts for the current search generation (hover on a candidate list)
-    checking: bool = False  # a large text's fast check is running off the loop
-    search_pending: bool = False  # a search was asked for while that check ran
+    # Fast checks running off the loop: a count, since a settings change checks a document again while its first
+    # check still runs, and the search waiting for them must read the last one's analysis, not the first's.
+    checks_in_flight: int = 0
+    search_pending: bool = False  # a search was asked for while a check ran
     debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
     # the diagnostics last published (LSP types, client units): code actions answer from these, not from
     # the client's possibly older view of them (overlapping and cancelled requests; D-015)
@@ -110,14 +112,18 @@ class Session:
     def begin_check(self, uri: str) -> None:
         state = self.docs.get(uri)
         if state is not None:
-            state.checking = True
+            state.checks_in_flight += 1
 
     def end_check(self, uri: str, generation: int) -> bool:
-        """The check of `generation` landed (or was cancelled); True when a search waited for it."""
+        """A check of `generation` landed (or was cancelled); True when a search waited for it and it was the last
+        check in flight (an earlier one landing first would start the search on its own, older analysis: the
+        settings that arrive after a document opens check it a second time while the first check runs)."""
         state = self.docs.get(uri)
-        if state is None or state.generation != generation:
+        if state is None:
             return False
-        state.checking = False
+        state.checks_in_flight = max(state.checks_in_flight - 1, 0)
+        if state.generation != generation or state.checks_in_flight:
+            return False
         pending, state.search_pending = state.search_pending, False
         return pending
 

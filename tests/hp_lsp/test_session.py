@@ -72,3 +72,25 @@ def test_settings_layers() -> None:
     assert not changed
     changed, errors = s.update_settings(did_change={"cluster.numNodes": "x"})
     assert not changed and errors and s.settings.num_nodes == 2  # invalid in a later layer: the earlier one holds
+
+
+def test_a_search_waits_for_the_last_check_in_flight() -> None:
+    """Settings that arrive after a document opened check it again while its first check runs; the search asked
+    for meanwhile must start when the second lands (on the settings' analysis), not when the first does."""
+    s = Session()
+    st = s.open("u", "/a.yaml", 1)
+    s.begin_check("u")  # opened: checked on the defaults
+    s.defer_search("u")
+    s.begin_check("u")  # the settings arrived: checked again
+    assert not s.end_check("u", st.generation)  # the first lands: the search still waits
+    assert st.checks_in_flight == 1 and st.search_pending
+    assert s.end_check("u", st.generation)  # the second lands: now the search runs
+    assert st.checks_in_flight == 0 and not st.search_pending
+    # a check of an older text landing counts down too, but releases nothing
+    s.begin_check("u")
+    old = st.generation
+    s.change("u", 2)
+    s.defer_search("u")
+    s.begin_check("u")
+    assert not s.end_check("u", old) and st.checks_in_flight == 1
+    assert s.end_check("u", st.generation)
