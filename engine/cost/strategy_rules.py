@@ -87,6 +87,9 @@ class Problem:
     message: str
     field: str
     fact: str = ""  # the fact's key (engine.facts) when another stage states it too: the merge reads it
+    # MindSpeed's no-op layers that would make the split run (HP505 under DualPipeV): a search config's quick fix
+    # writes them (estimate_config turns them into `set_at`, docs/settings.md)
+    noop_pad: tuple[int, ...] = ()
 
 
 def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
@@ -198,6 +201,19 @@ def release_problems(fw: Framework, run: RunOptions) -> list[Problem]:
     return out
 
 
+def _indices(pad: tuple[int, ...]) -> str:
+    return ",".join(map(str, pad))
+
+
+def _fix_data(config: Config, p: Problem) -> dict[str, object] | None:
+    """A problem's quick-fix data where the file can take it: the no-op layers of HP505 as `set_at`
+    pp_config.noop_layers, in a search config whose stack pads with them (a train.yaml's trainer refuses keys it
+    does not read)."""
+    if not p.noop_pad or config.kind != "search" or not framework_of(config.run).noop_layers:
+        return None
+    return {"set_at": {"path": "pp_config.noop_layers", "value": _indices(p.noop_pad)}}
+
+
 def _dualpipev_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
     """DualPipeV's own rules ([DUALPIPE] dualpipev.py asserts micro-batches ≥ 2 × ranks; [MS-DUALPIPEV]: the
     layers, with the no-op layers MindSpeed pads them with (MS-NOOP), a multiple of 2·pp, the V's 2·pp stages of
@@ -211,9 +227,10 @@ def _dualpipev_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -
     if slots % (2 * s.pp):
         counted = f"{model.num_layers} layers" + (f" + {len(layout.noop_layers)} no-op = {slots}" if slots >
                                                   model.num_layers else "")
+        pad = () if layout.noop_layers else tuple(range(slots, slots + (-slots) % (2 * s.pp)))
+        hint = f" (MindSpeed-LLM pads them with no-op layers: noop_layers \"{_indices(pad)}\")" if pad else ""
         out.append(Problem("HP505", f"DualPipeV cuts the model into 2·pp = {2 * s.pp} stages of equal layers; "
-                           f"{counted} is not a multiple" + ("" if layout.noop_layers else
-                                                             " (MindSpeed-LLM pads with noop_layers)"), "pp"))
+                           f"{counted} is not a multiple{hint}", "pp", noop_pad=pad))
     if s.micro_batch_num < 2 * s.pp:
         out.append(Problem("HP506", f"DualPipeV needs at least 2·pp = {2 * s.pp} micro-batches, got "
                            f"{s.micro_batch_num}", "micro_batch_num"))
@@ -472,7 +489,7 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         return None, (positioned(config, "HP501", "the file does not state every parallel degree, so there is "
                                  f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
                                  field, {"searched": open_dims}),)
-    diags = [positioned(config, p.code, p.message, p.field, fact=p.fact)
+    diags = [positioned(config, p.code, p.message, p.field, _fix_data(config, p), fact=p.fact)
              for p in check_strategy(config.model, config.cluster, s, effective_layout(config.run))]
     diags += [positioned(config, p.code, p.message, p.field) for p in check_framework(config, s)]
     if has_errors(diags):

@@ -14,7 +14,7 @@ from pygls.uris import from_fs_path
 from hp_lsp.search_job import ListsRequest, run_lists
 from hp_lsp.settings import Settings
 from tests.support.cli import hp_plan_json
-from tests.support.configs import bridge_dsv3_train, llama8b_model
+from tests.support.configs import DSV3_A3, bridge_dsv3_train, llama8b_model
 from tests.support.lsp_e2e import (
     EXAMPLES,
     Ctx,
@@ -360,3 +360,28 @@ async def test_the_framework_setting_prices_both_files_of_a_pair_alike(ctx: Ctx)
     cells = [f"**{v}** {t:.2f} s" for v, t in facts.values["tp"].items() if t is not None]
     shown = await _list_hover(ctx, search_uri, search.read_text())
     assert cells and all(c in shown for c in cells), (cells, shown)
+
+
+async def test_dualpipev_pads_deepseeks_layers_by_quick_fix(ctx: Ctx) -> None:
+    """DeepSeek-V3's 61 layers under DualPipeV on MindSpeed: HP505 at pp, and its quick fix pads them with the
+    no-op layers MindSpeed runs them with (pp_config.noop_layers "61,62,63"); the plan is then priced."""
+    folder = ctx.root / "dsv3-a3"
+    folder.mkdir()
+    text = DSV3_A3.replace(" NOOP", "").replace("FRAMEWORK", "mindspeed")
+    uri = open_doc(ctx.client, folder / "search.yaml", text)
+    await wait_until(lambda: "HP505" in codes(ctx.client, uri), what="HP505 at pp")
+    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP505")
+    assert diag.range.start.line == find_line(text, "pp: 8")[0]
+    actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
+        context=types.CodeActionContext(diagnostics=[diag])))
+    fix = next(a for a in actions or [] if isinstance(a, types.CodeAction)
+               and a.title == "Set `noop_layers` to 61,62,63")
+    assert fix.edit is not None
+    fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
+    assert 'pp_config: {pipeline_schedule: dualpipev, noop_layers: "61,62,63"}' in fixed
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
+    await wait_until(lambda: "HP505" not in codes(ctx.client, uri), what="HP505 gone")
+    assert not [d for d in ctx.client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]

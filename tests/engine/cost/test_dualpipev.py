@@ -12,6 +12,7 @@ import pytest
 
 from engine.cost.dualpipev import dualpipev_bubble, dualpipev_in_flight
 from tests.support.cli import ROOT, hp_plan, hp_plan_json
+from tests.support.configs import DSV3_A3
 
 RUN = ROOT / "benchmarks" / "calibration_runs" / "ascend-qwen3-30b-a3b-16xa2-mindspeed"  # 48 layers, pp 2, ep 8
 
@@ -129,37 +130,6 @@ def test_explain_names_the_schedule_and_puts_the_loss_on_rank_0(tmp_path: Path) 
     assert [[c["loss"] for c in st["chunks"]] for st in doc["stages"]] == [[True], [False]]
 
 
-DSV3_A3 = """\
-model:
-  name: deepseek-v3
-  num_hidden_layers: 61
-  hidden_size: 7168
-  intermediate_size: 18432
-  num_attention_heads: 128
-  num_key_value_heads: 128
-  vocab_size: 129280
-  max_position_embeddings: 4096
-  num_experts: 256
-  num_experts_per_tok: 8
-  num_shared_experts: 1
-  moe_intermediate_size: 2048
-  first_k_dense_replace: 3
-  kv_lora_rank: 512
-  q_lora_rank: 1536
-  qk_rope_head_dim: 64
-  qk_nope_head_dim: 128
-  v_head_dim: 128
-  mtp_depth: 1
-  optimizer_weight_shard_size: 32
-cluster: {num_nodes: 32, cards_per_node: 16, device_type: A3}
-parallelism: {dp: 32, tp: 2, pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1, micro_batch_size: 1, micro_batch_num: 120,
-              sequence_parallel: true}
-constraint: {global_batch_size: 3840}
-recompute: full
-moe_a2a_overlap: true
-pp_config: {pipeline_schedule: dualpipev NOOP}
-estimator: {framework: FRAMEWORK}
-"""
 
 
 def _dsv3(tmp_path: Path, noop: str, framework: str = "mindspeed", schedule: str = "dualpipev") -> str:
