@@ -24,6 +24,7 @@ from tests.support.lsp_e2e import (
     edits_of,
     find_line,
     open_doc,
+    quick_fix,
     wait_until,
 )
 
@@ -266,14 +267,8 @@ async def test_layer_layout_sets_vpp_by_quick_fix(ctx: Ctx) -> None:
                                         "cluster: {num_nodes: 256, cards_per_node: 8, device_type: H100}\n")
     text = train.read_text()
     uri = open_doc(ctx.client, train, text)
-    await wait_until(lambda: "HP422" in codes(ctx.client, uri), what="HP422 at the layout")
-    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP422")
+    diag, fix = await quick_fix(ctx.client, uri, "HP422", "Set `pp_interleave_num` to 4")
     assert diag.range.start.line == find_line(text, "pipeline_model_parallel_layout")[0]
-    actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
-        context=types.CodeActionContext(diagnostics=[diag])))
-    fix = next(a for a in actions or [] if isinstance(a, types.CodeAction)
-               and a.title == "Set `pp_interleave_num` to 4")
     assert fix.edit is not None and fix.is_preferred
     fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
     assert fixed == text.replace("  pp_interleave_num: 2\n", "  pp_interleave_num: 4\n")
@@ -369,14 +364,8 @@ async def test_dualpipev_pads_deepseeks_layers_by_quick_fix(ctx: Ctx) -> None:
     folder.mkdir()
     text = DSV3_A3.replace(" NOOP", "").replace("FRAMEWORK", "mindspeed")
     uri = open_doc(ctx.client, folder / "search.yaml", text)
-    await wait_until(lambda: "HP505" in codes(ctx.client, uri), what="HP505 at pp")
-    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP505")
+    diag, fix = await quick_fix(ctx.client, uri, "HP505", "Set `noop_layers` to 61,62,63")
     assert diag.range.start.line == find_line(text, "pp: 8")[0]
-    actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
-        context=types.CodeActionContext(diagnostics=[diag])))
-    fix = next(a for a in actions or [] if isinstance(a, types.CodeAction)
-               and a.title == "Set `noop_layers` to 61,62,63")
     assert fix.edit is not None
     fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
     assert 'pp_config: {pipeline_schedule: dualpipev, noop_layers: "61,62,63"}' in fixed

@@ -1,6 +1,6 @@
 """Search configs the tests write: a Llama-3.1-8B-shaped model ([MODELS]) in the search-config format
 (docs/formats.md), configs stating one complete strategy for the calibration tests, and DeepSeek-V3 laid out as
-Megatron-Bridge's H100 recipe lays it out (a layer layout)."""
+Megatron-Bridge's H100 recipe lays it out (a layer layout) and as MindSpeed-LLM's A3 script runs it (DualPipeV)."""
 
 from __future__ import annotations
 
@@ -54,11 +54,13 @@ def bridge_dsv3_train(folder: Path, layout: str = BRIDGE_H100_LAYOUT, vpp: int |
     return path
 
 
-# MindSpeed-LLM's DeepSeek-V3 script on 512 A3 dies (pretrain_deepseek3_671b_4k_A3_ptd.sh: TP 2, PP 8, EP 16 over
-# TP, DualPipeV with --moe-fb-overlap): a search config whose `NOOP` (pp_config, after the schedule) and `FRAMEWORK`
-# the tests fill in.
-DSV3_A3 = """\
-model:
+def dsv3_model(optimizer_shard: int) -> str:
+    """The `model:` section of DeepSeek-V3 (61 layers, MLA, 256 experts top-8, one shared, 3 dense layers, MTP 1),
+    its optimizer states sharded over `optimizer_shard` ranks."""
+    return "model:\n" + _DSV3_FIELDS + f"  optimizer_weight_shard_size: {optimizer_shard}\n"
+
+
+_DSV3_FIELDS = """\
   name: deepseek-v3
   num_hidden_layers: 61
   hidden_size: 7168
@@ -78,7 +80,13 @@ model:
   qk_nope_head_dim: 128
   v_head_dim: 128
   mtp_depth: 1
-  optimizer_weight_shard_size: 32
+"""
+
+
+# MindSpeed-LLM's DeepSeek-V3 script on 512 A3 dies (pretrain_deepseek3_671b_4k_A3_ptd.sh: TP 2, PP 8, EP 16 over
+# TP, DualPipeV with --moe-fb-overlap): a search config whose `NOOP` (pp_config, after the schedule) and `FRAMEWORK`
+# the tests fill in.
+DSV3_A3 = dsv3_model(32) + """\
 cluster: {num_nodes: 32, cards_per_node: 16, device_type: A3}
 parallelism: {dp: 32, tp: 2, pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1, micro_batch_size: 1, micro_batch_num: 120,
               sequence_parallel: true}

@@ -128,6 +128,18 @@ def codes(client: LanguageClient, uri: str) -> set[str]:
     return {str(d.code) for d in client.diagnostics.get(uri, [])}
 
 
+async def quick_fix(client: LanguageClient, uri: str, code: str, title: str) -> tuple[types.Diagnostic,
+                                                                                      types.CodeAction]:
+    """Once `uri` shows a `code` diagnostic: it, and the code action titled `title` the server offers for it."""
+    await wait_until(lambda: code in codes(client, uri), what=f"{code} on {uri}")
+    diag = next(d for d in client.diagnostics[uri] if d.code == code)
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
+        context=types.CodeActionContext(diagnostics=[diag])))
+    fix = next(a for a in actions or [] if isinstance(a, types.CodeAction) and a.title == title)
+    return diag, fix
+
+
 def find_line(text: str, needle: str) -> tuple[int, int]:
     """(line, code-point column) of the first occurrence of `needle`."""
     for n, line in enumerate(text.splitlines()):

@@ -23,6 +23,7 @@ from engine.cost.table import CandidateTable
 from engine.explain.export import export
 from engine.specs import GIB, RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import DSV3, LLAMA70B, cluster
+from tests.support.configs import dsv3_model
 
 MEGA = RunOptions(framework="megatron")
 S = Strategy(dp=8, tp=8, pp=1, micro_batch_size=1, sequence_parallel=True, recompute=RecomputePlan("selective"))
@@ -85,27 +86,7 @@ def test_fp8_inputs_saved_as_transformer_engine_saves_them() -> None:
 DSV3_RECIPE = """\
 # Megatron-MoE-ModelZoo best_practice/DeepSeekV3/run.sh, H100: 1024 H100, PP 8 VPP 4 TP 2 EP 64, MBS 1, GBS 8192,
 # seq 4096, FP8, distributed optimizer, bf16 Adam states, selective recompute of mla_up_proj and mlp, MTP 1.
-model:
-  name: deepseek-v3
-  num_hidden_layers: 61
-  hidden_size: 7168
-  intermediate_size: 18432
-  num_attention_heads: 128
-  num_key_value_heads: 128
-  vocab_size: 129280
-  max_position_embeddings: 4096
-  num_experts: 256
-  num_experts_per_tok: 8
-  num_shared_experts: 1
-  moe_intermediate_size: 2048
-  first_k_dense_replace: 3
-  kv_lora_rank: 512
-  q_lora_rank: 1536
-  qk_rope_head_dim: 64
-  qk_nope_head_dim: 128
-  v_head_dim: 128
-  mtp_depth: 1
-  optimizer_weight_shard_size: 64
+""" + dsv3_model(64) + """\
 cluster: {num_nodes: 128, cards_per_node: 8, device_type: H100}
 parallelism: {dp: 64, tp: 2, pp: 8, cp: 1, ep: 64, etp: 1, vpp: 4, micro_batch_size: 1, micro_batch_num: 128,
               sequence_parallel: true}
