@@ -13,6 +13,7 @@ from operator import attrgetter
 
 from engine import degree_facts as facts
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
+from engine.config.stated_layout import noop_text
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
@@ -201,17 +202,13 @@ def release_problems(fw: Framework, run: RunOptions) -> list[Problem]:
     return out
 
 
-def _indices(pad: tuple[int, ...]) -> str:
-    return ",".join(map(str, pad))
-
-
 def _fix_data(config: Config, p: Problem) -> dict[str, object] | None:
     """A problem's quick-fix data where the file can take it: the no-op layers of HP505 as `set_at`
     pp_config.noop_layers, in a search config whose stack pads with them (a train.yaml's trainer refuses keys it
     does not read)."""
     if not p.noop_pad or config.kind != "search" or not framework_of(config.run).noop_layers:
         return None
-    return {"set_at": {"path": "pp_config.noop_layers", "value": _indices(p.noop_pad)}}
+    return {"set_at": {"path": "pp_config.noop_layers", "value": noop_text(p.noop_pad)}}
 
 
 def _dualpipev_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
@@ -228,7 +225,7 @@ def _dualpipev_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -
         counted = f"{model.num_layers} layers" + (f" + {len(layout.noop_layers)} no-op = {slots}" if slots >
                                                   model.num_layers else "")
         pad = () if layout.noop_layers else tuple(range(slots, slots + (-slots) % (2 * s.pp)))
-        hint = f" (MindSpeed-LLM pads them with no-op layers: noop_layers \"{_indices(pad)}\")" if pad else ""
+        hint = f" (MindSpeed-LLM pads them with no-op layers: noop_layers \"{noop_text(pad)}\")" if pad else ""
         out.append(Problem("HP505", f"DualPipeV cuts the model into 2·pp = {2 * s.pp} stages of equal layers; "
                            f"{counted} is not a multiple{hint}", "pp", noop_pad=pad))
     if s.micro_batch_num < 2 * s.pp:

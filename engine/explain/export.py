@@ -45,6 +45,7 @@ from typing import Any
 
 from engine.catalog.frameworks import FRAMEWORKS, framework_of
 from engine.config.layer_layout import layout_text, parse_layout_text
+from engine.config.stated_layout import noop_text
 from engine.cost.layout import effective_layout, layout_or_default
 from engine.diagnostics import Diagnostic
 from engine.specs import DeviceSpec, ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy
@@ -158,7 +159,7 @@ def _noop_args(lay: PipelineLayout, model: ModelSpec, run: RunOptions, target: s
                                 path="noop_layers"))
         return []
     return ["--num-layers", str(model.num_layers + len(lay.noop_layers)),
-            "--noop-layers", ",".join(str(i) for i in lay.noop_layers)]
+            "--noop-layers", noop_text(lay.noop_layers)]
 
 
 def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
