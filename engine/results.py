@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import HOST_PART, PipelineLayout, Ratios, Strategy
+from engine.specs import HOST_PART, PipelineLayout, Ratios, Strategy, noop_text
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
 # Which FLOP count `mfu` uses (docs/formats.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
@@ -98,8 +98,9 @@ class Estimate:
 
     def short(self) -> str:
         """The strategy's one-line form, and the pipeline layout when the search chose one."""
-        extra = " · emb+loss in pp split" if self.pipeline_layout is not None and (
-            self.pipeline_layout.embedding_in_split or self.pipeline_layout.loss_in_split) else ""
+        lay = self.pipeline_layout
+        extra = "" if lay is None else " · emb+loss in pp split" if lay.embedding_in_split or lay.loss_in_split \
+            else f" · noop layers {noop_text(lay.noop_layers)}" if lay.noop_layers else ""
         return self.strategy.short() + extra
 
     def calibration_note(self) -> str:

@@ -289,6 +289,12 @@ class Ratios:
         return {"file": self.file, "runs": self.runs}
 
 
+def noop_text(indices: tuple[int, ...]) -> str:
+    """No-op layers as MindSpeed-LLM's `--noop-layers` writes them ("61,62,63"), the text
+    engine.config.stated_layout.read_noop_layers reads."""
+    return ",".join(map(str, indices))
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineLayout:
     """Where the decoder layers sit over the pipeline stages and virtual chunks, as a file states it

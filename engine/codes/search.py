@@ -18,6 +18,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP611", "information", "a faster strategy exists"),
     ("HP613", "information", "the best plan counts the embedding and loss in the pipeline split (the framework's "
      "layout option the search chose)"),
+    ("HP614", "information", "the best plan pads the layer count with no-op layers so that DualPipeV can cut it "
+     "(MindSpeed-LLM's noop_layers, which the search chose)"),
     ("HP620", "warning", "the best plan runs below 10% MFU (names the dominating term)"),
 ]
 
@@ -31,5 +33,6 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP610": ("engine.search.stated",),
     "HP611": ("engine.search.stated",),
     "HP613": ("engine.search",),
+    "HP614": ("engine.search",),
     "HP620": ("engine.search.warnings",),
 }

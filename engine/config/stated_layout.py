@@ -77,11 +77,6 @@ def read_layout(src: Source, section: Map | None, prefix: str, into: dict[str, V
 MAX_NOOP_LAYERS = 4096
 
 
-def noop_text(indices: tuple[int, ...]) -> str:
-    """No-op layers as MindSpeed-LLM's `--noop-layers` writes them ("61,62,63"), the text read_noop_layers reads."""
-    return ",".join(map(str, indices))
-
-
 def read_noop_layers(src: Source, section: Map | None, dotted: str) -> Val | None:
     """MindSpeed-LLM's `--noop-layers` (MS-NOOP): the identity layers' indices in the padded layer count, as a list of
     integers, one integer, or its comma-separated text ("61,62,63"). The Val's value is the sorted tuple of distinct

@@ -13,7 +13,6 @@ from operator import attrgetter
 
 from engine import degree_facts as facts
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
-from engine.config.stated_layout import noop_text
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
@@ -33,7 +32,7 @@ from engine.facts import (
 from engine.integers import listed_divisors
 from engine.positions import DOCUMENT_START
 from engine.results import Estimate
-from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, RunOptions, Strategy
+from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, RunOptions, Strategy, noop_text
 
 # Where each strategy field may be written, most specific first (search config, then train.yaml forms).
 FIELD_PATHS: dict[str, tuple[str, ...]] = {

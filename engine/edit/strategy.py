@@ -36,7 +36,7 @@ from engine.config.kind import classify, shape_of_data, trainer_runs  # the read
 from engine.config.train import LEGACY_DEGREES, PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
 from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, keeps_bom, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
-from engine.specs import PipelineLayout, RecomputeMode, RecomputePlan, Strategy
+from engine.specs import PipelineLayout, RecomputeMode, RecomputePlan, Strategy, noop_text
 
 Schema = Literal["automodels", "legacy"]
 
@@ -461,16 +461,34 @@ def _changes_legacy(s: Strategy, data: Any) -> list[Change]:
     ]
 
 
+def _layout_key(layout: PipelineLayout) -> str:
+    """The key that names a layout the search chose, for the refusals of a file that has none for it."""
+    return "noop_layers" if layout.noop_layers else "account_for_embedding_in_pipeline_split"
+
+
+def as_noop_layers(v: Any) -> tuple[int, ...] | None:
+    """No-op layer indices as the reader takes them (a list of integers or MindSpeed-LLM's "61,62,63")."""
+    if isinstance(v, str):
+        parts = [x.strip() for x in v.split(",")]
+        return tuple(int(x) for x in parts) if all(x.isdigit() for x in parts) else None
+    if isinstance(v, list) and all(as_int(x) is not None for x in v):
+        return tuple(int(x) for x in v)
+    return None
+
+
 def _layout_changes(layout: PipelineLayout | None, data: Any) -> list[Change]:
-    """The embedding/loss accounting a search chose (engine.search: Megatron-Core's options), in the keys the
-    reader reads (engine.config.stated_layout); nothing when the plan keeps the run's own layout. A file the
-    trainer runs has no key for it (refused)."""
+    """The layout a search chose (engine.search: Megatron-Core's embedding/loss accounting, or MindSpeed-LLM's
+    no-op layers padding a DualPipeV split), in the keys the reader reads (engine.config.stated_layout); nothing
+    when the plan keeps the run's own layout. A file the trainer runs has no key for it (refused)."""
     if layout is None:
         return []
     if runs_in_trainer(data):
-        raise EditError("the trainer that runs this file has no key for the pipeline layout the plan needs "
-                        "(account_for_embedding_in_pipeline_split)")
+        raise EditError(f"the trainer that runs this file has no key for the pipeline layout the plan needs "
+                        f"({_layout_key(layout)})")
     acc = ("accelerator",)
+    if layout.noop_layers:
+        want = layout.noop_layers
+        return [Change((*acc, "noop_layers"), noop_text(want), satisfied=lambda now: as_noop_layers(now) == want)]
     return [_bool_change((*acc, "account_for_embedding_in_pipeline_split"), layout.embedding_in_split),
             _bool_change((*acc, "account_for_loss_in_pipeline_split"), layout.loss_in_split)]
 
@@ -493,7 +511,7 @@ def _module_changes(s: Strategy, modules: tuple[str, ...], schema: str, data: An
 def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
                    recompute_modules: tuple[str, ...] = (), layout: PipelineLayout | None = None) -> EditResult:
     """Minimal round-trip edits writing `strategy` into the train.yaml `text`; never raises. `layout`: the
-    pipeline layout the search chose for it (Estimate.pipeline_layout), written as Megatron-Core's keys.
+    pipeline layout the search chose for it (Estimate.pipeline_layout), written as the stack's keys.
 
     Returns an EditResult: its `edits` (empty when the file already states the strategy), `new_text`, the
     dotted keys changed, or `error` with the reason nothing may be written (invalid YAML, a section that is
@@ -514,8 +532,8 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
             raise EditError("the file's top level is not a mapping")
         schema = detect_schema(doc.data)
         if schema == "legacy" and layout is not None:
-            raise EditError("the legacy schema has no key for the pipeline layout the plan needs "
-                            "(account_for_embedding_in_pipeline_split)")
+            raise EditError(f"the legacy schema has no key for the pipeline layout the plan needs "
+                            f"({_layout_key(layout)})")
         changes = _changes_legacy(strategy, doc.data) if schema == "legacy" else \
             _changes_automodels(strategy, doc.data) + _layout_changes(layout, doc.data)
         changes += _module_changes(strategy, recompute_modules, schema, doc.data)

@@ -45,10 +45,9 @@ from typing import Any
 
 from engine.catalog.frameworks import FRAMEWORKS, framework_of
 from engine.config.layer_layout import layout_text, parse_layout_text
-from engine.config.stated_layout import noop_text
 from engine.cost.layout import effective_layout, layout_or_default
 from engine.diagnostics import Diagnostic
-from engine.specs import DeviceSpec, ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy
+from engine.specs import DeviceSpec, ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy, noop_text
 
 TARGETS = ("megatron", "torchtitan", "mindspeed")
 MEGATRON_CP = {"ring": "p2p", "ulysses": "a2a", "hybrid": "a2a+p2p", "allgather": "all_gather"}

@@ -34,7 +34,7 @@ from engine.search.rank import (
     price_space,
     row_strategies,
 )
-from engine.search.space import VPP_AUTO_MAX, enumerate_groups, extra_slots, restrictions
+from engine.search.space import R_DPV_LAYERS, VPP_AUTO_MAX, config_groups, restrictions
 from engine.search.stated import (
     StatedComparison,
     as_searched,
@@ -46,7 +46,7 @@ from engine.search.stated import (
 )
 from engine.search.stated import budget as _budget
 from engine.search.warnings import low_mfu
-from engine.specs import ModelSpec, PipelineLayout, Strategy
+from engine.specs import ModelSpec, PipelineLayout, Strategy, noop_text
 
 __all__ = ["Cancelled", "StatedComparison", "as_searched", "compare_stated", "priced_as_searched", "search",
            "search_with", "stated_estimate", "stated_overrides", "stated_source"]
@@ -88,22 +88,23 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     offload_gb_s = searched_offload(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=offload_gb_s,
                     schedule=config.pipeline_schedule)
-    pps = _accounting_pps(config)
-    # With a layout pass, both passes keep their whole pool of distinct plans, so the merged ranking (and so the
+    passes = _layout_passes(config)
+    # With a layout pass, every pass keeps its whole pool of distinct plans, so the merged ranking (and so the
     # best) is the same whatever `top` is asked (`apply` asks 1, `search` 10).
-    wide = max(top, POOL) if pps else top
+    wide = max(top, POOL) if passes else top
     result = _with_stack_device(config, search_with(config, pricer, top=wide, progress=progress, cancelled=cancelled))
-    if not pps or (cancelled is not None and cancelled()):
+    if not passes or (cancelled is not None and cancelled()):
         return _cut(result, top)
-    # The stack offers the embedding and loss counted in the pipeline split (Megatron-Core): the plans with
-    # the pp values where that changes the split priced again under it (engine.cost.layout), both passes' plans
-    # ranked together (_pick_layout).
-    alt_run = replace(config.run, pipeline_layout=ACCOUNTED)
-    alt_config = replace(config, run=alt_run)
-    alt = search_with(alt_config, Pricer(config.model, config.cluster, alt_run, budget,
-                                          offload_gb_s=offload_gb_s, schedule=config.pipeline_schedule),
-                      top=wide, cancelled=cancelled, only_pp=pps)
-    return _pick_layout(result, alt, top)
+    # Each layout the stack can be told (engine.cost.layout) priced again on the pp values where it changes the
+    # split or makes one possible; every pass's plans ranked together (_pick_layout).
+    alts = []
+    for layout, pps in passes:
+        alt_run = replace(config.run, pipeline_layout=layout)
+        alt_pricer = Pricer(config.model, config.cluster, alt_run, budget, offload_gb_s=offload_gb_s,
+                            schedule=config.pipeline_schedule)
+        alts.append((layout, search_with(replace(config, run=alt_run), alt_pricer, top=wide, cancelled=cancelled,
+                                         only_pp=pps)))
+    return _pick_layout(config, result, alts, top)
 
 
 def searched_offload(config: Config) -> float:
@@ -162,35 +163,89 @@ def _accounting_pps(config: Config) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _noop_pads(config: Config) -> list[tuple[PipelineLayout, tuple[int, ...]]]:
+    """The no-op layers a DualPipeV search pads the layer count with where it does not cut into 2·pp equal
+    stages, and the pp values each padding serves: none unless the files state DualPipeV and no layout, on a
+    stack that pads (Framework.noop_layers: MindSpeed-LLM's `--noop-layers`, MS-NOOP). The padding goes at the
+    end of the count, as MindSpeed-LLM's DeepSeek-V3 scripts place it (61 layers + "61,62,63"): folded into the V,
+    the last stage sits on rank 0 beside the embedding and the output layer ([MS-DUALPIPEV])."""
+    if config.run.pipeline_layout.stated or config.pipeline_schedule != "dualpipev" \
+            or not framework_of(config.run).noop_layers or config.model is None or config.cluster is None:
+        return []
+    L = config.model.num_layers
+    pps = restrictions(config).get("pp") or tuple(divisors(config.cluster.world_size))
+    by_pad: dict[tuple[int, ...], list[int]] = {}
+    for p in sorted(set(pps)):
+        k = -L % (2 * p)
+        if p >= 2 and k and L + k <= 2 * L:  # more padding than layers is no plan anyone runs
+            by_pad.setdefault(tuple(range(L, L + k)), []).append(p)
+    return [(PipelineLayout(noop_layers=pad), tuple(ps)) for pad, ps in by_pad.items()]
+
+
+def _layout_passes(config: Config) -> list[tuple[PipelineLayout, tuple[int, ...]]]:
+    """Every layout the search prices beside the run's own split, with the pp values it serves: the embedding
+    and loss counted in the split (_accounting_pps), the no-op layers that let DualPipeV cut (_noop_pads)."""
+    pps = _accounting_pps(config)
+    return [*([(ACCOUNTED, pps)] if pps else []), *_noop_pads(config)]
+
+
 def _offers_accounting(config: Config) -> bool:
     """Whether the search makes a second pass with the embedding and loss in the split (_accounting_pps)."""
     return bool(_accounting_pps(config))
 
 
-def _pick_layout(plain: SearchResult, alt: SearchResult, top: int) -> SearchResult:
-    """Both passes' plans ranked together as one search ranks them (engine.cost.equivalence); the accounted
-    ones say so (Estimate.pipeline_layout), and when the best is one of them an information diagnostic names
-    the keys `apply` writes. Counts add up over both passes."""
-    out = replace(plain, evaluated=plain.evaluated + alt.evaluated, feasible=plain.feasible + alt.feasible,
-                  over_budget=plain.over_budget + alt.over_budget, unpriced=plain.unpriced + alt.unpriced,
-                  elapsed_s=plain.elapsed_s + alt.elapsed_s)
-    if alt.best is None:
+def _pick_layout(config: Config, plain: SearchResult, alts: list[tuple[PipelineLayout, SearchResult]],
+                 top: int) -> SearchResult:
+    """Every pass's plans ranked together as one search ranks them (engine.cost.equivalence); those of a layout
+    pass say their layout (Estimate.pipeline_layout), and when the best is one of them an information diagnostic
+    names it and the keys `apply` writes. Counts add up over the passes; DualPipeV's layer refusals leave them
+    where a padding pass priced those candidates padded."""
+    out = plain
+    for _, alt in alts:
+        out = replace(out, evaluated=out.evaluated + alt.evaluated, feasible=out.feasible + alt.feasible,
+                      over_budget=out.over_budget + alt.over_budget, unpriced=out.unpriced + alt.unpriced,
+                      elapsed_s=out.elapsed_s + alt.elapsed_s)
+    if any(layout.noop_layers for layout, _ in alts):  # those candidates were priced padded, not refused
+        out = replace(out, refused={r: c for r, c in out.refused.items() if r != R_DPV_LAYERS})
+    found = [(layout, alt) for layout, alt in alts if alt.best is not None]
+    if not found:
         return _cut(out, top)
-    marked = [replace(e, pipeline_layout=ACCOUNTED) for e in alt.top]
-    picked = distinct(rank_equivalent([*plain.top, *marked]), top)
+    marked = [(tuple(replace(e, pipeline_layout=layout) for e in alt.top), alt) for layout, alt in found]
+    picked = distinct(rank_equivalent([*plain.top, *(e for rows, _ in marked for e in rows)]), top)
     rows = picked.ranked.estimates
     out = replace(out, best=rows[0], top=rows, equivalent=picked.ranked.equivalent, band=picked.ranked.band,
                   reach=picked.ranked.reach,
-                  variants=merge_variants(picked, [(plain.top, plain.variants), (tuple(marked), alt.variants)]))
-    if rows[0].pipeline_layout is None:
+                  variants=merge_variants(picked, [(plain.top, plain.variants),
+                                                   *((rows_, alt.variants) for rows_, alt in marked)]))
+    layout = rows[0].pipeline_layout
+    if layout is None:
         return out
     gain = f" ({plain.best.step_time_s / rows[0].step_time_s:.2f}× the tokens/s of the best plan without it)" \
         if plain.best is not None else " (no plan fits without it)"
-    note = Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
+    diags = plain.diagnostics if plain.best is not None else \
+        next(alt for lay, alt in found if lay == layout).diagnostics
+    return replace(out, diagnostics=(*diags, _layout_note(config, layout, rows[0], gain)))
+
+
+# Where the files state the pipeline schedule: HP614 sits there (the padding serves DualPipeV).
+_SCHEDULE_PATHS = ("pp_config.pipeline_schedule", "accelerator.pipeline_scheduler", "accelerator.pp_schedule")
+
+
+def _layout_note(config: Config, layout: PipelineLayout, best: Estimate, gain: str) -> Diagnostic:
+    """HP613 / HP614: the layout the best plan needs, and the keys `apply` writes for it. HP614 sits on the
+    stated schedule and, in a search config, carries the quick fix that states the padding there."""
+    if layout.noop_layers:
+        k, text = len(layout.noop_layers), noop_text(layout.noop_layers)
+        rng, path, file = refusals.position(config, _SCHEDULE_PATHS)
+        fix = {"set_at": {"path": "pp_config.noop_layers", "value": text}} if config.kind == "search" else {}
+        return Diagnostic("HP614", f"the best plan pads the layers with {k} no-op layer{'s' if k != 1 else ''} "
+                          f"(MindSpeed-LLM's noop_layers \"{text}\") so that they cut into DualPipeV's "
+                          f"{2 * best.strategy.pp} stages{gain}: apply writes accelerator.noop_layers; in a search "
+                          "config state pp_config.noop_layers", rng, path, severity=Severity.INFORMATION, file=file,
+                          data={"noop_layers": list(layout.noop_layers), **fix})
+    return Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
                       f"{gain}: apply writes account_for_embedding_in_pipeline_split and "
                       "account_for_loss_in_pipeline_split (Megatron-Core)", severity=Severity.INFORMATION)
-    diags = plain.diagnostics if plain.best is not None else alt.diagnostics
-    return replace(out, diagnostics=(*diags, note))
 
 
 def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
@@ -246,11 +301,7 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     if only_pp:
         pp = restrict.get("pp")
         restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
-    os_shard = config.optimizer_shard
-    fw = framework_of(config.run)
-    dualpipev = (config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules)
-    groups = enumerate_groups(model, cluster, g, restrict, cp_algo=config.run.cp_algo, stack=fw.space,
-                              optimizer_shard=os_shard, extra_slots=extra_slots(config), dualpipev=dualpipev)
+    groups = config_groups(config, model, cluster, g, restrict)
     total = groups.total
 
     def poll(done: int) -> None:

@@ -13,12 +13,11 @@ from dataclasses import replace
 import numpy as np
 
 import engine.search.refusals as refusals
-from engine.catalog.frameworks import framework_of
 from engine.config.types import Config
 from engine.diagnostics import Diagnostic
 from engine.search.pricing import Pricer
 from engine.search.rank import Cancelled, Priced, Pricing, allowed_modes, price_space, row_strategy
-from engine.search.space import Space, enumerate_space, extra_slots
+from engine.search.space import Space, config_groups
 from engine.specs import ClusterSpec, ModelSpec, Strategy
 
 # How far the budget refusal scales the cluster to find a size where something fits.
@@ -45,7 +44,6 @@ def refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
     """Nothing fits within the declared space: say why (engine.search.refusals), in this order: the global
     batch, the lists (against the space with every list widened), the rules, the budget."""
     relax = {d: (v if d == "etp" else None) for d, v in restrict.items()}
-    os_shard = config.optimizer_shard
     restricted = [d for d, v in restrict.items() if v is not None and d != "etp"]
     if refusals.batch_unreachable(space, g):
         # Which declared values cause it: each batch-shaping dimension widened on its own.
@@ -53,8 +51,7 @@ def refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
         for d in ("tp", "pp", "cp", "dp", "micro_batch_size"):
             if restrict.get(d) is None:
                 continue
-            alone = enumerate_space(model, cluster, g, {**restrict, d: None}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=extra_slots(config),
-                                    optimizer_shard=os_shard)
+            alone = config_groups(config, model, cluster, g, {**restrict, d: None}).materialise()
             if not refusals.batch_unreachable(alone, g) and alone.dp_values:
                 causes.append(d)
         return [refusals.batch_refusal(config, space, g, causes)]
@@ -64,15 +61,14 @@ def refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
             raise Cancelled
 
     if restricted:
-        wide = enumerate_space(model, cluster, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space,
-                          extra_slots=extra_slots(config), optimizer_shard=os_shard)
+        wide = config_groups(config, model, cluster, g, relax).materialise()
         # The list refusals read every row's fit, step and peak: price the widened space whole.
         wide_priced = price_space(pricer, wide, config.recompute, top=1, model=model, poll=poll,
                                   allowed=allowed_modes(config), exhaustive=True)
         if wide_priced.fits.any():
             light = _lightest(space, priced)
             in_lists = float(priced.peak[light]) if light is not None else None
-            notes = _value_notes(config, space, priced, restrict, model, cluster, g, os_shard)
+            notes = _value_notes(config, space, priced, restrict, model, cluster, g)
             return refusals.list_refusals(config, restrict, space, wide, wide_priced.fits, wide_priced.step,
                                          wide_priced.peak, in_lists, budget,
                                          lambda r: _describe(pricer, row_strategy(wide, wide_priced, r)), notes)
@@ -92,7 +88,7 @@ def refuse(config: Config, pricer: Pricing, space: Space, priced: Priced,
 
 
 def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping[str, tuple[int, ...] | None],
-                 model: ModelSpec, cluster: ClusterSpec, g: int, os_shard: int) -> dict[tuple[str, int], str]:
+                 model: ModelSpec, cluster: ClusterSpec, g: int) -> dict[tuple[str, int], str]:
     """Why each listed value yields nothing that fits: the lightest peak its candidates reach within the lists,
     or, when it has no valid candidate at all, the rules that candidates with it break (the lists as declared,
     this dimension pinned to the value)."""
@@ -108,8 +104,7 @@ def _value_notes(config: Config, space: Space, priced: Priced, restrict: Mapping
             if peaks.size:
                 notes[(d, v)] = f"its lightest strategy needs {refusals.gib(float(peaks.min()))}"
             elif rows.size == 0:
-                alone = enumerate_space(model, cluster, g, {**restrict, d: (v,)}, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=extra_slots(config),
-                                        optimizer_shard=os_shard)
+                alone = config_groups(config, model, cluster, g, {**restrict, d: (v,)}).materialise()
                 rules = sorted(alone.refused.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
                 if rules:
                     notes[(d, v)] = "no valid candidate (" + "; ".join(r for r, _ in rules) + ")"
@@ -143,8 +138,8 @@ def _budget_advice(config: Config, pricer: Pricing, wide: Space, relax: Mapping[
         big_pricer = replace(pricer, cluster=bigger) if isinstance(pricer, Pricer) else None
         if big_pricer is None:
             break
-        space = enumerate_space(model, bigger, g, relax, cp_algo=config.run.cp_algo, stack=framework_of(config.run).space, extra_slots=extra_slots(config),
-                                optimizer_shard=lightest.optimizer_shard)
+        space = config_groups(config, model, bigger, g, relax,
+                              optimizer_shard=lightest.optimizer_shard).materialise()
         if len(space):
             priced = price_space(big_pricer, space, config.recompute, top=1, model=model, poll=poll,
                                  allowed=allowed_modes(config))

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.catalog.frameworks import FRAMEWORKS, StackSpace
+from engine.catalog.frameworks import FRAMEWORKS, StackSpace, framework_of
 from engine.config.types import Config, Dimension
 from engine.cost.layout import effective_layout
 from engine.integers import divisors
@@ -618,6 +618,19 @@ def enumerate_space(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     bounds); dimension names as in engine.config.types.DIMENSIONS."""
     return enumerate_groups(model, cluster, global_batch, restrict, cp_algo=cp_algo,
                             optimizer_shard=optimizer_shard, extra_slots=extra_slots, stack=stack).materialise()
+
+
+def config_groups(config: Config, model: ModelSpec, cluster: ClusterSpec, global_batch: int,
+                  restrict: Mapping[str, tuple[int, ...] | None], *, optimizer_shard: int | None = None) -> Groups:
+    """enumerate_groups under every rule the config states beside its lists: its stack's space, its CP algorithm,
+    the layers its pipeline layout adds to the split, DualPipeV. The search and every refusal that prices a space
+    of its own (engine.search.nothing_fits) build it here, so a refusal never weighs a candidate the search's own
+    rules refuse. `optimizer_shard` overrides the config's (None: the config's)."""
+    fw = framework_of(config.run)
+    return enumerate_groups(model, cluster, global_batch, restrict, cp_algo=config.run.cp_algo, stack=fw.space,
+                            optimizer_shard=config.optimizer_shard if optimizer_shard is None else optimizer_shard,
+                            extra_slots=extra_slots(config),
+                            dualpipev=(config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules))
 
 
 def extra_slots(config: Config) -> int:

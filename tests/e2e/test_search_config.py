@@ -374,3 +374,39 @@ async def test_dualpipev_pads_deepseeks_layers_by_quick_fix(ctx: Ctx) -> None:
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
     await wait_until(lambda: "HP505" not in codes(ctx.client, uri), what="HP505 gone")
     assert not [d for d in ctx.client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
+
+
+async def test_the_search_pads_deepseeks_layers_and_its_quick_fix_states_the_padding(ctx: Ctx) -> None:
+    """pp searched: the best DualPipeV plans on MindSpeed pad DeepSeek-V3's 61 layers with no-op layers; HP614 says
+    so at the schedule, and its quick fix states the padding, after which the search prices it as stated."""
+    folder = ctx.root / "dsv3-a3-searched"
+    folder.mkdir()
+    text = DSV3_A3.replace(" NOOP", "").replace("FRAMEWORK", "mindspeed").replace(
+        "dp: 32, tp: 2, pp: 8,", "dp: auto, tp: 2, pp: auto,").replace(" micro_batch_num: 120,", "")
+    uri = open_doc(ctx.client, folder / "search.yaml", text)
+
+    async def best() -> str:
+        lenses = await ctx.client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        return next((lens.command.title for lens in lenses or [] if lens.command
+                     and lens.command.title.startswith("Best:")), "")
+
+    diag, fix = await quick_fix(ctx.client, uri, "HP614", "Set `noop_layers` to 61,62,63")
+    assert "· noop layers 61,62,63 —" in await best()
+    assert diag.range.start.line == find_line(text, "pipeline_schedule: dualpipev")[0]
+    assert diag.severity == types.DiagnosticSeverity.Information and "61,62,63" in diag.message
+    assert fix.edit is not None
+    fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
+    assert 'pp_config: {pipeline_schedule: dualpipev, noop_layers: "61,62,63"}' in fixed
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
+    ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    # The next search prices the stated padding as the run's own layout: no note, and no padding of its own.
+    deadline = time.monotonic() + 60
+    while ((title := await best()) == "" or "noop layers" in title) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert title.startswith("Best: ") and "noop layers" not in title and "pp " in title
+    assert "HP614" not in codes(ctx.client, uri)
+    assert not [d for d in ctx.client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]

@@ -1,0 +1,115 @@
+"""The search pads a DualPipeV layer count with no-op layers where the stack does (engine.search._noop_pads):
+DeepSeek-V3's 61 layers on MindSpeed-LLM, end to end through `hp-plan search`, `estimate` and `apply`; and the
+refusals of a space with DualPipeV's rules in it (engine.search.space.config_groups)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.check import check_file
+from engine.search import _noop_pads
+from engine.specs import PipelineLayout
+from tests.support.cli import hp_plan, hp_plan_json
+from tests.support.configs import DSV3_A3
+
+DPV_LAYERS = "layers not a multiple of 2·pp (DualPipeV's stages)"
+SEARCHED = ("parallelism: {dp: 32, tp: 2, pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1, micro_batch_size: 1, "
+            "micro_batch_num: 120,\n              sequence_parallel: true}")
+
+
+def _dsv3(tmp_path: Path, noop: str = "", framework: str = "mindspeed", parallelism: str = "") -> Path:
+    """MindSpeed-LLM's DeepSeek-V3 A3 search config (tests.support.configs.DSV3_A3), `noop` after the schedule."""
+    text = DSV3_A3.replace(" NOOP", noop).replace("FRAMEWORK", framework)
+    if parallelism:
+        assert SEARCHED in text
+        text = text.replace(SEARCHED, parallelism)
+    path = tmp_path / "search.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_paddings_are_the_fewest_no_op_layers_at_the_end_per_pp(tmp_path: Path) -> None:
+    config = check_file(str(_dsv3(tmp_path, parallelism="parallelism: {pp: auto, cp: 1, vpp: 1}"))).config
+    assert config is not None
+    pads = dict(_noop_pads(config))
+    # 512 devices: pp 2 … 32 cut 64 slots into 2·pp stages; pp 64 would need more no-op layers than layers
+    assert pads == {PipelineLayout(noop_layers=(61, 62, 63)): (2, 4, 8, 16, 32)}
+
+
+def test_no_padding_where_the_stack_has_none_the_schedule_needs_none_or_the_file_states_a_layout(
+        tmp_path: Path) -> None:
+    for folder, noop, framework in (("megatron", "", "megatron"), ("stated", ', noop_layers: "61,62,63"', "mindspeed")):
+        (tmp_path / folder).mkdir()
+        config = check_file(str(_dsv3(tmp_path / folder, noop, framework))).config
+        assert config is not None and _noop_pads(config) == []
+    text = DSV3_A3.replace("dualpipev NOOP", "1F1B").replace("FRAMEWORK", "mindspeed")
+    (tmp_path / "one.yaml").write_text(text)
+    config = check_file(str(tmp_path / "one.yaml")).config
+    assert config is not None and _noop_pads(config) == []
+
+
+def test_the_search_finds_mindspeeds_own_plan_padded_and_prices_it_as_the_stated_padding(tmp_path: Path) -> None:
+    """The stated plan (pp 8) has no split without padding: the search pads it as MindSpeed's script does, says so
+    (HP614 at the schedule, with the quick fix), and prices exactly what the file with the padding states."""
+    found = hp_plan_json("search", str(_dsv3(tmp_path)))
+    best = found["best"]
+    assert best["strategy"]["pp"] == 8 and best["pipeline_layout"]["noop_layers"] == [61, 62, 63]
+    assert DPV_LAYERS not in found["refused"]
+    hp614 = [d for d in found["diagnostics"] if d["code"] == "HP614"]
+    assert len(hp614) == 1 and hp614[0]["severity"] == "information"
+    assert hp614[0]["path"] == "pp_config.pipeline_schedule" and "no plan fits without it" in hp614[0]["message"]
+    assert hp614[0]["data"]["set_at"] == {"path": "pp_config.noop_layers", "value": "61,62,63"}
+    assert not [d for d in found["diagnostics"] if d["severity"] == "error"]
+    (tmp_path / "stated").mkdir()
+    stated = hp_plan_json("estimate", str(_dsv3(tmp_path / "stated", ', noop_layers: "61,62,63"')))
+    assert stated["step_time_s"] == best["step_time_s"] and stated["peak_memory_gib"] == best["peak_memory_gib"]
+    text = hp_plan("search", str(_dsv3(tmp_path))).stdout
+    assert "best: dp 32 · tp 2 · pp 8 · ep 32 · mbs 1 · sp · rc full · noop layers 61,62,63" in text
+
+
+def test_a_searched_pp_ranks_padded_and_unpadded_plans_together(tmp_path: Path) -> None:
+    path = _dsv3(tmp_path, parallelism="parallelism: {pp: auto, cp: 1, vpp: 1, micro_batch_size: 1}")
+    found = hp_plan_json("search", str(path))
+    for e in found["top"]:
+        padded = (e["pipeline_layout"] or {}).get("noop_layers")
+        assert padded == ([61, 62, 63] if e["strategy"]["pp"] > 1 else None)
+    assert {e["strategy"]["pp"] > 1 for e in found["top"]} == {True, False}  # both kinds in one ranking
+    assert DPV_LAYERS not in found["refused"]
+
+
+def test_a_stack_without_no_op_layers_refuses_as_before(tmp_path: Path) -> None:
+    """Megatron-LM runs no DualPipeV: every pipelined candidate is refused, and nothing is padded."""
+    found = hp_plan_json("search", str(_dsv3(tmp_path, framework="megatron")), code=1)
+    assert found["best"] is None and not [d for d in found["diagnostics"] if d["code"] == "HP614"]
+
+
+def test_a_refusal_weighs_only_candidates_the_search_s_rules_let_in(tmp_path: Path) -> None:
+    """A stated padding that does not cut (61 + 1 over 16 stages): the lists' refusal prices the widened space
+    under DualPipeV's rules too, so its closest plan is never one the search itself refused (it read "takes ."
+    when the widened space left DualPipeV out)."""
+    found = hp_plan_json("search", str(_dsv3(tmp_path, ', noop_layers: "61"')), code=1)
+    hp601 = [d for d in found["diagnostics"] if d["code"] == "HP601"]
+    assert hp601 and all(DPV_LAYERS in d["message"] and "takes ." not in d["message"] for d in hp601)
+    assert {d["data"]["dimension"] for d in hp601} == {"tp", "pp", "ep"}
+    pp = next(d for d in hp601 if d["data"]["dimension"] == "pp")
+    assert pp["data"]["fitting"] == [1]  # without a pipeline nothing is cut
+
+
+def test_apply_writes_the_padding_and_the_file_reads_back_as_the_plan(tmp_path: Path) -> None:
+    train = (Path(__file__).parents[3] / "examples" / "deepseek-v3" / "train.yaml").read_text()
+    for old, new in (("pipeline_scheduler: 1f1b", "pipeline_scheduler: dualpipev"), ("pp_size: 16", "pp_size: 8"),
+                     ("dp_shard_size: 64 ", "dp_shard_size: 1  ")):
+        assert old in train
+        train = train.replace(old, new)
+    path = tmp_path / "train.yaml"
+    path.write_text(train)
+    cluster = ("--framework", "mindspeed", "--device-type", "A3", "--nodes", "32", "--cards-per-node", "16")
+    found = hp_plan_json("search", str(path), *cluster)
+    r = hp_plan("apply", str(path), "--in-place", "--force", *cluster)
+    assert r.returncode == 0, r.stdout + r.stderr
+    written = path.read_text()
+    assert 'noop_layers: "61,62,63"' in written and "# A first guess" in written
+    est = hp_plan_json("estimate", str(path), *cluster)
+    best = found["best"]
+    assert est["strategy"] == best["strategy"] and est["step_time_s"] == best["step_time_s"]
+    assert not [d for d in est["diagnostics"] if d["code"] in ("HP505", "HP422")]
