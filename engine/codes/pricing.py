@@ -19,7 +19,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP531", "warning", "the framework does not offer this selective-recompute policy or recompute module: its "
      "own is priced"),
     ("HP532", "warning", "FP8 asked on a device without FP8 GEMMs: priced in BF16"),
-    ("HP533", "warning", "the framework does not offer this overlap (TP comm-GEMM, expert-parallel), attention swap, layer offload or context-parallel algorithm: priced without it (as its ring)"),
+    ("HP533", "warning", "the framework does not offer this overlap (TP comm-GEMM, expert-parallel), attention swap, layer offload, pipeline layout option (per-chunk layer layout, no-op layers) or context-parallel algorithm: priced without it (as its ring, with its own split)"),
     ("HP534", "warning", "the framework does not run on this device: priced, but another stack runs it there"),
     ("HP535", "warning", "the framework's stated release is unknown, or lacks a feature the plan states: priced as "
      "that release (or the current one) runs it"),
@@ -44,7 +44,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP530": ("engine.cost.strategy_rules",),
     "HP531": ("engine.cost.strategy_rules",),
     "HP532": ("engine.cost.strategy_rules",),
-    "HP533": ("engine.cost.strategy_rules",),
+    "HP533": ("engine.cost.strategy_rules", "engine.validate.pipeline"),
     "HP534": ("engine.cost.strategy_rules",),
     "HP535": ("engine.cost.strategy_rules",),
 }

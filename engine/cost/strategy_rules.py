@@ -267,7 +267,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     elif config.run.fp8 and config.cluster is not None:
         out += _fp8_recipe_problems(config)
     wrong = stack_device_problem(config)
-    return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config) + _layer_layout_problems(config, fw)
+    return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config)
 
 
 def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
@@ -393,22 +393,6 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
         offering = _offered_by(lambda f: stated in f.space.cp_algos)
         out.append(Problem("HP533", f"{fw.qualified} has no {stated} context parallelism (cp_algo; offered by "
                            f"{offering}; it runs {', '.join(fw.space.cp_algos)}): priced as its ring", "cp_algo"))
-    return out
-
-
-def _layer_layout_problems(config: Config, fw: Framework) -> list[Problem]:
-    """HP533: a per-chunk layer layout stated for a stack that cannot be told one (Framework.layer_layout): it is
-    priced with the stack's own split (engine.catalog.frameworks.effective_layout drops it)."""
-    lay = config.run.pipeline_layout
-    out = []
-    if lay.layer_layout and not fw.layer_layout:
-        out.append(Problem("HP533", f"{fw.qualified} has no per-chunk layer layout (pipeline_model_parallel_layout; "
-                           f"offered by {_offered_by(attrgetter('layer_layout'))} from Megatron-Core 0.13): priced "
-                           "with its own split", "layer_layout"))
-    if lay.noop_layers and not fw.noop_layers:
-        out.append(Problem("HP533", f"{fw.qualified} has no no-op layers (noop_layers; offered by "
-                           f"{_offered_by(attrgetter('noop_layers'))}, --noop-layers): priced with its own split of "
-                           "the model's layers", "noop_layers"))
     return out
 
 

@@ -3,14 +3,16 @@ recompute ranges of a train.yaml (docs/formats.md §1 `activation_checkpoint.lay
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from engine.catalog.frameworks import taken_layout
+from engine.catalog.frameworks import FRAMEWORKS, framework_of, taken_layout
 from engine.config.layer_layout import layout_vpp
 from engine.config.reader import Val
 from engine.config.stated_layout import layout_paths
 from engine.config.types import Location
 from engine.document import Map, Scalar, Seq, find
+from engine.specs import PipelineLayout
 from engine.validate.context import Ctx, Declared
 
 if TYPE_CHECKING:
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 
 def check(ctx: Ctx) -> None:
+    _untaken_layout(ctx)
     m = ctx.model
     if m is None or m.num_layers <= 0:  # every rule here compares with the layer count
         return
@@ -110,10 +113,31 @@ def _offsets(ctx: Ctx, layers: int) -> None:
                  "pp_config.layer_offset_range")
 
 
+def _untaken_layout(ctx: Ctx) -> None:
+    """HP533 at the key of a layout option the stack cannot be told (a per-chunk layer layout, no-op layers:
+    engine.catalog.frameworks.taken_layout drops it, and its own split is priced instead). Said here, where the
+    files are checked, not when a plan is priced, so that a train.yaml checked alone hears it too."""
+    fw = framework_of(ctx.config.run)
+    lay = ctx.config.run.pipeline_layout
+    options = ((PipelineLayout(layer_layout=lay.layer_layout), attrgetter("layer_layout"),
+                "per-chunk layer layout (pipeline_model_parallel_layout; offered by {} from Megatron-Core 0.13): "
+                "priced with its own split"),
+               (PipelineLayout(noop_layers=lay.noop_layers), attrgetter("noop_layers"),
+                "no-op layers (noop_layers; offered by {}, --noop-layers): priced with its own split of the "
+                "model's layers"))
+    for part, offers, what in options:
+        if not part.stated or offers(fw):
+            continue
+        key = next((k for k in layout_paths(part) if k in ctx.config.locations), None)
+        by = ", ".join(f.name for f in FRAMEWORKS.values() if offers(f))
+        ctx.emit("HP533", f"{fw.qualified} has no " + what.format(by),
+                 ctx.config.locations.get(key) if key is not None else None, key or "pp_config")
+
+
 def _layout(ctx: Ctx, layers: int) -> None:
     """A stated layout (offsets, first/last-stage layers, embedding/loss in the split) against the fixed pp and
     vpp: what the framework would refuse (engine.cost.layout.chunk_layers) is an error at the layout key."""
-    lay = taken_layout(ctx.config.run)  # a layer layout the stack cannot take is HP533's, priced without it
+    lay = taken_layout(ctx.config.run)  # a layout option the stack cannot take is HP533's, priced without it
     pp, vpp = ctx.fixed.get("pp"), ctx.fixed.get("vpp")
     if not lay.stated or pp is None or pp.value < 1:
         return

@@ -145,3 +145,22 @@ def test_recompute_layer_range_past_the_model(tmp_path: Path) -> None:
                 "activation_checkpoint:\n  mode: selective\n  layers: {\"0-9\": full, \"30-40\": off}\n", name="t.yaml")
     (d,) = only(diags, "HP421")
     assert d.range == Range.of(3, 24, 3, 31) and d.path == "activation_checkpoint.layers.30-40"
+
+
+def test_a_layout_option_the_stack_cannot_take_is_said_on_a_lone_train_yaml(tmp_path: Path) -> None:
+    """HP533 at the key, from `check` of a train.yaml alone (no cluster, nothing priced): HyperParallel takes
+    neither Megatron-Core's per-chunk layer layout nor MindSpeed-LLM's no-op layers; the stacks that do hear
+    nothing."""
+    body = (MODEL + "training: {global_batch_size: 64, micro_batch_size: 1}\n"
+            "accelerator:\n  pp_size: 2\n  pipeline_model_parallel_layout: \"E(t)*16|(t)*16L\"\n"
+            "dataset: {data_transform: {max_seq_len: 4096}}\n")
+    (d,) = only(run(tmp_path, body, name="t.yaml"), "HP533")
+    assert d.path == "accelerator.pipeline_model_parallel_layout" and d.range.start.line == 4
+    assert "hyperparallel has no per-chunk layer layout" in d.message and "offered by megatron" in d.message
+    megatron = run(tmp_path, body, name="t.yaml", overrides=ClusterOverrides(framework="megatron"))
+    assert not [x for x in megatron if x.code == "HP533"]
+    noop = body.replace("  pipeline_model_parallel_layout: \"E(t)*16|(t)*16L\"\n", "  noop_layers: \"32,33\"\n")
+    (d,) = only(run(tmp_path, noop, name="t.yaml", overrides=ClusterOverrides(framework="megatron")), "HP533")
+    assert d.path == "accelerator.noop_layers" and "no-op layers" in d.message and "offered by mindspeed" in d.message
+    mindspeed = run(tmp_path, noop, name="t.yaml", overrides=ClusterOverrides(framework="mindspeed"))
+    assert not [x for x in mindspeed if x.code == "HP533"]
