@@ -164,7 +164,7 @@ def _noop_args(lay: PipelineLayout, model: ModelSpec, run: RunOptions, target: s
 def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
               device: DeviceSpec | None = None) -> Exported:
     """Megatron-LM / MindSpeed-LLM flags for the plan, with every flag the price assumed (each in the stack's
-    accepted flags at the pinned release, engine/catalog/data; tests/engine/explain/test_export_flags.py)."""
+    accepted flags at the pinned release, engine/catalog/data; tests/engine/search/test_stack_space.py)."""
     args: list[str] = ["--tensor-model-parallel-size", str(s.tp), "--pipeline-model-parallel-size", str(s.pp),
                        "--context-parallel-size", str(s.cp), "--expert-model-parallel-size", str(s.ep),
                        "--expert-tensor-parallel-size", str(s.etp),
@@ -244,22 +244,28 @@ def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, w
     """Where the files state no layout and the split the plan was priced with is not Megatron-LM's even one
     (layers that do not divide by pp·vpp, which it refuses to guess, the extra layers on chunks 1, 2, …; or the
     pricing stack's own split, torchtitan's, where its accounting does not divide): that split, written as
-    `--pipeline-model-parallel-layout` for a Megatron-Core that takes one (Framework.layer_layout, 0.13 on), so
-    the exported plan is the priced one; elsewhere HP753 says what to set."""
+    `--pipeline-model-parallel-layout` for a Megatron-Core that takes one (Framework.layer_layout, 0.13 on), or
+    for MindSpeed-LLM without vpp as its `--num-layer-list` (MS-NUMLAYERLIST), so the exported plan is the priced
+    one; elsewhere HP753 says what to set."""
     v = _chunks_per_stage(s)
     own = effective_layout(run)
     if s.pp <= 1 or s.pipeline_schedule == "dualpipev" or run.pipeline_layout.stated \
             or (model.num_layers % (s.pp * v) == 0 and not own.stated):
         return []
     chunks, _ = layout_or_default(model.num_layers, model.mtp_depth, s.pp, v, own)
+    if target == "mindspeed" and v == 1:
+        # MindSpeed-LLM's dynamic pipeline (MS-NUMLAYERLIST): each stage's decoder layers, without vpp or DualPipeV
+        return ["--num-layer-list", ",".join(str(int(n)) for n in chunks.sum(axis=1))]
     if not _takes_layer_layout(run, target):
         split = f"{s.pp}×{v} chunks" if v > 1 else f"{s.pp} stages"
         why = (f"{model.num_layers} layers do not split evenly into {split}" if model.num_layers % (s.pp * v) else
                f"the plan was priced with {run.framework}'s split over {split}, "
                f"{chunks.sum(axis=1).tolist()} layers per stage")
+        pad = (", or pad the count with --noop-layers so that it divides (--num-layer-list does not run with "
+               "vpp)") if target == "mindspeed" else ""
         warns.append(_warn("pipeline layout", target, f"{why}; set --decoder-first-pipeline-num-layers / "
                            "--decoder-last-pipeline-num-layers (or --account-for-embedding-in-pipeline-split "
-                           "--account-for-loss-in-pipeline-split) to the split you want"))
+                           f"--account-for-loss-in-pipeline-split) to the split you want{pad}"))
         return []
     order = chunks.T.reshape(-1).tolist()  # model order: chunk j = c·pp + i
     last = len(order) - 1

@@ -11,7 +11,7 @@ from engine import degree_facts
 from engine.catalog.frameworks import effective_layout, framework_of
 from engine.facts import EP_DENSE, EP_EXPERTS
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
-from engine.specs import PipelineLayout
+from engine.specs import PipelineLayout, noop_text
 from engine.validate import cp_pays
 from engine.validate.context import Ctx, Declared, nearest
 
@@ -145,12 +145,19 @@ def _pp(ctx: Ctx) -> None:
                 hint = (" (or count the embedding and loss in the split: account_for_embedding_in_pipeline_split / "
                         "account_for_loss_in_pipeline_split, as Llama 3 405B did)"
                         if (m.num_layers + 2) % chunks == 0 else "")
-                if framework_of(ctx.config.run).layer_layout:
+                fw = framework_of(ctx.config.run)
+                if fw.layer_layout:
                     hint += (", or a pipeline_model_parallel_layout listing each chunk's layers (`hp-plan export "
                              "--to megatron` writes the split priced here as one)")
+                fix: dict[str, object] = {}
+                if fw.noop_layers:  # MindSpeed-LLM pads the count with identity layers (MS-NOOP)
+                    pad = noop_text(tuple(range(m.num_layers, m.num_layers + (-m.num_layers) % chunks)))
+                    hint += f", or pad them with no-op layers (noop_layers \"{pad}\")"
+                    if ctx.config.kind == "search":  # a train.yaml's trainer refuses keys it does not read
+                        fix = {"set_at": {"path": "pp_config.noop_layers", "value": pad}}
                 ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {chunks} chunks; the "
                          f"interleaved schedule (Megatron) needs num_layers divisible by pp·vpp{hint}", vpp.location,
-                         vpp.path)
+                         vpp.path, data=fix)
 
 
 def _accounted(lay: PipelineLayout) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.catalog.flags import accepted_flags
 from engine.config.layer_layout import parse_layout_text
 from engine.explain.export import read_megatron
 from tests.support.cli import ROOT, hp_plan, hp_plan_bounded, hp_plan_json
@@ -253,7 +254,8 @@ def _dsv3_search(folder: Path, vpp: int, version: str = "") -> str:
 def test_an_uneven_priced_split_is_exported_as_the_layout_megatron_runs(tmp_path: Path, vpp: int) -> None:
     """61 layers over 8 (or 32) chunks: Megatron-LM refuses to guess a split, so `export` writes the one the plan
     was priced with as --pipeline-model-parallel-layout, which reads back as the same plan and the same chunks;
-    where the stack has no such flag (MindSpeed, Megatron-Core before 0.13) HP753 says what to set instead."""
+    MindSpeed runs it as --num-layer-list without vpp; where the stack has no such flag (MindSpeed with vpp,
+    Megatron-Core before 0.13) HP753 says what to set instead."""
     search = _dsv3_search(tmp_path, vpp)
     doc = hp_plan_json("export", search, "--to", "megatron")
     args = list(doc["args"])
@@ -271,7 +273,15 @@ def test_an_uneven_priced_split_is_exported_as_the_layout_megatron_runs(tmp_path
         r = hp_plan("export", _dsv3_search(tmp_path / folder, vpp, version), "--to", target, "--json")
         doc = json.loads(r.stdout)  # exit 1 where that release's plan does not fit; the flags come out all the same
         assert "--pipeline-model-parallel-layout" not in doc["args"]
-        assert [d for d in doc["diagnostics"] if d["code"] == "HP753" and "61 layers do not split evenly" in d["message"]]
+        said = [d for d in doc["diagnostics"] if d["code"] == "HP753" and "61 layers do not split evenly" in d["message"]]
+        if target == "mindspeed" and vpp == 1:  # MindSpeed-LLM's --num-layer-list runs the priced stages
+            args = list(doc["args"])
+            listed = [int(n) for n in args[args.index("--num-layer-list") + 1].split(",")]
+            assert listed == [sum(c) for c in chunks] and not said
+            assert "--num-layer-list" in accepted_flags("mindspeed")
+        else:
+            assert said and ("--noop-layers" in said[0]["message"]) == (target == "mindspeed")
+            assert "--num-layer-list" not in doc["args"]
 
 
 def test_a_stack_without_a_layer_layout_is_told_so_and_priced_with_its_own_split(tmp_path: Path) -> None:

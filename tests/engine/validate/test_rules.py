@@ -164,3 +164,18 @@ def test_a_layout_option_the_stack_cannot_take_is_said_on_a_lone_train_yaml(tmp_
     assert d.path == "accelerator.noop_layers" and "no-op layers" in d.message and "offered by mindspeed" in d.message
     mindspeed = run(tmp_path, noop, name="t.yaml", overrides=ClusterOverrides(framework="mindspeed"))
     assert not [x for x in mindspeed if x.code == "HP533"]
+
+
+def test_an_interleaved_split_that_does_not_divide_names_mindspeeds_padding(tmp_path: Path) -> None:
+    """HP416 on pp × vpp chunks the layers do not fill: on MindSpeed it names the no-op layers that pad the count
+    (32 + 4 over 4 × 3 chunks), and in a search config its quick fix states them; other stacks have none."""
+    body = (MODEL + "cluster: {num_nodes: 2, cards_per_node: 8, device_type: A2}\n"
+            "parallelism: {pp: 4, vpp: 3}\npp_config: {pipeline_schedule: interleaved}\n")
+    (d,) = only(run(tmp_path, body + "estimator: {framework: mindspeed}\n"), "HP416")
+    assert 'noop_layers "32,33,34,35"' in d.message and d.path == "parallelism.vpp"
+    assert d.data["set_at"] == {"path": "pp_config.noop_layers", "value": "32,33,34,35"}
+    (d,) = only(run(tmp_path, body + "estimator: {framework: megatron}\n"), "HP416")
+    assert "noop_layers" not in d.message and "set_at" not in d.data
+    padded = body.replace("pipeline_schedule: interleaved}", 'pipeline_schedule: interleaved, noop_layers: "32,33,34,35"}')
+    diags = run(tmp_path, padded + "estimator: {framework: mindspeed}\n")
+    assert not [x for x in diags if x.code in ("HP416", "HP422")]
