@@ -78,6 +78,9 @@ class ModelSpec:
     attention_span: float = 1.0
     # A multimodal model's vision tower (HyperParallel's model_spec["vision"], [HP] §2.5); None: text only.
     vision: VisionTower | None = None
+    # A hybrid model's layer kinds (Mamba, attention and MLP layers apart: Nemotron-H); None: every layer is
+    # attention + MLP (or MoE).
+    hybrid: HybridLayers | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -104,6 +107,48 @@ class ModelSpec:
     @property
     def num_moe_layers(self) -> int:
         return max(self.num_layers - self.first_k_dense, 0) if self.is_moe else 0
+
+
+@dataclass(frozen=True, slots=True)
+class HybridLayers:
+    """The layer kinds of a hybrid model, from its pattern (Nemotron-H's `hybrid_override_pattern`, Megatron-Core's
+    hybrid layer pattern: one character per layer, `M` a Mamba-2 mixer, `*` self-attention, `-` an MLP), and the
+    Mamba-2 mixer's widths (Hugging Face NemotronHConfig names in comments; docs/cost-model.md §6). Each layer is one
+    block with its own pre-norm. The cost model prices every layer as the pattern's mix (each kind weighted by its
+    share of the layers), so a stage's layers cost the model's average layer wherever the pattern puts them."""
+
+    attention: int  # `*` layers
+    mlp: int  # `-` layers
+    mamba: int  # `M` layers
+    mamba_heads: int  # mamba_num_heads
+    mamba_head_dim: int  # mamba_head_dim
+    state: int  # ssm_state_size
+    groups: int  # n_groups
+    conv_kernel: int  # conv_kernel
+
+    @property
+    def layers(self) -> int:
+        return self.attention + self.mlp + self.mamba
+
+    def shares(self) -> tuple[float, float, float]:
+        """(attention, MLP, Mamba) shares of the layers."""
+        n = max(self.layers, 1)
+        return self.attention / n, self.mlp / n, self.mamba / n
+
+    @property
+    def d_inner(self) -> int:
+        """The mixer's inner width: heads × head dimension (expand × hidden in Megatron-Core's default)."""
+        return self.mamba_heads * self.mamba_head_dim
+
+    @property
+    def in_proj(self) -> int:
+        """The in-projection's output width: z and x (2·d_inner), B and C (2·groups·state), dt (one per head)."""
+        return 2 * self.d_inner + 2 * self.groups * self.state + self.mamba_heads
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the depthwise causal convolution: x, B and C."""
+        return self.d_inner + 2 * self.groups * self.state
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,6 +186,8 @@ ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "first_k_dense_replace": ("num_dense_layers",),
     "hidden_dropout": ("resid_pdrop", "hidden_dropout_prob"),
     "attention_dropout": ("attn_pdrop", "attention_probs_dropout_prob"),
+    # Megatron-Core's name for Nemotron-H's pattern (its hybrid models' `hybrid_layer_pattern`).
+    "hybrid_override_pattern": ("hybrid_layer_pattern",),
 })
 
 # Canonical model fields this project understands (docs/formats.md §2 `model:` plus the two extension keys).
@@ -202,6 +204,10 @@ MODEL_FIELDS: tuple[str, ...] = (
     # attention and its lightning indexer.
     "sliding_window", "use_sliding_window", "max_window_layers", "layer_types", "full_attention_interval",
     "index_n_heads", "index_head_dim", "index_topk",
+    # Hybrid Mamba models (Nemotron-H, engine.specs.HybridLayers): the layer pattern, the Mamba-2 mixer's widths, and
+    # the MLP's own activation.
+    "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel",
+    "mlp_hidden_act",
 )
 
 # A vision-language config's tower ([HP] §2.5: `vision_config` → model_spec["vision"]): canonical field -> the

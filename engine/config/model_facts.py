@@ -17,14 +17,14 @@ from engine.config.types import Location
 from engine.document import Map, Scalar, Seq
 from engine.integers import MAX_MODEL_FACT, largest_divisor_at_most, listed_divisors, shown_int
 from engine.positions import DOCUMENT_START
-from engine.specs import ModelSpec
+from engine.specs import HybridLayers, ModelSpec
 
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 BOOL_FIELDS = frozenset({"tie_word_embeddings", "use_flash_attention", "learned_positions", "linear_bias",
                          "use_sliding_window"})
 LIST_FIELDS = frozenset({"layer_types"})
 FLOAT_FIELDS = frozenset({"capacity_factor", "hidden_dropout", "attention_dropout"})
-STR_FIELDS = frozenset({"hidden_act"})
+STR_FIELDS = frozenset({"hidden_act", "mlp_hidden_act", "hybrid_override_pattern"})
 
 
 # What a model field holds, as fact_kind_problem names it (the caller says it with the matching HP103-HP106).
@@ -50,7 +50,8 @@ def fact_kind_problem(key: str, value: object) -> str | None:
 
 # Hugging Face activation names: gated (3-matrix) MLP vs plain (2-matrix) MLP, docs/formats.md §2 `hidden_act`.
 GATED_ACTS = frozenset({"silu", "swiglu", "swish", "geglu", "reglu"})
-PLAIN_ACTS = frozenset({"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "gelu_10"})
+PLAIN_ACTS = frozenset({"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "gelu_10",
+                        "relu2"})
 
 _ALIAS_TO_CANON = {alias: canon for canon, aliases in ALIASES.items() for alias in aliases}
 
@@ -276,16 +277,17 @@ def _layers_ok(facts: _Facts) -> bool:
 
 
 def _gated_mlp(facts: _Facts) -> bool:
-    """Whether the MLP is gated (three matrices), from hidden_act; HP208 for an activation this planner does not
-    know (priced as gated, the modern default)."""
-    act_v = facts.merged.get("hidden_act")
+    """Whether the MLP is gated (three matrices), from hidden_act (a hybrid model's mlp_hidden_act: Nemotron-H's
+    squared ReLU, `relu2`, is plain); HP208 for an activation this planner does not know (priced as gated, the
+    modern default)."""
+    act_v = facts.merged.get("mlp_hidden_act") or facts.merged.get("hidden_act")
     if act_v is None:
         return True
     act = str(act_v.value).strip().lower()
     if act in PLAIN_ACTS:
         return False
     if act not in GATED_ACTS:
-        facts.emit("HP208", f"hidden_act '{act_v.value}' is not one this planner knows; pricing a gated (SwiGLU) "
+        facts.emit("HP208", f"{act_v.path.rsplit('.', 1)[-1]} '{act_v.value}' is not one this planner knows; pricing a gated (SwiGLU) "
                    f"MLP. Known: {', '.join(sorted(GATED_ACTS | PLAIN_ACTS))}", act_v)
     return True
 
@@ -348,7 +350,39 @@ def _model_spec(facts: _Facts, name: str, seq_len: int, gated: bool) -> ModelSpe
         v_head_dim=iv("v_head_dim"),
         mtp_depth=iv("mtp_depth"),
         attention_span=attention_span(merged, seq_len),
+        hybrid=hybrid_layers(merged),
     )
+
+
+# The layer kinds a hybrid pattern may hold for the cost model to price it (engine.specs.HybridLayers); another
+# character (MoE `E`, Megatron-Core's pipeline `|` or MTP `/` separators, GDN layers) leaves the model uniform and
+# said unpriced (HP112, engine.validate.unpriced).
+HYBRID_KINDS = frozenset("M*-")
+# NemotronHConfig's defaults (transformers, configuration_nemotron_h.py), for the widths a config leaves out.
+_MAMBA_DEFAULTS = {"mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4}
+
+
+def hybrid_layers(merged: Mapping[str, Val]) -> HybridLayers | None:
+    """The hybrid model's layer kinds, where `hybrid_override_pattern` holds one of M, * and - per layer (its
+    length num_hidden_layers, as Megatron-Core asserts); None otherwise. The mixer's heads default to twice the
+    hidden size over the head dimension (Megatron-Core's expand 2)."""
+    pattern_v = merged.get("hybrid_override_pattern")
+    if pattern_v is None or not isinstance(pattern_v.value, str):
+        return None
+    pattern = pattern_v.value.strip()
+
+    def iv(key: str) -> int:
+        v = merged.get(key)
+        ok = v is not None and isinstance(v.value, int) and not isinstance(v.value, bool) and v.value > 0
+        return int(v.value) if ok and v is not None else _MAMBA_DEFAULTS.get(key, 0)
+
+    if not pattern or set(pattern) - HYBRID_KINDS or len(pattern) != iv("num_hidden_layers"):
+        return None
+    head_dim = iv("mamba_head_dim")
+    heads = iv("mamba_num_heads") or 2 * iv("hidden_size") // max(head_dim, 1)
+    return HybridLayers(attention=pattern.count("*"), mlp=pattern.count("-"), mamba=pattern.count("M"),
+                        mamba_heads=heads, mamba_head_dim=head_dim, state=iv("ssm_state_size"),
+                        groups=iv("n_groups"), conv_kernel=iv("conv_kernel"))
 
 
 # Layer kinds by the names Hugging Face configs write in `layer_types` (GPT-OSS: sliding_attention /

@@ -109,6 +109,8 @@ class Shape:
     cp: int = 1
     cp_algo: str = "ring"
     offload: bool = False
+    # A hybrid model's Mamba layers (engine.specs.HybridLayers): no row has them.
+    hybrid: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +148,10 @@ def band_features(*, moe: bool, seq_len: int, fp8: bool, a2a_overlap: bool = Fal
 
 
 def band_shape(*, moe: bool, hidden: int, seq_len: int, cp: int = 1, cp_algo: str = "ring",
-               offload: bool = False) -> Shape:
+               offload: bool = False, hybrid: bool = False) -> Shape:
     """The band's Shape of a plan: the hidden size counts for a MoE model only."""
-    return Shape(moe_hidden=hidden if moe else 0, seq_len=seq_len, cp=cp, cp_algo=cp_algo, offload=offload)
+    return Shape(moe_hidden=hidden if moe else 0, seq_len=seq_len, cp=cp, cp_algo=cp_algo, offload=offload,
+                 hybrid=hybrid)
 
 
 def _abs(rows: Iterable[E.Row]) -> list[float]:
@@ -235,6 +238,8 @@ def _beyond_evidence(rows: Sequence[E.Row], framework: str, features: Sequence[s
         longest = max(_checked(rows, framework, LONG_CONTEXT, "seq_len") or [0])
         if shape.seq_len > longest > 0:
             out.append(f"{shape.seq_len:,} tokens, longer than any long-context run it was checked on ({longest:,})")
+    if shape.hybrid:  # the Mamba mixers are priced from their FLOPs and saved tensors, never against a measured run
+        out.append("hybrid Mamba layers, which no run it was checked on had")
     return out + list(_own_beyond(rows, framework, shape))
 
 

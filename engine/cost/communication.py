@@ -91,9 +91,16 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     achieved = K.MC2_ACHIEVED_SHARE if r.fw.mc2 else 1.0
     overlap = r.run.tp_comm_overlap and bool(r.fw.tp_comm_overlap_name)  # a stack without the option: HP533
     bwd = r.fw.tp_comm_overlap_backward
-    a_f, a_b = tp_exposed(tp_ar, attn_gemm, overlap, base, achieved, bwd)
-    m_f, m_b = tp_exposed(tp_ar, lc.gemm - attn_gemm, overlap, base, achieved, bwd)
-    m_f, m_b = np.array(m_f), np.array(m_b)
+    mixer, mlp = 1.0, 1.0
+    if r.model.hybrid is not None:
+        # one block, so one pair, per hybrid layer: the attention and Mamba layers' pairs (each hidden under its own
+        # block's projections: the layer's mixer GEMMs over the mixer share) for their share of the layers, the
+        # MLP layers' for theirs
+        share, d, mu = r.model.hybrid.shares()
+        mixer, mlp = share + mu, d
+    a_f, a_b = tp_exposed(tp_ar, attn_gemm / max(mixer, 1e-12), overlap, base, achieved, bwd)
+    m_f, m_b = tp_exposed(tp_ar, (lc.gemm - attn_gemm) / max(mlp, 1e-12), overlap, base, achieved, bwd)
+    a_f, a_b, m_f, m_b = mixer * a_f, mixer * a_b, np.array(mlp * m_f), np.array(mlp * m_b)
     if r.is_moe:
         # the dispatcher's gather and scatter run synchronously in autograd: nothing of TP_OVERLAP (the linear
         # layers' asynchronous backward all-reduce beside their weight-gradient GEMM) applies to them

@@ -110,4 +110,9 @@ def cast_widths(m: ModelSpec, moe_layer: bool) -> tuple[float, float]:
             bwd += (nm - 1) * f_s + h
         return fwd, bwd
     f = float(m.ffn_eff)
+    if m.hybrid is not None:  # the pattern's mix: attention's projections, the MLP's, the Mamba mixer's in and out
+        share, d, mu = m.hybrid.shares()
+        hy = m.hybrid
+        return (share * fwd + d * (h + f) + mu * (h + hy.d_inner),
+                share * bwd + d * ((nm - 1) * f + h) + mu * (hy.in_proj + h))
     return fwd + h + f, bwd + (nm - 1) * f + h

@@ -104,6 +104,12 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
     mlp_split, act_out, router = _mlp_act(m, moe, lin)
     unsplit = norm_in + norm_out + masks + latent + router
     split = qkv + proj_in + lse + mlp_split
+    if m.hybrid is not None:  # one block and one pre-norm per layer, the pattern's mix of blocks
+        share, d, mu = m.hybrid.shares()
+        norm_in, norm_out, masks = norm_in / 2, norm_out / 2, masks / 2
+        unsplit = norm_in + norm_out + masks + share * latent
+        split = share * (qkv + proj_in + lse) + d * mlp_split + mu * mamba_act(m, lin)
+        score, act_out = share * score, d * act_out
     if mode == SELECTIVE and policy == "op":
         return _op_policy_terms(m, moe, lse, compiled)
     if mode == SELECTIVE and policy == "modules":
@@ -114,9 +120,21 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
         else:
             unsplit -= norm_out + masks
             split -= act_out
-            if score:
-                score = B * a.heads * m.seq_len  # keep the QKᵀ matmul output only
+            if score:  # keep the QKᵀ matmul output only
+                score = B * a.heads * m.seq_len * (m.hybrid.shares()[0] if m.hybrid is not None else 1.0)
     return ActTerms(unsplit, split, score)
+
+
+def mamba_act(m: ModelSpec, lin: float = K.ACT_BYTES) -> float:
+    """Bytes per token (÷ tp) one Mamba-2 mixer keeps for its backward (Megatron-Core's MambaMixer over the
+    mamba_ssm kernels, [U] from their saved tensors): the in-projection's output (z, x, B, C, dt), the
+    convolution's output (x, B, C), the scan's output y, its fp32 dt and cumulative decay (one per head each),
+    and the gated norm's output, the out-projection's input (a linear input, at `lin` bytes)."""
+    hy = m.hybrid
+    if hy is None:
+        return 0.0
+    B = K.ACT_BYTES
+    return B * (hy.in_proj + hy.conv_dim + hy.d_inner) + 2 * 4.0 * hy.mamba_heads + lin * hy.d_inner
 
 
 def op_policy_recomputed_share(m: ModelSpec) -> float:
@@ -126,7 +144,7 @@ def op_policy_recomputed_share(m: ModelSpec) -> float:
     matmuls and SDPA but, counting the layer's mm calls, recomputes every second one: for a Llama layer the
     order is wq, wk, wv, wo, w1, w3, w2 (wq, wv, w1, w2 saved; wk, wo, w3 recomputed); a GeLU MLP has
     fc1, fc2 (fc2 recomputed). Models of other shapes (MLA, MoE) are priced at half the matmuls."""
-    if m.is_mla or m.is_moe:
+    if m.is_mla or m.is_moe or m.hybrid is not None:
         return 0.5
     a = attn_shape(m)
     h, f = float(m.hidden), float(m.ffn_eff)
@@ -155,6 +173,10 @@ def _op_policy_terms(m: ModelSpec, moe: bool, lse: float, compiled: bool = False
     else:
         f = float(m.ffn_eff)
     router = 2 * 4.0 * m.num_experts if moe else 0.0
+    if m.hybrid is not None:  # the pattern's mix: attention's saved matmuls, the MLP's, the Mamba mixer's tensors
+        share, d, mu = m.hybrid.shares()
+        kept = share * (B * (a.q_width + a.kv_width / 2 + a.out_width) + lse) + d * B * f + mu * mamba_act(m)
+        return ActTerms(B * h, kept + (0.0 if compiled else B * h), 0.0)
     saved_mm = a.q_width + a.kv_width / 2 + f + (0.0 if compiled else h)
     return ActTerms(B * h + router, B * (saved_mm + a.out_width) + lse, 0.0)
 
@@ -198,6 +220,11 @@ def module_bytes(m: ModelSpec, moe: bool, lse: float, lin: float = K.ACT_BYTES) 
         f_s = float(m.shared_ffn or f_e)
         shared = m.num_shared_experts * _mlp_inter(f_s, mlp_mats(m), lin)
         routed_act = lin * routed_copies(m) * f_e
+    if m.hybrid is not None:  # one pre-norm per layer; attention's and the MLP's modules by their shares
+        share, d, _ = m.hybrid.shares()
+        return ModuleBytes(core_attn=share * (score + lse), layernorm=lin * h,
+                           mla_up_proj=share * B * (a.q_width + a.kv_width) if m.is_mla else 0.0,
+                           mlp=d * mlp_split, moe=0.0, moe_router=0.0, moe_act=0.0, shared_experts=0.0)
     return ModuleBytes(core_attn=score + lse, layernorm=2 * lin * h,
                        mla_up_proj=B * (a.q_width + a.kv_width) if m.is_mla else 0.0,
                        mlp=0.0 if moe else mlp_split, moe=mlp_split if moe else 0.0, moe_router=router,
@@ -212,7 +239,7 @@ def _module_terms(m: ModelSpec, moe: bool, modules: tuple[str, ...], off: ActTer
     on = set(modules)
     unsplit, split, score = off.unsplit, off.split, off.score
     if "core_attn" in on:
-        split -= lse
+        split -= lse * (m.hybrid.shares()[0] if m.hybrid is not None else 1.0)
         score = 0.0
     if "layernorm" in on:
         unsplit -= mb.layernorm

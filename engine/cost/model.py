@@ -82,8 +82,31 @@ def _norm(m: ModelSpec) -> float:
     return 2.0 * m.hidden if m.linear_bias else float(m.hidden)  # LayerNorm (γ, β) or RMSNorm (γ)
 
 
+def mamba_params(m: ModelSpec) -> float:
+    """Parameters of one Mamba-2 mixer, all split by tp (Megatron-Core's MambaMixer shards the inner width, the
+    heads and the groups): the in-projection h × in_proj, the depthwise convolution (conv_dim × kernel, and its
+    bias), dt_bias, A_log and D (one per head), the gated RMSNorm over d_inner, the out-projection d_inner × h."""
+    hy = m.hybrid
+    if hy is None:
+        return 0.0
+    h = m.hidden
+    return float(h * hy.in_proj + hy.conv_dim * (hy.conv_kernel + 1) + 3 * hy.mamba_heads + hy.d_inner
+                 + hy.d_inner * h)
+
+
 def attention_params(m: ModelSpec) -> tuple[float, float]:
-    """(split, rep) of one attention block plus the layer's two norms ([MODELS] §5)."""
+    """(split, rep) of one attention block plus the layer's two norms ([MODELS] §5). A hybrid model's layer is
+    one block with one pre-norm: its mix of attention and Mamba mixers (HybridLayers.shares; the MLP share is
+    dense_mlp_params')."""
+    split, rep = _attention_block_params(m)
+    if m.hybrid is None:
+        return split, rep + 2 * _norm(m)
+    a, _, mu = m.hybrid.shares()
+    return a * split + mu * mamba_params(m), a * rep + _norm(m)
+
+
+def _attention_block_params(m: ModelSpec) -> tuple[float, float]:
+    """(split, rep) of one attention block without the norms."""
     h = m.hidden
     a = attn_shape(m)
     if m.is_mla:
@@ -105,14 +128,16 @@ def attention_params(m: ModelSpec) -> tuple[float, float]:
         if m.linear_bias:
             split += a.q_width + 2 * a.kv_heads * a.d_qk
             rep += h  # output-projection bias (row parallel: replicated)
-    return float(split), float(rep + 2 * _norm(m))
+    return float(split), float(rep)
 
 
 def dense_mlp_params(m: ModelSpec) -> tuple[float, float]:
+    """(split, rep) of one dense MLP; a hybrid model's layer holds its MLP share of one."""
     h, f = m.hidden, m.ffn_eff
     split = mlp_mats(m) * h * f + (f * (mlp_mats(m) - 1) if m.linear_bias else 0)
     rep = h if m.linear_bias else 0
-    return float(split), float(rep)
+    d = m.hybrid.shares()[1] if m.hybrid is not None else 1.0
+    return float(split) * d, float(rep) * d
 
 
 def moe_params(m: ModelSpec) -> tuple[float, float, float, float]:
@@ -175,7 +200,8 @@ class ModelStats:
 
 
 def attention_gemm_macs_per_token(m: ModelSpec) -> float:
-    """Multiply-adds per token of one attention block's weight GEMMs (QKV, MLA down/up, output)."""
+    """Multiply-adds per token of one attention block's weight GEMMs (QKV, MLA down/up, output); a hybrid
+    model's layer: its mix of attention blocks and Mamba mixers (mamba_gemm_macs_per_token)."""
     h = m.hidden
     a = attn_shape(m)
     if m.is_mla:
@@ -183,14 +209,33 @@ def attention_gemm_macs_per_token(m: ModelSpec) -> float:
         q = (h * m.q_lora_rank + m.q_lora_rank * a.heads * a.d_qk) if m.q_lora_rank else h * a.heads * a.d_qk
         kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a.heads * (nope + a.d_v)
         return float(q + kv + a.out_width * h)
-    return float(h * a.q_width + 2 * h * a.kv_heads * a.d_qk + a.out_width * h)
+    macs = float(h * a.q_width + 2 * h * a.kv_heads * a.d_qk + a.out_width * h)
+    if m.hybrid is None:
+        return macs
+    share, _, mu = m.hybrid.shares()
+    return share * macs + mu * mamba_gemm_macs_per_token(m)
+
+
+def mamba_gemm_macs_per_token(m: ModelSpec) -> float:
+    """Multiply-adds per token of one Mamba-2 mixer's projections, in (h × in_proj) and out (d_inner × h), as
+    Megatron-Core's FLOPs counter has them (MLM-FLOPS, `mamba_layer_flops`)."""
+    hy = m.hybrid
+    return 0.0 if hy is None else float(m.hidden * (hy.in_proj + hy.d_inner))
+
+
+def mamba_scan_flops_per_token(m: ModelSpec) -> float:
+    """Forward FLOPs per token of one Mamba-2 mixer's selective scan: 7 · d_inner · state, Megatron-Core's count
+    (MLM-FLOPS `mamba_layer_flops`, which notes that it underestimates the chunked SSD kernels)."""
+    hy = m.hybrid
+    return 0.0 if hy is None else 7.0 * hy.d_inner * hy.state
 
 
 def mlp_gemm_macs_per_token(m: ModelSpec, moe: bool) -> float:
-    """Multiply-adds per token of one MLP / MoE block (router + top-k routed + shared experts)."""
+    """Multiply-adds per token of one MLP / MoE block (router + top-k routed + shared experts); a hybrid
+    model's layer holds its MLP share of one."""
     h = m.hidden
     if not moe:
-        return float(mlp_mats(m) * h * m.ffn_eff)
+        return float(mlp_mats(m) * h * m.ffn_eff) * (m.hybrid.shares()[1] if m.hybrid is not None else 1.0)
     f_e = m.moe_ffn or m.ffn_eff
     f_s = m.shared_ffn or f_e
     return float(h * m.num_experts + mlp_mats(m) * h * (m.experts_per_tok * f_e + m.num_shared_experts * f_s))
@@ -202,9 +247,11 @@ def layer_matmul_flops_per_token(m: ModelSpec, moe: bool) -> float:
 
 
 def attention_core_flops_per_token(m: ModelSpec) -> float:
-    """Forward FLOPs per token of QKᵀ and attention·V over a full (non-causal) sequence: 2·s·(d_qk + d_v)·a."""
+    """Forward FLOPs per token of QKᵀ and attention·V over a full (non-causal) sequence: 2·s·(d_qk + d_v)·a; a
+    hybrid model's layer: its attention share of it."""
     a = attn_shape(m)
-    return 2.0 * m.seq_len * a.heads * (a.d_qk + a.d_v)
+    share = m.hybrid.shares()[0] if m.hybrid is not None else 1.0
+    return 2.0 * m.seq_len * a.heads * (a.d_qk + a.d_v) * share
 
 
 def model_stats(m: ModelSpec) -> ModelStats:
@@ -225,6 +272,8 @@ def model_stats(m: ModelSpec) -> ModelStats:
     if n_moe:
         gemm_fwd += n_moe * layer_matmul_flops_per_token(m, True)
     attn_fwd = m.num_layers * attention_core_flops_per_token(m)
+    if m.hybrid is not None:  # the scans count with the weight GEMMs: no causal halving applies to them
+        gemm_fwd += m.hybrid.mamba * mamba_scan_flops_per_token(m)
     logits_fwd = 2.0 * m.vocab * m.hidden
     # fwd + bwd = 3 × forward (KOR22 Eq. 7: 72 = 3 · 24); Eq. 3 adds one more forward of the layers.
     noncausal = 3.0 * (gemm_fwd + attn_fwd + logits_fwd)

@@ -274,7 +274,7 @@ def _combine(r: Rows, mem: Memory, stage_t: np.ndarray, imax: np.ndarray, bubble
         device=r.cluster.device.name, generation=r.cluster.device.generation,
         band_features=_band_features(r),
         band_shape=band_shape(moe=r.model.is_moe, hidden=r.model.hidden, seq_len=r.model.seq_len,
-                              cp_algo=r.cp_algo),
+                              cp_algo=r.cp_algo, hybrid=r.model.hybrid is not None),
     )
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from engine.cost import constants as K
 from engine.cost.fp8 import FP8_GATHERED_WEIGHT_BYTES, cast_widths
 from engine.cost.memory import act_terms, module_bytes, op_policy_recomputed_share
-from engine.cost.model import layer_params, mlp_mats
+from engine.cost.model import layer_params, mamba_scan_flops_per_token, mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
 
@@ -94,7 +94,19 @@ def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
         qkv_w = a.q_width + 2 * a.kv_heads * a.d_qk
         g += gemm_time(2 * T * h * qkv_w / t, np.minimum(qkv_w / t, h), rate)
     g += gemm_time(2 * T * a.out_width * h / t, np.minimum(a.out_width / t, h), rate)
-    return g
+    if m.hybrid is None:
+        return g
+    share, _, mu = m.hybrid.shares()
+    return share * g + mu * _mamba_gemms(r)
+
+
+def _mamba_gemms(r: Rows) -> np.ndarray:
+    """(n,) forward seconds of one Mamba-2 mixer's projections (column-parallel in, row-parallel out)."""
+    hy, T, t, h, rate = r.model.hybrid, r.T, r.t, r.h, r.wgemm_rate
+    if hy is None:
+        return np.zeros(r.n)
+    return (gemm_time(2 * T * h * hy.in_proj / t, np.minimum(hy.in_proj / t, h), rate)
+            + gemm_time(2 * T * hy.d_inner * h / t, np.minimum(hy.d_inner / t, h), rate))
 
 
 def tokens_per_expert(r: Rows) -> np.ndarray:
@@ -164,15 +176,22 @@ def _add_mlp_gemms(r: Rows, g: np.ndarray, mg: MoeGemms | None) -> np.ndarray:
     """`g` plus the (n,) forward seconds of the MLP (dense layer: `mg` None) or the router + routed + shared
     expert GEMMs of `mg` (moe_gemms, priced once per layer_compute), added term by term (the order of the sum
     is part of the to-the-last-digit contract)."""
-    m, T, t, h, rate = r.model, r.T, r.t, r.h, r.wgemm_rate
+    m = r.model
     if mg is None:
-        f = float(m.ffn_eff)
-        return g + gemm_time(2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h), rate)
+        return g + dense_mlp_gemms(r)
     g = g + mg.router
     g = g + mg.routed
     if m.num_shared_experts:
         g = g + mg.shared
     return g
+
+
+def dense_mlp_gemms(r: Rows) -> np.ndarray:
+    """(n,) forward seconds of one dense MLP's GEMMs; a hybrid model's layer holds its MLP share of one."""
+    m, T, t, h = r.model, r.T, r.t, r.h
+    f = float(m.ffn_eff)
+    g = gemm_time(2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h), r.wgemm_rate)
+    return g if m.hybrid is None else m.hybrid.shares()[1] * g
 
 
 def attention_calls(r: Rows) -> np.ndarray:
@@ -213,10 +232,23 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
         eff = size_factor(causal / calls)
         af = causal / (r.peak * r.attn_frac * np.maximum(eff, 1e-6))
         merge_f, merge_b = _ring_merge_time(r, calls)
-        return af + merge_f, K.BWD_FLASH_RATIO * af + merge_b
-    # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
-    af = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)
-    return af, K.BWD_GEMM_RATIO * af
+        fwd, bwd = af + merge_f, K.BWD_FLASH_RATIO * af + merge_b
+    else:
+        # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
+        fwd = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)
+        bwd = K.BWD_GEMM_RATIO * fwd
+    if r.model.hybrid is None:
+        return fwd, bwd
+    share, _, mu = r.model.hybrid.shares()
+    scan = mu * _scan_time(r)
+    return share * fwd + scan, share * bwd + K.BWD_FLASH_RATIO * scan
+
+
+def _scan_time(r: Rows) -> np.ndarray:
+    """(n,) forward seconds of one Mamba-2 mixer's selective scan over the rank's T/t share of d_inner, its
+    FLOPs (model.mamba_scan_flops_per_token) at the attention kernel's rate: both are fused Triton/CUDA kernels
+    of the same kind, and no shown run measures the scan apart ([U], docs/cost-model.md §6)."""
+    return r.T * mamba_scan_flops_per_token(r.model) / r.t / (r.peak * r.attn_frac)
 
 
 def fp8_cast_time(r: Rows, moe_layer: bool) -> tuple[np.ndarray | float, np.ndarray | float]:
@@ -316,7 +348,7 @@ def module_recompute(r: Rows, lc: LayerCompute) -> np.ndarray:
     experts and the dispatcher's permutations; shared_experts: the shared experts), the attention core
     (core_attn) and the element-wise work over the bytes each module dropped (memory.module_bytes), streamed
     like every kept byte. The MoE all-to-alls a recomputed `moe` repeats are not priced ([U])."""
-    m, T, h = r.model, r.T, r.h
+    m, T = r.model, r.T
     on = set(r.modules)
     out = np.zeros((r.n, 2))
     lse = K.FLASH_LSE_BYTES * r.attn.heads if m.use_flash_attention else 0.0
@@ -332,9 +364,7 @@ def module_recompute(r: Rows, lc: LayerCompute) -> np.ndarray:
         if "mla_up_proj" in on and m.is_mla:
             sec = sec + _mla_up_gemms(r) + stream * mb.mla_up_proj / r.t
         if "mlp" in on and not moe:
-            f = float(m.ffn_eff)
-            sec = sec + gemm_time(2 * T * mlp_mats(m) * h * f / r.t, np.minimum(f / r.t, h), r.wgemm_rate)
-            sec = sec + stream * mb.mlp / r.t
+            sec = sec + dense_mlp_gemms(r) + stream * mb.mlp / r.t
         if moe and lc.moe is not None and "moe" in on:
             sec = sec + lc.moe.router + lc.moe.routed + lc.moe.shared + permutation_time(r)
             sec = sec + stream * (mb.moe / r.t + mb.moe_router / r.sp_div)

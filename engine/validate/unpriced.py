@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.catalog.models import ALIASES, MODEL_FIELDS
+from engine.config.model_facts import HYBRID_KINDS
 from engine.config.reader import did_you_mean
 from engine.config.schema import SEARCH
 from engine.config.train import NOT_PRICED, detect_schema, optimizer_states_of
@@ -39,6 +40,17 @@ def _meaningful(v: Node, _parent: Map) -> bool:
     if isinstance(v, Map):
         return bool(v.items())
     return True
+
+
+def _hybrid_unpriced(v: Node, parent: Map) -> bool:
+    """A hybrid pattern the cost model cannot price as its layer kinds (engine.config.model_facts.hybrid_layers):
+    a character beyond M, * and -, or a length other than the num_hidden_layers beside it."""
+    if not isinstance(v, Scalar) or not isinstance(v.value, str) or not v.value.strip():
+        return _meaningful(v, parent)
+    pattern = v.value.strip()
+    layers = parent.get("num_hidden_layers")
+    n = layers.value if isinstance(layers, Scalar) else None
+    return bool(set(pattern) - HYBRID_KINDS) or (isinstance(n, int) and len(pattern) != n)
 
 
 def _no_width(_v: Node, parent: Map) -> bool:
@@ -87,10 +99,9 @@ _LINEAR = ("linear-attention (Gated DeltaNet) layers are priced without softmax 
 # `linear_bias`, a key the reader prices.
 _LINEAR_ATTENTION_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                           "linear_value_head_dim", "linear_conv_kernel_dim")
-_HYBRID = ("a hybrid layer pattern (Mamba, attention, MLP and MoE layers apart: Nemotron-H, Megatron's hybrid models) "
-           "is priced as num_hidden_layers uniform attention + MLP decoder layers: the Mamba mixers (projections, "
-           "convolution, scan and state) and the layers without attention or without an MLP are not priced, so "
-           "the figures are not this model's")
+_HYBRID = ("a hybrid layer pattern with layer kinds beyond Mamba (M), attention (*) and MLP (-) layers (MoE E, "
+           "pipeline | or MTP / separators), or not one character per layer, is priced as num_hidden_layers uniform "
+           "attention + MLP decoder layers, so the figures are not this model's")
 _WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
 _STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
                     "mode on every layer; activation_checkpoint.layers states a per-layer plan")
@@ -108,8 +119,8 @@ _MODEL_KEYS: tuple[tuple[str, str, When], ...] = (
     ("ffn_dim_multiplier", _WIDTH, _no_width),
     ("moe_enabled", "hp-plan prices the experts num_experts states whatever moe_enabled says", _moe_off),
     ("attn_output_gate", "the attention output gate's projection is not priced", _meaningful),
-    ("hybrid_override_pattern", _HYBRID, _meaningful),
-    ("hybrid_layer_pattern", _HYBRID, _meaningful),
+    ("hybrid_override_pattern", _HYBRID, _hybrid_unpriced),
+    ("hybrid_layer_pattern", _HYBRID, _hybrid_unpriced),
     ("layers", _STACK, _meaningful),
     ("ops", _STACK, _meaningful),
     ("arch", _STACK, _meaningful),

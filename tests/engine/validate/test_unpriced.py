@@ -103,6 +103,9 @@ model:
   mamba_head_dim: 64
   n_groups: 8
   ssm_state_size: 128
+  mamba_hidden_act: silu
+  chunk_size: 128
+  residual_in_fp32: false
   vision: {hiden_size: 1280}
 cluster: {num_nodes: 4, cards_per_node: 8, device_type: H100}
 parallelism: {dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}
@@ -112,8 +115,8 @@ constraint: {global_batch_size: 128}
 
 def test_a_search_configs_model_fields_pass_through_and_near_misses_are_named(tmp_path: Path) -> None:
     """A search config's model fields are the model's ([HP] §2.7: HyperParallel's search drops the ones its spec does
-    not know): Nemotron-H's `n_groups` beside the priced `n_group` is no typo error, but since a misspelt priced
-    field would be dropped as silently, HP215 names the field each is spelt like."""
+    not know): Nemotron-H's `mamba_hidden_act` beside the priced `mlp_hidden_act` is no typo error, but since a
+    misspelt priced field would be dropped as silently, HP215 names the field each is spelt like."""
     p = tmp_path / "search.yaml"
     p.write_text(NEMOTRON_H)
     diags = check_file(str(p)).diagnostics
@@ -121,20 +124,19 @@ def test_a_search_configs_model_fields_pass_through_and_near_misses_are_named(tm
                 not d.path.startswith("model.vision.")]
     (said,) = [d for d in diags if d.code == "HP215"]
     assert said.effective_severity == Severity.INFORMATION and said.path == "model"
-    assert said.data["keys"] == ["mamba_head_dim", "n_groups", "ssm_state_size"]
-    assert said.data["near"] == {"mamba_head_dim": "v_head_dim", "n_groups": "n_group"}
-    assert "n_groups (did you mean n_group?)" in said.message
+    assert said.data["keys"] == ["mamba_hidden_act", "chunk_size", "residual_in_fp32"]
+    assert said.data["near"] == {"mamba_hidden_act": "mlp_hidden_act"}
+    assert "mamba_hidden_act (did you mean mlp_hidden_act?)" in said.message
     assert "HyperParallel's search drops" in said.message
-    # the hybrid pattern is said unpriced at its key: the figures are not this model's
-    (hybrid,) = [d for d in diags if d.code == "HP112" and d.path == "model.hybrid_override_pattern"]
-    assert "Mamba mixers" in hybrid.message and hybrid.range.start.line == 8
+    # the hybrid pattern is priced as its layer kinds (engine.specs.HybridLayers): nothing said at its key
+    assert not [d for d in diags if d.code == "HP112" and d.path == "model.hybrid_override_pattern"]
     # the vision tower's own section is still checked: a near miss there is a typo
     assert [d for d in diags if d.code == "HP101" and d.path == "model.vision.hiden_size"]
     # as the user sees it: without the tower, `hp-plan check` passes and says the fields once
     p.write_text(NEMOTRON_H.replace("  vision: {hiden_size: 1280}\n", ""))
     r = hp_plan("check", str(p))
     assert r.returncode == 0 and "0 errors, 0 warnings" in r.stdout
-    assert r.stdout.count("HP215") == 1 and "mamba_head_dim (did you mean v_head_dim?)" in r.stdout
+    assert r.stdout.count("HP215") == 1 and "mamba_hidden_act (did you mean mlp_hidden_act?)" in r.stdout
 
 
 def test_a_model_with_thousands_of_unknown_fields_is_said_once_and_briefly(tmp_path: Path) -> None:
@@ -142,5 +144,5 @@ def test_a_model_with_thousands_of_unknown_fields_is_said_once_and_briefly(tmp_p
     p = tmp_path / "search.yaml"
     p.write_text(NEMOTRON_H.replace("  mamba_head_dim: 64\n", fields))
     (said,) = [d for d in check_file(str(p)).diagnostics if d.code == "HP215"]
-    assert len(said.data["keys"]) == 3002 and said.message.endswith("and 2982 more")
+    assert len(said.data["keys"]) == 3003 and said.message.endswith("and 2983 more")
     assert len(said.message) < 1000

@@ -1,0 +1,116 @@
+"""Hybrid Mamba models (engine.specs.HybridLayers): Nemotron-H's pattern read into layer kinds, its parameters and
+FLOPs counted by hand from its config, and each layer priced as the pattern's mix: one block and one TP pair per
+layer, the Mamba mixers' projections and scans, no score matrix outside the attention layers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from engine.check import check_file
+from engine.cost import estimate
+from engine.cost.model import model_stats
+from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+from tests.support.cli import hp_plan, hp_plan_json
+
+# Nemotron-H 8B (nvidia/Nemotron-H-8B-Base-8K config.json): 24 Mamba-2, 24 MLP and 4 attention layers.
+PATTERN = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+NEMOTRON_H_8B = f"""\
+model:
+  num_hidden_layers: 52
+  hidden_size: 4096
+  intermediate_size: 21504
+  num_attention_heads: 32
+  num_key_value_heads: 8
+  head_dim: 128
+  vocab_size: 131072
+  max_position_embeddings: 8192
+  hybrid_override_pattern: "{PATTERN}"
+  mamba_num_heads: 128
+  mamba_head_dim: 64
+  n_groups: 8
+  ssm_state_size: 128
+  conv_kernel: 4
+  mlp_hidden_act: relu2
+  residual_in_fp32: false
+cluster: {{num_nodes: 4, cards_per_node: 8, device_type: H100}}
+parallelism: {{dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}}
+constraint: {{global_batch_size: 128}}
+estimator: {{framework: megatron}}
+"""
+
+
+def _model(tmp_path: Path, text: str = NEMOTRON_H_8B) -> ModelSpec:
+    path = tmp_path / "search.yaml"
+    path.write_text(text)
+    config = check_file(str(path)).config
+    assert config is not None and config.model is not None
+    return config.model
+
+
+def test_the_pattern_reads_as_layer_kinds_and_the_mlp_as_squared_relu(tmp_path: Path) -> None:
+    m = _model(tmp_path)
+    hy = m.hybrid
+    assert hy is not None and (hy.mamba, hy.mlp, hy.attention) == (24, 24, 4)
+    assert (hy.d_inner, hy.in_proj, hy.conv_dim) == (8192, 2 * 8192 + 2 * 8 * 128 + 128, 8192 + 2 * 8 * 128)
+    assert not m.gated_mlp  # relu2: two matrices
+
+
+def test_parameters_and_flops_count_each_kind_of_layer(tmp_path: Path) -> None:
+    """By hand from the config: 8.10 B parameters; model FLOPs as Megatron-Core's hybrid counter sums them (each
+    kind's layers, the scan at 7·d_inner·state, the logits), forward × 3."""
+    h, s, V = 4096, 8192, 131072
+    attention = h * 32 * 128 + 2 * h * 8 * 128 + 32 * 128 * h + h
+    mlp = 2 * h * 21504 + h
+    mamba = h * 18560 + 10240 * 5 + 3 * 128 + 8192 + 8192 * h + h
+    total = 4 * attention + 24 * mlp + 24 * mamba + 2 * V * h + h
+    stats = model_stats(_model(tmp_path))
+    assert stats.total_params == pytest.approx(total, rel=1e-9) and 8.09e9 < total < 8.11e9
+    per_token = (4 * 2 * (attention - h) + 24 * 2 * (mlp - h) + 24 * (2 * h * (18560 + 8192) + 7 * 8192 * 128)
+                 + 4 * 2 * s * 32 * 256 + 2 * V * h)
+    assert stats.flops_per_token_noncausal == pytest.approx(3 * per_token, rel=1e-9)
+
+
+def test_each_layer_is_priced_as_the_mix_not_as_attention_and_mlp(tmp_path: Path) -> None:
+    """The same model read without its pattern (52 attention + MLP layers) holds more weights and activations and
+    takes longer; with it, the weights are the model's 8.10 B."""
+    m = _model(tmp_path)
+    uniform = replace(m, hybrid=None)
+    run = RunOptions(framework="megatron")
+    cfg = check_file(str(tmp_path / "search.yaml")).config
+    assert cfg is not None and cfg.cluster is not None
+    s = Strategy(dp=16, tp=2, pp=1, micro_batch_size=1, micro_batch_num=8, sequence_parallel=True,
+                 recompute=RecomputePlan("off"))
+    mixed, plain = (estimate(x, cfg.cluster, run, s, 80.0) for x in (m, uniform))
+    weights = mixed.memory_breakdown_gib["parameters"] * 2 ** 30 / run.param_bytes * 2  # tp 2
+    assert weights == pytest.approx(model_stats(m).total_params, rel=0.02)
+    assert mixed.memory_breakdown_gib["activations"] < 0.8 * plain.memory_breakdown_gib["activations"]
+    assert mixed.step_time_s < 0.75 * plain.step_time_s
+    assert mixed.time_breakdown_s["tp_comm"] < 0.6 * plain.time_breakdown_s["tp_comm"]  # one pair per layer, not two
+
+
+def test_a_pattern_it_cannot_price_is_said_at_its_key_and_priced_uniform(tmp_path: Path) -> None:
+    for pattern in (PATTERN.replace("-", "E", 1), PATTERN[:-1]):
+        (tmp_path / str(len(pattern))).mkdir(exist_ok=True)
+        text = NEMOTRON_H_8B.replace(PATTERN, pattern)
+        path = tmp_path / str(len(pattern)) / "search.yaml"
+        path.write_text(text)
+        loaded = check_file(str(path))
+        assert loaded.config is not None and loaded.config.model is not None
+        assert loaded.config.model.hybrid is None
+        (said,) = [d for d in loaded.diagnostics if d.code == "HP112"]
+        assert said.path == "model.hybrid_override_pattern" and "uniform" in said.message
+    _model(tmp_path)  # the whole pattern: priced as its kinds, nothing said
+    assert not [d for d in check_file(str(tmp_path / "search.yaml")).diagnostics if d.code == "HP112"]
+
+
+def test_estimate_through_the_cli_says_no_run_had_mamba_layers(tmp_path: Path) -> None:
+    path = tmp_path / "search.yaml"
+    path.write_text(NEMOTRON_H_8B)
+    doc = hp_plan_json("estimate", str(path))
+    assert not [d for d in doc["diagnostics"] if d["code"] in ("HP112", "HP215", "HP101")
+                and "hybrid" in d.get("path", "") + d["message"]]
+    assert any("hybrid Mamba layers" in b for b in doc["error_band"]["basis"])
+    assert "Mamba" in hp_plan("estimate", str(path)).stdout
