@@ -4,8 +4,9 @@ Closed sections (a search config's) report every unknown key. Open sections (a t
 reads many keys this project does not) report only a near miss of a key the project reads, which is almost
 certainly a typo that silently changes the run (`tp_sise: 8` trains with tp 1). A model's own fields are neither:
 they pass through (a train.yaml's to the model, a search config's dropped by HyperParallel's search, [HP] §2.7),
-and a field is not a typo because a priced one is spelt alike (Nemotron-H's `n_groups` beside `n_group`), so
-engine.validate.unpriced says them once as information (HP215) and names the near misses there.
+and a field is not a typo because a priced one is spelt alike (Nemotron-H's `mamba_hidden_act` beside
+`mlp_hidden_act`), so engine.validate.unpriced says them once as information (HP215) and names the near misses
+there.
 """
 
 from __future__ import annotations
