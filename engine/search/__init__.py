@@ -209,7 +209,7 @@ def _pick_layout(config: Config, plain: SearchResult, alts: list[tuple[PipelineL
         out = replace(out, refused={r: c for r, c in out.refused.items() if r != R_DPV_LAYERS})
     found = [(layout, alt) for layout, alt in alts if alt.best is not None]
     if not found:
-        return _cut(out, top)
+        return _cut(_padded_refusal(out, plain, alts), top)
     marked = [(tuple(replace(e, pipeline_layout=layout) for e in alt.top), alt) for layout, alt in found]
     picked = distinct(rank_equivalent([*plain.top, *(e for rows, _ in marked for e in rows)]), top)
     rows = picked.ranked.estimates
@@ -227,6 +227,23 @@ def _pick_layout(config: Config, plain: SearchResult, alts: list[tuple[PipelineL
     return replace(out, diagnostics=(*diags, _layout_note(config, layout, rows[0], gain)))
 
 
+_REFUSALS = frozenset({"HP600", "HP601", "HP602", "HP603", "HP604"})
+
+
+def _padded_refusal(out: SearchResult, plain: SearchResult,
+                    alts: list[tuple[PipelineLayout, SearchResult]]) -> SearchResult:
+    """Nothing fits in any pass: where the plain pass's candidates broke DualPipeV's layer rule and a padding pass
+    priced them padded, as the stack runs them, that pass's refusal is the one to say (the budget they miss, the
+    lists they break), not the rule the stack's padding lifts. The widest padding pass speaks; the plain pass's
+    other findings (the stack on the device, HP533/HP534) stay."""
+    padded = [alt for layout, alt in alts if layout.noop_layers]
+    if plain.best is not None or not padded or not plain.refused.get(R_DPV_LAYERS):
+        return out
+    widest = max(padded, key=lambda alt: alt.evaluated)
+    kept = tuple(d for d in plain.diagnostics if d.code not in _REFUSALS)
+    return replace(out, diagnostics=(*kept, *widest.diagnostics))
+
+
 # Where the files state the pipeline schedule: HP614 sits there (the padding serves DualPipeV).
 _SCHEDULE_PATHS = ("pp_config.pipeline_schedule", "accelerator.pipeline_scheduler", "accelerator.pp_schedule")
 
@@ -237,7 +254,9 @@ def _layout_note(config: Config, layout: PipelineLayout, best: Estimate, gain: s
     if layout.noop_layers:
         k, text = len(layout.noop_layers), noop_text(layout.noop_layers)
         rng, path, file = refusals.position(config, _SCHEDULE_PATHS)
-        fix = {"set_at": {"path": "pp_config.noop_layers", "value": text}} if config.kind == "search" else {}
+        # the quick fix edits the file the finding sits in: the search config's own pp_config, never a train.yaml
+        fix = {"set_at": {"path": "pp_config.noop_layers", "value": text}} \
+            if config.kind == "search" and file is None else {}
         return Diagnostic("HP614", f"the best plan pads the layers with {k} no-op layer{'s' if k != 1 else ''} "
                           f"(MindSpeed-LLM's noop_layers \"{text}\") so that they cut into DualPipeV's "
                           f"{2 * best.strategy.pp} stages{gain}: apply writes accelerator.noop_layers; in a search "

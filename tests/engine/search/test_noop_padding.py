@@ -113,3 +113,43 @@ def test_apply_writes_the_padding_and_the_file_reads_back_as_the_plan(tmp_path: 
     best = found["best"]
     assert est["strategy"] == best["strategy"] and est["step_time_s"] == best["step_time_s"]
     assert not [d for d in est["diagnostics"] if d["code"] in ("HP505", "HP422")]
+
+
+def _dsv3_train(folder: Path, tp: int, pp: int, ep: int) -> Path:
+    """examples/deepseek-v3's train.yaml under DualPipeV at (tp, pp, ep), no FSDP, and a search config on 512 A3
+    dies under MindSpeed naming it."""
+    train = (Path(__file__).parents[3] / "examples" / "deepseek-v3" / "train.yaml").read_text()
+    for old, new in (("pipeline_scheduler: 1f1b", "pipeline_scheduler: dualpipev"), ("tp_size: 2", f"tp_size: {tp}"),
+                     ("pp_size: 16", f"pp_size: {pp}"), ("ep_size: 64 ", f"ep_size: {ep} "),
+                     ("dp_shard_size: 64 ", "dp_shard_size: 1  ")):
+        assert old in train
+        train = train.replace(old, new)
+    folder.mkdir(exist_ok=True)
+    (folder / "train.yaml").write_text(train)
+    (folder / "search.yaml").write_text("train_yaml: ./train.yaml\n"
+                                        "cluster: {num_nodes: 32, cards_per_node: 16, device_type: A3}\n"
+                                        "estimator: {framework: mindspeed}\n")
+    return folder / "search.yaml"
+
+
+def test_a_schedule_stated_in_the_train_yaml_gets_the_note_there_without_a_quick_fix(tmp_path: Path) -> None:
+    """A search config naming a train.yaml that states DualPipeV: HP614 sits at the train.yaml's schedule, and
+    carries no quick fix (its set_at would write a search config's pp_config into the train.yaml)."""
+    found = hp_plan_json("search", str(_dsv3_train(tmp_path, 4, 16, 32)))
+    assert found["best"]["pipeline_layout"]["noop_layers"] == [61, 62, 63]
+    (hp614,) = [d for d in found["diagnostics"] if d["code"] == "HP614"]
+    assert hp614["path"] == "accelerator.pipeline_scheduler" and hp614["file"].endswith("train.yaml")
+    assert "set_at" not in hp614["data"] and hp614["data"]["noop_layers"] == [61, 62, 63]
+
+
+def test_where_nothing_fits_padded_the_refusal_is_the_padded_plans(tmp_path: Path) -> None:
+    """tp 2 · pp 8 · ep 64 padded needs 106.5 GiB of the A3's 64: the refusal says that budget, not DualPipeV's
+    layer rule, which MindSpeed's padding lifts; the same refusal as the file with the padding stated."""
+    found = hp_plan_json("search", str(_dsv3_train(tmp_path / "plain", 2, 8, 64)), code=1)
+    said = [d["message"] for d in found["diagnostics"] if d["code"] == "HP601"]
+    assert said and not [m for m in said if DPV_LAYERS in m]
+    path = _dsv3_train(tmp_path / "stated", 2, 8, 64)
+    train = path.parent / "train.yaml"
+    train.write_text(train.read_text().replace("dualpipev\n", 'dualpipev\n  noop_layers: "61,62,63"\n'))
+    stated = hp_plan_json("search", str(path), code=1)
+    assert said == [d["message"] for d in stated["diagnostics"] if d["code"] == "HP601"]
