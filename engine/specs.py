@@ -112,10 +112,12 @@ class ModelSpec:
 @dataclass(frozen=True, slots=True)
 class HybridLayers:
     """The layer kinds of a hybrid model, from its pattern (Nemotron-H's `hybrid_override_pattern`, Megatron-Core's
-    hybrid layer pattern: one character per layer, `M` a Mamba-2 mixer, `*` self-attention, `-` an MLP), and the
-    Mamba-2 mixer's widths (Hugging Face NemotronHConfig names in comments; docs/cost-model.md §6). Each layer is one
-    block with its own pre-norm. The cost model prices every layer as the pattern's mix (each kind weighted by its
-    share of the layers), so a stage's layers cost the model's average layer wherever the pattern puts them."""
+    hybrid layer pattern: one character per layer, `M` a Mamba-2 mixer, `*` self-attention, `-` an MLP, `E` a MoE
+    block: Nemotron 3), and the Mamba-2 mixer's widths (Hugging Face NemotronHConfig names in comments;
+    docs/cost-model.md §6). Each layer is one block with its own pre-norm. The cost model prices every layer as the
+    pattern's mix (each kind weighted by its share of the layers), so a stage's layers cost the model's average layer
+    wherever the pattern puts them; a pattern with MoE layers has no MLP layers (engine.config.model_facts), and all
+    its layers are of the MoE type, each holding the MoE block's share (moe_share)."""
 
     attention: int  # `*` layers
     mlp: int  # `-` layers
@@ -125,15 +127,21 @@ class HybridLayers:
     state: int  # ssm_state_size
     groups: int  # n_groups
     conv_kernel: int  # conv_kernel
+    moe: int = 0  # `E` layers
 
     @property
     def layers(self) -> int:
-        return self.attention + self.mlp + self.mamba
+        return self.attention + self.mlp + self.mamba + self.moe
 
     def shares(self) -> tuple[float, float, float]:
         """(attention, MLP, Mamba) shares of the layers."""
         n = max(self.layers, 1)
         return self.attention / n, self.mlp / n, self.mamba / n
+
+    @property
+    def moe_share(self) -> float:
+        """The MoE layers' share of the layers."""
+        return self.moe / max(self.layers, 1)
 
     @property
     def d_inner(self) -> int:

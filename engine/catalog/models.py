@@ -182,6 +182,8 @@ ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "mtp_depth": ("num_nextn_predict_layers", "mtp_num_hidden_layers"),
     "hidden_act": ("activation_function", "hidden_activation"),
     "moe_intermediate_size": ("moe_inter_dim",),
+    # Nemotron 3's (NemotronHConfig) name for the shared expert's width.
+    "shared_expert_intermediate_size": ("moe_shared_expert_intermediate_size",),
     # GLM-5's recipes count the leading dense layers under this name.
     "first_k_dense_replace": ("num_dense_layers",),
     "hidden_dropout": ("resid_pdrop", "hidden_dropout_prob"),

@@ -354,10 +354,11 @@ def _model_spec(facts: _Facts, name: str, seq_len: int, gated: bool) -> ModelSpe
     )
 
 
-# The layer kinds a hybrid pattern may hold for the cost model to price it (engine.specs.HybridLayers); another
-# character (MoE `E`, Megatron-Core's pipeline `|` or MTP `/` separators, GDN layers) leaves the model uniform and
-# said unpriced (HP112, engine.validate.unpriced).
-HYBRID_KINDS = frozenset("M*-")
+# The layer kinds a hybrid pattern may hold for the cost model to price it (engine.specs.HybridLayers: M Mamba-2,
+# * attention, - MLP, E MoE, Megatron-Core's Symbols as Megatron-Bridge's NemotronH bridge checks them); another
+# character (Megatron-Core's pipeline `|` or MTP `/` separators, GDN layers), MLP and MoE layers in one pattern, or
+# MoE layers in a model without experts leave the model uniform and said unpriced (HP112, engine.validate.unpriced).
+HYBRID_KINDS = frozenset("M*-E")
 # NemotronHConfig's defaults (transformers, configuration_nemotron_h.py), for the widths a config leaves out.
 _MAMBA_DEFAULTS = {"mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4}
 
@@ -376,13 +377,14 @@ def hybrid_layers(merged: Mapping[str, Val]) -> HybridLayers | None:
         ok = v is not None and isinstance(v.value, int) and not isinstance(v.value, bool) and v.value > 0
         return int(v.value) if ok and v is not None else _MAMBA_DEFAULTS.get(key, 0)
 
-    if not pattern or set(pattern) - HYBRID_KINDS or len(pattern) != iv("num_hidden_layers"):
+    if not pattern or set(pattern) - HYBRID_KINDS or len(pattern) != iv("num_hidden_layers") \
+            or ("E" in pattern and ("-" in pattern or iv("num_experts") <= 1)):
         return None
     head_dim = iv("mamba_head_dim")
     heads = iv("mamba_num_heads") or 2 * iv("hidden_size") // max(head_dim, 1)
     return HybridLayers(attention=pattern.count("*"), mlp=pattern.count("-"), mamba=pattern.count("M"),
                         mamba_heads=heads, mamba_head_dim=head_dim, state=iv("ssm_state_size"),
-                        groups=iv("n_groups"), conv_kernel=iv("conv_kernel"))
+                        groups=iv("n_groups"), conv_kernel=iv("conv_kernel"), moe=pattern.count("E"))
 
 
 # Layer kinds by the names Hugging Face configs write in `layer_types` (GPT-OSS: sliding_attention /

@@ -14,6 +14,7 @@ import numpy as np
 from engine.cost import constants as K
 from engine.cost.collectives import Links
 from engine.cost.memory import StageParams, state_bytes
+from engine.cost.model import moe_share
 from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
 from engine.cost.timing import LayerCompute
 from engine.specs import ModelSpec
@@ -74,7 +75,7 @@ def moe_tp_collective(r: Rows) -> np.ndarray:
     if r.dispatcher == "allgather":
         return np.zeros(r.n)
     size = K.ACT_BYTES * r.T / r.t * r.etp * r.moe_copies * r.h
-    return np.where(r.etp > 1, r.links.allreduce(size, r.etp, np.ones(r.n)), 0.0)
+    return moe_share(r.model) * np.where(r.etp > 1, r.links.allreduce(size, r.etp, np.ones(r.n)), 0.0)
 
 
 def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -319,7 +320,8 @@ def _ep_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     dispatcher runs neither overlap (Megatron-Core refuses both with it: engine.cost.strategy_rules, HP530)."""
     epc = np.zeros((r.n, 2, 3))
     if r.is_moe:
-        a2a = ep_alltoall(r, K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h)
+        # a hybrid model's layers carry its MoE layers' share of the dispatch and combine (model.moe_share)
+        a2a = moe_share(r.model) * ep_alltoall(r, K.ACT_BYTES * r.T / r.t * r.moe_copies * r.h)
         mg = lc.moe
         assert mg is not None  # layer_compute prices the MoE GEMMs whenever the model is MoE
         fw, run = r.fw, r.run

@@ -102,12 +102,17 @@ def cast_widths(m: ModelSpec, moe_layer: bool) -> tuple[float, float]:
     if moe_layer and m.is_moe:
         copies = m.experts_per_tok * max(m.capacity_factor, 1.0)
         f_e = float(m.moe_ffn or m.ffn_eff)
-        fwd += copies * (h + f_e)
-        bwd += copies * ((nm - 1) * f_e + h)
+        e = 1.0
+        if m.hybrid is not None:  # attention's, the Mamba mixer's and the MoE block's shares of the layer
+            share, _, mu = m.hybrid.shares()
+            hy, e = m.hybrid, m.hybrid.moe_share
+            fwd, bwd = share * fwd + mu * (h + hy.d_inner), share * bwd + mu * (hy.in_proj + h)
+        fwd += e * copies * (h + f_e)
+        bwd += e * copies * ((nm - 1) * f_e + h)
         if m.num_shared_experts:
             f_s = float(m.shared_ffn or m.moe_ffn or m.ffn_eff) * m.num_shared_experts
-            fwd += h + f_s
-            bwd += (nm - 1) * f_s + h
+            fwd += e * (h + f_s)
+            bwd += e * ((nm - 1) * f_s + h)
         return fwd, bwd
     f = float(m.ffn_eff)
     if m.hybrid is not None:  # the pattern's mix: attention's projections, the MLP's, the Mamba mixer's in and out

@@ -20,6 +20,7 @@ from engine.cost.model import (
     head_params,
     layer_params,
     mlp_mats,
+    moe_share,
     mtp_extra_params,
     routed_copies,
 )
@@ -106,10 +107,11 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
     split = qkv + proj_in + lse + mlp_split
     if m.hybrid is not None:  # one block and one pre-norm per layer, the pattern's mix of blocks
         share, d, mu = m.hybrid.shares()
+        mlp = moe_share(m) if moe else d  # the MLP or MoE layers' share
         norm_in, norm_out, masks = norm_in / 2, norm_out / 2, masks / 2
-        unsplit = norm_in + norm_out + masks + share * latent
-        split = share * (qkv + proj_in + lse) + d * mlp_split + mu * mamba_act(m, lin)
-        score, act_out = share * score, d * act_out
+        unsplit = norm_in + norm_out + masks + share * latent + mlp * router
+        split = share * (qkv + proj_in + lse) + mlp * mlp_split + mu * mamba_act(m, lin)
+        score, act_out = share * score, mlp * act_out
     if mode == SELECTIVE and policy == "op":
         return _op_policy_terms(m, moe, lse, compiled)
     if mode == SELECTIVE and policy == "modules":
@@ -220,11 +222,13 @@ def module_bytes(m: ModelSpec, moe: bool, lse: float, lin: float = K.ACT_BYTES) 
         f_s = float(m.shared_ffn or f_e)
         shared = m.num_shared_experts * _mlp_inter(f_s, mlp_mats(m), lin)
         routed_act = lin * routed_copies(m) * f_e
-    if m.hybrid is not None:  # one pre-norm per layer; attention's and the MLP's modules by their shares
+    if m.hybrid is not None:  # one pre-norm per layer; attention's, the MLP's and the MoE's modules by their shares
         share, d, _ = m.hybrid.shares()
+        e = moe_share(m) if moe else 0.0
         return ModuleBytes(core_attn=share * (score + lse), layernorm=lin * h,
                            mla_up_proj=share * B * (a.q_width + a.kv_width) if m.is_mla else 0.0,
-                           mlp=d * mlp_split, moe=0.0, moe_router=0.0, moe_act=0.0, shared_experts=0.0)
+                           mlp=0.0 if moe else d * mlp_split, moe=e * mlp_split, moe_router=e * router,
+                           moe_act=e * routed_act, shared_experts=e * shared)
     return ModuleBytes(core_attn=score + lse, layernorm=2 * lin * h,
                        mla_up_proj=B * (a.q_width + a.kv_width) if m.is_mla else 0.0,
                        mlp=0.0 if moe else mlp_split, moe=mlp_split if moe else 0.0, moe_router=router,
@@ -293,7 +297,7 @@ def unsaved_expert_outputs(r: Rows) -> np.ndarray:
     out = np.zeros((r.n, 2, 3))
     if not (r.is_moe and r.fw.probs_in_activation):
         return out
-    per_token = K.ACT_BYTES * r.h * routed_copies(r.model)
+    per_token = K.ACT_BYTES * r.h * routed_copies(r.model) * moe_share(r.model)
     out[:, MOE, OFF] = r.T * per_token / r.t
     if not (r.policy == "modules" and "moe" in r.modules):
         out[:, MOE, SELECTIVE] = out[:, MOE, OFF]

@@ -140,16 +140,22 @@ def dense_mlp_params(m: ModelSpec) -> tuple[float, float]:
     return float(split) * d, float(rep) * d
 
 
+def moe_share(m: ModelSpec) -> float:
+    """The share of a MoE-type layer its MoE block is: 1, or a hybrid model's MoE layers' share of the layers (its
+    layers are all of the MoE type, each the pattern's mix: engine.specs.HybridLayers)."""
+    return m.hybrid.moe_share if m.hybrid is not None else 1.0
+
+
 def moe_params(m: ModelSpec) -> tuple[float, float, float, float]:
-    """(shared split, router rep, routed total, routed active) of one MoE block."""
+    """(shared split, router rep, routed total, routed active) of one MoE block (a hybrid layer: its share)."""
     h = m.hidden
     f_e = m.moe_ffn or m.ffn_eff
     f_s = m.shared_ffn or f_e
     per_expert = mlp_mats(m) * h * f_e
     shared = m.num_shared_experts * mlp_mats(m) * h * f_s
-    return float(shared), float(h * m.num_experts), float(m.num_experts * per_expert), float(
-        m.experts_per_tok * per_expert
-    )
+    e = moe_share(m)
+    return (float(shared) * e, float(h * m.num_experts) * e, float(m.num_experts * per_expert) * e,
+            float(m.experts_per_tok * per_expert) * e)
 
 
 def layer_params(m: ModelSpec, moe: bool) -> LayerParams:
@@ -238,7 +244,8 @@ def mlp_gemm_macs_per_token(m: ModelSpec, moe: bool) -> float:
         return float(mlp_mats(m) * h * m.ffn_eff) * (m.hybrid.shares()[1] if m.hybrid is not None else 1.0)
     f_e = m.moe_ffn or m.ffn_eff
     f_s = m.shared_ffn or f_e
-    return float(h * m.num_experts + mlp_mats(m) * h * (m.experts_per_tok * f_e + m.num_shared_experts * f_s))
+    macs = float(h * m.num_experts + mlp_mats(m) * h * (m.experts_per_tok * f_e + m.num_shared_experts * f_s))
+    return macs if m.hybrid is None else moe_share(m) * macs
 
 
 def layer_matmul_flops_per_token(m: ModelSpec, moe: bool) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 from engine.cost import constants as K
 from engine.cost.fp8 import FP8_GATHERED_WEIGHT_BYTES, cast_widths
 from engine.cost.memory import act_terms, module_bytes, op_policy_recomputed_share
-from engine.cost.model import layer_params, mamba_scan_flops_per_token, mlp_mats
+from engine.cost.model import layer_params, mamba_scan_flops_per_token, mlp_mats, moe_share
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
 
@@ -144,6 +144,9 @@ def moe_gemms(r: Rows, tokens_rep: np.ndarray) -> MoeGemms:
         f_s = float(m.shared_ffn or m.moe_ffn or m.ffn_eff)
         shared = gemm_time(2 * T * m.num_shared_experts * mlp_mats(m) * h * f_s / t, np.minimum(f_s / t, h),
                            r.wgemm_rate)
+    if m.hybrid is not None:  # the MoE layers' share of a hybrid layer (model.moe_share)
+        e = moe_share(m)
+        return MoeGemms(e * router, e * routed, e * shared)
     return MoeGemms(router, routed, shared)
 
 
@@ -169,7 +172,7 @@ def permutation_time(r: Rows) -> np.ndarray:
     at the HBM rate; the backward (the inverse permutations) moves the same bytes again."""
     per_copy = 2 * K.ACT_BYTES * r.h  # one read and one write of a copy's hidden vector
     extra = np.maximum(permutation_passes(r) - r.elem_traffic, 0.0)
-    return extra * per_copy * r.T / r.t * r.moe_copies / r.hbm
+    return moe_share(r.model) * extra * per_copy * r.T / r.t * r.moe_copies / r.hbm
 
 
 def _add_mlp_gemms(r: Rows, g: np.ndarray, mg: MoeGemms | None) -> np.ndarray:

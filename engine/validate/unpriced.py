@@ -44,13 +44,16 @@ def _meaningful(v: Node, _parent: Map) -> bool:
 
 def _hybrid_unpriced(v: Node, parent: Map) -> bool:
     """A hybrid pattern the cost model cannot price as its layer kinds (engine.config.model_facts.hybrid_layers):
-    a character beyond M, * and -, or a length other than the num_hidden_layers beside it."""
+    a character beyond M, *, - and E, a length other than the num_hidden_layers beside it, or MoE layers beside
+    MLP layers or without an expert count beside them."""
     if not isinstance(v, Scalar) or not isinstance(v.value, str) or not v.value.strip():
         return _meaningful(v, parent)
     pattern = v.value.strip()
     layers = parent.get("num_hidden_layers")
     n = layers.value if isinstance(layers, Scalar) else None
-    return bool(set(pattern) - HYBRID_KINDS) or (isinstance(n, int) and len(pattern) != n)
+    experts = any(k in parent for k in ("num_experts", *ALIASES["num_experts"]))
+    return bool(set(pattern) - HYBRID_KINDS) or (isinstance(n, int) and len(pattern) != n) \
+        or ("E" in pattern and ("-" in pattern or not experts))
 
 
 def _no_width(_v: Node, parent: Map) -> bool:
@@ -99,9 +102,10 @@ _LINEAR = ("linear-attention (Gated DeltaNet) layers are priced without softmax 
 # `linear_bias`, a key the reader prices.
 _LINEAR_ATTENTION_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                           "linear_value_head_dim", "linear_conv_kernel_dim")
-_HYBRID = ("a hybrid layer pattern with layer kinds beyond Mamba (M), attention (*) and MLP (-) layers (MoE E, "
-           "pipeline | or MTP / separators), or not one character per layer, is priced as num_hidden_layers uniform "
-           "attention + MLP decoder layers, so the figures are not this model's")
+_HYBRID = ("a hybrid layer pattern with layer kinds beyond Mamba (M), attention (*), MLP (-) and MoE (E) layers "
+           "(pipeline | or MTP / separators), MLP and MoE layers in one pattern, MoE layers without num_experts, or "
+           "not one character per layer, is priced as num_hidden_layers uniform attention + MLP decoder layers, so "
+           "the figures are not this model's")
 _WIDTH = "the feed-forward width is intermediate_size; give it (Llama's rounding rule is not derived)"
 _STAGE_RECOMPUTE = ("per-stage recompute layer counts (MindFormers' full_rec / sel_rec): hp-plan prices the stated "
                     "mode on every layer; activation_checkpoint.layers states a per-layer plan")

@@ -114,3 +114,73 @@ def test_estimate_through_the_cli_says_no_run_had_mamba_layers(tmp_path: Path) -
                 and "hybrid" in d.get("path", "") + d["message"]]
     assert any("hybrid Mamba layers" in b for b in doc["error_band"]["basis"])
     assert "Mamba" in hp_plan("estimate", str(path)).stdout
+
+
+# Nemotron 3 Nano 30B-A3B (NemotronHConfig): 23 Mamba-2, 23 MoE and 6 attention layers, 128 experts top-6 of width
+# 1,856 and one shared expert of 3,712, squared ReLU.
+NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+NANO = f"""\
+model:
+  num_hidden_layers: 52
+  hidden_size: 2688
+  num_attention_heads: 32
+  num_key_value_heads: 2
+  head_dim: 128
+  vocab_size: 131072
+  max_position_embeddings: 8192
+  hybrid_override_pattern: "{NANO_PATTERN}"
+  mamba_num_heads: 64
+  mamba_head_dim: 64
+  n_groups: 8
+  ssm_state_size: 128
+  n_routed_experts: 128
+  num_experts_per_tok: 6
+  n_shared_experts: 1
+  moe_intermediate_size: 1856
+  moe_shared_expert_intermediate_size: 3712
+  mlp_hidden_act: relu2
+cluster: {{num_nodes: 2, cards_per_node: 8, device_type: H100}}
+parallelism: {{dp: 16, tp: 1, pp: 1, cp: 1, ep: 8, micro_batch_size: 1}}
+constraint: {{global_batch_size: 1024}}
+estimator: {{framework: megatron}}
+"""
+
+
+def test_moe_layers_in_the_pattern_count_as_moe_blocks(tmp_path: Path) -> None:
+    """Nemotron 3 Nano by hand: 31.58 B parameters, 3.58 B active per token (its model card: 31.6 B, 3.5 B). Every
+    layer is of the MoE type and holds its share of the pattern's MoE blocks."""
+    m = _model(tmp_path, NANO)
+    assert m.hybrid is not None and (m.hybrid.mamba, m.hybrid.moe, m.hybrid.attention) == (23, 23, 6)
+    assert m.is_moe and m.first_k_dense == 0 and m.num_moe_layers == 52 and m.shared_ffn == 3712
+    h, V = 2688, 131072
+    attention = h * 32 * 128 + 2 * h * 2 * 128 + 32 * 128 * h + h
+    d_inner = 64 * 64
+    in_proj = 2 * d_inner + 2 * 8 * 128 + 64
+    mamba = h * in_proj + (d_inner + 2 * 8 * 128) * 5 + 3 * 64 + d_inner + d_inner * h + h
+    expert = 2 * h * 1856
+    moe = 128 * expert + 2 * h * 3712 + h * 128 + h
+    active_moe = 6 * expert + 2 * h * 3712 + h * 128 + h
+    outside = 2 * V * h + h
+    stats = model_stats(m)
+    assert stats.total_params == pytest.approx(6 * attention + 23 * mamba + 23 * moe + outside, rel=1e-9)
+    assert stats.active_params == pytest.approx(6 * attention + 23 * mamba + 23 * active_moe + outside, rel=1e-9)
+    assert 31.5e9 < stats.total_params < 31.7e9
+
+
+def test_a_moe_pattern_is_priced_with_its_share_of_expert_traffic(tmp_path: Path) -> None:
+    """The MoE blocks' all-to-alls, GEMMs and experts' weights are 23 of 52 layers' worth: against the same model
+    with every layer a MoE layer (the uniform reading) they shrink by about that share."""
+    m = _model(tmp_path, NANO)
+    cfg = check_file(str(tmp_path / "search.yaml")).config
+    assert cfg is not None and cfg.cluster is not None
+    run = RunOptions(framework="megatron")
+    s = Strategy(dp=16, tp=1, pp=1, ep=8, micro_batch_size=1, micro_batch_num=64, recompute=RecomputePlan("full"))
+    mixed, plain = (estimate(x, cfg.cluster, run, s, 80.0) for x in (m, replace(m, hybrid=None)))
+    share = 23 / 52
+    assert mixed.time_breakdown_s["ep_comm"] == pytest.approx(share * plain.time_breakdown_s["ep_comm"], rel=1e-6)
+    assert mixed.step_time_s < 0.8 * plain.step_time_s
+    # MLP and MoE layers in one pattern are not priced as kinds: uniform, and said at the pattern
+    text = NANO.replace(NANO_PATTERN, NANO_PATTERN.replace("E", "-", 1))
+    (tmp_path / "mixed").mkdir()
+    assert _model(tmp_path / "mixed", text).hybrid is None
+    assert [d for d in check_file(str(tmp_path / "mixed" / "search.yaml")).diagnostics if d.code == "HP112"]
