@@ -16,7 +16,8 @@ groups), and `enumerate_space` is every group materialised.
 Rules and their sources ([HP] §5 unless stated):
   * dp = N / (tp·pp·cp) is derived, never enumerated: the device product is exact ([HP] §5.4, §10.2).
   * tp divides N, stays inside a node (docs/formats.md §2: TP divides heads and KV heads; HyperParallel's own
-    search only bounds it by the KV heads, §5.3 / §11 "validator and search disagree").
+    search only bounds it by the KV heads, §5.3 / §11 "validator and search disagree"), and a hybrid model's
+    Mamba heads and groups (MCORE-MAMBA).
   * pp ≤ layers / vpp ([HP] §5.3); micro_batch_num ≥ pp when pp > 1 ([HP] §5.6.1, §10.2).
   * cp: the sequence divides by 2·cp; Ulysses needs KV heads divisible by tp·cp; sequence parallelism with
     cp > 1 is refused as HyperParallel's checker does ([HP] §5.6.1, §5.6.5).
@@ -77,6 +78,7 @@ def cp_auto_max(model: ModelSpec) -> int:
 R_TP_DEVICES = "tp does not divide the devices"
 R_TP_NODE = "tp spans more than one node"
 R_TP_HEADS = "tp does not divide the attention or KV heads"
+R_TP_MAMBA = "tp does not divide the Mamba heads or groups"
 R_PP_DEVICES = "tp·pp does not divide the devices"
 R_PP_LAYERS = "pp above the layers"
 R_CP_DEVICES = "tp·pp·cp does not divide the devices"
@@ -288,11 +290,15 @@ def _level_tp_pp(b: _Builder, c: _Ctx) -> None:
     """Levels 1 and 2: tp, then pp (vpp's share of the layer bound is checked at its own level)."""
     m, n = c.model, c.n
     tp = _domain(c.r("tp"), c.dev_divs)[None, :]
-    b.expand("tp", tp[0], [
+    tp_rules = [
         (R_TP_DEVICES, n % tp == 0),
         (R_TP_NODE, tp <= c.node),
         (R_TP_HEADS, (m.heads % tp == 0) & (m.kv_heads_eff % tp == 0)),
-    ])
+    ]
+    hy = m.hybrid
+    if hy is not None and hy.mamba:  # Megatron-Core's MambaMixer shards its heads and groups over tp (MCORE-MAMBA)
+        tp_rules.append((R_TP_MAMBA, (hy.mamba_heads % tp == 0) & (hy.groups % tp == 0)))
+    b.expand("tp", tp[0], tp_rules)
     pp = _domain(c.r("pp"), c.dev_divs)[None, :]
     t = b.w("tp")[:, None]
     pp_div = (n // t) % pp == 0

@@ -44,6 +44,10 @@ def _tp(ctx: Ctx) -> None:
     facts = [("model.hidden_size", "hidden_size", m.hidden), ("model.num_attention_heads", "num_attention_heads",
              m.heads), ("model.num_key_value_heads", "num_key_value_heads", m.kv_heads_eff if not m.is_mla else 0),
              ("model.intermediate_size", "intermediate_size", m.ffn if (not m.is_moe or m.first_k_dense) else 0)]
+    hy = m.hybrid
+    if hy is not None and hy.mamba:  # Megatron-Core's MambaMixer asserts both divide by tp (MCORE-MAMBA)
+        facts += [("model.mamba_num_heads", "Mamba heads (mamba_num_heads)", hy.mamba_heads),
+                  ("model.n_groups", "Mamba groups (n_groups)", hy.groups)]
     etp = ctx.fixed.get("etp")
     if m.is_moe and (etp is None or etp.value <= 1):
         facts.append(("model.moe_intermediate_size", "expert width (moe_intermediate_size)", m.moe_ffn))

@@ -184,3 +184,19 @@ def test_a_moe_pattern_is_priced_with_its_share_of_expert_traffic(tmp_path: Path
     (tmp_path / "mixed").mkdir()
     assert _model(tmp_path / "mixed", text).hybrid is None
     assert [d for d in check_file(str(tmp_path / "mixed" / "search.yaml")).diagnostics if d.code == "HP112"]
+
+
+def test_tp_divides_the_mamba_heads_and_groups(tmp_path: Path) -> None:
+    """Megatron-Core's MambaMixer asserts tp divides its heads and groups: a stated tp 16 is HP403 at tp, naming the
+    groups (8); searched, tp 16 is a counted refusal and no plan has it."""
+    text = (NEMOTRON_H_8B.replace("num_attention_heads: 32", "num_attention_heads: 64")
+            .replace("num_key_value_heads: 8", "num_key_value_heads: 16")
+            .replace("num_nodes: 4, cards_per_node: 8", "num_nodes: 2, cards_per_node: 16"))
+    path = tmp_path / "search.yaml"
+    path.write_text(text.replace("dp: 16, tp: 2,", "dp: 2, tp: 16,"))
+    (said,) = [d for d in check_file(str(path)).diagnostics if d.code == "HP403"]
+    assert said.path == "parallelism.tp" and "Mamba groups (n_groups) (8)" in said.message
+    path.write_text(text.replace("dp: 16, tp: 2,", "dp: auto, tp: auto,"))
+    found = hp_plan_json("search", str(path))
+    assert found["refused"].get("tp does not divide the Mamba heads or groups", 0) > 0
+    assert all(e["strategy"]["tp"] <= 8 for e in found["top"])
