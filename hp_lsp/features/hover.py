@@ -2,7 +2,7 @@
 
 - strategy keys: the stated plan's peak memory (per stage), step time, tokens/s and MFU, the best plan's
   figures beside them;
-- model keys: parameter count (total / active) and training FLOPs per token;
+- model keys: parameter count (total / active) and training FLOPs per token, and a hybrid model's layer kinds;
 - `device_type`: the device's specs from the catalog;
 - a candidate list: which of its values appear in the plans that fit.
 Markdown, short, the most important number first.
@@ -127,6 +127,11 @@ def model_hover(state: DocState) -> str | None:
     shape = f"{m.num_layers} layers · hidden {m.hidden} · {m.heads} heads"
     if m.kv_heads and m.kv_heads != m.heads:
         shape += f" ({m.kv_heads} KV)"
+    if m.hybrid is not None:  # the layer kinds the pattern was read as (engine.specs.HybridLayers)
+        hy = m.hybrid
+        kinds = [f"{n} {what}" for n, what in ((hy.mamba, "Mamba-2"), (hy.attention, "attention"), (hy.mlp, "MLP"),
+                                               (hy.moe, "MoE")) if n]
+        shape += f" ({', '.join(kinds)})"
     if m.is_moe:
         shape += f" · {m.num_experts} experts, top-{m.experts_per_tok}"
     lines.append(shape + f" · seq {m.seq_len}")

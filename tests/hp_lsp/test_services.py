@@ -14,7 +14,7 @@ from hp_lsp.features.new_search_config import search_config_path
 from hp_lsp.outline import scan
 from hp_lsp.search_job import SearchOutcome, SearchRequest, run_search
 from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
-from tests.support.configs import bridge_dsv3_train
+from tests.support.configs import NANO, bridge_dsv3_train
 from tests.support.lsp_services import LLAMA, never, no_progress, state_for
 
 TRAIN = LLAMA / "train.yaml"
@@ -337,3 +337,14 @@ def test_the_layer_layout_hover_reads_as_the_stages_it_builds(tmp_path: Path) ->
     assert "| 1-6 | decoder×2 | decoder×2 | decoder×2 | decoder×2 |" in got
     assert "| 7 | decoder×2 | decoder×2 | decoder×2 | mtp, loss |" in got
     assert "GiB" in got  # the plan's own hover follows
+
+
+def test_the_model_hover_names_a_hybrid_models_layer_kinds(tmp_path: Path) -> None:
+    """A hybrid pattern's kinds as the planner read them, beside its parameter count (Nemotron 3 Nano: 31.58 B)."""
+    path = tmp_path / "search.yaml"
+    path.write_text(NANO)
+    _, st = state_for(path, search=False)
+    assert st.analysis is not None
+    shown = hover.hover_markdown(st, st.analysis.entries, *_pos(NANO, "hybrid_override_pattern"))
+    assert shown and "**31.58 B** parameters · 3.58 B active per token" in shown
+    assert "52 layers · hidden 2688 · 32 heads (2 KV) (23 Mamba-2, 6 attention, 23 MoE) · 128 experts" in shown

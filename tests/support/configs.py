@@ -96,3 +96,60 @@ moe_a2a_overlap: true
 pp_config: {pipeline_schedule: dualpipev NOOP}
 estimator: {framework: FRAMEWORK}
 """
+
+
+# Nemotron-H 8B (nvidia/Nemotron-H-8B-Base-8K config.json): 24 Mamba-2, 24 MLP and 4 attention layers.
+NEMOTRON_H_PATTERN = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+NEMOTRON_H_8B = f"""\
+model:
+  num_hidden_layers: 52
+  hidden_size: 4096
+  intermediate_size: 21504
+  num_attention_heads: 32
+  num_key_value_heads: 8
+  head_dim: 128
+  vocab_size: 131072
+  max_position_embeddings: 8192
+  hybrid_override_pattern: "{NEMOTRON_H_PATTERN}"
+  mamba_num_heads: 128
+  mamba_head_dim: 64
+  n_groups: 8
+  ssm_state_size: 128
+  conv_kernel: 4
+  mlp_hidden_act: relu2
+  residual_in_fp32: false
+cluster: {{num_nodes: 4, cards_per_node: 8, device_type: H100}}
+parallelism: {{dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}}
+constraint: {{global_batch_size: 128}}
+estimator: {{framework: megatron}}
+"""
+
+
+# Nemotron 3 Nano 30B-A3B (NemotronHConfig): 23 Mamba-2, 23 MoE and 6 attention layers, 128 experts top-6 of width
+# 1,856 and one shared expert of 3,712, squared ReLU.
+NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+NANO = f"""\
+model:
+  num_hidden_layers: 52
+  hidden_size: 2688
+  num_attention_heads: 32
+  num_key_value_heads: 2
+  head_dim: 128
+  vocab_size: 131072
+  max_position_embeddings: 8192
+  hybrid_override_pattern: "{NANO_PATTERN}"
+  mamba_num_heads: 64
+  mamba_head_dim: 64
+  n_groups: 8
+  ssm_state_size: 128
+  n_routed_experts: 128
+  num_experts_per_tok: 6
+  n_shared_experts: 1
+  moe_intermediate_size: 1856
+  moe_shared_expert_intermediate_size: 3712
+  mlp_hidden_act: relu2
+cluster: {{num_nodes: 2, cards_per_node: 8, device_type: H100}}
+parallelism: {{dp: 16, tp: 1, pp: 1, cp: 1, ep: 8, micro_batch_size: 1}}
+constraint: {{global_batch_size: 1024}}
+estimator: {{framework: megatron}}
+"""

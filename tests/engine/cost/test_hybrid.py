@@ -14,32 +14,7 @@ from engine.cost import estimate
 from engine.cost.model import model_stats
 from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
 from tests.support.cli import hp_plan, hp_plan_json
-
-# Nemotron-H 8B (nvidia/Nemotron-H-8B-Base-8K config.json): 24 Mamba-2, 24 MLP and 4 attention layers.
-PATTERN = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
-NEMOTRON_H_8B = f"""\
-model:
-  num_hidden_layers: 52
-  hidden_size: 4096
-  intermediate_size: 21504
-  num_attention_heads: 32
-  num_key_value_heads: 8
-  head_dim: 128
-  vocab_size: 131072
-  max_position_embeddings: 8192
-  hybrid_override_pattern: "{PATTERN}"
-  mamba_num_heads: 128
-  mamba_head_dim: 64
-  n_groups: 8
-  ssm_state_size: 128
-  conv_kernel: 4
-  mlp_hidden_act: relu2
-  residual_in_fp32: false
-cluster: {{num_nodes: 4, cards_per_node: 8, device_type: H100}}
-parallelism: {{dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}}
-constraint: {{global_batch_size: 128}}
-estimator: {{framework: megatron}}
-"""
+from tests.support.configs import NANO, NANO_PATTERN, NEMOTRON_H_8B, NEMOTRON_H_PATTERN
 
 
 def _model(tmp_path: Path, text: str = NEMOTRON_H_8B) -> ModelSpec:
@@ -92,9 +67,9 @@ def test_each_layer_is_priced_as_the_mix_not_as_attention_and_mlp(tmp_path: Path
 
 
 def test_a_pattern_it_cannot_price_is_said_at_its_key_and_priced_uniform(tmp_path: Path) -> None:
-    for pattern in (PATTERN.replace("-", "E", 1), PATTERN[:-1]):
+    for pattern in (NEMOTRON_H_PATTERN.replace("-", "E", 1), NEMOTRON_H_PATTERN[:-1]):
         (tmp_path / str(len(pattern))).mkdir(exist_ok=True)
-        text = NEMOTRON_H_8B.replace(PATTERN, pattern)
+        text = NEMOTRON_H_8B.replace(NEMOTRON_H_PATTERN, pattern)
         path = tmp_path / str(len(pattern)) / "search.yaml"
         path.write_text(text)
         loaded = check_file(str(path))
@@ -116,34 +91,6 @@ def test_estimate_through_the_cli_says_no_run_had_mamba_layers(tmp_path: Path) -
     assert "Mamba" in hp_plan("estimate", str(path)).stdout
 
 
-# Nemotron 3 Nano 30B-A3B (NemotronHConfig): 23 Mamba-2, 23 MoE and 6 attention layers, 128 experts top-6 of width
-# 1,856 and one shared expert of 3,712, squared ReLU.
-NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
-NANO = f"""\
-model:
-  num_hidden_layers: 52
-  hidden_size: 2688
-  num_attention_heads: 32
-  num_key_value_heads: 2
-  head_dim: 128
-  vocab_size: 131072
-  max_position_embeddings: 8192
-  hybrid_override_pattern: "{NANO_PATTERN}"
-  mamba_num_heads: 64
-  mamba_head_dim: 64
-  n_groups: 8
-  ssm_state_size: 128
-  n_routed_experts: 128
-  num_experts_per_tok: 6
-  n_shared_experts: 1
-  moe_intermediate_size: 1856
-  moe_shared_expert_intermediate_size: 3712
-  mlp_hidden_act: relu2
-cluster: {{num_nodes: 2, cards_per_node: 8, device_type: H100}}
-parallelism: {{dp: 16, tp: 1, pp: 1, cp: 1, ep: 8, micro_batch_size: 1}}
-constraint: {{global_batch_size: 1024}}
-estimator: {{framework: megatron}}
-"""
 
 
 def test_moe_layers_in_the_pattern_count_as_moe_blocks(tmp_path: Path) -> None:
