@@ -8,6 +8,7 @@ from pathlib import Path
 from engine.check import check_file
 from engine.diagnostics import Severity
 from tests.support.cli import hp_plan
+from tests.support.configs import NEMOTRON_H_8B
 
 RECIPE = """\
 model:
@@ -90,27 +91,10 @@ def test_param_init_type_and_eager_attention_are_priced(tmp_path: Path) -> None:
     assert eager is not None and eager.model is not None and eager.model.use_flash_attention is False
 
 
-NEMOTRON_H = """\
-model:
-  num_hidden_layers: 52
-  hidden_size: 4096
-  intermediate_size: 21504
-  num_attention_heads: 32
-  num_key_value_heads: 8
-  vocab_size: 131072
-  max_position_embeddings: 8192
-  hybrid_override_pattern: "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
-  mamba_head_dim: 64
-  n_groups: 8
-  ssm_state_size: 128
-  mamba_hidden_act: silu
-  chunk_size: 128
-  residual_in_fp32: false
-  vision: {hiden_size: 1280}
-cluster: {num_nodes: 4, cards_per_node: 8, device_type: H100}
-parallelism: {dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}
-constraint: {global_batch_size: 128}
-"""
+# Nemotron-H 8B (tests/support/configs.py) with fields the planner does not price beside its own, and a vision tower
+# with a typo.
+NEMOTRON_H = NEMOTRON_H_8B.replace("  residual_in_fp32: false\n", "  mamba_hidden_act: silu\n  chunk_size: 128\n"
+                                   "  residual_in_fp32: false\n  vision: {hiden_size: 1280}\n")
 
 
 def test_a_search_configs_model_fields_pass_through_and_near_misses_are_named(tmp_path: Path) -> None:
