@@ -175,10 +175,11 @@ def _op_policy_terms(m: ModelSpec, moe: bool, lse: float, compiled: bool = False
     else:
         f = float(m.ffn_eff)
     router = 2 * 4.0 * m.num_experts if moe else 0.0
-    if m.hybrid is not None:  # the pattern's mix: attention's saved matmuls, the MLP's, the Mamba mixer's tensors
+    if m.hybrid is not None:  # the pattern's mix: attention's saved matmuls, the MLP's or MoE's, the Mamba mixer's
         share, d, mu = m.hybrid.shares()
-        kept = share * (B * (a.q_width + a.kv_width / 2 + a.out_width) + lse) + d * B * f + mu * mamba_act(m)
-        return ActTerms(B * h, kept + (0.0 if compiled else B * h), 0.0)
+        mlp = moe_share(m) if moe else d
+        kept = share * (B * (a.q_width + a.kv_width / 2 + a.out_width) + lse) + mlp * B * f + mu * mamba_act(m)
+        return ActTerms(B * h + mlp * router, kept + (0.0 if compiled else B * h), 0.0)
     saved_mm = a.q_width + a.kv_width / 2 + f + (0.0 if compiled else h)
     return ActTerms(B * h + router, B * (saved_mm + a.out_width) + lse, 0.0)
 

@@ -147,3 +147,15 @@ def test_tp_divides_the_mamba_heads_and_groups(tmp_path: Path) -> None:
     found = hp_plan_json("search", str(path))
     assert found["refused"].get("tp does not divide the Mamba heads or groups", 0) > 0
     assert all(e["strategy"]["tp"] <= 8 for e in found["top"])
+
+
+def test_every_recompute_policy_keeps_the_moe_share_of_a_moe_pattern(tmp_path: Path) -> None:
+    """torchtitan's "op" policy and Megatron's modules keep the MoE blocks' share of their tensors: more routed
+    copies keep more."""
+    from engine.cost.memory import SELECTIVE, act_terms
+
+    m = _model(tmp_path, NANO)
+    fewer = replace(m, experts_per_tok=1)
+    for policy, modules in (("op", ()), ("modules", ("layernorm",)), ("hyperparallel", ())):
+        kept, less = (act_terms(x, True, SELECTIVE, policy, modules).split for x in (m, fewer))
+        assert kept > less, policy
