@@ -15,7 +15,7 @@ from __future__ import annotations
 from engine.config.layer_layout import LayerLayoutError, layout_from_names, layout_vpp, parse_layout_text
 from engine.config.reader import Source, Val
 from engine.document import Map, Scalar, Seq
-from engine.specs import PipelineLayout
+from engine.specs import PipelineLayout, noop_text
 
 LAYOUT_BOOLS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "emb_out_in_offset",
                 "mtp_in_offset")
@@ -77,33 +77,54 @@ def read_layout(src: Source, section: Map | None, prefix: str, into: dict[str, V
 MAX_NOOP_LAYERS = 4096
 
 
+def noop_indices(raw: object) -> tuple[int, ...] | None:
+    """No-op layer indices as MindSpeed-LLM's `--noop-layers` takes them (MS-NOOP): a list of non-negative integers,
+    one integer, or its comma-separated text ("61,62,63"); the sorted distinct indices, or None where `raw` is not
+    that ("1,,2", a negative index, more than MAX_NOOP_LAYERS). The reader (read_noop_layers) and `apply`'s
+    read-back (engine.edit.strategy) both take them so."""
+    items: list[object]
+    if isinstance(raw, str):
+        items = [int(t) if t.strip().isdigit() else t for t in raw.split(",", MAX_NOOP_LAYERS)]
+    elif isinstance(raw, list | tuple):
+        items = list(raw[:MAX_NOOP_LAYERS + 1])
+    else:
+        items = [raw]
+    ints = [i for i in items if isinstance(i, int) and not isinstance(i, bool) and i >= 0]
+    if len(items) > MAX_NOOP_LAYERS or len(ints) != len(items):
+        return None
+    return tuple(sorted(set(ints)))
+
+
+def noop_pad(layers: int, parts: int) -> tuple[int, ...]:
+    """The fewest no-op layers that make `layers` split into `parts` equal ones, at the end of the count, as
+    MindSpeed-LLM's DeepSeek-V3 scripts place them (61 layers into 16: 61, 62, 63); () where it splits already."""
+    return tuple(range(layers, layers + (-layers) % parts))
+
+
+def noop_fix(pad: tuple[int, ...]) -> dict[str, object]:
+    """The quick-fix data that states `pad` in a search config (`set_at` pp_config.noop_layers, in MindSpeed's
+    text): for the findings whose fix is the padding (HP416, HP505, HP614)."""
+    return {"set_at": {"path": f"pp_config.{NOOP_LAYERS}", "value": noop_text(pad)}}
+
+
 def read_noop_layers(src: Source, section: Map | None, dotted: str) -> Val | None:
-    """MindSpeed-LLM's `--noop-layers` (MS-NOOP): the identity layers' indices in the padded layer count, as a list of
-    integers, one integer, or its comma-separated text ("61,62,63"). The Val's value is the sorted tuple of distinct
-    indices (empty: nothing stated); what is not that is HP103 at the value (whether the indices fit the model and
-    the split is HP422's, engine.validate.pipeline)."""
+    """MindSpeed-LLM's `--noop-layers` (noop_indices). The Val's value is the sorted tuple of distinct indices
+    (empty: nothing stated); what is not that is HP103 at the value (whether the indices fit the model and the split
+    is HP422's, engine.validate.pipeline)."""
     v = src.val(section, dotted.rsplit(".", 1)[-1], dotted)
     if v is None:
         return None
     node = v.value
-    raw: list[object]
-    if isinstance(node, str) and not node.strip():
+    if node is None or (isinstance(node, str) and not node.strip()):
         return None  # MindSpeed's default: no no-op layers
-    if isinstance(node, str):
-        raw = [int(t) if t.strip().isdigit() else t for t in node.split(",", MAX_NOOP_LAYERS)]  # "1,,2": HP103
-    elif isinstance(node, Seq):
-        raw = [i.value if isinstance(i, Scalar) else i for i in node.items[:MAX_NOOP_LAYERS + 1]]
-    elif node is None:
-        return None
-    else:
-        raw = [node]
-    ints = [i for i in raw if isinstance(i, int) and not isinstance(i, bool) and i >= 0]
-    if len(raw) > MAX_NOOP_LAYERS or len(ints) != len(raw):
+    raw = [i.value if isinstance(i, Scalar) else i for i in node.items[:MAX_NOOP_LAYERS + 1]] \
+        if isinstance(node, Seq) else node
+    idx = noop_indices(raw)
+    if idx is None:
         src.diag("HP103", f"{dotted} must list the no-op layers' indices in the padded layer count: non-negative "
                  f"integers (at most {MAX_NOOP_LAYERS}), as a list or as MindSpeed's text \"61,62,63\"",
                  v.loc.value, dotted)
         return None
-    idx = tuple(sorted(set(ints)))
     return Val(idx, v.path, v.loc) if idx else None
 
 

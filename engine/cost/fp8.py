@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from engine.cost import constants as K
-from engine.cost.model import attn_shape, mlp_mats
+from engine.cost.model import attn_shape, mlp_mats, mlp_share, moe_share
 from engine.specs import DeviceSpec, ModelSpec, RunOptions
 
 
@@ -98,15 +98,15 @@ def cast_widths(m: ModelSpec, moe_layer: bool) -> tuple[float, float]:
     h = float(m.hidden)
     qkv_out = a.q_width + a.kv_width
     fwd, bwd = h + a.out_width, qkv_out + h  # qkv (input h) and output projection (input out_width)
+    hy = m.hybrid
+    if hy is not None:  # a hybrid layer's mixer: attention's projections and the Mamba mixer's in and out, by share
+        share, _, mu = hy.shares()
+        fwd, bwd = share * fwd + mu * (h + hy.d_inner), share * bwd + mu * (hy.in_proj + h)
     nm = mlp_mats(m)
     if moe_layer and m.is_moe:
         copies = m.experts_per_tok * max(m.capacity_factor, 1.0)
         f_e = float(m.moe_ffn or m.ffn_eff)
-        e = 1.0
-        if m.hybrid is not None:  # attention's, the Mamba mixer's and the MoE block's shares of the layer
-            share, _, mu = m.hybrid.shares()
-            hy, e = m.hybrid, m.hybrid.moe_share
-            fwd, bwd = share * fwd + mu * (h + hy.d_inner), share * bwd + mu * (hy.in_proj + h)
+        e = moe_share(m)
         fwd += e * copies * (h + f_e)
         bwd += e * copies * ((nm - 1) * f_e + h)
         if m.num_shared_experts:
@@ -115,9 +115,7 @@ def cast_widths(m: ModelSpec, moe_layer: bool) -> tuple[float, float]:
             bwd += e * ((nm - 1) * f_s + h)
         return fwd, bwd
     f = float(m.ffn_eff)
-    if m.hybrid is not None:  # the pattern's mix: attention's projections, the MLP's, the Mamba mixer's in and out
-        share, d, mu = m.hybrid.shares()
-        hy = m.hybrid
-        return (share * fwd + d * (h + f) + mu * (h + hy.d_inner),
-                share * bwd + d * ((nm - 1) * f + h) + mu * (hy.in_proj + h))
+    if hy is not None:  # the MLP layers' share
+        d = mlp_share(m)
+        return fwd + d * (h + f), bwd + d * ((nm - 1) * f + h)
     return fwd + h + f, bwd + (nm - 1) * f + h

@@ -15,6 +15,7 @@ import numpy as np
 from engine.cost import constants as K
 from engine.cost.layout import effective_layout, layout_or_default
 from engine.cost.model import (
+    attention_share,
     attn_shape,
     embedding_params,
     head_params,
@@ -123,7 +124,7 @@ def act_terms(m: ModelSpec, moe: bool, mode: int, policy: str, modules: tuple[st
             unsplit -= norm_out + masks
             split -= act_out
             if score:  # keep the QKᵀ matmul output only
-                score = B * a.heads * m.seq_len * (m.hybrid.shares()[0] if m.hybrid is not None else 1.0)
+                score = B * a.heads * m.seq_len * attention_share(m)
     return ActTerms(unsplit, split, score)
 
 
@@ -244,7 +245,7 @@ def _module_terms(m: ModelSpec, moe: bool, modules: tuple[str, ...], off: ActTer
     on = set(modules)
     unsplit, split, score = off.unsplit, off.split, off.score
     if "core_attn" in on:
-        split -= lse * (m.hybrid.shares()[0] if m.hybrid is not None else 1.0)
+        split -= lse * attention_share(m)
         score = 0.0
     if "layernorm" in on:
         unsplit -= mb.layernorm

@@ -136,8 +136,18 @@ def dense_mlp_params(m: ModelSpec) -> tuple[float, float]:
     h, f = m.hidden, m.ffn_eff
     split = mlp_mats(m) * h * f + (f * (mlp_mats(m) - 1) if m.linear_bias else 0)
     rep = h if m.linear_bias else 0
-    d = m.hybrid.shares()[1] if m.hybrid is not None else 1.0
+    d = mlp_share(m)
     return float(split) * d, float(rep) * d
+
+
+def attention_share(m: ModelSpec) -> float:
+    """The share of a layer its attention block is: 1, or a hybrid model's attention layers' share of the layers."""
+    return m.hybrid.shares()[0] if m.hybrid is not None else 1.0
+
+
+def mlp_share(m: ModelSpec) -> float:
+    """The share of a dense layer its MLP is: 1, or a hybrid model's MLP layers' share of the layers."""
+    return m.hybrid.shares()[1] if m.hybrid is not None else 1.0
 
 
 def moe_share(m: ModelSpec) -> float:
@@ -241,7 +251,7 @@ def mlp_gemm_macs_per_token(m: ModelSpec, moe: bool) -> float:
     model's layer holds its MLP share of one."""
     h = m.hidden
     if not moe:
-        return float(mlp_mats(m) * h * m.ffn_eff) * (m.hybrid.shares()[1] if m.hybrid is not None else 1.0)
+        return float(mlp_mats(m) * h * m.ffn_eff) * mlp_share(m)
     f_e = m.moe_ffn or m.ffn_eff
     f_s = m.shared_ffn or f_e
     macs = float(h * m.num_experts + mlp_mats(m) * h * (m.experts_per_tok * f_e + m.num_shared_experts * f_s))
@@ -257,8 +267,7 @@ def attention_core_flops_per_token(m: ModelSpec) -> float:
     """Forward FLOPs per token of QKᵀ and attention·V over a full (non-causal) sequence: 2·s·(d_qk + d_v)·a; a
     hybrid model's layer: its attention share of it."""
     a = attn_shape(m)
-    share = m.hybrid.shares()[0] if m.hybrid is not None else 1.0
-    return 2.0 * m.seq_len * a.heads * (a.d_qk + a.d_v) * share
+    return 2.0 * m.seq_len * a.heads * (a.d_qk + a.d_v) * attention_share(m)
 
 
 def model_stats(m: ModelSpec) -> ModelStats:

@@ -13,6 +13,7 @@ from operator import attrgetter
 
 from engine import degree_facts as facts
 from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
+from engine.config.stated_layout import noop_fix, noop_pad
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
@@ -207,7 +208,7 @@ def _fix_data(config: Config, p: Problem) -> dict[str, object] | None:
     does not read)."""
     if not p.noop_pad or config.kind != "search" or not framework_of(config.run).noop_layers:
         return None
-    return {"set_at": {"path": "pp_config.noop_layers", "value": noop_text(p.noop_pad)}}
+    return noop_fix(p.noop_pad)
 
 
 def _dualpipev_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
@@ -223,7 +224,7 @@ def _dualpipev_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -
     if slots % (2 * s.pp):
         counted = f"{model.num_layers} layers" + (f" + {len(layout.noop_layers)} no-op = {slots}" if slots >
                                                   model.num_layers else "")
-        pad = () if layout.noop_layers else tuple(range(slots, slots + (-slots) % (2 * s.pp)))
+        pad = () if layout.noop_layers else noop_pad(slots, 2 * s.pp)
         hint = f" (MindSpeed-LLM pads them with no-op layers: noop_layers \"{noop_text(pad)}\")" if pad else ""
         out.append(Problem("HP505", f"DualPipeV cuts the model into 2·pp = {2 * s.pp} stages of equal layers; "
                            f"{counted} is not a multiple{hint}", "pp", noop_pad=pad))

@@ -14,7 +14,7 @@ import numpy as np
 from engine.cost import constants as K
 from engine.cost.fp8 import FP8_GATHERED_WEIGHT_BYTES, cast_widths
 from engine.cost.memory import act_terms, module_bytes, op_policy_recomputed_share
-from engine.cost.model import layer_params, mamba_scan_flops_per_token, mlp_mats, moe_share
+from engine.cost.model import layer_params, mamba_scan_flops_per_token, mlp_mats, mlp_share, moe_share
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
 
@@ -193,8 +193,7 @@ def dense_mlp_gemms(r: Rows) -> np.ndarray:
     """(n,) forward seconds of one dense MLP's GEMMs; a hybrid model's layer holds its MLP share of one."""
     m, T, t, h = r.model, r.T, r.t, r.h
     f = float(m.ffn_eff)
-    g = gemm_time(2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h), r.wgemm_rate)
-    return g if m.hybrid is None else m.hybrid.shares()[1] * g
+    return mlp_share(m) * gemm_time(2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h), r.wgemm_rate)
 
 
 def attention_calls(r: Rows) -> np.ndarray:

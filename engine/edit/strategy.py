@@ -33,6 +33,7 @@ import re
 from typing import Any, Literal
 
 from engine.config.kind import classify, shape_of_data, trainer_runs  # the reader's rule
+from engine.config.stated_layout import noop_indices  # the reader's rule
 from engine.config.train import LEGACY_DEGREES, PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
 from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, keeps_bom, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
@@ -466,16 +467,6 @@ def _layout_key(layout: PipelineLayout) -> str:
     return "noop_layers" if layout.noop_layers else "account_for_embedding_in_pipeline_split"
 
 
-def as_noop_layers(v: Any) -> tuple[int, ...] | None:
-    """No-op layer indices as the reader takes them (a list of integers or MindSpeed-LLM's "61,62,63")."""
-    if isinstance(v, str):
-        parts = [x.strip() for x in v.split(",")]
-        return tuple(int(x) for x in parts) if all(x.isdigit() for x in parts) else None
-    if isinstance(v, list) and all(as_int(x) is not None for x in v):
-        return tuple(int(x) for x in v)
-    return None
-
-
 def _layout_changes(layout: PipelineLayout | None, data: Any) -> list[Change]:
     """The layout a search chose (engine.search: Megatron-Core's embedding/loss accounting, or MindSpeed-LLM's
     no-op layers padding a DualPipeV split), in the keys the reader reads (engine.config.stated_layout); nothing
@@ -488,7 +479,7 @@ def _layout_changes(layout: PipelineLayout | None, data: Any) -> list[Change]:
     acc = ("accelerator",)
     if layout.noop_layers:
         want = layout.noop_layers
-        return [Change((*acc, "noop_layers"), noop_text(want), satisfied=lambda now: as_noop_layers(now) == want)]
+        return [Change((*acc, "noop_layers"), noop_text(want), satisfied=lambda now: noop_indices(now) == want)]
     return [_bool_change((*acc, "account_for_embedding_in_pipeline_split"), layout.embedding_in_split),
             _bool_change((*acc, "account_for_loss_in_pipeline_split"), layout.loss_in_split)]
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from engine.catalog.frameworks import framework_of
+from engine.config.stated_layout import noop_fix, noop_pad
 from engine.config.types import DIMENSIONS, Config, Dimension
 from engine.cost.equivalence import POOL, rank_equivalent
 from engine.cost.layout import default_chunks, layout_or_default
@@ -148,9 +149,8 @@ def _accounting_pps(config: Config) -> tuple[int, ...]:
     if config.model is None or config.cluster is None:
         return ()
     m = config.model
-    declared = restrictions(config)
-    pps = declared.get("pp") or tuple(divisors(config.cluster.world_size))
-    vpps = declared.get("vpp") or tuple(range(1, VPP_AUTO_MAX + 1))
+    vpps = restrictions(config).get("vpp") or tuple(range(1, VPP_AUTO_MAX + 1))
+    pps = _pp_values(config, config.cluster.world_size)
     out = []
     for p in pps:
         for v in vpps:
@@ -173,13 +173,17 @@ def _noop_pads(config: Config) -> list[tuple[PipelineLayout, tuple[int, ...]]]:
             or not framework_of(config.run).noop_layers or config.model is None or config.cluster is None:
         return []
     L = config.model.num_layers
-    pps = restrictions(config).get("pp") or tuple(divisors(config.cluster.world_size))
     by_pad: dict[tuple[int, ...], list[int]] = {}
-    for p in sorted(set(pps)):
-        k = -L % (2 * p)
-        if p >= 2 and k and L + k <= 2 * L:  # more padding than layers is no plan anyone runs
-            by_pad.setdefault(tuple(range(L, L + k)), []).append(p)
+    for p in sorted(set(_pp_values(config, config.cluster.world_size))):
+        pad = noop_pad(L, 2 * p)
+        if p >= 2 and pad and len(pad) <= L:  # more padding than layers is no plan anyone runs
+            by_pad.setdefault(pad, []).append(p)
     return [(PipelineLayout(noop_layers=pad), tuple(ps)) for pad, ps in by_pad.items()]
+
+
+def _pp_values(config: Config, world: int) -> tuple[int, ...]:
+    """The pp values a layout pass may serve: the declared list, else every divisor of the device count."""
+    return restrictions(config).get("pp") or tuple(divisors(world))
 
 
 def _layout_passes(config: Config) -> list[tuple[PipelineLayout, tuple[int, ...]]]:
@@ -255,8 +259,7 @@ def _layout_note(config: Config, layout: PipelineLayout, best: Estimate, gain: s
         k, text = len(layout.noop_layers), noop_text(layout.noop_layers)
         rng, path, file = refusals.position(config, _SCHEDULE_PATHS)
         # the quick fix edits the file the finding sits in: the search config's own pp_config, never a train.yaml
-        fix = {"set_at": {"path": "pp_config.noop_layers", "value": text}} \
-            if config.kind == "search" and file is None else {}
+        fix = noop_fix(layout.noop_layers) if config.kind == "search" and file is None else {}
         return Diagnostic("HP614", f"the best plan pads the layers with {k} no-op layer{'s' if k != 1 else ''} "
                           f"(MindSpeed-LLM's noop_layers \"{text}\") so that they cut into DualPipeV's "
                           f"{2 * best.strategy.pp} stages{gain}: apply writes accelerator.noop_layers; in a search "

@@ -9,6 +9,7 @@ import math
 
 from engine import degree_facts
 from engine.catalog.frameworks import effective_layout, framework_of
+from engine.config.stated_layout import noop_fix, noop_pad
 from engine.facts import EP_DENSE, EP_EXPERTS
 from engine.integers import listed_divisors as divisors  # suggestions: none for an absurd n
 from engine.specs import PipelineLayout, noop_text
@@ -155,10 +156,10 @@ def _pp(ctx: Ctx) -> None:
                              "--to megatron` writes the split priced here as one)")
                 fix: dict[str, object] = {}
                 if fw.noop_layers:  # MindSpeed-LLM pads the count with identity layers (MS-NOOP)
-                    pad = noop_text(tuple(range(m.num_layers, m.num_layers + (-m.num_layers) % chunks)))
-                    hint += f", or pad them with no-op layers (noop_layers \"{pad}\")"
+                    pad = noop_pad(m.num_layers, chunks)
+                    hint += f", or pad them with no-op layers (noop_layers \"{noop_text(pad)}\")"
                     if ctx.config.kind == "search":  # a train.yaml's trainer refuses keys it does not read
-                        fix = {"set_at": {"path": "pp_config.noop_layers", "value": pad}}
+                        fix = noop_fix(pad)
                 ctx.emit("HP416", f"{m.num_layers} layers do not split evenly into pp × vpp = {chunks} chunks; the "
                          f"interleaved schedule (Megatron) needs num_layers divisible by pp·vpp{hint}", vpp.location,
                          vpp.path, data=fix)
