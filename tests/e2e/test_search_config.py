@@ -18,13 +18,13 @@ from tests.support.configs import DSV3_A3, bridge_dsv3_train, llama8b_model
 from tests.support.lsp_e2e import (
     EXAMPLES,
     Ctx,
-    apply_lsp_edits,
     codes,
     copy_example,
     edits_of,
     find_line,
     open_doc,
     quick_fix,
+    take_fix,
     wait_until,
 )
 
@@ -270,11 +270,8 @@ async def test_layer_layout_sets_vpp_by_quick_fix(ctx: Ctx) -> None:
     diag, fix = await quick_fix(ctx.client, uri, "HP422", "Set `pp_interleave_num` to 4")
     assert diag.range.start.line == find_line(text, "pipeline_model_parallel_layout")[0]
     assert fix.edit is not None and fix.is_preferred
-    fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
+    fixed = take_fix(ctx.client, uri, text, fix)
     assert fixed == text.replace("  pp_interleave_num: 2\n", "  pp_interleave_num: 4\n")
-    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
     await wait_until(lambda: "HP422" not in codes(ctx.client, uri), what="HP422 gone")
     # The plan is priced as the search config prices it (its stack, its FP8), as `hp-plan estimate` prices it.
     train.write_text(fixed)
@@ -366,12 +363,8 @@ async def test_dualpipev_pads_deepseeks_layers_by_quick_fix(ctx: Ctx) -> None:
     uri = open_doc(ctx.client, folder / "search.yaml", text)
     diag, fix = await quick_fix(ctx.client, uri, "HP505", "Set `noop_layers` to 61,62,63")
     assert diag.range.start.line == find_line(text, "pp: 8")[0]
-    assert fix.edit is not None
-    fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
+    fixed = take_fix(ctx.client, uri, text, fix)
     assert 'pp_config: {pipeline_schedule: dualpipev, noop_layers: "61,62,63"}' in fixed
-    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
     await wait_until(lambda: "HP505" not in codes(ctx.client, uri), what="HP505 gone")
     assert not [d for d in ctx.client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
 
@@ -395,12 +388,8 @@ async def test_the_search_pads_deepseeks_layers_and_its_quick_fix_states_the_pad
     assert "· noop layers 61,62,63 —" in await best()
     assert diag.range.start.line == find_line(text, "pipeline_schedule: dualpipev")[0]
     assert diag.severity == types.DiagnosticSeverity.Information and "61,62,63" in diag.message
-    assert fix.edit is not None
-    fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
+    fixed = take_fix(ctx.client, uri, text, fix)
     assert 'pp_config: {pipeline_schedule: dualpipev, noop_layers: "61,62,63"}' in fixed
-    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
     ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
     # The next search prices the stated padding as the run's own layout: no note, and no padding of its own.

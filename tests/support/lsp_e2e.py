@@ -140,6 +140,17 @@ async def quick_fix(client: LanguageClient, uri: str, code: str, title: str) -> 
     return diag, fix
 
 
+def take_fix(client: LanguageClient, uri: str, text: str, fix: types.CodeAction, version: int = 2) -> str:
+    """Apply the quick fix `fix` to `text` as an editor does: its edits for `uri` applied, the whole result sent as
+    the document's `version`; the new text."""
+    assert fix.edit is not None
+    fixed = apply_lsp_edits(text, edits_of(fix.edit, uri)[0])
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)]))
+    return fixed
+
+
 def find_line(text: str, needle: str) -> tuple[int, int]:
     """(line, code-point column) of the first occurrence of `needle`."""
     for n, line in enumerate(text.splitlines()):

@@ -10,7 +10,7 @@ from engine.check import check_file
 from engine.search import _noop_pads
 from engine.specs import PipelineLayout
 from tests.support.cli import hp_plan, hp_plan_json
-from tests.support.configs import DSV3_A3
+from tests.support.configs import DSV3_A3, DSV3_TRAIN
 
 DPV_LAYERS = "layers not a multiple of 2·pp (DualPipeV's stages)"
 SEARCHED = ("parallelism: {dp: 32, tp: 2, pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1, micro_batch_size: 1, "
@@ -96,13 +96,7 @@ def test_a_refusal_weighs_only_candidates_the_search_s_rules_let_in(tmp_path: Pa
 
 
 def test_apply_writes_the_padding_and_the_file_reads_back_as_the_plan(tmp_path: Path) -> None:
-    train = (Path(__file__).parents[3] / "examples" / "deepseek-v3" / "train.yaml").read_text()
-    for old, new in (("pipeline_scheduler: 1f1b", "pipeline_scheduler: dualpipev"), ("pp_size: 16", "pp_size: 8"),
-                     ("dp_shard_size: 64 ", "dp_shard_size: 1  ")):
-        assert old in train
-        train = train.replace(old, new)
-    path = tmp_path / "train.yaml"
-    path.write_text(train)
+    path = _dsv3_train_yaml(tmp_path, 2, 8, 64)
     cluster = ("--framework", "mindspeed", "--device-type", "A3", "--nodes", "32", "--cards-per-node", "16")
     found = hp_plan_json("search", str(path), *cluster)
     r = hp_plan("apply", str(path), "--in-place", "--force", *cluster)
@@ -115,10 +109,10 @@ def test_apply_writes_the_padding_and_the_file_reads_back_as_the_plan(tmp_path: 
     assert not [d for d in est["diagnostics"] if d["code"] in ("HP505", "HP422")]
 
 
-def _dsv3_train(folder: Path, tp: int, pp: int, ep: int) -> Path:
-    """examples/deepseek-v3's train.yaml under DualPipeV at (tp, pp, ep), no FSDP, and a search config on 512 A3
-    dies under MindSpeed naming it."""
-    train = (Path(__file__).parents[3] / "examples" / "deepseek-v3" / "train.yaml").read_text()
+def _dsv3_train_yaml(folder: Path, tp: int, pp: int, ep: int) -> Path:
+    """examples/deepseek-v3's train.yaml (tests.support.configs.DSV3_TRAIN) under DualPipeV at (tp, pp, ep), no
+    FSDP."""
+    train = DSV3_TRAIN.read_text()
     for old, new in (("pipeline_scheduler: 1f1b", "pipeline_scheduler: dualpipev"), ("tp_size: 2", f"tp_size: {tp}"),
                      ("pp_size: 16", f"pp_size: {pp}"), ("ep_size: 64 ", f"ep_size: {ep} "),
                      ("dp_shard_size: 64 ", "dp_shard_size: 1  ")):
@@ -126,6 +120,12 @@ def _dsv3_train(folder: Path, tp: int, pp: int, ep: int) -> Path:
         train = train.replace(old, new)
     folder.mkdir(exist_ok=True)
     (folder / "train.yaml").write_text(train)
+    return folder / "train.yaml"
+
+
+def _dsv3_train(folder: Path, tp: int, pp: int, ep: int) -> Path:
+    """_dsv3_train_yaml's train.yaml and a search config on 512 A3 dies under MindSpeed naming it."""
+    _dsv3_train_yaml(folder, tp, pp, ep)
     (folder / "search.yaml").write_text("train_yaml: ./train.yaml\n"
                                         "cluster: {num_nodes: 32, cards_per_node: 16, device_type: A3}\n"
                                         "estimator: {framework: mindspeed}\n")
