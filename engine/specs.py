@@ -158,6 +158,16 @@ class HybridLayers:
         """Channels of the depthwise causal convolution: x, B and C."""
         return self.d_inner + 2 * self.groups * self.state
 
+    def cp_splits(self, tp: Any, cp: Any) -> Any:
+        """Whether Megatron-Core's Mamba context parallelism can split the mixer over cp ranks at tensor parallelism
+        tp (MCORE-MAMBA-CP): each cp rank takes whole heads of a tp rank's heads/tp, and whole groups of its
+        groups/tp or, where there are fewer groups than cp ranks, an equal share of one group's heads. Element-wise
+        on ints or arrays: the reader asks it of a stated cp, the search of its candidate columns (tp itself must
+        divide the heads and groups: HP403, the search's tp rule)."""
+        heads, groups = self.mamba_heads // tp, self.groups // tp
+        groups = groups + (groups == 0)  # at least one
+        return (heads % cp == 0) & ((groups % cp == 0) | (cp % groups == 0))
+
 
 @dataclass(frozen=True, slots=True)
 class VisionTower:

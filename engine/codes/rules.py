@@ -4,7 +4,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP401", "error", "global batch not divisible by micro_batch_num"),
     ("HP402", "error", "global batch not reachable by the batch rule (dp × micro_batch_size)"),
     ("HP403", "error", "a model width is not divisible by tp (or etp)"),
-    ("HP404", "error", "sequence length not divisible by 2 × cp (or Ulysses heads by tp × cp)"),
+    ("HP404", "error", "sequence length not divisible by 2 × cp (or Ulysses heads by tp × cp, or a Mamba mixer's heads or groups by cp)"),
     ("HP405", "error", "experts not divisible by ep"),
     ("HP406", "error", "fixed degree not in its own candidate list"),
     ("HP407", "error", "pp exceeds the layers (per virtual chunk)"),

@@ -16,7 +16,7 @@ from engine.cost.collectives import Links
 from engine.cost.memory import StageParams, state_bytes
 from engine.cost.model import moe_share
 from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
-from engine.cost.timing import LayerCompute
+from engine.cost.timing import LayerCompute, attention_layer_core
 from engine.specs import ModelSpec
 
 
@@ -163,14 +163,30 @@ def cp_split(r: Rows) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
-    """(n, 2, 3) context parallelism per layer and micro-batch: Ulysses all-to-alls of Q, K, V and the
-    output (forward, and again for their gradients backward; not overlapped, DeepSpeed-Ulysses §3) and ring
-    attention's KV exchange (ring_cp_exposed), on NVLink inside a node and on the NIC once the ring spans
-    nodes (any hop crossing a node paces every step). A recomputed forward repeats the forward part."""
+    """(n, 2, 3) context parallelism per layer and micro-batch: the attention layers' (_attention_cp) and, in a
+    hybrid model, its Mamba mixers' all-to-alls (_mamba_cp), each kind by its share of the layers. A recomputed
+    forward repeats the forward part."""
     cpc = np.zeros((r.n, 2, 3))
-    table = r.table
-    if not (table.cp > 1).any():
+    if not (r.table.cp > 1).any():
         return cpc
+    fwd, tot = _attention_cp(r, lc)
+    hy = r.model.hybrid
+    if hy is not None:
+        share, _, mu = hy.shares()
+        mixer = mu * _mamba_cp(r)  # the backward sends the same tensors' gradients the other way
+        fwd, tot = share * fwd + mixer, share * tot + 2 * mixer
+    cpc[:, :, :] = tot[:, None, None]
+    cpc[:, :, FULL] += fwd[:, None]
+    return cpc
+
+
+def _attention_cp(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, forward + backward) exposed seconds of one attention layer's context parallelism: Ulysses
+    all-to-alls of Q, K, V and the output (forward, and again for their gradients backward; not overlapped,
+    DeepSpeed-Ulysses §3) and ring attention's KV exchange (ring_cp_exposed) hidden under that layer's attention
+    core, on NVLink inside a node and on the NIC once the ring spans nodes (any hop crossing a node paces every
+    step)."""
+    table = r.table
     a, T, t = r.attn, r.T, r.t
     n_u, n_r = cp_split(r)
     size = K.ACT_BYTES * T * (a.q_width + a.kv_width + a.out_width) / t
@@ -183,16 +199,38 @@ def _cp_comm(r: Rows, lc: LayerCompute) -> np.ndarray:
     lat = np.where(cross, K.LAT_INTER_S, K.LAT_INTRA_S)
     steps = np.maximum(n_r - 1, 0).astype(np.float64)
     calls = np.maximum(n_r, 1).astype(np.float64)
-    r_fwd, r_bwd = ring_cp_exposed(x, lat, steps, lc.attn_fwd[:, DENSE] / calls, lc.attn_bwd[:, DENSE] / calls)
+    # a hybrid layer's attn_fwd mixes in the Mamba scan: the ring hides only under an attention layer's own core
+    af, ab = (lc.attn_fwd[:, DENSE], lc.attn_bwd[:, DENSE]) if r.model.hybrid is None else attention_layer_core(r)
+    r_fwd, r_bwd = ring_cp_exposed(x, lat, steps, af / calls, ab / calls)
     r_fwd = np.where(n_r > 1, r_fwd, 0.0)
     r_bwd = np.where(n_r > 1, r_bwd, 0.0)
     g_fwd, g_bwd = _cp_allgather(r)
-    fwd = u_fwd + r_fwd + g_fwd
+    fwd = np.where(table.cp > 1, u_fwd + r_fwd + g_fwd, 0.0)
     tot = np.where(table.cp > 1, 2 * u_fwd + r_fwd + r_bwd + g_fwd + g_bwd, 0.0)
-    fwd = np.where(table.cp > 1, fwd, 0.0)
-    cpc[:, :, :] = tot[:, None, None]
-    cpc[:, :, FULL] += fwd[:, None]
-    return cpc
+    return fwd, tot
+
+
+def mamba_cp_widths(m: ModelSpec, t: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after) elements per token one rank's Mamba-2 mixer sends through its context-parallel
+    all-to-alls (MCORE-MAMBA-CP): before the convolution and scan z and x (d_inner/t each), B and C (the rank's
+    groups/t, or cp where fewer, × state each: a group repeated to every cp rank that holds its heads) and dt
+    (heads/t); after them y (d_inner/t). 0 without Mamba layers."""
+    hy = m.hybrid
+    zero = np.zeros(np.broadcast(t, cp).shape)
+    if hy is None or not hy.mamba:
+        return zero, zero
+    groups = np.maximum(hy.groups / t, cp)
+    return zero + 2 * hy.d_inner / t + 2 * groups * hy.state + hy.mamba_heads / t, zero + hy.d_inner / t
+
+
+def _mamba_cp(r: Rows) -> np.ndarray:
+    """(n,) seconds of one Mamba-2 mixer's context-parallel all-to-alls in one pass (mamba_cp_widths, over the cp
+    group, tp apart), exposed: the convolution waits for the first and the next layer for the second. Whatever
+    the attention layers' algorithm, Megatron-Core's Mamba mixer runs this all-to-all one (MCORE-MAMBA-CP); the
+    reorder that undoes the attention layers' load-balanced chunking is a copy, not priced."""
+    before, after = mamba_cp_widths(r.model, r.t, r.table.cp)
+    send = [r.links.alltoall(K.ACT_BYTES * r.T * w, r.table.cp, r.table.tp) for w in (before, after)]
+    return send[0] + send[1]
 
 
 def _cp_allgather(r: Rows) -> tuple[np.ndarray, np.ndarray]:

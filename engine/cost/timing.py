@@ -221,10 +221,22 @@ def _ring_merge_time(r: Rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, backward) seconds of QKᵀ and attention·V over T queries × s keys. Flash attention runs at
-    FLASH_ATTN_FRACTION of peak × the size factor of one kernel call: ring CP splits the rank's causal work
-    into cp calls, so short chunks run below a whole sequence's efficiency (FlashAttention at short
-    sequence lengths, Dao 2023 Fig. 4-5)."""
+    """(forward, backward) seconds of one layer's token mixer: the attention core (attention_layer_core), or a
+    hybrid model's mix of it and the Mamba scan by their shares of the layers."""
+    fwd, bwd = attention_layer_core(r)
+    if r.model.hybrid is None:
+        return fwd, bwd
+    share, _, mu = r.model.hybrid.shares()
+    scan = mu * _scan_time(r)
+    return share * fwd + scan, share * bwd + K.BWD_FLASH_RATIO * scan
+
+
+def attention_layer_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of one attention layer's QKᵀ and attention·V over T queries × s keys. Flash
+    attention runs at FLASH_ATTN_FRACTION of peak × the size factor of one kernel call: ring CP splits the
+    rank's causal work into cp calls, so short chunks run below a whole sequence's efficiency (FlashAttention at
+    short sequence lengths, Dao 2023 Fig. 4-5). What a ring's steps hide their transfers under
+    (engine.cost.communication)."""
     a = r.attn
     # attention_span: windows, linear-attention layers and sparse attention's share (engine.config.model_facts).
     core = 2 * r.T * r.s * a.heads * (a.d_qk + a.d_v) / r.t * r.model.attention_span
@@ -239,11 +251,7 @@ def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
         # Megatron's fused softmax path runs the full s×s batched GEMMs (no causal skipping).
         fwd = gemm_time(core, np.full(r.n, float(min(a.d_qk, r.s))), r.gemm_rate)
         bwd = K.BWD_GEMM_RATIO * fwd
-    if r.model.hybrid is None:
-        return fwd, bwd
-    share, _, mu = r.model.hybrid.shares()
-    scan = mu * _scan_time(r)
-    return share * fwd + scan, share * bwd + K.BWD_FLASH_RATIO * scan
+    return fwd, bwd
 
 
 def _scan_time(r: Rows) -> np.ndarray:

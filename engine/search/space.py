@@ -84,6 +84,7 @@ R_PP_LAYERS = "pp above the layers"
 R_CP_DEVICES = "tp·pp·cp does not divide the devices"
 R_CP_SEQ = "sequence length not divisible by 2·cp"
 R_CP_ULYSSES = "Ulysses cp needs KV heads divisible by tp·cp"
+R_CP_MAMBA = "cp does not split the Mamba heads or groups of a tp rank"
 R_DP_LIST = "dp outside its list"
 R_DP_BATCH = "dp does not divide the global batch"
 R_MBS_BATCH = "dp·micro_batch_size does not divide the global batch"
@@ -320,6 +321,9 @@ def _level_cp_dp(b: _Builder, c: _Ctx) -> tuple[int, ...]:
     ]
     if c.cp_algo == "ulysses":
         cp_checks.append((R_CP_ULYSSES, (cp == 1) | (m.kv_heads_eff % (t * cp) == 0)))
+    hy = m.hybrid
+    if hy is not None and hy.mamba:  # Megatron-Core's Mamba all-to-all CP (MCORE-MAMBA-CP)
+        cp_checks.append((R_CP_MAMBA, (cp == 1) | hy.cp_splits(t, cp)))
     b.expand("cp", cp[0], cp_checks, _auto(c.r("cp"), cp_div))
     b.cols["dp"] = _narrowed(n // (b.w("tp") * b.w("pp") * b.w("cp")))
     if c.r("dp") is not None:

@@ -90,6 +90,25 @@ def _cp(ctx: Ctx) -> None:
                 ctx.emit("HP404", f"Ulysses CP requires num_key_value_heads ({m.kv_heads_eff}) divisible by "
                          f"tp × cp ({t * d.value}); use ring attention (context_parallel_algo: ring) or a smaller cp",
                          d.location, d.path)
+        _mamba_cp(ctx, d, tp_fixed.value if tp_fixed else 1)
+
+
+def _mamba_cp(ctx: Ctx, d: Declared, tp: int) -> None:
+    """HP404 where a hybrid model's Mamba mixers cannot split over the stated cp (HybridLayers.cp_splits):
+    Megatron-Core asserts it when it builds the layer. Judged only where tp divides the heads and groups (else
+    HP403 says what to change first)."""
+    m = ctx.model
+    hy = m.hybrid if m is not None else None
+    if hy is None or not hy.mamba or hy.mamba_heads % tp or hy.groups % tp:
+        return
+    if hy.cp_splits(tp, d.value):
+        return
+    valid = [c for c in divisors(hy.mamba_heads // tp) if hy.cp_splits(tp, c)][:16]
+    ctx.emit("HP404", f"the Mamba mixers cannot split over cp {d.value}: each context-parallel rank takes whole "
+             f"heads of the {hy.mamba_heads // tp} per tp rank (mamba_num_heads {hy.mamba_heads} / tp {tp}) and "
+             f"whole groups of the {max(hy.groups // tp, 1)} (n_groups {hy.groups} / tp {tp}), or an equal share of "
+             f"one group; cp values that split them: {valid}", d.location, d.path,
+             data={"nearest_valid": nearest(d.value, valid), "valid": valid})
 
 
 def _ep(ctx: Ctx) -> None:

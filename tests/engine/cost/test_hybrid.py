@@ -159,3 +159,79 @@ def test_every_recompute_policy_keeps_the_moe_share_of_a_moe_pattern(tmp_path: P
     for policy, modules in (("op", ()), ("modules", ("layernorm",)), ("hyperparallel", ())):
         kept, less = (act_terms(x, True, SELECTIVE, policy, modules).split for x in (m, fewer))
         assert kept > less, policy
+
+
+def _long_nemotron_h(cp: int, tp: int = 2) -> str:
+    """Nemotron-H 8B at 64K tokens on 32 H100, with the stated cp and tp."""
+    return (NEMOTRON_H_8B.replace("max_position_embeddings: 8192", "max_position_embeddings: 65536")
+            .replace("dp: 16, tp: 2, pp: 1, cp: 1,", f"dp: {32 // cp // tp}, tp: {tp}, pp: 1, cp: {cp},"))
+
+
+def test_a_mamba_mixer_all_to_alls_its_inputs_and_output_under_cp(tmp_path: Path) -> None:
+    """MCORE-MAMBA-CP by hand: before the scan z, x (d_inner/tp each), B, C (groups/tp × state each, repeated up to
+    cp where fewer groups) and dt (heads/tp); after it y (d_inner/tp). A rank's cp communication per layer is the
+    attention layers' share of the ring and the Mamba layers' share of these all-to-alls, both ways."""
+    import numpy as np
+
+    from engine.cost.communication import _attention_cp, _mamba_cp, layer_comm, mamba_cp_widths
+    from engine.cost.memory import layer_activations
+    from engine.cost.rows import DENSE, FULL, OFF, build_rows
+    from engine.cost.table import CandidateTable
+    from engine.cost.timing import layer_compute
+
+    m = _model(tmp_path, _long_nemotron_h(2))
+    t, cp = np.array([2.0, 2.0]), np.array([2.0, 16.0])
+    before, after = mamba_cp_widths(m, t, cp)
+    assert before.tolist() == [2 * 4096 + 2 * 4 * 128 + 64, 2 * 4096 + 2 * 16 * 128 + 64]
+    assert after.tolist() == [4096, 4096]
+
+    cfg = check_file(str(tmp_path / "search.yaml")).config
+    assert cfg is not None and cfg.cluster is not None
+    table = CandidateTable.from_strategies([Strategy(dp=8, tp=2, cp=2, micro_batch_num=2, sequence_parallel=True)],
+                                           num_layers=m.num_layers)
+    r = build_rows(m, cfg.cluster, RunOptions(framework="megatron"), table, 1)
+    bytes_per = 2 * r.T[0]  # BF16 activations of the rank's 32,768 tokens
+    by_hand = sum(r.links.alltoall(np.array([bytes_per * w]), table.cp, table.tp)[0] for w in (9280, 4096))
+    assert _mamba_cp(r)[0] == pytest.approx(by_hand, rel=1e-12)
+    lc = layer_compute(r, layer_activations(r))
+    fwd, tot = _attention_cp(r, lc)
+    comm = layer_comm(r, lc).cp[0, DENSE]
+    assert comm[OFF] == pytest.approx(4 / 52 * tot[0] + 24 / 52 * 2 * by_hand, rel=1e-12)
+    assert comm[FULL] - comm[OFF] == pytest.approx(4 / 52 * fwd[0] + 24 / 52 * by_hand, rel=1e-12)  # the re-run forward
+
+
+def test_cp_prices_the_ring_on_the_attention_layers_under_their_own_core(tmp_path: Path) -> None:
+    """A pattern of attention and MLP layers only (no Mamba mixer): its 26 attention layers ring as the uniform
+    model's 52 do, each hiding its transfers under its own attention core, so half the uniform model's cp time
+    (before, each ring hid under half a core). Through the CLI, a Mamba pattern at cp 2 prices its all-to-alls."""
+    _model(tmp_path, _long_nemotron_h(2))
+    inside = hp_plan_json("estimate", str(tmp_path / "search.yaml"), code=1)  # 136 GiB: over the budget
+    assert inside["time_breakdown_s"]["cp_comm"] > 0
+    m = _model(tmp_path, _long_nemotron_h(16).replace(NEMOTRON_H_PATTERN, "*-" * 26))
+    assert m.hybrid is not None and (m.hybrid.attention, m.hybrid.mamba) == (26, 0)
+    cfg = check_file(str(tmp_path / "search.yaml")).config
+    assert cfg is not None and cfg.cluster is not None
+    s = Strategy(dp=1, tp=2, pp=1, cp=16, micro_batch_size=1, micro_batch_num=128, sequence_parallel=True,
+                 recompute=RecomputePlan("off"))
+    run = RunOptions(framework="megatron")
+    mixed, plain = (estimate(x, cfg.cluster, run, s, 80.0) for x in (m, replace(m, hybrid=None)))
+    assert mixed.time_breakdown_s["cp_comm"] == pytest.approx(0.5 * plain.time_breakdown_s["cp_comm"], rel=1e-9)
+
+
+def test_cp_splits_the_mamba_heads_and_groups(tmp_path: Path) -> None:
+    """Megatron-Core asserts each cp rank takes whole heads of a tp rank's and whole groups (or an equal share of
+    one): with 96 heads in 6 groups, a stated cp 4 is HP404 at cp naming the cp values that split them; searched,
+    cp 4 and 8 are counted refusals and no plan has them; 8 groups at cp 16 share each group over two ranks."""
+    text = (NEMOTRON_H_8B.replace("dp: 16, tp: 2, pp: 1, cp: 1,", "dp: 8, tp: 1, pp: 1, cp: 4,")
+            .replace("mamba_num_heads: 128", "mamba_num_heads: 96").replace("n_groups: 8", "n_groups: 6"))
+    path = tmp_path / "search.yaml"
+    path.write_text(text)
+    (said,) = [d for d in check_file(str(path)).diagnostics if d.code == "HP404"]
+    assert said.path == "parallelism.cp" and "[1, 2, 3, 6, 12, 24, 48, 96]" in said.message
+    assert said.data is not None and said.data["nearest_valid"] == 3
+    path.write_text(text.replace("dp: 8, tp: 1, pp: 1, cp: 4,", "dp: auto, tp: 1, pp: 1, cp: auto,"))
+    found = hp_plan_json("search", str(path))
+    assert found["refused"].get("cp does not split the Mamba heads or groups of a tp rank", 0) > 0
+    assert {e["strategy"]["cp"] for e in found["top"]} <= {1, 2}
+    path.write_text(_long_nemotron_h(16, tp=1))
+    assert not [d for d in check_file(str(path)).diagnostics if d.code == "HP404"]
