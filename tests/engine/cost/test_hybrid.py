@@ -226,9 +226,9 @@ def test_cp_splits_the_mamba_heads_and_groups(tmp_path: Path) -> None:
             .replace("mamba_num_heads: 128", "mamba_num_heads: 96").replace("n_groups: 8", "n_groups: 6"))
     path = tmp_path / "search.yaml"
     path.write_text(text)
-    (said,) = [d for d in check_file(str(path)).diagnostics if d.code == "HP404"]
-    assert said.path == "parallelism.cp" and "[1, 2, 3, 6, 12, 24, 48, 96]" in said.message
-    assert said.data is not None and said.data["nearest_valid"] == 3
+    (said,) = [d for d in hp_plan_json("check", str(path), code=1)["diagnostics"] if d["code"] == "HP404"]
+    assert said["path"] == "parallelism.cp" and "[1, 2, 3, 6, 12, 24, 48, 96]" in said["message"]
+    assert said["data"]["nearest_valid"] == 3  # the editor's quick fix
     path.write_text(text.replace("dp: 8, tp: 1, pp: 1, cp: 4,", "dp: auto, tp: 1, pp: 1, cp: auto,"))
     found = hp_plan_json("search", str(path))
     assert found["refused"].get("cp does not split the Mamba heads or groups of a tp rank", 0) > 0
