@@ -58,6 +58,12 @@ class StackSpace:
       `context_parallel_rotate_method` chooses how the ring exchanges KV, [TT-SRC]); HyperParallel's
       colossalai_cp / ulysses_cp / hybrid_cp ([HP] §4.2). Another stated algorithm is priced as the stack's
       ring and said so (HP533).
+    uneven_interleave: the stack runs an interleaved split whose chunks hold unequal layer counts (Megatron-Core
+      told each chunk's layers by `--pipeline-model-parallel-layout`, MCORE-PPLAYOUT; torchtitan's own split;
+      HyperParallel, whose validator's only layer rule is pp ≤ layers, [HP] §3.2). MindSpeed-LLM does not: its
+      uneven split (`--num-layer-list`) refuses virtual pipeline stages (MS-NUMLAYERLIST), so there an interleaved
+      plan needs its layers, with any no-op padding, in pp·vpp equal chunks (a counted refusal; HP416 names the
+      padding on a stated plan).
     """
 
     fsdp: str = "hsdp"
@@ -71,6 +77,7 @@ class StackSpace:
     devices: tuple[str, ...] = ()
     flags: str = ""
     cp_algos: tuple[str, ...] = ("ring", "ulysses", "hybrid", "allgather")
+    uneven_interleave: bool = True
 
     def cp_algo(self, stated: str) -> str:
         """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring."""
@@ -102,7 +109,7 @@ _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optim
 # features/fsdp2.md): not with pp or ep, not with the distributed optimizer, not with Megatron's --recompute-* flags.
 _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=False, distributed_optimizer=True,
                               sp_with_cp=True, sp_with_tp=True, dualpipev_with_cp=False, devices=("ascend",),
-                              flags="mindspeed", cp_algos=("ring", "ulysses", "hybrid"))
+                              flags="mindspeed", cp_algos=("ring", "ulysses", "hybrid"), uneven_interleave=False)
 _TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True, cp_algos=("ring",))
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
 _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer",

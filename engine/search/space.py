@@ -99,6 +99,7 @@ R_EP_WIDTH = "expert width not divisible by the expert tp"
 R_EP_ETP = "ep·etp does not divide dp·cp·tp"
 R_VPP_PP = "vpp > 1 needs pp > 1"
 R_VPP_LAYERS = "pp·vpp above the layers"
+R_VPP_SPLIT = "layers not in pp·vpp equal chunks (the stack runs no uneven interleaved split)"
 R_LAYOUT_SPLIT = "pp·vpp does not divide the layers with the embedding and loss in the split"
 R_SP_CP = "sequence parallelism with cp > 1 (HyperParallel's checker refuses it)"
 R_OS = "optimizer shard does not divide dp·cp"
@@ -444,6 +445,8 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
     ]
     if c.extra_slots > 0:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
         rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
+    if not c.stack.uneven_interleave:  # MindSpeed-LLM: no uneven split with virtual stages (StackSpace)
+        rules.append((R_VPP_SPLIT, ((vpp == 1) | (layers % (p * vpp) == 0))[pp_code]))
     b.expand("vpp", vpp[0], rules, eligible)
 
 

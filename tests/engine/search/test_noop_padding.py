@@ -153,3 +153,23 @@ def test_where_nothing_fits_padded_the_refusal_is_the_padded_plans(tmp_path: Pat
     train.write_text(train.read_text().replace("dualpipev\n", 'dualpipev\n  noop_layers: "61,62,63"\n'))
     stated = hp_plan_json("search", str(path), code=1)
     assert said == [d["message"] for d in stated["diagnostics"] if d["code"] == "HP601"]
+
+
+def test_mindspeed_interleaves_only_layers_in_equal_chunks(tmp_path: Path) -> None:
+    """MindSpeed-LLM's uneven split (--num-layer-list) refuses virtual stages (MS-NUMLAYERLIST): DeepSeek-V3's 61
+    layers interleave on no pp·vpp there, so the search returns no vpp > 1 plan and counts the refusal; Megatron-Core
+    takes the same split as a layer layout and keeps its interleaved plans."""
+    searched = ("parallelism: {dp: auto, tp: 2, pp: [8, 16], cp: 1, ep: 32, etp: 1, vpp: auto, micro_batch_size: 1, "
+                "micro_batch_num: 120,\n              sequence_parallel: true}")
+    for framework in ("mindspeed", "megatron"):
+        (tmp_path / framework).mkdir()
+        path = _dsv3(tmp_path / framework, framework=framework, parallelism=searched)
+        path.write_text(path.read_text().replace("pipeline_schedule: dualpipev", "pipeline_schedule: interleaved")
+                        .replace("moe_a2a_overlap: true\n", ""))
+        found = hp_plan_json("search", str(path))
+        vpps = {e["strategy"]["vpp"] for e in found["top"]}
+        refused = found["refused"].get("layers not in pp·vpp equal chunks (the stack runs no uneven interleaved split)")
+        if framework == "mindspeed":
+            assert vpps == {1} and refused
+        else:
+            assert max(vpps) > 1 and not refused
