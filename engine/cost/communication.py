@@ -16,7 +16,7 @@ from engine.cost.collectives import Links
 from engine.cost.memory import StageParams, state_bytes
 from engine.cost.model import moe_share
 from engine.cost.rows import DENSE, FULL, MOE, SELECTIVE, Rows
-from engine.cost.timing import LayerCompute, attention_layer_core
+from engine.cost.timing import LayerCompute
 from engine.specs import ModelSpec
 
 
@@ -199,8 +199,7 @@ def _attention_cp(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray]:
     lat = np.where(cross, K.LAT_INTER_S, K.LAT_INTRA_S)
     steps = np.maximum(n_r - 1, 0).astype(np.float64)
     calls = np.maximum(n_r, 1).astype(np.float64)
-    # a hybrid layer's attn_fwd mixes in the Mamba scan: the ring hides only under an attention layer's own core
-    af, ab = (lc.attn_fwd[:, DENSE], lc.attn_bwd[:, DENSE]) if r.model.hybrid is None else attention_layer_core(r)
+    af, ab = lc.attn_layer  # an attention layer's own core, not a hybrid layer mix's
     r_fwd, r_bwd = ring_cp_exposed(x, lat, steps, af / calls, ab / calls)
     r_fwd = np.where(n_r > 1, r_fwd, 0.0)
     r_bwd = np.where(n_r > 1, r_bwd, 0.0)

@@ -55,6 +55,8 @@ class LayerCompute:
     TP comm-GEMM overlap hides under); attn_fwd / attn_bwd: the attention core; compute: forward + backward;
     gemm_all: the weight GEMMs of forward + backward (compute's GEMM part; attention's is attn_fwd + attn_bwd,
     the rest of compute is element-wise: engine.cost.step_parts).
+    attn_layer: (forward, backward) (n,) of one attention layer's core (attention_layer_core): attn_fwd /
+    attn_bwd, or for a hybrid model what its attention layers run, not the layer mix (what a ring hides under).
     attn_gemm: (n,) the attention block's forward weight GEMMs (QKV and output projection), the GEMMs its own
     TP all-gather and reduce-scatter are fused with (gemm − attn_gemm is the MLP block's).
     """
@@ -65,6 +67,7 @@ class LayerCompute:
     attn_bwd: np.ndarray
     compute: np.ndarray
     gemm_all: np.ndarray
+    attn_layer: tuple[np.ndarray, np.ndarray]
     moe: MoeGemms | None = None
     attn_gemm: np.ndarray | None = None
 
@@ -220,10 +223,10 @@ def _ring_merge_time(r: Rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return merges * a.out_width, merges * (a.q_width + a.kv_width)
 
 
-def _attention_core(r: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, backward) seconds of one layer's token mixer: the attention core (attention_layer_core), or a
-    hybrid model's mix of it and the Mamba scan by their shares of the layers."""
-    fwd, bwd = attention_layer_core(r)
+def _token_mixer(r: Rows, layer: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of one layer's token mixer: the attention core `layer` (attention_layer_core),
+    or a hybrid model's mix of it and the Mamba scan by their shares of the layers."""
+    fwd, bwd = layer
     if r.model.hybrid is None:
         return fwd, bwd
     share, _, mu = r.model.hybrid.shares()
@@ -295,7 +298,8 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     fwd, gemm, attn_fwd, attn_bwd, compute, gemm_all = (np.zeros((n, 2)) for _ in range(6))
     tokens_rep = r.T / r.sp_div  # tokens a replicated (non-TP) GEMM sees
     g_attn = _attention_gemms(r, tokens_rep)
-    af, ab = _attention_core(r)
+    layer = attention_layer_core(r)
+    af, ab = _token_mixer(r, layer)
     mg = moe_gemms(r, tokens_rep) if r.is_moe else None
     for ty in r.types:
         g = _add_mlp_gemms(r, g_attn, mg if ty == MOE else None)
@@ -312,7 +316,7 @@ def layer_compute(r: Rows, act: np.ndarray) -> LayerCompute:
     if not r.is_moe:
         for arr in (fwd, gemm, attn_fwd, attn_bwd, compute, gemm_all):
             arr[:, MOE] = arr[:, DENSE]
-    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, gemm_all, mg, g_attn)
+    return LayerCompute(fwd, gemm, attn_fwd, attn_bwd, compute, gemm_all, layer, mg, g_attn)
 
 
 def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:

@@ -63,7 +63,7 @@ def tower_cost(r: Rows) -> TowerCost | None:
     tr = build_rows(tm, r.cluster, r.run, table, 1)
     act = layer_activations(tr)
     lc = layer_compute(tr, act)
-    # Bidirectional attention: the flash kernel runs the causal half again (engine.cost.timing._attention_core
+    # Bidirectional attention: the flash kernel runs the causal half again (engine.cost.timing.attention_layer_core
     # halves it for a decoder); the fused-softmax path already ran the full s×s product.
     extra_f = lc.attn_fwd if tm.use_flash_attention else np.zeros_like(lc.attn_fwd)
     extra_b = lc.attn_bwd if tm.use_flash_attention else np.zeros_like(lc.attn_bwd)

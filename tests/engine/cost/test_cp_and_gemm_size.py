@@ -83,14 +83,14 @@ def test_ring_steps_merge_their_partial_outputs_at_long_context() -> None:
     (backward) outside the kernel: priced at CP_MERGE_BYTES per element, (cp − 1) times; all-gather CP has none."""
     from engine.cost.rows import build_rows
     from engine.cost.table import CandidateTable
-    from engine.cost.timing import _attention_core
+    from engine.cost.timing import attention_layer_core
 
     table = CandidateTable.from_strategies([Strategy(dp=1, tp=2, cp=4, micro_batch_num=1, sequence_parallel=True)],
                                            num_layers=LONG.num_layers)
     cores = {}
     for algo in ("ring", "allgather"):
         r = build_rows(LONG, h100(), replace(MEGATRON_CP, cp_algo=algo), table, 1)  # type: ignore[arg-type]
-        cores[algo] = _attention_core(r)
+        cores[algo] = attention_layer_core(r)
     a = r.attn
     per_elem = K.CP_MERGE_BYTES * r.T[0] / r.t[0] / r.hbm
     assert cores["ring"][0][0] - cores["allgather"][0][0] == pytest.approx(3 * per_elem * a.out_width, rel=0.02)

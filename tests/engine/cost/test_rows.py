@@ -40,13 +40,13 @@ def test_the_500w_part_runs_its_attention_at_the_same_sustained_share() -> None:
     sustained share longer on the 500 W part than on the SXM5 (same die, same kernel), as its GEMMs do."""
     from dataclasses import replace
 
-    from engine.cost.timing import _attention_core
+    from engine.cost.timing import attention_layer_core
 
     d = find_device("H100-96G")
     assert d is not None and d.clock_fraction < 1
     long = replace(LLAMA8B, seq_len=32768, use_flash_attention=True)
     table = CandidateTable.from_strategies([Strategy(dp=8)], num_layers=long.num_layers)
-    fwd = {dev: _attention_core(build_rows(long, cluster(1, dev), RunOptions(framework="torchtitan"), table, 1))[0]
+    fwd = {dev: attention_layer_core(build_rows(long, cluster(1, dev), RunOptions(framework="torchtitan"), table, 1))[0]
            for dev in ("H100", "H100-96G")}
     assert fwd["H100-96G"] == pytest.approx(fwd["H100"] / d.clock_fraction)
 

@@ -17,9 +17,11 @@ SEARCHED = ("parallelism: {dp: 32, tp: 2, pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1, 
             "micro_batch_num: 120,\n              sequence_parallel: true}")
 
 
-def _dsv3(tmp_path: Path, noop: str = "", framework: str = "mindspeed", parallelism: str = "") -> Path:
-    """MindSpeed-LLM's DeepSeek-V3 A3 search config (tests.support.configs.DSV3_A3), `noop` after the schedule."""
-    text = DSV3_A3.replace(" NOOP", noop).replace("FRAMEWORK", framework)
+def _dsv3(tmp_path: Path, noop: str = "", framework: str = "mindspeed", parallelism: str = "",
+          schedule: str = "dualpipev") -> Path:
+    """MindSpeed-LLM's DeepSeek-V3 A3 search config (tests.support.configs.DSV3_A3) under `schedule`, `noop` after
+    it."""
+    text = DSV3_A3.replace("dualpipev NOOP", schedule + noop).replace("FRAMEWORK", framework)
     if parallelism:
         assert SEARCHED in text
         text = text.replace(SEARCHED, parallelism)
@@ -42,9 +44,8 @@ def test_no_padding_where_the_stack_has_none_the_schedule_needs_none_or_the_file
         (tmp_path / folder).mkdir()
         config = check_file(str(_dsv3(tmp_path / folder, noop, framework))).config
         assert config is not None and _noop_pads(config) == []
-    text = DSV3_A3.replace("dualpipev NOOP", "1F1B").replace("FRAMEWORK", "mindspeed")
-    (tmp_path / "one.yaml").write_text(text)
-    config = check_file(str(tmp_path / "one.yaml")).config
+    (tmp_path / "one").mkdir()
+    config = check_file(str(_dsv3(tmp_path / "one", schedule="1F1B"))).config
     assert config is not None and _noop_pads(config) == []
 
 
@@ -163,9 +164,7 @@ def test_mindspeed_interleaves_only_layers_in_equal_chunks(tmp_path: Path) -> No
                 "micro_batch_num: 120,\n              sequence_parallel: true}")
     for framework in ("mindspeed", "megatron"):
         (tmp_path / framework).mkdir()
-        path = _dsv3(tmp_path / framework, framework=framework, parallelism=searched)
-        path.write_text(path.read_text().replace("pipeline_schedule: dualpipev", "pipeline_schedule: interleaved")
-                        .replace("moe_a2a_overlap: true\n", ""))
+        path = _dsv3(tmp_path / framework, framework=framework, parallelism=searched, schedule="interleaved")
         found = hp_plan_json("search", str(path))
         vpps = {e["strategy"]["vpp"] for e in found["top"]}
         refused = found["refused"].get("layers not in pp·vpp equal chunks (the stack runs no uneven interleaved split)")
