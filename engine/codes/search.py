@@ -19,7 +19,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP613", "information", "the best plan counts the embedding and loss in the pipeline split (the framework's "
      "layout option the search chose)"),
     ("HP614", "information", "the best plan pads the layer count with no-op layers so that DualPipeV can cut it "
-     "(MindSpeed-LLM's noop_layers, which the search chose)"),
+     "or an interleaved split fills equal chunks (MindSpeed-LLM's noop_layers, which the search chose)"),
     ("HP620", "warning", "the best plan runs below 10% MFU (names the dominating term)"),
 ]
 

@@ -11,21 +11,21 @@ results ([HP] §10.8).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from engine.catalog.frameworks import framework_of
-from engine.config.stated_layout import noop_fix, noop_pad
+from engine.config.stated_layout import noop_fix
 from engine.config.types import DIMENSIONS, Config, Dimension
 from engine.cost.equivalence import POOL, rank_equivalent
-from engine.cost.layout import default_chunks, layout_or_default
 from engine.diagnostics import Diagnostic, Severity
-from engine.integers import TRIAL_DIVISION_MAX, divisors
+from engine.integers import TRIAL_DIVISION_MAX
 from engine.results import Estimate, SearchResult
 from engine.search import refusals
 from engine.search.distinct import distinct, merge_variants
 from engine.search.modules import search_modules, wants_choice
 from engine.search.nothing_fits import refuse
+from engine.search.passes import layout_passes
 from engine.search.pricing import Pricer
 from engine.search.rank import (
     Cancelled,
@@ -35,7 +35,7 @@ from engine.search.rank import (
     price_space,
     row_strategies,
 )
-from engine.search.space import R_DPV_LAYERS, VPP_AUTO_MAX, config_groups, restrictions
+from engine.search.space import R_DPV_LAYERS, config_groups, restrictions
 from engine.search.stated import (
     StatedComparison,
     as_searched,
@@ -89,7 +89,7 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     offload_gb_s = searched_offload(config)
     pricer = Pricer(config.model, config.cluster, config.run, budget, offload_gb_s=offload_gb_s,
                     schedule=config.pipeline_schedule)
-    passes = _layout_passes(config)
+    passes = layout_passes(config)
     # With a layout pass, every pass keeps its whole pool of distinct plans, so the merged ranking (and so the
     # best) is the same whatever `top` is asked (`apply` asks 1, `search` 10).
     wide = max(top, POOL) if passes else top
@@ -99,12 +99,12 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     # Each layout the stack can be told (engine.cost.layout) priced again on the pp values where it changes the
     # split or makes one possible; every pass's plans ranked together (_pick_layout).
     alts = []
-    for layout, pps in passes:
-        alt_run = replace(config.run, pipeline_layout=layout)
+    for layout_pass in passes:
+        alt_run = replace(config.run, pipeline_layout=layout_pass.layout)
         alt_pricer = Pricer(config.model, config.cluster, alt_run, budget, offload_gb_s=offload_gb_s,
                             schedule=config.pipeline_schedule)
-        alts.append((layout, search_with(replace(config, run=alt_run), alt_pricer, top=wide, cancelled=cancelled,
-                                         only_pp=pps)))
+        alts.append((layout_pass.layout, search_with(replace(config, run=alt_run), alt_pricer, top=wide,
+                                                     cancelled=cancelled, only=layout_pass.restriction())))
     return _pick_layout(config, result, alts, top)
 
 
@@ -122,9 +122,6 @@ def _cut(result: SearchResult, top: int) -> SearchResult:
                    equivalent=result.equivalent[:top], variants=result.variants[:top])
 
 
-ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
-
-
 def _with_stack_device(config: Config, result: SearchResult) -> SearchResult:
     """HP534 on the search's result where the framework does not run on the device (Megatron-LM on Ascend), and
     HP533 where the file asks an offload the stack's search does not offer: its plans are priced, and the user
@@ -137,65 +134,6 @@ def _with_stack_device(config: Config, result: SearchResult) -> SearchResult:
         return result
     return replace(result, diagnostics=(*(positioned(config, p.code, p.message, p.field) for p in found),
                                         *result.diagnostics))
-
-
-def _accounting_pps(config: Config) -> tuple[int, ...]:
-    """The pp values worth a second pass with the embedding and loss in the split: none unless the files state
-    no layout and the framework offers the accounting; then each pp > 1 with a vpp the space may hold that
-    splits differently under it than evenly (pp 2 of an even layer count does not) or exists only under it
-    (more chunks than layers: an embedding-only and a loss-only chunk)."""
-    if config.run.pipeline_layout.stated or not framework_of(config.run).chooses_accounting:
-        return ()
-    if config.model is None or config.cluster is None:
-        return ()
-    m = config.model
-    vpps = restrictions(config).get("vpp") or tuple(range(1, VPP_AUTO_MAX + 1))
-    pps = _pp_values(config, config.cluster.world_size)
-    out = []
-    for p in pps:
-        for v in vpps:
-            if p < 2 or p * v > m.num_layers + 2:
-                continue
-            chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, v, ACCOUNTED)
-            if applied and (p * v > m.num_layers or (chunks != default_chunks(m.num_layers, p, v)).any()):
-                out.append(p)
-                break
-    return tuple(out)
-
-
-def _noop_pads(config: Config) -> list[tuple[PipelineLayout, tuple[int, ...]]]:
-    """The no-op layers a DualPipeV search pads the layer count with where it does not cut into 2·pp equal
-    stages, and the pp values each padding serves: none unless the files state DualPipeV and no layout, on a
-    stack that pads (Framework.noop_layers: MindSpeed-LLM's `--noop-layers`, MS-NOOP). The padding goes at the
-    end of the count, as MindSpeed-LLM's DeepSeek-V3 scripts place it (61 layers + "61,62,63"): folded into the V,
-    the last stage sits on rank 0 beside the embedding and the output layer ([MS-DUALPIPEV])."""
-    if config.run.pipeline_layout.stated or config.pipeline_schedule != "dualpipev" \
-            or not framework_of(config.run).noop_layers or config.model is None or config.cluster is None:
-        return []
-    L = config.model.num_layers
-    by_pad: dict[tuple[int, ...], list[int]] = {}
-    for p in sorted(set(_pp_values(config, config.cluster.world_size))):
-        pad = noop_pad(L, 2 * p)
-        if p >= 2 and pad and len(pad) <= L:  # more padding than layers is no plan anyone runs
-            by_pad.setdefault(pad, []).append(p)
-    return [(PipelineLayout(noop_layers=pad), tuple(ps)) for pad, ps in by_pad.items()]
-
-
-def _pp_values(config: Config, world: int) -> tuple[int, ...]:
-    """The pp values a layout pass may serve: the declared list, else every divisor of the device count."""
-    return restrictions(config).get("pp") or tuple(divisors(world))
-
-
-def _layout_passes(config: Config) -> list[tuple[PipelineLayout, tuple[int, ...]]]:
-    """Every layout the search prices beside the run's own split, with the pp values it serves: the embedding
-    and loss counted in the split (_accounting_pps), the no-op layers that let DualPipeV cut (_noop_pads)."""
-    pps = _accounting_pps(config)
-    return [*([(ACCOUNTED, pps)] if pps else []), *_noop_pads(config)]
-
-
-def _offers_accounting(config: Config) -> bool:
-    """Whether the search makes a second pass with the embedding and loss in the split (_accounting_pps)."""
-    return bool(_accounting_pps(config))
 
 
 def _pick_layout(config: Config, plain: SearchResult, alts: list[tuple[PipelineLayout, SearchResult]],
@@ -248,23 +186,31 @@ def _padded_refusal(out: SearchResult, plain: SearchResult,
     return replace(out, diagnostics=(*kept, *widest.diagnostics))
 
 
-# Where the files state the pipeline schedule: HP614 sits there (the padding serves DualPipeV).
+# Where the files state the pipeline schedule: HP614 sits there (the padding serves the schedule's split).
 _SCHEDULE_PATHS = ("pp_config.pipeline_schedule", "accelerator.pipeline_scheduler", "accelerator.pp_schedule")
 
 
 def _layout_note(config: Config, layout: PipelineLayout, best: Estimate, gain: str) -> Diagnostic:
     """HP613 / HP614: the layout the best plan needs, and the keys `apply` writes for it. HP614 sits on the
-    stated schedule and, in a search config, carries the quick fix that states the padding there."""
+    stated schedule (an interleaved plan's padding on the declared vpp, where there is one) and, in a search
+    config, carries the quick fix that states the padding there."""
     if layout.noop_layers:
         k, text = len(layout.noop_layers), noop_text(layout.noop_layers)
-        rng, path, file = refusals.position(config, _SCHEDULE_PATHS)
+        s = best.strategy
+        if config.pipeline_schedule == "dualpipev":
+            cut, where = f"cut into DualPipeV's {2 * s.pp} stages", refusals.position(config, _SCHEDULE_PATHS)
+        else:  # engine.search.passes.noop_passes: MindSpeed-LLM interleaves only equal chunks
+            vpp = config.dimensions.get("vpp")
+            cut = f"fill pp·vpp = {s.pp * s.vpp} equal chunks (the stack interleaves no uneven split)"
+            where = refusals.dim_position(config, "vpp") if vpp is not None and vpp.location is not None \
+                else refusals.position(config, _SCHEDULE_PATHS)
+        rng, path, file = where
         # the quick fix edits the file the finding sits in: the search config's own pp_config, never a train.yaml
         fix = noop_fix(layout.noop_layers) if config.kind == "search" and file is None else {}
         return Diagnostic("HP614", f"the best plan pads the layers with {k} no-op layer{'s' if k != 1 else ''} "
-                          f"(MindSpeed-LLM's noop_layers \"{text}\") so that they cut into DualPipeV's "
-                          f"{2 * best.strategy.pp} stages{gain}: apply writes accelerator.noop_layers; in a search "
-                          "config state pp_config.noop_layers", rng, path, severity=Severity.INFORMATION, file=file,
-                          data={"noop_layers": list(layout.noop_layers), **fix})
+                          f"(MindSpeed-LLM's noop_layers \"{text}\") so that they {cut}{gain}: apply writes "
+                          "accelerator.noop_layers; in a search config state pp_config.noop_layers", rng, path,
+                          severity=Severity.INFORMATION, file=file, data={"noop_layers": list(layout.noop_layers), **fix})
     return Diagnostic("HP613", "the best plan counts the embedding and the loss as layers of the pipeline split"
                       f"{gain}: apply writes account_for_embedding_in_pipeline_split and "
                       "account_for_loss_in_pipeline_split (Megatron-Core)", severity=Severity.INFORMATION)
@@ -272,14 +218,15 @@ def _layout_note(config: Config, layout: PipelineLayout, best: Estimate, gain: s
 
 def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
                 progress: Callable[[float], None] | None = None,
-                cancelled: Callable[[], bool] | None = None, only_pp: tuple[int, ...] = ()) -> SearchResult:
-    """`search` with an explicit pricer (tests price synthetic models through the same code); `only_pp`, when
-    given, keeps the plans with those pipeline degrees (the layout pass of `search`)."""
+                cancelled: Callable[[], bool] | None = None,
+                only: Mapping[str, tuple[int, ...]] | None = None) -> SearchResult:
+    """`search` with an explicit pricer (tests price synthetic models through the same code); `only`, when
+    given, keeps the plans with those values of its dimensions (a layout pass of `search`, engine.search.passes)."""
     t0 = time.perf_counter()
     dims = _dimensions(config)
     try:
         result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled,
-                         only_pp=only_pp)
+                         only=only or {})
     except Cancelled:
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims)
     except Exception as exc:  # the front ends never show a traceback (docs/formats.md §3)
@@ -311,7 +258,7 @@ def _what_is_missing(config: Config) -> tuple[list[str], int]:
 
 
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
-            cancelled: Callable[[], bool] | None, only_pp: tuple[int, ...] = ()) -> SearchResult:
+            cancelled: Callable[[], bool] | None, only: Mapping[str, tuple[int, ...]]) -> SearchResult:
     missing, batch_items = _what_is_missing(config)
     g = config.global_batch_size
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
@@ -320,9 +267,9 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
     model, cluster = config.model, config.cluster
     budget = _budget(config)
     restrict = restrictions(config)
-    if only_pp:
-        pp = restrict.get("pp")
-        restrict = {**restrict, "pp": tuple(p for p in only_pp if pp is None or p in pp)}
+    for name, values in only.items():  # a layout pass: those values, within what the files declare
+        declared = restrict.get(name)
+        restrict = {**restrict, name: tuple(v for v in values if declared is None or v in declared)}
     groups = config_groups(config, model, cluster, g, restrict)
     total = groups.total
 

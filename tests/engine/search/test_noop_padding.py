@@ -1,13 +1,14 @@
-"""The search pads a DualPipeV layer count with no-op layers where the stack does (engine.search._noop_pads):
-DeepSeek-V3's 61 layers on MindSpeed-LLM, end to end through `hp-plan search`, `estimate` and `apply`; and the
-refusals of a space with DualPipeV's rules in it (engine.search.space.config_groups)."""
+"""The search pads a layer count with no-op layers where the stack does (engine.search.passes.noop_passes): a
+DualPipeV split, and an interleaved one that must fill pp·vpp equal chunks, of DeepSeek-V3's 61 layers on
+MindSpeed-LLM, end to end through `hp-plan search`, `estimate` and `apply`; and the refusals of a space with
+DualPipeV's rules in it (engine.search.space.config_groups)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from engine.check import check_file
-from engine.search import _noop_pads
+from engine.search.passes import LayoutPass, noop_passes
 from engine.specs import PipelineLayout
 from tests.support.cli import hp_plan, hp_plan_json
 from tests.support.configs import DSV3_A3, DSV3_TRAIN
@@ -33,9 +34,8 @@ def _dsv3(tmp_path: Path, noop: str = "", framework: str = "mindspeed", parallel
 def test_paddings_are_the_fewest_no_op_layers_at_the_end_per_pp(tmp_path: Path) -> None:
     config = check_file(str(_dsv3(tmp_path, parallelism="parallelism: {pp: auto, cp: 1, vpp: 1}"))).config
     assert config is not None
-    pads = dict(_noop_pads(config))
     # 512 devices: pp 2 … 32 cut 64 slots into 2·pp stages; pp 64 would need more no-op layers than layers
-    assert pads == {PipelineLayout(noop_layers=(61, 62, 63)): (2, 4, 8, 16, 32)}
+    assert noop_passes(config) == [LayoutPass(PipelineLayout(noop_layers=(61, 62, 63)), (2, 4, 8, 16, 32))]
 
 
 def test_no_padding_where_the_stack_has_none_the_schedule_needs_none_or_the_file_states_a_layout(
@@ -43,10 +43,10 @@ def test_no_padding_where_the_stack_has_none_the_schedule_needs_none_or_the_file
     for folder, noop, framework in (("megatron", "", "megatron"), ("stated", ', noop_layers: "61,62,63"', "mindspeed")):
         (tmp_path / folder).mkdir()
         config = check_file(str(_dsv3(tmp_path / folder, noop, framework))).config
-        assert config is not None and _noop_pads(config) == []
+        assert config is not None and noop_passes(config) == []
     (tmp_path / "one").mkdir()
     config = check_file(str(_dsv3(tmp_path / "one", schedule="1F1B"))).config
-    assert config is not None and _noop_pads(config) == []
+    assert config is not None and noop_passes(config) == []
 
 
 def test_the_search_finds_mindspeeds_own_plan_padded_and_prices_it_as_the_stated_padding(tmp_path: Path) -> None:
@@ -156,19 +156,57 @@ def test_where_nothing_fits_padded_the_refusal_is_the_padded_plans(tmp_path: Pat
     assert said == [d["message"] for d in stated["diagnostics"] if d["code"] == "HP601"]
 
 
-def test_mindspeed_interleaves_only_layers_in_equal_chunks(tmp_path: Path) -> None:
+INTERLEAVED = ("parallelism: {dp: auto, tp: 2, pp: PPS, cp: 1, ep: 32, etp: 1, vpp: auto, micro_batch_size: 1, "
+               "micro_batch_num: 120,\n              sequence_parallel: true}")
+VPP_SPLIT = "layers not in pp·vpp equal chunks (the stack runs no uneven interleaved split)"
+
+
+def test_interleaved_paddings_keep_a_real_layer_in_every_chunk(tmp_path: Path) -> None:
+    """pp 2 pads 61 layers to 64 for vpp 2, 4, 8 and to 66 for vpp 3 (vpp 5…7 would leave a chunk of no-op layers
+    only); pp 8 pads to 64 for vpp 2 alone (32 chunks of 2 would hold 3 no-op layers). One pass per padding and
+    vpp values, so each pass's pp × vpp is exactly the pairs it serves."""
+    path = _dsv3(tmp_path, parallelism=INTERLEAVED.replace("PPS", "[2, 8]"), schedule="interleaved")
+    config = check_file(str(path)).config
+    assert config is not None
+    pad3, pad5 = PipelineLayout(noop_layers=(61, 62, 63)), PipelineLayout(noop_layers=(61, 62, 63, 64, 65))
+    assert noop_passes(config) == [LayoutPass(pad3, (2,), (2, 4, 8)), LayoutPass(pad5, (2,), (3,)),
+                                   LayoutPass(pad3, (8,), (2,))]
+    (tmp_path / "megatron").mkdir()  # Megatron-Core runs the uneven interleaved split itself: nothing to pad
+    config = check_file(str(_dsv3(tmp_path / "megatron", framework="megatron", schedule="interleaved",
+                                  parallelism=INTERLEAVED.replace("PPS", "[2, 8]")))).config
+    assert config is not None and noop_passes(config) == []
+
+
+def test_mindspeed_interleaves_layers_in_equal_chunks_padded_as_the_stack_pads(tmp_path: Path) -> None:
     """MindSpeed-LLM's uneven split (--num-layer-list) refuses virtual stages (MS-NUMLAYERLIST): DeepSeek-V3's 61
-    layers interleave on no pp·vpp there, so the search returns no vpp > 1 plan and counts the refusal; Megatron-Core
-    takes the same split as a layer layout and keeps its interleaved plans."""
-    searched = ("parallelism: {dp: auto, tp: 2, pp: [8, 16], cp: 1, ep: 32, etp: 1, vpp: auto, micro_batch_size: 1, "
-                "micro_batch_num: 120,\n              sequence_parallel: true}")
+    layers unpadded interleave on no pp·vpp there (counted refusals), so its interleaved plans are the padded ones,
+    each filling pp·vpp equal chunks. The best is one (HP614 at the declared vpp, with the quick fix), priced to the
+    digit as the file stating that padding. Megatron-Core takes the uneven split as a layer layout: no padding."""
     for framework in ("mindspeed", "megatron"):
         (tmp_path / framework).mkdir()
-        path = _dsv3(tmp_path / framework, framework=framework, parallelism=searched, schedule="interleaved")
+        path = _dsv3(tmp_path / framework, framework=framework, parallelism=INTERLEAVED.replace("PPS", "[8, 16]"),
+                     schedule="interleaved")
         found = hp_plan_json("search", str(path))
-        vpps = {e["strategy"]["vpp"] for e in found["top"]}
-        refused = found["refused"].get("layers not in pp·vpp equal chunks (the stack runs no uneven interleaved split)")
-        if framework == "mindspeed":
-            assert vpps == {1} and refused
-        else:
-            assert max(vpps) > 1 and not refused
+        interleaved = [e for e in found["top"] if e["strategy"]["vpp"] > 1]
+        assert interleaved
+        if framework == "megatron":
+            assert not found["refused"].get(VPP_SPLIT)
+            assert not [e for e in interleaved if (e["pipeline_layout"] or {}).get("noop_layers")]
+            continue
+        assert found["refused"].get(VPP_SPLIT)
+        for e in interleaved:
+            s, pad = e["strategy"], e["pipeline_layout"]["noop_layers"]
+            assert (61 + len(pad)) % (s["pp"] * s["vpp"]) == 0 and pad == list(range(61, 61 + len(pad)))
+        best = found["best"]
+        assert (best["strategy"]["pp"], best["strategy"]["vpp"]) == (8, 2)
+        assert best["pipeline_layout"]["noop_layers"] == [61, 62, 63]
+        (hp614,) = [d for d in found["diagnostics"] if d["code"] == "HP614"]
+        assert hp614["path"] == "parallelism.vpp" and "fill pp·vpp = 16 equal chunks" in hp614["message"]
+        assert "× the tokens/s of the best plan without it" in hp614["message"]
+        assert hp614["data"]["set_at"] == {"path": "pp_config.noop_layers", "value": "61,62,63"}
+        stated = path.read_text().replace("pp: [8, 16]", "pp: 8").replace("vpp: auto", "vpp: 2").replace(
+            "interleaved}", 'interleaved, noop_layers: "61,62,63"}')
+        path.write_text(stated)
+        est = hp_plan_json("estimate", str(path))
+        assert est["step_time_s"] == best["step_time_s"] and est["peak_memory_gib"] == best["peak_memory_gib"]
+        assert not [d for d in est["diagnostics"] if d["severity"] in ("error", "warning")]

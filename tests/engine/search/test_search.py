@@ -14,7 +14,8 @@ from engine.catalog.frameworks import framework_of
 from engine.cost import estimate
 from engine.cost.band import own_lead, pair_spread
 from engine.cost.equivalence import complexity, rank_equivalent, tight
-from engine.search import ACCOUNTED, _accounting_pps, search
+from engine.search import search
+from engine.search.passes import ACCOUNTED, accounting_pps
 from engine.specs import RECOMPUTE_MODES, RecomputePlan, Strategy
 from tests.engine.search.reference import loop_space
 from tests.engine.search.shapes import TINY, TINY_MOE, make
@@ -26,12 +27,12 @@ def brute_force(cfg, modes):  # type: ignore[no-untyped-def]
     """Price every candidate of the plain-loop space one by one through estimate; the best as the search
     ranks (engine.cost.equivalence: the simplest plan within the error band of the fastest). Where the
     framework offers the embedding and loss in the pipeline split and the search looks at it (Megatron-Core;
-    engine.search._accounting_pps), every candidate with those pp whose pp·vpp divides the layers + 2 is priced
+    engine.search.passes.accounting_pps), every candidate with those pp whose pp·vpp divides the layers + 2 is priced
     under that layout too and ranked with the rest."""
     restrict = {k: (None if d.state in ("auto", "absent") else d.values) for k, d in cfg.dimensions.items()}
     fitting: list = []
     n = _price_loop(cfg, cfg.model, cfg.run, restrict, modes, fitting, None)
-    pps = _accounting_pps(cfg)
+    pps = accounting_pps(cfg)
     if pps:
         slots = cfg.model.num_layers + 2  # the candidates of the split with the embedding and loss in it
         run = replace(cfg.run, pipeline_layout=ACCOUNTED)
