@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.diagnostics import Diagnostic
-from engine.specs import HOST_PART, PipelineLayout, Ratios, Strategy, noop_text
+from engine.specs import HOST_PART, PipelineLayout, Ratios, RunOptions, Strategy, noop_text
 
 MEMORY_TERMS: tuple[str, ...] = ("parameters", "gradients", "optimizer", "activations", "buffers", "reserved")
 # Which FLOP count `mfu` uses (docs/formats.md §3 `mfu_convention`); `causal_mfu` halves the attention s² term.
@@ -46,8 +46,9 @@ class Estimate:
     # further (GEMM / attention / element-wise, each collective per link class); they add up to step_time_s.
     time_parts_s: Mapping[str, float] = field(default_factory=dict)
     host_launches: float = 0.0  # launch units per step (engine.cost.step_parts.host_launches); not in the JSON
-    # The pipeline layout the search chose for this plan where the files state none (engine.search: the
-    # embedding and loss counted in the split, where the framework offers it); None = the run's own.
+    # The pipeline layout the search chose for this plan where the files state none (engine.search.passes: the
+    # embedding and loss counted in the split, or no-op layers padding it, where the stack offers them); None =
+    # the run's own.
     pipeline_layout: PipelineLayout | None = None
     # The recompute modules `selective` recomputes in this plan, where the search chose them
     # (`recompute_modules: auto`, engine.search.modules); () = as the files state.
@@ -98,10 +99,25 @@ class Estimate:
 
     def short(self) -> str:
         """The strategy's one-line form, and the pipeline layout when the search chose one."""
+        layout = self.layout_text()
+        return self.strategy.short() + (f" · {layout}" if layout else "")
+
+    def layout_text(self) -> str:
+        """The pipeline layout the search chose, in words ("" where the plan runs the files' own)."""
         lay = self.pipeline_layout
-        extra = "" if lay is None else " · emb+loss in pp split" if lay.embedding_in_split or lay.loss_in_split \
-            else f" · noop layers {noop_text(lay.noop_layers)}" if lay.noop_layers else ""
-        return self.strategy.short() + extra
+        if lay is None:
+            return ""
+        if lay.noop_layers:
+            return f"noop layers {noop_text(lay.noop_layers)}"
+        return "emb+loss in pp split" if lay.embedding_in_split or lay.loss_in_split else ""
+
+    def priced_run(self, run: RunOptions) -> RunOptions:
+        """`run` (the files' options) as this plan was priced: with the pipeline layout and the recompute modules
+        the search chose for it, where it chose them. What prices or exports the plan again (explain, its bound,
+        export) starts from this, or it describes a plan the search did not price."""
+        if self.pipeline_layout is not None:
+            run = replace(run, pipeline_layout=self.pipeline_layout)
+        return replace(run, recompute_modules=self.recompute_modules) if self.recompute_modules else run
 
     def calibration_note(self) -> str:
         """One line saying whether and how the numbers are calibrated (every output says so)."""

@@ -62,7 +62,7 @@ def _same(a: Config, b: Config, ea: Estimate, eb: Estimate) -> list[Diagnostic]:
 
 def _render(cmp: Any, out: TextIO, ttt: tuple[Any, Any] | None) -> None:
     a, b = cmp.a, cmp.b
-    out.write(f"a: {a.strategy.short()}\nb: {b.strategy.short()}\n\n")
+    out.write(f"a: {a.short()}\nb: {b.short()}\n\n")
     rows = [("term", "a", "b", "b - a")]
     for d in cmp.terms:
         rows.append((d.term, f"{d.a:.4g}", f"{d.b:.4g}", f"{d.delta:+.4g}"))

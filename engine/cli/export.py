@@ -10,7 +10,6 @@ when nothing could be exported or the input has errors (a plan over the budget i
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from typing import Any, TextIO
 
@@ -39,9 +38,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         est, more = pick_plan(config, best=bool(getattr(args, "best", False)))
         diags += [d for d in more if d not in diags]
         if est is not None:
-            run = (dataclasses.replace(config.run, recompute_modules=est.recompute_modules)
-                   if est.recompute_modules else config.run)  # the modules the search chose
-            exported = export(est.strategy, config.model, run, str(args.to),
+            exported = export(est.strategy, config.model, est.priced_run(config.run), str(args.to),
                               config.cluster.device if config.cluster is not None else None)
             diags += list(exported.diagnostics)
     errors = [d for d in diags if d.is_error]  # HP520 (does not fit) included: exported, but exit 1

@@ -49,7 +49,8 @@ def price_one(config: Config, strategy: Strategy, budget_gib: float) -> PricedTa
 
 
 def explain_estimate(config: Config, est: Estimate) -> Explained:
-    """Explain a priced plan of `config` (est comes from estimate_config or the search)."""
+    """Explain a priced plan of `config` (est comes from estimate_config or the search, with the layout it chose)."""
+    config = replace(config, run=est.priced_run(config.run))
     s = est.strategy
     priced = price_one(config, s, est.budget_gib)
     parts = {k: [float(x) for x in v[0, :s.pp]] for k, v in priced.stage_time_parts.items()}
@@ -260,7 +261,7 @@ def bound_of(config: Config, est: Estimate) -> Bound:
     if second == "recompute" and terms["recompute"] > 0 and top in ("compute", "recompute"):
         off = replace(est.strategy, recompute=RecomputePlan(mode="off"))
         assert config.model is not None and config.cluster is not None
-        priced_off = estimate(config.model, config.cluster, config.run, off, est.budget_gib)
+        priced_off = estimate(config.model, config.cluster, est.priced_run(config.run), off, est.budget_gib)
         if not priced_off.fits:
             return Bound("memory", top, f"memory headroom: recompute costs {terms['recompute']:.3g} s; without it "
                          f"the peak {priced_off.peak_memory_gib:.1f} GiB exceeds the {est.budget_gib:g} GiB budget "

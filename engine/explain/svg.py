@@ -139,7 +139,7 @@ def _memory(ex: Explained, top: float) -> tuple[list[str], float]:
 def render(ex: Explained) -> str:
     """The whole picture as one SVG document (UTF-8 text)."""
     e = ex.estimate
-    head = [_text(12, 22, f"{e.strategy.short()} ({ex.framework})", size=15, weight="bold"),
+    head = [_text(12, 22, f"{e.short()} ({ex.framework})", size=15, weight="bold"),
             _text(12, 40, f"{e.tokens_per_s:,.0f} tokens/s · MFU {100 * e.mfu:.1f}% · bound: {ex.bound} · "
                   f"peak {e.peak_memory_gib:.1f} of {e.budget_gib:g} GiB", size=12)]
     tl, y = _timeline(ex, 52)

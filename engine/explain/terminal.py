@@ -60,7 +60,7 @@ def lanes(ex: Explained, width: int = 96) -> list[str]:
 def render(ex: Explained, width: int = 96) -> list[str]:
     """Everything `hp-plan explain` prints for a plan (without the diagnostics)."""
     e = ex.estimate
-    lines = [f"{e.strategy.short()} on {ex.framework}: step {e.step_time_s:.3f} s {e.step_band}, "
+    lines = [f"{e.short()} on {ex.framework}: step {e.step_time_s:.3f} s {e.step_band}, "
              f"{e.tokens_per_s:,.0f} tokens/s, MFU {100 * e.mfu:.1f}%, peak {e.peak_memory_gib:.2f} GiB "
              f"{e.memory_band} of {e.budget_gib:g} GiB: {e.verdict_text}", "", "Per stage (* = tightest memory):"]
     lines += ["  " + row for row in stage_table(ex)]

@@ -40,7 +40,7 @@ class Distinct:
 def _values(e: Estimate) -> dict[str, object]:
     s = e.strategy
     out: dict[str, object] = {f: getattr(s, f) for f in VARIANT_FIELDS}
-    out["layout"] = "emb+loss in pp split" if e.pipeline_layout is not None else "even"
+    out["layout"] = e.layout_text() or "even"
     return out
 
 

@@ -15,6 +15,7 @@ from engine.explain.export import read_megatron, read_torchtitan
 from engine.specs import RecomputePlan, Strategy
 from tests.support.cli import ROOT
 from tests.support.cli import hp_plan_script as hp_plan
+from tests.support.configs import DSV3_A3
 
 EX = ROOT / "examples" / "explain"
 ONE, INTER = str(EX / "1f1b.yaml"), str(EX / "interleaved.yaml")
@@ -233,3 +234,38 @@ def test_tokens_rejects_nonsense() -> None:
 def test_export_of_a_plan_over_budget_prints_it_and_exits_1() -> None:
     doc = _json("export", ONE, "--to", "megatron", "--memory-gb", "20", code=1)
     assert doc["args"] and any(d["code"] == "HP520" for d in doc["diagnostics"])
+
+
+MINDSPEED_SEARCH = ("parallelism: {dp: 32, tp: 2, pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1, micro_batch_size: 1, "
+                    "micro_batch_num: 120,\n              sequence_parallel: true}")
+
+
+@pytest.mark.parametrize("schedule", ["dualpipev", "interleaved"])
+def test_explain_and_export_of_a_searched_best_carry_the_layout_the_search_chose(tmp_path: Path,
+                                                                                  schedule: str) -> None:
+    """DeepSeek-V3's best plan on MindSpeed-LLM pads its 61 layers with 61,62,63 (engine.search.passes), under
+    DualPipeV and under an interleaved split. explain prices those chunks (each stage's memory as the file stating the
+    padding prices it) and export writes the padding: both used the files' own split, so export printed a plan
+    MindSpeed refuses and explain rescaled a timeline of another split."""
+    searched = MINDSPEED_SEARCH if schedule == "dualpipev" else MINDSPEED_SEARCH.replace(
+        "pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1", "pp: [8, 16], cp: 1, ep: 32, etp: 1, vpp: auto")
+    text = DSV3_A3.replace("dualpipev NOOP", schedule).replace("FRAMEWORK", "mindspeed").replace(MINDSPEED_SEARCH,
+                                                                                              searched)
+    (tmp_path / "search.yaml").write_text(text)
+    explained = _json("explain", str(tmp_path / "search.yaml"))
+    s = explained["strategy"]
+    pinned = text.replace(searched, MINDSPEED_SEARCH.replace("vpp: 1", f"vpp: {s['vpp']}")).replace(
+        f"{schedule}}}", f'{schedule}, noop_layers: "61,62,63"}}')
+    (tmp_path / "stated.yaml").write_text(pinned)
+    stated = _json("estimate", str(tmp_path / "stated.yaml"))
+    assert stated["strategy"] == s and stated["step_time_s"] == explained["step_time_s"]
+    assert [r["total_gib"] for r in explained["stages"]] == pytest.approx(stated["stage_memory_gib"], rel=1e-9)
+    assert sum(r["layers"] for r in explained["stages"]) == 61 + 1  # the MTP layer; no-op layers build nothing
+    if schedule == "interleaved":
+        assert not [d for d in explained["diagnostics"] if d["code"] == "HP750"]
+    text_out = hp_plan("explain", str(tmp_path / "search.yaml")).stdout
+    assert "noop layers 61,62,63 on mindspeed" in text_out
+    exported = _json("export", str(tmp_path / "search.yaml"), "--to", "mindspeed")
+    assert exported["strategy"] == s
+    flags = " ".join(exported["args"])
+    assert "--num-layers 64" in flags and "--noop-layers 61,62,63" in flags
