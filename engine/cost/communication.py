@@ -427,6 +427,20 @@ def fsdp_exposure(raw: np.ndarray, floor: np.ndarray | float, comp_stage: np.nda
     return np.maximum(floor, raw - K.FSDP_OVERLAP * comp_stage)
 
 
+def gathered_bytes(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray]:
+    """(n, P) bytes a weight all-gather moves per stage on one rank, (non-expert, routed-expert): the 16-bit
+    weights, or one byte per linear-layer weight where the weights are gathered in FP8 (`fp8_param_gather` with FP8
+    on: Megatron's --fp8-param-gather, "perform the param all-gather in fp8", for its distributed optimizer and
+    Megatron-FSDP alike (MLM-FP8PARAM); torchao's FSDP float8 all-gather on the FSDP2 stacks). The embedding, the
+    output layer and a vision tower are never FP8 (TransformerEngine casts only its linear modules, [TE-FP8]):
+    they stay 16-bit."""
+    Bp = float(r.run.param_bytes)
+    if not (r.fp8 and r.run.fp8_param_gather):
+        return Bp * sp_.ne_stage, Bp * sp_.ex_stage
+    linear = sp_.ne_stage - sp_.io_stage
+    return K.FP8_GATHER_BYTES * linear + Bp * sp_.io_stage, K.FP8_GATHER_BYTES * sp_.ex_stage
+
+
 def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | float]:
     """(n, P) FSDP traffic per micro-batch and the part of it no compute hides (fsdp_exposed): it depends on
     the degrees, the stage layout and (gathering once per step without resharding) the micro-batch count, not
@@ -435,40 +449,20 @@ def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | fl
     fsdp_raw = np.zeros((r.n, r.P))
     floor: np.ndarray | float = 0.0
     if (fs > 1).any():
-        Bp = float(r.run.param_bytes)
         coef = r.links.gather_flat_coef if r.fw.fsdp_flat_ring else r.links.gather_coef
-        a_ne, l_ne = coef(table.dp_shard, table.tp)
-        ag = sp_.ne_stage * a_ne[:, None] + l_ne[:, None]  # seconds per parameter byte … times bytes below
-        ag_ex = None
-        if r.is_moe:  # routed experts are sharded over the expert-data-parallel ranks only
-            efs = np.minimum(table.dp_shard, r.edp_i)
-            a_ex, l_ex = coef(efs, r.ep_stride * table.ep)
-            ag_ex = (sp_.ex_stage, a_ex, l_ex)
+        a_ne, l_ne = coef(table.dp_shard, table.tp)  # seconds per byte, and per call
+        gather_ne, gather_ex = gathered_bytes(r, sp_)
+        # FSDP2 reduce-scatters in its reduce dtype (Framework.fsdp_reduce_bytes); the others in the 16-bit weights'
+        reduce_b = (r.fw.fsdp_reduce_bytes if r.fw.fsdp2 else 0.0) or float(r.run.param_bytes)
         gathers = 2.0 if r.run.reshard_after_forward else 1.0 / r.mb[:, None]
-        if not r.fw.fsdp2:
-            ag = (Bp * sp_.ne_stage) * a_ne[:, None] + l_ne[:, None]
-            if ag_ex is not None:
-                ag = ag + (Bp * ag_ex[0]) * ag_ex[1][:, None] + ag_ex[2][:, None]
-            fsdp_raw = np.where((fs > 1)[:, None], (gathers + 1.0) * ag, 0.0)
-        else:
-            fsdp_raw, floor = _fsdp2_traffic(r, sp_, a_ne, l_ne, ag_ex, gathers)
+        per = (gathers * gather_ne + reduce_b * sp_.ne_stage) * a_ne[:, None] + (gathers + 1.0) * l_ne[:, None]
+        if r.is_moe:  # routed experts are sharded over the expert-data-parallel ranks only
+            a_ex, l_ex = coef(np.minimum(table.dp_shard, r.edp_i), r.ep_stride * table.ep)
+            per = per + (gathers * gather_ex + reduce_b * sp_.ex_stage) * a_ex[:, None] + (gathers + 1.0) * l_ex[:, None]
+        fsdp_raw = np.where((fs > 1)[:, None], per, 0.0)
+        if r.fw.fsdp2:  # the one layer's share prefetching cannot hide
+            floor = fsdp_raw / np.maximum(r.counts[:, :, 0] + r.counts[:, :, 1], 1.0)
     return fsdp_raw, floor
-
-
-def _fsdp2_traffic(r: Rows, sp_: StageParams, a_ne: np.ndarray, l_ne: np.ndarray,
-                   ag_ex: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-                   gathers: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """(per-micro-batch FSDP2 traffic, the one layer's share prefetching cannot hide), both (n, P)."""
-    gather_b = 1.0 if r.fp8 else float(r.run.param_bytes)
-    reduce_b = r.fw.fsdp_reduce_bytes or float(r.run.param_bytes)
-    per = (gathers * gather_b + reduce_b) * sp_.ne_stage * a_ne[:, None] + (gathers + 1.0) * l_ne[:, None]
-    if ag_ex is not None:
-        ex, a_ex, l_ex = ag_ex
-        per = per + (gathers * gather_b + reduce_b) * ex * a_ex[:, None] + (gathers + 1.0) * l_ex[:, None]
-    on = (r.fs > 1)[:, None]
-    layers = np.maximum(r.counts[:, :, 0] + r.counts[:, :, 1], 1.0)
-    raw = np.where(on, per, 0.0)
-    return raw, np.where(on, raw / layers, 0.0)
 
 
 def dp_sync_exposed(r: Rows, sp_: StageParams, comp_stage: np.ndarray, rec_stage: np.ndarray) -> np.ndarray:
@@ -487,12 +481,12 @@ def dp_sync_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray, 
     size, so the search prices them once per combination of degrees."""
     table, links = r.table, r.links
     _, Bg, _ = state_bytes(r.run)
-    Bp = float(r.run.param_bytes)
-    red, gat = _dp_sync(links, Bg * sp_.ne_stage, Bp * sp_.ne_stage, table.dp * table.cp, table.dp_shard,
+    gather_ne, gather_ex = gathered_bytes(r, sp_)
+    red, gat = _dp_sync(links, Bg * sp_.ne_stage, gather_ne, table.dp * table.cp, table.dp_shard,
                         table.optimizer_shard, table.tp)
     if r.is_moe:
         e = r.edp_i
-        r2, g2 = _dp_sync(links, Bg * sp_.ex_stage, Bp * sp_.ex_stage, e, np.minimum(table.dp_shard, e),
+        r2, g2 = _dp_sync(links, Bg * sp_.ex_stage, gather_ex, e, np.minimum(table.dp_shard, e),
                           np.minimum(table.optimizer_shard, e), r.ep_stride * table.ep)
         red, gat = red + r2, gat + g2
     if r.model.tie_embeddings:

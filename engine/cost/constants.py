@@ -31,6 +31,9 @@ FP8_WEIGHT_CACHE_BYTES = 2.0
 # FP8 (TransformerEngine, [TE-FP8]): a linear layer saves its input for the weight-gradient GEMM as the FP8 cast it
 # already made for the forward GEMM (te.Linear / LayerNormLinear / GroupedLinear), 1 byte per element.
 FP8_ACT_BYTES = 1.0
+# Weights all-gathered in FP8 (Megatron --fp8-param-gather: "keep the compute param in fp8 ... and perform the param
+# all-gather in fp8", MLM-FP8PARAM; torchao's FSDP float8 all-gather): 1 byte per linear-layer weight element.
+FP8_GATHER_BYTES = 1.0
 # A loss run in token chunks (torchtitan's ChunkedLossWrapper, [TT-SRC] torchtitan/components/loss.py) keeps, beside
 # one chunk's logits, the contiguous chunk copies of the final hidden states (2 bytes per element) and the fp32
 # GradAccumulator it assembles their gradient in (4): 6 bytes per hidden element of the rank's tokens.

@@ -330,7 +330,10 @@ class StageParams:
     ne_stage / ex_stage (n, P): per stage (zero past a row's pp), apart because they shard over different
     data-parallel groups; coef_ne / coef_ex: bytes per held parameter for each STATE_TERMS name (n,);
     shard_o (n,): the optimizer-state shard; e_split: the tp-split embedding parameters (tied copy, its
-    all-reduce); static_b (n, P): parameters + gradients + optimizer bytes per stage; grad_share (n, P): the
+    all-reduce); io_stage (n, P): the part of ne_stage that is the embedding, the output layer and a vision
+    tower, which no FP8 recipe casts (their weights are gathered 16-bit where the layers' are gathered in FP8,
+    engine.cost.communication.gathered_bytes); static_b (n, P): parameters + gradients + optimizer bytes per
+    stage; grad_share (n, P): the
     share of the stage's gradient bytes alive at its peak (unsharded_grad_share; 1 but for one-round
     interleaved torchtitan pipelines).
     """
@@ -343,6 +346,7 @@ class StageParams:
     coef_ex: dict[str, np.ndarray]
     shard_o: np.ndarray
     e_split: float
+    io_stage: np.ndarray
     static_b: np.ndarray
     grad_share: np.ndarray
 
@@ -390,13 +394,15 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
     else:
         ex_stage = np.zeros_like(ne_stage)
     tied_copy = e_split if m.tie_embeddings else 0.0
-    ne_stage += np.where(r.first, (e_split / t + e_rep)[:, None], 0.0)
+    first_local = np.full(n, e_split / t + e_rep)
     if tower_params is not None:  # a vision tower's weights sit on stage 0 and shard like the decoder's (engine.cost.tower)
-        ne_stage += np.where(r.first, tower_params[:, None], 0.0)
+        first_local = first_local + tower_params
     head_local = (h_split / t + h_rep) + np.where(r.p > 1, tied_copy / t, 0.0)
-    if m.mtp_depth:
-        head_local = head_local + m.mtp_depth * (x_split / t + x_rep)
-    ne_stage += np.where(r.last, head_local[:, None], 0.0)
+    io_stage = np.where(r.first, first_local[:, None], 0.0) + np.where(r.last, head_local[:, None], 0.0)
+    ne_stage = ne_stage + io_stage
+    if m.mtp_depth:  # the MTP modules' projections and norms, beside their transformer layers
+        mtp_local = np.broadcast_to(m.mtp_depth * (x_split / t + x_rep), (n,))
+        ne_stage = ne_stage + np.where(r.last, mtp_local[:, None], 0.0)
     coef_ne, coef_ex, shard_o = _state_coefs(r)
     if r.fp8_recipe is not None and r.fw.caches_fp8_weights:
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM (the
@@ -414,7 +420,8 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
     if r.is_moe:
         static_b = (static_b + ex_stage * (coef_ex["parameters"] + coef_ex["optimizer"])[:, None]
                     + ex_stage * coef_ex["gradients"][:, None] * share)
-    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, static_b, share)
+    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, io_stage, static_b,
+                       share)
 
 
 def unsharded_grad_share(r: Rows, layer_local: np.ndarray, stage_local: np.ndarray) -> np.ndarray:

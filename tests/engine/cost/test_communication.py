@@ -5,6 +5,7 @@ ring's rate, every byte through each rank's own NIC."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +13,12 @@ import pytest
 
 from engine.cost import CandidateTable
 from engine.cost import constants as K
-from engine.cost.communication import fsdp_traffic
+from engine.cost.communication import dp_sync_traffic, fsdp_traffic, gathered_bytes
 from engine.cost.memory import stage_params
+from engine.cost.model import embedding_params, head_params
 from engine.cost.rows import build_rows
 from engine.specs import RecomputePlan, RunOptions, Strategy
-from tests.engine.cost.shapes import LLAMA8B, cluster
+from tests.engine.cost.shapes import LLAMA8B, cluster, h100
 from tests.support.cli import hp_plan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,3 +82,38 @@ def test_torchtitan_8b_on_64_a100_is_compute_bound_as_measured() -> None:
     assert doc["framework"] == "torchtitan" and doc["device"] == "A100"
     expected = json.loads((TITAN_A100 / "expected.json").read_text())
     assert expected["tokens_per_s_per_device"] == 2973.0 and np.isclose(measured, 2.755, atol=1e-3)
+
+
+@pytest.mark.parametrize("framework, strategy", [
+    ("megatron", Strategy(dp=8, optimizer_shard=8, pp=2, micro_batch_num=8, recompute=RecomputePlan("selective"))),
+    ("torchtitan", Strategy(dp=8, dp_shard=8, recompute=RecomputePlan("selective"))),
+])
+def test_weights_gathered_in_fp8_move_one_byte_per_linear_weight(framework: str, strategy: Strategy) -> None:
+    """fp8_param_gather with FP8 (Megatron's --fp8-param-gather, MLM-FP8PARAM; torchao's FSDP float8 all-gather):
+    the layers' linear weights are all-gathered in FP8, the embedding and the output layer 16-bit as TransformerEngine
+    leaves them; without it, or without FP8, every weight moves its 16 bits. Megatron's distributed optimizer
+    gathers the updated weights once a step, FSDP2 every micro-batch: both move exactly those bytes."""
+    table = CandidateTable.from_strategies([strategy], num_layers=LLAMA8B.num_layers)
+    plain = RunOptions(framework=framework, fp8=True, fp8_recipe="tensorwise")
+    rows = {g: build_rows(LLAMA8B, h100(), replace(plain, fp8_param_gather=g), table, strategy.pp) for g in (False, True)}
+    params = {g: stage_params(r) for g, r in rows.items()}
+    e_split, e_rep = embedding_params(LLAMA8B)
+    h_split, h_rep = head_params(LLAMA8B)
+    io = np.zeros(strategy.pp)
+    io[0] += e_split + e_rep
+    io[-1] += h_split + h_rep
+    assert params[True].io_stage[0] == pytest.approx(io, rel=1e-12)
+    ne = params[True].ne_stage[0]
+    assert gathered_bytes(rows[False], params[False])[0][0] == pytest.approx(2 * ne, rel=1e-12)
+    assert gathered_bytes(rows[True], params[True])[0][0] == pytest.approx((ne - io) + 2 * io, rel=1e-12)
+    bf16 = build_rows(LLAMA8B, h100(), replace(plain, fp8=False, fp8_param_gather=True), table, strategy.pp)
+    assert gathered_bytes(bf16, stage_params(bf16))[0][0] == pytest.approx(2 * ne, rel=1e-12)  # no FP8: 16 bits
+    if framework == "megatron":
+        # ZeRO-1's all-gather of the updated weights over the 8 shards: bytes × per-byte time + the per-call time
+        a_rs, l_rs = rows[True].links.gather_coef(np.array([8]), np.array([1]))
+        for g, moved in ((False, 2 * ne), (True, (ne - io) + 2 * io)):
+            gat = dp_sync_traffic(rows[g], params[g])[1][0]
+            assert gat == pytest.approx(moved * a_rs[0] + l_rs[0], rel=1e-12)
+    else:
+        raw = {g: fsdp_traffic(r, params[g])[0][0, 0] for g, r in rows.items()}
+        assert raw[True] < raw[False]
