@@ -431,9 +431,8 @@ def gathered_bytes(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray]:
     """(n, P) bytes a weight all-gather moves per stage on one rank, (non-expert, routed-expert): the 16-bit
     weights, or one byte per linear-layer weight where the weights are gathered in FP8 (`fp8_param_gather` with FP8
     on: Megatron's --fp8-param-gather, "perform the param all-gather in fp8", for its distributed optimizer and
-    Megatron-FSDP alike (MLM-FP8PARAM); torchao's FSDP float8 all-gather on the FSDP2 stacks). The embedding, the
-    output layer and a vision tower are never FP8 (TransformerEngine casts only its linear modules, [TE-FP8]):
-    they stay 16-bit."""
+    Megatron-FSDP alike (MLM-FP8PARAM); torchao's FSDP float8 all-gather on the FSDP2 stacks). The embedding and
+    the output layer are never FP8 (TransformerEngine casts only its linear modules, [TE-FP8]): they stay 16-bit."""
     Bp = float(r.run.param_bytes)
     if not (r.fp8 and r.run.fp8_param_gather):
         return Bp * sp_.ne_stage, Bp * sp_.ex_stage

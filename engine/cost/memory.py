@@ -330,10 +330,12 @@ class StageParams:
     ne_stage / ex_stage (n, P): per stage (zero past a row's pp), apart because they shard over different
     data-parallel groups; coef_ne / coef_ex: bytes per held parameter for each STATE_TERMS name (n,);
     shard_o (n,): the optimizer-state shard; e_split: the tp-split embedding parameters (tied copy, its
-    all-reduce); io_stage (n, P): the part of ne_stage that is the embedding, the output layer and a vision
-    tower, which no FP8 recipe casts (their weights are gathered 16-bit where the layers' are gathered in FP8,
-    engine.cost.communication.gathered_bytes); static_b (n, P): parameters + gradients + optimizer bytes per
-    stage; grad_share (n, P): the
+    all-reduce); io_stage (n, P): the part of ne_stage that is the embedding and the output layer, which no FP8
+    recipe casts (Megatron-Core builds them as its own modules, not TransformerEngine's: they are gathered 16-bit
+    where the layers' weights are gathered in FP8,
+    engine.cost.communication.gathered_bytes); uncast_b (n, P): the FP8 weight copies coef_ne counts on them and
+    TransformerEngine never makes, bytes taken off the stage's parameters; static_b (n, P): parameters +
+    gradients + optimizer bytes per stage; grad_share (n, P): the
     share of the stage's gradient bytes alive at its peak (unsharded_grad_share; 1 but for one-round
     interleaved torchtitan pipelines).
     """
@@ -347,6 +349,7 @@ class StageParams:
     shard_o: np.ndarray
     e_split: float
     io_stage: np.ndarray
+    uncast_b: np.ndarray
     static_b: np.ndarray
     grad_share: np.ndarray
 
@@ -394,16 +397,17 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
     else:
         ex_stage = np.zeros_like(ne_stage)
     tied_copy = e_split if m.tie_embeddings else 0.0
-    first_local = np.full(n, e_split / t + e_rep)
-    if tower_params is not None:  # a vision tower's weights sit on stage 0 and shard like the decoder's (engine.cost.tower)
-        first_local = first_local + tower_params
     head_local = (h_split / t + h_rep) + np.where(r.p > 1, tied_copy / t, 0.0)
-    io_stage = np.where(r.first, first_local[:, None], 0.0) + np.where(r.last, head_local[:, None], 0.0)
+    io_stage = np.where(r.first, np.broadcast_to(e_split / t + e_rep, (n,))[:, None], 0.0) \
+        + np.where(r.last, head_local[:, None], 0.0)
     ne_stage = ne_stage + io_stage
+    if tower_params is not None:  # a vision tower's weights sit on stage 0 and shard like the decoder's (engine.cost.tower)
+        ne_stage += np.where(r.first, tower_params[:, None], 0.0)
     if m.mtp_depth:  # the MTP modules' projections and norms, beside their transformer layers
         mtp_local = np.broadcast_to(m.mtp_depth * (x_split / t + x_rep), (n,))
         ne_stage = ne_stage + np.where(r.last, mtp_local[:, None], 0.0)
     coef_ne, coef_ex, shard_o = _state_coefs(r)
+    uncast_b = np.zeros_like(ne_stage)
     if r.fp8_recipe is not None and r.fw.caches_fp8_weights:
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM (the
         # recipe's bytes per parameter, engine.cost.fp8), sharded as the weights are: a weight FSDP shards
@@ -415,13 +419,16 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
         cache = r.fp8_recipe.weight_cache_bytes - (float(r.run.param_bytes) if r.run.fp8_param_gather else 0.0)
         coef_ne["parameters"] = coef_ne["parameters"] + cache / shard_w
         coef_ex["parameters"] = coef_ex["parameters"] + cache / np.minimum(shard_w, r.edp)
+        # TransformerEngine casts only its linear modules ([TE-FP8]): the embedding and output layer keep no copy
+        uncast_b = io_stage * (cache / shard_w)[:, None]
     share = unsharded_grad_share(r, ne_layer + ex_layer, ne_stage + ex_stage)
-    static_b = ne_stage * (coef_ne["parameters"] + coef_ne["optimizer"])[:, None] + ne_stage * coef_ne["gradients"][:, None] * share
+    static_b = (ne_stage * (coef_ne["parameters"] + coef_ne["optimizer"])[:, None] - uncast_b
+                + ne_stage * coef_ne["gradients"][:, None] * share)
     if r.is_moe:
         static_b = (static_b + ex_stage * (coef_ex["parameters"] + coef_ex["optimizer"])[:, None]
                     + ex_stage * coef_ex["gradients"][:, None] * share)
-    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, io_stage, static_b,
-                       share)
+    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, io_stage, uncast_b,
+                       static_b, share)
 
 
 def unsharded_grad_share(r: Rows, layer_local: np.ndarray, stage_local: np.ndarray) -> np.ndarray:
@@ -627,11 +634,12 @@ def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.
     stage_gib[~r.valid] = np.nan
     ne_pk, ex_pk = sp_.ne_stage[pick], sp_.ex_stage[pick]
     terms = {k: (ne_pk * sp_.coef_ne[k] + ex_pk * sp_.coef_ex[k]) / K.GIB for k in STATE_TERMS}
+    terms["parameters"] = terms["parameters"] - sp_.uncast_b[pick] / K.GIB
     terms["gradients"] = terms["gradients"] * sp_.grad_share[pick]
     terms["activations"] = act_stage[pick] / K.GIB
     terms["buffers"] = buf_stage[pick] / K.GIB
     terms["reserved"] = res_stage[pick] / K.GIB
-    stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "act": act_stage, "buf": buf_stage, "res": res_stage,
+    stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "uncast": sp_.uncast_b, "act": act_stage, "buf": buf_stage, "res": res_stage,
                    "valid": r.valid, "grad_share": sp_.grad_share,
                    **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
     return Memory(act, sp_, buf_stage, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts,
