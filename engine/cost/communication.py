@@ -434,7 +434,7 @@ def gathered_bytes(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray]:
     Megatron-FSDP alike (MLM-FP8PARAM); torchao's FSDP float8 all-gather on the FSDP2 stacks). The embedding and
     the output layer are never FP8 (TransformerEngine casts only its linear modules, [TE-FP8]): they stay 16-bit."""
     Bp = float(r.run.param_bytes)
-    if not (r.fp8 and r.run.fp8_param_gather):
+    if not r.fp8_gather:
         return Bp * sp_.ne_stage, Bp * sp_.ex_stage
     linear = sp_.ne_stage - sp_.io_stage
     return K.FP8_GATHER_BYTES * linear + Bp * sp_.io_stage, K.FP8_GATHER_BYTES * sp_.ex_stage

@@ -416,7 +416,7 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
         # weights are FP8 tensors (TransformerEngine fp8_model_init): the FP8 weight and its transpose are the
         # parameter, no 16-bit copy is held (the fp32 master copy stays in the optimizer).
         shard_w = np.where(r.fs > 1, r.fs if r.run.reshard_after_forward else 1.0, 1.0)
-        cache = r.fp8_recipe.weight_cache_bytes - (float(r.run.param_bytes) if r.run.fp8_param_gather else 0.0)
+        cache = r.fp8_recipe.weight_cache_bytes - (float(r.run.param_bytes) if r.fp8_gather else 0.0)
         coef_ne["parameters"] = coef_ne["parameters"] + cache / shard_w
         coef_ex["parameters"] = coef_ex["parameters"] + cache / np.minimum(shard_w, r.edp)
         # TransformerEngine casts only its linear modules ([TE-FP8]): the embedding and output layer keep no copy
@@ -498,10 +498,12 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
     if not r.fw.pp_recv_per_microbatch:  # torch.distributed.pipelining's buffers: pipeline_buffers, per stage
         buf = buf + np.where(r.p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
     # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
-    # DS-EST's "4 × largest layer's params" at 16-bit ([CAL] §6.3); ZeRO-2-like keeps the weights
-    # whole (counted as parameters) and needs only the gradient buffer.
+    # DS-EST's "4 × largest layer's params" at 16-bit ([CAL] §6.3), the layer at 1 byte where the weights are
+    # gathered in FP8 (engine.cost.communication.gathered_bytes); ZeRO-2-like keeps the weights whole (counted as
+    # parameters) and needs only the gradient buffer.
     unit = gather_unit(r, layer_local)
-    buf = buf + np.where(r.fs > 1, 2 * Bp * unit if r.run.reshard_after_forward else Bp * layer_local, 0.0)
+    gathered = K.FP8_GATHER_BYTES if r.fp8_gather else Bp
+    buf = buf + np.where(r.fs > 1, (gathered + Bp) * unit if r.run.reshard_after_forward else Bp * layer_local, 0.0)
     if r.is_moe and r.dispatcher == "allgather":  # the whole expert tensor-and-expert-parallel group's tokens
         n = r.ep * r.etp
         buf = buf + np.where(n > 1, 2 * K.ACT_BYTES * T / t * n * h, 0.0)

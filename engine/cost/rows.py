@@ -126,6 +126,12 @@ class Rows:
         return stated
 
     @property
+    def fp8_gather(self) -> bool:
+        """Whether the weights are all-gathered in FP8, 1 byte per linear weight: FP8 on with fp8_param_gather
+        (Megatron's --fp8-param-gather, MLM-FP8PARAM; torchao's FSDP float8 all-gather); their 16 bits otherwise."""
+        return self.fp8 and self.run.fp8_param_gather
+
+    @property
     def cp_algo(self) -> str:
         """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring
         (StackSpace.cp_algo; HP533 says so)."""

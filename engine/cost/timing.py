@@ -285,7 +285,7 @@ def fp8_weight_cast_time(r: Rows, moe_layer: bool) -> tuple[np.ndarray | float, 
         return 0.0, 0.0
     lp = layer_params(r.model, moe_layer and r.model.is_moe)
     elems = lp.split / r.t + lp.routed / (r.ep * r.etp)
-    if r.run.fp8_param_gather:
+    if r.fp8_gather:
         return 0.0, FP8_GATHERED_WEIGHT_BYTES * elems / r.hbm
     half = 0.5 * r.fp8_recipe.weight_cast_bytes * elems / r.hbm
     return half, half

@@ -46,6 +46,10 @@ def test_torchao_pays_its_weight_casts_per_micro_batch_unless_the_weights_arrive
     # one micro-batch a step (local batch 2); the recomputed matmuls' casts are not priced apart
     compute = cast["time_breakdown_s"]["compute"] - gathered["time_breakdown_s"]["compute"]
     assert compute == pytest.approx(per_micro_batch, rel=1e-6)
-    # and the FSDP all-gathers move 1 byte per linear weight instead of 2 (engine.cost.communication.gathered_bytes)
+    # and the FSDP all-gathers move 1 byte per linear weight instead of 2 (engine.cost.communication.gathered_bytes),
+    # into a working buffer that holds the gathered layer at 1 byte (engine.cost.memory.buffers)
     assert gathered["time_breakdown_s"]["dp_comm"] < cast["time_breakdown_s"]["dp_comm"]
+    lp = layer_params(m, False)
+    buffers = cast["memory_breakdown_gib"]["buffers"] - gathered["memory_breakdown_gib"]["buffers"]
+    assert buffers == pytest.approx((2 - K.FP8_GATHER_BYTES) * (lp.split + lp.rep) / K.GIB, rel=1e-9)
     assert per_micro_batch == pytest.approx(0.029, rel=0.05)  # 7.0 G weights × 8 B over 1.92 TB/s
