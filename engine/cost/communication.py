@@ -222,14 +222,23 @@ def mamba_cp_widths(m: ModelSpec, t: np.ndarray, cp: np.ndarray) -> tuple[np.nda
     return zero + 2 * hy.d_inner / t + 2 * groups * hy.state + hy.mamba_heads / t, zero + hy.d_inner / t
 
 
+# Copies, each read and written once through HBM, of what crosses a Mamba mixer's CP all-to-alls in one pass
+# (MCORE-MAMBA-CP): before the mixer the all-to-all's own layout (all_to_all_sp2hp concatenates the hidden-split
+# tensor), the concatenation of z, x, B, C and dt, and the reorder that undoes the attention layers' load-balanced
+# chunks; after it the reorder back and all_to_all_hp2sp's layout.
+MAMBA_CP_COPIES_BEFORE, MAMBA_CP_COPIES_AFTER = 3, 2
+
+
 def _mamba_cp(r: Rows) -> np.ndarray:
     """(n,) seconds of one Mamba-2 mixer's context-parallel all-to-alls in one pass (mamba_cp_widths, over the cp
-    group, tp apart), exposed: the convolution waits for the first and the next layer for the second. Whatever
-    the attention layers' algorithm, Megatron-Core's Mamba mixer runs this all-to-all one (MCORE-MAMBA-CP); the
-    reorder that undoes the attention layers' load-balanced chunking is a copy, not priced."""
+    group, tp apart) and the copies around them (MAMBA_CP_COPIES_*), exposed: the convolution waits for the first
+    and the next layer for the second, and the copies run on the compute stream. Whatever the attention layers'
+    algorithm, Megatron-Core's Mamba mixer runs this all-to-all one (MCORE-MAMBA-CP)."""
     before, after = mamba_cp_widths(r.model, r.t, r.table.cp)
     send = [r.links.alltoall(K.ACT_BYTES * r.T * w, r.table.cp, r.table.tp) for w in (before, after)]
-    return send[0] + send[1]
+    copied = MAMBA_CP_COPIES_BEFORE * before + MAMBA_CP_COPIES_AFTER * after
+    copies = np.where(r.table.cp > 1, 2 * K.ACT_BYTES * r.T * copied / r.hbm, 0.0)
+    return send[0] + send[1] + copies
 
 
 def _cp_allgather(r: Rows) -> tuple[np.ndarray, np.ndarray]:
