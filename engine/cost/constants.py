@@ -86,9 +86,10 @@ MINDSPEED_EXPERT_GEMM_SHARE = 0.39
 # own (both runs were priced 16-17 % fast with every other term as on Hopper, [CAL] §11). One factor for the
 # generation, every stack (the stacks' fractions above are relative to the same cuBLAS kernels).
 # benchmarks/accuracy.py --fit, fit_fraction: grid 0.60-1.00 in 0.01, smallest worst |e| over the two runs.
-# 0.82 (with the FP8 casts priced, engine.cost.fp8) reads 405B -0.4 %, 8B FP8 +0.3 % (docs/cost-model.md §8.2).
+# 0.83 (with the FP8 casts priced, engine.cost.fp8, and the 8B run's file stating its FP8-CS recipe: tensorwise
+# casts, weights gathered in FP8) reads 405B -1.3 %, 8B FP8 +1.6 % (docs/cost-model.md §8.2).
 # The Qwen3-235B MoE run on GB200 is left out of the fit (its error is the MoE path's).
-BLACKWELL_GEMM_FACTOR = 0.82
+BLACKWELL_GEMM_FACTOR = 0.83
 # Shape penalty: a GEMM whose smallest dimension is x runs at x / (x + GEMM_HALF_DIM) of the large-shape
 # efficiency (tile quantisation and poor occupancy on thin shards; cf. Calculon's size-bucketed table,
 # [HW] §3.3). 128 = one tensor-core CTA tile edge: a dimension of 128 reaches half efficiency.
