@@ -128,7 +128,9 @@ def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple
     if result.best is None:
         return None, "no strategy fits"
     try:
-        out = strategy_edits(text, result.best.strategy, path=path, layout=result.best.pipeline_layout)
+        best = result.best  # with the recompute modules and the layout the search chose (as `hp-plan apply` writes)
+        out = strategy_edits(text, best.strategy, path=path, recompute_modules=best.recompute_modules,
+                             layout=best.pipeline_layout)
     except Exception as exc:  # the engine promises not to raise; keep the server alive if it does
         return None, f"cannot write the strategy: {exc}"
     return (out.edits, None) if out.ok else (None, out.error)

@@ -124,7 +124,8 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
     own = path is None or path == state.path
     if own and outcome.text == text and outcome.edits is not None:
         return outcome.edits, best.short()
-    res = strategy_edits(text, best.strategy, path=path or state.path, layout=best.pipeline_layout)
+    res = strategy_edits(text, best.strategy, path=path or state.path, recompute_modules=best.recompute_modules,
+                         layout=best.pipeline_layout)
     edits, error = normalise(res)
     if edits is None:
         return None, error or "cannot write the strategy"

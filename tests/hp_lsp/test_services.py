@@ -348,3 +348,21 @@ def test_the_model_hover_names_a_hybrid_models_layer_kinds(tmp_path: Path) -> No
     shown = hover.hover_markdown(st, st.analysis.entries, *_pos(NANO, "hybrid_override_pattern"))
     assert shown and "**31.58 B** parameters · 3.58 B active per token" in shown
     assert "52 layers · hidden 2688 · 32 heads (2 KV) (23 Mamba-2, 6 attention, 23 MoE) · 128 experts" in shown
+
+
+def test_search_job_edits_write_the_recompute_modules_the_search_chose(tmp_path: Path) -> None:
+    """`recompute_modules: auto` (engine.search.modules): the editor's "Apply optimal strategy" writes the modules
+    the best plan was priced with, as `hp-plan apply` does (it wrote the strategy alone, a plan the search did not
+    price)."""
+    space = tmp_path / "search.yaml"
+    space.write_text(SEARCH.read_text().replace("train_yaml: ./train.yaml", f"train_yaml: {TRAIN}")
+                     .replace("recompute: auto", "recompute: selective\nrecompute_modules: auto")
+                     + "estimator: {framework: megatron}\n")
+    text = TRAIN.read_text()
+    out = run_search(SearchRequest(str(TRAIN), text, cluster_from_search_config(str(space)), space_path=str(space)),
+                     progress=no_progress, cancelled=never)
+    assert out.result is not None and out.result.best is not None and out.edits, out.edit_error
+    chosen = out.result.best.recompute_modules
+    assert chosen
+    new = apply_edits(text, out.edits)
+    assert f"recompute_modules: [{', '.join(chosen)}]" in new
