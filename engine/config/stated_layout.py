@@ -12,6 +12,8 @@ it) in `model` / `model.config_overrides`. Each value is kept with its position 
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.config.layer_layout import LayerLayoutError, layout_from_names, layout_vpp, parse_layout_text
 from engine.config.reader import Source, Val
 from engine.document import Map, Scalar, Seq
@@ -99,6 +101,16 @@ def noop_pad(layers: int, parts: int) -> tuple[int, ...]:
     """The fewest no-op layers that make `layers` split into `parts` equal ones, at the end of the count, as
     MindSpeed-LLM's DeepSeek-V3 scripts place them (61 layers into 16: 61, 62, 63); () where it splits already."""
     return tuple(range(layers, layers + (-layers) % parts))
+
+
+def noop_fills(layers: Any, chunks: Any) -> Any:
+    """Whether noop_pad's padding of `layers` into `chunks` equal ones is a plan to run: some padding is needed
+    and every chunk keeps a real layer (the padding, at the end of the count, fills less than the last chunk: a
+    chunk of no-op layers alone is a pipeline slot the schedule runs, hops and waits for with nothing in it).
+    Element-wise on ints or numpy arrays: the search's padding passes (engine.search.passes) and its space, which
+    leaves those candidates to them (engine.search.space), read the same rule."""
+    pad = (-layers) % chunks
+    return (pad > 0) & (pad * chunks < layers + pad)
 
 
 def noop_fix(pad: tuple[int, ...]) -> dict[str, object]:

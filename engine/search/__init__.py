@@ -25,7 +25,7 @@ from engine.search import refusals
 from engine.search.distinct import distinct, merge_variants
 from engine.search.modules import search_modules, wants_choice
 from engine.search.nothing_fits import refuse
-from engine.search.passes import layout_passes
+from engine.search.passes import LayoutPass, layout_passes
 from engine.search.pricing import Pricer
 from engine.search.rank import (
     Cancelled,
@@ -98,13 +98,20 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
         return _cut(result, top)
     # Each layout the stack can be told (engine.cost.layout) priced again on the pp values where it changes the
     # split or makes one possible; every pass's plans ranked together (_pick_layout).
-    alts = []
-    for layout_pass in passes:
+    def run_pass(layout_pass: LayoutPass, *, explain: bool) -> SearchResult:
+        assert config.model is not None and config.cluster is not None
         alt_run = replace(config.run, pipeline_layout=layout_pass.layout)
         alt_pricer = Pricer(config.model, config.cluster, alt_run, budget, offload_gb_s=offload_gb_s,
                             schedule=config.pipeline_schedule)
-        alts.append((layout_pass.layout, search_with(replace(config, run=alt_run), alt_pricer, top=wide,
-                                                     cancelled=cancelled, only=layout_pass.restriction())))
+        return search_with(replace(config, run=alt_run), alt_pricer, top=wide, cancelled=cancelled,
+                           only=layout_pass.restriction(), explain=explain)
+
+    # A pass where nothing fits says why only when its refusal is the one to say (_padded_refusal): working that
+    # out prices widened spaces, far more than the pass itself.
+    alts = [(layout_pass.layout, run_pass(layout_pass, explain=False)) for layout_pass in passes]
+    if _padding_speaks(result, alts):
+        widest = max(range(len(alts)), key=lambda i: alts[i][1].evaluated if alts[i][0].noop_layers else -1)
+        alts[widest] = (alts[widest][0], run_pass(passes[widest], explain=True))
     return _pick_layout(config, result, alts, top)
 
 
@@ -172,16 +179,24 @@ def _pick_layout(config: Config, plain: SearchResult, alts: list[tuple[PipelineL
 _REFUSALS = frozenset({"HP600", "HP601", "HP602", "HP603", "HP604"})
 
 
+def _padding_speaks(plain: SearchResult, alts: list[tuple[PipelineLayout, SearchResult]]) -> bool:
+    """Whether nothing fits in any pass and a padding pass's refusal is the one to say (_padded_refusal)."""
+    padded = [alt for layout, alt in alts if layout.noop_layers]
+    lifted = plain.refused.get(R_DPV_LAYERS) or plain.evaluated == 0
+    return bool(plain.best is None and padded and lifted and any(alt.evaluated for alt in padded)
+                and all(alt.best is None for _, alt in alts))
+
+
 def _padded_refusal(out: SearchResult, plain: SearchResult,
                     alts: list[tuple[PipelineLayout, SearchResult]]) -> SearchResult:
-    """Nothing fits in any pass: where the plain pass's candidates broke DualPipeV's layer rule and a padding pass
-    priced them padded, as the stack runs them, that pass's refusal is the one to say (the budget they miss, the
-    lists they break), not the rule the stack's padding lifts. The widest padding pass speaks; the plain pass's
-    other findings (the stack on the device, HP533/HP534) stay."""
-    padded = [alt for layout, alt in alts if layout.noop_layers]
-    if plain.best is not None or not padded or not plain.refused.get(R_DPV_LAYERS):
+    """Nothing fits in any pass: where the plain pass's candidates broke DualPipeV's layer rule, or it had none
+    (every interleaved candidate left to the padding passes), and a padding pass priced them padded, as the stack
+    runs them, that pass's refusal is the one to say (the budget they miss, the lists they break), not the rule
+    the stack's padding lifts. The widest padding pass speaks; the plain pass's other findings (the stack on the
+    device, HP533/HP534) stay."""
+    if not _padding_speaks(plain, alts):
         return out
-    widest = max(padded, key=lambda alt: alt.evaluated)
+    widest = max((alt for layout, alt in alts if layout.noop_layers), key=lambda alt: alt.evaluated)
     kept = tuple(d for d in plain.diagnostics if d.code not in _REFUSALS)
     return replace(out, diagnostics=(*kept, *widest.diagnostics))
 
@@ -201,7 +216,9 @@ def _layout_note(config: Config, layout: PipelineLayout, best: Estimate, gain: s
             cut, where = f"cut into DualPipeV's {2 * s.pp} stages", refusals.position(config, _SCHEDULE_PATHS)
         else:  # engine.search.passes.noop_passes: MindSpeed-LLM interleaves only equal chunks
             vpp = config.dimensions.get("vpp")
-            cut = f"fill pp·vpp = {s.pp * s.vpp} equal chunks (the stack interleaves no uneven split)"
+            cut = (f"fill pp·vpp = {s.pp * s.vpp} equal chunks (the stack interleaves no uneven split)" if s.vpp > 1
+                   else f"split into {s.pp} equal stages, the last holding fewer layers beside the output layer and "
+                   "the loss")
             where = refusals.dim_position(config, "vpp") if vpp is not None and vpp.location is not None \
                 else refusals.position(config, _SCHEDULE_PATHS)
         rng, path, file = where
@@ -219,14 +236,15 @@ def _layout_note(config: Config, layout: PipelineLayout, best: Estimate, gain: s
 def search_with(config: Config, pricer: Pricing | None, *, top: int = 10,
                 progress: Callable[[float], None] | None = None,
                 cancelled: Callable[[], bool] | None = None,
-                only: Mapping[str, tuple[int, ...]] | None = None) -> SearchResult:
+                only: Mapping[str, tuple[int, ...]] | None = None, explain: bool = True) -> SearchResult:
     """`search` with an explicit pricer (tests price synthetic models through the same code); `only`, when
-    given, keeps the plans with those values of its dimensions (a layout pass of `search`, engine.search.passes)."""
+    given, keeps the plans with those values of its dimensions (a layout pass of `search`, engine.search.passes);
+    `explain` False leaves out the refusal's diagnostics where nothing fits (a layout pass's, wanted only at times)."""
     t0 = time.perf_counter()
     dims = _dimensions(config)
     try:
         result = _search(config, pricer, top=max(int(top), 1), progress=progress, cancelled=cancelled,
-                         only=only or {})
+                         only=only or {}, explain=explain)
     except Cancelled:
         return SearchResult(None, (), 0, 0, time.perf_counter() - t0, dims)
     except Exception as exc:  # the front ends never show a traceback (docs/formats.md §3)
@@ -258,7 +276,8 @@ def _what_is_missing(config: Config) -> tuple[list[str], int]:
 
 
 def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Callable[[float], None] | None,
-            cancelled: Callable[[], bool] | None, only: Mapping[str, tuple[int, ...]]) -> SearchResult:
+            cancelled: Callable[[], bool] | None, only: Mapping[str, tuple[int, ...]], explain: bool = True
+            ) -> SearchResult:
     missing, batch_items = _what_is_missing(config)
     g = config.global_batch_size
     if missing or pricer is None or config.model is None or config.cluster is None or not g:
@@ -298,7 +317,8 @@ def _search(config: Config, pricer: Pricing | None, *, top: int, progress: Calla
             space = groups.materialise()
             priced = price_space(pricer, space, config.recompute, top=pool, model=model, poll=poll,
                                  allowed=allowed_modes(config), exhaustive=True)
-        diags.extend(refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
+        if explain:
+            diags.extend(refuse(config, pricer, space, priced, restrict, model, cluster, g, budget, cancelled))
     if progress is not None:
         progress(1.0)
     ranked = distinct(rank_equivalent(estimates), top)

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.catalog.frameworks import framework_of
-from engine.config.stated_layout import noop_pad
+from engine.config.stated_layout import noop_fills, noop_pad
 from engine.config.types import Config
 from engine.cost.layout import default_chunks, layout_or_default
 from engine.integers import divisors
-from engine.search.space import VPP_AUTO_MAX, restrictions
+from engine.search.space import VPP_AUTO_MAX, pads_interleaved, pads_with_noop_layers, restrictions
 from engine.specs import PipelineLayout
 
 ACCOUNTED = PipelineLayout(embedding_in_split=True, loss_in_split=True)
@@ -74,18 +74,20 @@ def accounting_pps(config: Config) -> tuple[int, ...]:
 
 
 def noop_passes(config: Config) -> list[LayoutPass]:
-    """The no-op layers the search pads the layer count with, on a stack that pads (Framework.noop_layers:
-    MindSpeed-LLM's `--noop-layers`, MS-NOOP) where the files state no layout: the fewest at the end of the count,
-    as MindSpeed-LLM's DeepSeek-V3 scripts place them (61 layers + "61,62,63"), one pass per padding.
+    """The no-op layers the search pads the layer count with where the stack pads and the files state no layout
+    (space.pads_with_noop_layers: MindSpeed-LLM's `--noop-layers`, MS-NOOP): the fewest at the end of the count, as
+    MindSpeed-LLM's DeepSeek-V3 scripts place them (61 layers + "61,62,63").
 
-    - Under DualPipeV, where the layers do not cut into 2·pp stages: folded into the V, the padded last stage sits
-      on rank 0 beside the embedding and the output layer ([MS-DUALPIPEV]). More padding than layers is no plan.
-    - Under an interleaved split (vpp > 1) on a stack that interleaves only equal chunks (StackSpace
-      .uneven_interleave false: MindSpeed-LLM's `--num-layer-list` refuses virtual stages, MS-NUMLAYERLIST), where
-      the layers do not fill pp·vpp equal chunks. Only where every chunk keeps a real layer: a chunk of no-op
-      layers alone is a model chunk the interleaved schedule runs, hops and waits for, with nothing in it."""
-    if config.run.pipeline_layout.stated or not framework_of(config.run).noop_layers \
-            or config.model is None or config.cluster is None:
+    - Under DualPipeV, where the layers do not cut into 2·pp stages, one pass per padding: folded into the V, the
+      padded last stage sits on rank 0 beside the embedding and the output layer ([MS-DUALPIPEV]). More padding
+      than layers is no plan.
+    - Otherwise, on a stack that interleaves only equal chunks (space.pads_interleaved: MindSpeed-LLM's
+      `--num-layer-list` refuses virtual stages, MS-NUMLAYERLIST), where the layers do not fill pp·vpp equal
+      chunks and every chunk keeps a real layer (noop_fills): at vpp > 1 the only split the stack runs, at vpp 1
+      a balance its uneven split does not give (the padding comes off the last stage, which holds the output
+      layer and the loss). One pass per (padding, vpp values), so each pass's pp × vpp holds only the pairs
+      that padding serves; the plain pass leaves the vpp > 1 ones to them (space._level_vpp)."""
+    if not pads_with_noop_layers(config) or config.model is None or config.cluster is None:
         return []
     L = config.model.num_layers
     pps = sorted(p for p in set(pp_values(config)) if p >= 2)
@@ -96,17 +98,15 @@ def noop_passes(config: Config) -> list[LayoutPass]:
             if pad and len(pad) <= L:
                 by_pad.setdefault(pad, []).append(p)
         return [LayoutPass(PipelineLayout(noop_layers=pad), tuple(ps)) for pad, ps in by_pad.items()]
-    if framework_of(config.run).space.uneven_interleave:
+    if not pads_interleaved(config):
         return []
-    vpps = [v for v in restrictions(config).get("vpp") or range(1, VPP_AUTO_MAX + 1) if v >= 2]
-    # Grouped by (padding, vpp values) so that each pass's pp × vpp holds only the pairs that padding serves.
+    vpps = restrictions(config).get("vpp") or range(1, VPP_AUTO_MAX + 1)
     served: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
     for p in pps:
         by_pad_v: dict[tuple[int, ...], list[int]] = {}
         for v in vpps:
-            pad = noop_pad(L, p * v)
-            if pad and len(pad) < (L + len(pad)) // (p * v):
-                by_pad_v.setdefault(pad, []).append(v)
+            if noop_fills(L, p * v):
+                by_pad_v.setdefault(noop_pad(L, p * v), []).append(v)
         for pad, vs in by_pad_v.items():
             served.setdefault((pad, tuple(vs)), []).append(p)
     return [LayoutPass(PipelineLayout(noop_layers=pad), tuple(ps), vs) for (pad, vs), ps in served.items()]

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.catalog.frameworks import FRAMEWORKS, StackSpace, framework_of
+from engine.config.stated_layout import noop_fills
 from engine.config.types import Config, Dimension
 from engine.cost.layout import effective_layout
 from engine.integers import divisors
@@ -277,6 +278,9 @@ class _Ctx:
     # The files state DualPipeV (engine.cost.dualpipev), and whether the stack runs it (Framework.schedules).
     dualpipev: bool = False
     dualpipev_runs: bool = False
+    # The search prices this config's interleaved splits padded with no-op layers in passes of their own
+    # (pads_interleaved): the candidates those passes serve are theirs, neither built nor refused here.
+    padded_interleave: bool = False
 
     def r(self, name: str) -> tuple[int, ...] | None:
         return self.restrict.get(name)
@@ -447,6 +451,9 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
         rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
     if not c.stack.uneven_interleave:  # MindSpeed-LLM: no uneven split with virtual stages (StackSpace)
         rules.append((R_VPP_SPLIT, ((vpp == 1) | (layers % (p * vpp) == 0))[pp_code]))
+    if c.padded_interleave:  # priced padded in the padding passes (engine.search.passes), not unpadded here
+        padded = ((vpp > 1) & noop_fills(layers, p * vpp))[pp_code]
+        eligible = ~padded if eligible is None else eligible & ~padded
     b.expand("vpp", vpp[0], rules, eligible)
 
 
@@ -582,13 +589,13 @@ class Groups:
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
                      optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK,
-                     dualpipev: tuple[bool, bool] = (False, False)) -> Groups:
+                     dualpipev: tuple[bool, bool] = (False, False), padded_interleave: bool = False) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
-    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots` as _Ctx's; `dualpipev`: (the
-    files state DualPipeV, the stack runs it)."""
+    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots`, `padded_interleave` as _Ctx's;
+    `dualpipev`: (the files state DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
              restrict, stack.cp_algo(cp_algo), optimizer_shard, stack=stack, extra_slots=extra_slots,
-             dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1])
+             dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1], padded_interleave=padded_interleave)
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)
@@ -643,7 +650,20 @@ def config_groups(config: Config, model: ModelSpec, cluster: ClusterSpec, global
     return enumerate_groups(model, cluster, global_batch, restrict, cp_algo=config.run.cp_algo, stack=fw.space,
                             optimizer_shard=config.optimizer_shard if optimizer_shard is None else optimizer_shard,
                             extra_slots=extra_slots(config),
-                            dualpipev=(config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules))
+                            dualpipev=(config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules),
+                            padded_interleave=pads_interleaved(config) and pads_with_noop_layers(config))
+
+
+def pads_with_noop_layers(config: Config) -> bool:
+    """Whether the search pads this config's layer count with no-op layers where a split needs it: the stack
+    pads (Framework.noop_layers: MindSpeed-LLM's `--noop-layers`, MS-NOOP) and the files state no layout."""
+    return framework_of(config.run).noop_layers and not config.run.pipeline_layout.stated
+
+
+def pads_interleaved(config: Config) -> bool:
+    """Whether a padding of this config serves its interleaved and plain splits rather than DualPipeV's stages:
+    any schedule but DualPipeV, on a stack that interleaves only equal chunks (StackSpace.uneven_interleave false)."""
+    return config.pipeline_schedule != "dualpipev" and not framework_of(config.run).space.uneven_interleave
 
 
 def extra_slots(config: Config) -> int:

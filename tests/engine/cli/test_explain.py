@@ -248,7 +248,7 @@ def test_explain_and_export_of_a_searched_best_carry_the_layout_the_search_chose
     padding prices it) and export writes the padding: both used the files' own split, so export printed a plan
     MindSpeed refuses and explain rescaled a timeline of another split."""
     searched = MINDSPEED_SEARCH if schedule == "dualpipev" else MINDSPEED_SEARCH.replace(
-        "pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1", "pp: [8, 16], cp: 1, ep: 32, etp: 1, vpp: auto")
+        "pp: 8, cp: 1, ep: 32, etp: 1, vpp: 1", "pp: [8, 16], cp: 1, ep: 32, etp: 1, vpp: [2, 3, 4]")
     text = DSV3_A3.replace("dualpipev NOOP", schedule).replace("FRAMEWORK", "mindspeed").replace(MINDSPEED_SEARCH,
                                                                                               searched)
     (tmp_path / "search.yaml").write_text(text)

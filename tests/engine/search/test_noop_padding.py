@@ -38,15 +38,16 @@ def test_paddings_are_the_fewest_no_op_layers_at_the_end_per_pp(tmp_path: Path) 
     assert noop_passes(config) == [LayoutPass(PipelineLayout(noop_layers=(61, 62, 63)), (2, 4, 8, 16, 32))]
 
 
-def test_no_padding_where_the_stack_has_none_the_schedule_needs_none_or_the_file_states_a_layout(
-        tmp_path: Path) -> None:
+def test_no_padding_where_the_stack_has_none_or_the_file_states_a_layout(tmp_path: Path) -> None:
     for folder, noop, framework in (("megatron", "", "megatron"), ("stated", ', noop_layers: "61,62,63"', "mindspeed")):
         (tmp_path / folder).mkdir()
         config = check_file(str(_dsv3(tmp_path / folder, noop, framework))).config
         assert config is not None and noop_passes(config) == []
+    # Under 1F1B MindSpeed-LLM runs the uneven split itself, and the padding too: the search prices both
     (tmp_path / "one").mkdir()
     config = check_file(str(_dsv3(tmp_path / "one", schedule="1F1B"))).config
-    assert config is not None and noop_passes(config) == []
+    assert config is not None
+    assert noop_passes(config) == [LayoutPass(PipelineLayout(noop_layers=(61, 62, 63)), (8,), (1,))]
 
 
 def test_the_search_finds_mindspeeds_own_plan_padded_and_prices_it_as_the_stated_padding(tmp_path: Path) -> None:
@@ -162,15 +163,16 @@ VPP_SPLIT = "layers not in pp·vpp equal chunks (the stack runs no uneven interl
 
 
 def test_interleaved_paddings_keep_a_real_layer_in_every_chunk(tmp_path: Path) -> None:
-    """pp 2 pads 61 layers to 64 for vpp 2, 4, 8 and to 66 for vpp 3 (vpp 5…7 would leave a chunk of no-op layers
-    only); pp 8 pads to 64 for vpp 2 alone (32 chunks of 2 would hold 3 no-op layers). One pass per padding and
-    vpp values, so each pass's pp × vpp is exactly the pairs it serves."""
+    """pp 2 pads 61 layers to 62 for vpp 1, to 64 for vpp 2, 4, 8 and to 66 for vpp 3 (vpp 5…7 would leave a chunk
+    of no-op layers only); pp 8 pads to 64 for vpp 1 and 2 (32 chunks of 2 would hold 3 no-op layers). One pass per
+    padding and vpp values, so each pass's pp × vpp is exactly the pairs it serves."""
     path = _dsv3(tmp_path, parallelism=INTERLEAVED.replace("PPS", "[2, 8]"), schedule="interleaved")
     config = check_file(str(path)).config
     assert config is not None
     pad3, pad5 = PipelineLayout(noop_layers=(61, 62, 63)), PipelineLayout(noop_layers=(61, 62, 63, 64, 65))
-    assert noop_passes(config) == [LayoutPass(pad3, (2,), (2, 4, 8)), LayoutPass(pad5, (2,), (3,)),
-                                   LayoutPass(pad3, (8,), (2,))]
+    pad1 = PipelineLayout(noop_layers=(61,))
+    assert noop_passes(config) == [LayoutPass(pad1, (2,), (1,)), LayoutPass(pad3, (2,), (2, 4, 8)),
+                                   LayoutPass(pad5, (2,), (3,)), LayoutPass(pad3, (8,), (1, 2))]
     (tmp_path / "megatron").mkdir()  # Megatron-Core runs the uneven interleaved split itself: nothing to pad
     config = check_file(str(_dsv3(tmp_path / "megatron", framework="megatron", schedule="interleaved",
                                   parallelism=INTERLEAVED.replace("PPS", "[2, 8]")))).config
@@ -184,8 +186,8 @@ def test_mindspeed_interleaves_layers_in_equal_chunks_padded_as_the_stack_pads(t
     digit as the file stating that padding. Megatron-Core takes the uneven split as a layer layout: no padding."""
     for framework in ("mindspeed", "megatron"):
         (tmp_path / framework).mkdir()
-        path = _dsv3(tmp_path / framework, framework=framework, parallelism=INTERLEAVED.replace("PPS", "[8, 16]"),
-                     schedule="interleaved")
+        searched = INTERLEAVED.replace("PPS", "[8, 16]").replace("vpp: auto", "vpp: [2, 3, 4]")
+        path = _dsv3(tmp_path / framework, framework=framework, parallelism=searched, schedule="interleaved")
         found = hp_plan_json("search", str(path))
         interleaved = [e for e in found["top"] if e["strategy"]["vpp"] > 1]
         assert interleaved
@@ -202,11 +204,42 @@ def test_mindspeed_interleaves_layers_in_equal_chunks_padded_as_the_stack_pads(t
         assert best["pipeline_layout"]["noop_layers"] == [61, 62, 63]
         (hp614,) = [d for d in found["diagnostics"] if d["code"] == "HP614"]
         assert hp614["path"] == "parallelism.vpp" and "fill pp·vpp = 16 equal chunks" in hp614["message"]
-        assert "× the tokens/s of the best plan without it" in hp614["message"]
+        assert "(no plan fits without it)" in hp614["message"]  # vpp 2…4 only: every unpadded split is refused
         assert hp614["data"]["set_at"] == {"path": "pp_config.noop_layers", "value": "61,62,63"}
-        stated = path.read_text().replace("pp: [8, 16]", "pp: 8").replace("vpp: auto", "vpp: 2").replace(
+        stated = path.read_text().replace("pp: [8, 16]", "pp: 8").replace("vpp: [2, 3, 4]", "vpp: 2").replace(
             "interleaved}", 'interleaved, noop_layers: "61,62,63"}')
         path.write_text(stated)
         est = hp_plan_json("estimate", str(path))
         assert est["step_time_s"] == best["step_time_s"] and est["peak_memory_gib"] == best["peak_memory_gib"]
         assert not [d for d in est["diagnostics"] if d["severity"] in ("error", "warning")]
+
+
+def test_a_plain_split_pads_where_the_balance_is_better_and_says_so(tmp_path: Path) -> None:
+    """Under 1F1B MindSpeed-LLM runs 61 layers over pp 8 unevenly (--num-layer-list), the extra layers on the first
+    stages; padded to 64 the last stage, which holds the output layer and the loss, runs 5 of them. The search
+    prices both and, the padded one faster, says so (HP614), priced to the digit as the file stating it."""
+    path = _dsv3(tmp_path, schedule="1F1B")
+    found = hp_plan_json("search", str(path))
+    best = found["best"]
+    assert (best["strategy"]["pp"], best["strategy"]["vpp"]) == (8, 1)
+    assert best["pipeline_layout"]["noop_layers"] == [61, 62, 63]
+    (hp614,) = [d for d in found["diagnostics"] if d["code"] == "HP614"]
+    assert "split into 8 equal stages" in hp614["message"] and "× the tokens/s of the best plan without it" in \
+        hp614["message"]
+    (tmp_path / "stated").mkdir()
+    est = hp_plan_json("estimate", str(_dsv3(tmp_path / "stated", ', noop_layers: "61,62,63"', schedule="1F1B")))
+    assert est["step_time_s"] == best["step_time_s"] and est["peak_memory_gib"] == best["peak_memory_gib"]
+
+
+def test_where_nothing_fits_interleaved_the_refusal_is_the_padded_plans(tmp_path: Path) -> None:
+    """vpp 2 only, on a 40 GB budget: every interleaved candidate is the padding pass's (the plain pass builds
+    none), so the refusal is the budget those padded plans miss, not the split rule the padding lifts."""
+    searched = INTERLEAVED.replace("PPS", "8").replace("vpp: auto", "vpp: 2")
+    path = _dsv3(tmp_path, parallelism=searched, schedule="interleaved")
+    path.write_text(path.read_text().replace("constraint: {global_batch_size: 3840}",
+                                             "constraint: {global_batch_size: 3840, memory_limit_gb: 40}"))
+    found = hp_plan_json("search", str(path), code=1)
+    assert found["best"] is None and found["evaluated"] >= 1 and not found["refused"].get(VPP_SPLIT)
+    said = [d for d in found["diagnostics"] if d["severity"] == "error"]
+    assert said and not [d for d in said if VPP_SPLIT in d["message"]]
+    assert any("GiB" in d["message"] for d in said)
