@@ -333,8 +333,9 @@ class StageParams:
     all-reduce); io_stage (n, P): the part of ne_stage that is the embedding and the output layer, which no FP8
     recipe casts (Megatron-Core builds them as its own modules, not TransformerEngine's: they are gathered 16-bit
     where the layers' weights are gathered in FP8,
-    engine.cost.communication.gathered_bytes); uncast_b (n, P): the FP8 weight copies coef_ne counts on them and
-    TransformerEngine never makes, bytes taken off the stage's parameters; static_b (n, P): parameters +
+    engine.cost.communication.gathered_bytes); io_adjust_b (n, P): bytes the stage's parameters hold beyond what
+    coef_ne counts on those two, which FP8 never touches (signed: no TransformerEngine FP8 copy of them, and kept
+    whole 16-bit where the layers' weights are kept whole as the FP8 gather); static_b (n, P): parameters +
     gradients + optimizer bytes per stage; grad_share (n, P): the
     share of the stage's gradient bytes alive at its peak (unsharded_grad_share; 1 but for one-round
     interleaved torchtitan pipelines).
@@ -349,7 +350,7 @@ class StageParams:
     shard_o: np.ndarray
     e_split: float
     io_stage: np.ndarray
-    uncast_b: np.ndarray
+    io_adjust_b: np.ndarray
     static_b: np.ndarray
     grad_share: np.ndarray
 
@@ -406,8 +407,9 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
     if m.mtp_depth:  # the MTP modules' projections and norms, beside their transformer layers
         mtp_local = np.broadcast_to(m.mtp_depth * (x_split / t + x_rep), (n,))
         ne_stage = ne_stage + np.where(r.last, mtp_local[:, None], 0.0)
-    coef_ne, coef_ex, shard_o = _state_coefs(r)
-    uncast_b = np.zeros_like(ne_stage)
+    coef_ne, coef_ex, shard_o, whole = _state_coefs(r)
+    # kept whole as the FP8 gather (_state_coefs), the embedding and output layer at their 16 bits all the same
+    io_adjust_b = io_stage * np.where(r.fp8_gather & (whole > 0), float(r.run.param_bytes) - whole, 0.0)[:, None]
     if r.fp8_recipe is not None and r.fw.caches_fp8_weights:
         # TransformerEngine FP8 caches each local weight in FP8 and its transpose for the backward GEMM (the
         # recipe's bytes per parameter, engine.cost.fp8), sharded as the weights are: a weight FSDP shards
@@ -420,14 +422,14 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
         coef_ne["parameters"] = coef_ne["parameters"] + cache / shard_w
         coef_ex["parameters"] = coef_ex["parameters"] + cache / np.minimum(shard_w, r.edp)
         # TransformerEngine casts only its linear modules ([TE-FP8]): the embedding and output layer keep no copy
-        uncast_b = io_stage * (cache / shard_w)[:, None]
+        io_adjust_b = io_adjust_b - io_stage * (cache / shard_w)[:, None]
     share = unsharded_grad_share(r, ne_layer + ex_layer, ne_stage + ex_stage)
-    static_b = (ne_stage * (coef_ne["parameters"] + coef_ne["optimizer"])[:, None] - uncast_b
+    static_b = (ne_stage * (coef_ne["parameters"] + coef_ne["optimizer"])[:, None] + io_adjust_b
                 + ne_stage * coef_ne["gradients"][:, None] * share)
     if r.is_moe:
         static_b = (static_b + ex_stage * (coef_ex["parameters"] + coef_ex["optimizer"])[:, None]
                     + ex_stage * coef_ex["gradients"][:, None] * share)
-    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, io_stage, uncast_b,
+    return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, io_stage, io_adjust_b,
                        static_b, share)
 
 
@@ -464,10 +466,12 @@ def unsharded_grad_share(r: Rows, layer_local: np.ndarray, stage_local: np.ndarr
     return share
 
 
-def _state_coefs(r: Rows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
-    """Bytes per held parameter of each STATE_TERMS name, non-expert and routed-expert (n,), and the
-    optimizer shard: held_state_bytes sharded as docs/cost-model.md §2.1 states (FSDP2's fp32 sharded
-    parameter; torchtitan under PP, Framework.pp_unsharded)."""
+def _state_coefs(r: Rows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Bytes per held parameter of each STATE_TERMS name, non-expert and routed-expert (n,), the optimizer shard,
+    and the bytes per parameter of the weights kept whole (n,): held_state_bytes sharded as docs/cost-model.md
+    §2.1 states (FSDP2's fp32 sharded parameter; torchtitan under PP, Framework.pp_unsharded). Weights gathered
+    in FP8 (Rows.fp8_gather) are kept whole as the gather left them, 1 byte a linear weight (the embedding and
+    output layer: stage_params's io_adjust_b)."""
     fs = r.fs
     shard_o = np.maximum(fs, r.os_)
     Bp, whole_b, Bg, Bo = held_state_bytes(r.run, r.fw.fsdp2)
@@ -482,10 +486,12 @@ def _state_coefs(r: Rows) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
         whole = np.where(piped, float(r.run.param_bytes), whole)
         g_ne = np.where(piped, r.fw.fsdp_reduce_bytes, g_ne)
         g_ex = np.where(piped, r.fw.fsdp_reduce_bytes, g_ex)
+    if r.fp8_gather:
+        whole = np.where(whole > 0, K.FP8_GATHER_BYTES, 0.0)
     coef_ne = {"parameters": Bp / shard_p + whole, "gradients": g_ne, "optimizer": Bo / shard_o}
     coef_ex = {"parameters": Bp / np.minimum(shard_p, r.edp) + whole, "gradients": g_ex,
                "optimizer": Bo / np.minimum(shard_o, r.edp)}
-    return coef_ne, coef_ex, shard_o
+    return coef_ne, coef_ex, shard_o, whole
 
 
 def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
@@ -636,12 +642,12 @@ def price_memory(r: Rows, tower_params: np.ndarray | None = None, tower_act: np.
     stage_gib[~r.valid] = np.nan
     ne_pk, ex_pk = sp_.ne_stage[pick], sp_.ex_stage[pick]
     terms = {k: (ne_pk * sp_.coef_ne[k] + ex_pk * sp_.coef_ex[k]) / K.GIB for k in STATE_TERMS}
-    terms["parameters"] = terms["parameters"] - sp_.uncast_b[pick] / K.GIB
+    terms["parameters"] = terms["parameters"] + sp_.io_adjust_b[pick] / K.GIB
     terms["gradients"] = terms["gradients"] * sp_.grad_share[pick]
     terms["activations"] = act_stage[pick] / K.GIB
     terms["buffers"] = buf_stage[pick] / K.GIB
     terms["reserved"] = res_stage[pick] / K.GIB
-    stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "uncast": sp_.uncast_b, "act": act_stage, "buf": buf_stage, "res": res_stage,
+    stage_parts = {"ne": sp_.ne_stage, "ex": sp_.ex_stage, "io_adjust": sp_.io_adjust_b, "act": act_stage, "buf": buf_stage, "res": res_stage,
                    "valid": r.valid, "grad_share": sp_.grad_share,
                    **{f"ne_{k}": v for k, v in sp_.coef_ne.items()}, **{f"ex_{k}": v for k, v in sp_.coef_ex.items()}}
     return Memory(act, sp_, buf_stage, fixed_b, tot[pick] / K.GIB, stage_gib, peak_stage, terms, stage_parts,

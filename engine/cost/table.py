@@ -289,7 +289,7 @@ class PricedTable:
         valid = sp["valid"]
         out = {k: sp["ne"] * sp[f"ne_{k}"][:, None] + sp["ex"] * sp[f"ex_{k}"][:, None]
                for k in ("parameters", "gradients", "optimizer")}
-        out["parameters"] = out["parameters"] - sp["uncast"]  # engine.cost.memory.StageParams.uncast_b
+        out["parameters"] = out["parameters"] + sp["io_adjust"]  # engine.cost.memory.StageParams.io_adjust_b
         out["gradients"] = out["gradients"] * sp["grad_share"]  # engine.cost.memory.unsharded_grad_share
         out["activations"] = sp["act"]
         out["buffers"] = sp["buf"]

@@ -53,3 +53,30 @@ def test_torchao_pays_its_weight_casts_per_micro_batch_unless_the_weights_arrive
     buffers = cast["memory_breakdown_gib"]["buffers"] - gathered["memory_breakdown_gib"]["buffers"]
     assert buffers == pytest.approx((2 - K.FP8_GATHER_BYTES) * (lp.split + lp.rep) / K.GIB, rel=1e-9)
     assert per_micro_batch == pytest.approx(0.029, rel=0.05)  # 7.0 G weights × 8 B over 1.92 TB/s
+
+
+def test_weights_kept_whole_as_the_fp8_gather_hold_one_byte_but_the_embedding_and_output_layer() -> None:
+    """FSDP2 without resharding keeps the gathered weights whole between forward and backward: 16-bit, or, where
+    they are gathered in FP8 (torchao's float8 all-gather), the FP8 gather, 1 byte a linear weight; the embedding and
+    output layer are never FP8 and stay 2 (engine.cost.memory.StageParams.io_adjust_b)."""
+    from dataclasses import replace
+
+    from engine.cost import CandidateTable
+    from engine.cost.memory import stage_params
+    from engine.cost.model import embedding_params, head_params
+    from engine.cost.rows import build_rows
+    from engine.specs import RecomputePlan, RunOptions, Strategy
+    from tests.engine.cost.shapes import LLAMA8B, h100
+
+    table = CandidateTable.from_strategies([Strategy(dp=8, dp_shard=8, recompute=RecomputePlan("selective"))],
+                                           num_layers=LLAMA8B.num_layers)
+    run = RunOptions(framework="torchtitan", fp8=True, fp8_recipe="tensorwise", reshard_after_forward=False)
+    held = {}
+    for gather in (False, True):
+        sp = stage_params(build_rows(LLAMA8B, h100(), replace(run, fp8_param_gather=gather), table, 1))
+        held[gather] = (sp.static_b[0, 0], sp.ne_stage[0, 0])
+    (plain, params), (gathered, _) = held[False], held[True]
+    e_split, e_rep = embedding_params(LLAMA8B)
+    h_split, h_rep = head_params(LLAMA8B)
+    io = e_split + e_rep + h_split + h_rep
+    assert plain - gathered == pytest.approx((2 - K.FP8_GATHER_BYTES) * (params - io), rel=1e-12)  # linear only
