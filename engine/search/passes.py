@@ -38,8 +38,8 @@ class LayoutPass:
 
 def layout_passes(config: Config) -> list[LayoutPass]:
     """Every layout the search prices beside the run's own split: the embedding and loss counted in the split
-    (accounting_pps), the no-op layers that let DualPipeV cut or an interleaved split fill equal chunks
-    (noop_passes)."""
+    (accounting_pps), the no-op layers that let DualPipeV cut, an interleaved split fill equal chunks or a plain
+    split balance its last stage (noop_passes)."""
     pps = accounting_pps(config)
     return [*([LayoutPass(ACCOUNTED, pps)] if pps else []), *noop_passes(config)]
 
