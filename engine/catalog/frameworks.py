@@ -462,12 +462,13 @@ MEGATRON_RELEASES = Releases(
         ReleaseFact("probs_in_activation", "0.13", False, "the router's probabilities applied in the experts' "
                     "activation: the routed copies' outputs are not kept for the backward",
                     "[MCORE-MOE] v0.13 'Memory efficient token permutation'"),
-        ReleaseFact("recompute_modules", "0.13", (), "recompute by module (--recompute-modules)",
-                    "[MCORE-CHANGELOG] 0.13.0 'Fine-grained recomputation ... --recompute-modules'"),
+        ReleaseFact("recompute_modules", "0.12", (), "recompute by module (--recompute-modules)",
+                    "[MLM-ARGS] core_v0.12.0: --recompute-modules and TransformerConfig.recompute_modules, absent at "
+                    "core_v0.11.0 and core_v0.12.0rc2 ([MCORE-CHANGELOG] lists it under 0.13.0)"),
         ReleaseFact("layer_layout", "0.13", False, "a per-chunk layer layout (--pipeline-model-parallel-layout)",
                     "[MCORE-CHANGELOG] 0.13.0; [MCORE-PPLAYOUT]"),
-        ReleaseFact("selective_policies", "0.13", ("attention",), "selective recompute by module",
-                    "[MCORE-CHANGELOG] 0.13.0"),
+        ReleaseFact("selective_policies", "0.12", ("attention",), "selective recompute by module",
+                    "[MLM-ARGS] core_v0.12.0 (as recompute_modules)"),
         ReleaseFact("ep_overlap", "0.14", "", "the batch-level expert all-to-all overlap "
                     "(--overlap-moe-expert-parallel-comm)", "[MCORE-MOE] v0.14"),
     ),

@@ -66,7 +66,8 @@ def test_an_older_release_prices_without_the_features_it_lacks(tmp_path: Path) -
     assert now["step_time_s"] < v13["step_time_s"] < v11["step_time_s"]
     assert "HP533" in _codes(v13) and "Megatron-Core 0.13" in _codes(v13)["HP533"]
     assert "HP535" in _codes(v11) and "DeepEP" in _codes(v11)["HP535"]
-    assert "HP531" in _codes(v11)  # --recompute-modules came with 0.13
+    assert "HP531" in _codes(v11)  # --recompute-modules came with 0.12 (core_v0.12.0's arguments.py)
+    assert "HP531" not in _codes(_estimate(_config(tmp_path, "0.12")))  # not 0.13, as the changelog has it
 
 
 def test_unknown_release_is_a_coded_warning_priced_as_current(tmp_path: Path) -> None:
