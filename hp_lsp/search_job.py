@@ -123,14 +123,12 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
 
 def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:
     """The engine's round-trip edits writing the best strategy into a train.yaml text, or why not."""
-    from engine.edit import strategy_edits
+    from engine.edit import plan_edits
 
     if result.best is None:
         return None, "no strategy fits"
     try:
-        best = result.best  # with the recompute modules and the layout the search chose (as `hp-plan apply` writes)
-        out = strategy_edits(text, best.strategy, path=path, recompute_modules=best.recompute_modules,
-                             layout=best.pipeline_layout)
+        out = plan_edits(text, result.best, path=path)
     except Exception as exc:  # the engine promises not to raise; keep the server alive if it does
         return None, f"cannot write the strategy: {exc}"
     return (out.edits, None) if out.ok else (None, out.error)

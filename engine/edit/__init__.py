@@ -10,13 +10,14 @@ new_search_config_text). Ranges are code points; the server converts to UTF-16.
 
 from engine.edit.core import EditResult
 from engine.edit.quickfix import new_search_config_text, rename_key, set_value, widen_list
-from engine.edit.strategy import strategy_edits
+from engine.edit.strategy import plan_edits, strategy_edits
 from engine.edit.text import apply_edits
 
 __all__ = [
     "EditResult",
     "apply_edits",
     "new_search_config_text",
+    "plan_edits",
     "rename_key",
     "set_value",
     "strategy_edits",

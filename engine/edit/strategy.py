@@ -37,6 +37,7 @@ from engine.config.stated_layout import noop_indices  # the reader's rule
 from engine.config.train import LEGACY_DEGREES, PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
 from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, keeps_bom, value_at
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
+from engine.results import Estimate
 from engine.specs import PipelineLayout, RecomputeMode, RecomputePlan, Strategy, noop_text
 
 Schema = Literal["automodels", "legacy"]
@@ -496,6 +497,14 @@ def _module_changes(s: Strategy, modules: tuple[str, ...], schema: str, data: An
     want = list(modules)
     return [Change(("activation_checkpoint", "recompute_modules"), [Word(x) for x in want],
                    satisfied=lambda now: isinstance(now, list) and [str(x).strip().lower() for x in now] == want)]
+
+
+def plan_edits(text: str, plan: Estimate, *, path: str | None = None) -> EditResult:
+    """strategy_edits for a priced plan as the search priced it: its strategy with the recompute modules and the
+    pipeline layout the search chose for it (Estimate.recompute_modules, Estimate.pipeline_layout), so no front
+    end writes one without the others."""
+    return strategy_edits(text, plan.strategy, path=path, recompute_modules=plan.recompute_modules,
+                          layout=plan.pipeline_layout)
 
 
 @keeps_bom

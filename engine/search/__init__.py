@@ -110,7 +110,7 @@ def search(config: Config, *, top: int = 10, progress: Callable[[float], None] |
     # out prices widened spaces, far more than the pass itself.
     alts = [(layout_pass.layout, run_pass(layout_pass, explain=False)) for layout_pass in passes]
     if _padding_speaks(result, alts):
-        widest = max(range(len(alts)), key=lambda i: alts[i][1].evaluated if alts[i][0].noop_layers else -1)
+        widest = _widest_padding(alts)
         alts[widest] = (alts[widest][0], run_pass(passes[widest], explain=True))
     return _pick_layout(config, result, alts, top)
 
@@ -187,6 +187,11 @@ def _padding_speaks(plain: SearchResult, alts: list[tuple[PipelineLayout, Search
                 and all(alt.best is None for _, alt in alts))
 
 
+def _widest_padding(alts: list[tuple[PipelineLayout, SearchResult]]) -> int:
+    """The index of the padding pass that priced the most candidates: the one whose refusal speaks."""
+    return max((i for i, (layout, _) in enumerate(alts) if layout.noop_layers), key=lambda i: alts[i][1].evaluated)
+
+
 def _padded_refusal(out: SearchResult, plain: SearchResult,
                     alts: list[tuple[PipelineLayout, SearchResult]]) -> SearchResult:
     """Nothing fits in any pass: where the plain pass's candidates broke DualPipeV's layer rule, or it had none
@@ -196,9 +201,8 @@ def _padded_refusal(out: SearchResult, plain: SearchResult,
     device, HP533/HP534) stay."""
     if not _padding_speaks(plain, alts):
         return out
-    widest = max((alt for layout, alt in alts if layout.noop_layers), key=lambda alt: alt.evaluated)
     kept = tuple(d for d in plain.diagnostics if d.code not in _REFUSALS)
-    return replace(out, diagnostics=(*kept, *widest.diagnostics))
+    return replace(out, diagnostics=(*kept, *alts[_widest_padding(alts)][1].diagnostics))
 
 
 # Where the files state the pipeline schedule: HP614 sits there (the padding serves the schedule's split).

@@ -23,7 +23,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
-from engine.edit import EditResult, rename_key, set_value, strategy_edits, widen_list
+from engine.edit import EditResult, plan_edits, rename_key, set_value, widen_list
 from engine.edit.text import split_lines
 from engine.positions import TextEdit
 from hp_lsp.client import ClientFeatures
@@ -124,8 +124,7 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
     own = path is None or path == state.path
     if own and outcome.text == text and outcome.edits is not None:
         return outcome.edits, best.short()
-    res = strategy_edits(text, best.strategy, path=path or state.path, recompute_modules=best.recompute_modules,
-                         layout=best.pipeline_layout)
+    res = plan_edits(text, best, path=path or state.path)
     edits, error = normalise(res)
     if edits is None:
         return None, error or "cannot write the strategy"
