@@ -18,7 +18,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP415", "error", "fewer micro-batches than pipeline stages"),
     ("HP416", "warning", "virtual pipeline (vpp) inconsistent with pp or the layers"),
     ("HP417", "error", "ep (× etp) does not divide the data- and tensor-parallel ranks it borrows"),
-    ("HP418", "warning", "sequence parallelism with context parallelism"),
+    ("HP418", "warning", "sequence parallelism with context parallelism, which HyperParallel's search refuses"),
     ("HP419", "error", "manual stage partition inconsistent with pp or the layers"),
     ("HP420", "error", "layer offset range invalid"),
     ("HP421", "error", "per-layer setting names a layer the model does not have"),

@@ -306,6 +306,9 @@ def _stated(ctx: Ctx) -> None:
             ctx.emit("HP417", _borrowed_message(ep.value, etp, cap), ep.location, ep.path,
                      data={"nearest_valid": nearest(ep.value, valid), "valid": valid[:24]})
     sp = f.get("sequence_parallel")
-    if sp is not None and sp.value and cp > 1 and cfg.kind == "search":
+    # HyperParallel's search runner refuses SP with cp > 1 ([HP] §5.6); the stacks whose recipes combine them
+    # (StackSpace.sp_with_cp) give no such warning, so neither does a file that names one.
+    if (sp is not None and sp.value and cp > 1 and cfg.kind == "search"
+            and not framework_of(ctx.config.run).space.sp_with_cp):
         ctx.emit("HP418", f"HyperParallel's search treats sequence parallelism with cp > 1 ({cp}) as incompatible",
                  sp.location, sp.path)

@@ -179,3 +179,13 @@ def test_an_interleaved_split_that_does_not_divide_names_mindspeeds_padding(tmp_
     padded = body.replace("pipeline_schedule: interleaved}", 'pipeline_schedule: interleaved, noop_layers: "32,33,34,35"}')
     diags = run(tmp_path, padded + "estimator: {framework: mindspeed}\n")
     assert not [x for x in diags if x.code in ("HP416", "HP422")]
+
+
+def test_sp_with_cp_is_warned_only_where_the_search_refuses_it(tmp_path: Path) -> None:
+    """HyperParallel's search runner refuses SP with cp > 1 ([HP] §5.6); Megatron's recipes run them together,
+    so a file that names Megatron gets no such warning."""
+    body = MODEL + CLUSTER + "parallelism: {tp: 2, pp: 1, cp: 2, sequence_parallel: true}\n"
+    (d,) = only(run(tmp_path, body), "HP418")
+    assert d.path == "parallelism.sequence_parallel"
+    megatron = run(tmp_path, body + "estimator: {framework: megatron}\n", name="m.yaml")
+    assert not [x for x in megatron if x.code == "HP418"]
