@@ -7,7 +7,9 @@ Each case is a search config with every dimension fixed (docs/formats.md keys), 
 it is priced the way `hp-plan estimate FILE --json` prices it (engine.check / engine.config reader, then
 engine.cost.estimate_config). Printed: the signed error e = (predicted − published) / published of the step
 time per case, per family and overall (median |e|, mean e, max |e|), the bands over unpublished choices
-([CAL] §9.6), and the KOR22 memory formulas (§4.5) and ZeRO examples (§6.2).
+([CAL] §9.6), the error band's coverage and median half-width per framework and device generation (as committed,
+and derived again with each run left out: what it would have said of a run it had not seen), and the KOR22 memory
+formulas (§4.5) and ZeRO examples (§6.2).
 
 Assumptions for unpublished [U] fields live in ONE place: ASSUMED below.
 """
@@ -806,24 +808,34 @@ def print_band() -> None:
 
     from engine.cost import band
     from engine.cost import band_evidence as E
-    from engine.cost.band import band_shape, relative_spread
+    from engine.cost.band import band_shape, relative_spread, spread_from
 
     importlib.reload(E)  # as written by write_band, when it ran in this process
     band.clear_cache()
 
-    print(f"{'band: framework / gen':<30} {'kind':<6} {'runs':>4} {'covered':>8} {'median ±':>9} {'median |d|':>10}")
+    print(f"{'band: framework / gen':<30} {'kind':<6} {'runs':>4} {'covered':>8} {'median ±':>9} {'median |d|':>10}"
+          f"  {'left out: covered':>17} {'median ±':>9}")
     for kind, rows in (("step", E.STEP_ROWS), ("memory", E.MEMORY_ROWS)):
-        groups: dict[str, list[tuple[bool, float, float]]] = {}
+        groups: dict[str, list[tuple[bool, float, float, bool, float]]] = {}
         for r in rows:
-            sp = relative_spread(r.framework, r.generation, r.features,
-                                 band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len, cp=r.cp,
-                                            cp_algo=r.cp_algo, offload=r.offload))
-            h = sp.step if kind == "step" else sp.memory
-            groups.setdefault(f"{r.framework} / {r.generation}", []).append((abs(r.deviation) <= h, h, abs(r.deviation)))
+            shape = band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len, cp=r.cp,
+                               cp_algo=r.cp_algo, offload=r.offload)
+            h = _pick(relative_spread(r.framework, r.generation, r.features, shape), kind)
+            # The band as it would read for a run it was not derived from: every row of the same run left out.
+            rest = [x for x in E.STEP_ROWS if x.id != r.id], [x for x in E.MEMORY_ROWS if x.id != r.id]
+            h_out = _pick(spread_from(*rest, r.framework, r.generation, r.features, shape), kind)
+            d = abs(r.deviation)
+            groups.setdefault(f"{r.framework} / {r.generation}", []).append((d <= h, h, d, d <= h_out, h_out))
         for name in [*sorted(groups), "ALL"]:
             g = groups[name] if name != "ALL" else [x for v in groups.values() for x in v]
             print(f"{name:<30} {kind:<6} {len(g):>4} {100 * sum(x[0] for x in g) / len(g):>7.0f}% "
-                  f"{100 * statistics.median(x[1] for x in g):>8.1f}% {100 * statistics.median(x[2] for x in g):>9.1f}%")
+                  f"{100 * statistics.median(x[1] for x in g):>8.1f}% {100 * statistics.median(x[2] for x in g):>9.1f}%"
+                  f"  {100 * sum(x[3] for x in g) / len(g):>16.0f}% {100 * statistics.median(x[4] for x in g):>8.1f}%")
+
+
+def _pick(spread: Any, kind: str) -> float:
+    """The step or the memory half-width of a band."""
+    return float(spread.step if kind == "step" else spread.memory)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -358,8 +358,15 @@ def relative_spread(framework: str, generation: str, features: Sequence[str] = (
 def _spread(framework: str, generation: str, features: tuple[str, ...], shape: Shape) -> Spread:
     """relative_spread, remembered: the evidence is fixed for the process (benchmarks/accuracy.py clears it after
     rewriting the evidence), and a search asks for the same few bands once per ranked plan."""
-    step, basis = _half_width(E.STEP_ROWS, framework, generation, features, shape)
-    memory, _ = _half_width(E.MEMORY_ROWS, framework, generation, tuple(f for f in features if f not in TIME_ONLY),
+    return spread_from(E.STEP_ROWS, E.MEMORY_ROWS, framework, generation, features, shape)
+
+
+def spread_from(step_rows: Sequence[E.Row], memory_rows: Sequence[E.Row], framework: str, generation: str,
+                features: Sequence[str] = (), shape: Shape = Shape()) -> Spread:
+    """relative_spread derived from the given evidence rather than the committed one: what
+    benchmarks/accuracy.py uses to check the band on a run it was not derived from (each run left out in turn)."""
+    step, basis = _half_width(step_rows, framework, generation, features, shape)
+    memory, _ = _half_width(memory_rows, framework, generation, tuple(f for f in features if f not in TIME_ONLY),
                             shape)
     return Spread(step, memory, tuple(basis))
 

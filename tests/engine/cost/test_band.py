@@ -22,6 +22,7 @@ from engine.cost.band import (
     ordering_spread,
     quantile,
     relative_spread,
+    spread_from,
 )
 from tests.support.cli import ROOT, hp_plan
 
@@ -287,3 +288,16 @@ def test_blackwell_gemms_are_priced_as_the_generation_runs_them(run: str, measur
     assert abs(doc["step_time_s"] / measured_s - 1) < 0.05
     lo, hi = doc["step_time_range_s"]
     assert lo <= measured_s <= hi
+
+
+def test_a_band_derived_without_a_run_is_the_one_it_would_have_stated_before_that_run() -> None:
+    """spread_from on the committed rows is relative_spread; without the only rows of a class the class falls back
+    to first contact, as a plan on a generation no run was shown on does (benchmarks/accuracy.py's "left out")."""
+    assert spread_from(E.STEP_ROWS, E.MEMORY_ROWS, "megatron", "hopper") == relative_spread("megatron", "hopper")
+    blackwell = [r for r in E.STEP_ROWS if r.framework == "megatron" and r.generation == "blackwell"]
+    assert blackwell, "the shown runs hold Megatron on Blackwell"
+    rest = [r for r in E.STEP_ROWS if r not in blackwell]
+    seen = spread_from(E.STEP_ROWS, E.MEMORY_ROWS, "megatron", "blackwell")
+    unseen = spread_from(rest, E.MEMORY_ROWS, "megatron", "blackwell")
+    assert unseen.step > seen.step + 0.1
+    assert any("first contact" in b for b in unseen.basis) and not any("first contact" in b for b in seen.basis)
