@@ -738,21 +738,22 @@ def _loo_step(run: Run) -> float | None:
             set_fitted(c, v)
 
 
-def _shape(path: Path, doc: dict[str, Any]) -> tuple[int, int, int, str, bool]:
-    """(hidden size, trained sequence length, context-parallel degree and algorithm, host offload) of the plan a
-    config prices, its estimate `doc` (0, 0 for a model the files do not say)."""
+def _shape(path: Path, doc: dict[str, Any]) -> tuple[int, int, int, str, bool, int]:
+    """(hidden size, trained sequence length, context-parallel degree and algorithm, host offload, pipeline-parallel
+    degree) of the plan a config prices, its estimate `doc` (0, 0 for a model the files do not say)."""
     from engine.config.resolve import load
 
     config = load(str(path)).config
     m = config.model if config is not None else None
     algo = config.run.cp_algo if config is not None else "ring"
     offload = bool(doc.get("offloaded_gib"))
-    return (m.hidden if m else 0, m.seq_len if m else 0, int(doc["strategy"]["cp"]), algo, offload)
+    return (m.hidden if m else 0, m.seq_len if m else 0, int(doc["strategy"]["cp"]), algo, offload,
+            int(doc["strategy"]["pp"]))
 
 
 def band_rows(cases: list[Case]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(step rows, memory rows) of engine.cost.band_evidence: (id, model, framework, generation, features, d, hidden,
-    seq_len, cp, cp_algo, offload) with
+    seq_len, cp, cp_algo, offload, pp) with
     d = measured / priced − 1, leave-one-out where a fraction was fitted on the run. A FLAGGED case is left out:
     an input its source did not publish sets its error (its range over the documented alternatives is printed
     beside it), so its d measures the guess, not the model."""
@@ -794,8 +795,8 @@ def write_band(cases: list[Case]) -> None:
 
     def rows(name: str, rs: list[tuple[Any, ...]]) -> str:
         body = "".join(f"    Row({i!r}, {m!r}, {fw!r}, {g!r}, {f!r}, {d:.4f}, {h}, {s}, {cp}, {algo!r}"
-                       + (", offload=True" if off else "") + "),\n"
-                       for i, m, fw, g, f, d, h, s, cp, algo, off in rs)
+                       + (", offload=True" if off else "") + (f", pp={pp}" if pp > 1 else "") + "),\n"
+                       for i, m, fw, g, f, d, h, s, cp, algo, off, pp in rs)
         return f"{name}: tuple[Row, ...] = (\n{body})\n"
 
     BAND_FILE.write_text(text + rows("STEP_ROWS", step) + rows("MEMORY_ROWS", mem))
@@ -819,7 +820,7 @@ def print_band() -> None:
         groups: dict[str, list[tuple[bool, float, float, bool, float]]] = {}
         for r in rows:
             shape = band_shape(moe="moe" in r.features, hidden=r.hidden, seq_len=r.seq_len, cp=r.cp,
-                               cp_algo=r.cp_algo, offload=r.offload)
+                               cp_algo=r.cp_algo, offload=r.offload, pp=r.pp)
             h = _pick(relative_spread(r.framework, r.generation, r.features, shape), kind)
             # The band as it would read for a run it was not derived from: every row of the same run left out.
             rest = [x for x in E.STEP_ROWS if x.id != r.id], [x for x in E.MEMORY_ROWS if x.id != r.id]

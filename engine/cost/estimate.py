@@ -22,7 +22,7 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
         if moved:
             strategy = replace(strategy, recompute=replace(strategy.recompute, offload=tuple(moved)))
     pp = strategy.pp
-    shape = replace(priced.band_shape, cp=strategy.cp, offload=bool(strategy.recompute.offload))
+    shape = replace(priced.band_shape, cp=strategy.cp, pp=pp, offload=bool(strategy.recompute.offload))
     spread = relative_spread(priced.framework, priced.generation, priced.band_features, shape)
     stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
