@@ -109,15 +109,20 @@ class ModelSpec:
         return max(self.num_layers - self.first_k_dense, 0) if self.is_moe else 0
 
 
+# The kinds of a hybrid pattern in the order per-kind arrays hold them (HybridLayers.only, Rows.kinds).
+HYBRID_KIND_ORDER = ("M", "*", "-", "E")
+
+
 @dataclass(frozen=True, slots=True)
 class HybridLayers:
     """The layer kinds of a hybrid model, from its pattern (Nemotron-H's `hybrid_override_pattern`, Megatron-Core's
     hybrid layer pattern: one character per layer, `M` a Mamba-2 mixer, `*` self-attention, `-` an MLP, `E` a MoE
     block: Nemotron 3), and the Mamba-2 mixer's widths (Hugging Face NemotronHConfig names in comments;
-    docs/cost-model.md §6). Each layer is one block with its own pre-norm. The cost model prices every layer as the
-    pattern's mix (each kind weighted by its share of the layers), so a stage's layers cost the model's average layer
-    wherever the pattern puts them; a pattern with MoE layers has no MLP layers (engine.config.model_facts), and all
-    its layers are of the MoE type, each holding the MoE block's share (moe_share)."""
+    docs/cost-model.md §6). Each layer is one block with its own pre-norm. A pipeline stage's parameters are its own
+    layers' kinds (`pattern`, engine.cost.memory.stage_params); the rest of a layer (activations, time) is priced as
+    the pattern's mix (each kind weighted by its share of the layers), so a stage's layers run the model's average
+    layer wherever the pattern puts them; a pattern with MoE layers has no MLP layers (engine.config.model_facts),
+    and all its layers are of the MoE type, each holding the MoE block's share (moe_share)."""
 
     attention: int  # `*` layers
     mlp: int  # `-` layers
@@ -128,10 +133,25 @@ class HybridLayers:
     groups: int  # n_groups
     conv_kernel: int  # conv_kernel
     moe: int = 0  # `E` layers
+    # The pattern itself, one kind per layer in model order: which kinds a pipeline stage's layers are
+    # (engine.cost.layout.chunk_kind_counts); "" where only the counts are known.
+    pattern: str = ""
 
     @property
     def layers(self) -> int:
         return self.attention + self.mlp + self.mamba + self.moe
+
+    def kind_shares(self) -> tuple[float, ...]:
+        """Each kind's share of the layers, in HYBRID_KIND_ORDER."""
+        n = max(self.layers, 1)
+        return self.mamba / n, self.attention / n, self.mlp / n, self.moe / n
+
+    def only(self, kind: str) -> HybridLayers:
+        """The same widths with one layer, of `kind` (HYBRID_KIND_ORDER): its shares are 1 and 0, so what the cost
+        model prices for "one layer of the mix" is one layer of that kind. Every per-layer figure is linear in the
+        shares, so a stage's is the sum over its own layers' kinds (engine.cost.memory.stage_params)."""
+        return replace(self, attention=int(kind == "*"), mlp=int(kind == "-"), mamba=int(kind == "M"),
+                       moe=int(kind == "E"), pattern=kind)
 
     def shares(self) -> tuple[float, float, float]:
         """(attention, MLP, Mamba) shares of the layers."""

@@ -15,7 +15,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from engine.specs import RECOMPUTE_MODULES, DeviceSpec, PipelineLayout, RunOptions
+from engine.specs import RECOMPUTE_MODULES, DeviceSpec, ModelSpec, PipelineLayout, RunOptions
 
 
 def _rates(**kw: float) -> Mapping[str, float]:
@@ -64,6 +64,13 @@ class StackSpace:
       uneven split (`--num-layer-list`) refuses virtual pipeline stages (MS-NUMLAYERLIST), so there an interleaved
       plan needs its layers, with any no-op padding, in pp·vpp equal chunks (a counted refusal; HP416 names the
       padding on a stated plan).
+    hybrid_even_split: a hybrid pattern that marks no stage boundaries (Megatron-Core's `|`; a pattern with them
+      is not priced by kind, engine.config.model_facts) is cut by position into equal stages and runs no virtual
+      stages (MCORE-HYBRID: `select_pipeline_segment` raises "Number of layers ... must be evenly divisible by
+      pipeline-model-parallel-size" unless the first/last-stage layer counts are stated, and "Virtual pipeline
+      parallelism ... is not supported when hybrid_layer_pattern has no pipe ('|') separators"; core_v0.12.0's
+      MambaStack asserts no virtual stages and slices num_layers // pp alike). The search offers such a model only
+      plans that meet it (counted refusals); a stated plan that does not gets HP530.
     """
 
     fsdp: str = "hsdp"
@@ -78,6 +85,17 @@ class StackSpace:
     flags: str = ""
     cp_algos: tuple[str, ...] = ("ring", "ulysses", "hybrid", "allgather")
     uneven_interleave: bool = True
+    hybrid_even_split: bool = False
+
+    def hybrid_split(self, model: ModelSpec, layout: PipelineLayout) -> str:
+        """How the stack splits `model`'s hybrid pattern across pipeline stages (hybrid_even_split): "" where it is
+        no hybrid model or the stack states no rule, "stated" where `layout` states the first/last stages' layers
+        (only the virtual stages are refused; the layout's own rules place the layers), else "even" (pp must divide
+        the layers, no virtual stages). The search's rules (engine.search.space) and the stated plan's HP530
+        (engine.cost.strategy_rules) both read it."""
+        if model.hybrid is None or not self.hybrid_even_split:
+            return ""
+        return "stated" if (layout.first_stage_layers or layout.last_stage_layers) else "even"
 
     def cp_algo(self, stated: str) -> str:
         """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring."""
@@ -104,7 +122,7 @@ class StackSpace:
 
 _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optimizer=True, sp_with_cp=True,
                              sp_with_tp=True, offload="layers", devices=("volta", "ampere", "hopper", "blackwell"),
-                             flags="megatron")
+                             flags="megatron", hybrid_even_split=True)
 # MindSpeed's FSDP2 route is Megatron's `--use-torch-fsdp2` with `--fsdp2-config-path` (MindSpeed docs
 # features/fsdp2.md): not with pp or ep, not with the distributed optimizer, not with Megatron's --recompute-* flags.
 _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=False, distributed_optimizer=True,

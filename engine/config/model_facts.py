@@ -384,7 +384,8 @@ def hybrid_layers(merged: Mapping[str, Val]) -> HybridLayers | None:
     heads = iv("mamba_num_heads") or 2 * iv("hidden_size") // max(head_dim, 1)
     return HybridLayers(attention=pattern.count("*"), mlp=pattern.count("-"), mamba=pattern.count("M"),
                         mamba_heads=heads, mamba_head_dim=head_dim, state=iv("ssm_state_size"),
-                        groups=iv("n_groups"), conv_kernel=iv("conv_kernel"), moe=pattern.count("E"))
+                        groups=iv("n_groups"), conv_kernel=iv("conv_kernel"), moe=pattern.count("E"),
+                        pattern=pattern)
 
 
 # Layer kinds by the names Hugging Face configs write in `layer_types` (GPT-OSS: sliding_attention /

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.catalog.frameworks import effective_layout as effective_layout  # re-exported: the layout priced
-from engine.specs import PipelineLayout
+from engine.specs import HYBRID_KIND_ORDER, PipelineLayout
 
 
 class LayoutError(ValueError):
@@ -318,6 +318,17 @@ def chunk_type_counts(chunks: np.ndarray, first_dense: int) -> np.ndarray:
     stage = np.arange(p * v) % p
     np.add.at(out[:, 0], stage, dense)
     np.add.at(out[:, 1], stage, order - dense)
+    return out
+
+
+def chunk_kind_counts(pattern: str, chunks: np.ndarray) -> np.ndarray:
+    """(p, K) layers of each hybrid kind (engine.specs.HYBRID_KIND_ORDER) per stage from (p, v) chunks laid in
+    model order over the `pattern`'s layers (one kind per layer, model order). Megatron-Core cuts a hybrid pattern
+    into the pipeline's chunks by position, as it does any decoder (MCORE-PP), so a stage holds the kinds its
+    layers are, not the pattern's mix."""
+    codes = np.fromiter((HYBRID_KIND_ORDER.index(c) for c in pattern), dtype=np.int64, count=len(pattern))
+    out = np.zeros((chunks.shape[0], len(HYBRID_KIND_ORDER)))
+    np.add.at(out, (chunk_layer_stage(chunks), codes), 1.0)
     return out
 
 

@@ -8,7 +8,7 @@ engine.cost.constants; the row context (engine.cost.rows.Rows) supplies the degr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from engine.cost.model import (
 )
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 from engine.cost.swap import swapped_bytes
-from engine.specs import ModelSpec, RunOptions
+from engine.specs import HYBRID_KIND_ORDER, ModelSpec, RunOptions
 
 STATE_TERMS = ("parameters", "gradients", "optimizer")
 
@@ -380,6 +380,25 @@ def held_state_bytes(run: RunOptions, fsdp2: bool) -> tuple[float, float, float,
     return Bp, 0.0, Bg, Bo
 
 
+def _hybrid_stage_layers(r: Rows, ne_layer: np.ndarray, ex_layer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, P) non-expert and routed-expert parameters of a hybrid model's decoder layers per stage: each stage's
+    layers of each kind (Rows.kinds) × one layer of that kind (HybridLayers.only), where the pattern's mix per
+    layer would give a Mamba-heavy stage an attention-heavy stage's parameters (Nemotron-H 8B at pp 8: −10 % to
+    +10 % of the mean); layers past the pattern (MTP) at the mix (`ne_layer`, `ex_layer`, the layers' type)."""
+    m, ty = r.model, MOE if r.is_moe else DENSE
+    hy = m.hybrid
+    assert hy is not None and r.kinds is not None
+    placed = r.kinds.sum(axis=2)
+    rest = r.counts.sum(axis=2) - placed
+    ne = rest * ne_layer[:, None, ty]
+    ex = rest * ex_layer[:, None, ty]
+    for k, kind in enumerate(HYBRID_KIND_ORDER):
+        lp = layer_params(replace(m, hybrid=hy.only(kind)), r.is_moe)
+        ne = ne + r.kinds[:, :, k] * (lp.split / r.t + lp.rep)[:, None]
+        ex = ex + r.kinds[:, :, k] * (lp.routed / (r.ep * r.etp))[:, None]
+    return ne, ex
+
+
 def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams:
     """Parameters per stage and their bytes by how weights, gradients and optimizer states shard
     (docs/cost-model.md §2.1)."""
@@ -391,12 +410,15 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
     x_split, x_rep = mtp_extra_params(m)
     ne_layer = np.stack([lp_d.split / t + lp_d.rep, lp_m.split / t + lp_m.rep], axis=1)  # (n, 2)
     ex_layer = np.stack([np.zeros(n), lp_m.routed / (r.ep * r.etp)], axis=1)
-    ne_stage = r.counts[:, :, 0] * ne_layer[:, None, 0]
-    if r.is_moe:
-        ne_stage = ne_stage + r.counts[:, :, 1] * ne_layer[:, None, 1]
-        ex_stage = r.counts[:, :, 1] * ex_layer[:, None, 1]
+    if r.kinds is not None:
+        ne_stage, ex_stage = _hybrid_stage_layers(r, ne_layer, ex_layer)
     else:
-        ex_stage = np.zeros_like(ne_stage)
+        ne_stage = r.counts[:, :, 0] * ne_layer[:, None, 0]
+        if r.is_moe:
+            ne_stage = ne_stage + r.counts[:, :, 1] * ne_layer[:, None, 1]
+            ex_stage = r.counts[:, :, 1] * ex_layer[:, None, 1]
+        else:
+            ex_stage = np.zeros_like(ne_stage)
     tied_copy = e_split if m.tie_embeddings else 0.0
     head_local = (h_split / t + h_rep) + np.where(r.p > 1, tied_copy / t, 0.0)
     io_stage = np.where(r.first, np.broadcast_to(e_split / t + e_rep, (n,))[:, None], 0.0) \

@@ -20,8 +20,10 @@ from engine.cost.collectives import Links
 from engine.cost.dualpipev import dualpipev_in_flight, dualpipev_rows, last_stage
 from engine.cost.fp8 import Fp8Recipe, recipe_of
 from engine.cost.layout import (
+    chunk_kind_counts,
     chunk_layer_stage,
     chunk_type_counts,
+    default_chunks,
     effective_layout,
     in_flight,
     layer_stage,
@@ -32,7 +34,7 @@ from engine.cost.layout import (
 )
 from engine.cost.model import AttnShape, attn_shape, routed_copies
 from engine.cost.table import CandidateTable
-from engine.specs import ClusterSpec, ModelSpec, RunOptions
+from engine.specs import HYBRID_KIND_ORDER, ClusterSpec, ModelSpec, RunOptions
 
 DENSE, MOE = 0, 1
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -114,6 +116,10 @@ class Rows:
     mf: np.ndarray
     # The FP8 recipe priced (engine.cost.fp8; None: BF16): its casts' HBM traffic and its weight caches.
     fp8_recipe: Fp8Recipe | None = None
+    # A hybrid model's decoder layers of each kind per stage (n, P, K), engine.specs.HYBRID_KIND_ORDER
+    # (layout.chunk_kind_counts; DualPipeV rows, whose V fold no chunk list here says, hold the pattern's mix);
+    # None for other models. What the stage's parameters are (engine.cost.memory.stage_params).
+    kinds: np.ndarray | None = None
 
     @property
     def dispatcher(self) -> str:
@@ -231,6 +237,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
                   * frac) if fp8 else gemm_rate
     elem = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * (1.0 if fw.fused(run) else K.EAGER_ELEMENTWISE_FACTOR)
     counts, counts_m, last = _layout(m, run, table, p_i, v_i, P)
+    kinds = _kinds(m, run, table, p_i, v_i, P)
     stage_idx = np.arange(P)[None, :]
     return Rows(
         model=m, run=run, cluster=cluster, table=table, n=n, P=P, rows=np.arange(n),
@@ -254,6 +261,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
         last=last, valid=stage_idx < p_i[:, None],
         mf=dualpipev_in_flight(dualpipev_rows(table.schedule, p_i), mb,
                                _gpipe_in_flight(table.schedule, mb, _in_flight_distinct(m, run, p_i, v_i, mb, P))),
+        kinds=kinds,
     )
 
 
@@ -290,6 +298,33 @@ def _in_flight_distinct(m: ModelSpec, run: RunOptions, p_i: np.ndarray, v_i: np.
             chunks, applied = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay)
             if applied and v > 1:
                 out[k, :p] = np.maximum(weighted_in_flight(chunks, int(mb[row])), 1.0)
+    return out[inv]
+
+
+def _kinds(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
+           P: int) -> np.ndarray | None:
+    """Rows.kinds: a hybrid model's decoder layers of each kind per stage, once per distinct (pp, vpp, DualPipeV),
+    from the chunks the layout gives (the stated layout where it applies, else the even split, as _layout);
+    None for a model without a hybrid pattern."""
+    hy = m.hybrid
+    if hy is None or not hy.pattern:
+        return None
+    n = len(table)
+    dpv = dualpipev_rows(table.schedule, p_i)
+    key = (p_i.astype(np.int64) * (int(v_i.max()) + 1 if n else 1) + v_i) * 2 + dpv
+    first, inv = _distinct(key) if n > 1 else (np.arange(n), np.arange(n))
+    lay = effective_layout(run)
+    shares = np.array(hy.kind_shares())
+    out = np.zeros((len(first), P, len(HYBRID_KIND_ORDER)))
+    for k, row in enumerate(first.tolist()):
+        p, v = int(p_i[row]), int(v_i[row])
+        if dpv[row]:  # the V fold's two stages per rank: the pattern's mix of the rank's layers
+            chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay, True)
+            out[k, :p] = chunks.sum(axis=1)[:, None] * shares[None, :]
+            continue
+        chunks = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay)[0] if lay.stated \
+            else default_chunks(m.num_layers, p, v)
+        out[k, :p] = chunk_kind_counts(hy.pattern, chunks)
     return out[inv]
 
 

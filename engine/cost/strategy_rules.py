@@ -248,6 +248,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
                            "set cp 1 or another schedule", "schedule"))
     out += _stack_fsdp_problems(fw, s) + _layer_offload_problems(config, fw, s) + release_problems(fw, config.run)
+    out += _hybrid_split_problems(config, fw, s)
     stated_policy = config.run.selective_policy
     uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
     if uses_selective and stated_policy not in fw.selective_policies and _locate(config, "selective_policy")[1]:
@@ -269,6 +270,27 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out += _fp8_recipe_problems(config)
     wrong = stack_device_problem(config)
     return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config)
+
+
+def _hybrid_split_problems(config: Config, fw: Framework, s: Strategy) -> list[Problem]:
+    """HP530 where the stack cannot split the model's hybrid pattern as the plan asks (StackSpace.hybrid_split,
+    MCORE-HYBRID): virtual pipeline stages, or a pp that does not divide the layers where no first/last-stage layer
+    counts are stated. Priced all the same, as the even split the cost model places."""
+    model = config.model
+    how = fw.space.hybrid_split(model, config.run.pipeline_layout) if model is not None else ""
+    if not how or s.pp <= 1 or model is None:
+        return []
+    out = []
+    if s.vpp > 1:
+        out.append(Problem("HP530", f"{fw.name} runs a hybrid layer pattern without virtual pipeline stages (vpp "
+                           f"{s.vpp}): its pattern marks no stage boundaries ('|'); set vpp 1", "vpp"))
+    if how == "even" and model.num_layers % s.pp:
+        fits = [p for p in listed_divisors(model.num_layers) if p > 1]
+        out.append(Problem("HP530", f"{fw.name} cuts a hybrid layer pattern into pp equal stages: pp {s.pp} does not "
+                           f"divide its {model.num_layers} layers"
+                           + (f" (pp {', '.join(map(str, fits[:6]))} would)" if fits else "")
+                           + "; or state the first/last stages' layers", "pp"))
+    return out
 
 
 def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:

@@ -101,6 +101,8 @@ R_EP_ETP = "ep·etp does not divide dp·cp·tp"
 R_VPP_PP = "vpp > 1 needs pp > 1"
 R_VPP_LAYERS = "pp·vpp above the layers"
 R_VPP_SPLIT = "layers not in pp·vpp equal chunks (the stack runs no uneven interleaved split)"
+R_HYBRID_PP = "pp does not divide a hybrid pattern's layers (the stack cuts it into equal stages)"
+R_HYBRID_VPP = "vpp > 1 on a hybrid pattern (the stack runs it without virtual stages)"
 R_LAYOUT_SPLIT = "pp·vpp does not divide the layers with the embedding and loss in the split"
 R_SP_CP = "sequence parallelism with cp > 1 (HyperParallel's checker refuses it)"
 R_OS = "optimizer shard does not divide dp·cp"
@@ -281,6 +283,9 @@ class _Ctx:
     # The search prices this config's interleaved splits padded with no-op layers in passes of their own
     # (pads_interleaved): the candidates those passes serve are theirs, neither built nor refused here.
     padded_interleave: bool = False
+    # How the stack splits a hybrid pattern (StackSpace.hybrid_even_split; hybrid_split): "" freely, "even" into
+    # pp equal stages and no virtual ones, "stated" no virtual stages (the files state the first/last stages).
+    hybrid_split: str = ""
 
     def r(self, name: str) -> tuple[int, ...] | None:
         return self.restrict.get(name)
@@ -308,10 +313,10 @@ def _level_tp_pp(b: _Builder, c: _Ctx) -> None:
     pp = _domain(c.r("pp"), c.dev_divs)[None, :]
     t = b.w("tp")[:, None]
     pp_div = (n // t) % pp == 0
-    b.expand("pp", pp[0], [
-        (R_PP_DEVICES, pp_div),
-        (R_PP_LAYERS, pp <= c.slots),
-    ], _auto(c.r("pp"), pp_div))
+    pp_rules = [(R_PP_DEVICES, pp_div), (R_PP_LAYERS, pp <= c.slots)]
+    if c.hybrid_split == "even":  # Megatron-Core cuts a hybrid pattern into pp equal stages (MCORE-HYBRID)
+        pp_rules.append((R_HYBRID_PP, m.num_layers % pp == 0))
+    b.expand("pp", pp[0], pp_rules, _auto(c.r("pp"), pp_div))
 
 
 def _level_cp_dp(b: _Builder, c: _Ctx) -> tuple[int, ...]:
@@ -451,6 +456,8 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
         rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
     if not c.stack.uneven_interleave:  # MindSpeed-LLM: no uneven split with virtual stages (StackSpace)
         rules.append((R_VPP_SPLIT, ((vpp == 1) | (layers % (p * vpp) == 0))[pp_code]))
+    if c.hybrid_split:  # Megatron-Core runs a hybrid pattern without virtual stages (StackSpace.hybrid_even_split)
+        rules.append((R_HYBRID_VPP, np.broadcast_to(vpp == 1, (pp_values.size, vpp.shape[1]))[pp_code]))
     if c.padded_interleave:  # priced padded in the padding passes (engine.search.passes), not unpadded here
         padded = ((vpp > 1) & noop_fills(layers, p * vpp))[pp_code]
         eligible = ~padded if eligible is None else eligible & ~padded
@@ -589,13 +596,15 @@ class Groups:
 def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
                      optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK,
-                     dualpipev: tuple[bool, bool] = (False, False), padded_interleave: bool = False) -> Groups:
+                     dualpipev: tuple[bool, bool] = (False, False), padded_interleave: bool = False,
+                     hybrid_split: str = "") -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
     bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots`, `padded_interleave` as _Ctx's;
     `dualpipev`: (the files state DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
              restrict, stack.cp_algo(cp_algo), optimizer_shard, stack=stack, extra_slots=extra_slots,
-             dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1], padded_interleave=padded_interleave)
+             dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1], padded_interleave=padded_interleave,
+             hybrid_split=hybrid_split)
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)
@@ -651,7 +660,8 @@ def config_groups(config: Config, model: ModelSpec, cluster: ClusterSpec, global
                             optimizer_shard=config.optimizer_shard if optimizer_shard is None else optimizer_shard,
                             extra_slots=extra_slots(config),
                             dualpipev=(config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules),
-                            padded_interleave=pads_interleaved(config) and pads_with_noop_layers(config))
+                            padded_interleave=pads_interleaved(config) and pads_with_noop_layers(config),
+                            hybrid_split=fw.space.hybrid_split(model, config.run.pipeline_layout))
 
 
 def pads_with_noop_layers(config: Config) -> bool:

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine.check import check_file
-from engine.cost import estimate
+from engine.cost import estimate, price_table
+from engine.cost.layout import default_chunks
 from engine.cost.model import model_stats
+from engine.cost.table import CandidateTable
 from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
 from tests.support.cli import hp_plan, hp_plan_json
 from tests.support.configs import NANO, NANO_PATTERN, NEMOTRON_H_8B, NEMOTRON_H_PATTERN
@@ -239,3 +241,78 @@ def test_cp_splits_the_mamba_heads_and_groups(tmp_path: Path) -> None:
     assert {e["strategy"]["cp"] for e in found["top"]} <= {1, 2}
     path.write_text(_long_nemotron_h(16, tp=1))
     assert not [d for d in check_file(str(path)).diagnostics if d.code == "HP404"]
+
+
+def test_a_pipeline_stage_holds_the_parameters_of_its_own_layers_kinds(tmp_path: Path) -> None:
+    """A pipeline cuts the pattern by position: at pp 8 (a split HyperParallel's search may price; Megatron-Core
+    runs only equal stages, below) Nemotron-H 8B's stages hold 6 or 7 consecutive layers of the pattern, so a
+    stage of Mamba and MLP layers holds more weights than one with attention layers. Each stage's parameters are
+    its own layers' (counted by hand from the pattern), the total the model's."""
+    h, t = 4096, 1
+    attention = h * 32 * 128 + 2 * h * 8 * 128 + 32 * 128 * h + h
+    mlp = 2 * h * 21504 + h
+    mamba = h * 18560 + 10240 * 5 + 3 * 128 + 8192 + 8192 * h + h
+    per_kind = {"*": attention, "-": mlp, "M": mamba}
+    m = _model(tmp_path)
+    cfg = check_file(str(tmp_path / "search.yaml")).config
+    assert cfg is not None and cfg.cluster is not None
+    run = RunOptions(framework="hyperparallel")
+    s = Strategy(dp=4, tp=t, pp=8, micro_batch_size=1, micro_batch_num=8, recompute=RecomputePlan("off"))
+    sizes = default_chunks(len(NEMOTRON_H_PATTERN), 8, 1)[:, 0]
+    starts = [int(sum(sizes[:i])) for i in range(8)]
+    layers = [sum(per_kind[c] for c in NEMOTRON_H_PATTERN[a:a + int(n)]) for a, n in zip(starts, sizes, strict=True)]
+    assert max(layers) > 1.2 * min(layers)  # the stages differ by their kinds, not only by their layer counts
+    # each stage's parameters as priced: its decoder layers, the embedding on stage 0, the output layer and the
+    # final norm on the last
+    table = CandidateTable.from_strategies([s], m.num_layers)
+    ne = price_table(m, cfg.cluster, run, table, 80.0).stage_parts["ne"][0]
+    io = [h * 131072.0] + [0.0] * 6 + [h * 131072.0 + h]
+    assert [float(x) for x in ne] == pytest.approx([a + b for a, b in zip(layers, io, strict=True)], rel=1e-9)
+    megatron = RunOptions(framework="megatron")  # its 16-bit weights are the parameters term
+    flat = estimate(m, cfg.cluster, megatron, replace(s, pp=1, dp=32), 80.0)
+    total = sum(layers) + 2 * h * 131072 + h
+    assert flat.memory_breakdown_gib["parameters"] * 2 ** 30 / megatron.param_bytes == pytest.approx(total, rel=1e-9)
+
+
+PARALLELISM = "parallelism: {dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}"
+
+
+def test_megatron_is_offered_only_the_hybrid_splits_it_runs(tmp_path: Path) -> None:
+    """Megatron-Core cuts a hybrid pattern without '|' separators into pp equal stages and runs it without virtual
+    stages (MCORE-HYBRID): the search over pp and vpp offers Nemotron-H 8B (52 layers) pp 1, 2 and 4 at vpp 1 and
+    counts the rest as refused; HyperParallel's search has no such rule."""
+    auto = NEMOTRON_H_8B.replace(PARALLELISM, "parallelism: {tp: 1, cp: 1, ep: 1}")
+    assert auto != NEMOTRON_H_8B
+    (tmp_path / "megatron.yaml").write_text(auto)
+    (tmp_path / "hp.yaml").write_text(auto.replace("framework: megatron", "framework: hyperparallel"))
+    doc = hp_plan_json("search", str(tmp_path / "megatron.yaml"), "--top", "50")
+    shapes = {(e["strategy"]["pp"], e["strategy"]["vpp"]) for e in doc["top"]}
+    assert shapes and all(52 % pp == 0 and vpp == 1 for pp, vpp in shapes)
+    assert doc["refused"]["pp does not divide a hybrid pattern's layers (the stack cuts it into equal stages)"] > 0
+    assert doc["refused"]["vpp > 1 on a hybrid pattern (the stack runs it without virtual stages)"] > 0
+    other = hp_plan_json("search", str(tmp_path / "hp.yaml"), "--top", "50")
+    assert not [k for k in other["refused"] if "hybrid pattern" in k]
+
+
+@pytest.mark.parametrize(("degrees", "field", "said"), [
+    ("dp: 4, tp: 1, pp: 8, vpp: 1", "pp", "pp 8 does not divide its 52 layers (pp 2, 4, 13, 26, 52 would)"),
+    ("dp: 8, tp: 1, pp: 4, vpp: 2", "vpp", "without virtual pipeline stages (vpp 2)"),
+])
+def test_a_stated_hybrid_split_megatron_refuses_is_said_at_its_key(tmp_path: Path, degrees: str, field: str,
+                                                                  said: str) -> None:
+    path = tmp_path / "search.yaml"
+    text = NEMOTRON_H_8B.replace(PARALLELISM, "parallelism: {" + degrees + ", cp: 1, ep: 1, micro_batch_size: 1}")
+    path.write_text(text.replace("constraint: {global_batch_size: 128}",
+                                 "constraint: {global_batch_size: 128}\npp_config: {pipeline_schedule: "
+                                 + ("interleaved" if "vpp: 2" in degrees else "1F1B") + "}"))
+    doc = hp_plan_json("estimate", str(path))
+    (d,) = [d for d in doc["diagnostics"] if d["code"] == "HP530"]
+    assert said in d["message"] and doc["step_time_s"] > 0  # priced all the same
+    start, end = d["range"]["start"], d["range"]["end"]
+    line = path.read_text().splitlines()[start["line"]]
+    assert line[:start["character"]].endswith(f" {field}: ") and line[start["character"]:end["character"]] == \
+        degrees.split(f" {field}: ")[1].split(",")[0]
+    even = NEMOTRON_H_8B.replace(PARALLELISM, "parallelism: {dp: 8, tp: 1, pp: 4, vpp: 1, cp: 1, ep: 1, "
+                                              "micro_batch_size: 1}")
+    path.write_text(even)
+    assert not [d for d in hp_plan_json("estimate", str(path))["diagnostics"] if d["code"] == "HP530"]

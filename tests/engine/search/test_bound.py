@@ -18,7 +18,7 @@ from engine.search.bound import group_codes, layer_bound, shard_parts, sync_boun
 from engine.search.pricing import Pricer, table_of
 from engine.search.rank import price_groups, price_space
 from engine.search.space import COLUMNS, enumerate_groups, enumerate_space, restrictions
-from engine.specs import RATIO_GROUPS, LocalCorrection, ModelSpec, Ratios, VisionTower
+from engine.specs import RATIO_GROUPS, HybridLayers, LocalCorrection, ModelSpec, Ratios, VisionTower
 from tests.engine.search.shapes import TINY, TINY_MOE, cluster, make
 
 
@@ -46,6 +46,11 @@ def configs(draw):  # type: ignore[no-untyped-def]
     if moe:
         kw["first_k_dense"] = draw(st.integers(0, 2))
         kw["num_experts"] = draw(st.sampled_from([4, 8, 16]))
+    if not moe and draw(st.booleans()):  # a hybrid Mamba pattern: each pipeline stage holds its own layers' kinds
+        pattern = "".join(draw(st.lists(st.sampled_from("M*-"), min_size=layers, max_size=layers)))
+        kw["hybrid"] = HybridLayers(attention=pattern.count("*"), mlp=pattern.count("-"), mamba=pattern.count("M"),
+                                    mamba_heads=32, mamba_head_dim=64, state=64, groups=4, conv_kernel=4,
+                                    pattern=pattern)
     if draw(st.booleans()):  # a vision tower on stage 0 (engine.cost.tower): its weights synchronise too
         kw["vision"] = VisionTower(num_layers=2, hidden=256, heads=4, seq_len=256, ffn=1024, out_hidden=1024, merge=2)
     model: ModelSpec = replace(base, **kw)
