@@ -69,8 +69,9 @@ class StackSpace:
       stages (MCORE-HYBRID: `select_pipeline_segment` raises "Number of layers ... must be evenly divisible by
       pipeline-model-parallel-size" unless the first/last-stage layer counts are stated, and "Virtual pipeline
       parallelism ... is not supported when hybrid_layer_pattern has no pipe ('|') separators"; core_v0.12.0's
-      MambaStack asserts no virtual stages and slices num_layers // pp alike). The search offers such a model only
-      plans that meet it (counted refusals); a stated plan that does not gets HP530.
+      MambaStack asserts no virtual stages and slices num_layers // pp alike); MindSpeed-LLM runs its Mamba2 hybrids
+      on that Megatron-Core model (MS-SSM). The search offers such a model only plans that meet it (counted
+      refusals); a stated plan that does not gets HP530.
     """
 
     fsdp: str = "hsdp"
@@ -127,7 +128,8 @@ _MEGATRON_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, distributed_optim
 # features/fsdp2.md): not with pp or ep, not with the distributed optimizer, not with Megatron's --recompute-* flags.
 _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=False, distributed_optimizer=True,
                               sp_with_cp=True, sp_with_tp=True, dualpipev_with_cp=False, devices=("ascend",),
-                              flags="mindspeed", cp_algos=("ring", "ulysses", "hybrid"), uneven_interleave=False)
+                              flags="mindspeed", cp_algos=("ring", "ulysses", "hybrid"), uneven_interleave=False,
+                              hybrid_even_split=True)
 _TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True, cp_algos=("ring",))
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
 _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer",

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.catalog.frameworks import FRAMEWORKS
 from engine.check import check_file
 from engine.cost import estimate, price_table
 from engine.cost.layout import default_chunks
 from engine.cost.model import model_stats
 from engine.cost.table import CandidateTable
-from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+from engine.specs import ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy
 from tests.support.cli import hp_plan, hp_plan_json
 from tests.support.configs import NANO, NANO_PATTERN, NEMOTRON_H_8B, NEMOTRON_H_PATTERN
 
@@ -292,6 +293,12 @@ def test_megatron_is_offered_only_the_hybrid_splits_it_runs(tmp_path: Path) -> N
     assert doc["refused"]["vpp > 1 on a hybrid pattern (the stack runs it without virtual stages)"] > 0
     other = hp_plan_json("search", str(tmp_path / "hp.yaml"), "--top", "50")
     assert not [k for k in other["refused"] if "hybrid pattern" in k]
+    # MindSpeed-LLM runs its Mamba2 hybrids on Megatron-Core's model (MS-SSM); first/last-stage layers lift the pp
+    # rule, not the virtual-stage one
+    m = _model(tmp_path, NEMOTRON_H_8B)
+    assert FRAMEWORKS["mindspeed"].space.hybrid_split(m, PipelineLayout()) == "even"
+    assert FRAMEWORKS["megatron"].space.hybrid_split(m, PipelineLayout(first_stage_layers=12)) == "stated"
+    assert FRAMEWORKS["hyperparallel"].space.hybrid_split(m, PipelineLayout()) == ""
 
 
 @pytest.mark.parametrize(("degrees", "field", "said"), [
