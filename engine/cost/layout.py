@@ -324,8 +324,8 @@ def chunk_type_counts(chunks: np.ndarray, first_dense: int) -> np.ndarray:
 def chunk_kind_counts(pattern: str, chunks: np.ndarray) -> np.ndarray:
     """(p, K) layers of each hybrid kind (engine.specs.HYBRID_KIND_ORDER) per stage from (p, v) chunks laid in
     model order over the `pattern`'s layers (one kind per layer, model order). Megatron-Core cuts a hybrid pattern
-    into the pipeline's chunks by position, as it does any decoder (MCORE-PP), so a stage holds the kinds its
-    layers are, not the pattern's mix."""
+    into the pipeline's stages by position (MCORE-HYBRID), as it does any decoder (MCORE-PP), so a stage holds the
+    kinds its layers are, not the pattern's mix."""
     codes = np.fromiter((HYBRID_KIND_ORDER.index(c) for c in pattern), dtype=np.int64, count=len(pattern))
     out = np.zeros((chunks.shape[0], len(HYBRID_KIND_ORDER)))
     np.add.at(out, (chunk_layer_stage(chunks), codes), 1.0)
