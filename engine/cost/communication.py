@@ -436,19 +436,6 @@ def fsdp_exposure(raw: np.ndarray, floor: np.ndarray | float, comp_stage: np.nda
     return np.maximum(floor, raw - K.FSDP_OVERLAP * comp_stage)
 
 
-def gathered_bytes(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray]:
-    """(n, P) bytes a weight all-gather moves per stage on one rank, (non-expert, routed-expert): the 16-bit
-    weights, or one byte per linear-layer weight where the weights are gathered in FP8 (`fp8_param_gather` with FP8
-    on: Megatron's --fp8-param-gather, "perform the param all-gather in fp8", for its distributed optimizer and
-    Megatron-FSDP alike (MLM-FP8PARAM); torchao's FSDP float8 all-gather on the FSDP2 stacks). The embedding and
-    the output layer are never FP8 (TransformerEngine casts only its linear modules, [TE-FP8]): they stay 16-bit."""
-    Bp = float(r.run.param_bytes)
-    if not r.fp8_gather:
-        return Bp * sp_.ne_stage, Bp * sp_.ex_stage
-    linear = sp_.ne_stage - sp_.io_stage
-    return K.FP8_GATHER_BYTES * linear + Bp * sp_.io_stage, K.FP8_GATHER_BYTES * sp_.ex_stage
-
-
 def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | float]:
     """(n, P) FSDP traffic per micro-batch and the part of it no compute hides (fsdp_exposed): it depends on
     the degrees, the stage layout and (gathering once per step without resharding) the micro-batch count, not
@@ -459,7 +446,7 @@ def fsdp_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray | fl
     if (fs > 1).any():
         coef = r.links.gather_flat_coef if r.fw.fsdp_flat_ring else r.links.gather_coef
         a_ne, l_ne = coef(table.dp_shard, table.tp)  # seconds per byte, and per call
-        gather_ne, gather_ex = gathered_bytes(r, sp_)
+        gather_ne, gather_ex = sp_.gather_ne, sp_.gather_ex
         # FSDP2 reduce-scatters in its reduce dtype (Framework.fsdp_reduce_bytes); the others in the 16-bit weights'
         reduce_b = (r.fw.fsdp_reduce_bytes if r.fw.fsdp2 else 0.0) or float(r.run.param_bytes)
         gathers = 2.0 if r.run.reshard_after_forward else 1.0 / r.mb[:, None]
@@ -489,7 +476,7 @@ def dp_sync_traffic(r: Rows, sp_: StageParams) -> tuple[np.ndarray, np.ndarray, 
     size, so the search prices them once per combination of degrees."""
     table, links = r.table, r.links
     _, Bg, _ = state_bytes(r.run)
-    gather_ne, gather_ex = gathered_bytes(r, sp_)
+    gather_ne, gather_ex = sp_.gather_ne, sp_.gather_ex
     red, gat = _dp_sync(links, Bg * sp_.ne_stage, gather_ne, table.dp * table.cp, table.dp_shard,
                         table.optimizer_shard, table.tp)
     if r.is_moe:

@@ -332,13 +332,15 @@ class StageParams:
     shard_o (n,): the optimizer-state shard; e_split: the tp-split embedding parameters (tied copy, its
     all-reduce); io_stage (n, P): the part of ne_stage that is the embedding and the output layer, which no FP8
     recipe casts (Megatron-Core builds them as its own modules, not TransformerEngine's: they are gathered 16-bit
-    where the layers' weights are gathered in FP8,
-    engine.cost.communication.gathered_bytes); io_adjust_b (n, P): bytes the stage's parameters hold beyond what
+    where the layers' weights are gathered in FP8, gather_ne); io_adjust_b (n, P): bytes the stage's parameters
+    hold beyond what
     coef_ne counts on those two, which FP8 never touches (signed: no TransformerEngine FP8 copy of them, and kept
     whole 16-bit where the layers' weights are kept whole as the FP8 gather); static_b (n, P): parameters +
     gradients + optimizer bytes per stage; grad_share (n, P): the
     share of the stage's gradient bytes alive at its peak (unsharded_grad_share; 1 but for one-round
-    interleaved torchtitan pipelines).
+    interleaved torchtitan pipelines); gather_ne / gather_ex (n, P): the bytes a weight all-gather of the stage
+    moves on one rank (gathered_bytes), what the FSDP and the ZeRO-1 gathers both read
+    (engine.cost.communication).
     """
 
     ne_layer: np.ndarray
@@ -353,6 +355,22 @@ class StageParams:
     io_adjust_b: np.ndarray
     static_b: np.ndarray
     grad_share: np.ndarray
+    gather_ne: np.ndarray
+    gather_ex: np.ndarray
+
+
+def gathered_bytes(r: Rows, ne_stage: np.ndarray, ex_stage: np.ndarray,
+                   io_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, P) bytes a weight all-gather moves per stage on one rank, (non-expert, routed-expert): the 16-bit
+    weights, or one byte per linear-layer weight where the weights are gathered in FP8 (`fp8_param_gather` with FP8
+    on: Megatron's --fp8-param-gather, "perform the param all-gather in fp8", for its distributed optimizer and
+    Megatron-FSDP alike (MLM-FP8PARAM); torchao's FSDP float8 all-gather on the FSDP2 stacks). The embedding and
+    the output layer (`io_stage`) are never FP8 (TransformerEngine casts only its linear modules, [TE-FP8]): they
+    stay 16-bit."""
+    Bp = float(r.run.param_bytes)
+    if not r.fp8_gather:
+        return Bp * ne_stage, Bp * ex_stage
+    return K.FP8_GATHER_BYTES * (ne_stage - io_stage) + Bp * io_stage, K.FP8_GATHER_BYTES * ex_stage
 
 
 def state_bytes(run: RunOptions) -> tuple[float, float, float]:
@@ -452,7 +470,7 @@ def stage_params(r: Rows, tower_params: np.ndarray | None = None) -> StageParams
         static_b = (static_b + ex_stage * (coef_ex["parameters"] + coef_ex["optimizer"])[:, None]
                     + ex_stage * coef_ex["gradients"][:, None] * share)
     return StageParams(ne_layer, ex_layer, ne_stage, ex_stage, coef_ne, coef_ex, shard_o, e_split, io_stage, io_adjust_b,
-                       static_b, share)
+                       static_b, share, *gathered_bytes(r, ne_stage, ex_stage, io_stage))
 
 
 def unsharded_grad_share(r: Rows, layer_local: np.ndarray, stage_local: np.ndarray) -> np.ndarray:
@@ -527,7 +545,7 @@ def buffers(r: Rows, sp_: StageParams) -> np.ndarray:
         buf = buf + np.where(r.p > 1, 2 * K.ACT_BYTES * T * h / t, 0.0)  # pipeline send + receive
     # FSDP working buffer: one gathered layer plus its unsharded gradient in the reduce (parameter) dtype,
     # DS-EST's "4 × largest layer's params" at 16-bit ([CAL] §6.3), the layer at 1 byte where the weights are
-    # gathered in FP8 (engine.cost.communication.gathered_bytes); ZeRO-2-like keeps the weights whole (counted as
+    # gathered in FP8 (gathered_bytes); ZeRO-2-like keeps the weights whole (counted as
     # parameters) and needs only the gradient buffer.
     unit = gather_unit(r, layer_local)
     gathered = K.FP8_GATHER_BYTES if r.fp8_gather else Bp

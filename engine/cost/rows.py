@@ -23,7 +23,6 @@ from engine.cost.layout import (
     chunk_kind_counts,
     chunk_layer_stage,
     chunk_type_counts,
-    default_chunks,
     effective_layout,
     in_flight,
     layer_stage,
@@ -34,7 +33,7 @@ from engine.cost.layout import (
 )
 from engine.cost.model import AttnShape, attn_shape, routed_copies
 from engine.cost.table import CandidateTable
-from engine.specs import HYBRID_KIND_ORDER, ClusterSpec, ModelSpec, RunOptions
+from engine.specs import HYBRID_KIND_ORDER, ClusterSpec, ModelSpec, PipelineLayout, RunOptions
 
 DENSE, MOE = 0, 1
 OFF, SELECTIVE, FULL = 0, 1, 2
@@ -117,7 +116,7 @@ class Rows:
     # The FP8 recipe priced (engine.cost.fp8; None: BF16): its casts' HBM traffic and its weight caches.
     fp8_recipe: Fp8Recipe | None = None
     # A hybrid model's decoder layers of each kind per stage (n, P, K), engine.specs.HYBRID_KIND_ORDER
-    # (layout.chunk_kind_counts; DualPipeV rows, whose V fold no chunk list here says, hold the pattern's mix);
+    # (_stage_kinds, layout.chunk_kind_counts; DualPipeV rows, whose V fold no chunk list here says, hold the mix);
     # None for other models. What the stage's parameters are (engine.cost.memory.stage_params).
     kinds: np.ndarray | None = None
 
@@ -236,8 +235,7 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     wgemm_rate = (dev.fp8_tflops * K.TERA * (dev.fp8_matmul_efficiency or eff) * dev.clock_fraction
                   * frac) if fp8 else gemm_rate
     elem = K.ELEMENTWISE_TRAFFIC_PER_KEPT_BYTE * (1.0 if fw.fused(run) else K.EAGER_ELEMENTWISE_FACTOR)
-    counts, counts_m, last = _layout(m, run, table, p_i, v_i, P)
-    kinds = _kinds(m, run, table, p_i, v_i, P)
+    counts, counts_m, last, kinds = _layout(m, run, table, p_i, v_i, P)
     stage_idx = np.arange(P)[None, :]
     return Rows(
         model=m, run=run, cluster=cluster, table=table, n=n, P=P, rows=np.arange(n),
@@ -301,37 +299,10 @@ def _in_flight_distinct(m: ModelSpec, run: RunOptions, p_i: np.ndarray, v_i: np.
     return out[inv]
 
 
-def _kinds(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
-           P: int) -> np.ndarray | None:
-    """Rows.kinds: a hybrid model's decoder layers of each kind per stage, once per distinct (pp, vpp, DualPipeV),
-    from the chunks the layout gives (the stated layout where it applies, else the even split, as _layout);
-    None for a model without a hybrid pattern."""
-    hy = m.hybrid
-    if hy is None or not hy.pattern:
-        return None
-    n = len(table)
-    dpv = dualpipev_rows(table.schedule, p_i)
-    key = (p_i.astype(np.int64) * (int(v_i.max()) + 1 if n else 1) + v_i) * 2 + dpv
-    first, inv = _distinct(key) if n > 1 else (np.arange(n), np.arange(n))
-    lay = effective_layout(run)
-    shares = np.array(hy.kind_shares())
-    out = np.zeros((len(first), P, len(HYBRID_KIND_ORDER)))
-    for k, row in enumerate(first.tolist()):
-        p, v = int(p_i[row]), int(v_i[row])
-        if dpv[row]:  # the V fold's two stages per rank: the pattern's mix of the rank's layers
-            chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay, True)
-            out[k, :p] = chunks.sum(axis=1)[:, None] * shares[None, :]
-            continue
-        chunks = layout_or_default(m.num_layers, m.mtp_depth, p, v, lay)[0] if lay.stated \
-            else default_chunks(m.num_layers, p, v)
-        out[k, :p] = chunk_kind_counts(hy.pattern, chunks)
-    return out[inv]
-
-
 def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarray, v_i: np.ndarray,
-            P: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+            P: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None]:
     """Where each row's layers sit: (layers per stage and type, the same per mode too when the table has
-    per-layer modes, the last-stage mask)."""
+    per-layer modes, the last-stage mask, a hybrid model's layers per stage and kind: Rows.kinds)."""
     n = len(table)
     vmax = int(v_i.max()) if n else 1
     first_dense = m.first_k_dense if m.is_moe else m.num_layers
@@ -351,6 +322,7 @@ def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarra
                 counts[k, :chunks.shape[0]] = chunk_type_counts(chunks, first_dense)
                 if lay.layer_layout:
                     moved_mtp[k] = mtp_stage(lay, p)
+    kinds = _stage_kinds(m, lay, p_i[first], v_i[first], dpv[first], P)
     counts = counts[inv]
     last = last_stage(dpv, p_i, P)
     mtp_type = MOE if m.is_moe else DENSE
@@ -361,7 +333,24 @@ def _layout(m: ModelSpec, run: RunOptions, table: CandidateTable, p_i: np.ndarra
     counts_m = None  # (n, P, 2, 3) only with per-layer modes
     if table.layer_modes is not None:
         counts_m = _mode_counts(m, run, table, p_i, v_i, P, first_dense, mtp_type)
-    return counts, counts_m, last
+    return counts, counts_m, last, None if kinds is None else kinds[inv]
+
+
+def _stage_kinds(m: ModelSpec, lay: PipelineLayout, p: np.ndarray, v: np.ndarray, dpv: np.ndarray,
+                 P: int) -> np.ndarray | None:
+    """(shapes, P, K) a hybrid model's decoder layers of each kind per stage, one row per pipeline shape
+    (`p`, `v`, DualPipeV), from the chunks the layout places (layout_or_default, as the counts: the stated layout
+    where it applies, else the even split); a DualPipeV shape's stages, whose V fold the chunks do not say, hold
+    the pattern's mix. None for a model without a hybrid pattern."""
+    hy = m.hybrid
+    if hy is None or not hy.pattern:
+        return None
+    shares = np.array(hy.kind_shares())
+    out = np.zeros((p.size, P, len(HYBRID_KIND_ORDER)))
+    for k, (pp, vv, folded) in enumerate(zip(p.tolist(), v.tolist(), dpv.tolist(), strict=True)):
+        chunks, _ = layout_or_default(m.num_layers, m.mtp_depth, pp, vv, lay, bool(folded))
+        out[k, :pp] = chunks.sum(axis=1)[:, None] * shares if folded else chunk_kind_counts(hy.pattern, chunks)
+    return out
 
 
 def _contract(counts_m: np.ndarray, per: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ import pytest
 
 from engine.cost import CandidateTable
 from engine.cost import constants as K
-from engine.cost.communication import dp_sync_traffic, fsdp_traffic, gathered_bytes
+from engine.cost.communication import dp_sync_traffic, fsdp_traffic
 from engine.cost.memory import stage_params
 from engine.cost.model import embedding_params, head_params
 from engine.cost.rows import build_rows
@@ -104,10 +104,10 @@ def test_weights_gathered_in_fp8_move_one_byte_per_linear_weight(framework: str,
     io[-1] += h_split + h_rep
     assert params[True].io_stage[0] == pytest.approx(io, rel=1e-12)
     ne = params[True].ne_stage[0]
-    assert gathered_bytes(rows[False], params[False])[0][0] == pytest.approx(2 * ne, rel=1e-12)
-    assert gathered_bytes(rows[True], params[True])[0][0] == pytest.approx((ne - io) + 2 * io, rel=1e-12)
+    assert params[False].gather_ne[0] == pytest.approx(2 * ne, rel=1e-12)
+    assert params[True].gather_ne[0] == pytest.approx((ne - io) + 2 * io, rel=1e-12)
     bf16 = build_rows(LLAMA8B, h100(), replace(plain, fp8=False, fp8_param_gather=True), table, strategy.pp)
-    assert gathered_bytes(bf16, stage_params(bf16))[0][0] == pytest.approx(2 * ne, rel=1e-12)  # no FP8: 16 bits
+    assert stage_params(bf16).gather_ne[0] == pytest.approx(2 * ne, rel=1e-12)  # no FP8: 16 bits
     if framework == "megatron":
         # ZeRO-1's all-gather of the updated weights over the 8 shards: bytes × per-byte time + the per-call time
         a_rs, l_rs = rows[True].links.gather_coef(np.array([8]), np.array([1]))

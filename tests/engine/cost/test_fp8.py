@@ -46,7 +46,7 @@ def test_torchao_pays_its_weight_casts_per_micro_batch_unless_the_weights_arrive
     # one micro-batch a step (local batch 2); the recomputed matmuls' casts are not priced apart
     compute = cast["time_breakdown_s"]["compute"] - gathered["time_breakdown_s"]["compute"]
     assert compute == pytest.approx(per_micro_batch, rel=1e-6)
-    # and the FSDP all-gathers move 1 byte per linear weight instead of 2 (engine.cost.communication.gathered_bytes),
+    # and the FSDP all-gathers move 1 byte per linear weight instead of 2 (engine.cost.memory.gathered_bytes),
     # into a working buffer that holds the gathered layer at 1 byte (engine.cost.memory.buffers)
     assert gathered["time_breakdown_s"]["dp_comm"] < cast["time_breakdown_s"]["dp_comm"]
     lp = layer_params(m, False)
