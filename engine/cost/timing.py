@@ -18,23 +18,40 @@ from engine.cost.model import layer_params, mamba_scan_flops_per_token, mlp_mats
 from engine.cost.rows import DENSE, FULL, MOE, OFF, SELECTIVE, Rows
 
 
-def size_factor(call_flops: np.ndarray) -> np.ndarray:
-    """Share of large-call efficiency a kernel call of `call_flops` FLOPs reaches, F/(F + GEMM_HALF_FLOPS)
-    (constants.py: Calculon's op-size table). Why: a GEMM's efficiency depends on the tokens it sees
-    (micro-batch × sequence shard), so a tiny micro-batch or a short CP chunk loses what a shape factor on
-    the weight dimensions alone cannot see."""
+def size_factor(call_flops: np.ndarray, half_flops: float = K.GEMM_HALF_FLOPS) -> np.ndarray:
+    """Share of large-call efficiency a kernel call of `call_flops` FLOPs reaches, F/(F + half_flops)
+    (constants.py: Calculon's op-size table, GEMM_HALF_FLOPS at the 16-bit rate). Why: a GEMM's efficiency
+    depends on the tokens it sees (micro-batch × sequence shard), so a tiny micro-batch or a short CP chunk
+    loses what a shape factor on the weight dimensions alone cannot see."""
     f = np.maximum(call_flops, 0.0)
-    return f / (f + K.GEMM_HALF_FLOPS) if K.GEMM_HALF_FLOPS > 0 else np.ones_like(f)
+    return f / (f + half_flops) if half_flops > 0 else np.ones_like(f)
 
 
 def gemm_time(flops: np.ndarray, min_dim: np.ndarray, rate: float,
-              call_flops: np.ndarray | None = None) -> np.ndarray:
+              call_flops: np.ndarray | None = None, half_flops: float = K.GEMM_HALF_FLOPS) -> np.ndarray:
     """FLOPs over peak × MAMF fraction × shape factor x/(x + GEMM_HALF_DIM) × size factor of the call
     (constants.py); `flops` is the work priced, `call_flops` one kernel call's (default: `flops`, one GEMM
-    over the whole micro-batch's tokens; a grouped GEMM passes one expert's problem)."""
+    over the whole micro-batch's tokens; a grouped GEMM passes one expert's problem); `half_flops` the size
+    factor's half point at this rate (weight_half_flops for the weight GEMMs)."""
     x = np.maximum(min_dim, 1.0)
     call = flops if call_flops is None else call_flops
-    return flops / (rate * x / (x + K.GEMM_HALF_DIM) * np.maximum(size_factor(call), 1e-6))
+    return flops / (rate * x / (x + K.GEMM_HALF_DIM) * np.maximum(size_factor(call, half_flops), 1e-6))
+
+
+def weight_half_flops(r: Rows) -> float:
+    """The size factor's half point for the weight GEMMs: GEMM_HALF_FLOPS (read at the 16-bit rate) × the
+    weight GEMMs' speed-up over it (wgemm_rate / gemm_rate: 1 in BF16, about 2 in FP8). Why: what a small call
+    cannot amortise (its launch, its tail wave, filling the pipeline of tiles) is time, not FLOPs; an FP8 call
+    runs its FLOPs twice as fast, so the same fixed time weighs on twice the FLOPs, and FP8 gains less on a
+    small GEMM (one fine-grained expert's) than on a large one, as torchao's float8 microbenchmarks show
+    (TORCHAO-FP8: speed-up below 1 at small M·K·N, near 2 at large)."""
+    return K.GEMM_HALF_FLOPS * (r.wgemm_rate / r.gemm_rate)
+
+
+def weight_gemm_time(r: Rows, flops: np.ndarray, min_dim: np.ndarray) -> np.ndarray:
+    """gemm_time of a weight GEMM (the layers' linear projections): at wgemm_rate, FP8 where the run casts them,
+    with its half point (weight_half_flops)."""
+    return gemm_time(flops, min_dim, r.wgemm_rate, half_flops=weight_half_flops(r))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,23 +97,24 @@ class LayerCompute:
 
 def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
     """(n,) forward seconds of the attention weight GEMMs: (tokens, output width / t, input width)."""
-    m, a, T, t, h, rate = r.model, r.attn, r.T, r.t, r.h, r.wgemm_rate
+    m, a, T, t, h = r.model, r.attn, r.T, r.t, r.h
     g = np.zeros(r.n)
     if m.is_mla:
         nope = m.qk_nope_head_dim or m.head_dim_eff
         if m.q_lora_rank:
-            g += gemm_time(2 * tokens_rep * h * m.q_lora_rank, np.minimum(tokens_rep, m.q_lora_rank), rate)
-            g += gemm_time(2 * T * m.q_lora_rank * a.heads * a.d_qk / t, np.minimum(a.heads * a.d_qk / t, m.q_lora_rank), rate)
+            g += weight_gemm_time(r, 2 * tokens_rep * h * m.q_lora_rank, np.minimum(tokens_rep, m.q_lora_rank))
+            g += weight_gemm_time(r, 2 * T * m.q_lora_rank * a.heads * a.d_qk / t,
+                                  np.minimum(a.heads * a.d_qk / t, m.q_lora_rank))
         else:
-            g += gemm_time(2 * T * h * a.heads * a.d_qk / t, np.minimum(a.heads * a.d_qk / t, h), rate)
+            g += weight_gemm_time(r, 2 * T * h * a.heads * a.d_qk / t, np.minimum(a.heads * a.d_qk / t, h))
         kv_down = m.kv_lora_rank + m.qk_rope_head_dim
-        g += gemm_time(2 * tokens_rep * h * kv_down, np.minimum(tokens_rep, kv_down), rate)
-        g += gemm_time(2 * T * m.kv_lora_rank * a.heads * (nope + a.d_v) / t,
-                       np.minimum(a.heads * (nope + a.d_v) / t, m.kv_lora_rank), rate)
+        g += weight_gemm_time(r, 2 * tokens_rep * h * kv_down, np.minimum(tokens_rep, kv_down))
+        g += weight_gemm_time(r, 2 * T * m.kv_lora_rank * a.heads * (nope + a.d_v) / t,
+                              np.minimum(a.heads * (nope + a.d_v) / t, m.kv_lora_rank))
     else:
         qkv_w = a.q_width + 2 * a.kv_heads * a.d_qk
-        g += gemm_time(2 * T * h * qkv_w / t, np.minimum(qkv_w / t, h), rate)
-    g += gemm_time(2 * T * a.out_width * h / t, np.minimum(a.out_width / t, h), rate)
+        g += weight_gemm_time(r, 2 * T * h * qkv_w / t, np.minimum(qkv_w / t, h))
+    g += weight_gemm_time(r, 2 * T * a.out_width * h / t, np.minimum(a.out_width / t, h))
     if m.hybrid is None:
         return g
     share, _, mu = m.hybrid.shares()
@@ -105,11 +123,11 @@ def _attention_gemms(r: Rows, tokens_rep: np.ndarray) -> np.ndarray:
 
 def _mamba_gemms(r: Rows) -> np.ndarray:
     """(n,) forward seconds of one Mamba-2 mixer's projections (column-parallel in, row-parallel out)."""
-    hy, T, t, h, rate = r.model.hybrid, r.T, r.t, r.h, r.wgemm_rate
+    hy, T, t, h = r.model.hybrid, r.T, r.t, r.h
     if hy is None:
         return np.zeros(r.n)
-    return (gemm_time(2 * T * h * hy.in_proj / t, np.minimum(hy.in_proj / t, h), rate)
-            + gemm_time(2 * T * hy.d_inner * h / t, np.minimum(hy.d_inner / t, h), rate))
+    return (weight_gemm_time(r, 2 * T * h * hy.in_proj / t, np.minimum(hy.in_proj / t, h))
+            + weight_gemm_time(r, 2 * T * hy.d_inner * h / t, np.minimum(hy.d_inner / t, h)))
 
 
 def tokens_per_expert(r: Rows) -> np.ndarray:
@@ -133,7 +151,7 @@ def grouped_gemm_time(r: Rows, tokens: np.ndarray) -> np.ndarray:
     call = 2 * tokens * h * f_e * nm / 2
     # MindSpeed on Ascend: the expert MLP runs at a share of the stack's dense GEMM rate (Framework.npu_gemms)
     rate = r.wgemm_rate * (K.MINDSPEED_EXPERT_GEMM_SHARE if r.fw.npu_gemms else 1.0)
-    return gemm_time(total, np.minimum(np.minimum(tokens, f_e), h), rate, call)
+    return gemm_time(total, np.minimum(np.minimum(tokens, f_e), h), rate, call, weight_half_flops(r))
 
 
 def moe_gemms(r: Rows, tokens_rep: np.ndarray) -> MoeGemms:
@@ -145,8 +163,8 @@ def moe_gemms(r: Rows, tokens_rep: np.ndarray) -> MoeGemms:
     shared = np.zeros(r.n)
     if m.num_shared_experts:
         f_s = float(m.shared_ffn or m.moe_ffn or m.ffn_eff)
-        shared = gemm_time(2 * T * m.num_shared_experts * mlp_mats(m) * h * f_s / t, np.minimum(f_s / t, h),
-                           r.wgemm_rate)
+        shared = weight_gemm_time(r, 2 * T * m.num_shared_experts * mlp_mats(m) * h * f_s / t,
+                                  np.minimum(f_s / t, h))
     if m.hybrid is not None:  # the MoE layers' share of a hybrid layer (model.moe_share)
         e = moe_share(m)
         return MoeGemms(e * router, e * routed, e * shared)
@@ -196,7 +214,7 @@ def dense_mlp_gemms(r: Rows) -> np.ndarray:
     """(n,) forward seconds of one dense MLP's GEMMs; a hybrid model's layer holds its MLP share of one."""
     m, T, t, h = r.model, r.T, r.t, r.h
     f = float(m.ffn_eff)
-    return mlp_share(m) * gemm_time(2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h), r.wgemm_rate)
+    return mlp_share(m) * weight_gemm_time(r, 2 * T * mlp_mats(m) * h * f / t, np.minimum(f / t, h))
 
 
 def attention_calls(r: Rows) -> np.ndarray:
@@ -346,13 +364,13 @@ def recompute_extra(r: Rows, act: np.ndarray, lc: LayerCompute) -> np.ndarray:
 
 def _mla_up_gemms(r: Rows) -> np.ndarray:
     """(n,) forward seconds of MLA's up-projections (q from the q latent, k_nope and v from the kv latent)."""
-    m, a, T, t, rate = r.model, r.attn, r.T, r.t, r.wgemm_rate
+    m, a, T, t = r.model, r.attn, r.T, r.t
     nope = m.qk_nope_head_dim or m.head_dim_eff
-    g = gemm_time(2 * T * m.kv_lora_rank * a.heads * (nope + a.d_v) / t,
-                  np.minimum(a.heads * (nope + a.d_v) / t, m.kv_lora_rank), rate)
+    g = weight_gemm_time(r, 2 * T * m.kv_lora_rank * a.heads * (nope + a.d_v) / t,
+                         np.minimum(a.heads * (nope + a.d_v) / t, m.kv_lora_rank))
     if m.q_lora_rank:
-        g = g + gemm_time(2 * T * m.q_lora_rank * a.heads * a.d_qk / t, np.minimum(a.heads * a.d_qk / t,
-                                                                                   m.q_lora_rank), rate)
+        g = g + weight_gemm_time(r, 2 * T * m.q_lora_rank * a.heads * a.d_qk / t,
+                                 np.minimum(a.heads * a.d_qk / t, m.q_lora_rank))
     return g
 
 

@@ -106,3 +106,18 @@ def test_allgather_cp_exposes_its_gather_and_exports_as_megatrons() -> None:
     assert "--cp-comm-type all_gather" in export(s, LONG, replace(MEGATRON_CP, cp_algo="allgather"), "megatron").text
     ms = export(s, LONG, replace(MEGATRON_CP, cp_algo="allgather", framework="mindspeed"), "mindspeed")
     assert [d for d in ms.diagnostics if d.code == "HP753" and "allgather" in d.message]
+
+
+def test_fp8_gains_less_on_small_weight_gemms() -> None:
+    """A call's fixed cost is time, not FLOPs ([TORCHAO-FP8]: the FP8 GEMM's speed-up approaches 2x only as the
+    shapes grow): FP8 shortens a 124M model's weight GEMMs less at one sequence per micro-batch than at 16."""
+    one = h100(1, 1)
+    megatron = RunOptions(framework="megatron")
+
+    def gemm_s(b: int, run: RunOptions) -> float:
+        s = Strategy(micro_batch_size=b, micro_batch_num=16 // b)
+        return price(GPT2, one, s, run).time_parts_s["gemm"]
+
+    fp8 = replace(megatron, fp8=True)
+    small, large = gemm_s(1, megatron) / gemm_s(1, fp8), gemm_s(16, megatron) / gemm_s(16, fp8)
+    assert 1.0 < small < large < 2.1
