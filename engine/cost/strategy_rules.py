@@ -91,6 +91,9 @@ class Problem:
     # MindSpeed's no-op layers that would make the split run (HP505 under DualPipeV): a search config's quick fix
     # writes them (estimate_config turns them into `set_at`, docs/settings.md)
     noop_pad: tuple[int, ...] = ()
+    # The value a quick fix sets at `field` (`nearest_valid`), where one value is the fix: the nearest the rule and
+    # the cluster both take.
+    nearest: int | None = None
 
 
 def check_strategy(model: ModelSpec, cluster: ClusterSpec | None, s: Strategy,
@@ -203,9 +206,11 @@ def release_problems(fw: Framework, run: RunOptions) -> list[Problem]:
 
 
 def _fix_data(config: Config, p: Problem) -> dict[str, object] | None:
-    """A problem's quick-fix data where the file can take it: the no-op layers of HP505 as `set_at`
-    pp_config.noop_layers, in a search config whose stack pads with them (a train.yaml's trainer refuses keys it
-    does not read)."""
+    """A problem's quick-fix data where the file can take it: its `nearest` value as `nearest_valid` at its own key;
+    the no-op layers of HP505 as `set_at` pp_config.noop_layers, in a search config whose stack pads with them (a
+    train.yaml's trainer refuses keys it does not read)."""
+    if p.nearest is not None:
+        return {"nearest_valid": p.nearest}
     if not p.noop_pad or config.kind != "search" or not framework_of(config.run).noop_layers:
         return None
     return noop_fix(p.noop_pad)
@@ -283,13 +288,17 @@ def _hybrid_split_problems(config: Config, fw: Framework, s: Strategy) -> list[P
     out = []
     if s.vpp > 1:
         out.append(Problem("HP530", f"{fw.name} runs a hybrid layer pattern without virtual pipeline stages (vpp "
-                           f"{s.vpp}): its pattern marks no stage boundaries ('|'); set vpp 1", "vpp"))
+                           f"{s.vpp}): its pattern marks no stage boundaries ('|'); set vpp 1", "vpp", nearest=1))
     if how == "even" and model.num_layers % s.pp:
         fits = [p for p in listed_divisors(model.num_layers) if p > 1]
+        # the fix keeps the plan's devices: a pp that divides the layers and the dp·pp ranks tp·cp leave
+        ranks = s.dp * s.pp
+        near = min((p for p in listed_divisors(model.num_layers) if ranks % p == 0),
+                   key=lambda p: (abs(p - s.pp), p), default=None)
         out.append(Problem("HP530", f"{fw.name} cuts a hybrid layer pattern into pp equal stages: pp {s.pp} does not "
                            f"divide its {model.num_layers} layers"
                            + (f" (pp {', '.join(map(str, fits[:6]))} would)" if fits else "")
-                           + "; or state the first/last stages' layers", "pp"))
+                           + "; or state the first/last stages' layers", "pp", nearest=near))
     return out
 
 
@@ -494,7 +503,7 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
                                  field, {"searched": open_dims}),)
     diags = [positioned(config, p.code, p.message, p.field, _fix_data(config, p), fact=p.fact)
              for p in check_strategy(config.model, config.cluster, s, effective_layout(config.run))]
-    diags += [positioned(config, p.code, p.message, p.field) for p in check_framework(config, s)]
+    diags += [positioned(config, p.code, p.message, p.field, _fix_data(config, p)) for p in check_framework(config, s)]
     if has_errors(diags):
         return None, tuple(diags)
     budget = config.budget_gib

@@ -15,6 +15,7 @@ from engine.cost import estimate, price_table
 from engine.cost.layout import default_chunks
 from engine.cost.model import model_stats
 from engine.cost.table import CandidateTable
+from engine.edit import apply_edits, set_value
 from engine.specs import ModelSpec, PipelineLayout, RecomputePlan, RunOptions, Strategy
 from tests.support.cli import hp_plan, hp_plan_json
 from tests.support.configs import NANO, NANO_PATTERN, NEMOTRON_H_8B, NEMOTRON_H_PATTERN
@@ -301,12 +302,13 @@ def test_megatron_is_offered_only_the_hybrid_splits_it_runs(tmp_path: Path) -> N
     assert FRAMEWORKS["hyperparallel"].space.hybrid_split(m, PipelineLayout()) == ""
 
 
-@pytest.mark.parametrize(("degrees", "field", "said"), [
-    ("dp: 4, tp: 1, pp: 8, vpp: 1", "pp", "pp 8 does not divide its 52 layers (pp 2, 4, 13, 26, 52 would)"),
-    ("dp: 8, tp: 1, pp: 4, vpp: 2", "vpp", "without virtual pipeline stages (vpp 2)"),
+@pytest.mark.parametrize(("degrees", "field", "said", "fix"), [
+    # the fix keeps the 32 devices: pp 4 divides the 52 layers and dp·pp = 32 (pp 13 would not)
+    ("dp: 4, tp: 1, pp: 8, vpp: 1", "pp", "pp 8 does not divide its 52 layers (pp 2, 4, 13, 26, 52 would)", 4),
+    ("dp: 8, tp: 1, pp: 4, vpp: 2", "vpp", "without virtual pipeline stages (vpp 2)", 1),
 ])
 def test_a_stated_hybrid_split_megatron_refuses_is_said_at_its_key(tmp_path: Path, degrees: str, field: str,
-                                                                  said: str) -> None:
+                                                                  said: str, fix: int) -> None:
     path = tmp_path / "search.yaml"
     text = NEMOTRON_H_8B.replace(PARALLELISM, "parallelism: {" + degrees + ", cp: 1, ep: 1, micro_batch_size: 1}")
     path.write_text(text.replace("constraint: {global_batch_size: 128}",
@@ -319,6 +321,10 @@ def test_a_stated_hybrid_split_megatron_refuses_is_said_at_its_key(tmp_path: Pat
     line = path.read_text().splitlines()[start["line"]]
     assert line[:start["character"]].endswith(f" {field}: ") and line[start["character"]:end["character"]] == \
         degrees.split(f" {field}: ")[1].split(",")[0]
+    # its quick fix (the editor's "Set `pp` to 4", engine.edit.set_value) writes the value the stack runs
+    assert d["data"] == {"nearest_valid": fix}
+    edit = set_value(path.read_text(), d["path"], fix)
+    assert f" {field}: {fix}," in apply_edits(path.read_text(), edit.edits)
     even = NEMOTRON_H_8B.replace(PARALLELISM, "parallelism: {dp: 8, tp: 1, pp: 4, vpp: 1, cp: 1, ep: 1, "
                                               "micro_batch_size: 1}")
     path.write_text(even)
