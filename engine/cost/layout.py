@@ -46,23 +46,36 @@ def chunk_bounds(L: int, p: np.ndarray, v: np.ndarray, j: np.ndarray) -> tuple[n
 
 def stage_type_counts(L: int, first_dense: int, p: np.ndarray, v: np.ndarray, P: int, vmax: int) -> np.ndarray:
     """(n, P, 2): dense and MoE layers per stage (stages past a row's pp hold 0). `first_dense` = the
-    number of leading dense layers (L for a dense model)."""
+    number of leading dense layers (L for a dense model).
+
+    A stage's layers in closed form rather than chunk by chunk (a search prices this once per pipeline shape and
+    block, D-009): its v chunks j = c·p + i hold `base` layers each and one more where 1 ≤ j ≤ r (chunk_bounds),
+    so v·base plus the c in [lo, v) with c·p + i ≤ r, lo = 1 on stage 0 (chunk 0 never takes one). Only the
+    chunks that reach into the leading dense layers are walked."""
     n = len(p)
     i = np.arange(P)[None, :]
     pp = p[:, None]
     vv = v[:, None]
+    chunks = pp * vv
+    base, r = L // chunks, L % chunks
+    lo = (i == 0).astype(np.int64)
+    extra = np.clip(np.minimum(vv - 1, (r - i) // pp) - lo + 1, 0, None)
+    total = np.where(i < pp, vv * base + extra, 0).astype(np.float64)
     out = np.zeros((n, P, 2), dtype=np.float64)
-    for c in range(vmax):
+    if first_dense >= L:  # dense model: every layer is type 0
+        out[:, :, 0] = total
+        return out
+    dense = np.zeros((n, P), dtype=np.float64)
+    for c in range(vmax if first_dense > 0 else 0):
         j = c * pp + i
-        valid = (i < pp) & (c < vv)
         start, count = chunk_bounds(L, pp, vv, j)
+        valid = (i < pp) & (c < vv)
         count = np.where(valid, count, 0)
-        if first_dense >= L:  # dense model: every layer is type 0
-            out[:, :, 0] += count
-            continue
-        dense = np.clip(np.minimum(start + count, first_dense) - start, 0, count)
-        out[:, :, 0] += dense
-        out[:, :, 1] += count - dense
+        dense += np.clip(np.minimum(start + count, first_dense) - start, 0, count)
+        if bool(((start >= first_dense) | ~valid).all()):
+            break  # every later chunk of each stage starts later still
+    out[:, :, 0] = dense
+    out[:, :, 1] = total - dense
     return out
 
 

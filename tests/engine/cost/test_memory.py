@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.cost import CandidateTable, estimate, price_table
-from engine.cost.layout import chunk_bounds, in_flight, layer_stage, stage_type_counts
+from engine.cost.layout import (
+    chunk_bounds,
+    chunk_type_counts,
+    default_chunks,
+    in_flight,
+    layer_stage,
+    stage_type_counts,
+)
 from engine.cost.model import layer_params
 from engine.specs import GIB, ModelSpec, RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import DSV3, LLAMA70B, MEGATRON_RUN, cluster, gpt
@@ -103,6 +112,17 @@ def test_uneven_layer_split_gives_extras_to_the_chunks_after_the_first() -> None
     assert st == [0, 0, 1, 1, 0, 0, 1, 1]
     c = stage_type_counts(61, 3, np.array([16]), v, 16, 1)[0]
     assert c[:, 0].sum() == 3 and c[:, 1].sum() == 58 and c[0].tolist() == [3, 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(L=st.integers(1, 130), p=st.integers(1, 16), v=st.integers(1, 8), dense=st.integers(0, 140),
+       pad=st.integers(0, 3))
+def test_stage_type_counts_place_the_layers_as_their_chunks_do(L: int, p: int, v: int, dense: int, pad: int) -> None:
+    """The closed form per stage (layout.stage_type_counts) against the chunks laid one by one in model order
+    (default_chunks, chunk_type_counts), for any split, more chunks than layers included, and any dense prefix."""
+    rows = stage_type_counts(L, dense, np.array([p, 1]), np.array([v, 1]), p + pad, v + pad)
+    assert rows[0, :p].tolist() == chunk_type_counts(default_chunks(L, p, v), dense).tolist()
+    assert not rows[0, p:].any() and rows[1, 0].tolist() == [min(dense, L), L - min(dense, L)]
 
 
 def test_eighteen_bytes_per_parameter_and_distributed_optimizer() -> None:
