@@ -15,7 +15,9 @@ Wall time is the target; CPU time (process_time) is printed beside it because th
 wall time stretches under load ("ok (cpu)": the CPU time meets the target, the wall time did not). "cand/s"
 is valid candidates searched per wall second (every one is priced or proved slower than the K-th best by a
 bound, see engine.search.rank). Peak RSS is the process's high-water mark over the warm-up and the repeats
-(numpy's own import is about 30 MB of it).
+(numpy's own import is about 30 MB of it). "faults" is the minor page faults per timed search: the case's process keeps
+the C heap's freed blocks as the language server's search worker does (engine.heap.keep_freed_heap), so a figure
+far above zero says the blocks are being mapped afresh again (a few ms of kernel time a search).
 Run: `.venv/bin/python benchmarks/search_speed.py [--repeat N] [--case NAME] [--top-out F] [--check-top F]`.
 """
 
@@ -66,22 +68,26 @@ def build(case: str):  # type: ignore[no-untyped-def]
 
 
 def run_case(case: str, repeat: int) -> dict[str, object]:
+    from engine.heap import keep_freed_heap
     from engine.search import search
 
+    keep_freed_heap()  # the process is set up as the language server's search worker is (hp_lsp.worker)
     cfg = build(case)
     first = search(cfg)  # warm-up: imports, numpy caches
     times, cpu = [], []
+    faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         res = search(cfg)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0) / max(repeat, 1)
     med = statistics.median(times)
     best = res.best
     return {
         "case": case, "median_s": med, "min_s": min(times), "median_cpu_s": statistics.median(cpu), "evaluated": res.evaluated, "feasible": res.feasible,
         "candidates_per_s": res.evaluated / med if med > 0 else 0.0,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, "faults": faults,
         "best": best.strategy.short() if best else None,
         "best_step_s": best.step_time_s if best else None,
         "best_peak_gib": best.peak_memory_gib if best else None,
@@ -108,7 +114,8 @@ def main() -> int:
     cases = [args.case] if args.case else list(CASES)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall times stretch under load; CPU "
           "time does not)")
-    print(f"{'case':<58} {'median':>9} {'cpu':>8} {'target':>7} {'evaluated':>10} {'cand/s':>10} {'RSS MB':>7}  best")
+    print(f"{'case':<58} {'median':>9} {'cpu':>8} {'target':>7} {'evaluated':>10} {'cand/s':>10} {'RSS MB':>7} "
+          f"{'faults':>7}  best")
     worst = 0
     tops: dict[str, object] = {}
     for case in cases:
@@ -126,7 +133,7 @@ def main() -> int:
         worst |= flag in ("SLOW", "RSS")
         print(f"{title:<58} {r['median_s'] * 1000:>7.1f}ms {r['median_cpu_s'] * 1000:>6.1f}ms {target * 1000:>5.0f}ms "
               f"{r['evaluated']:>10,} "
-              f"{r['candidates_per_s']:>10,.0f} {r['peak_rss_mb']:>7.0f}  {r['best']} "
+              f"{r['candidates_per_s']:>10,.0f} {r['peak_rss_mb']:>7.0f} {r['faults']:>7,.0f}  {r['best']} "
               f"({r['best_step_s']:.3f} s, {r['best_peak_gib']:.1f} GiB) {flag}"
               if r["best"] else f"{title:<58} {r['median_s'] * 1000:>7.1f}ms  no strategy: {r['diagnostics']}")
     if args.top_out:

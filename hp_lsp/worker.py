@@ -34,6 +34,8 @@ from multiprocessing.connection import Connection
 from types import MappingProxyType
 from typing import Any
 
+from engine.heap import keep_freed_heap
+
 JobFn = Callable[..., Any]
 
 
@@ -73,6 +75,7 @@ def _child_main(conn: Connection, cancel_flag: Any, fn: JobFn) -> None:
     with contextlib.suppress(OSError):
         os.dup2(2, 1)
     sys.stdout = sys.stderr
+    keep_freed_heap()  # search after search prices block after block: keep their freed blocks (engine.heap)
     while True:
         try:
             msg = conn.recv()
