@@ -58,9 +58,15 @@ BLOCK_ROWS = 4096
 
 
 def price_table(
-    model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, budget_gib: float
+    model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, budget_gib: float,
+    parts: bool = True,
 ) -> PricedTable:
-    """Price every row of `table`. See engine.cost for the contract; docs/cost-model.md for the formulas."""
+    """Price every row of `table`. See engine.cost for the contract; docs/cost-model.md for the formulas.
+
+    `parts` False leaves out what only a plan's explanation reads (PricedTable.stage_time_parts, time_parts and
+    host_launches stay empty): a search's bulk passes rank on the step, the fit and the memory terms and price
+    the plans they keep again in full. A calibrated run or offloaded layers scale or move those parts, so they
+    are priced all the same there. Every other figure is the same to the last digit."""
     n = len(table)
     P = int(np.maximum(table.pp, 1).max()) if n else 1
     features = None
@@ -70,11 +76,12 @@ def price_table(
     # Offloaded layers (engine.cost.offload: the search's choice, or Megatron's stated CPU offloading) are priced
     # as off, then their memory leaves the stages.
     table, offloaded = strip_offload(with_layer_offload(model, run, table))
+    parts = parts or run.ratios is not None or offloaded is not None
     if n <= BLOCK_ROWS:
-        priced = _price_block(model, cluster, run, table, budget_gib, P)
+        priced = _price_block(model, cluster, run, table, budget_gib, P, parts)
     else:
         priced = _concat([_price_block(model, cluster, run, table.take(np.arange(i, min(i + BLOCK_ROWS, n))),
-                                       budget_gib, P) for i in range(0, n, BLOCK_ROWS)])
+                                       budget_gib, P, parts) for i in range(0, n, BLOCK_ROWS)])
     if offloaded is not None:
         priced = apply_offload(model, cluster, run, table, priced, offloaded)
     return apply_ratios(priced, run.ratios, features)
@@ -136,10 +143,12 @@ def _concat(parts: list[PricedTable]) -> PricedTable:
 
 
 def _price_block(
-    model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, budget_gib: float, P: int
+    model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: CandidateTable, budget_gib: float, P: int,
+    parts: bool = True,
 ) -> PricedTable:
     """Price a block of rows with stage arrays P wide (the whole table's largest pp): memory terms, then
-    time per layer (compute, recompute, TP/CP/EP communication), per stage, and the pipeline combination."""
+    time per layer (compute, recompute, TP/CP/EP communication), per stage, and the pipeline combination; with
+    `parts`, the explanation's per-stage and per-part times too (price_table)."""
     r = build_rows(model, cluster, run, table, P)
     tw = tower_cost(r)
     mem = price_memory(r, *((None, None) if tw is None else (tw.params, tw.act_b)))
@@ -168,6 +177,8 @@ def _price_block(
     bubble = _bubble(r, lc, stage_t, slowest, comp_stage, rec, tw_parts)
     priced = _combine(r, mem, stage_t, slowest, bubble, comp_stage, fsdp_exp, dp_exp_stage, opt_t, p2p, rec, comm,
                       per_layer, budget_gib, tw_parts)
+    if not parts:
+        return replace(priced, tower=_tower_totals(r, mem, tw))
     return replace(priced, stage_time_parts=_stage_time_parts(r, lc, comp_stage, rec, comm, {
         "pp_p2p": np.broadcast_to(p2p[:, None], stage_t.shape), "fsdp_comm": fsdp_exp, "dp_comm": dp_exp_stage,
         "optimizer": np.broadcast_to(opt_t[:, None], stage_t.shape)}, tw_parts), tower=_tower_totals(r, mem, tw),

@@ -256,6 +256,7 @@ class PricedTable:
     # Per stage, per micro-batch seconds of each part of stage time (STAGE_TIME_PARTS, (n, P), 0 past a
     # row's pp), plus "dp_comm" (n, P) the stage's exposed end-of-step sync and "optimizer" (n, P) the
     # update; what engine.explain draws the pipeline timeline from (the step time is built from the same).
+    # This, time_parts and host_launches are empty in a table priced without its parts (price_table `parts`).
     stage_time_parts: dict[str, np.ndarray] = field(default_factory=dict)
     # The step's parts (engine.specs.PRICED_PARTS -> (n,) seconds, engine.cost.step_parts): the time terms split
     # further; they add up to step_time_s. Calibration fits one ratio per part.

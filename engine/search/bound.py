@@ -107,14 +107,14 @@ def _representatives(cols: Mapping[str, np.ndarray], rows: np.ndarray, **fixed: 
     return out
 
 
-def _price_chunks(pricer, cols: Mapping[str, np.ndarray]):  # type: ignore[no-untyped-def]
+def _price_chunks(pricer, cols: Mapping[str, np.ndarray], parts: bool = True):  # type: ignore[no-untyped-def]
     """Price every row of `cols` under no recompute, in chunks of equal pipeline depth (small stage arrays),
-    and yield (row indices, PricedTable)."""
+    and yield (row indices, PricedTable); `parts` False where the caller reads no per-stage part."""
     n = cols["tp"].shape[0]
     order = np.argsort(cols["pp"], kind="stable")
     for start in range(0, n, _CHUNK):
         idx = order[start:start + _CHUNK]
-        yield idx, pricer.price(table_of(cols, idx, OFF))
+        yield idx, pricer.price(table_of(cols, idx, OFF), parts=parts)
 
 
 def layer_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray  # type: ignore[no-untyped-def]
@@ -137,7 +137,7 @@ def group_bound(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[no-unt
     P = int(np.asarray(groups["pp"][prep]).max()) if prep.size else 1
     counts = np.zeros((prep.size, P, 2))
     rep = _representatives(groups, prep, mbn=1, fsdp=1, os=1, etp=1, ep=1)
-    for idx, pt in _price_chunks(pricer, rep):
+    for idx, pt in _price_chunks(pricer, rep, parts=False):
         c = pt.layer_count
         counts[idx, :c.shape[1]] = c
     x = counts[pcode, :, 0] * least[:, None, 0] + counts[pcode, :, 1] * least[:, None, 1]  # (groups, P)
@@ -163,7 +163,7 @@ def _least_layer_time(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[
     rep["ep"] = np.tile(np.asarray(pairs[1], dtype=np.int64), lrep.size)
     rep["dp"] = np.asarray(groups["dp"][reps], dtype=np.int64) * np.asarray(groups["pp"][reps], dtype=np.int64)
     layer_t = np.empty((reps.size, 2))
-    for idx, pt in _price_chunks(pricer, rep):
+    for idx, pt in _price_chunks(pricer, rep, parts=False):
         layer_t[idx] = pt.layer_time_s[:, :, OFF]
     per_base = layer_t.reshape(lrep.size, k, 2).min(axis=1)
     return per_base[lcode]

@@ -54,13 +54,15 @@ class Pricer:
     # offers (vpp 1) runs DualPipeV (engine.cost.dualpipev); the space's columns carry only vpp.
     schedule: str = "1F1B"
 
-    def price(self, table: CandidateTable) -> PricedTable:
+    def price(self, table: CandidateTable, parts: bool = True) -> PricedTable:
+        """engine.cost.price_table of `table` (`parts` False: without the explanation's parts, for the bulk
+        passes that only rank)."""
         from engine.cost import price_table
 
         if self.schedule == "dualpipev":
             dpv = SCHEDULE_CODE["dualpipev"]
             table = replace(table, schedule=np.where((table.pp > 1) & (table.schedule == 0), dpv, table.schedule))
-        return price_table(self.model, self.cluster, self.run, table, self.budget_gib)
+        return price_table(self.model, self.cluster, self.run, table, self.budget_gib, parts)
 
     def as_run(self, s: Strategy) -> Strategy:
         """`s` with the schedule it runs under this search (the files' DualPipeV for a pipelined 1F1B row)."""

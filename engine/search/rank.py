@@ -86,7 +86,7 @@ BEST_FIRST_ROWS = 1024
 
 
 class Pricing(Protocol):
-    def price(self, table: CandidateTable) -> PricedTable: ...
+    def price(self, table: CandidateTable, parts: bool = True) -> PricedTable: ...
 
     def sync_parts(self, table: CandidateTable, P: int) -> SyncParts: ...
 
@@ -472,7 +472,7 @@ def _price_all(pricer: Pricing, space: Space, request: str, *, top: int, model: 
             break
         for start in range(0, rows.size, CHUNK):
             idx = rows[start:start + CHUNK]
-            pt = pricer.price(table_of(cols, idx, first_mode if single else OFF))
+            pt = pricer.price(table_of(cols, idx, first_mode if single else OFF), parts=False)
             out.priced += idx.size
             # Megatron's stated CPU offload waits for its copies under no recompute only (engine.cost.offload):
             # without that wait no recompute still bounds every mode from below, and a row that waits is not
@@ -542,7 +542,7 @@ def _exact_modes(pricer: Pricing, cols: dict[str, np.ndarray], out: Priced, boun
     for start in range(0, cand.size, step):
         j = np.arange(start, min(start + step, cand.size))
         rc = np.repeat(np.asarray(offered, dtype=np.int64), j.size)
-        pt = pricer.price(table_of(cols, np.tile(cand[j], len(offered)), rc))
+        pt = pricer.price(table_of(cols, np.tile(cand[j], len(offered)), rc), parts=False)
         out.priced += rc.size
         for i, m in enumerate(offered):
             part = slice(i * j.size, (i + 1) * j.size)

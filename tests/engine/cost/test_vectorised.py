@@ -141,3 +141,34 @@ def test_blocked_pricing_is_identical(monkeypatch: pytest.MonkeyPatch) -> None:
         np.testing.assert_array_equal(whole.time_terms[k], blocked.time_terms[k])
     for k in MEMORY_TERMS:
         np.testing.assert_array_equal(whole.stage_memory_terms[k], blocked.stage_memory_terms[k])
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    return a == b
+
+
+@pytest.mark.parametrize("model", [LLAMA70B, DSV3])
+def test_a_table_priced_without_its_parts_differs_only_there(model: ModelSpec) -> None:
+    """price_table(parts=False), what a search's bulk passes ask for: every figure the same to the last digit, the
+    explanation's parts empty; a calibrated run scales those parts, so it keeps them."""
+    from dataclasses import fields
+
+    from engine.specs import Ratios
+
+    cl = cluster(32)
+    table = random_rows(model, cl.world_size, 40, seed=5)
+    full = price_table(model, cl, RunOptions(), table, 76.0)
+    lean = price_table(model, cl, RunOptions(), table, 76.0, parts=False)
+    explained = {"stage_time_parts", "time_parts", "host_launches"}
+    assert full.stage_time_parts and full.time_parts and full.host_launches.size == len(table)
+    assert not lean.stage_time_parts and not lean.time_parts and lean.host_launches.size == 0
+    for f in fields(full):
+        if f.name not in explained:
+            assert _same(getattr(full, f.name), getattr(lean, f.name)), f.name
+    calibrated = RunOptions(ratios=Ratios(time=(("compute", 1.5),)))
+    kept = price_table(model, cl, calibrated, table, 76.0, parts=False)
+    assert _same(kept.time_parts, price_table(model, cl, calibrated, table, 76.0).time_parts) and kept.time_parts
