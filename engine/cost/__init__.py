@@ -31,13 +31,13 @@ Public API (stable names; docs/cost-model.md has every formula and its source):
   ``layer_modes`` (a layer's mode = ``plan.mode_of(global_layer_index)``; stage of a layer: see
   engine.cost.layout.layer_stage) and calling price_table again.
 * ``estimate(model, cluster, run, strategy, budget_gib) -> Estimate``: a one-row price_table, same numbers.
-* ``estimate_row(priced, i, strategy)``: row i of a PricedTable as an Estimate.
+* ``estimate_row(priced, i, strategy)``: row i of a PricedTable as an Estimate; ``estimate_rows`` many rows of one.
 * ``estimate_config(config) -> (Estimate | None, diagnostics)``: validates config.stated against the model
   and cluster (HP5xx, positioned with config.locations) and prices it.
 * ``model_stats(model) -> ModelStats``: total/active/MTP parameters and training FLOPs per token.
 """
 
-from engine.cost.estimate import estimate, estimate_row
+from engine.cost.estimate import estimate, estimate_row, estimate_rows
 from engine.cost.model import ModelStats, model_stats
 from engine.cost.price import price_table
 from engine.cost.strategy_rules import check_strategy, estimate_config
@@ -45,6 +45,6 @@ from engine.cost.table import CandidateTable, PricedTable, plan_from_layer_modes
 
 __all__ = [
     "CandidateTable", "ModelStats", "PricedTable", "check_strategy", "estimate", "estimate_config", "estimate_row",
-    "model_stats",
+    "estimate_rows", "model_stats",
     "plan_from_layer_modes", "plan_layer_modes", "price_table",
 ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from engine.catalog.frameworks import find_framework
 from engine.cost.band import ordering_spread, own_terms, relative_spread
@@ -15,8 +18,60 @@ from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
 
 def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
                  diagnostics: tuple[Diagnostic, ...] = ()) -> Estimate:
-    """Row i of a priced table as an Estimate (the search uses this for its top rows); the layers the pricing
-    offloaded for a stated run option (engine.cost.offload.with_layer_offload) are the strategy's too."""
+    """Row i of a priced table as an Estimate; the layers the pricing offloaded for a stated run option
+    (engine.cost.offload.with_layer_offload) are the strategy's too."""
+    return estimate_rows(priced, ((i, strategy),), diagnostics)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """A priced table's per-row figures as Python numbers, read once for all the rows turned into Estimates (a
+    search keeps up to POOL of them: element by element, numpy's scalar conversions were most of the cost)."""
+
+    peak: list[float]
+    stages: list[list[float]]
+    step: list[float]
+    tokens: list[float]
+    tokens_device: list[float]
+    mfu: list[float]
+    causal_mfu: list[float] | None
+    fits: list[bool]
+    host: list[float] | None
+    memory: dict[str, list[float]]
+    time: dict[str, list[float]]
+    parts: dict[str, list[float]]
+
+    @classmethod
+    def of(cls, priced: PricedTable) -> _Columns:
+        def lists(terms: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
+            return {k: np.asarray(v, dtype=np.float64).tolist() for k, v in terms.items()}
+
+        return cls(
+            peak=priced.peak_gib.astype(np.float64).tolist(), stages=priced.stage_memory_gib.tolist(),
+            step=priced.step_time_s.astype(np.float64).tolist(),
+            tokens=priced.tokens_per_s.astype(np.float64).tolist(),
+            tokens_device=priced.tokens_per_s_per_device.astype(np.float64).tolist(),
+            mfu=priced.mfu.astype(np.float64).tolist(),
+            causal_mfu=None if priced.causal_mfu is None else priced.causal_mfu.astype(np.float64).tolist(),
+            fits=np.asarray(priced.fits, dtype=bool).tolist(),
+            host=priced.host_launches.astype(np.float64).tolist() if len(priced.host_launches) else None,
+            memory=lists({k: priced.memory_terms[k] for k in MEMORY_TERMS}),
+            time=lists({k: priced.time_terms[k] for k in TIME_TERMS}), parts=lists(priced.time_parts))
+
+
+def estimate_rows(priced: PricedTable, rows: Iterable[tuple[int, Strategy]],
+                  diagnostics: tuple[Diagnostic, ...] = ()) -> list[Estimate]:
+    """estimate_row of each (row, strategy) of one table, its columns read once (_Columns): what the search turns
+    its kept rows into."""
+    cols = _Columns.of(priced)
+    calibrated = _calibrated(priced.framework)
+    order = ordering_spread(priced.framework, priced.generation)
+    return [_estimate(priced, cols, i, s, diagnostics, calibrated, order) for i, s in rows]
+
+
+def _estimate(priced: PricedTable, cols: _Columns, i: int, strategy: Strategy, diagnostics: tuple[Diagnostic, ...],
+              calibrated: bool, order: float) -> Estimate:
+    """Row i of `priced` (read through `cols`) as the Estimate of `strategy`."""
     if priced.offloaded_gib is not None and not strategy.recompute.offload:
         moved = true_runs(priced.offloaded_gib[i] > 0)
         if moved:
@@ -24,35 +79,34 @@ def estimate_row(priced: PricedTable, i: int, strategy: Strategy,
     pp = strategy.pp
     shape = replace(priced.band_shape, cp=strategy.cp, pp=pp, offload=bool(strategy.recompute.offload))
     spread = relative_spread(priced.framework, priced.generation, priced.band_features, shape)
-    stages = tuple(float(x) for x in priced.stage_memory_gib[i, :pp])
     return Estimate(
         strategy=strategy,
-        fits=bool(priced.fits[i]),
+        fits=cols.fits[i],
         budget_gib=priced.budget_gib,
-        peak_memory_gib=float(priced.peak_gib[i]),
-        stage_memory_gib=stages,
-        memory_breakdown_gib={k: float(priced.memory_terms[k][i]) for k in MEMORY_TERMS},
-        step_time_s=float(priced.step_time_s[i]),
-        tokens_per_s=float(priced.tokens_per_s[i]),
-        tokens_per_s_per_device=float(priced.tokens_per_s_per_device[i]),
-        mfu=float(priced.mfu[i]),
-        time_breakdown_s={k: float(priced.time_terms[k][i]) for k in TIME_TERMS},
-        time_parts_s={k: float(v[i]) for k, v in priced.time_parts.items()},
-        host_launches=float(priced.host_launches[i]) if len(priced.host_launches) else 0.0,
+        peak_memory_gib=cols.peak[i],
+        stage_memory_gib=tuple(cols.stages[i][:pp]),
+        memory_breakdown_gib={k: v[i] for k, v in cols.memory.items()},
+        step_time_s=cols.step[i],
+        tokens_per_s=cols.tokens[i],
+        tokens_per_s_per_device=cols.tokens_device[i],
+        mfu=cols.mfu[i],
+        time_breakdown_s={k: v[i] for k, v in cols.time.items()},
+        time_parts_s={k: v[i] for k, v in cols.parts.items()},
+        host_launches=cols.host[i] if cols.host is not None else 0.0,
         diagnostics=diagnostics,
         calibration=priced.calibration,
         framework=priced.framework,
         framework_release=priced.framework_release,
         device=priced.device,
-        causal_mfu=float(priced.causal_mfu[i]) if priced.causal_mfu is not None else 0.0,
-        calibrated_framework=_calibrated(priced.framework),
+        causal_mfu=cols.causal_mfu[i] if cols.causal_mfu is not None else 0.0,
+        calibrated_framework=calibrated,
         vision_tower=_tower(priced, i),
         offloaded_gib=_offloaded(priced, i, strategy),
         offloaded_share=(float(priced.offloaded_share[i]) if priced.offloaded_share is not None
                          and strategy.recompute.offload else None),
         offload_route=_offload_route(priced.framework) if strategy.recompute.offload else "",
         step_spread=spread.step, memory_spread=spread.memory, band_features=priced.band_features,
-        order_spread=ordering_spread(priced.framework, priced.generation),
+        order_spread=order,
         band_basis=spread.basis, own_terms=own_terms(priced.framework, shape),
     )
 

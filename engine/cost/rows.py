@@ -212,11 +212,10 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
     n = len(table)
     f64 = np.float64
     t = table.tp.astype(f64)
-    p_i = np.maximum(table.pp, 1)
+    p_i, v_i = _pipeline_shape(table)
     cp = np.maximum(table.cp, 1).astype(f64)
     ep = np.maximum(table.ep, 1).astype(f64)
     etp = np.maximum(table.etp, 1).astype(f64)
-    v_i = np.where(table.schedule == 1, np.maximum(table.vpp, 1), 1)
     b = table.micro_batch_size.astype(f64)
     mb = np.maximum(table.micro_batch_num, 1).astype(f64)
     sp = table.sequence_parallel.astype(bool) & (table.tp > 1)
@@ -261,6 +260,20 @@ def build_rows(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, table: C
                                _gpipe_in_flight(table.schedule, mb, _in_flight_distinct(m, run, p_i, v_i, mb, P))),
         kinds=kinds,
     )
+
+
+def _pipeline_shape(table: CandidateTable) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) pipeline stages and (n,) virtual chunks per stage each row is priced with (vpp counts under the
+    interleaved schedule only)."""
+    return np.maximum(table.pp, 1), np.where(table.schedule == 1, np.maximum(table.vpp, 1), 1)
+
+
+def layer_counts(model: ModelSpec, run: RunOptions, table: CandidateTable) -> np.ndarray:
+    """(n, P, 2) decoder layers of each type on each stage, MTP layers included, P the table's largest pp: the
+    layout build_rows prices (Rows.counts, PricedTable.layer_count), read without pricing anything (what a
+    search's bound needs per pipeline shape)."""
+    p_i, v_i = _pipeline_shape(table)
+    return _layout(model, run, table, p_i, v_i, int(p_i.max()) if len(table) else 1)[0]
 
 
 def _gpipe_in_flight(schedule: np.ndarray, mb: np.ndarray, mf: np.ndarray) -> np.ndarray:

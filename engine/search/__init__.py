@@ -345,7 +345,7 @@ def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) ->
     digits as one call per strategy, which the tests check, at a fraction of the calls."""
     if not isinstance(pricer, Pricer):
         return [pricer.estimate(s) for s in strategies]
-    from engine.cost import CandidateTable, estimate_row
+    from engine.cost import CandidateTable, estimate_rows
 
     strategies = [pricer.as_run(s) for s in strategies]
     out: list[Estimate | None] = [None] * len(strategies)
@@ -357,6 +357,6 @@ def _estimates(pricer: Pricing, strategies: list[Strategy], model: ModelSpec) ->
         batch = [strategies[i] for i in idx]
         table = CandidateTable.from_strategies(batch, num_layers=model.num_layers + model.mtp_depth)
         priced = pricer.price(table)
-        for j, i in enumerate(idx):
-            out[i] = estimate_row(priced, j, strategies[i])
+        for i, e in zip(idx, estimate_rows(priced, ((j, strategies[i]) for j, i in enumerate(idx))), strict=True):
+            out[i] = e
     return [e for e in out if e is not None]

@@ -134,12 +134,8 @@ def group_bound(pricer, groups: Mapping[str, np.ndarray],  # type: ignore[no-unt
     least = _least_layer_time(pricer, groups, pairs)  # (groups, 2)
     # Layers per stage of each (pp, vpp), MTP layers included, as the cost model places them.
     pcode, prep = group_codes(groups, ("pp", "vpp"))
-    P = int(np.asarray(groups["pp"][prep]).max()) if prep.size else 1
-    counts = np.zeros((prep.size, P, 2))
     rep = _representatives(groups, prep, mbn=1, fsdp=1, os=1, etp=1, ep=1)
-    for idx, pt in _price_chunks(pricer, rep, parts=False):
-        c = pt.layer_count
-        counts[idx, :c.shape[1]] = c
+    counts = pricer.layer_counts(table_of(rep, np.arange(prep.size), OFF))
     x = counts[pcode, :, 0] * least[:, None, 0] + counts[pcode, :, 1] * least[:, None, 1]  # (groups, P)
     m = np.maximum(np.asarray(groups["mbn"], dtype=np.float64), 1.0)
     vpp = np.asarray(groups["vpp"], dtype=np.int64)

@@ -59,10 +59,21 @@ class Pricer:
         passes that only rank)."""
         from engine.cost import price_table
 
-        if self.schedule == "dualpipev":
-            dpv = SCHEDULE_CODE["dualpipev"]
-            table = replace(table, schedule=np.where((table.pp > 1) & (table.schedule == 0), dpv, table.schedule))
-        return price_table(self.model, self.cluster, self.run, table, self.budget_gib, parts)
+        return price_table(self.model, self.cluster, self.run, self._as_run_table(table), self.budget_gib, parts)
+
+    def layer_counts(self, table: CandidateTable) -> np.ndarray:
+        """(n, P, 2) layers of each type per stage as `price` would place them (engine.cost.rows.layer_counts),
+        nothing priced."""
+        from engine.cost.rows import layer_counts
+
+        return layer_counts(self.model, self.run, self._as_run_table(table))
+
+    def _as_run_table(self, table: CandidateTable) -> CandidateTable:
+        """`table` with the schedule its rows run under this search (as_run, for a whole table)."""
+        if self.schedule != "dualpipev":
+            return table
+        dpv = SCHEDULE_CODE["dualpipev"]
+        return replace(table, schedule=np.where((table.pp > 1) & (table.schedule == 0), dpv, table.schedule))
 
     def as_run(self, s: Strategy) -> Strategy:
         """`s` with the schedule it runs under this search (the files' DualPipeV for a pipelined 1F1B row)."""

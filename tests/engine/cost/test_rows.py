@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.catalog.devices import find_device
-from engine.cost import CandidateTable
+from engine.cost import CandidateTable, price_table
 from engine.cost import constants as K
-from engine.cost.rows import build_rows
-from engine.specs import RunOptions, Strategy
-from tests.engine.cost.shapes import LLAMA8B, cluster
+from engine.cost.rows import build_rows, layer_counts
+from engine.specs import PipelineLayout, RunOptions, Strategy
+from tests.engine.cost.shapes import DSV3, LLAMA8B, cluster
 
 
 def _gemm_rate(framework: str, device: str) -> float:
@@ -56,3 +57,18 @@ def test_the_npu_stack_keeps_its_own_fraction_of_the_ascend_rate() -> None:
     assert d is not None
     assert _gemm_rate("mindspeed", "A2") == pytest.approx(
         d.peak_tflops * K.TERA * d.matmul_efficiency * K.MINDSPEED_GEMM_FRACTION_OF_MAMF)
+
+
+@pytest.mark.parametrize("layout", [PipelineLayout(), PipelineLayout(first_stage_layers=5, last_stage_layers=4)])
+def test_layer_counts_are_the_layout_the_pricing_places(layout: PipelineLayout) -> None:
+    """rows.layer_counts, what a search's bound reads without pricing: DeepSeek-V3's dense and MoE layers and its
+    MTP layer per stage exactly as price_table places them (PricedTable.layer_count), interleaved rows included."""
+    rng = np.random.default_rng(7)
+    n = 24
+    pp = rng.choice([1, 2, 4, 8], n)
+    sched = np.where(pp > 1, rng.integers(0, 2, n), 0)
+    table = CandidateTable.from_columns(dp=64 // pp, tp=1, pp=pp, vpp=np.where(sched == 1, 2, 1), schedule=sched,
+                                        micro_batch_num=16)
+    run = RunOptions(framework="megatron", pipeline_layout=layout)
+    priced = price_table(DSV3, cluster(8, "H100"), run, table, 80.0)
+    np.testing.assert_array_equal(layer_counts(DSV3, run, table), priced.layer_count)
