@@ -54,7 +54,7 @@ def with_layer_offload(model: ModelSpec, run: RunOptions, table: CandidateTable)
     recomputes = (lm != OFF).any(axis=1)
     space = framework_of(run).space
     runs = np.zeros(len(table), dtype=bool)
-    for p, rc in np.unique(np.stack([pp, recomputes]), axis=1).T.tolist():
+    for p, rc in {(int(p), bool(rc)) for p, rc in zip(pp.tolist(), recomputes.tolist(), strict=True)}:
         if not space.layer_offload_refusals(n_off, pp=p, recompute=bool(rc), num_layers=model.num_layers):
             runs |= (pp == p) & (recomputes == rc)
     if not runs.any():

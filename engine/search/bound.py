@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.arrays import distinct
 from engine.cost.table import STAGE_TIME_PARTS
 from engine.search.pricing import table_of
 
@@ -232,7 +233,7 @@ def sync_bound(pricer, cols: Mapping[str, np.ndarray], rows: np.ndarray,  # type
     row_pp, key_pp = np.asarray(cols["pp"][rows]), rep["pp"]
     where = np.empty(srep.size, dtype=np.int64)  # each key's place among the keys of its depth
     # One depth at a time: stage arrays exactly as wide as the pipeline, chunks of rows a few MB each.
-    for depth in np.unique(key_pp).tolist():
+    for depth in distinct(key_pp).tolist():
         keys = np.flatnonzero(key_pp == depth)
         where[keys] = np.arange(keys.size)
         parts = pricer.sync_parts(table_of(rep, keys, OFF), depth)

@@ -52,6 +52,7 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.arrays import distinct
 from engine.config.types import Config
 from engine.cost.price import SyncParts
 from engine.cost.rows import FULL, OFF, SELECTIVE
@@ -296,7 +297,7 @@ def _narrow_groups(pricer: Pricing, groups: Groups, sel: np.ndarray, kth: float)
     pair = groups.pair  # per (fsdp, etp, ep) combination
     n_pairs = int(pair.max()) + 1 if pair.size else 1
     key_of = np.repeat(np.arange(groups.count.size), groups.count)
-    kp = np.unique(key_of * n_pairs + pair)  # the pairs each key offers, by key
+    kp = distinct(key_of * n_pairs + pair)  # the pairs each key offers, by key
     kp_start = np.searchsorted(kp // n_pairs, np.arange(groups.count.size))
     cnt = np.bincount(kp // n_pairs, minlength=groups.count.size)[groups.key[sel]]
     local = np.repeat(np.arange(sel.size), cnt)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.arrays import distinct
 from engine.catalog.frameworks import FRAMEWORKS, StackSpace, framework_of
 from engine.config.stated_layout import noop_fills
 from engine.config.types import Config, Dimension
@@ -560,7 +561,7 @@ class Groups:
         """The candidates of `groups` (all when None) as a Space, in the plain nest's order (tp, pp, cp,
         micro-batch, fsdp, etp, ep, vpp, sp: the fsdp/etp/ep combinations sit between a prefix and its
         vpp/sp values)."""
-        sel = np.arange(len(self)) if groups is None else np.unique(np.asarray(groups, dtype=np.int64))
+        sel = np.arange(len(self)) if groups is None else distinct(np.asarray(groups, dtype=np.int64))
         return self.materialise_where(sel)[0]
 
     def materialise_where(self, sel: np.ndarray, keep: np.ndarray | None = None, pair: np.ndarray | None = None
