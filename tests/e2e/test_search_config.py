@@ -14,7 +14,7 @@ from pygls.uris import from_fs_path
 from hp_lsp.search_job import ListsRequest, run_lists
 from hp_lsp.settings import Settings
 from tests.support.cli import hp_plan_json
-from tests.support.configs import DSV3_A3, bridge_dsv3_train, llama8b_model
+from tests.support.configs import DSV3_A3, NEMOTRON_H_8B, bridge_dsv3_train, llama8b_model
 from tests.support.lsp_e2e import (
     EXAMPLES,
     Ctx,
@@ -281,6 +281,22 @@ async def test_layer_layout_sets_vpp_by_quick_fix(ctx: Ctx) -> None:
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=col + 2)))
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
     assert f"| step time | {step:.2f} s" in hover.contents.value and "priced for megatron" in hover.contents.value
+
+
+async def test_a_hybrid_split_megatron_cannot_run_is_fixed_at_its_pp(ctx: Ctx) -> None:
+    """Nemotron-H 8B (52 layers) at pp 8 on Megatron: HP530 at pp, whose quick fix sets the pp that divides the
+    layers and keeps the 32 devices (4); the finding is then gone."""
+    folder = ctx.root / "hybrid"
+    folder.mkdir()
+    text = NEMOTRON_H_8B.replace("parallelism: {dp: 16, tp: 2, pp: 1, cp: 1, ep: 1, micro_batch_size: 1}",
+                                 "parallelism: {dp: 4, tp: 1, pp: 8, cp: 1, ep: 1, vpp: 1, micro_batch_size: 1}")
+    assert "pp: 8" in text
+    uri = open_doc(ctx.client, folder / "search.yaml", text)
+    diag, fix = await quick_fix(ctx.client, uri, "HP530", "Set `pp` to 4")
+    assert diag.range.start.line == find_line(text, "pp: 8")[0] and fix.is_preferred
+    fixed = take_fix(ctx.client, uri, text, fix)
+    assert fixed == text.replace("pp: 8,", "pp: 4,")
+    await wait_until(lambda: "HP530" not in codes(ctx.client, uri), what="HP530 gone at pp 4")
 
 
 async def _list_hover(ctx: Ctx, uri: str, text: str) -> str:
