@@ -290,11 +290,10 @@ def _hybrid_split_problems(config: Config, fw: Framework, s: Strategy) -> list[P
         out.append(Problem("HP530", f"{fw.name} runs a hybrid layer pattern without virtual pipeline stages (vpp "
                            f"{s.vpp}): its pattern marks no stage boundaries ('|'); set vpp 1", "vpp", nearest=1))
     if how == "even" and model.num_layers % s.pp:
-        fits = [p for p in listed_divisors(model.num_layers) if p > 1]
+        divisors = listed_divisors(model.num_layers)
+        fits = [p for p in divisors if p > 1]
         # the fix keeps the plan's devices: a pp that divides the layers and the dp·pp ranks tp·cp leave
-        ranks = s.dp * s.pp
-        near = min((p for p in listed_divisors(model.num_layers) if ranks % p == 0),
-                   key=lambda p: (abs(p - s.pp), p), default=None)
+        near = min((p for p in divisors if s.dp * s.pp % p == 0), key=lambda p: (abs(p - s.pp), p), default=None)
         out.append(Problem("HP530", f"{fw.name} cuts a hybrid layer pattern into pp equal stages: pp {s.pp} does not "
                            f"divide its {model.num_layers} layers"
                            + (f" (pp {', '.join(map(str, fits[:6]))} would)" if fits else "")
@@ -501,9 +500,9 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         return None, (positioned(config, "HP501", "the file does not state every parallel degree, so there is "
                                  f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
                                  field, {"searched": open_dims}),)
-    diags = [positioned(config, p.code, p.message, p.field, _fix_data(config, p), fact=p.fact)
-             for p in check_strategy(config.model, config.cluster, s, effective_layout(config.run))]
-    diags += [positioned(config, p.code, p.message, p.field, _fix_data(config, p)) for p in check_framework(config, s)]
+    problems = [*check_strategy(config.model, config.cluster, s, effective_layout(config.run)),
+                *check_framework(config, s)]
+    diags = [positioned(config, p.code, p.message, p.field, _fix_data(config, p), fact=p.fact) for p in problems]
     if has_errors(diags):
         return None, tuple(diags)
     budget = config.budget_gib
