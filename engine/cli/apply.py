@@ -1,7 +1,7 @@
 """`hp-plan apply FILE [-o OUT | --in-place] [--dry-run] [--json] [cluster flags]` (docs/formats.md §3).
 
 Search FILE (a train.yaml, or a search config and the train.yaml it names), then write the best strategy
-into that train.yaml with round-trip edits (engine.edit.strategy_edits): comments, key order, quoting and
+into that train.yaml with round-trip edits (engine.edit.plan_edits): comments, key order, quoting and
 layout stay byte-identical, only the changed tokens and the missing keys differ.
 
 Where the result goes:
@@ -40,7 +40,7 @@ from engine.cli.check import format_line
 from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES
-from engine.edit import EditResult, strategy_edits
+from engine.edit import EditResult, plan_edits
 from engine.files import ReadFailure, read_bounded, same_file, write_text
 from engine.jsonout import write_json
 from engine.results import Estimate, SearchResult
@@ -117,27 +117,28 @@ def reader_mismatch(path: str, new_text: str, strategy: Strategy, overrides: Clu
     return None, ()
 
 
-def plan(path: str, strategy: Strategy, overrides: ClusterOverrides | None = None,
-         text: str | None = None, recompute_modules: tuple[str, ...] = (),
-         layout: PipelineLayout | None = None) -> Planned:
-    """Edits writing `strategy` (the recompute modules and the pipeline `layout` the search chose for it) into
-    the train.yaml at `path` (or `text` standing for it), both checks done."""
+def plan(path: str, best: Estimate, overrides: ClusterOverrides | None = None, text: str | None = None) -> Planned:
+    """Edits writing the priced plan `best` into the train.yaml at `path` (or `text` standing for it), both
+    checks done: its strategy with the recompute modules and the pipeline layout the search chose for it
+    (engine.edit.plan_edits, as the editor writes a plan), read back by the project's reader on the trainer's
+    strategy (offloaded layers written off: [HP] §8.6, the trainer runs no offload)."""
     from engine.check import check_file
 
-    strategy = strategy.for_trainer()  # offloaded layers are written off ([HP] §8.6: the trainer runs no offload)
+    strategy = best.strategy.for_trainer()
     try:
         old = _read_text(path) if text is None else text
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         return Planned(path, "", EditResult.refused("", reason), f"cannot read {path}: {reason}")
-    result = strategy_edits(old, strategy, path=path, recompute_modules=recompute_modules, layout=layout)
+    result = plan_edits(old, best, path=path)
     if not result.ok:
         return Planned(path, old, result, result.error)
     if not result.edits:
         return Planned(path, old, result)
     before = check_file(path, text=old, overrides=_with_world(overrides, strategy.world_size))
     problem, notes = reader_mismatch(path, result.new_text, strategy, overrides,
-                                     {(d.code, d.message) for d in before.diagnostics if d.is_error}, layout)
+                                     {(d.code, d.message) for d in before.diagnostics if d.is_error},
+                                     best.pipeline_layout)
     return Planned(path, old, result, f"{path}: {problem}" if problem else None, notes)
 
 
@@ -338,8 +339,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                            out=out, err=err, file=file, diagnostics=diags)
     if held is not None:
         return held
-    planned = plan(train_path, result.best.strategy, overrides, text=snapshot,
-                   recompute_modules=result.best.recompute_modules, layout=result.best.pipeline_layout)
+    planned = plan(train_path, result.best, overrides, text=snapshot)
     notes = [d for d in diags if not d.is_error]
     if not as_json:
         b = result.best

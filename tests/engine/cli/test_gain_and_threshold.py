@@ -66,8 +66,8 @@ def test_hp611_gain_is_the_tokens_per_second_ratio_and_says_the_batches_differ(l
     assert "global batch sizes differ" in hp611[0].message and f"{ratio:.2f}×" in hp611[0].message
 
 
-def _write_plan(train: Path, strategy) -> None:  # type: ignore[no-untyped-def]
-    p = plan(str(train), strategy)
+def _write_plan(train: Path, best) -> None:  # type: ignore[no-untyped-def]
+    p = plan(str(train), best)
     assert p.error is None, p.error
     assert emit(p, output=str(train), in_place=False, dry_run=False, as_json=False, best=None, file=str(train),
                 diagnostics=[], out=io.StringIO(), err=io.StringIO()) == 0
@@ -81,7 +81,7 @@ def test_apply_does_not_rewrite_below_the_threshold_unless_forced(llama: Path) -
     assert res.best is not None
     close = [e for e in res.top[1:] if not gain(e, res.best).worth_it and e.strategy != res.best.strategy]
     assert close, "the example has near-ties"
-    _write_plan(llama / "train.yaml", close[0].strategy)
+    _write_plan(llama / "train.yaml", close[0])
     before = (llama / "train.yaml").read_text()
     p = hp_plan("apply", str(s), "--in-place")
     assert p.returncode == 0, p.stderr

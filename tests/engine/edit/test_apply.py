@@ -13,8 +13,10 @@ import pytest
 from engine.check import check_file
 from engine.cli.apply import emit, plan, unified_diff
 from engine.config.types import ClusterOverrides
+from engine.cost.estimate import estimate
 from engine.edit import strategy_edits
 from engine.edit.text import LineIndex
+from engine.results import Estimate
 from engine.specs import RecomputePlan, Strategy
 from tests.support.cli import EXAMPLES, ROOT, copy_example, hp_plan
 
@@ -24,6 +26,14 @@ from .fixtures import CRLF, LEGACY
 @pytest.fixture
 def deepseek(tmp_path: Path) -> Path:
     return copy_example("deepseek-v3", tmp_path / "ds")
+
+
+def _priced(path: Path, s: Strategy) -> Estimate:
+    """`s` priced on the model and cluster the file at `path` states, at s's device count: the plan apply writes."""
+    loaded = check_file(str(path), overrides=ClusterOverrides(devices=s.world_size, explicit=True))
+    assert loaded.config is not None
+    c = loaded.config
+    return estimate(c.model, c.cluster, c.run, s, budget_gib=80.0)
 
 
 def _stated(path: Path, world: int) -> Strategy | None:
@@ -40,7 +50,7 @@ def test_plan_writes_a_given_strategy_that_the_reader_reads_back(tmp_path: Path)
     s = Strategy(dp=16, dp_shard=32, tp=8, pp=4, cp=2, vpp=4, pipeline_schedule="interleaved",
                  micro_batch_size=1, micro_batch_num=32, sequence_parallel=True,
                  recompute=RecomputePlan("selective", ((0, 9, "full"),)))
-    p = plan(str(train), s)
+    p = plan(str(train), _priced(train, s))
     assert p.error is None, p.error
     out = tmp_path / "out.yaml"
     code = emit(p, output=str(out), in_place=False, dry_run=False, as_json=False, best=None, file=str(train),
@@ -54,7 +64,7 @@ def test_plan_refusal_writes_nothing(tmp_path: Path) -> None:
     legacy = tmp_path / "legacy.yaml"
     legacy.write_text(LEGACY)
     s = Strategy(dp=2, dp_shard=2, tp=4, pp=2, micro_batch_num=64, recompute=RecomputePlan("off", ((0, 3, "full"),)))
-    p = plan(str(legacy), s)
+    p = plan(str(legacy), _priced(legacy, s))
     assert p.error and "legacy" in p.error
     out, err = io.StringIO(), io.StringIO()
     target = tmp_path / "out.yaml"
@@ -69,7 +79,7 @@ def test_crlf_survives_the_write(tmp_path: Path) -> None:
     train.write_bytes(CRLF.encode())
     s = Strategy(dp=8, dp_shard=8, tp=4, pp=2, cp=2, micro_batch_num=8, sequence_parallel=True,
                  recompute=RecomputePlan("selective"))
-    p = plan(str(train), s)
+    p = plan(str(train), _priced(train, s))
     assert p.error is None, p.error
     assert emit(p, output=None, in_place=True, dry_run=False, as_json=False, best=None, file=str(train),
                 diagnostics=[], out=io.StringIO(), err=io.StringIO()) == 0
