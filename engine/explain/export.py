@@ -21,7 +21,8 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | dp | world / (tp·pp·cp) (the launcher's world size) | data_parallel_replicate_degree × data_parallel_shard_degree |
 | dp_shard (FSDP) | Megatron: --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor; MindSpeed: --use-torch-fsdp2 --fsdp2-config-path fsdp2_config.yaml (the YAML follows the flags); whole dp·cp, pp 1 only | data_parallel_shard_degree = dp_shard / cp, replicate = dp·cp / dp_shard |
 | optimizer_shard (ZeRO-1) | --use-distributed-optimizer, --num-distributed-optimizer-instances dp·cp / o | (none: FSDP shards instead) |
-| fp8 (recipe) | Megatron: --fp8-format hybrid --fp8-recipe delayed / tensorwise / blockwise / mxfp8 | (float8 converter, not exported) |
+| fp8 (recipe), fp8_param_gather | Megatron: --fp8-format hybrid --fp8-recipe delayed / tensorwise / blockwise / mxfp8, --fp8-param-gather | (float8 converter, not exported) |
+| capacity_factor (token drop), moe_router_force_load_balancing | --moe-expert-capacity-factor F --moe-pad-expert-input-to-capacity; Megatron: --moe-router-force-load-balancing (MindSpeed: HP753) | (not exported) |
 | moe_dispatcher, MoE overlaps | --moe-grouped-gemm, --moe-token-dispatcher-type alltoall (allgather), or flex --moe-flex-dispatcher-backend deepep; --moe-shared-expert-overlap; --overlap-moe-expert-parallel-comm --delay-wgrad-compute / MindSpeed --moe-alltoall-overlap-comm | expert_parallel_degree |
 | offloaded layers | Megatron --cpu-offloading-num-layers N (pp 1, no recompute) | (none) |
 | fused kernels, tp_comm_overlap | TE default / --tp-comm-overlap; MindSpeed --use-flash-attn --use-fused-rmsnorm --use-fused-swiglu --use-fused-rotary-pos-emb, --use-ascend-mc2 | enable_async_tensor_parallel |
@@ -337,7 +338,10 @@ def _fp8_args(run: RunOptions, target: str, device: DeviceSpec | None, warns: li
     if target == "mindspeed" or (device is not None and recipe_of(run, device) is None):
         warns.append(_warn("fp8", target, f"FP8 ({recipe_name(run)}): not run on this device, priced in BF16"))
         return []
-    return ["--fp8-format", "hybrid", "--fp8-recipe", recipe_name(run)]
+    # The FP8 weights as the parameter (estimator.fp8_param_gather): priced as 1-byte weights and gathers
+    # (engine.cost.fp8), so the flag goes with the recipe.
+    gather = ["--fp8-param-gather"] if run.fp8_param_gather else []
+    return ["--fp8-format", "hybrid", "--fp8-recipe", recipe_name(run), *gather]
 
 
 def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic],
@@ -356,6 +360,7 @@ def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagno
         args += ["--moe-token-dispatcher-type", "alltoall"]
         if run.moe_dispatcher == "deepep":
             warns.append(_warn("moe_dispatcher", target, "DeepEP dispatch (exported as the all-to-all dispatcher)"))
+    args += _moe_routing_args(model, run, target, warns)
     if run.moe_dispatcher == "allgather" and (run.moe_shared_expert_overlap or run.moe_a2a_overlap):
         # Megatron-Core refuses both overlaps with the all-gather dispatcher (HP530; priced without them)
         warns.append(Diagnostic("HP753", "moe_a2a_overlap / moe_shared_expert_overlap: not exported with the "
@@ -367,6 +372,23 @@ def _moe_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagno
     if run.moe_a2a_overlap:
         args += ((["--moe-fb-overlap"] if dualpipev else ["--moe-alltoall-overlap-comm"]) if target == "mindspeed"
                  else ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"])
+    return args
+
+
+def _moe_routing_args(model: ModelSpec, run: RunOptions, target: str, warns: list[Diagnostic]) -> list[str]:
+    """The routing the price assumed: a stated capacity factor is the token-drop path, experts padded to their
+    capacity (`--moe-expert-capacity-factor F --moe-pad-expert-input-to-capacity`); the forced balance of a
+    benchmark run (`--moe-router-force-load-balancing`, Megatron-Core only: HP753 for MindSpeed-LLM). Each
+    moves the busiest rank's load, so each moves the step (engine.cost.communication)."""
+    args: list[str] = []
+    if model.token_drop:
+        args += ["--moe-expert-capacity-factor", f"{model.capacity_factor:g}", "--moe-pad-expert-input-to-capacity"]
+    if run.moe_router_force_load_balancing and not model.token_drop:
+        if target == "megatron":
+            args.append("--moe-router-force-load-balancing")
+        else:
+            warns.append(_warn("moe_router_force_load_balancing", target, "the forced expert balance the price "
+                               "assumed (a benchmark switch)"))
     return args
 
 
@@ -437,6 +459,24 @@ def _state_dtypes(run: RunOptions) -> list[str]:
     return out
 
 
+def _torchtitan_unexported(model: ModelSpec, run: RunOptions) -> list[Diagnostic]:
+    """HP753 for what the price assumed and the TOML fragment does not write: the FP8 recipe (torchao's float8
+    converter, whose section and keys changed across torchtitan releases: set it in the job config), a stated
+    capacity factor (torchtitan's MoE is dropless) and the forced expert balance of a benchmark run."""
+    target = "torchtitan"
+    out = []
+    if run.fp8:
+        gather = " with its weights all-gathered in FP8" if run.fp8_param_gather else ""
+        out.append(_warn("fp8", target, f"FP8 linear layers{gather} (torchao's float8 converter: set it in the job "
+                         "config's model converters for this torchtitan release)"))
+    if model.token_drop:
+        out.append(_warn("capacity_factor", target, f"the token-drop path at capacity factor {model.capacity_factor:g} "
+                         "(torchtitan's MoE is dropless)"))
+    elif run.moe_router_force_load_balancing and model.is_moe:
+        out.append(_warn("moe_router_force_load_balancing", target, "the forced expert balance the price assumed"))
+    return out
+
+
 def _pairs(args: list[str]) -> list[list[str]]:
     """Flags with their value, one group per flag (for one flag a line)."""
     out: list[list[str]] = []
@@ -470,6 +510,7 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     warns += _recompute_warnings(s, target)
     if s.pipeline_schedule == "dualpipev" and s.pp > 1:
         warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
+    warns += _torchtitan_unexported(model, run)
     interleaved = _chunks_per_stage(s) > 1
     mode = {"off": "none", "selective": "selective", "full": "full"}[s.recompute.mode]
     lines = [f"# torchtitan: world size {s.world_size}", "[training]",

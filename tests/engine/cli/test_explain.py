@@ -269,3 +269,44 @@ def test_explain_and_export_of_a_searched_best_carry_the_layout_the_search_chose
     assert exported["strategy"] == s
     flags = " ".join(exported["args"])
     assert "--num-layers 64" in flags and "--noop-layers 61,62,63" in flags
+
+
+CAL = ROOT / "benchmarks" / "calibration_runs"
+
+
+def _flag_args(doc: dict[str, Any]) -> list[str]:
+    return [str(a) for a in doc["args"]]
+
+
+def test_export_writes_the_fp8_weights_the_price_gathered_in_fp8() -> None:
+    """`estimator.fp8_param_gather` halves the weights' bytes in the price (engine.cost.fp8), so Megatron's
+    export carries `--fp8-param-gather` beside the recipe; torchtitan's fragment writes no FP8 and says so."""
+    file = str(CAL / "llama3-8b-8xb200-mbridge-fp8" / "search.yaml")
+    args = _flag_args(_json("export", file, "--to", "megatron"))
+    assert args[args.index("--fp8-recipe") + 1] == "tensorwise" and "--fp8-param-gather" in args
+    tt = _json("export", file, "--to", "torchtitan")
+    assert any(d["code"] == "HP753" and d["path"] == "fp8" for d in tt["diagnostics"])
+
+
+def test_export_writes_the_moe_routing_the_price_assumed(tmp_path: Path) -> None:
+    """A stated capacity factor is priced as the token-drop path padded to capacity, a forced balance as every
+    expert at the mean load: both move the busiest rank's work, so both are exported (or named, HP753)."""
+    src = CAL / "qwen3-235b-256xgb200-mbridge"
+    dropped = _json("export", str(src / "search.yaml"), "--to", "megatron")
+    args = _flag_args(dropped)
+    assert args[args.index("--moe-expert-capacity-factor") + 1] == "1"
+    assert "--moe-pad-expert-input-to-capacity" in args and "--moe-router-force-load-balancing" not in args
+    # The same run, dropless and force-balanced (the capacity factor taken out of its train.yaml)
+    (tmp_path / "train.yaml").write_text("".join(
+        line for line in (src / "train.yaml").read_text().splitlines(keepends=True)
+        if "capacity_factor" not in line))
+    search = (src / "search.yaml").read_text().replace("train_yaml: ./train.yaml",
+                                                       "train_yaml: ./train.yaml\nmoe_router_force_load_balancing: true")
+    (tmp_path / "search.yaml").write_text(search)
+    forced = _json("export", str(tmp_path / "search.yaml"), "--to", "megatron")
+    args = _flag_args(forced)
+    assert "--moe-router-force-load-balancing" in args and "--moe-expert-capacity-factor" not in args
+    ms = _json("export", str(tmp_path / "search.yaml"), "--to", "mindspeed")
+    assert any(d["code"] == "HP753" and d["path"] == "moe_router_force_load_balancing" for d in ms["diagnostics"])
+    tt = _json("export", str(tmp_path / "search.yaml"), "--to", "torchtitan")
+    assert any(d["code"] == "HP753" and d["path"] == "moe_router_force_load_balancing" for d in tt["diagnostics"])
