@@ -64,6 +64,10 @@ class StackSpace:
       uneven split (`--num-layer-list`) refuses virtual pipeline stages (MS-NUMLAYERLIST), so there an interleaved
       plan needs its layers, with any no-op padding, in pp·vpp equal chunks (a counted refusal; HP416 names the
       padding on a stated plan).
+    grad_accumulation: the stack accumulates gradients over micro-batches without a pipeline (torchtitan from
+      TT-GRADACC: its accumulation steps are `global_batch_size // (local_batch_size · dp)`); before it a step ran
+      one local batch, split into micro-batches only by a pipeline schedule, so a plan without pp runs one
+      micro-batch (a counted refusal; HP530 on a stated plan).
     hybrid_even_split: a hybrid pattern that marks no stage boundaries (Megatron-Core's `|`; a pattern with them
       is not priced by kind, engine.config.model_facts) is cut by position into equal stages and runs no virtual
       stages (MCORE-HYBRID: `select_pipeline_segment` raises "Number of layers ... must be evenly divisible by
@@ -87,6 +91,7 @@ class StackSpace:
     cp_algos: tuple[str, ...] = ("ring", "ulysses", "hybrid", "allgather")
     uneven_interleave: bool = True
     hybrid_even_split: bool = False
+    grad_accumulation: bool = True
 
     def hybrid_split(self, model: ModelSpec, layout: PipelineLayout) -> str:
         """How the stack splits `model`'s hybrid pattern across pipeline stages (hybrid_even_split): "" where it is
@@ -139,7 +144,7 @@ _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_la
 @dataclass(frozen=True, slots=True)
 class ReleaseFact:
     """A fact of a framework that holds from one release on: before `since`, the field `field` of its Framework
-    reads `before` (what the older release ran). `what` says it plainly, `source` where the release notes say so."""
+    (`space.<name>`: of its StackSpace) reads `before` (what the older release ran). `what` says it plainly, `source` where the release notes say so."""
 
     field: str
     since: str
@@ -511,6 +516,8 @@ TORCHTITAN_RELEASES = Releases(
                     "(2024-12-18) had turned it off"),
         ReleaseFact("loss_chunks", "main", 1, "the chunked loss (ChunkedLossWrapper, 8 chunks)",
                     "[TT-LOSS] ChunkedLossWrapper in the model configs, #3779 (2026-06)"),
+        ReleaseFact("space.grad_accumulation", "0.1", False, "gradient accumulation without a pipeline "
+                    "(training.global_batch_size over local_batch_size · dp)", "[TT-GRADACC] #1238 (2025-06)"),
     ),
 )
 
@@ -614,7 +621,10 @@ def at_release(name: str, version: str) -> Framework:
     v = rel.normalise(version) if rel is not None else None
     if rel is None or v is None:
         return fw
-    return replace(fw, release=v, **{f.field: f.before for f in rel.missing(v)})
+    missing = rel.missing(v)
+    space = {f.field.removeprefix("space."): f.before for f in missing if f.field.startswith("space.")}
+    own = {f.field: f.before for f in missing if not f.field.startswith("space.")}
+    return replace(fw, release=v, space=replace(fw.space, **space) if space else fw.space, **own)
 
 
 def release_label(fw: Framework, stated: str) -> str:

@@ -253,7 +253,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
                            "set cp 1 or another schedule", "schedule"))
     out += _stack_fsdp_problems(fw, s) + _layer_offload_problems(config, fw, s) + release_problems(fw, config.run)
-    out += _hybrid_split_problems(config, fw, s)
+    out += _hybrid_split_problems(config, fw, s) + _grad_accumulation_problems(fw, s)
     stated_policy = config.run.selective_policy
     uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
     if uses_selective and stated_policy not in fw.selective_policies and _locate(config, "selective_policy")[1]:
@@ -299,6 +299,25 @@ def _hybrid_split_problems(config: Config, fw: Framework, s: Strategy) -> list[P
                            + (f" (pp {', '.join(map(str, fits[:6]))} would)" if fits else "")
                            + "; or state the first/last stages' layers", "pp", nearest=near))
     return out
+
+
+def _grad_accumulation_problems(fw: Framework, s: Strategy) -> list[Problem]:
+    """HP530 where the plan accumulates gradients over micro-batches without a pipeline and the stated release
+    of the stack has no gradient accumulation (StackSpace.grad_accumulation: torchtitan before TT-GRADACC ran one
+    local batch a step). Priced as stated; the fix makes the step one micro-batch of the whole local batch."""
+    if fw.space.grad_accumulation or s.pp > 1 or s.micro_batch_num <= 1:
+        return []
+    whole = s.micro_batch_size * s.micro_batch_num
+    return [Problem("HP530", f"{fw.qualified} accumulates no gradients: without pipeline parallelism a step is one "
+                    f"local batch, not {s.micro_batch_num} micro-batches of {s.micro_batch_size} (set "
+                    f"micro_batch_size {whole}, or use a release from {_since(fw, 'space.grad_accumulation')})",
+                    "micro_batch_size", nearest=whole)]
+
+
+def _since(fw: Framework, field: str) -> str:
+    """The release a fact of `fw` holds from (ReleaseFact.since), "" where it has none."""
+    rel = fw.releases
+    return next((f.since for f in rel.facts if f.field == field), "") if rel is not None else ""
 
 
 def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:

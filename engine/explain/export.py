@@ -17,7 +17,7 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | pipeline_schedule dualpipev | MindSpeed --schedules-method dualpipev (with moe_a2a_overlap: --moe-fb-overlap); Megatron-LM: none (HP753) | (none: HP753) |
 | sequence_parallel | --sequence-parallel whenever tp > 1 (Megatron refuses --tp-comm-overlap without it) | (always on with tp > 1) |
 | micro_batch_size | --micro-batch-size | parallelism.pipeline_parallel_microbatch_size |
-| global_batch_size | --global-batch-size | training.global_batch_size, training.local_batch_size = mbs·m |
+| global_batch_size | --global-batch-size | training.global_batch_size; training.local_batch_size = mbs (pp 1: the steps accumulate m) or mbs·m (pp > 1) |
 | dp | world / (tp·pp·cp) (the launcher's world size) | data_parallel_replicate_degree × data_parallel_shard_degree |
 | dp_shard (FSDP) | Megatron: --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor; MindSpeed: --use-torch-fsdp2 --fsdp2-config-path fsdp2_config.yaml (the YAML follows the flags); whole dp·cp, pp 1 only | data_parallel_shard_degree = dp_shard / cp, replicate = dp·cp / dp_shard |
 | optimizer_shard (ZeRO-1) | --use-distributed-optimizer, --num-distributed-optimizer-instances dp·cp / o | (none: FSDP shards instead) |
@@ -459,6 +459,14 @@ def _state_dtypes(run: RunOptions) -> list[str]:
     return out
 
 
+def _torchtitan_local_batch(s: Strategy) -> int:
+    """torchtitan's `training.local_batch_size` for the plan: its accumulation steps are global / (local · dp)
+    ([TT-GRADACC]) and a pipeline splits the local batch into micro-batches of `pipeline_parallel_microbatch_size`.
+    So without a pipeline the local batch is one micro-batch (the steps accumulate the plan's micro-batches);
+    with one it holds them all (one step, the schedule's micro-batches)."""
+    return s.micro_batch_size * (s.micro_batch_num if s.pp > 1 else 1)
+
+
 def _torchtitan_unexported(model: ModelSpec, run: RunOptions) -> list[Diagnostic]:
     """HP753 for what the price assumed and the TOML fragment does not write: the FP8 recipe (torchao's float8
     converter, whose section and keys changed across torchtitan releases: set it in the job config), a stated
@@ -514,7 +522,7 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     interleaved = _chunks_per_stage(s) > 1
     mode = {"off": "none", "selective": "selective", "full": "full"}[s.recompute.mode]
     lines = [f"# torchtitan: world size {s.world_size}", "[training]",
-             f"local_batch_size = {s.micro_batch_size * s.micro_batch_num}",
+             f"local_batch_size = {_torchtitan_local_batch(s)}",
              f"global_batch_size = {s.global_batch_size}", f"seq_len = {model.seq_len}",
              *(['mixed_precision_reduce = "bfloat16"'] if run.grad_bytes == 2 else []), "",
              "[parallelism]", f"data_parallel_replicate_degree = {replicate}",
@@ -610,8 +618,11 @@ def read_torchtitan(text: str, num_layers: int) -> Strategy:
     vpp = -(-(num_layers + weights) // par["pipeline_parallel_layers_per_stage"]) // pp if interleaved else 1
     fs = shard * cp if shard > 1 else 1
     mode = {"none": "off", "selective": "selective", "full": "full"}[ac.get("mode", "none")]
+    local = tr.get("local_batch_size", mbs)
+    steps = max(tr.get("global_batch_size", local * dp) // (local * dp), 1)  # accumulation steps ([TT-GRADACC])
+    mbs = mbs if pp > 1 else local  # without a pipeline the local batch is one micro-batch
     s = Strategy(dp=dp, dp_shard=fs, tp=tp, pp=pp, cp=cp, ep=par.get("expert_parallel_degree", 1), vpp=vpp,
-                 micro_batch_size=mbs, micro_batch_num=tr.get("local_batch_size", mbs) // mbs,
+                 micro_batch_size=mbs, micro_batch_num=local // mbs * steps,
                  sequence_parallel=tp > 1, recompute=RecomputePlan(mode=mode),  # type: ignore[arg-type]
                  pipeline_schedule="interleaved" if interleaved else "1F1B")
     return replace(s, optimizer_shard=1)

@@ -92,6 +92,7 @@ R_DP_BATCH = "dp does not divide the global batch"
 R_MBS_BATCH = "dp·micro_batch_size does not divide the global batch"
 R_MBN_PP = "micro_batch_num below pp"
 R_MBN_LIST = "micro_batch_num outside its list"
+R_MBN_ACCUM = "micro_batch_num > 1 without pp (the stack's release accumulates no gradients)"
 R_FSDP = "fsdp does not divide dp·cp"
 R_ETP_WIDTH = "expert width not divisible by etp"
 R_EP_DENSE = "ep > 1 on a dense model"
@@ -356,6 +357,8 @@ def _level_mbs(b: _Builder, c: _Ctx) -> np.ndarray:
         (R_MBS_BATCH, per_dp % mbs == 0),
         (R_MBN_PP, (p == 1) | (mbn >= p)),
     ]
+    if not c.stack.grad_accumulation:  # a step is one local batch; only a pipeline splits it (StackSpace)
+        mbn_checks.append((R_MBN_ACCUM, (p > 1) | (mbn == 1)))
     if c.dualpipev:
         mbn_checks += _dualpipev_rules(c, p, mbn, b.w("cp")[:, None])
     if c.r("micro_batch_num") is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import shlex
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -304,3 +305,54 @@ def test_recompute_modules_auto_leaves_the_stated_plan_its_own_modules(tmp_path:
 
     assert cfg.model is not None and cfg.cluster is not None and stated is not None
     assert stated.to_json() == estimate(cfg.model, cfg.cluster, run, s, stated.budget_gib).to_json()
+
+
+def test_torchtitan_before_gradient_accumulation_runs_one_micro_batch_without_pp(tmp_path: Path) -> None:
+    """torchtitan accumulated no gradients before TT-GRADACC (v0.1.0): a step was one local batch, split only by a
+    pipeline. A search at such a release offers no plan without pp and with several micro-batches (a counted
+    refusal); a stated one gets HP530 with the one-micro-batch fix; the current release runs both."""
+    old = _folder(tmp_path, framework="torchtitan", gbs=512, est=", framework_version: '9dec370'")
+    code, doc = _cli(run_search, "search", [str(old), "--json", "--top", "10"])
+    assert code == 0 and doc["top"], doc.get("diagnostics")
+    assert all(e["strategy"]["pp"] > 1 or e["strategy"]["micro_batch_num"] == 1 for e in doc["top"])
+    assert any("accumulates no gradients" in reason for reason in doc["refused"])
+    stated = tmp_path / "stated.yaml"
+    stated.write_text(old.read_text().replace(
+        "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,\n"
+        "              micro_batch_num: auto, sequence_parallel: auto}",
+        "parallelism: {dp: 32, fsdp: 32, tp: 2, pp: 1, cp: 1, ep: 1, vpp: 1, micro_batch_size: 2,\n"
+        "              sequence_parallel: true}"))
+    loaded = check_file(str(stated))
+    assert loaded.config is not None and loaded.config.stated is not None
+    from engine.cost.strategy_rules import estimate_config
+
+    _est, diags = estimate_config(loaded.config)
+    hp530 = [d for d in diags if d.code == "HP530" and "accumulates no gradients" in d.message]
+    assert hp530 and hp530[0].data["nearest_valid"] == 16  # 512 / dp 32: one micro-batch of the whole local batch
+    now = stated.read_text().replace("framework_version: '9dec370'", "framework_version: '0.1'")
+    stated.write_text(now)
+    loaded = check_file(str(stated))
+    assert loaded.config is not None
+    assert not [d for d in estimate_config(loaded.config)[1] if "accumulates no gradients" in d.message]
+
+
+@pytest.mark.parametrize(("pp", "mbs", "local"), [(1, 2, 2), (4, 2, 32)])
+def test_torchtitan_export_accumulates_as_the_plan_does(tmp_path: Path, pp: int, mbs: int, local: int) -> None:
+    """torchtitan runs global / (local_batch_size · dp) accumulation steps ([TT-GRADACC]) and splits a local batch
+    into micro-batches only under a pipeline: without pp the local batch is one micro-batch of the plan, with pp
+    it holds all the schedule's. The TOML's steps × micro-batches per step give the plan's micro-batches."""
+    path = _folder(tmp_path, framework="torchtitan", gbs=512)
+    dp = 64 // pp
+    path.write_text(path.read_text().replace(
+        "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,\n"
+        "              micro_batch_num: auto, sequence_parallel: auto}",
+        f"parallelism: {{dp: {dp}, fsdp: {dp}, tp: 1, pp: {pp}, cp: 1, ep: 1, vpp: 1, micro_batch_size: {mbs},\n"
+        "              sequence_parallel: false}"))
+    _code, doc = _cli(run_export, "export", [str(path), "--to", "torchtitan", "--json"])  # fits or not
+    toml = tomllib.loads(doc["text"])
+    tr, par = toml["training"], toml["parallelism"]
+    assert tr["local_batch_size"] == local and tr["global_batch_size"] == 512
+    steps = tr["global_batch_size"] // (tr["local_batch_size"] * par["data_parallel_shard_degree"]
+                                        * par["data_parallel_replicate_degree"])
+    per_step = tr["local_batch_size"] // par["pipeline_parallel_microbatch_size"] if pp > 1 else 1
+    assert steps * per_step == 512 // (dp * mbs)
