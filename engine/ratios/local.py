@@ -6,7 +6,8 @@ k), what the model gets wrong about a kind of plan and shares with plans like it
 to that plan alone, its spread o(x) larger where more of the priced step is exposed communication or the step is
 short against a fixed per-step overhead (prior.own_spread). Two explanations of the runs are compared by their
 marginal likelihood times their prior:
-  H0 "the stack prices as the model was fitted" (b = 0): r ~ N(0, Σ0), Σ0 = σ_g² K + diag(o_i² + σ_n²);
+  H0 "the stack prices as the model was fitted" (b = 0): r ~ N(0, Σ0), Σ0 = σ_g² K + O + σ_n² I, O_ij = o² of
+     their plan where runs i and j are of one plan (u belongs to the plan: _shared_own), else 0;
   H1 "the stack is biased" (b ~ N(0, σ_B²)):         r ~ N(0, Σ0 + σ_B² 11ᵀ).
 Under the more probable one the posterior mean of r at any plan x is c(x)ᵀ Σ⁻¹ r, with c(x)_i = [σ_B²] +
 σ_g² k(x, a_i) + o_i² [x = a_i]: a stack-wide part b̂ = σ_B² Σ_i α_i (0 under H0), a local part
@@ -89,10 +90,11 @@ def fit_local(features: np.ndarray, residuals: Sequence[float], moved: Sequence[
     spread of each run's own misfit o_i (n,; prior.own_spread, none when not given)."""
     r = np.asarray(residuals, dtype=np.float64)
     own2 = np.zeros(r.size) if own_sd is None else np.asarray(own_sd, dtype=np.float64) ** 2
+    same, own2 = _shared_own(features, own2)
     sg, p = prior.plan_spread(framework, device_type), prior.bias_prior(framework, device_type)
     sb2, sn2 = prior.STACK_BIAS_SD ** 2, prior.MEASUREMENT_SD ** 2
     k = kernel(features, features, prior.LENGTH_SCALE)
-    cov0 = sg * sg * k + np.diag(own2 + sn2)
+    cov0 = sg * sg * k + same * own2[:, None] + sn2 * np.eye(r.size)
     cov1 = cov0 + sb2
     log_odds = math.log(p / (1 - p)) + _log_normal(r, cov1) - _log_normal(r, cov0)
     prob = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds > -700 else 0.0
@@ -107,6 +109,16 @@ def fit_local(features: np.ndarray, residuals: Sequence[float], moved: Sequence[
 
 
 SAME_PLAN = 1e-6  # features (log2 counts) this close are the anchor's own plan: counts are integers
+
+
+def _shared_own(features: np.ndarray, own2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, n) whether two runs are of one plan, and each run's own-part variance as its plan's: u(x) belongs to
+    the plan x, not to a run, so runs of one plan (the same degrees under other run options, or a repeat) share
+    one u, with the mean of their spreads. Independent own parts would let each run of a plan add its whole
+    correction there, and two runs wanting +5 % and +7 % would move their plan by +12 %."""
+    same = np.abs(features[:, None, :] - features[None, :, :]).max(axis=2) < SAME_PLAN
+    shared = (same @ own2) / same.sum(axis=1)
+    return same.astype(np.float64), shared
 
 
 def local_log_factor(local: LocalCorrection, features: np.ndarray) -> np.ndarray:
