@@ -111,7 +111,7 @@ def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str
                      warns: list[Diagnostic]) -> list[str]:
     """The pipeline layout priced (engine.specs.PipelineLayout) as Megatron-LM's flags (MLM-ARGS): the
     embedding/loss accounting, the first/last-stage layer counts or the per-chunk layer layout (Megatron-LM
-    only); HyperParallel's per-stage offsets have no such flag (HP753). Where the files state none, the split of
+    only); HyperParallel's per-stage offsets as the layers they place (_split_args; HP753 where no flag takes them). Where the files state none, the split of
     the stack that priced the plan is the layout: torchtitan's counts the embedding and the output as layers,
     which Megatron-LM's accounting flags reproduce where the count divides (else `_priced_split` lists it)."""
     lay = run.pipeline_layout
@@ -127,8 +127,15 @@ def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str
     if lay.noop_layers:
         return _noop_args(lay, model, run, target, warns)
     if lay.offset:
-        warns.append(_warn("offset", target, f"per-stage layer offsets {[list(o) for o in lay.offset]}"))
-        return []
+        # HyperParallel's per-stage offsets: the stages' own layer counts, which MindSpeed-LLM (no vpp) and a
+        # Megatron-Core that takes a layer layout run as they are
+        v = _chunks_per_stage(s)
+        chunks, _ = layout_or_default(model.num_layers, model.mtp_depth, s.pp, v, lay)
+        args = _split_args(chunks, model, run, target)
+        if args is None:
+            warns.append(_warn("offset", target, f"per-stage layer offsets {[list(o) for o in lay.offset]}"))
+            return []
+        return args
     if lay.layer_layout:
         if not _takes_layer_layout(run, target):
             warns.append(_warn("pipeline_model_parallel_layout", target, "a per-chunk layer layout"))
@@ -254,10 +261,8 @@ def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, w
             or (model.num_layers % (s.pp * v) == 0 and not own.stated):
         return []
     chunks, _ = layout_or_default(model.num_layers, model.mtp_depth, s.pp, v, own)
-    if target == "mindspeed" and v == 1:
-        # MindSpeed-LLM's dynamic pipeline (MS-NUMLAYERLIST): each stage's decoder layers, without vpp or DualPipeV
-        return ["--num-layer-list", ",".join(str(int(n)) for n in chunks.sum(axis=1))]
-    if not _takes_layer_layout(run, target):
+    args = _split_args(chunks, model, run, target)
+    if args is None:
         split = f"{s.pp}×{v} chunks" if v > 1 else f"{s.pp} stages"
         why = (f"{model.num_layers} layers do not split evenly into {split}" if model.num_layers % (s.pp * v) else
                f"the plan was priced with {run.framework}'s split over {split}, "
@@ -268,9 +273,23 @@ def _priced_split(s: Strategy, model: ModelSpec, run: RunOptions, target: str, w
                            "--decoder-last-pipeline-num-layers (or --account-for-embedding-in-pipeline-split "
                            f"--account-for-loss-in-pipeline-split) to the split you want{pad}"))
         return []
+    return args
+
+
+def _split_args(chunks: Any, model: ModelSpec, run: RunOptions, target: str) -> list[str] | None:
+    """A split of the decoder layers into (pp, v) chunks as the target's flags: MindSpeed-LLM's
+    `--num-layer-list` with each stage's layers (its dynamic pipeline, MS-NUMLAYERLIST: no vpp), or Megatron-LM's
+    `--pipeline-model-parallel-layout` where its release takes one (Framework.layer_layout); None where the
+    target has no flag for it."""
+    v = chunks.shape[1]
+    if target == "mindspeed" and v == 1:
+        return ["--num-layer-list", ",".join(str(int(n)) for n in chunks.sum(axis=1))]
+    if not _takes_layer_layout(run, target):
+        return None
     order = chunks.T.reshape(-1).tolist()  # model order: chunk j = c·pp + i
     last = len(order) - 1
-    listed = tuple("E" * (j == 0) + "t" * n + ("m" * model.mtp_depth + "L") * (j == last) for j, n in enumerate(order))
+    listed = tuple("E" * (j == 0) + "t" * int(n) + ("m" * model.mtp_depth + "L") * (j == last)
+                   for j, n in enumerate(order))
     return ["--pipeline-model-parallel-layout", layout_text(listed)]
 
 

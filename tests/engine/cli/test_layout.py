@@ -124,6 +124,19 @@ def test_hyperparallel_offsets_in_the_model_section(tmp_path: Path) -> None:
                                                   "[-1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"))
     doc = hp_plan_json("explain", str(tmp_path / "s.yaml"))
     assert [s["layers"] for s in doc["stages"]] == [6] + [8] * 15
+    # Exported as the stages' own layers: a layer layout where Megatron-Core takes one (0.13 on), MindSpeed-LLM's
+    # --num-layer-list (no vpp); an older Megatron-Core has no flag for it (HP753)
+    args = list(hp_plan_json("export", str(tmp_path / "s.yaml"), "--to", "megatron")["args"])
+    listed = parse_layout_text(args[args.index("--pipeline-model-parallel-layout") + 1])
+    assert [chunk.count("t") for chunk in listed] == [6] + [8] * 15
+    ms = json.loads(hp_plan("export", str(tmp_path / "s.yaml"), "--to", "mindspeed", "--json").stdout)
+    assert ms["args"][ms["args"].index("--num-layer-list") + 1] == ",".join(["6"] + ["8"] * 15)
+    assert not [d for d in ms["diagnostics"] if d["code"] == "HP753" and d["path"] == "offset"]
+    (tmp_path / "s.yaml").write_text((tmp_path / "s.yaml").read_text().replace(
+        "  framework: megatron ", "  framework_version: '0.12'\n  framework: megatron "))
+    old = json.loads(hp_plan("export", str(tmp_path / "s.yaml"), "--to", "megatron", "--json").stdout)
+    assert "--pipeline-model-parallel-layout" not in old["args"]
+    assert [d for d in old["diagnostics"] if d["code"] == "HP753" and d["path"] == "offset"]
 
 
 PLAN_SEARCHED = "parallelism: {pp: auto, vpp: [8], micro_batch_num: auto, fsdp: auto, cp: auto}\n"
