@@ -412,6 +412,14 @@ class Framework:
                    else run.gemm_gradient_accumulation_fusion)
         return dense, grouped
 
+    def etp_fits(self, tp: Any, etp: Any) -> Any:
+        """Whether the stack runs expert tensor parallelism `etp` beside `tp` (element-wise on ints or arrays):
+        with MoE Parallel Folding (expert_fold) the expert layers have their own rank grid and any etp that the
+        ranks hold runs; before it the expert TP group is carved from the TP group, so etp must divide tp
+        (HyperParallel's legacy trainer: etp = tp or 1, [HP] §2.2). One home for the rule: the search's space
+        (a counted refusal) and the stated plan's HP504 both ask it."""
+        return (etp == 1) | (tp % etp == 0) | self.expert_fold
+
     @property
     def qualified(self) -> str:
         """The name, with the release where an older one than the current is priced ("megatron (Megatron-Core

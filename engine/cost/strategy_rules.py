@@ -145,7 +145,8 @@ def _head_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
 
 
 def _expert_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
-    """HP510 / HP504 for ep on a dense model, ep against the experts and the ranks it borrows, etp against tp."""
+    """HP510 / HP504 for ep on a dense model, ep against the experts and the ranks it borrows (etp against tp is
+    the stack's rule: _etp_problems)."""
     out: list[Problem] = []
     experts = facts.ep_experts(model, s.ep)
     if experts is not None and experts.fact == EP_DENSE:
@@ -155,8 +156,6 @@ def _expert_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
     elif model.is_moe and facts.ep_ranks(s.ep, s.etp, s.dp * s.cp * s.tp) is not None:
         out.append(Problem("HP504", f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
                            f"{s.dp * s.cp * s.tp}, the devices expert parallelism borrows", "ep", EP_RANKS))
-    if s.etp > 1 and s.tp % s.etp and model.is_moe:
-        out.append(Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}", "etp"))
     return out
 
 
@@ -253,7 +252,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
                            "set cp 1 or another schedule", "schedule"))
     out += _stack_fsdp_problems(fw, s) + _layer_offload_problems(config, fw, s) + release_problems(fw, config.run)
-    out += _hybrid_split_problems(config, fw, s) + _grad_accumulation_problems(fw, s)
+    out += _hybrid_split_problems(config, fw, s) + _grad_accumulation_problems(fw, s) + _etp_problems(config, fw, s)
     stated_policy = config.run.selective_policy
     uses_selective = s.recompute.mode == "selective" or any(m == "selective" for *_, m in s.recompute.layers)
     if uses_selective and stated_policy not in fw.selective_policies and _locate(config, "selective_policy")[1]:
@@ -299,6 +298,15 @@ def _hybrid_split_problems(config: Config, fw: Framework, s: Strategy) -> list[P
                            + (f" (pp {', '.join(map(str, fits[:6]))} would)" if fits else "")
                            + "; or state the first/last stages' layers", "pp", nearest=near))
     return out
+
+
+def _etp_problems(config: Config, fw: Framework, s: Strategy) -> list[Problem]:
+    """HP504 where the stack carves the expert TP group from the TP group (Framework.etp_fits: no MoE Parallel
+    Folding) and etp does not divide tp; with folding (Megatron-Core from 0.10) any etp the ranks hold runs."""
+    if config.model is None or not config.model.is_moe or s.etp <= 1 or fw.etp_fits(s.tp, s.etp):
+        return []
+    return [Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}: {fw.qualified} carves the expert "
+                    "tensor-parallel group from the tensor-parallel one (no MoE Parallel Folding)", "etp")]
 
 
 def _grad_accumulation_problems(fw: Framework, s: Strategy) -> list[Problem]:

@@ -41,7 +41,7 @@ any rule is refused and counted, so a refusal can say which rule a listed value 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,6 +95,7 @@ R_MBN_LIST = "micro_batch_num outside its list"
 R_MBN_ACCUM = "micro_batch_num > 1 without pp (the stack's release accumulates no gradients)"
 R_FSDP = "fsdp does not divide dp·cp"
 R_ETP_WIDTH = "expert width not divisible by etp"
+R_ETP_TP = "etp does not divide tp (the stack carves expert TP from TP: no MoE Parallel Folding)"
 R_EP_DENSE = "ep > 1 on a dense model"
 R_EP_EXPERTS = "ep does not divide the experts"
 R_EP_POOL = "ep above the dp·tp it borrows from"
@@ -288,6 +289,8 @@ class _Ctx:
     # How the stack splits a hybrid pattern (StackSpace.hybrid_even_split; hybrid_split): "" freely, "even" into
     # pp equal stages and no virtual ones, "stated" no virtual stages (the files state the first/last stages).
     hybrid_split: str = ""
+    # Whether the stack runs expert TP etp beside tp (Framework.etp_fits); None: any etp the ranks hold.
+    etp_fits: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
     def r(self, name: str) -> tuple[int, ...] | None:
         return self.restrict.get(name)
@@ -397,6 +400,8 @@ def _level_fsdp_etp(b: _Builder, c: _Ctx) -> None:
     etp_checks: list[tuple[str, np.ndarray]] = []
     if m.is_moe:
         etp_checks.append((R_ETP_WIDTH, (etp == 1) | (m.moe_ffn % etp == 0)))
+        if c.etp_fits is not None:
+            etp_checks.append((R_ETP_TP, c.etp_fits(b.w("tp")[:, None], etp)))
     b.expand("etp", etp[0], etp_checks)
 
 
@@ -601,14 +606,15 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      restrict: Mapping[str, tuple[int, ...] | None], *, cp_algo: str = "ring",
                      optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK,
                      dualpipev: tuple[bool, bool] = (False, False), padded_interleave: bool = False,
-                     hybrid_split: str = "") -> Groups:
+                     hybrid_split: str = "",
+                     etp_fits: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
     bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots`, `padded_interleave` as _Ctx's;
     `dualpipev`: (the files state DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
              restrict, stack.cp_algo(cp_algo), optimizer_shard, stack=stack, extra_slots=extra_slots,
              dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1], padded_interleave=padded_interleave,
-             hybrid_split=hybrid_split)
+             hybrid_split=hybrid_split, etp_fits=etp_fits)
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)
@@ -665,7 +671,8 @@ def config_groups(config: Config, model: ModelSpec, cluster: ClusterSpec, global
                             extra_slots=extra_slots(config),
                             dualpipev=(config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules),
                             padded_interleave=pads_interleaved(config) and pads_with_noop_layers(config),
-                            hybrid_split=fw.space.hybrid_split(model, config.run.pipeline_layout))
+                            hybrid_split=fw.space.hybrid_split(model, config.run.pipeline_layout),
+                            etp_fits=fw.etp_fits)
 
 
 def pads_with_noop_layers(config: Config) -> bool:

@@ -356,3 +356,34 @@ def test_torchtitan_export_accumulates_as_the_plan_does(tmp_path: Path, pp: int,
                                         * par["data_parallel_replicate_degree"])
     per_step = tr["local_batch_size"] // par["pipeline_parallel_microbatch_size"] if pp > 1 else 1
     assert steps * per_step == 512 // (dp * mbs)
+
+
+def test_expert_tp_beside_tp_is_the_stacks_rule(tmp_path: Path) -> None:
+    """Megatron-Core from 0.10 lays the expert layers out on their own grid (MoE Parallel Folding), so etp 4 runs
+    beside tp 1; a stack that carves expert TP from TP (HyperParallel's trainer: etp = tp or 1) cannot. The
+    search's space and the stated plan's HP504 ask the same rule (Framework.etp_fits): Grok-1's run at tp 1."""
+    src = ROOT / "benchmarks" / "calibration_runs" / "grok1-314b-512xh100-nemo"
+    (tmp_path / "train.yaml").write_text((src / "train.yaml").read_text())
+    text = (src / "search.yaml").read_text()
+    assert "  dp: 8\n" in text and "  tp: 4\n" in text and "  etp: 4\n" in text and "micro_batch_num: 128" in text
+    stated = text.replace("  dp: 8\n", "  dp: 32\n").replace("  tp: 4\n", "  tp: 1\n").replace(
+        "micro_batch_num: 128", "micro_batch_num: 32")
+
+    def hp504(framework: str) -> list[str]:
+        path = tmp_path / f"{framework}.yaml"
+        path.write_text(stated.replace("framework: megatron", f"framework: {framework}"))
+        loaded = check_file(str(path))
+        assert loaded.config is not None and loaded.config.stated is not None
+        from engine.cost.strategy_rules import estimate_config
+
+        return [d.message for d in estimate_config(loaded.config)[1] if d.code == "HP504" and "etp" in d.message]
+
+    assert hp504("megatron") == []
+    assert hp504("hyperparallel")
+    searched = tmp_path / "searched.yaml"
+    searched.write_text(text.replace("  dp: 8\n", "  dp: auto\n").replace("  tp: 4\n", "  tp: auto\n")
+                        .replace("micro_batch_num: 128", "micro_batch_num: auto")
+                        .replace("framework: megatron", "framework: hyperparallel"))
+    _code, doc = _cli(run_search, "search", [str(searched), "--json", "--top", "10"])
+    assert all(e["strategy"]["tp"] % 4 == 0 for e in doc["top"]), [e["strategy"]["tp"] for e in doc["top"]]
+    assert any("etp does not divide tp" in reason for reason in doc["refused"])
