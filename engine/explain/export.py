@@ -193,7 +193,7 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
         warns.append(_warn("recompute.mode", target, "selective recompute: MindSpeed's FSDP2 route checkpoints whole "
                            "modules (fsdp2_config.yaml recompute_modules), so its config recomputes whole layers, "
                            "slower and smaller than the selective plan priced"))
-    warns += _recompute_warnings(s, target)
+    warns += _recompute_warnings(s, target) + _master_weight_warnings(run, target)
     args += _state_dtypes(run)
     if s.cp > 1:
         if target == "mindspeed" and run.cp_algo in MINDSPEED_CP:
@@ -478,6 +478,16 @@ def _state_dtypes(run: RunOptions) -> list[str]:
     return out
 
 
+def _master_weight_warnings(run: RunOptions, target: str) -> list[Diagnostic]:
+    """HP753 where the plan was priced without an fp32 master copy of the weights (estimator.master_weights false:
+    pure 16-bit training), which none of the targets' flags turn off: Megatron's optimizer and torchtitan's FSDP2
+    mixed precision keep one, so the run holds more than priced."""
+    if run.master_weights:
+        return []
+    return [_warn("master_weights", target, "training without an fp32 master copy of the weights, as priced "
+                  "(the stack keeps one: the run holds 4 bytes a parameter more, sharded as the optimizer)")]
+
+
 def _torchtitan_local_batch(s: Strategy) -> int:
     """torchtitan's `training.local_batch_size` for the plan: its accumulation steps are global / (local · dp)
     ([TT-GRADACC]) and a pipeline splits the local batch into micro-batches of `pipeline_parallel_microbatch_size`.
@@ -489,9 +499,16 @@ def _torchtitan_local_batch(s: Strategy) -> int:
 def _torchtitan_unexported(model: ModelSpec, run: RunOptions) -> list[Diagnostic]:
     """HP753 for what the price assumed and the TOML fragment does not write: the FP8 recipe (torchao's float8
     converter, whose section and keys changed across torchtitan releases: set it in the job config), a stated
-    capacity factor (torchtitan's MoE is dropless) and the forced expert balance of a benchmark run."""
+    capacity factor (torchtitan's MoE is dropless) and the forced expert balance of a benchmark run; torch.compile
+    (its keys changed across releases) and 16-bit Adam moments (no such option)."""
     target = "torchtitan"
     out = []
+    if run.compile:
+        needs = "; the async TP written here needs it" if run.tp_comm_overlap else ""
+        out.append(_warn("compile", target, "torch.compile of the model, as priced (its section and keys changed "
+                         f"across torchtitan releases: `training.compile`, later `[compile] enable`){needs}"))
+    if run.optimizer_state_bytes == 2:
+        out.append(_warn("optimizer_state_dtype", target, "16-bit Adam moments, as priced"))
     if run.fp8:
         gather = " with its weights all-gathered in FP8" if run.fp8_param_gather else ""
         out.append(_warn("fp8", target, f"FP8 linear layers{gather} (torchao's float8 converter: set it in the job "
@@ -537,7 +554,7 @@ def _torchtitan(s: Strategy, model: ModelSpec, run: RunOptions) -> Exported:
     warns += _recompute_warnings(s, target)
     if s.pipeline_schedule == "dualpipev" and s.pp > 1:
         warns.append(_warn("pipeline_schedule", target, "the DualPipeV schedule (exported as 1F1B)"))
-    warns += _torchtitan_unexported(model, run)
+    warns += _torchtitan_unexported(model, run) + _master_weight_warnings(run, target)
     interleaved = _chunks_per_stage(s) > 1
     mode = {"off": "none", "selective": "selective", "full": "full"}[s.recompute.mode]
     lines = [f"# torchtitan: world size {s.world_size}", "[training]",

@@ -310,3 +310,23 @@ def test_export_writes_the_moe_routing_the_price_assumed(tmp_path: Path) -> None
     assert any(d["code"] == "HP753" and d["path"] == "moe_router_force_load_balancing" for d in ms["diagnostics"])
     tt = _json("export", str(tmp_path / "search.yaml"), "--to", "torchtitan")
     assert any(d["code"] == "HP753" and d["path"] == "moe_router_force_load_balancing" for d in tt["diagnostics"])
+
+
+def test_export_names_the_precision_and_compile_it_cannot_write(tmp_path: Path) -> None:
+    """What the price assumed and no target flag sets is named (HP753), never dropped: torchtitan's compile (its keys
+    changed by release), 16-bit Adam moments on torchtitan, and training without fp32 master weights anywhere."""
+    src = CAL / "llama31-8b-8xh100-96g-torchtitan-compile"
+    for name in ("search.yaml", "train.yaml"):
+        (tmp_path / name).write_text((src / name).read_text())
+    codes = {d["path"] for d in _json("export", str(tmp_path / "search.yaml"), "--to", "torchtitan")["diagnostics"]
+             if d["code"] == "HP753"}
+    assert "compile" in codes and "master_weights" not in codes
+    text = (tmp_path / "search.yaml").read_text().replace(
+        "  compile: true", "  compile: true\n  master_weights: false\n  optimizer_state_dtype: bfloat16")
+    (tmp_path / "search.yaml").write_text(text)
+    for target, want in (("torchtitan", {"compile", "master_weights", "optimizer_state_dtype"}),
+                         ("megatron", {"master_weights"})):
+        doc = _json("export", str(tmp_path / "search.yaml"), "--to", target)
+        assert want <= {d["path"] for d in doc["diagnostics"] if d["code"] == "HP753"}, (target, doc["diagnostics"])
+    assert "--use-precision-aware-optimizer" in _flag_args(_json("export", str(tmp_path / "search.yaml"), "--to",
+                                                                 "megatron"))
