@@ -50,7 +50,7 @@ from engine.arrays import distinct
 from engine.catalog.frameworks import FRAMEWORKS, StackSpace, framework_of
 from engine.config.stated_layout import noop_fills
 from engine.config.types import Config, Dimension
-from engine.cost.layout import effective_layout
+from engine.cost.layout import effective_layout, layout_or_default
 from engine.integers import divisors
 from engine.specs import ClusterSpec, ModelSpec
 
@@ -107,6 +107,7 @@ R_VPP_SPLIT = "layers not in pp·vpp equal chunks (the stack runs no uneven inte
 R_HYBRID_PP = "pp does not divide a hybrid pattern's layers (the stack cuts it into equal stages)"
 R_HYBRID_VPP = "vpp > 1 on a hybrid pattern (the stack runs it without virtual stages)"
 R_LAYOUT_SPLIT = "pp·vpp does not divide the layers with the embedding and loss in the split"
+R_LAYOUT_STATED = "the stated first/last-stage layers or layer layout do not fit this pp·vpp"
 R_SP_CP = "sequence parallelism with cp > 1 (HyperParallel's checker refuses it)"
 R_OS = "optimizer shard does not divide dp·cp"
 R_FSDP_NONE = "the stack has no FSDP"
@@ -291,6 +292,9 @@ class _Ctx:
     hybrid_split: str = ""
     # Whether the stack runs expert TP etp beside tp (Framework.etp_fits); None: any etp the ranks hold.
     etp_fits: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    # Whether the files' stated stage counts or layer layout place the layers at (pp, vpp) (stated_layout_fits);
+    # None: nothing stated that a candidate must fit.
+    layout_fits: Callable[[int, int], bool] | None = None
 
     def r(self, name: str) -> tuple[int, ...] | None:
         return self.restrict.get(name)
@@ -465,6 +469,9 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
         rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
     if not c.stack.uneven_interleave:  # MindSpeed-LLM: no uneven split with virtual stages (StackSpace)
         rules.append((R_VPP_SPLIT, ((vpp == 1) | (layers % (p * vpp) == 0))[pp_code]))
+    if c.layout_fits is not None:  # a stated stage count or layer layout is the run's: it must place the layers
+        fits = np.array([[c.layout_fits(int(pv), int(vv)) for vv in vpp[0]] for pv in pp_values.tolist()])
+        rules.append((R_LAYOUT_STATED, (fits | (p == 1))[pp_code]))
     if c.hybrid_split:  # Megatron-Core runs a hybrid pattern without virtual stages (StackSpace.hybrid_even_split)
         rules.append((R_HYBRID_VPP, np.broadcast_to(vpp == 1, (pp_values.size, vpp.shape[1]))[pp_code]))
     if c.padded_interleave:  # priced padded in the padding passes (engine.search.passes), not unpadded here
@@ -607,14 +614,15 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      optimizer_shard: int = 1, extra_slots: int = 0, stack: StackSpace = DEFAULT_STACK,
                      dualpipev: tuple[bool, bool] = (False, False), padded_interleave: bool = False,
                      hybrid_split: str = "",
-                     etp_fits: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Groups:
+                     etp_fits: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                     layout_fits: Callable[[int, int], bool] | None = None) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
     bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots`, `padded_interleave` as _Ctx's;
     `dualpipev`: (the files state DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
              restrict, stack.cp_algo(cp_algo), optimizer_shard, stack=stack, extra_slots=extra_slots,
              dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1], padded_interleave=padded_interleave,
-             hybrid_split=hybrid_split, etp_fits=etp_fits)
+             hybrid_split=hybrid_split, etp_fits=etp_fits, layout_fits=layout_fits)
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)
@@ -672,7 +680,7 @@ def config_groups(config: Config, model: ModelSpec, cluster: ClusterSpec, global
                             dualpipev=(config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules),
                             padded_interleave=pads_interleaved(config) and pads_with_noop_layers(config),
                             hybrid_split=fw.space.hybrid_split(model, config.run.pipeline_layout),
-                            etp_fits=fw.etp_fits)
+                            etp_fits=fw.etp_fits, layout_fits=stated_layout_fits(config, model))
 
 
 def pads_with_noop_layers(config: Config) -> bool:
@@ -685,6 +693,18 @@ def pads_interleaved(config: Config) -> bool:
     """Whether a padding of this config serves its interleaved and plain splits rather than DualPipeV's stages:
     any schedule but DualPipeV, on a stack that interleaves only equal chunks (StackSpace.uneven_interleave false)."""
     return config.pipeline_schedule != "dualpipev" and not framework_of(config.run).space.uneven_interleave
+
+
+def stated_layout_fits(config: Config, model: ModelSpec) -> Callable[[int, int], bool] | None:
+    """Where the files state Megatron-Core's first/last-stage layer counts or a per-chunk layer layout: whether
+    they place the model's layers at (pp, vpp) (engine.cost.layout.layout_or_default), which the stack asserts, so
+    a candidate they do not fit is refused rather than priced with an even split the run would not get (and that
+    `apply` and `export` could not write). None otherwise: HyperParallel adapts its offsets to each candidate
+    ([HP] §5.8), and the embedding/loss accounting is extra_slots' rule."""
+    lay = config.run.pipeline_layout
+    if not (lay.first_stage_layers or lay.last_stage_layers or lay.layer_layout):
+        return None
+    return lambda p, v: layout_or_default(model.num_layers, model.mtp_depth, p, v, lay)[1]
 
 
 def extra_slots(config: Config) -> int:

@@ -112,6 +112,21 @@ def test_first_and_last_stage_counts_in_a_search_config(tmp_path: Path) -> None:
                                            "in_flight": 16.0}]
 
 
+def test_a_search_keeps_to_the_stage_counts_the_files_state(tmp_path: Path) -> None:
+    """Megatron-Core asserts the stated first/last-stage layer counts place the layers over pp: a candidate they do
+    not fit is refused (counted), not priced with an even split the run would not get and `apply` could not
+    write. 6 + 8 of 126 layers leave 112 for the middle stages: pp 4 and 16 fit, pp 8 does not."""
+    text = _unaccounted_1f1b_search(tmp_path, "  num_layers_in_first_pipeline_stage: 6\n"
+                                              "  num_layers_in_last_pipeline_stage: 8\n")
+    assert "parallelism: {vpp: 1}\n" in text
+    (tmp_path / "s.yaml").write_text(text.replace("parallelism: {vpp: 1}\n", "parallelism: {pp: auto, vpp: 1, "
+                                                  "micro_batch_num: auto, fsdp: auto, cp: auto}\n"))
+    doc = hp_plan_json("search", str(tmp_path / "s.yaml"), "--top", "10")
+    pps = {e["strategy"]["pp"] for e in doc["top"]}
+    assert pps and pps <= {1, 4, 16}, pps
+    assert any("first/last-stage layers" in reason for reason in doc["refused"])
+
+
 def test_hyperparallel_offsets_in_the_model_section(tmp_path: Path) -> None:
     text = _unaccounted_1f1b_search(tmp_path, "model:\n  offset: [-2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n")
     # ⌊126/16⌋ = 7 per stage: the offsets must place the 14 others; these place none (-2 + 0): refused
