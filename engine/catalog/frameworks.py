@@ -64,6 +64,10 @@ class StackSpace:
       uneven split (`--num-layer-list`) refuses virtual pipeline stages (MS-NUMLAYERLIST), so there an interleaved
       plan needs its layers, with any no-op padding, in pp·vpp equal chunks (a counted refusal; HP416 names the
       padding on a stated plan).
+    stages_from_layers: the stack derives a pipeline's virtual stages from the layers per stage (torchtitan's
+      `pipeline_llm`, [TT-SRC]: ⌈(L + first_stage_less_layers + last_stage_less_layers) / layers_per_stage⌉,
+      which must divide by pp; unset, 2 per rank for a multi-stage schedule): an interleaved plan runs only where
+      vpp is 2 or some whole layers_per_stage gives pp·vpp stages (runs_virtual_stages).
     grad_accumulation: the stack accumulates gradients over micro-batches without a pipeline (torchtitan from
       TT-GRADACC: its accumulation steps are `global_batch_size // (local_batch_size · dp)`); before it a step ran
       one local batch, split into micro-batches only by a pipeline schedule, so a plan without pp runs one
@@ -92,6 +96,7 @@ class StackSpace:
     uneven_interleave: bool = True
     hybrid_even_split: bool = False
     grad_accumulation: bool = True
+    stages_from_layers: bool = False
 
     def hybrid_split(self, model: ModelSpec, layout: PipelineLayout) -> str:
         """How the stack splits `model`'s hybrid pattern across pipeline stages (hybrid_even_split): "" where it is
@@ -102,6 +107,15 @@ class StackSpace:
         if model.hybrid is None or not self.hybrid_even_split:
             return ""
         return "stated" if (layout.first_stage_layers or layout.last_stage_layers) else "even"
+
+    def runs_virtual_stages(self, slots: Any, pp: Any, vpp: Any) -> Any:
+        """Whether the stack runs pp·vpp chunks over `slots` split layers (element-wise; stages_from_layers): any
+        where it takes the chunk count as stated; else vpp 1 or 2 (its default), or a whole layers_per_stage n
+        with ⌈slots / n⌉ = pp·vpp, which exists where (pp·vpp − 1)·⌈slots / (pp·vpp)⌉ < slots."""
+        n = pp * vpp
+        if not self.stages_from_layers:
+            return n >= 1  # every chunk count (element-wise true, in the arguments' shape)
+        return (vpp <= 2) | ((n - 1) * (-(-slots // n)) < slots)
 
     def cp_algo(self, stated: str) -> str:
         """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring."""
@@ -135,7 +149,8 @@ _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=Fal
                               sp_with_cp=True, sp_with_tp=True, dualpipev_with_cp=False, devices=("ascend",),
                               flags="mindspeed", cp_algos=("ring", "ulysses", "hybrid"), uneven_interleave=False,
                               hybrid_even_split=True)
-_TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True, cp_algos=("ring",))
+_TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True, cp_algos=("ring",),
+                               stages_from_layers=True)
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
 _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer",
                                   cp_algos=("ring", "ulysses", "hybrid"))

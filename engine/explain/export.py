@@ -598,8 +598,15 @@ def _torchtitan_layout(s: Strategy, model: ModelSpec, run: RunOptions, interleav
     out = [f"pipeline_parallel_first_stage_less_layers = {e}", f"pipeline_parallel_last_stage_less_layers = {lo}"]
     chunks = s.pp * (s.vpp if interleaved else 1)
     total = model.num_layers + e + lo
-    if interleaved:
-        out.append(f"pipeline_parallel_layers_per_stage = {max(total // chunks, 1)}")
+    if interleaved and s.vpp > 2:  # its default is 2 stages per rank; another count needs a layers_per_stage n
+        per = -(-total // chunks)  # the n with ⌈total / n⌉ = pp·vpp where one exists (runs_virtual_stages)
+        if not FRAMEWORKS["torchtitan"].space.runs_virtual_stages(total, s.pp, s.vpp):
+            warns.append(_warn("vpp", "torchtitan", f"{chunks} model chunks over {total} layers"
+                               f"{' with the embedding and output' if e + lo else ''}: no "
+                               "pipeline_parallel_layers_per_stage gives that many stages (set "
+                               "module_fqns_per_model_part to the split priced)"))
+            return out
+        out.append(f"pipeline_parallel_layers_per_stage = {per}")
     if total % chunks and not lay.remainder_first:
         warns.append(_warn("vpp", "torchtitan", f"{total} layers{' with the embedding and output' if e + lo else ''} "
                            f"do not split evenly into {chunks} model chunks (torchtitan gives the extra ones to the "
@@ -651,7 +658,8 @@ def read_torchtitan(text: str, num_layers: int) -> Strategy:
     # torchtitan's model chunks: ⌈(layers + the embedding's and output's weight) / layers per stage⌉ (TT-SRC)
     weights = par.get("pipeline_parallel_first_stage_less_layers", 1) + par.get(
         "pipeline_parallel_last_stage_less_layers", 1)
-    vpp = -(-(num_layers + weights) // par["pipeline_parallel_layers_per_stage"]) // pp if interleaved else 1
+    per = par.get("pipeline_parallel_layers_per_stage")  # unset: 2 stages per rank (pipeline_llm)
+    vpp = (-(-(num_layers + weights) // per) // pp if per else 2) if interleaved else 1
     fs = shard * cp if shard > 1 else 1
     mode = {"none": "off", "selective": "selective", "full": "full"}[ac.get("mode", "none")]
     local = tr.get("local_batch_size", mbs)

@@ -104,6 +104,7 @@ R_EP_ETP = "ep·etp does not divide dp·cp·tp"
 R_VPP_PP = "vpp > 1 needs pp > 1"
 R_VPP_LAYERS = "pp·vpp above the layers"
 R_VPP_SPLIT = "layers not in pp·vpp equal chunks (the stack runs no uneven interleaved split)"
+R_VPP_STAGES = "no layers_per_stage gives pp·vpp stages (the stack derives its stages from it)"
 R_HYBRID_PP = "pp does not divide a hybrid pattern's layers (the stack cuts it into equal stages)"
 R_HYBRID_VPP = "vpp > 1 on a hybrid pattern (the stack runs it without virtual stages)"
 R_LAYOUT_SPLIT = "pp·vpp does not divide the layers with the embedding and loss in the split"
@@ -467,6 +468,8 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
     ]
     if c.extra_slots > 0:  # Megatron-Core asserts (layers + embedding + loss) % (pp·vpp) == 0 under that accounting
         rules.append((R_LAYOUT_SPLIT, ((layers % (p * vpp) == 0) | (p == 1))[pp_code]))
+    if c.stack.stages_from_layers:  # torchtitan: ⌈slots / layers_per_stage⌉ stages (StackSpace.runs_virtual_stages)
+        rules.append((R_VPP_STAGES, c.stack.runs_virtual_stages(layers, p, vpp)[pp_code]))
     if not c.stack.uneven_interleave:  # MindSpeed-LLM: no uneven split with virtual stages (StackSpace)
         rules.append((R_VPP_SPLIT, ((vpp == 1) | (layers % (p * vpp) == 0))[pp_code]))
     if c.layout_fits is not None:  # a stated stage count or layer layout is the run's: it must place the layers

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from engine.catalog.flags import accepted_flags, flags_source
+from engine.catalog.frameworks import FRAMEWORKS
 from engine.check import check_file
 from engine.cli import build_parser
 from engine.cli.export import run as run_export
 from engine.cli.search import run as run_search
 from engine.edit.strategy import strategy_edits
-from engine.explain.export import export
+from engine.explain.export import export, read_torchtitan
 from engine.search import compare_stated, search
 from engine.search.stated import stated_run, stated_source
 from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
@@ -387,3 +388,35 @@ def test_expert_tp_beside_tp_is_the_stacks_rule(tmp_path: Path) -> None:
     _code, doc = _cli(run_search, "search", [str(searched), "--json", "--top", "10"])
     assert all(e["strategy"]["tp"] % 4 == 0 for e in doc["top"]), [e["strategy"]["tp"] for e in doc["top"]]
     assert any("etp does not divide tp" in reason for reason in doc["refused"])
+
+
+@pytest.mark.parametrize(("pp", "vpp", "per"), [(8, 2, None), (2, 4, 11), (2, 5, 9), (8, 4, "HP753")])
+def test_torchtitan_stages_come_from_its_layers_per_stage(tmp_path: Path, pp: int, vpp: int, per: Any) -> None:
+    """torchtitan makes ⌈(80 layers + embedding + output) / layers_per_stage⌉ virtual stages, which must be pp·vpp
+    (TT-SRC pipeline_llm), or 2 per rank where it is unset: vpp 2 writes none, vpp 4 over pp 2 writes 11
+    (⌈82/11⌉ = 8), and pp 8 · vpp 4 = 32 stages no whole number gives (HP753, and never a searched plan)."""
+    path = _folder(tmp_path, framework="torchtitan", gbs=512)
+    dp = 64 // pp
+    path.write_text(path.read_text().replace(
+        "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,\n"
+        "              micro_batch_num: auto, sequence_parallel: auto}",
+        f"parallelism: {{dp: {dp}, fsdp: {dp}, tp: 1, pp: {pp}, cp: 1, ep: 1, vpp: {vpp}, micro_batch_size: 1,\n"
+        "              sequence_parallel: false}\npp_config: {pipeline_schedule: interleaved}"))
+    _code, doc = _cli(run_export, "export", [str(path), "--to", "torchtitan", "--json"])  # fits or not
+    par = tomllib.loads(doc["text"])["parallelism"]
+    said = [d for d in doc["diagnostics"] if d["code"] == "HP753" and d["path"] == "vpp"]
+    if per == "HP753":
+        assert said and "pipeline_parallel_layers_per_stage" not in par
+        return
+    assert not said and par.get("pipeline_parallel_layers_per_stage") == per
+    assert read_torchtitan(doc["text"], 80).vpp == vpp
+
+
+def test_torchtitan_is_never_offered_a_stage_count_it_cannot_make(tmp_path: Path) -> None:
+    path = _folder(tmp_path, framework="torchtitan", gbs=512)
+    code, doc = _cli(run_search, "search", [str(path), "--json", "--top", "10"])
+    assert code == 0 and doc["top"]
+    space = FRAMEWORKS["torchtitan"].space
+    for e in doc["top"]:
+        s = e["strategy"]
+        assert space.runs_virtual_stages(82, s["pp"], s["vpp"]), s
