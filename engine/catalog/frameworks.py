@@ -64,6 +64,9 @@ class StackSpace:
       uneven split (`--num-layer-list`) refuses virtual pipeline stages (MS-NUMLAYERLIST), so there an interleaved
       plan needs its layers, with any no-op padding, in pp·vpp equal chunks (a counted refusal; HP416 names the
       padding on a stated plan).
+    compile_with_pp: the stack runs torch.compile together with pipeline parallelism (HyperParallel's AutoModels
+      trainer refuses them together, "compile is not supported together with pipeline parallelism", [HP]
+      Corrections: with `compile.enabled` its search offers pp 1 only, a counted refusal; HP423 on the file).
     stages_from_layers: the stack derives a pipeline's virtual stages from the layers per stage (torchtitan's
       `pipeline_llm`, [TT-SRC]: ⌈(L + first_stage_less_layers + last_stage_less_layers) / layers_per_stage⌉,
       which must divide by pp; unset, 2 per rank for a multi-stage schedule): an interleaved plan runs only where
@@ -97,6 +100,7 @@ class StackSpace:
     hybrid_even_split: bool = False
     grad_accumulation: bool = True
     stages_from_layers: bool = False
+    compile_with_pp: bool = True
 
     def hybrid_split(self, model: ModelSpec, layout: PipelineLayout) -> str:
         """How the stack splits `model`'s hybrid pattern across pipeline stages (hybrid_even_split): "" where it is
@@ -153,7 +157,7 @@ _TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True, cp
                                stages_from_layers=True)
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
 _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer",
-                                  cp_algos=("ring", "ulysses", "hybrid"))
+                                  cp_algos=("ring", "ulysses", "hybrid"), compile_with_pp=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -481,7 +481,7 @@ def _same(value: Any) -> Any:
 # converts; their overlap flags (`overlaps`) come after. Where both files state one, the search config's wins.
 _TRAIN_RUN_FIELDS: tuple[tuple[str, Any], ...] = (
     ("fp8", bool), ("reshard_after_forward", bool), ("cp_algo", _same), ("selective_policy", _same),
-    ("recompute_modules", tuple), ("param_bytes", int), ("loss_parallel", bool))
+    ("recompute_modules", tuple), ("param_bytes", int), ("loss_parallel", bool), ("compile", bool))
 _SEARCH_RUN_FIELDS: tuple[tuple[str, Any], ...] = (
     ("compile", bool), ("fp8", bool), ("cp_algo", _same), ("selective_policy", _same), ("recompute_modules", tuple),
     ("moe_dispatcher", _same), ("framework_version", str), ("fp8_recipe", _same), ("fp8_param_gather", bool),

@@ -97,6 +97,7 @@ class TrainFacts:
     optimizer_states: Val | None = None  # states per parameter of the named optimizer (read_optimizer)
     fp8: Val | None = None  # accelerator.fp8 (ext): FP8 GEMMs
     loss_parallel: Val | None = None  # accelerator.loss_parallel
+    compile: Val | None = None  # compile.enabled: the AutoModels trainer's torch.compile of the model
     param_init: Val | None = None  # model.param_init_type (a dtype name)
     device_num: Val | None = None
     max_device_memory: Val | None = None
@@ -436,6 +437,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
         facts.overlaps["swap_attention"] = Val(swap.value == "attention", swap.path, swap.loc)
     facts.fp8 = src.bool_(acc, "fp8", "accelerator.fp8")
     facts.loss_parallel = src.bool_(acc, "loss_parallel", "accelerator.loss_parallel")
+    facts.compile = src.bool_(src.section(root, "compile", "compile"), "enabled", "compile.enabled")
     read_layout(src, acc, "accelerator", facts.layout)
     _vpp_from_layer_layout(facts)
     facts.recompute = src.choice(ac, "mode", "activation_checkpoint.mode", RECOMPUTE_MODES)
@@ -452,7 +454,7 @@ def _read_automodels(facts: TrainFacts, root: Map) -> None:
     facts.note(facts.global_batch_size, *deg.values(), facts.reshard_after_forward, facts.pipeline_schedule,
                facts.cp_algo, facts.optimizer_shard, facts.recompute, facts.selective_policy, facts.seq_len,
                facts.recompute_modules, facts.device_num, facts.max_device_memory, facts.fp8, facts.loss_parallel,
-               *facts.overlaps.values(), *facts.layout.values())
+               facts.compile, *facts.overlaps.values(), *facts.layout.values())
 
 
 # The trainer's CP wrappers (plan_overrides `inner_wrapper`: a registry name such as sdpa_hf_ulysses, or a Target

@@ -83,6 +83,7 @@ R_TP_HEADS = "tp does not divide the attention or KV heads"
 R_TP_MAMBA = "tp does not divide the Mamba heads or groups"
 R_PP_DEVICES = "tp·pp does not divide the devices"
 R_PP_LAYERS = "pp above the layers"
+R_PP_COMPILE = "pp > 1 with compile (the stack's trainer refuses them together)"
 R_CP_DEVICES = "tp·pp·cp does not divide the devices"
 R_CP_SEQ = "sequence length not divisible by 2·cp"
 R_CP_ULYSSES = "Ulysses cp needs KV heads divisible by tp·cp"
@@ -296,6 +297,8 @@ class _Ctx:
     # Whether the files' stated stage counts or layer layout place the layers at (pp, vpp) (stated_layout_fits);
     # None: nothing stated that a candidate must fit.
     layout_fits: Callable[[int, int], bool] | None = None
+    # The files compile the model on a stack whose trainer refuses compile with a pipeline (StackSpace.compile_with_pp).
+    compile_without_pp: bool = False
 
     def r(self, name: str) -> tuple[int, ...] | None:
         return self.restrict.get(name)
@@ -324,6 +327,8 @@ def _level_tp_pp(b: _Builder, c: _Ctx) -> None:
     t = b.w("tp")[:, None]
     pp_div = (n // t) % pp == 0
     pp_rules = [(R_PP_DEVICES, pp_div), (R_PP_LAYERS, pp <= c.slots)]
+    if c.compile_without_pp:
+        pp_rules.append((R_PP_COMPILE, np.broadcast_to(pp == 1, pp_div.shape)))
     if c.hybrid_split == "even":  # Megatron-Core cuts a hybrid pattern into pp equal stages (MCORE-HYBRID)
         pp_rules.append((R_HYBRID_PP, m.num_layers % pp == 0))
     b.expand("pp", pp[0], pp_rules, _auto(c.r("pp"), pp_div))
@@ -618,14 +623,16 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      dualpipev: tuple[bool, bool] = (False, False), padded_interleave: bool = False,
                      hybrid_split: str = "",
                      etp_fits: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                     layout_fits: Callable[[int, int], bool] | None = None) -> Groups:
+                     layout_fits: Callable[[int, int], bool] | None = None,
+                     compile_without_pp: bool = False) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
     bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots`, `padded_interleave` as _Ctx's;
     `dualpipev`: (the files state DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
              restrict, stack.cp_algo(cp_algo), optimizer_shard, stack=stack, extra_slots=extra_slots,
              dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1], padded_interleave=padded_interleave,
-             hybrid_split=hybrid_split, etp_fits=etp_fits, layout_fits=layout_fits)
+             hybrid_split=hybrid_split, etp_fits=etp_fits, layout_fits=layout_fits,
+             compile_without_pp=compile_without_pp)
     # Columns are stored in the narrowest integer type that holds them and widened for each rule's arithmetic.
     b = _Builder(cols={})
     _level_tp_pp(b, c)
@@ -683,7 +690,8 @@ def config_groups(config: Config, model: ModelSpec, cluster: ClusterSpec, global
                             dualpipev=(config.pipeline_schedule == "dualpipev", "dualpipev" in fw.schedules),
                             padded_interleave=pads_interleaved(config) and pads_with_noop_layers(config),
                             hybrid_split=fw.space.hybrid_split(model, config.run.pipeline_layout),
-                            etp_fits=fw.etp_fits, layout_fits=stated_layout_fits(config, model))
+                            etp_fits=fw.etp_fits, layout_fits=stated_layout_fits(config, model),
+                            compile_without_pp=config.run.compile and not fw.space.compile_with_pp)
 
 
 def pads_with_noop_layers(config: Config) -> bool:

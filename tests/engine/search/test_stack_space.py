@@ -20,6 +20,7 @@ from engine.check import check_file
 from engine.cli import build_parser
 from engine.cli.export import run as run_export
 from engine.cli.search import run as run_search
+from engine.config.types import ClusterOverrides
 from engine.edit.strategy import strategy_edits
 from engine.explain.export import export, read_torchtitan
 from engine.search import compare_stated, search
@@ -420,3 +421,43 @@ def test_torchtitan_is_never_offered_a_stage_count_it_cannot_make(tmp_path: Path
     for e in doc["top"]:
         s = e["strategy"]
         assert space.runs_virtual_stages(82, s["pp"], s["vpp"]), s
+
+
+TRAINER_8B = """\
+model:
+  _target_: hyper_parallel.models.HyperAutoModelForCausalLM.from_pretrained
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+  torch_dtype: bfloat16
+training: {{train_iters: 10, global_batch_size: 64, micro_batch_size: 1, backend: hccl}}
+accelerator: {{tp_size: 1, cp_size: 1, ep_size: 1, pp_size: 1, sequence_parallel: false, loss_parallel: false}}
+fsdp_config: {{dp_shard_size: 8, reshard_after_forward: true}}
+activation_checkpoint: {{mode: full}}
+compile: {{enabled: {compile}}}
+dataset: {{data_transform: {{max_seq_len: 4096}}}}
+optimizer: {{_target_: hyper_parallel.components.optim.AdamW}}
+"""
+
+
+def test_hyperparallels_trainer_is_offered_no_pipeline_with_compile(tmp_path: Path) -> None:
+    """The AutoModels trainer refuses compile.enabled with pp > 1 (HP423 on the file, [HP] Corrections): its search
+    offers pp 1 only, and the compile the file states is priced (fused element-wise work: a shorter step)."""
+    steps = {}
+    for on in ("true", "false"):
+        (tmp_path / "train.yaml").write_text(TRAINER_8B.format(compile=on))
+        (tmp_path / "search.yaml").write_text(
+            "train_yaml: ./train.yaml\ncluster: {num_nodes: 8, cards_per_node: 8, device_type: A2}\n"
+            "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: 1, ep: 1, micro_batch_size: auto}\n"
+            "constraint: {global_batch_size: 512}\n")
+        code, doc = _cli(run_search, "search", [str(tmp_path / "search.yaml"), "--json", "--top", "10"])
+        assert code == 0 and doc["top"]
+        if on == "true":
+            assert {e["strategy"]["pp"] for e in doc["top"]} == {1}
+            assert any("with compile" in reason for reason in doc["refused"])
+        stated = check_file(str(tmp_path / "train.yaml"),
+                            overrides=ClusterOverrides(devices=8, device_type="A2", explicit=True))
+        assert stated.config is not None and stated.config.run.compile == (on == "true")
+        steps[on] = stated.config
+    from engine.cost.strategy_rules import estimate_config
+
+    fast, slow = (estimate_config(steps[k])[0] for k in ("true", "false"))
+    assert fast is not None and slow is not None and fast.step_time_s < slow.step_time_s
