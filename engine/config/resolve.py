@@ -363,9 +363,12 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
     model_level = {"micro_batch_size": sf.local_batch_size, "vpp": sf.pp_interleave_num}.get(d)
     if model_level is not None:
         return Dimension(d, "fixed", (int(model_level.value),), "declared", model_level.loc)
-    if d == "vpp" and sf.pipeline_schedule is not None and sf.pipeline_schedule.value in ("1F1B", "dualpipev"):
-        # A stated plain 1F1B schedule has one chunk per stage, DualPipeV its own two (a V): no interleaved vpp.
-        return Dimension(d, "fixed", (1,), "declared", sf.pipeline_schedule.loc)
+    sched = sf.pipeline_schedule if sf.pipeline_schedule is not None else (
+        train.pipeline_schedule if train is not None else None)
+    if d == "vpp" and sched is not None and sched.value in ("1F1B", "gpipe", "dualpipev"):
+        # A stated plain 1F1B or GPipe schedule has one chunk per stage, DualPipeV its own two (a V): no
+        # interleaved vpp.
+        return Dimension(d, "fixed", (1,), "declared" if sched is sf.pipeline_schedule else "train.yaml", sched.loc)
     if d == "sequence_parallel" and sf.use_seq_parallel is not None:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
     # micro_batch_num is no search-space key of either train.yaml reader ([HP] §2.5-§2.6): it

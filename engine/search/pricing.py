@@ -40,6 +40,10 @@ def table_of(cols: Mapping[str, np.ndarray], idx: np.ndarray, recompute: np.ndar
     )
 
 
+# The stated schedules a search's plain pipelined rows run as (Pricer.schedule): the space offers them vpp 1.
+RUN_AS_STATED = ("dualpipev", "gpipe")
+
+
 @dataclass(frozen=True, slots=True)
 class Pricer:
     """Prices for one search: the model, cluster, run options and budget never change inside it."""
@@ -50,8 +54,9 @@ class Pricer:
     budget_gib: float
     # The host link recompute per_layer may offload over, GB/s one direction (Config.offload_gb_s; 0 = none).
     offload_gb_s: float = 0.0
-    # The schedule the files state (Config.pipeline_schedule): under "dualpipev" every pipelined row the space
-    # offers (vpp 1) runs DualPipeV (engine.cost.dualpipev); the space's columns carry only vpp.
+    # The schedule the files state (Config.pipeline_schedule): under "dualpipev" or "gpipe" every pipelined row the
+    # space offers (vpp 1) runs that schedule (engine.cost.dualpipev; GPipe's all-forwards-first in-flight
+    # activations, engine.cost.rows); the space's columns carry only vpp.
     schedule: str = "1F1B"
 
     def price(self, table: CandidateTable, parts: bool = True) -> PricedTable:
@@ -70,15 +75,16 @@ class Pricer:
 
     def _as_run_table(self, table: CandidateTable) -> CandidateTable:
         """`table` with the schedule its rows run under this search (as_run, for a whole table)."""
-        if self.schedule != "dualpipev":
+        if self.schedule not in RUN_AS_STATED:
             return table
-        dpv = SCHEDULE_CODE["dualpipev"]
-        return replace(table, schedule=np.where((table.pp > 1) & (table.schedule == 0), dpv, table.schedule))
+        code = SCHEDULE_CODE[self.schedule]
+        return replace(table, schedule=np.where((table.pp > 1) & (table.schedule == 0), code, table.schedule))
 
     def as_run(self, s: Strategy) -> Strategy:
-        """`s` with the schedule it runs under this search (the files' DualPipeV for a pipelined 1F1B row)."""
-        if self.schedule == "dualpipev" and s.pp > 1 and s.pipeline_schedule == "1F1B":
-            return replace(s, pipeline_schedule="dualpipev")
+        """`s` with the schedule it runs under this search (the files' DualPipeV or GPipe for a pipelined 1F1B
+        row)."""
+        if self.schedule in RUN_AS_STATED and s.pp > 1 and s.pipeline_schedule == "1F1B":
+            return replace(s, pipeline_schedule=self.schedule)  # type: ignore[arg-type]
         return s
 
     def sync_parts(self, table: CandidateTable, P: int) -> SyncParts:

@@ -86,3 +86,27 @@ def test_gpipe_holds_every_micro_batch_where_1f1b_holds_pp() -> None:
     a, b = estimate(LLAMA70B, cl, run, one, 1e9), estimate(LLAMA70B, cl, run, gp, 1e9)
     assert b.peak_memory_gib > a.peak_memory_gib
     assert abs(b.step_time_s - a.step_time_s) / a.step_time_s < 0.02
+
+
+def test_a_stated_gpipe_schedule_is_what_the_search_prices(tmp_path: Path) -> None:
+    """GPipe holds every micro-batch's activations at its peak ([HP] Corrections 1): a search config stating it is
+    searched under it (vpp 1, the plans run GPipe), and the best plan stated and estimated reads the same peak and
+    step; 1F1B's search prices the same plan smaller."""
+    f = tmp_path / "search.yaml"
+    f.write_text(LLAMA8B + "parallelism: {pp: [2], tp: 1, micro_batch_size: 1}\nrecompute: full\n"
+                 "pp_config: {pipeline_schedule: gpipe}\n")
+    doc = _search(f)
+    assert doc["top"] and all(e["strategy"]["pipeline_schedule"] == "gpipe" and e["strategy"]["vpp"] == 1
+                              for e in doc["top"])
+    best = doc["best"]["strategy"]
+    stated = tmp_path / "stated.yaml"
+    stated.write_text(LLAMA8B + f"parallelism: {{pp: 2, tp: 1, dp: {best['dp']}, fsdp: {best['dp_shard']}, cp: 1, "
+                      "ep: 1, vpp: 1, micro_batch_size: 1, sequence_parallel: false}\nrecompute: full\n"
+                      "pp_config: {pipeline_schedule: gpipe}\n")
+    est = json.loads(hp_plan("estimate", str(stated), "--json").stdout)
+    assert est["strategy"]["pipeline_schedule"] == "gpipe"
+    assert est["peak_memory_gib"] == doc["best"]["peak_memory_gib"]
+    assert est["step_time_s"] == doc["best"]["step_time_s"]
+    stated.write_text(stated.read_text().replace("pipeline_schedule: gpipe", "pipeline_schedule: 1F1B"))
+    one_f = json.loads(hp_plan("estimate", str(stated), "--json").stdout)
+    assert one_f["strategy"]["pipeline_schedule"] == "1F1B" and one_f["peak_memory_gib"] < est["peak_memory_gib"]
