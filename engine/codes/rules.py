@@ -25,7 +25,9 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP422", "error", "stated pipeline layout (offsets, first/last-stage layers, embedding/loss in the split, a "
      "layer layout) does not fit pp·vpp or the layers"),
     ("HP423", "error", "a combination the trainer refuses (compile with pipeline parallelism; fp32 main "
-     "parameters without float32 gradient reduction)"),
+     "parameters without float32 gradient reduction; not exactly one of train_iters and train_samples)"),
+    ("HP424", "error", "activation_checkpoint.layer_ranges out of order or overlapping, or an open end (count: "
+     "null) before the last range"),
     ("HP430", "warning", "a what-if's larger device memory is capped by constraint.memory_limit_gb"),
     ("HP431", "error", "offload without a per-layer recompute choice, or over no host link"),
 ]
@@ -55,6 +57,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP421": ("engine.validate.pipeline",),
     "HP422": ("engine.validate.pipeline",),
     "HP423": ("engine.validate.trainer",),
+    "HP424": ("engine.validate.pipeline",),
     "HP430": ("engine.validate.budget",),
     "HP431": ("engine.config.resolve",),
 }

@@ -186,6 +186,7 @@ def _train_layer_ranges(ctx: Ctx, layers: int) -> None:
     if train is None or not train.recompute_layers:
         return
     root = train.src.root
+    _trainer_layer_ranges(ctx, train.src, find(root, "activation_checkpoint.layer_ranges")[1], layers)
     sec = find(root, "activation_checkpoint.layers")[1]
     if not isinstance(sec, Map):
         return
@@ -199,3 +200,38 @@ def _train_layer_ranges(ctx: Ctx, layers: int) -> None:
             v = Val(None, f"activation_checkpoint.layers.{key}", train.src.location(kn, kn))
             ctx.emit("HP421", f"recompute range '{key}' goes past the last layer ({layers - 1})", v.loc, v.path,
                      data={"valid": [0, layers - 1]})
+
+
+def _trainer_layer_ranges(ctx: Ctx, src: Any, ranges: Any, layers: int) -> None:
+    """The trainer's `activation_checkpoint.layer_ranges: [{first, count | null, mode}]` ([HP] Corrections 2):
+    ordered and non-overlapping (HP424 where a range starts inside or before the one before it), only the last may
+    run to the end (`count: null`, HP424), and every range on the model's layers (HP421)."""
+    if not isinstance(ranges, Seq):
+        return
+    items = ranges.items
+    prev_end = -1
+    for i, item in enumerate(items):
+        if not isinstance(item, Map):
+            continue
+        first, count = item.get("first"), item.get("count")
+        a = first.value if isinstance(first, Scalar) else None
+        n = count.value if isinstance(count, Scalar) else None
+        if not isinstance(a, int) or isinstance(a, bool) or (n is not None and (not isinstance(n, int) or n < 1)):
+            continue  # the reader said what is wrong with the entry
+        dotted = f"activation_checkpoint.layer_ranges[{i}]"
+        at_first = src.location(item.key_node("first") or first, first)
+        at_count = src.location(item.key_node("count") or count or item, count or item)
+        if n is None and i < len(items) - 1:
+            ctx.emit("HP424", f"{dotted} runs to the last layer (count: null) but is not the last range: only the "
+                     "last range may leave its count open", at_count, f"{dotted}.count")
+        if a <= prev_end:
+            ctx.emit("HP424", f"{dotted} starts at layer {a}, inside or before the range before it (which ends at "
+                     f"layer {prev_end}): the trainer takes ranges in order, without overlap", at_first,
+                     f"{dotted}.first")
+        if a >= layers:
+            ctx.emit("HP421", f"{dotted} starts at layer {a}, past the last layer ({layers - 1})", at_first,
+                     f"{dotted}.first", data={"valid": [0, layers - 1]})
+        elif n is not None and a + n - 1 >= layers:
+            ctx.emit("HP421", f"{dotted} runs to layer {a + n - 1}, past the last layer ({layers - 1})", at_count,
+                     f"{dotted}.count", data={"valid": [0, layers - 1]})
+        prev_end = max(prev_end, layers - 1 if n is None else a + n - 1)

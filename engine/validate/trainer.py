@@ -2,7 +2,8 @@
 refuses unknown root keys and unknown fields of its dataclass sections ("unknown configuration fields: [...]",
 HP113) in a file it runs (engine.config.kind.trainer_runs), and its configuration refuses two combinations in
 any AutoModels file (HP423): `compile.enabled` with `pp_size > 1`, and `optimizer.fp32_main_params` without
-`fsdp_config.mix_precision.reduce_dtype: float32`.
+`fsdp_config.mix_precision.reduce_dtype: float32`; a file it runs needs exactly one of `training.train_iters` and
+`training.train_samples` (HP423).
 
 Keys only a search reads (root `context`, `accelerator.pipeline_scheduler`, `training.micro_batch_num`, ...) are
 trainer errors in such a file too: they belong in a search config that names the train.yaml. A train.yaml
@@ -34,6 +35,7 @@ def check(ctx: Ctx) -> None:
         _combinations(ctx, root, file)
         if trainer_runs(shape_of_map(root)):
             _strict(ctx, root, file)
+            _run_length(ctx, root, file)
 
 
 def strict_problems(root: Map) -> list[tuple[str, str]]:
@@ -69,6 +71,25 @@ def _strict(ctx: Ctx, root: Map, file: str | None) -> None:
         kn = parent.key_node(key) if isinstance(parent, Map) else None
         if kn is not None:
             ctx.diags.append(Diagnostic("HP113", f"{dotted}: {why}", kn.range, dotted, None, file))
+
+
+def _run_length(ctx: Ctx, root: Map, file: str | None) -> None:
+    """HP423 where the trainer that runs the file has both `training.train_iters` and `training.train_samples`
+    ([HP] Corrections 6: it requires exactly one), at the second; neither is its own error too, at `training`."""
+    iters, _ = _value(root, "training", "train_iters")
+    samples, at_samples = _value(root, "training", "train_samples")
+    stated = [n for n in (iters, samples) if n is not None and _scalar(n) is not None]
+    if len(stated) == 2 and at_samples is not None:
+        ctx.diags.append(Diagnostic("HP423", "the trainer needs exactly one of training.train_iters and "
+                                    "training.train_samples; this file states both: remove one", at_samples,
+                                    "training.train_samples", None, file))
+    elif not stated:
+        training, at = _value(root, "training")
+        where = root.key_node("training").range if isinstance(training, Map) and root.key_node("training") else at
+        if where is not None:
+            ctx.diags.append(Diagnostic("HP423", "the trainer needs exactly one of training.train_iters and "
+                                        "training.train_samples; this file states neither", where, "training", None,
+                                        file))
 
 
 def _value(root: Map, *path: str) -> tuple[Node | None, Range | None]:

@@ -108,3 +108,29 @@ def test_a_cp_wrapper_is_read_as_the_algorithm_its_name_says(tmp_path: Path, wra
     loaded = check_file(str(p))
     assert loaded.config is not None and loaded.config.run.cp_algo == algo
     assert not any(d.code == "HP112" and "inner_wrapper" in d.path for d in loaded.diagnostics)
+
+
+def test_the_trainer_needs_exactly_one_run_length(tmp_path: Path) -> None:
+    both = RECIPE.replace("train_iters: 10,", "train_iters: 10, train_samples: 640,")
+    hit = [d for d in _diags(tmp_path, both) if d.code == "HP423"]
+    assert hit and hit[0].path == "training.train_samples" and "exactly one" in hit[0].message
+    neither = RECIPE.replace("train_iters: 10, ", "")
+    assert [d for d in _diags(tmp_path, neither) if d.code == "HP423" and d.path == "training"]
+
+
+@pytest.mark.parametrize(("ranges", "code", "path"), [
+    ("[{first: 0, count: 10, mode: full}, {first: 5, count: 3, mode: selective}]", "HP424", "[1].first"),
+    ("[{first: 0, count: null, mode: full}, {first: 20, count: 4, mode: off}]", "HP424", "[0].count"),
+    ("[{first: 30, count: 5, mode: full}]", "HP421", "[0].count"),
+    ("[{first: 40, count: null, mode: full}]", "HP421", "[0].first"),
+])
+def test_layer_ranges_are_ordered_apart_and_on_the_model(tmp_path: Path, ranges: str, code: str, path: str) -> None:
+    """The trainer's layer_ranges ([HP] Corrections 2): in order, without overlap, only the last open-ended, every
+    range on the model's 32 layers; each breach at its own value."""
+    text = RECIPE.replace("activation_checkpoint: {mode: full}",
+                          f"activation_checkpoint: {{mode: full, layer_ranges: {ranges}}}")
+    hits = [d for d in _diags(tmp_path, text) if d.code == code]
+    assert hits and hits[0].path == f"activation_checkpoint.layer_ranges{path}", hits
+    ok = RECIPE.replace("activation_checkpoint: {mode: full}", "activation_checkpoint: {mode: full, layer_ranges: "
+                        "[{first: 0, count: 8, mode: full}, {first: 8, count: null, mode: off}]}")
+    assert not [d for d in _diags(tmp_path, ok) if d.code in ("HP421", "HP424")]
