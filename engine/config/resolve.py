@@ -373,8 +373,10 @@ def _dimension(d: str, sf: SearchFacts, train: TrainFacts | None) -> Dimension:
         return Dimension(d, "fixed", (int(bool(sf.use_seq_parallel.value)),), "declared", sf.use_seq_parallel.loc)
     # micro_batch_num is no search-space key of either train.yaml reader ([HP] §2.5-§2.6): it
     # follows the searched dp through the batch rule, so a train.yaml's value is not inherited.
+    # A train.yaml's dp_shard_size -1 (the whole data-parallel domain dp·cp, torchtitan's convention) is kept as
+    # -1: the search gives each candidate its whole domain (engine.search.space).
     if (train is not None and d in train.degrees and d != "micro_batch_num"
-            and int(train.degrees[d].value) >= (0 if d == "etp" else 1)):
+            and int(train.degrees[d].value) >= {"etp": 0, "fsdp": -1}.get(d, 1)):
         v = train.degrees[d]
         return Dimension(d, "fixed", (int(v.value),), "train.yaml", v.loc)
     if d == "etp":

@@ -394,13 +394,14 @@ def _dualpipev_rules(c: _Ctx, p: np.ndarray, mbn: np.ndarray, cp: np.ndarray) ->
 
 
 def _level_fsdp_etp(b: _Builder, c: _Ctx) -> None:
-    """Levels 5 and 6: fsdp (dp_shard) within the dp × cp domain; etp (never searched: the declared value,
-    else 1; 0 = HyperParallel's "follow tp", per row)."""
+    """Levels 5 and 6: fsdp (dp_shard) within the dp × cp domain (-1, a train.yaml's `dp_shard_size: -1`: the whole
+    domain, per row); etp (never searched: the declared value, else 1; 0 = HyperParallel's "follow tp", per row)."""
     m = c.model
-    fsdp = _domain(c.r("fsdp"), c.dev_divs)[None, :]
+    whole = c.r("fsdp") == (-1,)
+    fsdp = _domain(None if whole else c.r("fsdp"), c.dev_divs)[None, :]
     dom = (b.w("dp") * b.w("cp"))[:, None]
     b.expand("fsdp", fsdp[0], [(R_FSDP, dom % fsdp == 0), *_stack_fsdp_rules(b, c, fsdp, dom)],
-             _auto(c.r("fsdp"), dom % fsdp == 0))
+             (fsdp == dom) if whole else _auto(c.r("fsdp"), dom % fsdp == 0))
     if c.r("etp") == (0,):
         b.cols["etp"] = b.cols["tp"].copy()
         if m.is_moe:

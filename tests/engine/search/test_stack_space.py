@@ -461,3 +461,17 @@ def test_hyperparallels_trainer_is_offered_no_pipeline_with_compile(tmp_path: Pa
 
     fast, slow = (estimate_config(steps[k])[0] for k in ("true", "false"))
     assert fast is not None and slow is not None and fast.step_time_s < slow.step_time_s
+
+
+def test_a_whole_domain_fsdp_shard_in_the_train_yaml_is_kept_by_the_search(tmp_path: Path) -> None:
+    """`fsdp_config.dp_shard_size: -1` shards over the whole data-parallel domain dp·cp: a search config naming the
+    train.yaml inherits it per candidate (it was dropped, and the plans priced without FSDP)."""
+    (tmp_path / "train.yaml").write_text(TRAIN_70B.format(gbs=256, seq=4096,
+                                                          extra="fsdp_config: {dp_shard_size: -1}\n"))
+    (tmp_path / "search.yaml").write_text("train_yaml: ./train.yaml\ncluster: {num_nodes: 8, cards_per_node: 8, "
+                                          "device_type: H100}\nestimator: {framework: torchtitan}\n")
+    code, doc = _cli(run_search, "search", [str(tmp_path / "search.yaml"), "--json", "--top", "10"])
+    assert code == 0 and doc["top"]
+    for e in doc["top"]:
+        s = e["strategy"]
+        assert s["dp_shard"] == s["dp"] * s["cp"], s
