@@ -84,8 +84,9 @@ def _run_length(ctx: Ctx, root: Map, file: str | None) -> None:
                                     "training.train_samples; this file states both: remove one", at_samples,
                                     "training.train_samples", None, file))
     elif not stated:
-        training, at = _value(root, "training")
-        where = root.key_node("training").range if isinstance(training, Map) and root.key_node("training") else at
+        _training, at = _value(root, "training")
+        key = root.key_node("training")
+        where = key.range if key is not None else at
         if where is not None:
             ctx.diags.append(Diagnostic("HP423", "the trainer needs exactly one of training.train_iters and "
                                         "training.train_samples; this file states neither", where, "training", None,
