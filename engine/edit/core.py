@@ -112,7 +112,17 @@ def guard(old: Doc, new: Doc, written: Iterable[Path]) -> None:
     """Raise EditError when `new` differs from `old` anywhere but the `written` paths."""
     bad = untouched_equal(old, new, set(written))
     if bad:
-        raise EditError(f"refused: the edit would also change {bad} (please report this file)")
+        raise EditError(collateral_refusal(old.text, bad))
+
+
+def collateral_refusal(text: str, changed: str) -> str:
+    """Why an edit that would change `changed` too is refused. In a file with anchors, the likely cause is the
+    file's own: a written key shares its value with `changed` through an alias (`*name`) or merge key (`<<`), so
+    the fix is to give it its own value; otherwise it is this project's bug."""
+    if "&" in text and ("*" in text or "<<" in text):
+        return (f"refused: the edit would also change {changed}, which shares its value with a written key through "
+                "a YAML alias (*anchor) or merge key (<<): give the key its own value, then apply again")
+    return f"refused: the edit would also change {changed} (please report this file)"
 
 
 def edit(text: str, changes: Iterable[Change], order: Order | None = None) -> EditResult:

@@ -35,7 +35,16 @@ from typing import Any, Literal
 from engine.config.kind import classify, shape_of_data, trainer_runs  # the reader's rule
 from engine.config.stated_layout import noop_indices  # the reader's rule
 from engine.config.train import LEGACY_DEGREES, PIPELINE_SCHEDULERS, RECOMPUTE_MODES  # the reader's values
-from engine.edit.core import MISSING, Change, EditResult, apply_changes, finish, keeps_bom, value_at
+from engine.edit.core import (
+    MISSING,
+    Change,
+    EditResult,
+    apply_changes,
+    collateral_refusal,
+    finish,
+    keeps_bom,
+    value_at,
+)
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
 from engine.results import Estimate
 from engine.specs import PipelineLayout, RecomputeMode, RecomputePlan, Strategy, noop_text
@@ -545,7 +554,7 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
     except EditError as e:
         return EditResult.refused(text, where + str(e))
     if collateral:
-        return EditResult.refused(text, f"{where}refused: the edit would also change {collateral} (please report this file)")
+        return EditResult.refused(text, where + collateral_refusal(text, collateral))
     problem = verify(new.data, strategy, schema)
     if problem:
         return EditResult.refused(text, where + problem)

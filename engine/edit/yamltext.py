@@ -418,6 +418,17 @@ def mark_comment(doc: Doc, end: int, old: str, new: str) -> list[Splice]:
     return []
 
 
+_PROPERTY = re.compile(r"[&!][^\s,\[\]{}]*[ \t]+")
+
+
+def past_properties(text: str, start: int, end: int) -> int:
+    """The offset of a scalar's own text past its node properties (an `&anchor`, a `!tag`, in either order), which
+    PyYAML's marks include: a rewrite keeps them, so `*anchor` elsewhere still resolves."""
+    while start < end and (m := _PROPERTY.match(text, start, end)) is not None:
+        start = m.end()
+    return start
+
+
 def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list[Splice]:
     """Write `value` in place of the value `node` of the entry whose key is `key`."""
     if is_alias_value(key, node):
@@ -436,6 +447,7 @@ def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list
             body.extend(render_block_entry(k, v, indent, indent_unit(doc), True))
         return [Splice(start, end, doc.eol.join(body)[len(indent) :])]
     if isinstance(node, yaml.ScalarNode):
+        start = past_properties(text, start, end)  # `&anchor` and `!tag` stay: aliases of it keep working
         if node.style in ("|", ">"):
             return [Splice(start, end, render_scalar(value))]
         token = render_scalar(value, node)

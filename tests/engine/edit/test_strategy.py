@@ -373,3 +373,17 @@ def test_edits_never_overlap_nor_share_a_start() -> None:
             idx = LineIndex.of(text)
             spans = [(idx.offset(e.range.start), idx.offset(e.range.end)) for e in r.edits]
             assert all(a[1] <= b[0] and a[0] < b[0] for a, b in pairwise(spans)), (text[:20], s.short())
+
+
+def test_an_anchored_value_keeps_its_anchor_and_its_aliases_are_never_changed_behind_the_users_back() -> None:
+    """`global_batch_size: &gbs 512`: the anchor is a property of the node, not its value, so a rewrite keeps it
+    (it was dropped, and the file's `*gbs` then failed to load); where an alias reads it elsewhere, changing it
+    would change that key too: refused, saying why and what to do."""
+    s = Strategy(dp=1, dp_shard=1, tp=2, pp=1, micro_batch_num=4)  # global batch 4
+    text = "training: {global_batch_size: &gbs 8}\naccelerator:\n  tp_size: &t !!int 1\n"
+    r = strategy_edits(text, s)
+    check_edits(text, r)
+    assert "global_batch_size: &gbs 4" in r.new_text and "tp_size: &t !!int 2" in r.new_text
+    aliased = text + "eval: {batch: *gbs}\n"
+    err = strategy_edits(aliased, s).error or ""
+    assert "eval.batch" in err and "alias" in err and "please report" not in err
