@@ -429,6 +429,16 @@ def past_properties(text: str, start: int, end: int) -> int:
     return start
 
 
+def keep_comment_column(text: str, start: int, end: int, token: str) -> Splice:
+    """The splice writing `token` over text[start:end], where an end-of-line comment follows: it keeps its column
+    (aligned comments stay aligned) as far as the blanks before it allow, one blank at least."""
+    gap = _GAP.match(text, end)
+    if gap is None or len(token) == end - start:
+        return Splice(start, end, token)
+    pad = max(1, len(gap.group(0)) - (len(token) - (end - start)))
+    return Splice(start, end + len(gap.group(0)), token + " " * pad)
+
+
 def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list[Splice]:
     """Write `value` in place of the value `node` of the entry whose key is `key`."""
     if is_alias_value(key, node):
@@ -452,17 +462,12 @@ def replace_value(doc: Doc, key: yaml.Node, node: yaml.Node, value: Any) -> list
             return [Splice(start, end, render_scalar(value))]
         token = render_scalar(value, node)
         if start == end:  # `key:` with nothing after it
-            return [Splice(start, end, " " + token)]
+            return [keep_comment_column(text, start, end, " " + token)]
         marks = mark_comment(doc, end, text[start:end], token)
-        # an end-of-line comment keeps its column (aligned comments stay aligned) when the blanks allow
-        gap = _GAP.match(text, end)
-        if gap and len(token) != end - start:
-            pad = max(1, len(gap.group(0)) - (len(token) - (end - start)))
-            return [Splice(start, end + len(gap.group(0)), token + " " * pad), *marks]
-        return [Splice(start, end, token), *marks]
+        return [keep_comment_column(text, start, end, token), *marks]
     if getattr(node, "flow_style", False):
         token = render_scalar(value)
-        return [Splice(start, end, token), *mark_comment(doc, end, text[start:end], token)]
+        return [keep_comment_column(text, start, end, token), *mark_comment(doc, end, text[start:end], token)]
     # a block collection replaced by a scalar or flow value: it goes right after the colon
     colon = text.index(":", key.end_mark.index)
     return [Splice(colon + 1, end, " " + render_scalar(value))]

@@ -67,3 +67,16 @@ def test_crlf_comment_is_marked_and_keeps_its_line_break() -> None:
     text = "a:\r\n  b: 5  # 5 chunks\r\n  c: 1\r\n"
     r = set_value(text, "a.b", 2)
     assert r.new_text == "a:\r\n  b: 2  # was 5: 5 chunks\r\n  c: 1\r\n"
+
+
+def test_a_comment_keeps_its_column_after_an_empty_value_or_a_flow_value() -> None:
+    """`mode:` with nothing after it but a comment, and a flow list replaced by a scalar: the comment stays in its
+    column where the blanks allow (it moved 5 columns right, and 2 left)."""
+    text = "ac:\n  mode:                 # safe\n  other: [a, b]        # kept\nz: 1\n"
+    r = set_value(text, "ac.mode", "full")
+    assert r.ok, r.error
+    assert line(r.new_text, "mode").index("#") == line(text, "mode").index("#")
+    r = set_value(text, "ac.other", "c")
+    assert r.ok, r.error
+    assert line(r.new_text, "other").startswith("  other: c ")
+    assert line(r.new_text, "other").index("#") == line(text, "other").index("#")
