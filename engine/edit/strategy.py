@@ -359,19 +359,32 @@ def _changes_automodels(s: Strategy, data: Any) -> list[Change]:
             satisfied=lambda now: (rc.mode == "off") if now is MISSING else as_mode(now) == rc.mode,
         ),
     ]
-    return changes + (_trainer_keys(s, data) if runs_in_trainer(data) else _search_keys(s))
+    return changes + (_trainer_keys(s, data) if runs_in_trainer(data) else _search_keys(s, data))
 
 
-def _search_keys(s: Strategy) -> list[Change]:
-    """The search-side keys of a train.yaml written for the search (engine.config.train reads them)."""
+def _states(data: Any, *paths: tuple[str, ...]) -> bool:
+    return any(value_at(data, p) is not MISSING for p in paths)
+
+
+def _search_keys(s: Strategy, data: Any) -> list[Change]:
+    """The search-side keys of a train.yaml written for the search (engine.config.train reads them), in the file's
+    own dialect where it writes the trainer's spelling of a setting and not the search's (`pp_schedule` / `pp_vpp`,
+    `layer_ranges`): the reader reads both, so writing the other spelling beside it would not change the plan."""
     acc, rc = ("accelerator",), s.recompute
     changes = [
         _int_change((*acc, "expert_tensor_parallel_degree"), s.etp, always=False),
-        _int_change((*acc, "pp_interleave_num"), s.vpp, always=False),
-        Change((*acc, "pipeline_scheduler"), SCHEDULER_NAMES[s.pipeline_schedule],
-               satisfied=lambda now: as_schedule(now) == s.pipeline_schedule),
         _int_change((*acc, "optimizer_weight_shard_size"), s.optimizer_shard, always=False),
     ]
+    if _states(data, (*acc, "pp_schedule"), (*acc, "pp_vpp")) and not _states(
+            data, (*acc, "pipeline_scheduler"), (*acc, "pp_interleave_num")):
+        changes += _trainer_pipeline(s)
+    else:
+        changes += [_int_change((*acc, "pp_interleave_num"), s.vpp, always=False),
+                    Change((*acc, "pipeline_scheduler"), SCHEDULER_NAMES[s.pipeline_schedule],
+                           satisfied=lambda now: as_schedule(now) == s.pipeline_schedule)]
+    if _states(data, ("activation_checkpoint", "layer_ranges")) and not _states(
+            data, ("activation_checkpoint", "layers")):
+        return changes + _trainer_ranges(s, data)
     if rc.layers:
         layers = FlowMap({(f"{a}" if a == b else f"{a}-{b}"): Word(m) for a, b, m in sorted(rc.layers)})
         changes.append(Change(("activation_checkpoint", "layers"), layers,
@@ -379,6 +392,30 @@ def _search_keys(s: Strategy) -> list[Change]:
     else:
         changes.append(Change(("activation_checkpoint", "layers"), remove=True))
     return changes
+
+
+def _trainer_pipeline(s: Strategy) -> list[Change]:
+    """The trainer's pipeline keys: `pp_vpp` (interleaved when > 1) and `pp_schedule` (gpipe | 1f1b)."""
+    acc = ("accelerator",)
+    vpp = s.vpp if s.pipeline_schedule == "interleaved" else 1
+    sched = TRAINER_SCHEDULES[s.pipeline_schedule]
+    return [_int_change((*acc, "pp_vpp"), vpp, always=False),
+            Change((*acc, "pp_schedule"), sched, satisfied=lambda now: (sched == "1f1b") if now is MISSING
+                   else str(now).strip().lower() == sched)]
+
+
+def _trainer_ranges(s: Strategy, data: Any) -> list[Change]:
+    """A per-layer plan as the trainer's `activation_checkpoint.layer_ranges`; none: the file's removed. A range's
+    mode is written as a string (`"off"` quoted): the trainer maps a bare `off` (YAML's false) back to the word only
+    for the top-level `mode` ([HP] Corrections 2)."""
+    rc = s.recompute
+    if rc.layers:
+        ranges = [FlowMap({"first": a, "count": b - a + 1, "mode": m}) for a, b, m in sorted(rc.layers)]
+        return [Change(("activation_checkpoint", "layer_ranges"), ranges,
+                       satisfied=lambda now: as_ranges(now) == tuple(sorted(rc.layers)))]
+    if value_at(data, ("activation_checkpoint", "layer_ranges")) is not MISSING:
+        return [Change(("activation_checkpoint", "layer_ranges"), remove=True)]
+    return []
 
 
 def _trainer_keys(s: Strategy, data: Any) -> list[Change]:
@@ -392,24 +429,14 @@ def _trainer_keys(s: Strategy, data: Any) -> list[Change]:
     if missing:
         raise EditError("the trainer that runs this file has no key for " + ", ".join(missing)
                         + ": search with it fixed to 1, or write the plan into a search config")
-    acc, rc = ("accelerator",), s.recompute
-    vpp = s.vpp if s.pipeline_schedule == "interleaved" else 1
-    sched = TRAINER_SCHEDULES[s.pipeline_schedule]
-    changes = [
-        _int_change((*acc, "pp_vpp"), vpp, always=False),
-        Change((*acc, "pp_schedule"), sched, satisfied=lambda now: (sched == "1f1b") if now is MISSING
-               else str(now).strip().lower() == sched),
+    acc = ("accelerator",)
+    return [
+        *_trainer_pipeline(s),
         *(Change((*acc, k), remove=True) for k in ("pipeline_scheduler", "pp_interleave_num",
                                                    "expert_tensor_parallel_degree", "optimizer_weight_shard_size")),
         Change(("activation_checkpoint", "layers"), remove=True),
+        *_trainer_ranges(s, data),
     ]
-    if rc.layers:
-        ranges = [FlowMap({"first": a, "count": b - a + 1, "mode": Word(m)}) for a, b, m in sorted(rc.layers)]
-        changes.append(Change(("activation_checkpoint", "layer_ranges"), ranges,
-                              satisfied=lambda now: as_ranges(now) == tuple(sorted(rc.layers))))
-    elif value_at(data, ("activation_checkpoint", "layer_ranges")) is not MISSING:
-        changes.append(Change(("activation_checkpoint", "layer_ranges"), remove=True))
-    return changes
 
 
 def legacy_key(data: Any, dim: str) -> str:

@@ -85,10 +85,11 @@ def test_flow_sections_stay_flow() -> None:
     check_edits(FLOW, r)
     lines = r.new_text.splitlines()
     assert lines[3].startswith("accelerator: {tp_size: 8, cp_size: 2, ep_size: 1, pp_size: 4, sequence_parallel: true")
-    # A file the trainer runs gets the trainer's own keys: pp_vpp, layer_ranges ([HP] Corrections 1-2).
+    # A file the trainer runs gets the trainer's own keys: pp_vpp, layer_ranges ([HP] Corrections 1-2); a range's
+    # `off` quoted, since the trainer maps a bare `off` (false) back only for the top-level mode.
     assert "sequence_parallel: true, pp_vpp: 2, loss_parallel" in lines[3]
     assert ("activation_checkpoint: {mode: selective, layer_ranges: [{first: 0, count: 10, mode: full}, "
-            "{first: 10, count: 3, mode: off}]}") in r.new_text
+            '{first: 10, count: 3, mode: "off"}]}') in r.new_text
     assert content_lines(r.new_text)[6] == content_lines(FLOW)[6]  # fsdp_config: only the two shards changed
     reads_back(r.new_text, BIG)
 
@@ -387,3 +388,24 @@ def test_an_anchored_value_keeps_its_anchor_and_its_aliases_are_never_changed_be
     aliased = text + "eval: {batch: *gbs}\n"
     err = strategy_edits(aliased, s).error or ""
     assert "eval.batch" in err and "alias" in err and "please report" not in err
+
+
+def test_a_file_for_the_search_in_the_trainers_spellings_keeps_them() -> None:
+    """A train.yaml written for the search (no `_target_`) may spell the pipeline and the per-layer recompute as the
+    trainer does (`pp_schedule`, `pp_vpp`, `layer_ranges`); the reader reads both spellings, so the edit writes the
+    file's own (it wrote the search's beside them, read back the old values and refused)."""
+    text = ("model: {name: m, num_hidden_layers: 8, hidden_size: 64, num_attention_heads: 4, vocab_size: 128}\n"
+            "training: {global_batch_size: 8, micro_batch_size: 1}\n"
+            "accelerator:\n  tp_size: 1\n  pp_size: 2\n  pp_vpp: 2\n  pp_schedule: gpipe\n"
+            "activation_checkpoint:\n  mode: full\n  layer_ranges:\n    - {first: 0, count: 4, mode: off}\n"
+            "    - {first: 4, count: null, mode: full}\n")
+    s = Strategy(dp=1, dp_shard=1, tp=1, pp=2, micro_batch_num=8,
+                 recompute=RecomputePlan("full", ((0, 1, "off"), (2, 7, "full"))))
+    r = strategy_edits(text, s)
+    check_edits(text, r)
+    data = yaml.safe_load(r.new_text)
+    assert data["accelerator"]["pp_schedule"] == "1f1b" and data["accelerator"].get("pp_vpp", 1) == 1
+    assert "pipeline_scheduler" not in data["accelerator"] and "pp_interleave_num" not in data["accelerator"]
+    assert data["activation_checkpoint"]["layer_ranges"] == [{"first": 0, "count": 2, "mode": "off"},
+                                                             {"first": 2, "count": 6, "mode": "full"}]
+    assert "layers" not in data["activation_checkpoint"]
