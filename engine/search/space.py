@@ -314,11 +314,10 @@ def _level_tp_pp(b: _Builder, c: _Ctx) -> None:
     """Levels 1 and 2: tp, then pp (vpp's share of the layer bound is checked at its own level)."""
     m, n = c.model, c.n
     tp = _domain(c.r("tp"), c.dev_divs)[None, :]
-    tp_rules = [
-        (R_TP_DEVICES, n % tp == 0),
-        (R_TP_NODE, tp <= c.node),
-        (R_TP_HEADS, (m.heads % tp == 0) & (m.kv_heads_eff % tp == 0)),
-    ]
+    # tp across nodes runs on every stack (slowly: its collectives cross the NIC, as priced); the search leaves it
+    # out of an `auto` tp, never out of a value the files list ([HP] §5.6 checks no node bound).
+    tp_rules = [(R_TP_DEVICES, n % tp == 0)] + ([(R_TP_NODE, tp <= c.node)] if c.r("tp") is None else [])
+    tp_rules.append((R_TP_HEADS, (m.heads % tp == 0) & (m.kv_heads_eff % tp == 0)))
     hy = m.hybrid
     if hy is not None and hy.mamba:  # Megatron-Core's MambaMixer shards its heads and groups over tp (MCORE-MAMBA)
         tp_rules.append((R_TP_MAMBA, (hy.mamba_heads % tp == 0) & (hy.groups % tp == 0)))

@@ -29,15 +29,25 @@ def test_global_batch_that_no_dp_can_make() -> None:
     assert d.data["suggested_global_batch_size"] == [8, 16]
 
 
-def test_list_beyond_a_node_names_the_list_the_rule_and_what_fits() -> None:
+def test_a_list_no_value_of_which_runs_names_the_list_the_rule_and_what_fits() -> None:
     cfg = make(TINY, nodes=2, dims={"tp": (16,)})
     res = search(cfg)
     assert res.best is None and codes(res) == ["HP601"]
     d = res.diagnostics[0]
     assert d.path == "parallelism.tp" and d.range == cfg.dimensions["tp"].location.value
     assert "parallelism.tp asks [16]" in d.message
-    assert "tp 16: tp spans more than one node" in d.message
+    assert "tp 16: tp does not divide the attention or KV heads" in d.message
     assert d.data["asked"] == [16] and d.data["fitting"] == [1, 2, 4]  # 4 KV heads
+
+
+def test_a_listed_tp_beyond_a_node_is_priced() -> None:
+    """tp across nodes runs (its collectives cross the NIC: priced so); `auto` leaves it out, a list keeps it, as
+    HyperParallel's search bounds tp by the heads only ([HP] §5.6)."""
+    wide = replace(TINY, kv_heads=16)
+    listed = search(make(wide, nodes=2, dims={"tp": (16,)}))
+    assert listed.best is not None and listed.best.strategy.tp == 16
+    auto = search(make(wide, nodes=2))
+    assert auto.best is not None and all(e.strategy.tp <= 8 for e in auto.top)
 
 
 def test_lists_met_one_by_one_but_never_together() -> None:

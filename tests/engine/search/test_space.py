@@ -83,8 +83,9 @@ def test_rows_are_in_nest_order_and_deterministic() -> None:
 
 def test_refusals_are_counted_and_attributed() -> None:
     s = enumerate_space(DENSE, cluster(2), 4, {"tp": (3, 16, 8, 2)})
-    assert s.refused[R_TP_NODE] == 1  # 16 > 8 devices per node (3 is refused earlier: it does not divide 16)
-    assert R_TP_NODE in s.value_reasons["tp"][16]
+    # a listed 16 spans the nodes, which runs: the heads refuse it (3 is refused earlier: it does not divide 16)
+    assert R_TP_NODE not in s.refused and R_TP_HEADS in s.value_reasons["tp"][16]
+    assert enumerate_space(DENSE, cluster(2), 4, {}).refused[R_TP_NODE] == 1  # auto leaves tp 16 out
     assert s.refused[R_MBN_PP] > 0  # a batch of 4 cannot feed long pipelines
     s2 = enumerate_space(DENSE, cluster(1), 32, {"tp": (8,)})
     assert R_TP_HEADS in s2.value_reasons["tp"][8]  # 4 KV heads
