@@ -338,18 +338,26 @@ def test_torchtitan_before_gradient_accumulation_runs_one_micro_batch_without_pp
     assert not [d for d in estimate_config(loaded.config)[1] if "accumulates no gradients" in d.message]
 
 
+def _stated_torchtitan(tmp_path: Path, *, pp: int, vpp: int, mbs: int) -> Path:
+    """The 70B on 64 H100 under torchtitan (512 sequences), every degree stated: dp 64/pp over FSDP, tp 1."""
+    path = _folder(tmp_path, framework="torchtitan", gbs=512)
+    dp = 64 // pp
+    schedule = "\npp_config: {pipeline_schedule: interleaved}" if vpp > 1 else ""
+    path.write_text(path.read_text().replace(
+        "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,\n"
+        "              micro_batch_num: auto, sequence_parallel: auto}",
+        f"parallelism: {{dp: {dp}, fsdp: {dp}, tp: 1, pp: {pp}, cp: 1, ep: 1, vpp: {vpp}, micro_batch_size: {mbs},\n"
+        f"              sequence_parallel: false}}{schedule}"))
+    return path
+
+
 @pytest.mark.parametrize(("pp", "mbs", "local"), [(1, 2, 2), (4, 2, 32)])
 def test_torchtitan_export_accumulates_as_the_plan_does(tmp_path: Path, pp: int, mbs: int, local: int) -> None:
     """torchtitan runs global / (local_batch_size · dp) accumulation steps ([TT-GRADACC]) and splits a local batch
     into micro-batches only under a pipeline: without pp the local batch is one micro-batch of the plan, with pp
     it holds all the schedule's. The TOML's steps × micro-batches per step give the plan's micro-batches."""
-    path = _folder(tmp_path, framework="torchtitan", gbs=512)
+    path = _stated_torchtitan(tmp_path, pp=pp, vpp=1, mbs=mbs)
     dp = 64 // pp
-    path.write_text(path.read_text().replace(
-        "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,\n"
-        "              micro_batch_num: auto, sequence_parallel: auto}",
-        f"parallelism: {{dp: {dp}, fsdp: {dp}, tp: 1, pp: {pp}, cp: 1, ep: 1, vpp: 1, micro_batch_size: {mbs},\n"
-        "              sequence_parallel: false}"))
     _code, doc = _cli(run_export, "export", [str(path), "--to", "torchtitan", "--json"])  # fits or not
     toml = tomllib.loads(doc["text"])
     tr, par = toml["training"], toml["parallelism"]
@@ -396,13 +404,7 @@ def test_torchtitan_stages_come_from_its_layers_per_stage(tmp_path: Path, pp: in
     """torchtitan makes ⌈(80 layers + embedding + output) / layers_per_stage⌉ virtual stages, which must be pp·vpp
     (TT-SRC pipeline_llm), or 2 per rank where it is unset: vpp 2 writes none, vpp 4 over pp 2 writes 11
     (⌈82/11⌉ = 8), and pp 8 · vpp 4 = 32 stages no whole number gives (HP753, and never a searched plan)."""
-    path = _folder(tmp_path, framework="torchtitan", gbs=512)
-    dp = 64 // pp
-    path.write_text(path.read_text().replace(
-        "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,\n"
-        "              micro_batch_num: auto, sequence_parallel: auto}",
-        f"parallelism: {{dp: {dp}, fsdp: {dp}, tp: 1, pp: {pp}, cp: 1, ep: 1, vpp: {vpp}, micro_batch_size: 1,\n"
-        "              sequence_parallel: false}\npp_config: {pipeline_schedule: interleaved}"))
+    path = _stated_torchtitan(tmp_path, pp=pp, vpp=vpp, mbs=1)
     _code, doc = _cli(run_export, "export", [str(path), "--to", "torchtitan", "--json"])  # fits or not
     par = tomllib.loads(doc["text"])["parallelism"]
     said = [d for d in doc["diagnostics"] if d["code"] == "HP753" and d["path"] == "vpp"]
