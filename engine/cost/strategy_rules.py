@@ -198,7 +198,7 @@ def release_problems(fw: Framework, run: RunOptions) -> list[Problem]:
                         f"{rel.current}", "framework_version")]
     out: list[Problem] = []
     if run.moe_dispatcher == "deepep" and not fw.deepep:
-        since = next(f.since for f in rel.facts if f.field == "deepep")
+        since = _since(fw, "deepep")
         out.append(Problem("HP535", f"{rel.label} {fw.release} has no DeepEP dispatch (from {since}): priced "
                            "with the all-to-all dispatcher", "framework_version"))
     return out
@@ -302,11 +302,13 @@ def _hybrid_split_problems(config: Config, fw: Framework, s: Strategy) -> list[P
 
 def _etp_problems(config: Config, fw: Framework, s: Strategy) -> list[Problem]:
     """HP504 where the stack carves the expert TP group from the TP group (Framework.etp_fits: no MoE Parallel
-    Folding) and etp does not divide tp; with folding (Megatron-Core from 0.10) any etp the ranks hold runs."""
+    Folding) and etp does not divide tp; with folding (Megatron-Core from 0.10) any etp the ranks hold runs. The
+    fix is gcd(tp, etp): it divides tp, and as a divisor of etp it keeps the expert width and ep·etp dividing."""
     if config.model is None or not config.model.is_moe or s.etp <= 1 or fw.etp_fits(s.tp, s.etp):
         return []
     return [Problem("HP504", f"etp {s.etp} does not divide tp {s.tp}: {fw.qualified} carves the expert "
-                    "tensor-parallel group from the tensor-parallel one (no MoE Parallel Folding)", "etp")]
+                    "tensor-parallel group from the tensor-parallel one (no MoE Parallel Folding)", "etp",
+                    nearest=math.gcd(s.tp, s.etp))]
 
 
 def _grad_accumulation_problems(fw: Framework, s: Strategy) -> list[Problem]:

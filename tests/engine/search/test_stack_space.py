@@ -379,17 +379,18 @@ def test_expert_tp_beside_tp_is_the_stacks_rule(tmp_path: Path) -> None:
     stated = text.replace("  dp: 8\n", "  dp: 32\n").replace("  tp: 4\n", "  tp: 1\n").replace(
         "micro_batch_num: 128", "micro_batch_num: 32")
 
-    def hp504(framework: str) -> list[str]:
+    def hp504(framework: str) -> list[Any]:
         path = tmp_path / f"{framework}.yaml"
         path.write_text(stated.replace("framework: megatron", f"framework: {framework}"))
         loaded = check_file(str(path))
         assert loaded.config is not None and loaded.config.stated is not None
         from engine.cost.strategy_rules import estimate_config
 
-        return [d.message for d in estimate_config(loaded.config)[1] if d.code == "HP504" and "etp" in d.message]
+        return [d for d in estimate_config(loaded.config)[1] if d.code == "HP504" and "etp" in d.message]
 
     assert hp504("megatron") == []
-    assert hp504("hyperparallel")
+    (d,) = hp504("hyperparallel")
+    assert d.path == "parallelism.etp" and d.data["nearest_valid"] == 1  # gcd(tp 1, etp 4)
     searched = tmp_path / "searched.yaml"
     searched.write_text(text.replace("  dp: 8\n", "  dp: auto\n").replace("  tp: 4\n", "  tp: auto\n")
                         .replace("micro_batch_num: 128", "micro_batch_num: auto")
