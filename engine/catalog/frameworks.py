@@ -163,7 +163,8 @@ _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_la
 @dataclass(frozen=True, slots=True)
 class ReleaseFact:
     """A fact of a framework that holds from one release on: before `since`, the field `field` of its Framework
-    (`space.<name>`: of its StackSpace) reads `before` (what the older release ran). `what` says it plainly, `source` where the release notes say so."""
+    (`space.<name>`: of its StackSpace) reads `before` (what the older release ran). `what` says it plainly,
+    `source` where the release notes say so."""
 
     field: str
     since: str

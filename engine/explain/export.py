@@ -21,8 +21,8 @@ MindSpeed flag is one the stack accepts at the release engine/catalog/data/*_fla
 | dp | world / (tp·pp·cp) (the launcher's world size) | data_parallel_replicate_degree × data_parallel_shard_degree |
 | dp_shard (FSDP) | Megatron: --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor; MindSpeed: --use-torch-fsdp2 --fsdp2-config-path fsdp2_config.yaml (the YAML follows the flags); whole dp·cp, pp 1 only | data_parallel_shard_degree = dp_shard / cp, replicate = dp·cp / dp_shard |
 | optimizer_shard (ZeRO-1) | --use-distributed-optimizer, --num-distributed-optimizer-instances dp·cp / o | (none: FSDP shards instead) |
-| fp8 (recipe), fp8_param_gather | Megatron: --fp8-format hybrid --fp8-recipe delayed / tensorwise / blockwise / mxfp8, --fp8-param-gather | (float8 converter, not exported) |
-| capacity_factor (token drop), moe_router_force_load_balancing | --moe-expert-capacity-factor F --moe-pad-expert-input-to-capacity; Megatron: --moe-router-force-load-balancing (MindSpeed: HP753) | (not exported) |
+| fp8 (recipe), fp8_param_gather | Megatron: --fp8-format hybrid --fp8-recipe delayed / tensorwise / blockwise / mxfp8, --fp8-param-gather | (HP753: torchao's float8 converter, its keys by release) |
+| capacity_factor (token drop), moe_router_force_load_balancing | --moe-expert-capacity-factor F --moe-pad-expert-input-to-capacity; Megatron: --moe-router-force-load-balancing (MindSpeed: HP753) | (HP753: dropless, no forced balance) |
 | moe_dispatcher, MoE overlaps | --moe-grouped-gemm, --moe-token-dispatcher-type alltoall (allgather), or flex --moe-flex-dispatcher-backend deepep; --moe-shared-expert-overlap; --overlap-moe-expert-parallel-comm --delay-wgrad-compute / MindSpeed --moe-alltoall-overlap-comm | expert_parallel_degree |
 | offloaded layers | Megatron --cpu-offloading-num-layers N (pp 1, no recompute) | (none) |
 | fused kernels, tp_comm_overlap | TE default / --tp-comm-overlap; MindSpeed --use-flash-attn --use-fused-rmsnorm --use-fused-swiglu --use-fused-rotary-pos-emb, --use-ascend-mc2 | enable_async_tensor_parallel |
@@ -111,8 +111,8 @@ def _megatron_layout(s: Strategy, model: ModelSpec, run: RunOptions, target: str
                      warns: list[Diagnostic]) -> list[str]:
     """The pipeline layout priced (engine.specs.PipelineLayout) as Megatron-LM's flags (MLM-ARGS): the
     embedding/loss accounting, the first/last-stage layer counts or the per-chunk layer layout (Megatron-LM
-    only); HyperParallel's per-stage offsets as the layers they place (_split_args; HP753 where no flag takes them). Where the files state none, the split of
-    the stack that priced the plan is the layout: torchtitan's counts the embedding and the output as layers,
+    only); HyperParallel's per-stage offsets as the layers they place (_split_args; HP753 where no flag takes
+    them). Where the files state none, the split of the stack that priced the plan is the layout: torchtitan's counts the embedding and the output as layers,
     which Megatron-LM's accounting flags reproduce where the count divides (else `_priced_split` lists it)."""
     lay = run.pipeline_layout
     if s.pp <= 1:

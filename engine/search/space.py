@@ -626,8 +626,9 @@ def enumerate_groups(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                      layout_fits: Callable[[int, int], bool] | None = None,
                      compile_without_pp: bool = False) -> Groups:
     """Every valid candidate, factored (Groups). `restrict[dim]` is a dimension's allowed values (None = its
-    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots`, `padded_interleave` as _Ctx's;
-    `dualpipev`: (the files state DualPipeV, the stack runs it)."""
+    bounds); dimension names as in engine.config.types.DIMENSIONS; `extra_slots`, `padded_interleave`,
+    `hybrid_split`, `etp_fits`, `layout_fits`, `compile_without_pp` as _Ctx's; `dualpipev`: (the files state
+    DualPipeV, the stack runs it)."""
     c = _Ctx(model, cluster.world_size, global_batch, cluster.cards_per_node, divisors(cluster.world_size),
              restrict, stack.cp_algo(cp_algo), optimizer_shard, stack=stack, extra_slots=extra_slots,
              dualpipev=dualpipev[0], dualpipev_runs=dualpipev[1], padded_interleave=padded_interleave,

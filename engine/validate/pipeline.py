@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from engine.catalog.frameworks import FRAMEWORKS, framework_of, taken_layout
 from engine.config.layer_layout import layout_vpp
-from engine.config.reader import Val
+from engine.config.reader import Source, Val
 from engine.config.stated_layout import layout_paths
 from engine.config.types import Location
-from engine.document import Map, Scalar, Seq, find
+from engine.document import Map, Node, Scalar, Seq, find
 from engine.specs import PipelineLayout
 from engine.validate.context import Ctx, Declared
 
@@ -202,7 +202,7 @@ def _train_layer_ranges(ctx: Ctx, layers: int) -> None:
                      data={"valid": [0, layers - 1]})
 
 
-def _trainer_layer_ranges(ctx: Ctx, src: Any, ranges: Any, layers: int) -> None:
+def _trainer_layer_ranges(ctx: Ctx, src: Source, ranges: Node | None, layers: int) -> None:
     """The trainer's `activation_checkpoint.layer_ranges: [{first, count | null, mode}]` ([HP] Corrections 2):
     ordered and non-overlapping (HP424 where a range starts inside or before the one before it), only the last may
     run to the end (`count: null`, HP424), and every range on the model's layers (HP421)."""

@@ -83,14 +83,10 @@ def _run_length(ctx: Ctx, root: Map, file: str | None) -> None:
         ctx.diags.append(Diagnostic("HP423", "the trainer needs exactly one of training.train_iters and "
                                     "training.train_samples; this file states both: remove one", at_samples,
                                     "training.train_samples", None, file))
-    elif not stated:
-        _training, at = _value(root, "training")
-        key = root.key_node("training")
-        where = key.range if key is not None else at
-        if where is not None:
-            ctx.diags.append(Diagnostic("HP423", "the trainer needs exactly one of training.train_iters and "
-                                        "training.train_samples; this file states neither", where, "training", None,
-                                        file))
+    elif not stated and (key := root.key_node("training")) is not None:
+        ctx.diags.append(Diagnostic("HP423", "the trainer needs exactly one of training.train_iters and "
+                                    "training.train_samples; this file states neither", key.range, "training", None,
+                                    file))
 
 
 def _value(root: Map, *path: str) -> tuple[Node | None, Range | None]:
