@@ -490,8 +490,8 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
 
 def _level_sp_os(b: _Builder, c: _Ctx) -> None:
     """Level 9: sequence parallelism (0/1); auto offers it only where tp > 1 (at tp 1 it is the same
-    strategy), and on stacks that run SP whenever tp > 1 (StackSpace.sp_with_tp) only that. SP with cp > 1 is
-    a counted refusal where the stack refuses it (HyperParallel). Then the optimizer (ZeRO-1) shard: the run's;
+    strategy), and on stacks that run SP whenever tp > 1 (StackSpace.sp_with_tp) only that. SP with a searched
+    cp > 1 is a counted refusal where the stack refuses it (HyperParallel). Then the optimizer (ZeRO-1) shard: the run's;
     without the stack's distributed optimizer it must divide dp·cp (a stack with one shards over the whole
     dp·cp where a stated shard does not divide it: Groups.optimizer_shards)."""
     sp_r = c.r("sequence_parallel")
@@ -503,7 +503,10 @@ def _level_sp_os(b: _Builder, c: _Ctx) -> None:
         eligible = sp == (t > 1)
     else:
         eligible = (sp == 0) | (t > 1)
-    rules = [] if c.stack.sp_with_cp else [(R_SP_CP, (sp == 0) | (cp == 1))]
+    # Only among varied cp values: a single stated cp is no candidate of HyperParallel's, so its CP checks never
+    # run ([HP] §5.13) and the trainer runs SP beside it.
+    cp_varied = len(c.r("cp") or (0, 0)) > 1
+    rules = [] if c.stack.sp_with_cp or not cp_varied else [(R_SP_CP, (sp == 0) | (cp == 1))]
     b.expand("sp", sp[0], rules, eligible)
     if c.optimizer_shard != 1 and not c.stack.distributed_optimizer:
         b.filter([(R_OS, (b.w("dp") * b.w("cp")) % c.optimizer_shard == 0)])

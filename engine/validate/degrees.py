@@ -26,6 +26,7 @@ def check(ctx: Ctx) -> None:
     _fixed_in_list(ctx)
     _device_product(ctx)
     _stated(ctx)
+    _sp_with_searched_cp(ctx)
 
 
 def _valid_list(n_values: list[int], limit: int | None) -> list[int]:
@@ -210,6 +211,24 @@ def _fixed_in_list(ctx: Ctx) -> None:
                      data={"nearest_valid": nearest(value, list(d.values)), "valid": list(d.values)})
 
 
+def _sp_with_searched_cp(ctx: Ctx) -> None:
+    """HP418: HyperParallel's search refuses SP with cp > 1 among the candidates it varies ([HP] §5.6 check 5), so
+    with SP on the cp values above 1 of a list or `auto` are never tried. A single stated cp is not a candidate
+    and its CP checks never run (§5.13): the trainer runs SP beside it (the Ulysses example), so no warning. The
+    stacks whose recipes combine them (StackSpace.sp_with_cp) give none either."""
+    sp = ctx.fixed.get("sequence_parallel")
+    cp = ctx.config.dimensions.get("cp")
+    if (ctx.config.kind != "search" or sp is None or not sp.value or cp is None or cp.state not in ("list", "auto")
+            or framework_of(ctx.config.run).space.sp_with_cp):
+        return
+    refused = [v for v in cp.values if v > 1]
+    if cp.state == "list" and not refused:
+        return
+    never = f"the cp candidates {refused} are" if cp.state == "list" else "no cp > 1 is"
+    ctx.emit("HP418", f"HyperParallel's search refuses sequence parallelism with cp > 1: with sequence_parallel on, "
+             f"{never} never tried (set sequence_parallel: false to search them)", sp.location, sp.path)
+
+
 def _device_product(ctx: Ctx) -> None:
     """Can the declared degrees make the world size at all? dp·tp·pp·cp = N exactly (docs/formats.md §2)."""
     n = ctx.world
@@ -305,10 +324,3 @@ def _stated(ctx: Ctx) -> None:
             valid = [v for v in divisors(cap) if cap % (v * etp) == 0]  # ep·etp must divide the ranks
             ctx.emit("HP417", _borrowed_message(ep.value, etp, cap), ep.location, ep.path,
                      data={"nearest_valid": nearest(ep.value, valid), "valid": valid[:24]})
-    sp = f.get("sequence_parallel")
-    # HyperParallel's search runner refuses SP with cp > 1 ([HP] §5.6); the stacks whose recipes combine them
-    # (StackSpace.sp_with_cp) give no such warning, so neither does a file that names one.
-    if (sp is not None and sp.value and cp > 1 and cfg.kind == "search"
-            and not framework_of(ctx.config.run).space.sp_with_cp):
-        ctx.emit("HP418", f"HyperParallel's search treats sequence parallelism with cp > 1 ({cp}) as incompatible",
-                 sp.location, sp.path)

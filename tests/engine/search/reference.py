@@ -26,7 +26,8 @@ def _sp_values(stack: StackSpace, tp: int, cp: int, restrict: dict) -> list[int]
         vals = [int(tp > 1)]
     else:
         vals = [0, 1] if tp > 1 else [0]
-    return [sp for sp in vals if stack.sp_with_cp or not (sp and cp > 1)]
+    cp_varied = len(restrict.get("cp") or (0, 0)) > 1  # a single stated cp is no candidate ([HP] §5.13)
+    return [sp for sp in vals if stack.sp_with_cp or not cp_varied or not (sp and cp > 1)]
 
 
 def loop_space(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict,

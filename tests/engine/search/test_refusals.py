@@ -51,14 +51,22 @@ def test_a_listed_tp_beyond_a_node_is_priced() -> None:
 
 
 def test_lists_met_one_by_one_but_never_together() -> None:
-    # HyperParallel's checker refuses sequence parallelism with context parallelism ([HP] §5.6.1).
-    cfg = make(TINY, nodes=1, dims={"tp": 2, "cp": (2,), "sequence_parallel": 1})
+    # HyperParallel's checker refuses sequence parallelism with the cp values it varies ([HP] §5.6.1); a single
+    # stated cp is no candidate (§5.13): test_a_single_stated_cp_runs_beside_sequence_parallelism.
+    cfg = make(TINY, nodes=1, dims={"tp": 2, "cp": (2, 4), "sequence_parallel": 1})
     cfg = replace(cfg, run=RunOptions(framework="hyperparallel"))
     res = search(cfg)
     assert codes(res) == ["HP601"]
     d = res.diagnostics[0]
     assert "never all at once" in d.message and "sequence parallelism with cp > 1" in d.message
     assert d.path in ("parallelism.cp", "parallelism.sequence_parallel")
+
+
+def test_a_single_stated_cp_runs_beside_sequence_parallelism() -> None:
+    """HyperParallel's Ulysses example states SP with cp 2 and its trainer runs it: the search keeps that cp."""
+    cfg = make(TINY, nodes=1, dims={"tp": 2, "cp": (2,), "sequence_parallel": 1})
+    res = search(replace(cfg, run=RunOptions(framework="hyperparallel")))
+    assert res.best is not None and res.best.strategy.sequence_parallel and res.best.strategy.cp == 2
 
 
 def test_megatron_runs_sequence_parallelism_with_context_parallelism() -> None:

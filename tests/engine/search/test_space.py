@@ -90,8 +90,11 @@ def test_refusals_are_counted_and_attributed() -> None:
     s2 = enumerate_space(DENSE, cluster(1), 32, {"tp": (8,)})
     assert R_TP_HEADS in s2.value_reasons["tp"][8]  # 4 KV heads
     assert len(s2) == 0
-    s3 = enumerate_space(DENSE, cluster(1), 32, {"cp": (2,), "sequence_parallel": (1,), "tp": (2,)})
-    assert s3.refused[R_SP_CP] > 0 and len(s3) == 0
+    s3 = enumerate_space(DENSE, cluster(1), 32, {"cp": (1, 2), "sequence_parallel": (1,), "tp": (2,)})
+    assert s3.refused[R_SP_CP] > 0 and set(s3.columns["cp"].tolist()) == {1}
+    # a single stated cp is no candidate of HyperParallel's: its CP checks never run ([HP] §5.13)
+    s4 = enumerate_space(DENSE, cluster(1), 32, {"cp": (2,), "sequence_parallel": (1,), "tp": (2,)})
+    assert R_SP_CP not in s4.refused and len(s4) > 0
 
 
 def _plain_nest(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict, cp_algo: str, os_shard: int):  # type: ignore[no-untyped-def]

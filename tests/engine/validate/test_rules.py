@@ -182,10 +182,15 @@ def test_an_interleaved_split_that_does_not_divide_names_mindspeeds_padding(tmp_
 
 
 def test_sp_with_cp_is_warned_only_where_the_search_refuses_it(tmp_path: Path) -> None:
-    """HyperParallel's search runner refuses SP with cp > 1 ([HP] §5.6); Megatron's recipes run them together,
-    so a file that names Megatron gets no such warning."""
-    body = MODEL + CLUSTER + "parallelism: {tp: 2, pp: 1, cp: 2, sequence_parallel: true}\n"
+    """HyperParallel's search runner refuses SP with cp > 1 among the cp values it varies ([HP] §5.6); a single
+    stated cp is no candidate, so its CP checks never run (§5.13) and the trainer runs the pair (the Ulysses
+    example). Megatron's recipes run them together, so a file that names Megatron gets no warning at all."""
+    body = MODEL + CLUSTER + "parallelism: {tp: 2, pp: 1, cp: [1, 2, 4], sequence_parallel: true}\n"
     (d,) = only(run(tmp_path, body), "HP418")
-    assert d.path == "parallelism.sequence_parallel"
+    assert d.path == "parallelism.sequence_parallel" and "[2, 4]" in d.message
+    (d,) = only(run(tmp_path, body.replace("cp: [1, 2, 4]", "cp: auto"), name="a.yaml"), "HP418")
+    assert "no cp > 1" in d.message
+    fixed = run(tmp_path, body.replace("cp: [1, 2, 4]", "cp: 2"), name="f.yaml")
+    assert not [x for x in fixed if x.code == "HP418"]
     megatron = run(tmp_path, body + "estimator: {framework: megatron}\n", name="m.yaml")
     assert not [x for x in megatron if x.code == "HP418"]
