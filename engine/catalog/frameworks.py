@@ -83,6 +83,12 @@ class StackSpace:
       MambaStack asserts no virtual stages and slices num_layers // pp alike); MindSpeed-LLM runs its Mamba2 hybrids
       on that Megatron-Core model (MS-SSM). The search offers such a model only plans that meet it (counted
       refusals); a stated plan that does not gets HP530.
+    interleave_groups: how the stack's interleaved 1F1B takes a micro-batch count m for pp ranks
+      (interleave_runs): "pp" (Megatron-Core and MindSpeed on it: microbatch_group_size_per_vp_stage defaults to
+      pp and the last group must be empty or at least pp, MCORE-SCHED; older releases assert m % pp == 0 outright),
+      "rounds" (torch.distributed.pipelining's ScheduleInterleaved1F1B, torchtitan's: max(1, m // pp) rounds that
+      must divide m, TORCH-PIPE), "any" (HyperParallel's own ScheduleInterleaved1F1B takes m below, above or not a
+      multiple of pp, [HP] Corrections 1).
     """
 
     fsdp: str = "hsdp"
@@ -101,6 +107,7 @@ class StackSpace:
     grad_accumulation: bool = True
     stages_from_layers: bool = False
     compile_with_pp: bool = True
+    interleave_groups: str = "pp"
 
     def hybrid_split(self, model: ModelSpec, layout: PipelineLayout) -> str:
         """How the stack splits `model`'s hybrid pattern across pipeline stages (hybrid_even_split): "" where it is
@@ -120,6 +127,15 @@ class StackSpace:
         if not self.stages_from_layers:
             return n >= 1  # every chunk count (element-wise true, in the arguments' shape)
         return (vpp <= 2) | ((n - 1) * (-(-slots // n)) < slots)
+
+    def interleave_runs(self, mbn: Any, pp: Any) -> Any:
+        """Whether the stack's interleaved schedule runs `mbn` micro-batches on `pp` ranks (element-wise;
+        interleave_groups)."""
+        if self.interleave_groups == "any":
+            return mbn >= 1
+        if self.interleave_groups == "rounds":  # max(1, mbn // pp) rounds, written to take arrays too
+            return mbn % (mbn // pp + (mbn < pp)) == 0
+        return mbn % pp == 0
 
     def cp_algo(self, stated: str) -> str:
         """The context-parallel algorithm priced: the stated one where the stack runs it, else its ring."""
@@ -154,10 +170,11 @@ _MINDSPEED_SPACE = StackSpace(fsdp="whole", fsdp_with_pp=False, fsdp_with_ep=Fal
                               flags="mindspeed", cp_algos=("ring", "ulysses", "hybrid"), uneven_interleave=False,
                               hybrid_even_split=True)
 _TORCHTITAN_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=True, sp_with_tp=True, cp_algos=("ring",),
-                               stages_from_layers=True)
+                               stages_from_layers=True, interleave_groups="rounds")
 # HyperParallel's own rules ([HP] §5.6): FSDP over any divisor of dp·cp, SP searched and never with CP.
 _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_layer",
-                                  cp_algos=("ring", "ulysses", "hybrid"), compile_with_pp=False)
+                                  cp_algos=("ring", "ulysses", "hybrid"), compile_with_pp=False,
+                                  interleave_groups="any")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP504", "error", "expert parallelism does not divide the experts or the devices it borrows"),
     ("HP505", "error", "more pipeline chunks than layers"),
     ("HP506", "error", "fewer micro-batches than pipeline stages"),
-    ("HP507", "warning", "interleaved schedule needs micro-batches in multiples of the pipeline size"),
+    ("HP507", "warning", "the stack's interleaved schedule does not group this many micro-batches (Megatron: a multiple of pp)"),
     ("HP508", "error", "FSDP or optimizer shard does not divide the data-parallel domain"),
     ("HP509", "error", "context parallelism does not divide the sequence length"),
     ("HP510", "warning", "setting has no effect for this strategy"),

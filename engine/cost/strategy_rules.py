@@ -160,7 +160,8 @@ def _expert_problems(model: ModelSpec, s: Strategy) -> list[Problem]:
 
 
 def _pipeline_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) -> list[Problem]:
-    """HP505 (chunks against layers), HP506 (micro-batches against stages), HP507 and HP510 (the schedule)."""
+    """HP505 (chunks against layers), HP506 (micro-batches against stages), HP510 (the schedule); the stack's
+    own micro-batch grouping is check_framework's (HP507)."""
     out: list[Problem] = []
     interleaved = s.pipeline_schedule == "interleaved" and s.vpp > 1
     slots = model.num_layers + int(layout.embedding_in_split) + int(layout.loss_in_split) + len(layout.noop_layers)
@@ -173,9 +174,6 @@ def _pipeline_problems(model: ModelSpec, s: Strategy, layout: PipelineLayout) ->
     if facts.micro_batches(s.micro_batch_num, s.pp) is not None:
         out.append(Problem("HP506", f"{s.micro_batch_num} micro-batches for {s.pp} pipeline stages: the "
                            "pipeline never fills (micro_batch_num ≥ pp)", "micro_batch_num", MICRO_BATCHES))
-    if interleaved and s.micro_batch_num % s.pp:
-        out.append(Problem("HP507", f"the interleaved schedule runs micro-batches in groups of pp = {s.pp}; "
-                           f"{s.micro_batch_num} is not a multiple", "micro_batch_num"))
     out += _dualpipev_problems(model, s, layout)
     if s.vpp > 1 and s.pipeline_schedule != "interleaved":
         out.append(Problem("HP510", f"vpp {s.vpp} has no effect with the {s.pipeline_schedule} schedule (priced "
@@ -251,6 +249,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     elif s.pp > 1 and s.pipeline_schedule == "dualpipev" and s.cp > 1 and not fw.space.dualpipev_with_cp:
         out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
                            "set cp 1 or another schedule", "schedule"))
+    out += _interleave_problems(fw, s)
     out += _stack_fsdp_problems(fw, s) + _layer_offload_problems(config, fw, s) + release_problems(fw, config.run)
     out += _hybrid_split_problems(config, fw, s) + _grad_accumulation_problems(fw, s) + _etp_problems(config, fw, s)
     stated_policy = config.run.selective_policy
@@ -274,6 +273,24 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
         out += _fp8_recipe_problems(config)
     wrong = stack_device_problem(config)
     return out + ([wrong] if wrong is not None else []) + _ep_overlap_problems(config)
+
+
+def _interleave_problems(fw: Framework, s: Strategy) -> list[Problem]:
+    """HP507 where the stack's interleaved schedule does not group the plan's micro-batches
+    (StackSpace.interleave_runs: a multiple of pp on Megatron-Core, MCORE-SCHED; rounds that divide them in
+    torch.distributed.pipelining, TORCH-PIPE; any count in HyperParallel's own schedule)."""
+    m, pp = s.micro_batch_num, s.pp
+    if not (s.pipeline_schedule == "interleaved" and s.vpp > 1 and pp > 1) or fw.space.interleave_runs(m, pp):
+        return []
+    if fw.space.interleave_groups == "rounds":
+        rounds = max(1, m // pp)
+        why = f"runs max(1, {m} // {pp}) = {rounds} rounds, which must divide the {m} micro-batches"
+        ok = [k for k in range(pp, 4 * pp + 1) if fw.space.interleave_runs(k, pp)][:6]
+    else:
+        why = f"runs micro-batches in groups of pp = {pp}; {m} is not a multiple"
+        ok = [pp * k for k in range(1, 7)]
+    return [Problem("HP507", f"{fw.name}'s interleaved schedule {why} (it runs {', '.join(map(str, ok))}, ...)",
+                    "micro_batch_num")]
 
 
 def _hybrid_split_problems(config: Config, fw: Framework, s: Strategy) -> list[Problem]:

@@ -144,8 +144,8 @@ def _timeline(parts: dict[str, list[float]], p: int, v: int, m: int,
     except ValueError:  # interleaved with micro-batches not a multiple of pp (HP507): no 1F1B order exists
         ops = simulate(fwd, bwd, v, drawn, all_forward_first=True)
         note = (note + "; " if note else "") + (
-            f"{m} micro-batches are not a multiple of pp {p}: the interleaved 1F1B order cannot run them, "
-            "so the timeline draws every forward before any backward")
+            f"{m} micro-batches are not a multiple of pp {p}: the interleaved 1F1B order drawn here groups them "
+            "by pp, so the timeline draws every forward before any backward")
     dp = parts["dp_comm"]
     opt = parts["optimizer"][0]
     pipe_end = step - max(dp) - opt

@@ -93,6 +93,7 @@ R_DP_BATCH = "dp does not divide the global batch"
 R_MBS_BATCH = "dp·micro_batch_size does not divide the global batch"
 R_MBN_PP = "micro_batch_num below pp"
 R_MBN_LIST = "micro_batch_num outside its list"
+R_VPP_MBN = "interleaved with a micro-batch count the stack's schedule does not group"
 R_MBN_ACCUM = "micro_batch_num > 1 without pp (the stack's release accumulates no gradients)"
 R_FSDP = "fsdp does not divide dp·cp"
 R_ETP_WIDTH = "expert width not divisible by etp"
@@ -482,6 +483,9 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
         rules.append((R_LAYOUT_STATED, (fits | (p == 1))[pp_code]))
     if c.hybrid_split:  # Megatron-Core runs a hybrid pattern without virtual stages (StackSpace.hybrid_even_split)
         rules.append((R_HYBRID_VPP, np.broadcast_to(vpp == 1, (pp_values.size, vpp.shape[1]))[pp_code]))
+    if not c.dualpipev:  # the interleaved schedule's micro-batch groups (StackSpace.interleave_runs), per row
+        mbn_runs = np.asarray(c.stack.interleave_runs(b.w("mbn"), b.w("pp")))[:, None]
+        rules.append((R_VPP_MBN, (vpp == 1) | mbn_runs))
     if c.padded_interleave:  # priced padded in the padding passes (engine.search.passes), not unpadded here
         padded = ((vpp > 1) & noop_fills(layers, p * vpp))[pp_code]
         eligible = ~padded if eligible is None else eligible & ~padded

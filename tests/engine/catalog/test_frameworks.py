@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from engine.catalog.frameworks import (
@@ -126,3 +127,18 @@ def test_a_nemo_container_names_its_megatron_core() -> None:
     assert rel.normalise("26.04") == "0.17" and rel.normalise("nemo-26.06") == "0.18"
     assert rel.normalise("26.08") is None  # not on the versions page read: HP535, priced as the current release
     assert at_release("megatron", "25.09").ep_overlap == "batch" and not at_release("megatron", "nemo-24.09").deepep
+
+
+@pytest.mark.parametrize(("name", "runs"), [
+    # micro-batches 3..12 on pp 4: Megatron-Core groups them by pp (MCORE-SCHED); torch.distributed.pipelining
+    # runs max(1, m // pp) rounds that must divide m (TORCH-PIPE); HyperParallel's own schedule takes any count.
+    ("megatron", [False, True, False, False, False, True, False, False, False, True]),
+    ("mindspeed", [False, True, False, False, False, True, False, False, False, True]),
+    ("torchtitan", [True, True, True, True, True, True, False, True, False, True]),
+    ("hyperparallel", [True] * 10),
+])
+def test_each_stack_groups_interleaved_micro_batches_its_own_way(name: str, runs: list[bool]) -> None:
+    space = FRAMEWORKS[name].space
+    assert [bool(space.interleave_runs(m, 4)) for m in range(3, 13)] == runs
+    # the search asks the same question of whole columns
+    assert space.interleave_runs(np.arange(3, 13), np.full(10, 4)).tolist() == runs

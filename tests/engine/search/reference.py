@@ -71,6 +71,8 @@ def loop_space(model: ModelSpec, cl: ClusterSpec, g: int, restrict: dict,
                     for vpp in vpps:
                         if (vpp > 1 and pp == 1) or pp * vpp > model.num_layers:
                             continue
+                        if vpp > 1 and not stack.interleave_runs(mbn, pp):  # the schedule's micro-batch groups
+                            continue
                         if not _stack_allows(stack, dp, cp, pp, fsdp, ep):
                             continue
                         for sp in _sp_values(stack, tp, cp, restrict):

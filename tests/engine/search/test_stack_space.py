@@ -26,6 +26,7 @@ from engine.explain.export import export, read_torchtitan
 from engine.search import compare_stated, search
 from engine.search.stated import stated_run, stated_source
 from engine.specs import ModelSpec, RecomputePlan, RunOptions, Strategy
+from tests.support.cli import estimate_in_process
 
 TRAIN_70B = """\
 model:
@@ -478,3 +479,27 @@ def test_a_whole_domain_fsdp_shard_in_the_train_yaml_is_kept_by_the_search(tmp_p
     for e in doc["top"]:
         s = e["strategy"]
         assert s["dp_shard"] == s["dp"] * s["cp"], s
+
+
+@pytest.mark.parametrize(("framework", "gbs", "refused"), [
+    ("megatron", 20, True), ("megatron", 16, False), ("torchtitan", 20, False), ("torchtitan", 18, True),
+    ("hyperparallel", 18, False)])
+def test_interleaved_micro_batches_are_grouped_as_each_stack_runs_them(tmp_path: Path, framework: str, gbs: int,
+                                                                      refused: bool) -> None:
+    """dp 2 · tp 8 · pp 4 · vpp 2 with 10 / 8 / 9 micro-batches: Megatron-Core needs a multiple of pp (MCORE-SCHED),
+    torchtitan's torch.distributed.pipelining rounds that divide them (TORCH-PIPE), HyperParallel any count. The
+    stated plan gets HP507 exactly where the stack refuses it, and the search offers it exactly where it runs."""
+    path = _folder(tmp_path, framework=framework, gbs=gbs, seq=4096)
+    stated = path.read_text().replace(
+        "parallelism: {dp: auto, fsdp: auto, tp: auto, pp: auto, cp: auto, ep: 1, vpp: auto, micro_batch_size: auto,\n"
+        "              micro_batch_num: auto, sequence_parallel: auto}",
+        "parallelism: {dp: 2, fsdp: 1, tp: 8, pp: 4, cp: 1, ep: 1, vpp: 2, micro_batch_size: 1, "
+        "sequence_parallel: true}\npp_config: {pipeline_schedule: interleaved}")
+    path.write_text(stated)
+    doc = estimate_in_process(path)
+    assert [d["code"] for d in doc["diagnostics"] if d["code"] == "HP507"] == (["HP507"] if refused else [])
+    path.write_text(stated.replace("fsdp: 1", "fsdp: auto").replace("vpp: 2", "vpp: [1, 2]"))
+    _code, doc = _cli(run_search, "search", [str(path), "--json", "--top", "50"])
+    offered = {e["strategy"]["vpp"] for e in doc["top"]}
+    assert 1 in offered and (2 not in offered) == refused, offered
+    assert any("does not group" in reason for reason in doc["refused"]) == refused
