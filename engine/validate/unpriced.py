@@ -83,6 +83,19 @@ def _mixed_precision(v: Node, _parent: Map) -> bool:
     return not (isinstance(enabled, Scalar) and enabled.value is False)
 
 
+def _above_one(v: Node, _parent: Map) -> bool:
+    return isinstance(v, Scalar) and isinstance(v.value, int) and not isinstance(v.value, bool) and v.value > 1
+
+
+def _not_zero3(v: Node, _parent: Map) -> bool:
+    """A ZeRO stage other than the full sharding hp-plan prices for dp_shard."""
+    return isinstance(v, Scalar) and isinstance(v.value, int) and not isinstance(v.value, bool) and v.value != 3
+
+
+def _not_alltoall(v: Node, _parent: Map) -> bool:
+    return isinstance(v, Scalar) and isinstance(v.value, str) and v.value.strip().lower() not in ("alltoall", "")
+
+
 @dataclass(frozen=True, slots=True)
 class Unpriced:
     kinds: frozenset[str]
@@ -169,6 +182,23 @@ _OTHER_KEYS: tuple[tuple[frozenset[str], str, str, When], ...] = (
     (_AUTO, "optimizer._target_", _ADAM, _not_adam),
     (_LEGACY, "train.optimizer.type", _ADAM, _not_adam),
     (_LEGACY, "train.gradient_checkpointing.recompute_slice_activation", _SLICE, _meaningful),
+    # The legacy trainer's train.accelerator keys hp-plan reads none of ([HP] Corrections, "Legacy trainer").
+    (_LEGACY, "train.accelerator.pp_layer_split",
+     "a stated per-stage layer split is not priced: the layers are spread evenly over the stages", _meaningful),
+    (_LEGACY, "train.accelerator.ulysses_degree", "Ulysses all-to-all over ulysses_degree of the cp ranks is not priced: "
+     "context parallelism is priced as the ring over all cp ranks", _above_one),
+    (_LEGACY, "train.accelerator.zero_stage", "the ZeRO stage is not priced apart: dp_shard is priced as full "
+     "sharding of parameters, gradients and optimizer states (ZeRO-3)", _not_zero3),
+    (_LEGACY, "train.accelerator.reshard_after_forward",
+     "parameters kept gathered after forward are not priced: they are priced resharded", _reshard_kept),
+    (_LEGACY, "train.accelerator.cpu_offload",
+     "offloading sharded states to the host is not priced: they are priced on the device", _meaningful),
+    (_LEGACY, "train.accelerator.async_cp",
+     "asynchronous context-parallel communication is not priced apart: the ring's own overlap is", _meaningful),
+    (_LEGACY, "train.accelerator.comm_fusion",
+     "fused communication buckets are not priced apart: FSDP traffic is priced layer by layer", _meaningful),
+    (_LEGACY, "train.accelerator.moe_token_dispatcher_type",
+     "the MoE token dispatcher is priced as all-to-all", _not_alltoall),
     (_LEGACY, "train.max_grad_norm",
      "gradient clipping (one norm reduction and a rescale per step) is not priced", _meaningful),
     (_LEGACY, "train.optimizer.max_grad_norm",

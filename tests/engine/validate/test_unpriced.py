@@ -63,6 +63,33 @@ def test_values_that_say_nothing_are_not_flagged(tmp_path: Path) -> None:
     assert "activation_swap" not in got and "fsdp_config.reshard_after_backward" not in got
 
 
+LEGACY = """\
+model:
+  name: test-dense
+  config_overrides: {num_hidden_layers: 8, hidden_size: 1024, num_attention_heads: 16, num_key_value_heads: 4,
+                     intermediate_size: 3072, vocab_size: 32000}
+data: {max_seq_len: 4096}
+train:
+  global_batch_size: 32
+  accelerator: {dp_shard: 4, tp: 2, pp: 1, cp: 2, pp_layer_split: [4, 4], ulysses_degree: ULY, zero_stage: ZERO,
+                reshard_after_forward: false, cpu_offload: true, async_cp: true, comm_fusion: true,
+                moe_token_dispatcher_type: DISPATCH}
+"""
+
+
+def test_the_legacy_trainers_unread_accelerator_keys_are_said(tmp_path: Path) -> None:
+    """The legacy trainer's train.accelerator keys hp-plan does not price ([HP] Corrections) get HP112 at the key
+    when they change the run; a ZeRO-3, an all-to-all dispatcher and a Ulysses degree of 1 are what is priced."""
+    changed = flagged(tmp_path, LEGACY.replace("ULY", "2").replace("ZERO", "1").replace("DISPATCH", "allgather"))
+    acc = "train.accelerator."
+    assert set(changed) == {acc + k for k in ("pp_layer_split", "ulysses_degree", "zero_stage",
+                                              "reshard_after_forward", "cpu_offload", "async_cp", "comm_fusion",
+                                              "moe_token_dispatcher_type")}
+    priced = flagged(tmp_path, LEGACY.replace("ULY", "1").replace("ZERO", "3").replace("DISPATCH", "alltoall"),
+                     "priced.yaml")
+    assert not {acc + k for k in ("ulysses_degree", "zero_stage", "moe_token_dispatcher_type")} & set(priced)
+
+
 def test_search_config_model_run_keys(tmp_path: Path) -> None:
     text = ("model: {name: ds, num_hidden_layers: 61, hidden_size: 7168, num_attention_heads: 128, vocab_size: 1000,"
             " max_position_embeddings: 4096, intermediate_size: 18432, multiple_of: 256, offset: [1, -1],"
