@@ -24,6 +24,7 @@ from pygls.workspace import TextDocument
 
 from engine.config.types import ClusterOverrides, Loaded
 from engine.document import DEFAULT_MAX_BYTES, Reads, read_text, text_too_large
+from engine.edit.strategy_keys import blocking
 from engine.ratios.attach import with_ratios
 from hp_lsp.analysis import Analysis, analyse, search_config_cluster
 from hp_lsp.client import ClientFeatures
@@ -373,9 +374,10 @@ class Scheduler:
         if analysis is None or not analysis.is_config or analysis.too_large or analysis.config is None:
             return
         checked = analysis.loaded.diagnostics if analysis.loaded is not None else analysis.diagnostics
-        if any(d.is_error for d in checked):
-            # The file's own errors (not the price of its stated plan: a plan over the budget or one the cost
-            # model refuses is exactly when the search helps). The last good result stays, marked stale.
+        if blocking(list(checked), analysis.config, state.path):
+            # The file's own errors (not the price of its stated plan: a plan over the budget, one the cost model
+            # refuses or a stated degree the cluster cannot hold, engine.edit.strategy_keys, is exactly when the
+            # search helps). The last good result stays, marked stale.
             return
         doc = self.workspace().get_text_document(uri)
         overrides, source = analysis.overrides, analysis.cluster_source  # found off the loop by the check

@@ -15,6 +15,7 @@ from engine.check import check_file
 from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES, Reads
+from engine.edit.strategy_keys import blocking
 from engine.positions import TextEdit
 from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate, SearchResult
@@ -88,7 +89,7 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     reads = Reads()
     loaded = req.loaded or check_file(req.path, text=req.text, overrides=req.overrides, texts=texts,
                                       ratios=req.ratios, reads=reads, max_bytes=req.max_bytes)
-    if loaded.config is None or any(d.is_error for d in loaded.diagnostics):
+    if loaded.config is None or blocking(list(loaded.diagnostics), loaded.config, req.path):
         return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0,
                              note="the file has errors: fix them to search")
     space_loaded: Loaded | None = None

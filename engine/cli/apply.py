@@ -41,6 +41,7 @@ from engine.config.types import ClusterOverrides, Config
 from engine.diagnostics import Diagnostic
 from engine.document import DEFAULT_MAX_BYTES
 from engine.edit import EditResult, plan_edits
+from engine.edit.strategy_keys import blocking, repairable
 from engine.files import ReadFailure, read_bounded, same_file, write_text
 from engine.jsonout import write_json
 from engine.results import Estimate, SearchResult
@@ -74,20 +75,6 @@ def _with_world(overrides: ClusterOverrides | None, world: int) -> ClusterOverri
     return dataclasses.replace(base, devices=world, num_nodes=None, explicit=True)
 
 
-# The keys apply rewrites: an error found there (a stated tp that does not divide the heads, an FSDP shard
-# that does not divide dp*cp) is what applying the searched strategy repairs, so it does not block apply.
-STRATEGY_PATHS = (
-    "accelerator.", "fsdp_config.dp_shard_size", "training.global_batch_size", "training.micro_batch_size",
-    "activation_checkpoint.", "context.device_num", "train.accelerator.", "train.global_batch_size",
-    "train.micro_batch_size", "train.micro_batch_num", "train.gradient_checkpointing.",
-)
-
-
-def repairable(d: Diagnostic, train_path: str, file: str) -> bool:
-    """Whether error `d` sits on a strategy key of the train.yaml, which apply rewrites."""
-    where = d.file or file
-    same = os.path.abspath(where) == os.path.abspath(train_path)
-    return same and bool(d.path) and str(d.path).startswith(STRATEGY_PATHS)
 
 
 def reader_mismatch(path: str, new_text: str, strategy: Strategy, overrides: ClusterOverrides | None,
@@ -320,8 +307,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     train_path = file if config.kind == "train" else config.train_yaml
     if train_path is None:
         return fail(f"{file} names no train_yaml, so there is no train.yaml to write the strategy into", diags)
-    blocking = [d for d in diags if d.is_error and not repairable(d, train_path, file)]
-    if blocking:
+    if blocking(diags, config, file):
         return fail(f"{file} has errors apply cannot repair (it rewrites only the strategy keys)", diags)
     from engine.search import search
 

@@ -15,22 +15,27 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from engine.diagnostics import Diagnostic, has_errors
+from engine.diagnostics import Diagnostic
 
 
-def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic]]:
-    """(config, Explained | None, diagnostics) for args.file: the file's diagnostics and the explanation's."""
+def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic], list[Diagnostic]]:
+    """(config, Explained | None, diagnostics, the errors set aside) for args.file: the file's diagnostics and the
+    explanation's; with `best`, the stated strategy's errors are set aside (shown, not blocking)."""
     from engine.check import check_file
     from engine.cli.plan_flags import cluster_overrides, ratios_request
+    from engine.edit.strategy_keys import blocking
     from engine.explain import explain_config
     from engine.facts import merge
 
     loaded = check_file(str(args.file), overrides=cluster_overrides(args), ratios=ratios_request(args))
     diags = list(loaded.diagnostics)
-    if loaded.config is None or has_errors(tuple(diags)):
-        return loaded.config, None, diags
+    # --best sets the stated strategy aside, so its errors do not block (engine.edit.strategy_keys)
+    stops = blocking(diags, loaded.config, str(args.file)) if best else [d for d in diags if d.is_error]
+    aside = [d for d in diags if d.is_error and d not in stops]
+    if loaded.config is None or stops:
+        return loaded.config, None, diags, aside
     ex, more = explain_config(loaded.config, best=best)
-    return loaded.config, ex, list(merge(tuple(diags), more))
+    return loaded.config, ex, list(merge(tuple(diags), more)), aside
 
 
 def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: Any,
@@ -63,7 +68,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     err = stderr or sys.stderr
     file = str(args.file)
     as_json = bool(getattr(args, "json", False))
-    config, ex, diags = load_plan(args, best=bool(getattr(args, "best", False)))
+    config, ex, diags, aside = load_plan(args, best=bool(getattr(args, "best", False)))
     read = (file, getattr(config, "train_yaml", None) or "")  # the plan and its train.yaml: never an output
     written, unwritten = _write_out(getattr(args, "svg", None), "SVG", render_svg, ex, err, read) \
         if ex is not None else (None, None)
@@ -99,6 +104,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             for path in (written, traced):
                 if path:
                     err.write(f"hp-plan explain: wrote {path}\n")
-    if ex is None or unwritten or not ex.estimate.fits or any(d.is_error and d.code != "HP520" for d in diags):
+    if ex is None or unwritten or not ex.estimate.fits or any(
+            d.is_error and d.code != "HP520" and d not in aside for d in diags):
         return 1
     return 0

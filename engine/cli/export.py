@@ -13,14 +13,13 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from engine.diagnostics import has_errors
-
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `export`."""
     from engine.check import check_file
     from engine.cli.check import format_line
     from engine.cli.plan_flags import cluster_overrides
+    from engine.edit.strategy_keys import blocking
     from engine.explain import pick_plan
     from engine.explain.export import export
     from engine.jsonout import write_json
@@ -34,14 +33,18 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     config = loaded.config
     exported = None
     est = None
-    if config is not None and config.model is not None and not has_errors(tuple(diags)):
-        est, more = pick_plan(config, best=bool(getattr(args, "best", False)))
+    best = bool(getattr(args, "best", False))
+    # --best sets the stated strategy aside, so its errors do not block (engine.edit.strategy_keys)
+    stops = blocking(diags, config, file) if best else [d for d in diags if d.is_error]
+    if config is not None and config.model is not None and not stops:
+        est, more = pick_plan(config, best=best)
         diags += [d for d in more if d not in diags]
         if est is not None:
             exported = export(est.strategy, config.model, est.priced_run(config.run), str(args.to),
                               config.cluster.device if config.cluster is not None else None)
             diags += list(exported.diagnostics)
-    errors = [d for d in diags if d.is_error]  # HP520 (does not fit) included: exported, but exit 1
+    # HP520 (does not fit) included: exported, but exit 1; the stated strategy's errors --best set aside are not
+    errors = [d for d in diags if d.is_error and (d in stops or d not in loaded.diagnostics)]
     if as_json:
         doc: dict[str, Any] = {"file": file, "to": str(args.to),
                                "strategy": est.strategy.to_json() if est is not None else None,

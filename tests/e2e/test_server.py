@@ -272,3 +272,20 @@ async def test_watched_file_change_rechecks_dependents(ctx: Ctx) -> None:
     ctx.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
         types.FileEvent(uri=ctx.train_uri, type=types.FileChangeType.Changed)]))
     await wait_until(lambda: codes(ctx.client, ctx.search_uri) == before, what="re-check after restore")
+
+
+async def test_an_error_on_a_strategy_key_still_searches(ctx: Ctx) -> None:
+    """A stated FSDP shard the cluster cannot hold (HP413 on fsdp_config.dp_shard_size) is what applying the best
+    plan repairs (engine.edit.strategy_keys): the search on save still runs and offers it, as `hp-plan apply` does."""
+    text = ctx.text.replace("dp_shard_size: 32", "dp_shard_size: 7")
+    assert text != ctx.text
+    _change(ctx, text)
+    ctx.train.write_text(text)
+    ctx.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=ctx.train_uri)))
+    await wait_until(lambda: "HP413" in codes(ctx.client, ctx.train_uri), what="HP413 on the stated shard")
+    deadline = time.monotonic() + 60
+    while "stale" in (title := (lens := await _best_lens(ctx)).command.title):  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, f"the search never ran on the saved file: {title}"
+        await asyncio.sleep(0.05)
+    assert lens.command is not None and lens.command.command == "hpLsp.applyOptimalStrategy"

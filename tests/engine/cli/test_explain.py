@@ -330,3 +330,37 @@ def test_export_names_the_precision_and_compile_it_cannot_write(tmp_path: Path) 
         assert want <= {d["path"] for d in doc["diagnostics"] if d["code"] == "HP753"}, (target, doc["diagnostics"])
     assert "--use-precision-aware-optimizer" in _flag_args(_json("export", str(tmp_path / "search.yaml"), "--to",
                                                                  "megatron"))
+
+
+TRAIN_1024 = """\
+model:
+  name: llama3-70b
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-70B
+  torch_dtype: bfloat16
+training: {global_batch_size: 512, micro_batch_size: 1}
+accelerator: {tp_size: 8, pp_size: 4, cp_size: 1, ep_size: 1, sequence_parallel: true}
+fsdp_config: {dp_shard_size: 32}
+activation_checkpoint: {mode: full}
+dataset: {data_transform: {max_seq_len: 8192}}
+"""
+
+
+def test_best_sets_the_stated_strategys_errors_aside_as_apply_does(tmp_path: Path) -> None:
+    """A train.yaml stating its 1,024-GPU plan, asked about 64 H100: the stated FSDP shard 32 cannot divide dp 2
+    (HP413), which apply repairs by writing the searched plan. explain --best and export --best price and print that
+    same plan (they refused on HP413); without --best both still refuse the stated plan."""
+    path = tmp_path / "train.yaml"
+    path.write_text(TRAIN_1024)
+    cluster = ("--devices", "64", "--device-type", "H100")
+    applied = _json("apply", str(path), *cluster, "--dry-run")["strategy"]
+    explained = _json("explain", str(path), "--best", *cluster)
+    assert explained["strategy"]["tp"] == applied["tp"] and explained["strategy"]["dp"] == applied["dp"]
+    assert any(d["code"] == "HP413" for d in explained["diagnostics"])  # said, not blocking
+    exported = _json("export", str(path), "--best", "--to", "megatron", *cluster)
+    assert f"--tensor-model-parallel-size {applied['tp']}" in exported["text"] or applied["tp"] == 1
+    for command in (("explain",), ("export", "--to", "megatron")):
+        stated = _json(*command, str(path), *cluster, code=1)
+        assert any(d["code"] == "HP413" for d in stated["diagnostics"]) and stated["strategy"] is None
+    # nothing to search without a model: --best explains nothing either
+    path.write_text(TRAIN_1024.replace("Llama-3.1-70B", "no-such/model-anywhere").replace("name: llama3-70b\n", ""))
+    assert _json("explain", str(path), "--best", *cluster, code=None)["strategy"] is None
