@@ -215,7 +215,7 @@ class Estimate:
 
     def offload_note(self) -> str | None:
         """What the front ends say of an offloaded plan ([HP] §4.2's CLI line): which layers, how much they move,
-        and that the trainer is given them off. None when the plan offloads nothing."""
+        and that apply writes the fastest plan without it instead. None when the plan offloads nothing."""
         if not self.offloaded_gib:
             return None
         moved = ", ".join(f"{k} ({v:.2f} GiB per layer per micro-batch)" for k, v in self.offloaded_gib.items())
@@ -224,8 +224,8 @@ class Estimate:
         if self.offload_route == "layers":
             return (f"Offloaded to the host as {self.framework} runs --cpu-offloading-num-layers: layers "
                     f"{moved}{share}; the copies' wait beyond the compute under them is in recompute")
-        return (f"Offloaded to the host, priced as offload should run: layers {moved}{share}. The trainer runs no "
-                "offload yet, so the plan it is given keeps them off")
+        return (f"Offloaded to the host, priced as offload should run: layers {moved}{share}. The trainer has no "
+                "key for this offload, so apply writes the fastest plan without it (engine.search.written)")
 
 
 @dataclass(frozen=True, slots=True)

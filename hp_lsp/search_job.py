@@ -20,6 +20,7 @@ from engine.positions import TextEdit
 from engine.ratios.attach import RatiosRequest
 from engine.results import Estimate, SearchResult
 from engine.search.stated import priced_as_searched
+from engine.search.written import Written, written_plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,9 @@ class SearchOutcome:
     # For a search config: the price of the strategy its train.yaml states (hover and lens show it beside
     # the best plan, as they do in the train.yaml itself).
     stated: Estimate | None = None
+    # What Apply writes (engine.search.written): the best, or the fastest plan the trainer runs where the best
+    # offloads what no trainer key states. None: no search result.
+    written: Written | None = None
 
 
 def run_search(req: SearchRequest, *, progress: Callable[[float], None],
@@ -114,22 +118,23 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     comparison = compare_stated(config, result, texts=texts, reads=reads, priced=req.stated,
                                 source=req.stated_source)
     stated = comparison.estimate if config.kind == "search" else None  # a train.yaml's own check prices it
+    written = written_plan(space, result, lambda c: search(c, top=1, cancelled=cancelled))
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None
-    if result.best is not None and config.kind == "train" and req.text is not None:
-        edits, edit_error = best_edits(req.text, result, req.path)
+    if written.estimate is not None and config.kind == "train" and req.text is not None:
+        edits, edit_error = best_edits(req.text, written.estimate, req.path)
     return SearchOutcome(result, (*refusals, *comparison.diagnostics), req.text, edits, edit_error,
-                         time.monotonic() - t0, stated=stated)
+                         time.monotonic() - t0, stated=stated, written=written)
 
 
-def best_edits(text: str, result: SearchResult, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:
-    """The engine's round-trip edits writing the best strategy into a train.yaml text, or why not."""
+def best_edits(text: str, best: Estimate | None, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:
+    """The engine's round-trip edits writing the plan `best` into a train.yaml text, or why not."""
     from engine.edit import plan_edits
 
-    if result.best is None:
+    if best is None:
         return None, "no strategy fits"
     try:
-        out = plan_edits(text, result.best, path=path)
+        out = plan_edits(text, best, path=path)
     except Exception as exc:  # the engine promises not to raise; keep the server alive if it does
         return None, f"cannot write the strategy: {exc}"
     return (out.edits, None) if out.ok else (None, out.error)

@@ -45,6 +45,7 @@ from engine.edit.strategy_keys import blocking, repairable
 from engine.files import ReadFailure, read_bounded, same_file, write_text
 from engine.jsonout import write_json
 from engine.results import Estimate, SearchResult
+from engine.search.written import written_plan
 from engine.specs import PipelineLayout, Strategy
 
 
@@ -199,11 +200,10 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
     }
     if planned.error:
         return refuse(planned.error, doc, diagnostics, file=file, as_json=as_json, out=out, err=err)
-    for note in planned.notes:
+    offload = best.offload_note() if best is not None else None  # Megatron's --cpu-offloading-num-layers route
+    doc["notes"] = [*planned.notes, *([offload] if offload else [])]
+    for note in doc["notes"]:
         err.write(f"hp-plan apply: note: {note}\n")
-    if best is not None and best.offload_note() is not None:
-        # [HP] §8.6: the trainer runs no offload yet; the file gets those layers off and the plan is said here.
-        err.write(f"hp-plan apply: note: {best.offload_note()}\n")
     target = planned.path if in_place else output
     if not as_json:
         for line in describe(res):
@@ -321,15 +321,21 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     diags += list(result.diagnostics)
     if result.best is None:
         return fail("no strategy fits" if result.evaluated else "the search could not run (see above)", diags)
-    held = below_threshold(config, result.best, force=bool(getattr(args, "force", False)), as_json=as_json,
+    # The plan the trainer runs as written (engine.search.written): the best, unless it offloads what no key states.
+    written = written_plan(config, result, lambda c: (search_fn or search)(c, top=1))
+    b = written.estimate
+    if b is None:
+        return fail(written.why or "no strategy fits", diags, result.best)
+    held = below_threshold(config, b, force=bool(getattr(args, "force", False)), as_json=as_json,
                            out=out, err=err, file=file, diagnostics=diags)
     if held is not None:
         return held
-    planned = plan(train_path, result.best, overrides, text=snapshot)
+    planned = plan(train_path, b, overrides, text=snapshot)
+    if written.why:
+        planned = dataclasses.replace(planned, notes=(written.why, *planned.notes))
     notes = [d for d in diags if not d.is_error]
     if not as_json:
-        b = result.best
         err.write(f"hp-plan apply: best {b.short()}: step {b.step_time_s:.3f} s, "
                   f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}; {b.calibration_note()}\n")
-    return emit(planned, output=output, in_place=in_place, dry_run=dry_run, as_json=as_json, best=result.best,
+    return emit(planned, output=output, in_place=in_place, dry_run=dry_run, as_json=as_json, best=b,
                 file=file, diagnostics=notes if not planned.error else diags, out=out, err=err)

@@ -118,9 +118,12 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
     outcome = state.search
     if outcome is None or outcome.result is None:
         return None, "no search result yet (save the file to search)"
-    best = outcome.result.best
+    # What the trainer runs as written (engine.search.written): the best, or the fastest plan without the offload
+    # no trainer key states.
+    best = outcome.written.estimate if outcome.written is not None else outcome.result.best
     if best is None:
-        return None, "no strategy fits the budget"
+        why = outcome.written.why if outcome.written is not None else None
+        return None, why or "no strategy fits the budget"
     own = path is None or path == state.path
     if own and outcome.text == text and outcome.edits is not None:
         return outcome.edits, best.short()

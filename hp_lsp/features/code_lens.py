@@ -44,11 +44,20 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
         else:
             figures = (f"{best.peak_memory_gib:.1f} GiB · {best.step_time_s:.2f} s/step {best.step_band} · MFU {best.mfu:.0%} · "
                        f"{best.framework} on {best.device}{'' if best.calibrated_framework else ', uncalibrated'}")
-            if apply_target(state) is not None:
+            written = outcome.written
+            if apply_target(state) is None:
+                out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale}", ""))
+            elif written is not None and written.why:  # the best offloads what no trainer key states
+                out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale} (offloads: the trainer has no key "
+                                     "for it)", ""))
+                if written.estimate is not None:
+                    w = written.estimate
+                    out.append(Lens(rng, f"Without offload: {w.short()} — {w.peak_memory_gib:.1f} GiB · "
+                                         f"{w.step_time_s:.2f} s/step {w.step_band} ▸ Apply", APPLY_COMMAND,
+                                    (state.uri,)))
+            else:
                 out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,
                                 (state.uri,)))
-            else:
-                out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale}", ""))
     elif state.searching:
         out.append(Lens(rng, "Searching for the best strategy…", ""))
     stated = state.stated

@@ -366,3 +366,41 @@ def test_search_job_edits_write_the_recompute_modules_the_search_chose(tmp_path:
     assert chosen
     new = apply_edits(text, out.edits)
     assert f"recompute_modules: [{', '.join(chosen)}]" in new
+
+
+OFFLOAD_TRAIN = """\
+model:
+  name: llama3-8b
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+  torch_dtype: bfloat16
+training: {global_batch_size: 64, micro_batch_size: 1}
+accelerator: {tp_size: 1, pp_size: 4, cp_size: 1}
+dataset: {data_transform: {max_seq_len: 32768}}
+"""
+OFFLOAD_SEARCH = """\
+train_yaml: ./train.yaml
+cluster: {num_nodes: 1, cards_per_node: 8, device_type: H100}
+parallelism: {tp: [1, 2, 4, 8], pp: auto, cp: 1, ep: 1, vpp: 1, micro_batch_size: 1}
+constraint: {global_batch_size: 64, memory_limit_gb: 76}
+recompute: per_layer
+offload: true
+"""
+
+
+def test_apply_in_the_editor_writes_the_plan_the_trainer_runs(tmp_path: Path) -> None:
+    """The best plan offloads layers no trainer key states (engine.search.written): the lens shows it without an
+    Apply, a second lens offers the fastest plan without offload, and the Apply edits write that one."""
+    train, search = tmp_path / "train.yaml", tmp_path / "search.yaml"
+    train.write_text(OFFLOAD_TRAIN)
+    search.write_text(OFFLOAD_SEARCH)
+    _, st = state_for(train, space=search)
+    assert st.search is not None and st.search.result is not None and st.search.written is not None
+    best, written = st.search.result.best, st.search.written.estimate
+    assert best is not None and best.offloaded_gib and written is not None and not written.offloaded_gib
+    assert st.analysis is not None
+    titles = {lens.title: lens.command for lens in code_lens.lenses(st, st.analysis.entries)}
+    assert any(t.startswith("Best: ") and "no key" in t and not c for t, c in titles.items()), titles
+    assert any(t.startswith("Without offload: ") and c == "hpLsp.applyOptimalStrategy" for t, c in titles.items())
+    edits, what = optimal_edits(st, OFFLOAD_TRAIN)
+    assert edits and what == written.short()
+    assert "offload" not in apply_edits(OFFLOAD_TRAIN, edits)
