@@ -103,14 +103,21 @@ class Config:
     # The command-line flags that changed the device memory from what the files say (a what-if such as
     # "--device-type H200 --memory-gb 140"); None when they did not. A budget the files cap below it warns.
     device_what_if: str | None = None
+    # The device memory is HyperParallel's default device's (HP303: no device type and no device memory stated,
+    # by the files or the flags): a stated budget above it is not capped, as HyperParallel's own budget is the
+    # minimum of the memory figures that are stated ([HP] §4.2, §5.9), and no HP409 is given against a guess.
+    memory_assumed: bool = False
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
     ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; docs/formats.md §6)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)
 
     @property
     def budget_gib(self) -> float | None:
-        """min(memory_limit_gb, device memory) over the positive ones (docs/formats.md §2)."""
-        vals = [v for v in (self.memory_limit_gb, self.cluster.memory_gib if self.cluster else None) if v and v > 0]
+        """min(memory_limit_gb, device memory) over the positive ones (docs/formats.md §2); an assumed device's
+        memory does not cap a stated budget (memory_assumed)."""
+        device = self.cluster.memory_gib if self.cluster and not (self.memory_assumed and self.memory_limit_gb) \
+            else None
+        vals = [v for v in (self.memory_limit_gb, device) if v and v > 0]
         return min(vals) if vals else None
 
     def summary_lines(self) -> list[str]:

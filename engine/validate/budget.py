@@ -12,6 +12,8 @@ def check(ctx: Ctx) -> None:
         return
     if limit > cluster.memory_gib and "constraint.memory_limit_gb" not in cfg.locations:
         return  # a limit from editor settings: capped all the same (Config.budget_gib), nothing in the file to fix
+    if cfg.memory_assumed:
+        return  # the device is HP303's guess: the stated budget is the run's (Config.budget_gib), not capped
     if limit > cluster.memory_gib:
         ctx.at("HP409", f"memory limit {limit:g} GB exceeds the device memory of {cluster.device.name} "
                f"({cluster.memory_gib:g} GB): the budget is capped at {cluster.memory_gib:g} GB",

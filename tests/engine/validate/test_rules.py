@@ -75,6 +75,22 @@ def test_memory_limit_above_device(tmp_path: Path) -> None:
     assert d.effective_severity == "warning" and d.range == Range.of(3, 19, 3, 22)
 
 
+def test_a_budget_above_an_assumed_device_is_the_runs_not_a_warning(tmp_path: Path) -> None:
+    """No device type and no device memory stated: the device is HP303's guess (A2, 64 GB), so a stated 96 GB
+    budget is neither warned about nor capped, as HyperParallel's budget is the minimum of the stated figures
+    ([HP] §4.2, §5.9); naming a device brings HP409 and the cap back."""
+    from engine.check import check_file
+
+    body = MODEL + "cluster: {num_nodes: 1, cards_per_node: 8}\nconstraint:\n  memory_limit_gb: 96\n"
+    diags = run(tmp_path, body)
+    assert "HP303" in [d.code for d in diags] and "HP409" not in [d.code for d in diags]
+    loaded = check_file(str(tmp_path / "s.yaml"))
+    assert loaded.config is not None and loaded.config.budget_gib == 96
+    named = run(tmp_path, body.replace("cards_per_node: 8}", "cards_per_node: 8, device_type: A2}"), name="n.yaml")
+    only(named, "HP409")
+    assert check_file(str(tmp_path / "n.yaml")).config.budget_gib == 64  # type: ignore[union-attr]
+
+
 def test_unknown_search_key_did_you_mean(tmp_path: Path) -> None:
     (d,) = only(run(tmp_path, MODEL + CLUSTER + "parallelism:\n  fsdpp: 4\n"), "HP101")
     assert d.range == Range.of(3, 2, 3, 7) and d.data["replace_key"] == "fsdp"
