@@ -119,6 +119,8 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
                                 source=req.stated_source)
     stated = comparison.estimate if config.kind == "search" else None  # a train.yaml's own check prices it
     written = written_plan(space, result, lambda c: search(c, top=1, cancelled=cancelled))
+    if cancelled():  # during the search without offload: its empty result says nothing about the plan
+        return SearchOutcome(None, (), req.text, elapsed_s=time.monotonic() - t0, note="cancelled")
     edits: tuple[TextEdit, ...] | None = None
     edit_error: str | None = None
     if written.estimate is not None and config.kind == "train" and req.text is not None:
