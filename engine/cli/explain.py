@@ -58,6 +58,7 @@ def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: An
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `explain`."""
     from engine.cli.check import format_line
+    from engine.edit.strategy_keys import set_aside_note
     from engine.explain.chrome_trace import render as render_trace
     from engine.explain.svg import render as render_svg
     from engine.explain.terminal import render as render_text
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             doc.update({"strategy": None, "framework": None, "step_time_s": None, "stages": [], "bound": None,
                         "timeline": []})
         doc["diagnostics"] = [d.to_json() for d in diags]
+        doc["set_aside"] = sorted({d.code for d in aside}) if ex is not None else []
         if ttt is not None:
             doc["time_to_train"] = ttt.to_json()
         if written:
@@ -95,6 +97,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     else:
         for d in diags:
             out.write(format_line(d, file) + "\n")
+        note = set_aside_note(aside) if ex is not None else None
+        if note:
+            out.write(f"hp-plan explain: {note}\n")
         if ex is not None:
             if diags:
                 out.write("\n")

@@ -19,7 +19,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     from engine.check import check_file
     from engine.cli.check import format_line
     from engine.cli.plan_flags import cluster_overrides
-    from engine.edit.strategy_keys import blocking
+    from engine.edit.strategy_keys import blocking, set_aside_note
     from engine.explain import pick_plan
     from engine.explain.export import export
     from engine.jsonout import write_json
@@ -45,16 +45,21 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             diags += list(exported.diagnostics)
     # HP520 (does not fit) included: exported, but exit 1; the stated strategy's errors --best set aside are not
     errors = [d for d in diags if d.is_error and (d in stops or d not in loaded.diagnostics)]
+    aside = [d for d in loaded.diagnostics if d.is_error and d not in stops] if exported is not None else []
     if as_json:
         doc: dict[str, Any] = {"file": file, "to": str(args.to),
                                "strategy": est.strategy.to_json() if est is not None else None,
                                "text": exported.text if exported else None,
                                "args": list(exported.args) if exported else []}
         doc["diagnostics"] = [d.to_json() for d in diags]
+        doc["set_aside"] = sorted({d.code for d in aside})
         write_json(out, doc)
     else:
         for d in diags:
             err.write(format_line(d, file) + "\n")
+        note = set_aside_note(aside)
+        if note:
+            err.write(f"hp-plan export: {note}\n")
         if exported is not None:
             out.write(exported.text)
     return 0 if exported is not None and not errors else 1

@@ -31,3 +31,13 @@ def blocking(diags: list[Diagnostic], config: Config | None, file: str) -> list[
     those off its strategy keys."""
     train_path = None if config is None else (file if config.kind == "train" else config.train_yaml)
     return [d for d in diags if d.is_error and (train_path is None or not repairable(d, train_path, file))]
+
+
+def set_aside_note(aside: list[Diagnostic]) -> str | None:
+    """What a searching command says of the stated strategy's errors it set aside (shown above it, not blocking):
+    None when there are none."""
+    if not aside:
+        return None
+    codes = ", ".join(sorted({d.code for d in aside}))
+    return (f"the stated strategy's errors ({codes}) are set aside: --best prices the searched plan, which "
+            "replaces that strategy")

@@ -356,7 +356,11 @@ def test_best_sets_the_stated_strategys_errors_aside_as_apply_does(tmp_path: Pat
     explained = _json("explain", str(path), "--best", *cluster)
     assert explained["strategy"]["tp"] == applied["tp"] and explained["strategy"]["dp"] == applied["dp"]
     assert any(d["code"] == "HP413" for d in explained["diagnostics"])  # said, not blocking
+    assert explained["set_aside"] == ["HP413"]
     exported = _json("export", str(path), "--best", "--to", "megatron", *cluster)
+    assert exported["set_aside"] == ["HP413"]
+    said = hp_plan("export", str(path), "--best", "--to", "megatron", *cluster)
+    assert said.returncode == 0 and "errors (HP413) are set aside: --best prices the searched plan" in said.stderr
     assert f"--tensor-model-parallel-size {applied['tp']}" in exported["text"] or applied["tp"] == 1
     for command in (("explain",), ("export", "--to", "megatron")):
         stated = _json(*command, str(path), *cluster, code=1)
