@@ -76,6 +76,9 @@ class Calibration:
     framework: str
     device_type: str
     diagnostics: tuple[Diagnostic, ...]
+    # Every file the calibration read (the RUNS file, each run's config, its train.yaml, log and trace): none of
+    # them may be the ratios file's output (engine.files.write_text's `inputs`).
+    inputs: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -235,4 +238,15 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
                 else m.estimate.peak_memory_gib * fitted.memory)
         reports.append(RunReport(m, predict_step(m, fitted), lo, peak, group_seconds(m), calibrated_parts(m, fitted),
                                  {**part_seconds(m), HOST_PART: 0.0}, calibrated_part_seconds(m, fitted)))
-    return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags))
+    return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags),
+                       _inputs(path, runs_file, measured))
+
+
+def _inputs(path: str, runs_file: RunsFile, measured: list[Measured]) -> tuple[str, ...]:
+    """Calibration.inputs: the RUNS file, every entry's config, log and profile, and the files the configs read."""
+    read = [path]
+    for e in runs_file.entries:
+        read += [p for p in (e.config_path, e.log_path, e.profile_path) if p]
+    for m in measured:
+        read += [p for p in (m.config.train_yaml, m.config.ratios_file) if p]
+    return tuple(dict.fromkeys(read))

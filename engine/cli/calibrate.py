@@ -135,8 +135,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     if cal.ok and output:
         # The one safe writer (engine.files): device nodes, FIFOs and read-only files refused, symlinks written
         # through, hard links, mode and owner kept, atomic where it can be.
-        read = (path, *(r.measured.config.path or "" for r in cal.runs))  # the RUNS file and its configs
-        failed = write_text(output, cal.ratios_text(), inputs=read)
+        failed = write_text(output, cal.ratios_text(), inputs=cal.inputs)  # never a file the calibration read
         if failed is not None:
             print(f"hp-plan calibrate: {failed.reason}", file=sys.stderr)
             if as_json:

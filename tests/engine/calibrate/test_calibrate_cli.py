@@ -279,3 +279,20 @@ def test_a_ring_wider_than_any_checked_is_the_plans_own_misfit(tmp_path: Path) -
         assert est is not None and est.band_features == ()
         spreads[name] = plan_feature_spread(est, config)
     assert spreads["cp2"] == 0.0 and spreads["cp4"] > 0.1
+
+
+def test_the_ratios_file_never_replaces_a_file_the_calibration_read(runs_dir: Path) -> None:
+    """`-o` naming the run's own log (or its config) is refused and the file is kept: the measured data would be
+    lost (a probe overwrote a log, a trace and a train.yaml this way)."""
+    log = runs_dir / "run.log"
+    log.write_text("".join(f"step: {i}  loss:  7.9  memory: 20.00GiB(50.00%)  tps: 8,192  tflops: 400.0  mfu: 40.0%\n"
+                           for i in range(1, 12)))
+    before = log.read_bytes()
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n  - config: a.yaml\n    log: run.log\n")
+    assert hp_plan("calibrate", str(runs), "-o", str(runs_dir / "ok.yaml")).returncode == 0  # the log fits
+    for target in (log, runs_dir / "a.yaml"):
+        kept = target.read_bytes()
+        r = hp_plan("calibrate", str(runs), "-o", str(target))
+        assert r.returncode == 1 and target.read_bytes() == kept, r.stdout + r.stderr
+    assert log.read_bytes() == before
