@@ -45,7 +45,14 @@ from engine.ratios import prior
 from engine.ratios.local import LocalFit, fit_local, local_log_factor, strategy_features
 from engine.ratios.stack import stack_of
 from engine.results import Estimate
-from engine.specs import HOST_PART, PRICED_PARTS, RATIO_GROUPS, LocalCorrection, group_of_part
+from engine.specs import (
+    HOST_PART,
+    HOST_S_PER_LAUNCH_MAX,
+    PRICED_PARTS,
+    RATIO_GROUPS,
+    LocalCorrection,
+    group_of_part,
+)
 
 RULES = ("parts", "local", "step", "compute")
 DEFAULT_RULE = "parts"
@@ -306,6 +313,11 @@ def fit(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> Fitted:
         clamped.append("memory")
     moved_by_steps = tuple(moved) if factor is not None or parts is not None else ()
     host_fit = host if host is not None else parts.host_s_per_launch if parts is not None else 0.0
+    # What a ratios file may carry (engine.ratios.ratiofile refuses more, HP810): a fit past it is a step the
+    # runs' configs do not describe (an idle device, a stalled loader), said at its bound, never written unreadable.
+    host_fit, host_hit = _clamp(host_fit, 0.0, HOST_S_PER_LAUNCH_MAX) if math.isfinite(host_fit) else (0.0, True)
+    if host_hit:
+        clamped.append(HOST_PART)
     source = "profile" if host is not None else "step times" if parts is not None and parts.host_prior_sd_s else ""
     return Fitted(group_ratios(runs, priced, ratios), memory, tuple(profiled), moved_by_steps, tuple(clamped),
                   local, parts, ratios, memory_fit, host_fit, source)
@@ -371,6 +383,10 @@ def warnings(fitted: Fitted, at: Range) -> list[Diagnostic]:
     """HP807 for every part ratio at its bound or beyond FAR_OFF, at the RUNS file's `runs` key."""
     out: list[Diagnostic] = []
     values = {**fitted.part_ratios, "memory": fitted.memory}
+    if HOST_PART in fitted.clamped:
+        out.append(Diagnostic("HP807", f"the host time hit its bound ({fitted.host_s_per_launch:g} s per launch "
+                              "unit): the runs' steps hold idle time the configs do not describe (a data loader, a "
+                              "synchronisation), or the measurement is in other units", at, "runs"))
     for g, r in values.items():
         if g in fitted.clamped:
             out.append(Diagnostic("HP807", f"the {g} ratio hit its bound ({r:g}): the runs' configs do not "

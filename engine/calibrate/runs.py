@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from engine.calibrate.ascend import read_ascend
-from engine.calibrate.logs import MEASURED_MAX, LogError, LogReading, read_log
+from engine.calibrate.logs import MEASURED_MAX, LogError, LogReading, measured_problem, read_log
 from engine.calibrate.profiler_trace import TraceReading, read_trace
 from engine.calibrate.profiler_trace import part_seconds as trace_part_seconds
 from engine.calibrate.stream import TraceError
@@ -305,6 +305,11 @@ def _profile(entry: RunEntry, est: Estimate) -> tuple[TraceReading | None, list[
         where = f" (character {exc.offset})" if exc.offset is not None else ""
         return None, [Diagnostic(exc.code, f"{entry.profile.value if entry.profile else ''}: {exc}{where}", rng,
                                  dotted)]
+    # The profile's own step is measured as a log's is (an infinite end, a zero or absurd duration refused).
+    problem = measured_problem("step_time_s", reading.step_time_s)
+    if problem is not None:
+        return None, [Diagnostic("HP803", f"{entry.profile.value if entry.profile else ''}: the profile's steady "
+                                 f"step: {problem}", rng, dotted)]
     world = est.strategy.world_size
     if (reading.world_size is not None and reading.world_size != world) or reading.devices > world:
         what = f"a world of {reading.world_size}" if reading.world_size else f"{reading.devices} devices"

@@ -279,3 +279,35 @@ def test_an_op_summary_with_unknown_columns_is_refused_at_line_1_naming_them(tmp
     d = _refused(_runs_with(tmp_path, "ascend_profile", "prof"), "HP820")
     assert "op_summary_1.csv line 1: unknown columns (Kernel, Begin, Length)" in d["message"]
     assert "Task Duration(us)" in d["message"]
+
+
+@pytest.mark.parametrize(("dur", "said"), [(0.0, "positive finite"), (1e300, "beyond any run")])
+def test_a_profiles_step_is_measured_as_a_logs_is(tmp_path: Path, dur: float, said: str) -> None:
+    """A step of zero, or one past any run (its end overflowing to infinity alike), is refused at the trace key
+    (HP803), as a log's would be: it was fitted (ratios near 0.1, an MFU of 400 % after) or wrote `.inf`."""
+    events = [{"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{i}", "pid": 0, "tid": 2,
+               "ts": i * 100.0, "dur": dur} for i in range(1, 4)] + [_kernel(i * 100.0, 1.0) for i in range(1, 4)]
+    (tmp_path / "odd.json").write_text(_trace_text(events))
+    d = _refused(_runs_with(tmp_path, "trace", "odd.json"), "HP803")
+    assert said in d["message"]
+
+
+def test_idle_steps_fit_a_host_time_its_ratios_file_can_carry(tmp_path: Path) -> None:
+    """The model's own timeline with every step 3× longer (the device idle: a stalled loader): the host part it
+    fits is held at what a ratios file may carry (HP807 says so) and the written file applies (it was HP810)."""
+    measured = tmp_path / "measured.trace.json"
+    explain_trace(measured)
+    doc = json.loads(measured.read_text())
+    for e in doc["traceEvents"]:
+        if str(e.get("name", "")).startswith("ProfilerStep"):
+            e["dur"] *= 3.0
+    measured.write_text(json.dumps(doc))
+    runs = tmp_path / "runs.yaml"
+    shutil.copy(EXAMPLE, tmp_path / "plan.yaml")
+    runs.write_text("runs:\n  - config: plan.yaml\n    trace: measured.trace.json\n")
+    out = tmp_path / "ratios.yaml"
+    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert any(d["code"] == "HP807" and "host time" in d["message"] for d in json.loads(r.stdout)["diagnostics"])
+    est = hp_plan("estimate", str(tmp_path / "plan.yaml"), "--ratios", str(out), "--json")
+    assert est.returncode in (0, 1) and not [d for d in json.loads(est.stdout)["diagnostics"] if d["code"] == "HP810"]
