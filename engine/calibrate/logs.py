@@ -59,14 +59,17 @@ _WHAT = {"step_time_s": "step time (s)", "tokens_per_s_per_device": "tokens/s pe
 CACHE_ENTRIES = 32  # readings kept (a RUNS file names a few logs)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A logged number as the stacks print it, any sign, exponent, nan or inf included, so an impossible value is read
+# and refused (HP803) rather than skipped or read by its leading digit (`2.4e3` as 2.4, `1e308` as 1).
+_NUM = r"([-+]?(?:(?:[0-9][0-9,]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:nan|inf(?:inity)?)))"
 _TT_STEP = re.compile(r"\bstep:\s*(\d+)\b")
-_TT_TPS = re.compile(r"\btps:\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
-_TT_MEM = re.compile(r"\bmemory:\s*([0-9]+(?:\.[0-9]+)?)\s*GiB")
+_TT_TPS = re.compile(r"\btps:\s*" + _NUM)
+_TT_MEM = re.compile(r"\bmemory:\s*" + _NUM + r"\s*GiB")
 _HP_LINE = re.compile(r"\bTraining\b")
-_HP_STEP_TIME = re.compile(r"\bstep_time=([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)s\b")
+_HP_STEP_TIME = re.compile(r"\bstep_time=" + _NUM + r"s\b")
 _MG_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+")
-_MG_MS = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9]+(?:\.[0-9]+)?)")
-_MG_MAXRES = re.compile(r"max reserved:\s*([0-9]+(?:\.[0-9]+)?)")
+_MG_MS = re.compile(r"elapsed time per iteration \(ms\):\s*" + _NUM)
+_MG_MAXRES = re.compile(r"max reserved:\s*" + _NUM)
 
 
 class LogError(Exception):
@@ -167,7 +170,7 @@ class _Torchtitan(_Scan):
             self.step(i, _number(tps.group(1)))
         mem = _TT_MEM.search(line)
         if mem is not None:
-            self.peak_at(i, float(mem.group(1)))
+            self.peak_at(i, _number(mem.group(1)))
 
 
 class _HyperParallel(_Scan):
@@ -181,7 +184,7 @@ class _HyperParallel(_Scan):
             return
         st = _HP_STEP_TIME.search(line)
         if st is not None:
-            self.step(i, float(st.group(1)))
+            self.step(i, _number(st.group(1)))
 
 
 class _Megatron(_Scan):
@@ -193,10 +196,10 @@ class _Megatron(_Scan):
         if _MG_ITER.search(line):
             ms = _MG_MS.search(line)
             if ms is not None:
-                self.step(i, float(ms.group(1)) / 1000.0)
+                self.step(i, _number(ms.group(1)) / 1000.0)
         res = _MG_MAXRES.search(line)
         if res is not None:
-            self.peak_at(i, float(res.group(1)) / 1024.0)  # MB (2^20) -> GiB
+            self.peak_at(i, _number(res.group(1)) / 1024.0)  # MB (2^20) -> GiB
 
 
 class _Csv(_Scan):
@@ -349,30 +352,42 @@ def _open_log(path: str, max_bytes: int) -> tuple[int, os.stat_result]:
 
 
 def stream_lines(fd: int, path: str, max_bytes: int = MAX_LOG_BYTES) -> Iterator[str]:
-    """The lines of an open file (UTF-8, undecodable bytes replaced, `\n` or `\r\n` breaks), each cut at
-    MAX_LINE_CHARS, read a line at a time: at most one line's bytes held. A file that grows past
+    """The lines of an open file (UTF-8, undecodable bytes replaced, a leading byte-order mark dropped; `\n`,
+    `\r\n` or a lone `\r` ends a line, so tqdm's refreshes in a redirected log are lines of their own), each cut
+    at MAX_LINE_CHARS: read a block at a time, at most a block and one line's bytes held. A file that grows past
     `max_bytes` while it is read is refused (HP801)."""
     limit = 4 * MAX_LINE_CHARS  # bytes: a UTF-8 character is at most 4
-    total = 0
-    with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
-        while True:
-            raw = fh.readline(limit)
-            if not raw:
-                return
-            total += len(raw)
-            while not raw.endswith(b"\n"):  # a line longer than the limit: the rest is skipped, not kept
-                more = fh.readline(limit)
-                if not more:
-                    break
-                total += len(more)
-                if total > max_bytes:
-                    break
-                if more.endswith(b"\n"):
-                    break
+    total, first = 0, True
+    kept, skipping, cr_end = b"", False, False  # the line so far; past the limit (the rest dropped); block ended \r
+
+    def line(raw: bytes) -> str:
+        nonlocal first
+        text = raw.decode("utf-8", errors="replace")[:MAX_LINE_CHARS]
+        if first:
+            first = False
+            text = text.removeprefix("\ufeff")  # Excel's UTF-8 CSVs begin with one
+        return text
+
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        while block := fh.read(1 << 20):
+            total += len(block)
             if total > max_bytes:
                 raise LogError("HP801", f"the log {path} grew past the {max_bytes / 2**20:.0f} MiB limit while "
                                "it was read")
-            yield raw.rstrip(b"\r\n").decode("utf-8", errors="replace")[:MAX_LINE_CHARS]
+            if cr_end and block.startswith(b"\n"):  # the \n of a \r\n the last block cut in two
+                block = block[1:]
+            cr_end = block.endswith(b"\r")
+            ended = block.splitlines()  # bytes split at \n, \r\n and \r only
+            rest = b"" if block.endswith((b"\n", b"\r")) or not ended else ended.pop()
+            for piece in ended:
+                yield line(kept if skipping else kept + piece[: limit - len(kept)])
+                kept, skipping = b"", False
+            if not skipping:
+                kept += rest
+                if len(kept) > limit:  # a line longer than the limit: the rest is skipped, not kept
+                    kept, skipping = kept[:limit], True
+    if kept:
+        yield line(kept)
 
 
 def read_lines(path: str, max_bytes: int = MAX_LOG_BYTES) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,38 @@ def test_hyperparallel_log_through_calibrate(tmp_path: Path) -> None:
     run = json.loads(r.stdout)["runs"][0]
     assert run["log"]["format"] == "hyperparallel" and run["log"]["warmup_dropped"] == 3
     assert 2.34 <= run["measured_step_s"] <= 2.36
+
+
+def test_numbers_are_read_in_every_form_the_stacks_print() -> None:
+    """An exponent is read whole (`2.8432e3` ms was read as 2.8 ms, `5.76e3` tps as 5.76), and a NaN, an infinity,
+    a negative value or one past any run is refused at its line (HP803) rather than skipped or read by its leading
+    digit (`1e308` as 1)."""
+    exp = [line.replace("(ms): 2843.2", "(ms): 2.8432e3").replace("(ms): 2847.2", "(ms): 2.8472E+03")
+           .replace("(ms): 2851.2", "(ms): 2.8512e3") for line in MEGATRON]
+    assert parse_log(exp).steady.value == pytest.approx(2.8472, abs=0.004)
+    tt = [line.replace("tps: 5,7", "tps: 5.7").replace("  tflops", "e3  tflops") if "step: " in line and
+          "step:  1 " not in line else line for line in TORCHTITAN]
+    assert 5760 <= parse_log(tt).steady.value <= 5764
+    for bad in ("nan", "-2843.2", "inf", "1e308"):
+        lines = [*MEGATRON[:4], MEGATRON[4].replace("(ms): 2843.2", f"(ms): {bad}"), *MEGATRON[5:]]
+        assert lines != MEGATRON
+        with pytest.raises(LogError) as exc:
+            parse_log(lines)
+        assert exc.value.code == "HP803" and exc.value.line == 4, bad
+    with pytest.raises(LogError) as exc:
+        parse_log([*HYPERPARALLEL[:9], re.sub(r"step_time=[0-9.]+s", "step_time=nans", HYPERPARALLEL[9]),
+                   *HYPERPARALLEL[10:]])
+    assert exc.value.code == "HP803"
+
+
+def test_a_redirected_tqdm_log_and_an_excel_csv_read_as_written(tmp_path: Path) -> None:
+    """tqdm's refreshes separated by a bare carriage return (one newline at the end, as a redirected progress bar
+    writes them) are lines of their own (30 steps, not 1); a CSV saved with a UTF-8 byte-order mark reads its header."""
+    tqdm = tmp_path / "train.log"
+    tqdm.write_bytes(("\r".join(HYPERPARALLEL) + "\n").encode())
+    r = read_log(str(tqdm))
+    assert r.format == "hyperparallel" and r.steady.warmup == 3 and 2.34 <= r.steady.value <= 2.36
+    bom = tmp_path / "steps.csv"
+    bom.write_bytes("\ufeffstep_time_s,peak_memory_gib\r\n".encode() + b"".join(
+        f"{1.0 + (i % 2) * 0.01},70\r\n".encode() for i in range(12)))
+    assert read_log(str(bom)).format == "csv"
