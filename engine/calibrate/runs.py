@@ -246,7 +246,25 @@ def _load(entry: RunEntry) -> tuple[Config | None, Estimate | None, list[Diagnos
     if est is None or has_errors(tuple(d for d in more if d.code != "HP520")):
         first = next((d.message for d in more if d.is_error), "it cannot be priced")
         return config, None, [Diagnostic("HP805", f"the run's strategy does not price: {first}", rng, dotted)]
-    return config, est, []
+    return config, est, _as_priced(entry, loaded.diagnostics, rng, dotted)
+
+
+# How many of a config's own warnings HP811 repeats at the run, one each (the rest counted in the last).
+_SAID_MAX = 4
+
+
+def _as_priced(entry: RunEntry, found: tuple[Diagnostic, ...], rng: Range, dotted: str) -> list[Diagnostic]:
+    """HP811 at the run's `config:` for what the config's own check says the run is priced on without stating it:
+    the device type assumed (HP303: a bare train.yaml is priced on HyperParallel's default A2) and its warnings.
+    The ratios are fitted on that pricing, so the RUNS file says it where calibrate is read."""
+    said = [d for d in found if d.code == "HP303" or d.effective_severity == "warning"]
+    name = entry.config.value if entry.config is not None else "the config"
+    out = [Diagnostic("HP811", f"{name}: priced as {d.code} says: {d.message}", rng, dotted)
+           for d in said[:_SAID_MAX]]
+    if len(said) > _SAID_MAX:
+        out.append(Diagnostic("HP811", f"{name}: {len(said) - _SAID_MAX} more warnings (hp-plan check {name})",
+                              rng, dotted))
+    return out
 
 
 def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diagnostic]]:
@@ -264,9 +282,9 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
         return None, []  # already diagnosed by read_runs
     if entry.profile is not None and entry.profile_path is None:
         return None, []  # already diagnosed by read_runs
-    config, est, diags = _load(entry)
+    config, est, notes = _load(entry)
     if est is None or config is None:
-        return None, diags
+        return None, notes
     profile, diags = _profile(entry, est)
     if diags:
         return None, diags
@@ -289,7 +307,7 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
     parts = dict(entry.parts_s)
     if profile is not None and not parts:
         parts = trace_part_seconds(profile, dict(est.time_parts_s))
-    return Measured(entry, label, config, est, step, peak, parts, log, profile), []
+    return Measured(entry, label, config, est, step, peak, parts, log, profile), notes
 
 
 def _profile(entry: RunEntry, est: Estimate) -> tuple[TraceReading | None, list[Diagnostic]]:

@@ -296,3 +296,21 @@ def test_the_ratios_file_never_replaces_a_file_the_calibration_read(runs_dir: Pa
         r = hp_plan("calibrate", str(runs), "-o", str(target))
         assert r.returncode == 1 and target.read_bytes() == kept, r.stdout + r.stderr
     assert log.read_bytes() == before
+
+
+def test_a_config_priced_on_an_assumed_device_says_so_at_the_run(tmp_path: Path) -> None:
+    """A bare train.yaml names no device: its check assumes A2 (HP303), so the ratios are fitted on A2 figures.
+    calibrate says so at the run's `config:` (HP811; it calibrated "hyperparallel / A2" silently); a RUNS entry
+    that names the device prices on it, without the warning."""
+    (tmp_path / "train.yaml").write_text(
+        "model:\n  name: llama3-8b\n  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B\n  torch_dtype: bfloat16\n"
+        "training: {global_batch_size: 64, micro_batch_size: 1}\naccelerator: {tp_size: 1, pp_size: 1, cp_size: 1}\n"
+        "fsdp_config: {dp_shard_size: 8}\ndataset: {data_transform: {max_seq_len: 4096}}\ncontext: {device_num: 8}\n")
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("runs:\n  - config: train.yaml\n    step_time_s: 5.0\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    (d,) = [d for d in doc["diagnostics"] if d["code"] == "HP811"]
+    assert "HP303" in d["message"] and d["path"] == "runs.0.config" and d["range"]["start"]["line"] == 1
+    runs.write_text("runs:\n  - config: train.yaml\n    step_time_s: 5.0\n    device_type: H100\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    assert not [d for d in doc["diagnostics"] if d["code"] == "HP811"] and doc["device_type"] == "H100"
