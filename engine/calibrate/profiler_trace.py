@@ -228,9 +228,11 @@ def step_parts(d: DeviceEvents, lo: float, hi: float) -> StepParts:
 
 def _windows(d: DeviceEvents, host: dict[int, tuple[float, float]]) -> list[tuple[float, float]]:
     """The device's complete steps: its own ProfilerStep spans, else the host's, each from its start to the
-    next step's start (the device runs behind the host), the last host step only when it is the only one."""
+    next step's start (the device runs behind the host), the last host step only when it is the only one. Either
+    way a step holds device work: a span with no kernel started in it is no step (it read as all host time)."""
     if d.steps:
-        return [d.steps[k] for k in sorted(d.steps)]
+        spans = [d.steps[k] for k in sorted(d.steps)]
+        return [(lo, hi) for lo, hi in spans if any(lo <= s < hi for s in d.start)]
     keys = sorted(host)
     wins = [(host[a][0], host[b][0]) for a, b in itertools.pairwise(keys)]
     if len(keys) == 1:

@@ -281,14 +281,16 @@ def test_an_op_summary_with_unknown_columns_is_refused_at_line_1_naming_them(tmp
     assert "Task Duration(us)" in d["message"]
 
 
-@pytest.mark.parametrize(("dur", "said"), [(0.0, "positive finite"), (1e300, "beyond any run")])
-def test_a_profiles_step_is_measured_as_a_logs_is(tmp_path: Path, dur: float, said: str) -> None:
-    """A step of zero, or one past any run (its end overflowing to infinity alike), is refused at the trace key
-    (HP803), as a log's would be: it was fitted (ratios near 0.1, an MFU of 400 % after) or wrote `.inf`."""
+@pytest.mark.parametrize(("dur", "code", "said"), [(0.0, "HP821", "no complete profiled step"),
+                                                    (1e300, "HP803", "beyond any run")])
+def test_a_profiles_step_is_measured_as_a_logs_is(tmp_path: Path, dur: float, code: str, said: str) -> None:
+    """A step past any run (its end overflowing to infinity alike) is refused at the trace key (HP803), as a log's
+    would be, and a step of zero holds no device work, so none is complete (HP821): they were fitted (ratios near
+    0.1, an MFU of 400 % after) or wrote `.inf`."""
     events = [{"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{i}", "pid": 0, "tid": 2,
                "ts": i * 100.0, "dur": dur} for i in range(1, 4)] + [_kernel(i * 100.0, 1.0) for i in range(1, 4)]
     (tmp_path / "odd.json").write_text(_trace_text(events))
-    d = _refused(_runs_with(tmp_path, "trace", "odd.json"), "HP803")
+    d = _refused(_runs_with(tmp_path, "trace", "odd.json"), code)
     assert said in d["message"]
 
 
@@ -311,3 +313,14 @@ def test_idle_steps_fit_a_host_time_its_ratios_file_can_carry(tmp_path: Path) ->
     assert any(d["code"] == "HP807" and "host time" in d["message"] for d in json.loads(r.stdout)["diagnostics"])
     est = hp_plan("estimate", str(tmp_path / "plan.yaml"), "--ratios", str(out), "--json")
     assert est.returncode in (0, 1) and not [d for d in json.loads(est.stdout)["diagnostics"] if d["code"] == "HP810"]
+
+
+def test_a_device_step_without_kernels_is_no_step(tmp_path: Path) -> None:
+    """The device's own ProfilerStep spans, the last three holding no kernel (the profiler stopped recording):
+    only the steps with device work count, so the run reads as its busy steps, not as a step of host time."""
+    busy = [{"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{i}", "pid": 0, "tid": 2,
+             "ts": i * 1000.0, "dur": 900.0} for i in range(1, 7)]
+    kernels = [_kernel(i * 1000.0 + 10, 800.0) for i in range(1, 4)]
+    (tmp_path / "t.json").write_text(_trace_text(busy + kernels))
+    reading = read_trace(str(tmp_path / "t.json"))
+    assert reading.used + reading.warmup == 3 and reading.step_time_s == pytest.approx(900e-6)
