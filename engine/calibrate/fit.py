@@ -379,20 +379,35 @@ def _parts_leave_one_out(runs: Sequence[Measured], fitted: Fitted) -> list[float
     return out
 
 
-def warnings(fitted: Fitted, at: Range) -> list[Diagnostic]:
-    """HP807 for every part ratio at its bound or beyond FAR_OFF, at the RUNS file's `runs` key."""
+def warnings(fitted: Fitted, at: Range, runs: Sequence[Measured] = ()) -> list[Diagnostic]:
+    """HP807 for the part ratios at their bound or beyond FAR_OFF, at the RUNS file's `runs` key: one warning per
+    value (a rule that moves every part by one factor is one finding, not sixteen), naming the parts; a part the
+    runs price at no seconds says nothing and is left out."""
     out: list[Diagnostic] = []
-    values = {**fitted.part_ratios, "memory": fitted.memory}
+    priced = {p: sum(part_seconds(m)[p] for m in runs) for p in PRICED_PARTS} if runs else {}
+    values = {p: r for p, r in fitted.part_ratios.items() if not runs or priced.get(p, 1.0) > 0}
+    values["memory"] = fitted.memory
     if HOST_PART in fitted.clamped:
         out.append(Diagnostic("HP807", f"the host time hit its bound ({fitted.host_s_per_launch:g} s per launch "
                               "unit): the runs' steps hold idle time the configs do not describe (a data loader, a "
                               "synchronisation), or the measurement is in other units", at, "runs"))
+    bound: dict[float, list[str]] = {}
+    far: dict[float, list[str]] = {}
     for g, r in values.items():
         if g in fitted.clamped:
-            out.append(Diagnostic("HP807", f"the {g} ratio hit its bound ({r:g}): the runs' configs do not "
-                                  "describe what ran, or the measurement is in other units", at, "runs"))
+            bound.setdefault(round(r, 6), []).append(g)
         elif (g in fitted.moved or g in fitted.profiled or g == "memory") and not 1 / FAR_OFF <= r <= FAR_OFF:
-            out.append(Diagnostic("HP807", f"the {g} ratio is {r:.3g}: the uncalibrated model is off by more "
-                                  f"than {FAR_OFF:g}x here; check that each run's config states what ran",
-                                  at, "runs"))
+            far.setdefault(round(r, 3), []).append(g)
+    for r, names in bound.items():
+        out.append(Diagnostic("HP807", f"the {_named(names)} hit {'its bound' if len(names) == 1 else 'their bound'} "
+                              f"({r:g}): the runs cannot be reproduced; their configs do not describe what ran, or "
+                              "the measurement is in other units", at, "runs"))
+    for r, names in far.items():
+        out.append(Diagnostic("HP807", f"the {_named(names)} {'is' if len(names) == 1 else 'are'} {r:.3g}: the "
+                              f"uncalibrated model is off by more than {FAR_OFF:g}x here; check that each run's config "
+                              "states what ran", at, "runs"))
     return out
+
+
+def _named(parts: list[str]) -> str:
+    return f"{parts[0]} ratio" if len(parts) == 1 else f"ratios of {', '.join(parts)}"

@@ -229,7 +229,7 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
     diags += more
     fitted = fit(measured, rule)
     runs_node = runs_file.entries[0].at if runs_file.entries else DOCUMENT_START
-    diags += warnings(fitted, runs_node)
+    diags += warnings(fitted, runs_node, measured)
     loo = leave_one_out(measured, rule)
     reports = []
     for i, (m, lo) in enumerate(zip(measured, loo, strict=True)):

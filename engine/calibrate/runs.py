@@ -113,7 +113,10 @@ def _path_val(src: Source, item: Map, key: str, dotted: str, runs_path: str) -> 
     if not (os.path.isdir(resolved) if key == "ascend_profile" else
             os.path.exists(resolved) if key == "trace" else os.path.isfile(resolved)):
         what = "config" if key == "config" else key.replace("_", " ")
-        src.diag("HP801", f"{what} file not found: {v.value} (looked for {resolved})", v.loc.value, dotted)
+        why = (f"{what} file not found: {v.value} (looked for {resolved})" if not os.path.lexists(resolved) else
+               f"the {what} {v.value} is not a {'folder' if key == 'ascend_profile' else 'regular file'} "
+               "(a directory, a FIFO or a device): name the file the run wrote")
+        src.diag("HP801", why, v.loc.value, dotted)
         return v, None
     return v, resolved
 
@@ -175,6 +178,11 @@ def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | No
         src.diag("HP806", f"{dotted} has no measurement: give step_time_s, tokens_per_s_per_device, a log or a "
                  "profiler trace",
                  item.range, dotted)
+    if log is not None and (step is not None or tps is not None):
+        figure = "step_time_s" if step is not None else "tokens_per_s_per_device"
+        src.diag("HP806", f"{dotted} gives both a log and {figure}: the figure is measured, the log only read for "
+                 "its peak; give one of them", (step or tps).loc.key, f"{dotted}.{figure}",  # type: ignore[union-attr]
+                 severity=Severity.WARNING)
     name = src.str_(item, "name", f"{dotted}.name")
     return RunEntry(index, item.range, cfg, cfg_path, log, log_path, step, tps, peak, _parts(src, item, dotted),
                     _overrides(src, item, dotted), str(name.value) if name else "", profile, profile_path, kind)
@@ -305,9 +313,32 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
         log.peak_memory_gib if log is not None else None)
     label = os.path.relpath(entry.config_path, os.path.dirname(os.path.abspath(runs.path)))
     parts = dict(entry.parts_s)
+    contradiction = _parts_problem(parts, step)
+    if contradiction is not None:
+        rng, dotted = _at(entry, None, f"runs.{entry.index}.parts_s")
+        return None, [*notes, Diagnostic("HP803", contradiction, rng, dotted)]
     if profile is not None and not parts:
         parts = trace_part_seconds(profile, dict(est.time_parts_s))
     return Measured(entry, label, config, est, step, peak, parts, log, profile), notes
+
+
+# How far a profile's parts may add past the step they split: parts the profiler reports apart can overlap a
+# little (a wait measured on one stream while another computes); twice the step is no profile of that step.
+PARTS_OVER_STEP = 2.0
+
+
+def _parts_problem(parts: dict[str, float], step: float) -> str | None:
+    """Why a RUNS entry's `parts_s` cannot split its measured step (None when they can): all zero, or adding to
+    more than PARTS_OVER_STEP times it (a part in other units, or another run's profile)."""
+    if not parts:
+        return None
+    total = sum(parts.values())
+    if total <= 0:
+        return "parts_s are all zero: a profile splits the step it measured; give the seconds of each part"
+    if total > PARTS_OVER_STEP * step:
+        return (f"parts_s add to {total:g} s, over {PARTS_OVER_STEP:g}× the measured step {step:g} s: a part in "
+                "other units (ms?), or another run's profile")
+    return None
 
 
 def _profile(entry: RunEntry, est: Estimate) -> tuple[TraceReading | None, list[Diagnostic]]:

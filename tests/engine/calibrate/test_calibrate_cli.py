@@ -143,6 +143,11 @@ BAD = {
     "does not price": ("runs:\n  - config: searched.yaml\n    step_time_s: 2.0\n", "HP805", 1),
     "not runs": ("- config: a.yaml\n", "HP800", 0),
     "too many runs": ("runs:\n" + "  - {config: a.yaml, step_time_s: 2.0}\n" * 1001, "HP800", 1),  # was minutes
+    "log is a folder": ("runs:\n  - config: a.yaml\n    log: logs\n", "HP801", 2),  # said "not found"
+    "parts past the step": ("runs:\n  - config: a.yaml\n    step_time_s: 2.4\n    parts_s: {comp: 100}\n",
+                            "HP803", 1),  # fitted +889 %
+    "parts all zero": ("runs:\n  - config: a.yaml\n    step_time_s: 2.4\n    parts_s: {comp: 0, op_wait: 0}\n",
+                       "HP803", 1),  # fitted -84 %
 }
 
 
@@ -153,6 +158,7 @@ def test_bad_input_is_positioned_exit_1_nothing_written(runs_dir: Path, case: st
     (runs_dir / "empty.log").write_text("")
     (runs_dir / "wild.csv").write_text("step_time_s\n" + "\n".join(["1.0", "3.0"] * 6) + "\n")
     (runs_dir / "searched.yaml").write_text((runs_dir / "a.yaml").read_text().replace("tp: 1,", "tp: auto,"))
+    (runs_dir / "logs").mkdir()
     runs = runs_dir / "runs.yaml"
     runs.write_text(text)
     out = runs_dir / "ratios.yaml"
@@ -314,3 +320,19 @@ def test_a_config_priced_on_an_assumed_device_says_so_at_the_run(tmp_path: Path)
     runs.write_text("runs:\n  - config: train.yaml\n    step_time_s: 5.0\n    device_type: H100\n")
     doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
     assert not [d for d in doc["diagnostics"] if d["code"] == "HP811"] and doc["device_type"] == "H100"
+
+
+def test_a_log_beside_a_figure_and_far_ratios_are_each_said_once(runs_dir: Path) -> None:
+    """A run with both a log and a step time is measured by the figure, and says so (HP806 warning at the figure);
+    a step ten times the priced one moves every part by one factor, said once (HP807 named the 16 parts one by one,
+    the ones priced at no seconds among them)."""
+    (runs_dir / "run.log").write_text("".join(
+        f"step: {i}  loss:  7.9  memory: 20.00GiB(50.00%)  tps: 8,192  tflops: 400.0  mfu: 40.0%\n" for i in range(1, 12)))
+    uncal = _estimate(runs_dir / "a.yaml")["step_time_s"]
+    runs = runs_dir / "runs.yaml"
+    runs.write_text(f"runs:\n  - config: a.yaml\n    log: run.log\n    step_time_s: {uncal * 10}\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json", "--rule", "step").stdout)
+    (both,) = [d for d in doc["diagnostics"] if d["code"] == "HP806"]
+    assert both["severity"] == "warning" and both["path"] == "runs.0.step_time_s"
+    far = [d for d in doc["diagnostics"] if d["code"] == "HP807"]
+    assert len(far) == 1 and "ratios of gemm" in far[0]["message"] and "cp_comm" not in far[0]["message"]
