@@ -352,8 +352,10 @@ def _profile(entry: RunEntry, est: Estimate) -> tuple[TraceReading | None, list[
             entry.profile_path)
     except TraceError as exc:
         where = f" (character {exc.offset})" if exc.offset is not None else ""
-        return None, [Diagnostic(exc.code, f"{entry.profile.value if entry.profile else ''}: {exc}{where}", rng,
-                                 dotted)]
+        name = str(entry.profile.value) if entry.profile else ""
+        said = str(exc)
+        lead = "" if said.startswith((name, os.path.basename(entry.profile_path))) else f"{name}: "  # named once
+        return None, [Diagnostic(exc.code, f"{lead}{said}{where}", rng, dotted)]
     # The profile's own step is measured as a log's is (an infinite end, a zero or absurd duration refused).
     problem = measured_problem("step_time_s", reading.step_time_s)
     if problem is not None:
