@@ -182,7 +182,13 @@ class Source:
             fix = _as_float(value)
             if fix is not None:
                 data["replace_value"] = fix
-            self.diag("HP105", f"{dotted} must be a number, got {describe(value)}",
+            hint = ""
+            if isinstance(value, str) and fix is not None and "e" in value.lower() and "." not in value:
+                # YAML 1.1 (PyYAML, what the trainers load with) reads an exponent without a dot as text
+                mantissa, _, power = repr(fix).partition("e")
+                shown = f"{mantissa}{'' if '.' in mantissa or not power else '.0'}{'e' + power if power else ''}"
+                hint = f": YAML reads {value.strip()} as text; write it with a dot, {shown}"
+            self.diag("HP105", f"{dotted} must be a number, got {describe(value)}{hint}",
                       v.loc.value, dotted, data=data)
             return None
         if isinstance(value, int) and abs(value) > MAX_CONFIG_INT:  # a float cannot hold it (1e400 as digits)

@@ -210,3 +210,12 @@ def test_sp_with_cp_is_warned_only_where_the_search_refuses_it(tmp_path: Path) -
     assert not [x for x in fixed if x.code == "HP418"]
     megatron = run(tmp_path, body + "estimator: {framework: megatron}\n", name="m.yaml")
     assert not [x for x in megatron if x.code == "HP418"]
+
+
+def test_an_exponent_without_a_dot_is_text_in_yaml_and_the_message_says_how_to_write_it(tmp_path: Path) -> None:
+    """PyYAML (YAML 1.1, what the trainers load with) reads `1e2` as a string: HP105 says so and shows the number
+    written so YAML reads it (`1.0e+308`, not Python's `1e+308`, which is text again)."""
+    (d,) = only(run(tmp_path, MODEL + CLUSTER + "constraint:\n  memory_limit_gb: 1e2\n"), "HP105")
+    assert "YAML reads 1e2 as text; write it with a dot, 100.0" in d.message
+    (d,) = only(run(tmp_path, MODEL + CLUSTER + "constraint:\n  memory_limit_gb: 1e308\n", name="b.yaml"), "HP105")
+    assert d.message.endswith("write it with a dot, 1.0e+308")
