@@ -226,7 +226,7 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
             diags.append(Diagnostic("HP800", "no run could be measured", DOCUMENT_START, "runs"))
         return Calibration(path, rule, (), None, "", "", tuple(diags))
     framework, device, more = _stack_check(runs_file, measured)
-    diags += more
+    diags += more + _repeats_apart(measured)
     fitted = fit(measured, rule)
     runs_node = runs_file.entries[0].at if runs_file.entries else DOCUMENT_START
     diags += warnings(fitted, runs_node, measured)
@@ -240,6 +240,30 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
                                  {**part_seconds(m), HOST_PART: 0.0}, calibrated_part_seconds(m, fitted)))
     return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags),
                        _inputs(path, runs_file, measured))
+
+
+# How far apart two measurements of one plan may lie before HP812 says so: run-to-run noise on one cluster is a
+# few percent; a quarter is another run (a slow node, a different release, a config that does not say what ran).
+REPEAT_APART = 0.25
+
+
+def _repeats_apart(measured: list[Measured]) -> list[Diagnostic]:
+    """HP812 at each run whose step lies more than REPEAT_APART from an earlier run of the same plan (one config,
+    one strategy): the fit takes what they share, and a user should know it averaged two different runs."""
+    first: dict[tuple[object, ...], Measured] = {}
+    out: list[Diagnostic] = []
+    for m in measured:
+        key = (m.label, m.estimate.strategy, m.estimate.device)
+        seen = first.setdefault(key, m)
+        if seen is m:
+            continue
+        lo, hi = sorted((seen.step_time_s, m.step_time_s))
+        if hi > lo * (1 + REPEAT_APART):
+            out.append(Diagnostic("HP812", f"runs {seen.entry.index} and {m.entry.index} are one plan ({m.label}) "
+                                  f"measured {100 * (hi / lo - 1):.0f}% apart ({seen.step_time_s:g} s and "
+                                  f"{m.step_time_s:g} s): the fit reads both as that plan; check that each ran what "
+                                  "the config states", m.entry.at, f"runs.{m.entry.index}"))
+    return out
 
 
 def _inputs(path: str, runs_file: RunsFile, measured: list[Measured]) -> tuple[str, ...]:

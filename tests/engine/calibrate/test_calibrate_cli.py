@@ -336,3 +336,16 @@ def test_a_log_beside_a_figure_and_far_ratios_are_each_said_once(runs_dir: Path)
     assert both["severity"] == "warning" and both["path"] == "runs.0.step_time_s"
     far = [d for d in doc["diagnostics"] if d["code"] == "HP807"]
     assert len(far) == 1 and "ratios of gemm" in far[0]["message"] and "cp_comm" not in far[0]["message"]
+
+
+def test_two_runs_of_one_plan_far_apart_are_said(runs_dir: Path) -> None:
+    """One plan measured at 2.0 and 3.0 s: the fit reads both as that plan (it fitted 2.45 s silently); HP812 says
+    they are 50 % apart, at the later run. Repeats within noise say nothing."""
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n  - config: a.yaml\n    step_time_s: 2.0\n  - config: a.yaml\n    step_time_s: 3.0\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    (d,) = [d for d in doc["diagnostics"] if d["code"] == "HP812"]
+    assert "50% apart" in d["message"] and d["path"] == "runs.1" and d["range"]["start"]["line"] == 3
+    runs.write_text("runs:\n  - config: a.yaml\n    step_time_s: 2.0\n  - config: a.yaml\n    step_time_s: 2.1\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    assert not [d for d in doc["diagnostics"] if d["code"] == "HP812"]
