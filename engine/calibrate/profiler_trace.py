@@ -232,12 +232,20 @@ def _windows(d: DeviceEvents, host: dict[int, tuple[float, float]]) -> list[tupl
     way a step holds device work: a span with no kernel started in it is no step (it read as all host time)."""
     if d.steps:
         spans = [d.steps[k] for k in sorted(d.steps)]
-        return [(lo, hi) for lo, hi in spans if any(lo <= s < hi for s in d.start)]
+        return [(lo, hi) for lo, hi in spans if _starts_in(d, lo, hi)]
     keys = sorted(host)
     wins = [(host[a][0], host[b][0]) for a, b in itertools.pairwise(keys)]
     if len(keys) == 1:
         wins.append((host[keys[0]][0], max(host[keys[0]][1], max(d.end, default=host[keys[0]][1]))))
-    return [(lo, hi) for lo, hi in wins if any(lo <= s < hi for s in d.start)]
+    return [(lo, hi) for lo, hi in wins if _starts_in(d, lo, hi)]
+
+
+def _starts_in(d: DeviceEvents, lo: float, hi: float) -> bool:
+    """Whether a device event starts in [lo, hi): a bisection of its sorted starts, not a pass over every event per
+    step."""
+    starts = d.sorted_starts()
+    i = bisect.bisect_left(starts, lo)
+    return i < len(starts) and starts[i] < hi
 
 
 def _world_size(meta: dict[str, Any]) -> int | None:

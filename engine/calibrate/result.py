@@ -273,4 +273,5 @@ def _inputs(path: str, runs_file: RunsFile, measured: list[Measured]) -> tuple[s
         read += [p for p in (e.config_path, e.log_path, e.profile_path) if p]
     for m in measured:
         read += [p for p in (m.config.train_yaml, m.config.ratios_file) if p]
+        read += list(m.profile.files) if m.profile is not None else []  # a trace folder's per-rank files
     return tuple(dict.fromkeys(read))

@@ -113,7 +113,8 @@ def _path_val(src: Source, item: Map, key: str, dotted: str, runs_path: str) -> 
     if not (os.path.isdir(resolved) if key == "ascend_profile" else
             os.path.exists(resolved) if key == "trace" else os.path.isfile(resolved)):
         what = "config" if key == "config" else key.replace("_", " ")
-        why = (f"{what} file not found: {v.value} (looked for {resolved})" if not os.path.lexists(resolved) else
+        why = (f"{what} file not found: {v.value} (looked for {resolved}"
+               f"{'; a link to a missing file' if os.path.islink(resolved) else ''})" if not os.path.exists(resolved) else
                f"the {what} {v.value} is not a {'folder' if key == 'ascend_profile' else 'regular file'} "
                "(a directory, a FIFO or a device): name the file the run wrote")
         src.diag("HP801", why, v.loc.value, dotted)
@@ -180,9 +181,9 @@ def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | No
                  item.range, dotted)
     if log is not None and (step is not None or tps is not None):
         figure = "step_time_s" if step is not None else "tokens_per_s_per_device"
-        src.diag("HP806", f"{dotted} gives both a log and {figure}: the figure is measured, the log only read for "
-                 "its peak; give one of them", (step or tps).loc.key, f"{dotted}.{figure}",  # type: ignore[union-attr]
-                 severity=Severity.WARNING)
+        for_peak = "" if peak is not None else ", the log read only for the peak"
+        src.diag("HP813", f"{dotted} gives both a log and {figure}: the figure is measured{for_peak}; give one of them",
+                 (step or tps).loc.key, f"{dotted}.{figure}")  # type: ignore[union-attr]
     name = src.str_(item, "name", f"{dotted}.name")
     return RunEntry(index, item.range, cfg, cfg_path, log, log_path, step, tps, peak, _parts(src, item, dotted),
                     _overrides(src, item, dotted), str(name.value) if name else "", profile, profile_path, kind)

@@ -229,7 +229,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         optimizer_shard=os_shard,
         budget_source=_budget_source(overrides, cluster, facts.max_device_memory),
         device_what_if=_device_what_if(overrides, cluster),
-        memory_assumed=_memory_assumed(cluster_locs, overrides),
+        memory_assumed=_memory_assumed(cluster_locs, overrides, facts.max_device_memory),
         train_yaml=None,
         locations=MappingProxyType(locations),
     )
@@ -306,7 +306,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         optimizer_shard=int(opt.value) if opt is not None else 1,
         budget_source=_budget_source(overrides, cluster, mem),
         device_what_if=_device_what_if(overrides, cluster),
-        memory_assumed=_memory_assumed(cluster_locs, overrides),
+        memory_assumed=_memory_assumed(cluster_locs, overrides, mem),
         train_yaml=train_path,
         ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
                      if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
@@ -544,9 +544,13 @@ def _state_widths(train: TrainFacts | None, sf: SearchFacts | None, param_bytes:
     return out
 
 
-def _memory_assumed(cluster_locs: Mapping[str, Location], overrides: ClusterOverrides | None) -> bool:
-    """Whether the device memory priced is the assumed default device's (Config.memory_assumed): no device type
-    and no device memory from the files, the flags or the settings."""
+def _memory_assumed(cluster_locs: Mapping[str, Location], overrides: ClusterOverrides | None,
+                    stated_limit: Val | None) -> bool:
+    """Whether a budget the files state is priced on the assumed default device's memory (Config.memory_assumed):
+    a limit the files state, and no device type or device memory from the files, the flags or the settings. An
+    editor setting's limit only narrows the budget (hp_lsp.settings), so it is capped as ever."""
+    if stated_limit is None:
+        return False
     ov = overrides or ClusterOverrides()
     stated = ("cluster.device_type" in cluster_locs or "cluster.device_memory_gb" in cluster_locs)
     return not (stated or ov.device_type or ov.memory_gb)

@@ -218,15 +218,17 @@ def _sp_with_searched_cp(ctx: Ctx) -> None:
     stacks whose recipes combine them (StackSpace.sp_with_cp) give none either."""
     sp = ctx.fixed.get("sequence_parallel")
     cp = ctx.config.dimensions.get("cp")
-    if (ctx.config.kind != "search" or sp is None or not sp.value or cp is None or cp.state not in ("list", "auto")
-            or framework_of(ctx.config.run).space.sp_with_cp):
+    # The search's own predicate (engine.search.space: a cp it varies, Dimension.searched); an absent cp is searched
+    # too but asks for nothing, so it says nothing.
+    if (ctx.config.kind != "search" or sp is None or not sp.value or cp is None or not cp.searched
+            or cp.state == "absent" or framework_of(ctx.config.run).space.sp_with_cp):
         return
     refused = [v for v in cp.values if v > 1]
     if cp.state == "list" and not refused:
         return
-    never = f"the cp candidates {refused} are" if cp.state == "list" else "no cp > 1 is"
+    never = f"the cp candidates {refused} are never tried" if cp.state == "list" else "cp > 1 is never tried"
     ctx.emit("HP418", f"HyperParallel's search refuses sequence parallelism with cp > 1: with sequence_parallel on, "
-             f"{never} never tried (set sequence_parallel: false to search them)", sp.location, sp.path)
+             f"{never} (set sequence_parallel: false to search them)", sp.location, sp.path)
 
 
 def _device_product(ctx: Ctx) -> None:

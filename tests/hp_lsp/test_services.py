@@ -12,7 +12,7 @@ from hp_lsp.features import code_lens, diagnostics, hover
 from hp_lsp.features.code_actions import fix_for, optimal_edits
 from hp_lsp.features.new_search_config import search_config_path
 from hp_lsp.outline import scan
-from hp_lsp.search_job import SearchOutcome, SearchRequest, run_search
+from hp_lsp.search_job import SearchOutcome, SearchRequest, best_edits, run_search
 from hp_lsp.workspace import SearchConfigIndex, referenced_train_yaml
 from tests.support.configs import NANO, bridge_dsv3_train
 from tests.support.lsp_services import LLAMA, never, no_progress, state_for
@@ -403,4 +403,5 @@ def test_apply_in_the_editor_writes_the_plan_the_trainer_runs(tmp_path: Path) ->
     assert any(t.startswith("Without offload: ") and c == "hpLsp.applyOptimalStrategy" for t, c in titles.items())
     edits, what = optimal_edits(st, OFFLOAD_TRAIN)
     assert edits and what == written.short()
-    assert "offload" not in apply_edits(OFFLOAD_TRAIN, edits)
+    assert written.strategy != best.strategy  # the edits write the plan without offload, not the best with it off
+    assert edits == best_edits(OFFLOAD_TRAIN, written, str(train))[0] != best_edits(OFFLOAD_TRAIN, best, str(train))[0]

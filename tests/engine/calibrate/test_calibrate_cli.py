@@ -144,6 +144,7 @@ BAD = {
     "not runs": ("- config: a.yaml\n", "HP800", 0),
     "too many runs": ("runs:\n" + "  - {config: a.yaml, step_time_s: 2.0}\n" * 1001, "HP800", 1),  # was minutes
     "log is a folder": ("runs:\n  - config: a.yaml\n    log: logs\n", "HP801", 2),  # said "not found"
+    "log is a dangling link": ("runs:\n  - config: a.yaml\n    log: gone.log\n", "HP801", 2),
     "parts past the step": ("runs:\n  - config: a.yaml\n    step_time_s: 2.4\n    parts_s: {comp: 100}\n",
                             "HP803", 1),  # fitted +889 %
     "parts all zero": ("runs:\n  - config: a.yaml\n    step_time_s: 2.4\n    parts_s: {comp: 0, op_wait: 0}\n",
@@ -159,6 +160,7 @@ def test_bad_input_is_positioned_exit_1_nothing_written(runs_dir: Path, case: st
     (runs_dir / "wild.csv").write_text("step_time_s\n" + "\n".join(["1.0", "3.0"] * 6) + "\n")
     (runs_dir / "searched.yaml").write_text((runs_dir / "a.yaml").read_text().replace("tp: 1,", "tp: auto,"))
     (runs_dir / "logs").mkdir()
+    (runs_dir / "gone.log").symlink_to(runs_dir / "nowhere" / "run.log")
     runs = runs_dir / "runs.yaml"
     runs.write_text(text)
     out = runs_dir / "ratios.yaml"
@@ -323,7 +325,7 @@ def test_a_config_priced_on_an_assumed_device_says_so_at_the_run(tmp_path: Path)
 
 
 def test_a_log_beside_a_figure_and_far_ratios_are_each_said_once(runs_dir: Path) -> None:
-    """A run with both a log and a step time is measured by the figure, and says so (HP806 warning at the figure);
+    """A run with both a log and a step time is measured by the figure, and says so (HP813 at the figure);
     a step ten times the priced one moves every part by one factor, said once (HP807 named the 16 parts one by one,
     the ones priced at no seconds among them)."""
     (runs_dir / "run.log").write_text("".join(
@@ -332,7 +334,7 @@ def test_a_log_beside_a_figure_and_far_ratios_are_each_said_once(runs_dir: Path)
     runs = runs_dir / "runs.yaml"
     runs.write_text(f"runs:\n  - config: a.yaml\n    log: run.log\n    step_time_s: {uncal * 10}\n")
     doc = json.loads(hp_plan("calibrate", str(runs), "--json", "--rule", "step").stdout)
-    (both,) = [d for d in doc["diagnostics"] if d["code"] == "HP806"]
+    (both,) = [d for d in doc["diagnostics"] if d["code"] == "HP813"]
     assert both["severity"] == "warning" and both["path"] == "runs.0.step_time_s"
     far = [d for d in doc["diagnostics"] if d["code"] == "HP807"]
     assert len(far) == 1 and "ratios of gemm" in far[0]["message"] and "cp_comm" not in far[0]["message"]

@@ -324,3 +324,14 @@ def test_a_device_step_without_kernels_is_no_step(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text(_trace_text(busy + kernels))
     reading = read_trace(str(tmp_path / "t.json"))
     assert reading.used + reading.warmup == 3 and reading.step_time_s == pytest.approx(900e-6)
+
+
+def test_the_ratios_file_never_replaces_a_rank_file_of_a_trace_folder(tmp_path: Path) -> None:
+    """`trace:` naming a folder (one file per rank): `-o` naming one of its files is refused and the trace kept."""
+    (tmp_path / "traces").mkdir()
+    rank0 = tmp_path / "traces" / "rank0.json"
+    explain_trace(rank0)
+    kept = rank0.read_bytes()
+    runs = _runs_with(tmp_path, "trace", "traces")
+    r = hp_plan("calibrate", str(runs), "-o", str(rank0))
+    assert r.returncode == 1 and rank0.read_bytes() == kept, r.stdout + r.stderr

@@ -205,9 +205,10 @@ def test_sp_with_cp_is_warned_only_where_the_search_refuses_it(tmp_path: Path) -
     (d,) = only(run(tmp_path, body), "HP418")
     assert d.path == "parallelism.sequence_parallel" and "[2, 4]" in d.message
     (d,) = only(run(tmp_path, body.replace("cp: [1, 2, 4]", "cp: auto"), name="a.yaml"), "HP418")
-    assert "no cp > 1" in d.message
-    fixed = run(tmp_path, body.replace("cp: [1, 2, 4]", "cp: 2"), name="f.yaml")
-    assert not [x for x in fixed if x.code == "HP418"]
+    assert "with sequence_parallel on, cp > 1 is never tried" in d.message
+    for one in ("cp: 2", "cp: [2]"):  # one value is no candidate: the search keeps it (test_refusals)
+        fixed = run(tmp_path, body.replace("cp: [1, 2, 4]", one), name="f.yaml")
+        assert not [x for x in fixed if x.code == "HP418"], one
     megatron = run(tmp_path, body + "estimator: {framework: megatron}\n", name="m.yaml")
     assert not [x for x in megatron if x.code == "HP418"]
 
@@ -219,3 +220,12 @@ def test_an_exponent_without_a_dot_is_text_in_yaml_and_the_message_says_how_to_w
     assert "YAML reads 1e2 as text; write it with a dot, 100.0" in d.message
     (d,) = only(run(tmp_path, MODEL + CLUSTER + "constraint:\n  memory_limit_gb: 1e308\n", name="b.yaml"), "HP105")
     assert d.message.endswith("write it with a dot, 1.0e+308")
+
+
+def test_an_editor_limit_on_an_assumed_device_is_still_capped(tmp_path: Path) -> None:
+    """Only a budget the files state escapes an assumed device's cap: the editor's memoryLimitGb only narrows it."""
+    from engine.check import check_file
+
+    (tmp_path / "s.yaml").write_text(MODEL + "cluster: {num_nodes: 1, cards_per_node: 8}\n")
+    loaded = check_file(str(tmp_path / "s.yaml"), overrides=ClusterOverrides(memory_limit_gb=1000))
+    assert loaded.config is not None and loaded.config.budget_gib == 64
