@@ -447,7 +447,8 @@ async def save_plan_trace(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
     choice = plan.choose_for_command(uri, state, args, which_at=2)
     if not isinstance(choice, plan.PlanChoice):
         return choice
-    return await asyncio.to_thread(plan.save_trace, choice.config, choice.estimate, os.path.expanduser(path))
+    kept = ls.session.kept_files(uri) if uri else ()
+    return await asyncio.to_thread(plan.save_trace, choice.config, choice.estimate, os.path.expanduser(path), kept)
 
 
 # -- the tables ----------------------------------------------------------------------------------------------

@@ -189,6 +189,15 @@ class Session:
         for f in files:
             self.readers.setdefault(f, set()).add(uri)
 
+    def kept_files(self, uri: str) -> tuple[str, ...]:
+        """The files no command may write over for `uri`: every file its last analysis read (its search config or
+        train.yaml among them) and every open document (its unsaved text would be lost under the write)."""
+        read = [p for p, uris in self.readers.items() if uri in uris]
+        state = self.docs.get(uri)
+        source = state.analysis.cluster_source if state is not None and state.analysis is not None else None
+        read += [source] if source else []  # the search config that gives a train.yaml its cluster
+        return tuple(dict.fromkeys([*read, *(s.path for s in self.docs.values() if s.path)]))
+
     def dependents(self, path: str, *, exclude: str | None = None) -> list[str]:
         """Open documents whose last analysis read `path` (other than `exclude`)."""
         return sorted(u for u in self.readers.get(path, ()) if u != exclude and u in self.docs)

@@ -23,6 +23,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
+from engine.document import Map, Node, Seq, parse
 from engine.edit import EditResult, plan_edits, rename_key, set_value, widen_list
 from engine.edit.text import split_lines
 from engine.positions import TextEdit
@@ -116,8 +117,15 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
     with the engine's round-trip writer against the current text.
     """
     outcome = state.search
+    if state.analysis is not None and state.analysis.too_large:
+        return None, "the file is over hpLsp.maxFileSizeKb, so it is not searched (HP005)"
     if outcome is None or outcome.result is None:
         return None, "no search result yet (save the file to search)"
+    if state.search_stale and _changed_since(outcome.text, state.analysis.text if state.analysis else None):
+        # The plan was searched for an earlier text: written into this one it would put back what the user has
+        # changed since (a global batch edited after the save went back to the searched one). An edit of
+        # comments or layout only leaves the searched values as they were, so the plan still applies.
+        return None, "the search is of an earlier version of the file: save to search it again, then apply"
     # What the trainer runs as written (engine.search.written): the best, or the fastest plan without the offload
     # no trainer key states.
     best = outcome.written.estimate if outcome.written is not None else outcome.result.best
@@ -132,6 +140,26 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
     if edits is None:
         return None, error or "cannot write the strategy"
     return tuple(edits), best.short()
+
+
+def _changed_since(searched: str | None, now: str | None) -> bool:
+    """Whether the document's values differ between the text searched and its text now (comments, blank lines,
+    quoting style and key layout aside): what decides whether the searched plan still applies to it."""
+    if searched is None or now is None:
+        return True
+    if searched == now:
+        return False
+    a, b = parse(searched).root, parse(now).root
+    return a is None or b is None or _values(a) != _values(b)
+
+
+def _values(node: Node) -> Any:
+    """A node as plain, comparable values (the parse is bounded: engine.document's node and depth limits)."""
+    if isinstance(node, Map):
+        return tuple((k, _values(v)) for k, _kn, v in node.items())
+    if isinstance(node, Seq):
+        return tuple(_values(i) for i in node.items)
+    return ("scalar", getattr(node, "value", None))
 
 
 def apply_target(state: DocState) -> str | None:

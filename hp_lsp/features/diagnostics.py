@@ -93,6 +93,10 @@ def relocate_foreign(diags: Sequence[Diagnostic], entries: Sequence[Entry]) -> l
     return out
 
 
+# Appended to a search finding while the buffer has changed since the search ran (DocState.search_stale).
+STALE_NOTE = " (of the last saved version: save to refresh)"
+
+
 def collect(state: DocState) -> list[Diagnostic]:
     """Everything to publish for a document, in engine terms (code points)."""
     analysis = state.analysis
@@ -103,9 +107,10 @@ def collect(state: DocState) -> list[Diagnostic]:
     if state.search is not None and not analysis.too_large:
         mine = [d for d in state.search.diagnostics if d.file is None or d.file == state.path]
         theirs = [d for d in state.search.diagnostics if not (d.file is None or d.file == state.path)]
-        if state.search_stale:
-            mine = reanchor(mine, state.search.text, analysis.entries)
-        search_diags = mine + relocate_foreign(theirs, analysis.entries)
+        search_diags = (reanchor(mine, state.search.text, analysis.entries) if state.search_stale else mine) + \
+            relocate_foreign(theirs, analysis.entries)
+        if state.search_stale:  # their figures are of the searched text, not of what the buffer says now
+            search_diags = [replace(d, message=d.message + STALE_NOTE) for d in search_diags]
         seen = {(d.code, d.path) for d in out}  # a finding the fast check has fresher than the search's
         out += [d for d in search_diags if (d.code, d.path) not in seen]
     # Each fact once (HP520 from the price, HP610 from the search: engine.facts), and never the same finding

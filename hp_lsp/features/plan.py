@@ -60,15 +60,16 @@ def plan_view(config: Config, est: Estimate, which: str) -> dict[str, Any]:
     return doc
 
 
-def save_trace(config: Config, est: Estimate, path: str) -> dict[str, Any]:
+def save_trace(config: Config, est: Estimate, path: str, kept: Sequence[str] = ()) -> dict[str, Any]:
     """Write the plan's predicted step as a Chrome trace (engine.explain.chrome_trace, what `hp-plan explain --trace`
-    writes) to `path` through the project's one safe writer: {"written": path} or {"error": why}. The document
-    and its train.yaml are never the target (a path typed by mistake replaced the saved config with a trace)."""
+    writes) to `path` through the project's one safe writer: {"written": path} or {"error": why}. The document,
+    its train.yaml and `kept` (Session.kept_files: the files its analysis read, every open document) are never the
+    target (a path typed by mistake replaced the saved config, then a linked search config, with a trace)."""
     from engine.explain import explain_estimate
     from engine.explain.chrome_trace import render
     from engine.files import write_text
 
-    read = (config.path or "", config.train_yaml or "")
+    read = (config.path or "", config.train_yaml or "", *kept)
     failure = write_text(path, render(explain_estimate(config, est)), inputs=read)
     return {"written": path} if failure is None else {"error": failure.reason}
 

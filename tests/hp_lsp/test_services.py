@@ -405,3 +405,58 @@ def test_apply_in_the_editor_writes_the_plan_the_trainer_runs(tmp_path: Path) ->
     assert edits and what == written.short()
     assert written.strategy != best.strategy  # the edits write the plan without offload, not the best with it off
     assert edits == best_edits(OFFLOAD_TRAIN, written, str(train))[0] != best_edits(OFFLOAD_TRAIN, best, str(train))[0]
+
+
+def test_a_stale_search_is_shown_but_never_applied(tmp_path: Path) -> None:
+    """After an unsaved edit of a value the search is of the saved text: written into the buffer it would put back
+    what the user changed (a global batch edited to 512 went back to the searched 64). Apply refuses with the reason
+    (an edit of comments or blank lines leaves the values, and the plan applies), the lens says the plan is stale,
+    and the search's findings say they are of the saved version."""
+    session, st = state_for(TRAIN, space=SEARCH)
+    text = TRAIN.read_text().replace("global_batch_size: 512", "global_batch_size: 64")
+    assert text != TRAIN.read_text()
+    session.change(st.uri, 2)
+    session.record_analysis(st.uri, st.generation, analyse(str(TRAIN), text, 2,
+                                                           overrides=cluster_from_search_config(str(SEARCH)),
+                                                           max_file_size_kb=1024))
+    assert st.search_stale and st.analysis is not None
+    edits, why = optimal_edits(st, text)
+    assert edits is None and "save to search it again" in why
+    best = [lens for lens in code_lens.lenses(st, st.analysis.entries) if lens.title.startswith("Best:")]
+    assert best and "stale" in best[0].title
+    found = [d for d in diagnostics.collect(st) if d.code in ("HP610", "HP611")]
+    assert found and all(d.message.endswith(diagnostics.STALE_NOTE) for d in found)
+
+
+def test_a_trace_is_never_written_over_a_file_the_document_read_or_an_open_one(tmp_path: Path) -> None:
+    """hpLsp.savePlanTrace from the train.yaml named its search config as the target and replaced it with a trace:
+    the files the document's analysis read and every open document are kept (Session.kept_files)."""
+    import dataclasses
+
+    from hp_lsp.features import plan
+
+    session, st = state_for(TRAIN, space=SEARCH)
+    assert st.analysis is not None  # the scheduler notes the search config that gives the cluster, as here
+    st.analysis = dataclasses.replace(st.analysis, cluster_source=str(SEARCH))
+    other = tmp_path / "notes.yaml"
+    other.write_text("a: 1\n")
+    session.open(other.as_uri(), str(other), 1)
+    kept = session.kept_files(st.uri)
+    assert str(other) in kept and str(TRAIN) in kept and str(SEARCH) in kept  # the search config, though closed
+    choice = plan.choose_for_command(st.uri, st, [st.uri, str(other)], which_at=2)
+    assert isinstance(choice, plan.PlanChoice)
+    answer = plan.save_trace(choice.config, choice.estimate, str(other), kept)
+    assert "error" in answer and other.read_text() == "a: 1\n"
+
+
+def test_a_layout_edit_leaves_the_searched_plan_applicable() -> None:
+    """Comments and blank lines change no value: the stale search still applies (its edits rebuilt on the text)."""
+    session, st = state_for(TRAIN, space=SEARCH)
+    text = "# a note\n" + TRAIN.read_text() + "\n\n"
+    session.change(st.uri, 2)
+    session.record_analysis(st.uri, st.generation, analyse(str(TRAIN), text, 2,
+                                                           overrides=cluster_from_search_config(str(SEARCH)),
+                                                           max_file_size_kb=1024))
+    assert st.search_stale
+    edits, _what = optimal_edits(st, text)
+    assert edits
