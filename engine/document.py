@@ -442,6 +442,13 @@ class _Builder:
     def _duplicates(self, node: yaml.MappingNode) -> None:
         seen: dict[tuple[str, str], yaml.Node] = {}
         for k, _v in node.value:
+            if isinstance(k, yaml.SequenceNode | yaml.MappingNode) and k.tag != _MERGE_TAG:
+                # A list or mapping as a key (`? [a, b]`): the trainer's safe_load builds a dict of it and stops
+                # ("found unhashable key"); libyaml composes it, so it is said here.
+                self.diags.append(Diagnostic(
+                    "HP001", "YAML syntax error: HyperParallel's trainer (PyYAML safe_load) refuses a list or mapping "
+                    "as a key (found unhashable key); use a plain key", self.marks.range(k)))
+                continue
             if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
                 continue
             ident = (k.tag, k.value)

@@ -169,3 +169,12 @@ def test_huge_integer_kept_as_text() -> None:
     doc = parse("a: " + "9" * 5000 + "\n")
     node = find(doc.root, "a")[1]
     assert isinstance(node, Scalar)
+
+
+@pytest.mark.parametrize("text", ["? [a, b]\n: c\n", "a: 1\n? {x: 1}\n: c\n"])
+def test_a_list_or_mapping_key_is_what_the_trainers_loader_refuses(text: str) -> None:
+    """PyYAML's safe_load (the trainer's) stops at a list or mapping key ("found unhashable key"); libyaml composes
+    it, and it passed without a word."""
+    errors = [d for d in parse(text).diagnostics if d.code == "HP001"]
+    assert len(errors) == 1 and "unhashable key" in errors[0].message
+    assert errors[0].range.start.line == text.count("\n", 0, text.index("?")) and errors[0].range.start.character == 2
