@@ -368,6 +368,7 @@ class _Builder:
                 self._tag(root)
             return None
         stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
+        path: set[int] = set()  # the nodes entered and not yet left: the ancestors of what is entered next
         while stack:
             node, depth, done = stack.pop()
             nid = id(node)
@@ -386,7 +387,12 @@ class _Builder:
                 if is_map:
                     self._duplicates(node)  # type: ignore[arg-type]
                 stack.append((node, depth, True))
+                path.add(nid)
                 for c in children:
+                    if id(c) in path:  # `a: &x [*x]`: an alias inside the node it names
+                        rng = self.marks.range(c)
+                        return Diagnostic("HP005", "an alias refers to the node that holds it (a cycle): a config "
+                                          "that contains itself cannot be analysed", Range(rng.start, rng.start))
                     if c.__class__ is scalar_cls:
                         if c.tag not in core and c.tag != "!":
                             self._tag(c)
@@ -395,6 +401,7 @@ class _Builder:
                     elif id(c) not in sizes:
                         stack.append((c, depth + 1, False))
                 continue
+            path.discard(nid)
             total = 1
             get = sizes.get
             for c in children:

@@ -178,3 +178,11 @@ def test_a_list_or_mapping_key_is_what_the_trainers_loader_refuses(text: str) ->
     errors = [d for d in parse(text).diagnostics if d.code == "HP001"]
     assert len(errors) == 1 and "unhashable key" in errors[0].message
     assert errors[0].range.start.line == text.count("\n", 0, text.index("?")) and errors[0].range.start.character == 2
+
+
+@pytest.mark.parametrize("text", ["a: &x [*x]\n", "b: &y {k: *y}\n", "c: &z [1, [2, *z]]\n"])
+def test_an_alias_inside_the_node_it_names_is_a_cycle(text: str) -> None:
+    """It read as "nesting too deep (more than 128 levels)"; shared aliases that are no cycle stay fine."""
+    (d,) = [d for d in parse(text).diagnostics if d.code == "HP005"]
+    assert "a cycle" in d.message
+    assert not parse("base: &b {x: 1}\nu: *b\nv: {<<: *b, y: 2}\nw: [*b, *b]\n").diagnostics
