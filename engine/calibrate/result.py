@@ -238,8 +238,31 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
                 else m.estimate.peak_memory_gib * fitted.memory)
         reports.append(RunReport(m, predict_step(m, fitted), lo, peak, group_seconds(m), calibrated_parts(m, fitted),
                                  {**part_seconds(m), HOST_PART: 0.0}, calibrated_part_seconds(m, fitted)))
+    diags += _not_reproduced(reports)
     return Calibration(path, rule, tuple(reports), fitted, framework, device, tuple(diags),
                        _inputs(path, runs_file, measured))
+
+
+# How far a run's calibrated step may lie from its measured one before HP807 says the calibration does not
+# reproduce it: several runs share ratios and need not each land exactly, but a quarter off is the fit failing.
+NOT_REPRODUCED = 0.25
+
+
+def _not_reproduced(reports: list[RunReport]) -> list[Diagnostic]:
+    """HP807 at each run the fitted ratios leave more than NOT_REPRODUCED from its measurement (a ratio held at a
+    bound, a host part held at what a ratios file carries, runs that contradict one another)."""
+    out: list[Diagnostic] = []
+    for r in reports:
+        m = r.measured
+        if m.step_time_s <= 0:
+            continue
+        off = r.calibrated_step_s / m.step_time_s - 1
+        if abs(off) > NOT_REPRODUCED:
+            out.append(Diagnostic("HP807", f"runs.{m.entry.index} is not reproduced: calibrated "
+                                  f"{r.calibrated_step_s:.4g} s against its measured {m.step_time_s:.4g} s "
+                                  f"({100 * off:+.0f}%): its config may not describe what ran, or the measurement is "
+                                  "in other units", m.entry.at, f"runs.{m.entry.index}"))
+    return out
 
 
 # How far apart two measurements of one plan may lie before HP812 says so: run-to-run noise on one cluster is a

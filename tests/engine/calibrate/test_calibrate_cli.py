@@ -351,3 +351,17 @@ def test_two_runs_of_one_plan_far_apart_are_said(runs_dir: Path) -> None:
     runs.write_text("runs:\n  - config: a.yaml\n    step_time_s: 2.0\n  - config: a.yaml\n    step_time_s: 2.1\n")
     doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
     assert not [d for d in doc["diagnostics"] if d["code"] == "HP812"]
+
+
+def test_a_run_the_fit_cannot_reproduce_is_said(runs_dir: Path) -> None:
+    """A step of 0.1 ms (seconds written as something else) pins the ratios at their bounds: the calibrated run
+    is off by thousands of percent, which HP807 now says of the run itself (it said only that ratios were far)."""
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n  - config: a.yaml\n    step_time_s: 0.0001\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    (d,) = [d for d in doc["diagnostics"] if d["code"] == "HP807" and "not reproduced" in d["message"]]
+    assert d["path"] == "runs.0"
+    uncal = _estimate(runs_dir / "a.yaml")["step_time_s"]
+    runs.write_text(f"runs:\n  - config: a.yaml\n    step_time_s: {uncal * 1.1}\n")
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
+    assert not [d for d in doc["diagnostics"] if "not reproduced" in d["message"]]
