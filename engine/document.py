@@ -713,6 +713,10 @@ class Reads:
             self._texts[key] = got if got is not None else read_text(path, max_bytes=max_bytes)
         return self._texts[key]
 
+    def parsed_texts(self) -> dict[str, str]:
+        """path -> the text this request parsed for it (the last, where a path was parsed twice)."""
+        return {path: text for (path, _limit, text) in self._docs if path is not None}
+
     def parse(self, text: str, path: str | None, max_bytes: int) -> Document:
         # A text that fits any limit it is parsed under parses the same under each (a UTF-8 character is at most
         # 4 bytes): one key for it, so the check (hpLsp.maxFileSizeKb) and the stated plan (the default) share it.

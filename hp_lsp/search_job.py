@@ -77,6 +77,9 @@ class SearchOutcome:
     # What Apply writes (engine.search.written): the best, or the fastest plan the trainer runs where the best
     # offloads what no trainer key states. None: no search result.
     written: Written | None = None
+    # (path, values_fingerprint) of every file the search read: what decides whether its plan still applies to
+    # the buffers as they are now (hp_lsp.features.code_actions.optimal_edits).
+    read: tuple[tuple[str, str], ...] = ()
 
 
 def run_search(req: SearchRequest, *, progress: Callable[[float], None],
@@ -125,8 +128,21 @@ def run_search(req: SearchRequest, *, progress: Callable[[float], None],
     edit_error: str | None = None
     if written.estimate is not None and config.kind == "train" and req.text is not None:
         edits, edit_error = best_edits(req.text, written.estimate, req.path)
+    seen = {**reads.parsed_texts(), **({req.path: req.text} if req.text is not None else {})}
     return SearchOutcome(result, (*refusals, *comparison.diagnostics), req.text, edits, edit_error,
-                         time.monotonic() - t0, stated=stated, written=written)
+                         time.monotonic() - t0, stated=stated, written=written,
+                         read=tuple((p, values_fingerprint(t)) for p, t in seen.items()))
+
+
+def values_fingerprint(text: str) -> str:
+    """A digest of a text's lines with blank and comment-only lines left out and trailing blanks cut: an edit of
+    comments or spacing keeps it, an edit of any value (or of a key's place) changes it. Linear in the text, so a
+    code action can ask it of a 512 KB buffer."""
+    import hashlib
+
+    kept = (line.rstrip() for line in text.splitlines())
+    body = "\n".join(line for line in kept if line and not line.lstrip().startswith("#"))
+    return hashlib.blake2b(body.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def best_edits(text: str, best: Estimate | None, path: str | None) -> tuple[tuple[TextEdit, ...] | None, str | None]:

@@ -395,7 +395,9 @@ async def apply_optimal(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
         target = await apply_target(ls, state)
         edits, what = None, ""
         if target is not None and target.text is not None:
-            edits, what = await ls.scheduler.off_loop(code_actions.optimal_edits, state, target.text, target.path)
+            live = ls.scheduler.open_texts()  # the buffers now: a plan of older texts is refused
+            edits, what = await ls.scheduler.off_loop(code_actions.optimal_edits, state, target.text, target.path,
+                                                      live)
         edit, answer = code_actions.apply_answer(target, edits, what, ls.client.features, ls.workspace.position_codec)
         if edit is None:
             return answer

@@ -23,7 +23,6 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
-from engine.document import Map, Node, Seq, parse
 from engine.edit import EditResult, plan_edits, rename_key, set_value, widen_list
 from engine.edit.text import split_lines
 from engine.positions import TextEdit
@@ -109,7 +108,8 @@ def fix_for(text: str, path: str, data: dict[str, Any]) -> Fix | None:
     return fixes[0] if fixes else None
 
 
-def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[tuple[TextEdit, ...] | None, str]:
+def optimal_edits(state: DocState, text: str, path: str | None = None, live: Mapping[str, str] | None = None
+                  ) -> tuple[tuple[TextEdit, ...] | None, str]:
     """Edits writing the best plan into `text` (the current text of the train.yaml at `path`, by default the
     document's own), or why there are none.
 
@@ -121,11 +121,10 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
         return None, "the file is over hpLsp.maxFileSizeKb, so it is not searched (HP005)"
     if outcome is None or outcome.result is None:
         return None, "no search result yet (save the file to search)"
-    if state.search_stale and _changed_since(outcome.text, state.analysis.text if state.analysis else None):
-        # The plan was searched for an earlier text: written into this one it would put back what the user has
-        # changed since (a global batch edited after the save went back to the searched one). An edit of
-        # comments or layout only leaves the searched values as they were, so the plan still applies.
-        return None, "the search is of an earlier version of the file: save to search it again, then apply"
+    if _changed_since_search(state, text, path, live):
+        # The plan was searched for other texts: written into these it would put back what the user has changed
+        # since (a global batch edited after the save went back to the searched one). Comments and spacing aside.
+        return None, "the search is of an earlier version of the files: save to search them again, then apply"
     # What the trainer runs as written (engine.search.written): the best, or the fastest plan without the offload
     # no trainer key states.
     best = outcome.written.estimate if outcome.written is not None else outcome.result.best
@@ -142,24 +141,23 @@ def optimal_edits(state: DocState, text: str, path: str | None = None) -> tuple[
     return tuple(edits), best.short()
 
 
-def _changed_since(searched: str | None, now: str | None) -> bool:
-    """Whether the document's values differ between the text searched and its text now (comments, blank lines,
-    quoting style and key layout aside): what decides whether the searched plan still applies to it."""
-    if searched is None or now is None:
-        return True
-    if searched == now:
-        return False
-    a, b = parse(searched).root, parse(now).root
-    return a is None or b is None or _values(a) != _values(b)
+def _changed_since_search(state: DocState, text: str, path: str | None,
+                           live: Mapping[str, str] | None) -> bool:
+    """Whether a file the search read now reads otherwise (hp_lsp.search_job.values_fingerprint): the target's
+    `text`, the open buffers in `live` (path -> text; the document's own among them), else the document's last
+    checked text. An outcome that kept no fingerprints (none read) is stale as its version says."""
+    outcome = state.search
+    assert outcome is not None
+    if not outcome.read:
+        return state.search_stale
+    now = dict(live or {})
+    if state.path and state.path not in now and state.analysis is not None and not state.search_stale:
+        now[state.path] = state.analysis.text
+    now[path or state.path or ""] = text
+    from hp_lsp.search_job import values_fingerprint
 
-
-def _values(node: Node) -> Any:
-    """A node as plain, comparable values (the parse is bounded: engine.document's node and depth limits)."""
-    if isinstance(node, Map):
-        return tuple((k, _values(v)) for k, _kn, v in node.items())
-    if isinstance(node, Seq):
-        return tuple(_values(i) for i in node.items)
-    return ("scalar", getattr(node, "value", None))
+    return any(values_fingerprint(now[p]) != fp for p, fp in outcome.read if p in now) or (
+        state.search_stale and state.path not in now)
 
 
 def apply_target(state: DocState) -> str | None:
@@ -248,7 +246,8 @@ def code_actions(req: ActionRequest, target: Target | None) -> list[types.CodeAc
     search_diags = [d for d in ours if d.code in SEARCH_CODES] if req.wanted("quickfix") else []
     if not (search_diags or req.wanted(SOURCE_KIND)) or target is None or target.text is None:
         return out
-    edits, what = optimal_edits(req.state, target.text, target.path)
+    own = {req.state.path: req.text} if req.state.path else {}
+    edits, what = optimal_edits(req.state, target.text, target.path, own)
     if not edits:
         return out
     title = f"{APPLY_TITLE}: {what}"

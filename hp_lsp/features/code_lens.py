@@ -53,7 +53,7 @@ def lenses(state: DocState, entries: Sequence[Entry]) -> list[Lens]:
                 if written.estimate is not None:
                     w = written.estimate
                     out.append(Lens(rng, f"Without offload: {w.short()} — {w.peak_memory_gib:.1f} GiB · "
-                                         f"{w.step_time_s:.2f} s/step {w.step_band} ▸ Apply", APPLY_COMMAND,
+                                         f"{w.step_time_s:.2f} s/step {w.step_band}{stale} ▸ Apply", APPLY_COMMAND,
                                     (state.uri,)))
             else:
                 out.append(Lens(rng, f"Best: {best.short()} — {figures}{stale} ▸ Apply", APPLY_COMMAND,

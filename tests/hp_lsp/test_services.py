@@ -421,7 +421,7 @@ def test_a_stale_search_is_shown_but_never_applied(tmp_path: Path) -> None:
                                                            max_file_size_kb=1024))
     assert st.search_stale and st.analysis is not None
     edits, why = optimal_edits(st, text)
-    assert edits is None and "save to search it again" in why
+    assert edits is None and "save to search them again" in why
     best = [lens for lens in code_lens.lenses(st, st.analysis.entries) if lens.title.startswith("Best:")]
     assert best and "stale" in best[0].title
     found = [d for d in diagnostics.collect(st) if d.code in ("HP610", "HP611")]
@@ -459,4 +459,23 @@ def test_a_layout_edit_leaves_the_searched_plan_applicable() -> None:
                                                            max_file_size_kb=1024))
     assert st.search_stale
     edits, _what = optimal_edits(st, text)
+    assert edits
+
+
+def test_apply_compares_the_buffers_now_with_every_file_the_search_read() -> None:
+    """Before the next check lands (the edit just typed) the live buffer decides: an edited global batch refuses the
+    plan at once; and an edit of the other file the search read (the search config's tp list) refuses it too,
+    though the train.yaml itself did not change (both applied the old plan before)."""
+    session, st = state_for(TRAIN, space=SEARCH)
+    assert st.search is not None and {p for p, _fp in st.search.read} >= {str(TRAIN), str(SEARCH)}
+    typed = TRAIN.read_text().replace("global_batch_size: 512", "global_batch_size: 64")
+    session.change(st.uri, 2)  # typed; its check not back yet
+    edits, why = optimal_edits(st, typed, None, {str(TRAIN): typed})
+    assert edits is None and "earlier version" in why
+    _, st2 = state_for(TRAIN, space=SEARCH)
+    search_now = SEARCH.read_text().replace("tp: [1, 2, 4, 8]", "tp: [8]")
+    assert search_now != SEARCH.read_text()
+    edits, why = optimal_edits(st2, TRAIN.read_text(), None, {str(TRAIN): TRAIN.read_text(), str(SEARCH): search_now})
+    assert edits is None and "earlier version" in why
+    edits, _ = optimal_edits(st2, TRAIN.read_text(), None, {str(TRAIN): TRAIN.read_text(), str(SEARCH): SEARCH.read_text()})
     assert edits
