@@ -35,7 +35,7 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP804": ("engine.calibrate.logs",),
     "HP805": ("engine.calibrate.runs",),
     "HP806": ("engine.calibrate.runs",),
-    "HP807": ("engine.calibrate.fit",),
+    "HP807": ("engine.calibrate.fit", "engine.calibrate.result"),
     "HP808": ("engine.calibrate.result",),
     "HP809": ("engine.ratios.attach",),
     "HP810": ("engine.ratios.attach", "engine.ratios.ratiofile"),
