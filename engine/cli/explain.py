@@ -23,15 +23,13 @@ def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any
     explanation's; with `best`, the stated strategy's errors are set aside (shown, not blocking)."""
     from engine.check import check_file
     from engine.cli.plan_flags import cluster_overrides, ratios_request
-    from engine.edit.strategy_keys import blocking
+    from engine.edit.strategy_keys import split_errors
     from engine.explain import explain_config
     from engine.facts import merge
 
     loaded = check_file(str(args.file), overrides=cluster_overrides(args), ratios=ratios_request(args))
     diags = list(loaded.diagnostics)
-    # --best sets the stated strategy aside, so its errors do not block (engine.edit.strategy_keys)
-    stops = blocking(diags, loaded.config, str(args.file)) if best else [d for d in diags if d.is_error]
-    aside = [d for d in diags if d.is_error and d not in stops]
+    stops, aside = split_errors(diags, loaded.config, str(args.file), best=best)
     if loaded.config is None or stops:
         return loaded.config, None, diags, aside
     ex, more = explain_config(loaded.config, best=best)

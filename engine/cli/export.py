@@ -19,7 +19,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     from engine.check import check_file
     from engine.cli.check import format_line
     from engine.cli.plan_flags import cluster_overrides
-    from engine.edit.strategy_keys import blocking, set_aside_note
+    from engine.edit.strategy_keys import set_aside_note, split_errors
     from engine.explain import pick_plan
     from engine.explain.export import export
     from engine.jsonout import write_json
@@ -34,8 +34,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     exported = None
     est = None
     best = bool(getattr(args, "best", False))
-    # --best sets the stated strategy aside, so its errors do not block (engine.edit.strategy_keys)
-    stops = blocking(diags, config, file) if best else [d for d in diags if d.is_error]
+    stops, aside = split_errors(diags, config, file, best=best)
     if config is not None and config.model is not None and not stops:
         est, more = pick_plan(config, best=best)
         diags += [d for d in more if d not in diags]
@@ -44,8 +43,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
                               config.cluster.device if config.cluster is not None else None)
             diags += list(exported.diagnostics)
     # HP520 (does not fit) included: exported, but exit 1; the stated strategy's errors --best set aside are not
-    errors = [d for d in diags if d.is_error and (d in stops or d not in loaded.diagnostics)]
-    aside = [d for d in loaded.diagnostics if d.is_error and d not in stops] if exported is not None else []
+    errors = [d for d in diags if d.is_error and d not in aside]
+    aside = aside if exported is not None else []
     if as_json:
         doc: dict[str, Any] = {"file": file, "to": str(args.to),
                                "strategy": est.strategy.to_json() if est is not None else None,

@@ -33,6 +33,14 @@ def blocking(diags: list[Diagnostic], config: Config | None, file: str) -> list[
     return [d for d in diags if d.is_error and (train_path is None or not repairable(d, train_path, file))]
 
 
+def split_errors(diags: list[Diagnostic], config: Config | None, file: str, *, best: bool
+                 ) -> tuple[list[Diagnostic], list[Diagnostic]]:
+    """(the errors that stop a command, the errors it sets aside): with `best` the stated strategy's errors are set
+    aside (blocking), else every error stops it."""
+    stops = blocking(diags, config, file) if best else [d for d in diags if d.is_error]
+    return stops, [d for d in diags if d.is_error and d not in stops]
+
+
 def set_aside_note(aside: list[Diagnostic]) -> str | None:
     """What a searching command says of the stated strategy's errors it set aside (shown above it, not blocking):
     None when there are none."""

@@ -31,6 +31,7 @@ from hp_lsp.edits import normalise, to_lsp_edits, workspace_edit
 from hp_lsp.features.diagnostics import SOURCE
 from hp_lsp.features.new_search_config import create_search_config_action, wants_search_config
 from hp_lsp.linked import LinkedText
+from hp_lsp.search_job import values_fingerprint
 from hp_lsp.session import DocState
 from hp_lsp.settings import Settings
 from hp_lsp.workspace import same_path
@@ -144,20 +145,17 @@ def optimal_edits(state: DocState, text: str, path: str | None = None, live: Map
 def _changed_since_search(state: DocState, text: str, path: str | None,
                            live: Mapping[str, str] | None) -> bool:
     """Whether a file the search read now reads otherwise (hp_lsp.search_job.values_fingerprint): the target's
-    `text`, the open buffers in `live` (path -> text; the document's own among them), else the document's last
-    checked text. An outcome that kept no fingerprints (none read) is stale as its version says."""
+    `text` and the open buffers in `live` (path -> text; the document's own among them). A document edited since
+    whose text is not among them counts as changed. An outcome that kept no fingerprints is stale as its version
+    says."""
     outcome = state.search
     assert outcome is not None
     if not outcome.read:
         return state.search_stale
-    now = dict(live or {})
-    if state.path and state.path not in now and state.analysis is not None and not state.search_stale:
-        now[state.path] = state.analysis.text
-    now[path or state.path or ""] = text
-    from hp_lsp.search_job import values_fingerprint
-
-    return any(values_fingerprint(now[p]) != fp for p, fp in outcome.read if p in now) or (
-        state.search_stale and state.path not in now)
+    now = {**(live or {}), (path or state.path or ""): text}
+    if state.search_stale and state.path not in now:  # edited since, and its text now is not known here
+        return True
+    return any(values_fingerprint(now[p]) != fp for p, fp in outcome.read if p in now)
 
 
 def apply_target(state: DocState) -> str | None:
