@@ -113,10 +113,12 @@ def _path_val(src: Source, item: Map, key: str, dotted: str, runs_path: str) -> 
     if not (os.path.isdir(resolved) if key == "ascend_profile" else
             os.path.exists(resolved) if key == "trace" else os.path.isfile(resolved)):
         what = "config" if key == "config" else key.replace("_", " ")
-        why = (f"{what} file not found: {v.value} (looked for {resolved}"
-               f"{'; a link to a missing file' if os.path.islink(resolved) else ''})" if not os.path.exists(resolved) else
-               f"the {what} {v.value} is not a {'folder' if key == 'ascend_profile' else 'regular file'} "
-               "(a directory, a FIFO or a device): name the file the run wrote")
+        if not os.path.exists(resolved):
+            link = "; a link to a missing file" if os.path.islink(resolved) else ""
+            why = f"{what} file not found: {v.value} (looked for {resolved}{link})"
+        else:
+            kind = "folder" if key == "ascend_profile" else "regular file"
+            why = f"the {what} {v.value} is not a {kind} (a directory, a FIFO or a device): name the file the run wrote"
         src.diag("HP801", why, v.loc.value, dotted)
         return v, None
     return v, resolved
@@ -316,8 +318,7 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
     parts = dict(entry.parts_s)
     contradiction = _parts_problem(parts, step)
     if contradiction is not None:
-        rng, dotted = _at(entry, None, f"runs.{entry.index}.parts_s")
-        return None, [*notes, Diagnostic("HP803", contradiction, rng, dotted)]
+        return None, [*notes, Diagnostic("HP803", contradiction, entry.at, f"runs.{entry.index}")]
     if profile is not None and not parts:
         parts = trace_part_seconds(profile, dict(est.time_parts_s))
     return Measured(entry, label, config, est, step, peak, parts, log, profile), notes
