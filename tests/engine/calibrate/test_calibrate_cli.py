@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -291,12 +292,23 @@ def test_a_ring_wider_than_any_checked_is_the_plans_own_misfit(tmp_path: Path) -
     assert spreads["cp2"] == 0.0 and spreads["cp4"] > 0.1
 
 
+def _tt_log(path: Path) -> Path:
+    """A torchtitan log of 11 steady steps at 8,192 tokens/s and 20 GiB (its format, docs/formats.md §8)."""
+    path.write_text("".join(f"step: {i}  loss:  7.9  memory: 20.00GiB(50.00%)  tps: 8,192  tflops: 400.0  mfu: 40.0%\n"
+                            for i in range(1, 12)))
+    return path
+
+
+def _said(runs: Path, code: str, *flags: str) -> list[dict[str, Any]]:
+    """`hp-plan calibrate RUNS --json FLAGS`: its diagnostics of `code`."""
+    doc = json.loads(hp_plan("calibrate", str(runs), "--json", *flags).stdout)
+    return [d for d in doc["diagnostics"] if d["code"] == code]
+
+
 def test_the_ratios_file_never_replaces_a_file_the_calibration_read(runs_dir: Path) -> None:
     """`-o` naming the run's own log (or its config) is refused and the file is kept: the measured data would be
     lost (a probe overwrote a log, a trace and a train.yaml this way)."""
-    log = runs_dir / "run.log"
-    log.write_text("".join(f"step: {i}  loss:  7.9  memory: 20.00GiB(50.00%)  tps: 8,192  tflops: 400.0  mfu: 40.0%\n"
-                           for i in range(1, 12)))
+    log = _tt_log(runs_dir / "run.log")
     before = log.read_bytes()
     runs = runs_dir / "runs.yaml"
     runs.write_text("runs:\n  - config: a.yaml\n    log: run.log\n")
@@ -318,8 +330,7 @@ def test_a_config_priced_on_an_assumed_device_says_so_at_the_run(tmp_path: Path)
         "fsdp_config: {dp_shard_size: 8}\ndataset: {data_transform: {max_seq_len: 4096}}\ncontext: {device_num: 8}\n")
     runs = tmp_path / "runs.yaml"
     runs.write_text("runs:\n  - config: train.yaml\n    step_time_s: 5.0\n")
-    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
-    (d,) = [d for d in doc["diagnostics"] if d["code"] == "HP811"]
+    (d,) = _said(runs, "HP811")
     assert "HP303" in d["message"] and d["path"] == "runs.0.config" and d["range"]["start"]["line"] == 1
     runs.write_text("runs:\n  - config: train.yaml\n    step_time_s: 5.0\n    device_type: H100\n")
     doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
@@ -330,15 +341,13 @@ def test_a_log_beside_a_figure_and_far_ratios_are_each_said_once(runs_dir: Path)
     """A run with both a log and a step time is measured by the figure, and says so (HP813 at the figure);
     a step ten times the priced one moves every part by one factor, said once (HP807 named the 16 parts one by one,
     the ones priced at no seconds among them)."""
-    (runs_dir / "run.log").write_text("".join(
-        f"step: {i}  loss:  7.9  memory: 20.00GiB(50.00%)  tps: 8,192  tflops: 400.0  mfu: 40.0%\n" for i in range(1, 12)))
+    _tt_log(runs_dir / "run.log")
     uncal = _estimate(runs_dir / "a.yaml")["step_time_s"]
     runs = runs_dir / "runs.yaml"
     runs.write_text(f"runs:\n  - config: a.yaml\n    log: run.log\n    step_time_s: {uncal * 10}\n")
-    doc = json.loads(hp_plan("calibrate", str(runs), "--json", "--rule", "step").stdout)
-    (both,) = [d for d in doc["diagnostics"] if d["code"] == "HP813"]
+    (both,) = _said(runs, "HP813", "--rule", "step")
     assert both["severity"] == "warning" and both["path"] == "runs.0.step_time_s"
-    far = [d for d in doc["diagnostics"] if d["code"] == "HP807"]
+    far = _said(runs, "HP807", "--rule", "step")
     assert len(far) == 1 and "ratios of gemm" in far[0]["message"] and "cp_comm" not in far[0]["message"]
 
 
@@ -347,12 +356,10 @@ def test_two_runs_of_one_plan_far_apart_are_said(runs_dir: Path) -> None:
     they are 50 % apart, at the later run. Repeats within noise say nothing."""
     runs = runs_dir / "runs.yaml"
     runs.write_text("runs:\n  - config: a.yaml\n    step_time_s: 2.0\n  - config: a.yaml\n    step_time_s: 3.0\n")
-    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
-    (d,) = [d for d in doc["diagnostics"] if d["code"] == "HP812"]
+    (d,) = _said(runs, "HP812")
     assert "50% apart" in d["message"] and d["path"] == "runs.1" and d["range"]["start"]["line"] == 3
     runs.write_text("runs:\n  - config: a.yaml\n    step_time_s: 2.0\n  - config: a.yaml\n    step_time_s: 2.1\n")
-    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
-    assert not [d for d in doc["diagnostics"] if d["code"] == "HP812"]
+    assert not _said(runs, "HP812")
 
 
 def test_a_run_the_fit_cannot_reproduce_is_said(runs_dir: Path) -> None:
@@ -360,10 +367,8 @@ def test_a_run_the_fit_cannot_reproduce_is_said(runs_dir: Path) -> None:
     is off by thousands of percent, which HP807 now says of the run itself (it said only that ratios were far)."""
     runs = runs_dir / "runs.yaml"
     runs.write_text("runs:\n  - config: a.yaml\n    step_time_s: 0.0001\n")
-    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
-    (d,) = [d for d in doc["diagnostics"] if d["code"] == "HP807" and "not reproduced" in d["message"]]
+    (d,) = [d for d in _said(runs, "HP807") if "not reproduced" in d["message"]]
     assert d["path"] == "runs.0"
     uncal = _estimate(runs_dir / "a.yaml")["step_time_s"]
     runs.write_text(f"runs:\n  - config: a.yaml\n    step_time_s: {uncal * 1.1}\n")
-    doc = json.loads(hp_plan("calibrate", str(runs), "--json").stdout)
-    assert not [d for d in doc["diagnostics"] if "not reproduced" in d["message"]]
+    assert not [d for d in _said(runs, "HP807") if "not reproduced" in d["message"]]

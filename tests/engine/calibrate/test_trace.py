@@ -86,13 +86,8 @@ def test_a_trace_of_the_models_own_timeline_is_fitted_back_within_5_percent(tmp_
     truth = {"gemm": 1.25, "attention": 0.8, "elementwise": 1.4}
     explain_trace(measured, "--ratios", str(ratios_file(tmp_path / "truth.yaml", truth, tp_comm=1.6)))
     reading = read_trace(str(measured))
-    runs = tmp_path / "runs.yaml"
-    shutil.copy(EXAMPLE, tmp_path / "plan.yaml")
-    runs.write_text("runs:\n  - config: plan.yaml\n    trace: measured.trace.json\n")
     out = tmp_path / "ratios.yaml"
-    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads(r.stdout)
+    doc = _calibrated_on(measured, out)
     parts = {p: v["calibrated"] for p, v in doc["runs"][0]["time_parts_s"].items()}
     groups = {g: v["calibrated"] for g, v in doc["runs"][0]["parts_s"].items()}
     kernels = sum(parts[k] for k in ("gemm", "attention", "elementwise"))
@@ -111,6 +106,15 @@ def test_a_trace_of_the_models_own_timeline_is_fitted_back_within_5_percent(tmp_
     assert set(doc["profiled"]) >= {"compute", "optimizer"} and "tp_comm.intra" in doc["profiled"] + ["tp_comm"]
     written = out.read_text()
     assert "parts:" in written and "gemm:" in written  # the part ratios travel to every other plan
+
+
+def _calibrated_on(trace: Path, out: Path) -> dict[str, Any]:
+    """`hp-plan calibrate -o OUT --json` on one run of the example plan (copied beside `trace`) profiled by `trace`:
+    the JSON it prints, its exit code 0."""
+    runs = _runs_with(trace.parent, "trace", trace.name)
+    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
 
 
 def _runs_with(tmp_path: Path, key: str, value: str) -> Path:
@@ -304,13 +308,9 @@ def test_idle_steps_fit_a_host_time_its_ratios_file_can_carry(tmp_path: Path) ->
         if str(e.get("name", "")).startswith("ProfilerStep"):
             e["dur"] *= 3.0
     measured.write_text(json.dumps(doc))
-    runs = tmp_path / "runs.yaml"
-    shutil.copy(EXAMPLE, tmp_path / "plan.yaml")
-    runs.write_text("runs:\n  - config: plan.yaml\n    trace: measured.trace.json\n")
     out = tmp_path / "ratios.yaml"
-    r = hp_plan("calibrate", str(runs), "-o", str(out), "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert any(d["code"] == "HP807" and "host time" in d["message"] for d in json.loads(r.stdout)["diagnostics"])
+    said = _calibrated_on(measured, out)["diagnostics"]
+    assert any(d["code"] == "HP807" and "host time" in d["message"] for d in said)
     est = hp_plan("estimate", str(tmp_path / "plan.yaml"), "--ratios", str(out), "--json")
     assert est.returncode in (0, 1) and not [d for d in json.loads(est.stdout)["diagnostics"] if d["code"] == "HP810"]
 
