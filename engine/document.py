@@ -223,21 +223,23 @@ class Marks:
     text holds a break only YAML counts (NEL, LS, PS) or a BOM that was cut off before composing; then the
     position comes from the mark's code-point index (`shift`: characters cut off the front)."""
 
-    __slots__ = ("_starts", "shift", "text")
+    __slots__ = ("_line_starts", "_starts", "shift", "text")
 
     def __init__(self, text: str, shift: int = 0) -> None:
         self.text = text
         self.shift = shift
-        self._starts: list[int] | None = None
+        self._starts: list[int] | None = None  # set where marks are converted from their index
+        self._line_starts: list[int] | None = None  # built on the first at_index: each call is then a bisection
         if shift or _YAML_ONLY_BREAKS.search(text):
-            self._starts = [0] + [m.end() for m in _BREAK_RE.finditer(text)]
+            self._starts = self._line_starts = [0] + [m.end() for m in _BREAK_RE.finditer(text)]
 
     def at_index(self, index: int) -> Position:
-        if self._starts is None:
-            return _pos_of_index(self.text, index)
+        starts = self._line_starts
+        if starts is None:
+            starts = self._line_starts = [0] + [m.end() for m in _BREAK_RE.finditer(self.text)]
         index = max(0, min(index, len(self.text)))
-        line = bisect.bisect_right(self._starts, index) - 1
-        return Position(line, index - self._starts[line])
+        line = bisect.bisect_right(starts, index) - 1
+        return Position(line, index - starts[line])
 
     def pos(self, mark: Any) -> Position:
         if self._starts is None:
@@ -446,24 +448,53 @@ class _Builder:
             data={"tag": shown},
         ))
 
+    def _key_range(self, node: yaml.MappingNode, i: int, floors: list[int]) -> Range:
+        """Where the i-th key of `node` is written. A key written as an alias (`? *k`) is the node it names,
+        whose marks are the anchor's, earlier in the file: such a key starts before the entry ahead of it
+        ends (`floors[i]`, _entry_floors), and its own `*name` is the first alias written between that end
+        and its value."""
+        k, v = node.value[i]
+        floor = floors[i]
+        if k.start_mark.index >= floor:
+            return self.marks.range(k)
+        stop = v.start_mark.index if v.start_mark.index >= floor else node.end_mark.index
+        m = _ALIAS_RE.search(self.text, floor + self.marks.shift, stop + self.marks.shift)
+        return Range(self.marks.at_index(m.start()), self.marks.at_index(m.end())) if m else self.marks.range(node)
+
+    @staticmethod
+    def _entry_floors(node: yaml.MappingNode) -> list[int]:
+        """Per entry of `node`, the stream index where the entries ahead of it end: no key written at its own
+        place starts before it."""
+        floors, floor = [], node.start_mark.index
+        for k, v in node.value:
+            floors.append(floor)
+            floor = max(floor, k.end_mark.index, v.end_mark.index)
+        return floors
+
     def _duplicates(self, node: yaml.MappingNode) -> None:
-        seen: dict[tuple[str, str], yaml.Node] = {}
-        for k, _v in node.value:
+        seen: dict[tuple[str, str], int] = {}
+        floors: list[int] = []  # computed on the first key said (_entry_floors)
+
+        def at(i: int) -> Range:
+            if not floors:
+                floors.extend(self._entry_floors(node))
+            return self._key_range(node, i, floors)
+
+        for i, (k, _v) in enumerate(node.value):
             if isinstance(k, yaml.SequenceNode | yaml.MappingNode) and k.tag != _MERGE_TAG:
                 # A list or mapping as a key (`? [a, b]`): the trainer's safe_load builds a dict of it and stops
                 # ("found unhashable key"); libyaml composes it, so it is said here.
                 self.diags.append(Diagnostic(
                     "HP001", "YAML syntax error: HyperParallel's trainer (PyYAML safe_load) refuses a list or mapping "
-                    "as a key (found unhashable key); use a plain key", self.marks.range(k)))
+                    "as a key (found unhashable key); use a plain key", at(i)))
                 continue
             if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
                 continue
             ident = (k.tag, k.value)
-            first = seen.get(ident)
-            if first is None:
-                seen[ident] = k
+            if ident not in seen:
+                seen[ident] = i
                 continue
-            first_rng, rng = self.marks.range(first), self.marks.range(k)
+            first_rng, rng = at(seen[ident]), at(i)
             key = k.value
             self.diags.append(Diagnostic(
                 "HP003",
@@ -479,7 +510,7 @@ class _Builder:
                 severity=Severity.INFORMATION,
                 data={"second": rng.to_json(), "key": str(key)},
             ))
-            seen[ident] = k
+            seen[ident] = i
 
     # -- conversion on demand --------------------------------------------------------------------------------
     def build(self, node: yaml.Node, depth: int = 0) -> Node:

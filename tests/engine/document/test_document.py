@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.diagnostics import Severity
 from engine.document import Map, Scalar, Seq, decode, find, locate, parse
 from engine.positions import Range
 
@@ -178,6 +179,20 @@ def test_a_list_or_mapping_key_is_what_the_trainers_loader_refuses(text: str) ->
     errors = [d for d in parse(text).diagnostics if d.code == "HP001"]
     assert len(errors) == 1 and "unhashable key" in errors[0].message
     assert errors[0].range.start.line == text.count("\n", 0, text.index("?")) and errors[0].range.start.character == 2
+
+
+@pytest.mark.parametrize(("text", "code", "at"), [
+    ("a: &k [x]\nb:\n  ? *k\n  : 1\n", "HP001", (2, 4)),  # a list key written as an alias
+    ("a: &k [x]\n? *k\n: 1\n", "HP001", (1, 2)),  # the anchor in the same mapping
+    ("m: {? &k [x] : 1, ? *k : 2}\n", "HP001", (0, 20)),  # flow style, two of them
+    ("a: &k foo\nb:\n  foo: 2\n  ? *k\n  : 1\n", "HP003", (3, 4)),  # a duplicate key written as an alias
+])
+def test_a_key_written_as_an_alias_is_said_where_the_alias_is(text: str, code: str, at: tuple[int, int]) -> None:
+    """An alias key is the node it names, whose marks are the anchor's: HP001 and HP003 had pointed at the anchor,
+    lines away from the key the user wrote."""
+    said = [d for d in parse(text).diagnostics if d.code == code and d.severity != Severity.INFORMATION]
+    assert (said[-1].range.start.line, said[-1].range.start.character) == at
+    assert text.splitlines()[at[0]][at[1]:].startswith("*k")
 
 
 @pytest.mark.parametrize("text", ["a: &x [*x]\n", "b: &y {k: *y}\n", "c: &z [1, [2, *z]]\n"])
