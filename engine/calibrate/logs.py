@@ -214,14 +214,29 @@ class _Csv(_Scan):
         self.scale = 1.0
         self.mem_col: int | None = None
         self.done = False
+        self.open: tuple[int, str] | None = None  # a row whose quoted field a line break cut: where it began, text
 
     def feed(self, i: int, line: str) -> None:
-        if self.done or not line.strip():
+        if self.done:
             return
-        if self.header_at is None:
-            self._header(i, line)
+        if self.open is not None:  # a quoted field runs on over this line (a break the reader split it at)
+            at, head = self.open
+            line, i = f"{head}\n{line}", at
+            self.open = None
+        if not line.strip():
             return
         row = _cells(line)
+        if row is _OPEN:
+            if len(line) > MAX_LINE_CHARS:
+                self.error = self.error or LogError(
+                    "HP803", f"a quoted CSV field runs on past {MAX_LINE_CHARS:,} characters", i)
+                self.done = True
+            else:
+                self.open = (i, line)
+            return
+        if self.header_at is None:
+            self._header(i, row)
+            return
         n = i - self.header_at + 1
         if row is None:
             self.error = self.error or LogError("HP803", f"CSV row {n}: not a CSV row (a bare carriage return "
@@ -246,8 +261,8 @@ class _Csv(_Scan):
                 return
             self.peak_at(i, peak, f"CSV row {n}: ")
 
-    def _header(self, i: int, line: str) -> None:
-        header = [h.strip().lower() for h in _cells(line) or []]  # a line csv cannot split is no header
+    def _header(self, i: int, cells: list[str] | None) -> None:
+        header = [h.strip().lower() for h in cells or []]  # a line csv cannot split is no header
         self.header_at = i
         if "step_time_s" in header:
             self.col = header.index("step_time_s")
@@ -262,10 +277,46 @@ class _Csv(_Scan):
         return self.col is not None
 
 
+def _inside_quotes(line: str) -> bool:
+    """Whether `line` ends inside a quoted CSV field (the csv module's rules: a quote opens a field only at its
+    start, a doubled quote inside is a quote): the row goes on over the next line, as a spreadsheet writes a
+    cell holding a line break."""
+    quoted, start, i, n = False, True, 0, len(line)
+    while i < n:
+        c = line[i]
+        if quoted:
+            if c == '"':
+                if i + 1 < n and line[i + 1] == '"':
+                    i += 1
+                else:
+                    quoted = False
+        elif c == ",":
+            start = True
+            i += 1
+            continue
+        elif c == '"' and start:
+            quoted = True
+        start = False
+        i += 1
+    return quoted
+
+
+# _cells of a line that ends inside a quoted field: the row goes on over the next line.
+_OPEN: list[str] = []
+
+
 def _cells(line: str) -> list[str] | None:
-    """The line's CSV cells, or None where the csv module refuses the line: a bare carriage return inside an
-    unquoted field (a binary file, or CR line breaks inside a LF file, both decode to such lines) raises
-    csv.Error, which is the log's fault, never the reader's."""
+    """The line's CSV cells; _OPEN where it ends inside a quoted field (_inside_quotes); None where the csv module
+    refuses the line: a bare carriage return inside an unquoted field (a binary file, or CR line breaks inside a
+    LF file, both decode to such lines) raises csv.Error, which is the log's fault, never the reader's. Read
+    strictly first (as fast as leniently, and it raises at an open quote), then leniently (a stray quote inside
+    a field is a character, as spreadsheets write it)."""
+    try:
+        return next(csv.reader([line], strict=True), [])
+    except csv.Error:
+        pass
+    if _inside_quotes(line):
+        return _OPEN
     try:
         return next(csv.reader([line]), [])
     except csv.Error:

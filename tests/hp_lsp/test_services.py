@@ -479,3 +479,18 @@ def test_apply_compares_the_buffers_now_with_every_file_the_search_read() -> Non
     assert edits is None and "earlier version" in why
     edits, _ = optimal_edits(st2, TRAIN.read_text(), None, {str(TRAIN): TRAIN.read_text(), str(SEARCH): SEARCH.read_text()})
     assert edits
+
+
+def test_apply_on_a_file_over_the_size_limit_says_why() -> None:
+    """A file over hpLsp.maxFileSizeKb is not searched: Apply says that, not "save the file to search" (saving
+    would not search it either), and after the search it had before it grew it still writes nothing."""
+    session, st = state_for(TRAIN, space=SEARCH)
+    text = TRAIN.read_text()
+    assert optimal_edits(st, text)[0]  # searched while within the limit
+    session.change(st.uri, 2)
+    session.record_analysis(st.uri, st.generation, analyse(str(TRAIN), text, 2,
+                                                           overrides=cluster_from_search_config(str(SEARCH)),
+                                                           max_file_size_kb=1))
+    assert st.analysis is not None and st.analysis.too_large
+    edits, why = optimal_edits(st, text)
+    assert edits is None and "hpLsp.maxFileSizeKb" in why

@@ -145,3 +145,21 @@ def test_a_redirected_tqdm_log_and_an_excel_csv_read_as_written(tmp_path: Path) 
     bom.write_bytes("\ufeffstep_time_s,peak_memory_gib\r\n".encode() + b"".join(
         f"{1.0 + (i % 2) * 0.01},70\r\n".encode() for i in range(12)))
     assert read_log(str(bom)).format == "csv"
+
+
+def test_a_csv_cell_holding_a_line_break_is_one_row(tmp_path: Path) -> None:
+    """A quoted cell holding a line break (a spreadsheet's note column) goes on over the next line: the row read as
+    two, and the second half was "step time 'line two\"' is not a number". A quote left open for good is refused
+    at the row it began, not read to the end of the file."""
+    steps = [f"{1.0 + 0.01 * (i % 2)},ok" for i in range(12)]
+    csv_file = tmp_path / "steps.csv"
+    csv_file.write_bytes(("\n".join(["step_time_s,note", *steps[:6], '1.01,"line one\rline two"', *steps[6:]])
+                          + "\n").encode())
+    r = read_log(str(csv_file))
+    assert r.format == "csv" and r.steady.used + r.steady.warmup + r.steady.outliers == 13
+    quoted = ["step_time_s,note", *steps[:6], '1.01,"a ""quoted"" word', 'and more"', *steps[6:]]
+    assert parse_log(quoted).steady.used + parse_log(quoted).steady.warmup == 13
+    runaway = ["step_time_s,note", *steps[:6], '1.01,"never closed', *(["x" * 60_000] * 3)]
+    with pytest.raises(LogError) as exc:
+        parse_log(runaway)
+    assert exc.value.code == "HP803" and exc.value.line == 7 and "quoted" in str(exc.value)
