@@ -564,13 +564,12 @@ def print_groups(scored: list[Scored]) -> None:
 # What each framework's own runs set ([CAL] §10 tuning rule): leave-one-framework-out re-derives these
 # without that framework's runs. megatron: the FIT_GRID constants (fit on N1 + N2 + K5); torchtitan: the H100 96 GB's
 # sustained share (its only runs on that part; without them, the catalog's midpoint of torchtitan's statement);
-# mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say), MC2's
-# achieved share (without them, the per-block bound userbuffers are priced at: 1) and the experts' share of the
-# NPU rate (without them, the dense rate: 1); hyperparallel: none (its constants are device facts and the shared
-# fits).
+# mindspeed: the NPU GEMM fraction (without its runs, the Megatron fraction is all the other runs can say) and the
+# experts' share of the NPU rate (without them, the dense rate: 1); hyperparallel: none (its constants are device
+# facts and the shared fits).
 H100_96G_SHARE = "H100-96G.clock_fraction"
 OWN_CONSTANTS = {"torchtitan": (H100_96G_SHARE,),
-                 "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF", "MC2_ACHIEVED_SHARE", "MINDSPEED_EXPERT_GEMM_SHARE")}
+                 "mindspeed": ("MINDSPEED_GEMM_FRACTION_OF_MAMF", "MINDSPEED_EXPERT_GEMM_SHARE")}
 
 
 def _without_own_runs(name: str) -> float:
@@ -656,15 +655,12 @@ FRACTION_FITS = {
     H100_96G_SHARE: ("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
     "MINDSPEED_GEMM_FRACTION_OF_MAMF": ("ascend-llama2-7b-8xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
     "BLACKWELL_GEMM_FACTOR": ("llama31-405b-128xgb200-nemo", "llama3-8b-8xb200-mbridge-fp8"),
-    # the two MindSpeed runs whose scripts pass --use-mc2 at tp 8 (the 7B runs at tp 1: no TP collective)
-    "MC2_ACHIEVED_SHARE": ("ascend-llama2-34b-16xa2-mindspeed", "ascend-llama2-70b-32xa2-mindspeed"),
     # the two MindSpeed MoE runs (Qwen3-30B-A3B: GroupedMLP on npu_gmm; Mixtral 8x22B: SequentialMLP)
     "MINDSPEED_EXPERT_GEMM_SHARE": ("ascend-qwen3-30b-a3b-16xa2-mindspeed", "ascend-mixtral-8x22b-64xa2-mindspeed"),
 }
-# The grid each value is fitted over where it is not FRACTION_GRID: MC2's share of its per-block bound, 0 (hides
-# no more than MC2 off) to 1 (the bound); the experts' share of the dense GEMM rate, 0.20-1.00.
+# The grid each value is fitted over where it is not FRACTION_GRID: the experts' share of the dense GEMM rate,
+# 0.20-1.00.
 FIT_GRIDS: dict[str, tuple[float, ...]] = {
-    "MC2_ACHIEVED_SHARE": tuple(round(0.05 * i, 2) for i in range(21)),
     "MINDSPEED_EXPERT_GEMM_SHARE": tuple(round(0.20 + 0.01 * i, 2) for i in range(81)),
 }
 

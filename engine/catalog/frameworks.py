@@ -566,6 +566,54 @@ TORCHTITAN_RELEASES = Releases(
     ),
 )
 
+# MindSpeed-LLM releases whose facts differ (`estimator.framework_version: "1.0.RC3"`; also its tag "v1.0.RC3.0", the
+# MindSpeed core tag it pins, "1.0.RC3_core_r0.6.0", and "2.2" for "2.2.0"): oldest first, the last the current
+# one (v26.1.0, 2026-08-04). Each fact is read in the tags' own code [MS-LLM-REL]: what a release's argument checks
+# switch off whatever the launch script passes counts as absent there. The Megatron-LM each builds on: core_r0.6.0
+# (1.0.RC2 - 1.0.0), core_r0.8.0 (2.0.0, 2.1.0), core_v0.12.1 (2.2.0 on). A commit of the development branch
+# between two tags prices as the tag before it (the Qwen3-30B-A3B run's master 9d6963b1, 2026-06-03: 26.0.0).
+_MINDSPEED_VERSIONS = ("1.0.RC1", "1.0.RC2", "1.0.RC3", "1.0.0", "2.0.0", "2.1.0", "2.2.0", "2.3.0", "26.0.0",
+                       "26.1.0")
+_MINDSPEED_CORE_TAGS = {"1.0.RC3": ("0.6.0", "0.7.0"), "1.0.0": ("0.6.0", "0.7.0"), "2.0.0": ("0.8.0",),
+                        "2.1.0": ("0.8.0", "0.12.1"), "2.2.0": ("0.12.1",), "2.3.0": ("0.12.1",), "26.0.0": ("0.12.1",)}
+
+
+def _mindspeed_aliases() -> Mapping[str, str]:
+    """Every spelling of a MindSpeed-LLM release that Releases.normalise (which lowers the case) is to find."""
+    out: dict[str, str] = {"master-9d6963b1": "26.0.0", "9d6963b1": "26.0.0"}
+    for v in _MINDSPEED_VERSIONS:
+        low = v.lower()
+        out[low] = out[f"{low}.0"] = v  # "1.0.rc3", the tag "v1.0.RC3.0"
+        if low.endswith(".0"):
+            out[low.removesuffix(".0")] = v  # "2.2"
+        for core in _MINDSPEED_CORE_TAGS.get(v, ()):
+            out[f"{low}_core_r{core}"] = v
+    return MappingProxyType(out)
+
+
+MINDSPEED_RELEASES = Releases(
+    label="MindSpeed-LLM",
+    versions=_MINDSPEED_VERSIONS,
+    aliases=_mindspeed_aliases(),
+    facts=(
+        ReleaseFact("tp_comm_overlap_name", "2.2.0", "", "MC2 (--use-mc2): up to 2.1.0 its argument checks set "
+                    "use_mc2 off whatever the script passes (its README: comment that line out to run MC2)",
+                    "[MS-LLM-REL] validate_args_decorator `args.use_mc2 = False` at v1.0.RC2.0 - v2.1.0; from "
+                    "v2.2.0 the deprecated-arguments feature sets use_ascend_mc2 from --use-mc2 after that check"),
+        ReleaseFact("swaps_attention", "1.0.RC3", False, "the attention swap to the host (--swap-attention)",
+                    "[MS-LLM-REL] modellink/arguments.py @v1.0.RC3.0 adds --swap-attention"),
+        ReleaseFact("schedules", "2.0.0", ("1F1B", "interleaved"), "DualPipeV (--schedules-method dualpipev)",
+                    "[MS-LLM-REL] mindspeed_llm/training/arguments.py @v2.0.0"),
+        ReleaseFact("ep_overlap", "2.0.0", "", "the expert all-to-all overlap (--moe-alltoall-overlap-comm; the "
+                    "argument checks set it off before)", "[MS-LLM-REL] _add_dummy_args @v1.0.RC3.0, v1.0.0"),
+        ReleaseFact("noop_layers", "2.0.0", False, "no-op layers (--noop-layers; the argument checks set them to "
+                    "None before)", "[MS-LLM-REL] _add_dummy_args @v1.0.RC3.0, v1.0.0"),
+        ReleaseFact("space.fsdp", "2.2.0", "", "the FSDP2 route (--use-torch-fsdp2 --fsdp2-config-path)",
+                    "[MS-LLM-REL] examples/mcore/qwen3/*_fsdp2_A3.sh @v2.2.0; MindSpeed docs/features/fsdp2.md "
+                    "@v2.2.0_core_r0.12.1"),
+    ),
+)
+
 FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
     "megatron": Framework(
         name="megatron", label="Megatron-LM / Megatron-Core / NeMo", allgather_dispatch=True,
@@ -603,7 +651,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         ep_overlap="chunked", shared_expert_overlap=True,
         ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
         param_gather_overlap=False,
-        npu_gemms=True, mc2=True, swaps_attention=True, noop_layers=True, space=_MINDSPEED_SPACE),
+        npu_gemms=True, mc2=True, swaps_attention=True, noop_layers=True, space=_MINDSPEED_SPACE,
+        releases=MINDSPEED_RELEASES, release=MINDSPEED_RELEASES.current),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,
         compile_fuses=True, attention_kernel="PyTorch SDPA (FlashAttention-2 on H100)", attention_rate=_SDPA_ATTN,

@@ -60,8 +60,8 @@ GEMM_FRACTION_OF_MAMF = 0.81
 # benchmarks/accuracy.py --fit, fit_fraction: grid 0.60-1.00 in 0.01, smallest worst |e| over the two runs.
 # Refitted when the HCCS collective efficiency was read as bus bandwidth (engine.catalog.devices.HCCS_COLL_EFF,
 # 0.76 -> 0.665): 0.87 then read 70B +4.0 % / 7B -2.6 %, 0.88 reads +3.2 % / -3.4 %. Leave-one-out: fitted on the
-# 7B alone 0.84 reads the 70B +6.5 %; on the 70B alone 0.92 reads the 7B -6.4 %. With the 70B's --use-mc2 stated
-# (priced at MC2_ACHIEVED_SHARE, fitted beside it on the 34B and the 70B) the fit is unchanged.
+# 7B alone 0.84 reads the 70B +6.5 %; on the 70B alone 0.92 reads the 7B -6.4 %. The 70B's --use-mc2 is not run by
+# its release (MC2_ACHIEVED_SHARE below): priced without it.
 MINDSPEED_GEMM_FRACTION_OF_MAMF = 0.88
 # FITTED (the two MindSpeed-LLM MoE runs: ascend-qwen3-30b-a3b-16xa2-mindspeed, GroupedMLP on `npu_gmm`, 128
 # experts top-8, alltoall_seq at ep 8; ascend-mixtral-8x22b-64xa2-mindspeed, SequentialMLP (its script passes no
@@ -146,17 +146,16 @@ TP_OVERLAP = 0.30
 # 1/4 of the reduce-scatter, 1/8 of the all-gather + reduce-scatter pair), backward collectives "bulk"
 # (run beside the other backward GEMM: hidden up to that GEMM's time). Not fitted.
 TP_COMM_OVERLAP_SPLITS = 4
-# FITTED (the two MindSpeed-LLM v1.0.RC3 runs whose scripts pass --use-mc2 at tp 8: ascend-llama2-34b-16xa2-mindspeed
-# and ascend-llama2-70b-32xa2-mindspeed; the 7B runs at tp 1 and has no TP collective): how much of the per-block
-# bound above MindSpeed's MC2 ([MS-MC2]: `npu_all_gather_base_mm` / `npu_mm_reduce_scatter_base`, CANN's fused
-# matmul + HCCL kernels; Framework.mc2) reaches on 910B, as a share of the way from MC2 off (0: the linear
-# layers' asynchronous backward all-reduce only, TP_OVERLAP) to the bound (1). No source publishes MC2's achieved
-# overlap; what the runs say: at 1 the 34B read -20.4 % and the 70B -9.5 %, at 0 -6.4 % and +3.2 %, and every
-# share in between moves both down. benchmarks/accuracy.py --fit, fit_fraction: grid 0.00-1.00 in 0.05, smallest
-# worst |e| over the two runs: 0.00 (at the grid's edge: the runs say MC2 hid no more than the plain path at
-# that release, within their errors). Leave-one-out: on the 34B alone 0.00 reads the 70B +3.2 %; on the 70B
-# alone 0.25 reads the 34B -9.9 % (docs/cost-model.md §8.5). The MINDSPEED_GEMM_FRACTION_OF_MAMF fit (7B, 70B)
-# is refitted with it: 0.88 either way (fixed point of the two fits).
+# NOT MEASURED [U]: how much of the per-block bound above MindSpeed's MC2 ([MS-MC2]: `npu_all_gather_base_mm` /
+# `npu_mm_reduce_scatter_base`, CANN's fused matmul + HCCL kernels; Framework.mc2) reaches on 910B, as a share of
+# the way from MC2 off (0: the linear layers' asynchronous backward all-reduce only, TP_OVERLAP) to the bound (1).
+# No source publishes it, and no shown run ran MC2: the two whose scripts pass --use-mc2 at tp 8
+# (ascend-llama2-34b-16xa2-mindspeed, ascend-llama2-70b-32xa2-mindspeed) ran MindSpeed-LLM 1.0.RC3, whose argument
+# checks set use_mc2 off whatever the script passes (engine.catalog.frameworks.MINDSPEED_RELEASES, [MS-LLM-REL]).
+# That is why a share fitted on them had landed at 0.00, the grid's edge (the runs read -6.4 % / +3.2 % at 0 and
+# -20.4 % / -9.5 % at 1): they measured the plain path. Priced at 0, no overlap credited that no run has shown, so
+# a plan never looks faster for a fusion whose effect is unknown; the releases that run MC2 (2.2.0 on) price it
+# so until a run of theirs measures it (`hp-plan calibrate` fits a user's own tp_comm share).
 MC2_ACHIEVED_SHARE = 0.0
 # FSDP / ZeRO-3 parameter gathers and gradient reduce-scatters are prefetched layer by layer: this share of
 # the compute time can hide them (N2-01/N2-04: step ≈ max(compute, communication)). FITTED on N2.

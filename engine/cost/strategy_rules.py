@@ -244,7 +244,7 @@ def check_framework(config: Config, s: Strategy) -> list[Problem]:
     fw = framework_of(config.run)
     out: list[Problem] = []
     if s.pp > 1 and s.pipeline_schedule not in fw.schedules:
-        out.append(Problem("HP530", f"{fw.name} does not run the {s.pipeline_schedule} schedule "
+        out.append(Problem("HP530", f"{fw.qualified} does not run the {s.pipeline_schedule} schedule "
                            f"(it runs {', '.join(fw.schedules)})", "schedule"))
     elif s.pp > 1 and s.pipeline_schedule == "dualpipev" and s.cp > 1 and not fw.space.dualpipev_with_cp:
         out.append(Problem("HP530", f"{fw.name} does not run DualPipeV with context parallelism (cp {s.cp}): "
@@ -365,7 +365,7 @@ def _stack_fsdp_problems(fw: Framework, s: Strategy) -> list[Problem]:
         why.append(f"its FSDP route does not run with expert parallelism (ep {s.ep})")
     if not why:
         return []
-    return [Problem("HP530", f"{fw.name} cannot run fsdp {s.dp_shard} here: " + "; ".join(why) + " (priced as "
+    return [Problem("HP530", f"{fw.qualified} cannot run fsdp {s.dp_shard} here: " + "; ".join(why) + " (priced as "
                     "stated; its distributed optimizer shards the optimizer states over dp·cp instead)", "fsdp")]
 
 

@@ -13,6 +13,7 @@ import pytest
 from engine.catalog.frameworks import (
     FRAMEWORKS,
     MEGATRON_RELEASES,
+    MINDSPEED_RELEASES,
     TORCHTITAN_RELEASES,
     at_release,
     framework_of,
@@ -79,7 +80,8 @@ def test_unknown_release_is_a_coded_warning_priced_as_current(tmp_path: Path) ->
     assert doc["framework_release"] == "0.19"
 
 
-@pytest.mark.parametrize(("name", "rel"), [("megatron", MEGATRON_RELEASES), ("torchtitan", TORCHTITAN_RELEASES)])
+@pytest.mark.parametrize(("name", "rel"), [("megatron", MEGATRON_RELEASES), ("torchtitan", TORCHTITAN_RELEASES),
+                                          ("mindspeed", MINDSPEED_RELEASES)])
 def test_release_facts_are_cited_and_ordered(name: str, rel: Any) -> None:
     for fact in rel.facts:
         assert fact.since in rel.versions and fact.source.startswith("[")
@@ -142,3 +144,39 @@ def test_each_stack_groups_interleaved_micro_batches_its_own_way(name: str, runs
     assert [bool(space.interleave_runs(m, 4)) for m in range(3, 13)] == runs
     # the search asks the same question of whole columns
     assert space.interleave_runs(np.arange(3, 13), np.full(10, 4)).tolist() == runs
+
+
+def test_mindspeed_releases_run_what_their_argument_checks_let_through() -> None:
+    """MindSpeed-LLM 1.0.RC3 (the four 2024 runs' release) switches --use-mc2, the expert all-to-all overlap and
+    no-op layers off in its argument checks, has no DualPipeV and no FSDP2; 2.2.0 has them all. Its tags, its
+    MindSpeed core tags and the Qwen3 run's master commit all name a release."""
+    rc3, now = at_release("mindspeed", "v1.0.RC3.0"), framework_of(RunOptions(framework="mindspeed"))
+    assert now.release == MINDSPEED_RELEASES.current == "26.1.0"
+    assert (rc3.release, rc3.tp_comm_overlap_name, rc3.ep_overlap, rc3.noop_layers) == ("1.0.RC3", "", "", False)
+    assert "dualpipev" not in rc3.schedules and rc3.space.fsdp == "" and rc3.swaps_attention
+    assert not at_release("mindspeed", "1.0.RC2").swaps_attention
+    v22 = at_release("mindspeed", "2.2")
+    assert v22.tp_comm_overlap_name and "dualpipev" in v22.schedules and v22.space.fsdp == "whole"
+    assert at_release("mindspeed", "2.1.0").space.fsdp == "" and not at_release("mindspeed", "2.1.0").tp_comm_overlap_name
+    rel = MINDSPEED_RELEASES
+    assert rel.normalise("2.2.0_core_r0.12.1") == "2.2.0" and rel.normalise("master-9d6963b1") == "26.0.0"
+    assert rel.normalise("1.0.rc3_core_r0.7.0") == "1.0.RC3" and rel.normalise("3.0") is None
+
+
+def test_mindspeed_search_offers_only_what_the_release_runs(tmp_path: Path) -> None:
+    """A DeepSeek-class search on A2 under MindSpeed-LLM 1.0.RC3 offers no DualPipeV and no FSDP (the search refuses
+    them, counted), and a stated DualPipeV is said (HP5xx at the schedule); under the current release both run."""
+    src = ROOT / "benchmarks" / "calibration_runs" / "ascend-qwen3-30b-a3b-16xa2-mindspeed"
+    (tmp_path / "train.yaml").write_text((src / "train.yaml").read_text())
+    text = (src / "search.yaml").read_text().replace("'master-9d6963b1'", "'1.0.RC3'")
+    assert "'1.0.RC3'" in text
+    (tmp_path / "search.yaml").write_text(text)
+    est = _estimate(str(tmp_path / "search.yaml"))
+    assert est["framework_release"].startswith("1.0.RC3")
+    stated = text.replace("pipeline_schedule: 1F1B", "pipeline_schedule: dualpipev")
+    assert stated != text
+    (tmp_path / "dualpipev.yaml").write_text(stated)
+    codes = _codes(_estimate(str(tmp_path / "dualpipev.yaml")))
+    assert any("dualpipev" in m.lower() and "1.0.RC3" in m for m in codes.values()), codes
+    (tmp_path / "now.yaml").write_text(stated.replace("'1.0.RC3'", "'26.1.0'"))
+    assert not any("dualpipev" in m.lower() and "does not run" in m for m in _codes(_estimate(str(tmp_path / "now.yaml"))).values())

@@ -23,28 +23,32 @@ MIXTRAL = RUNS / "ascend-mixtral-8x22b-64xa2-mindspeed"
 LLAMA34B = RUNS / "ascend-llama2-34b-16xa2-mindspeed"
 
 
-def _estimate(folder: Path, tmp_path: Path, edit: tuple[str, str] | None = None) -> dict:
-    """`hp-plan estimate --json` on a copy of a run folder, with one line of its search config replaced."""
+# A MindSpeed-LLM release that runs --use-mc2 (the runs' own, 1.0.RC3, switches it off: MINDSPEED_RELEASES).
+MC2_RELEASE = ("framework_version: '1.0.RC3'", "framework_version: '2.2.0'")
+
+
+def _estimate(folder: Path, tmp_path: Path, *edits: tuple[str, str]) -> dict:
+    """`hp-plan estimate --json` on a copy of a run folder, with lines of its search config replaced."""
     dst = tmp_path / folder.name
     dst.mkdir(parents=True, exist_ok=True)
     for f in ("train.yaml", "search.yaml"):
         text = (folder / f).read_text()
-        if edit is not None and f == "search.yaml":
-            assert edit[0] in text
-            text = text.replace(edit[0], edit[1])
+        for old, new in edits if f == "search.yaml" else ():
+            assert old in text
+            text = text.replace(old, new)
         (dst / f).write_text(text)
     return estimate_in_process(dst / "search.yaml")
 
 
 def test_mc2_hides_the_attention_pair_only_under_its_projections(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """LLaMA2-34B at tp 8 on 910B, MC2 at its per-block bound (achieved share 1): the attention block's
+    """LLaMA2-34B at tp 8 on 910B under a release that runs MC2, at its per-block bound (achieved share 1): the attention block's
     all-gather + reduce-scatter (0.9 ms each at HCCS rate) outlast its QKV and output projections, so MC2 leaves
     part of them exposed although the MLP's GEMMs would have room: the stated MC2 hides most of the TP time,
     not all of it."""
     monkeypatch.setattr(K, "MC2_ACHIEVED_SHARE", 1.0)
-    on = _estimate(LLAMA34B, tmp_path)["time_breakdown_s"]["tp_comm"]
-    off = _estimate(LLAMA34B, tmp_path / "off", ("tp_comm_overlap: true", "tp_comm_overlap: false"))
+    on = _estimate(LLAMA34B, tmp_path, MC2_RELEASE)["time_breakdown_s"]["tp_comm"]
+    off = _estimate(LLAMA34B, tmp_path / "off", MC2_RELEASE, ("tp_comm_overlap: true", "tp_comm_overlap: false"))
     off_tp = off["time_breakdown_s"]["tp_comm"]
     assert 0.15 * off_tp < on < 0.5 * off_tp
 
@@ -54,8 +58,8 @@ def test_moe_dispatcher_pair_is_not_hidden_by_mc2(tmp_path: Path, monkeypatch: p
     attention pairs; the MoE blocks' gathers of the routed copies are exposed either way (MindSpeed runs MoE MLPs
     without MC2), so the MoE model's TP time falls less with MC2 than the dense model's."""
     monkeypatch.setattr(K, "MC2_ACHIEVED_SHARE", 1.0)
-    on = _estimate(MIXTRAL, tmp_path)["time_breakdown_s"]["tp_comm"]
-    off = _estimate(MIXTRAL, tmp_path / "off", ("tp_comm_overlap: true", "tp_comm_overlap: false"))
+    on = _estimate(MIXTRAL, tmp_path, MC2_RELEASE)["time_breakdown_s"]["tp_comm"]
+    off = _estimate(MIXTRAL, tmp_path / "off", MC2_RELEASE, ("tp_comm_overlap: true", "tp_comm_overlap: false"))
     off_tp = off["time_breakdown_s"]["tp_comm"]
     assert on < off_tp
     assert on > 0.6 * off_tp  # the dispatcher's pairs, twice a dense MLP's bytes each, stay
