@@ -183,8 +183,11 @@ def refuse(message: str, doc: dict[str, Any], diagnostics: list[Diagnostic], *, 
 
 
 def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool, as_json: bool,
-         best: Estimate | None, file: str, diagnostics: list[Diagnostic], out: TextIO, err: TextIO) -> int:
-    """Write or print the planned edit as the flags ask; returns the exit code."""
+         best: Estimate | None, file: str, diagnostics: list[Diagnostic], out: TextIO, err: TextIO,
+         read: tuple[str, ...] = ()) -> int:
+    """Write or print the planned edit as the flags ask; returns the exit code. `read`: the files the check read
+    (Loaded.files: the train.yaml, the ratios file), which the output never replaces but for the train.yaml edited
+    in place."""
     res = planned.result
     doc: dict[str, Any] = {
         "file": file,
@@ -234,7 +237,8 @@ def emit(planned: Planned, *, output: str | None, in_place: bool, dry_run: bool,
         return 0
     # What was read and edited must still be there: a save meanwhile is refused, not overwritten (a lost update).
     same = in_place or same_file(target, planned.path)
-    others = () if same_file(file, planned.path) else (file,)  # the search config read: never the output
+    # the search config and the ratios files read: never the output (the train.yaml edited is, with -i)
+    others = tuple(p for p in (file, *read) if not same_file(p, planned.path))
     failed = write_text(target, res.new_text, expected=planned.old_text if same else None, inputs=others)
     if failed is not None:
         doc["error"] = failed.reason
@@ -338,4 +342,5 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         err.write(f"hp-plan apply: best {b.short()}: step {b.step_time_s:.3f} s, "
                   f"peak {b.peak_memory_gib:.1f} GiB of {b.budget_gib:.1f}, MFU {b.mfu:.1%}; {b.calibration_note()}\n")
     return emit(planned, output=output, in_place=in_place, dry_run=dry_run, as_json=as_json, best=b,
-                file=file, diagnostics=notes if not planned.error else diags, out=out, err=err)
+                file=file, diagnostics=notes if not planned.error else diags, out=out, err=err,
+                read=loaded.files)

@@ -19,8 +19,9 @@ from engine.diagnostics import Diagnostic
 
 
 def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic], list[Diagnostic]]:
-    """(config, Explained | None, diagnostics, the errors set aside) for args.file: the file's diagnostics and the
-    explanation's; with `best`, the stated strategy's errors are set aside (shown, not blocking)."""
+    """(Loaded, Explained | None, diagnostics, the errors set aside) for args.file: the file's diagnostics and the
+    explanation's; with `best`, the stated strategy's errors are set aside (shown, not blocking). The Loaded
+    carries the config and every file the check read (its train.yaml, its ratios file)."""
     from engine.check import check_file
     from engine.cli.plan_flags import cluster_overrides, ratios_request
     from engine.edit.strategy_keys import split_errors
@@ -31,9 +32,9 @@ def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any
     diags = list(loaded.diagnostics)
     stops, aside = split_errors(diags, loaded.config, str(args.file), best=best)
     if loaded.config is None or stops:
-        return loaded.config, None, diags, aside
+        return loaded, None, diags, aside
     ex, more = explain_config(loaded.config, best=best)
-    return loaded.config, ex, list(merge(tuple(diags), more)), aside
+    return loaded, ex, list(merge(tuple(diags), more)), aside
 
 
 def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: Any,
@@ -67,8 +68,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     err = stderr or sys.stderr
     file = str(args.file)
     as_json = bool(getattr(args, "json", False))
-    config, ex, diags, aside = load_plan(args, best=bool(getattr(args, "best", False)))
-    read = (file, getattr(config, "train_yaml", None) or "")  # the plan and its train.yaml: never an output
+    loaded, ex, diags, aside = load_plan(args, best=bool(getattr(args, "best", False)))
+    config = loaded.config
+    read = (file, *loaded.files)  # the plan and every file its check read (train.yaml, ratios): never an output
     written, unwritten = _write_out(getattr(args, "svg", None), "SVG", render_svg, ex, err, read) \
         if ex is not None else (None, None)
     traced, untraced = _write_out(getattr(args, "trace", None), "trace", render_trace, ex, err, read) \

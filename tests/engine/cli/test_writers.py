@@ -19,6 +19,7 @@ from engine.search import search
 from tests.support.cli import ROOT, hp_plan
 from tests.support.configs import stated_config
 from tests.support.files import make_non_regular
+from tests.support.plan_traces import ratios_file
 
 LLAMA = ROOT / "examples" / "llama3-70b"
 PLAN = ROOT / "examples" / "explain" / "1f1b.yaml"
@@ -108,6 +109,26 @@ def test_apply_output_never_replaces_the_search_config_it_read(tmp_path: Path) -
     r = hp_plan("apply", "search.yaml", "-o", "search.yaml", "--force", cwd=tmp_path, timeout=120)
     assert r.returncode == 1 and "this command reads" in r.stderr, r.stderr
     assert (tmp_path / "search.yaml").read_text() == (LLAMA / "search.yaml").read_text()
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_no_output_replaces_the_ratios_file_the_command_priced_with(tmp_path: Path, how: str) -> None:
+    """`--ratios R` or the search config's `estimator.ratios_file: R`, and R named as the output: `apply -o` and
+    `explain --svg/--trace` had written over the ratios file they had just read (the next run: HP810)."""
+    ratios = ratios_file(tmp_path / "ratios.yaml", compute=1.1)
+    kept = ratios.read_text()
+    (tmp_path / "train.yaml").write_text((LLAMA / "train.yaml").read_text())
+    search_text = (LLAMA / "search.yaml").read_text()
+    if how == "config":
+        search_text += "\nestimator:\n  ratios_file: ratios.yaml\n" if "estimator:" not in search_text else ""
+        assert "ratios_file: ratios.yaml" in search_text
+    (tmp_path / "search.yaml").write_text(search_text)
+    flag = ("--ratios", "ratios.yaml") if how == "flag" else ()
+    for cmd in (("apply", "search.yaml", "-o", "ratios.yaml", "--force"), ("explain", "search.yaml", "--svg",
+                "ratios.yaml"), ("explain", "search.yaml", "--trace", "ratios.yaml")):
+        r = hp_plan(*cmd, *flag, cwd=tmp_path, timeout=120)
+        assert r.returncode == 1 and "this command reads" in r.stderr, (cmd, r.stderr)
+        assert ratios.read_text() == kept, cmd
 
 
 def test_write_text_refuses_a_file_changed_since_it_was_read(tmp_path: Path) -> None:
