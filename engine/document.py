@@ -390,9 +390,9 @@ class _Builder:
                     self._duplicates(node)  # type: ignore[arg-type]
                 stack.append((node, depth, True))
                 path.add(nid)
-                for c in children:
+                for n, c in enumerate(children):
                     if id(c) in path:  # `a: &x [*x]`: an alias inside the node it names
-                        rng = self.marks.range(c)
+                        rng = self.alias_spans(node).get(n) or self.marks.range(c)
                         return Diagnostic("HP005", "an alias refers to the node that holds it (a cycle): a config "
                                           "that contains itself cannot be analysed", Range(rng.start, rng.start))
                     if c.__class__ is scalar_cls:
@@ -448,38 +448,36 @@ class _Builder:
             data={"tag": shown},
         ))
 
-    def _key_range(self, node: yaml.MappingNode, i: int, floors: list[int]) -> Range:
-        """Where the i-th key of `node` is written. A key written as an alias (`? *k`) is the node it names,
-        whose marks are the anchor's, earlier in the file: such a key starts before the entry ahead of it
-        ends (`floors[i]`, _entry_floors), and its own `*name` is the first alias written between that end
-        and its value."""
-        k, v = node.value[i]
-        floor = floors[i]
-        if k.start_mark.index >= floor:
-            return self.marks.range(k)
-        stop = v.start_mark.index if v.start_mark.index >= floor else node.end_mark.index
-        m = _ALIAS_RE.search(self.text, floor + self.marks.shift, stop + self.marks.shift)
-        return Range(self.marks.at_index(m.start()), self.marks.at_index(m.end())) if m else self.marks.range(node)
-
-    @staticmethod
-    def _entry_floors(node: yaml.MappingNode) -> list[int]:
-        """Per entry of `node`, the stream index where the entries ahead of it end: no key written at its own
-        place starts before it."""
-        floors, floor = [], node.start_mark.index
-        for k, v in node.value:
-            floors.append(floor)
-            floor = max(floor, k.end_mark.index, v.end_mark.index)
-        return floors
+    def alias_spans(self, node: yaml.Node) -> dict[int, Range]:
+        """Where the children of a collection written as aliases (`*name`) are written, by their place in its
+        children (a mapping's: key, value, key, value, ...). An alias is the node it names, whose marks are the
+        anchor's, earlier in the file: a child written in place starts at or after the end of what is written
+        ahead of it, an alias starts before, and its own token is the first `*name` after that end. One pass;
+        the text is searched only at aliases."""
+        kids = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else list(node.value)
+        out: dict[int, Range] = {}
+        floor, shift = node.start_mark.index, self.marks.shift
+        for n, c in enumerate(kids):
+            if c.start_mark.index >= floor:
+                floor = c.end_mark.index
+                continue
+            m = _ALIAS_RE.search(self.text, floor + shift, node.end_mark.index + shift)
+            if m is None:
+                break
+            out[n] = Range(self.marks.at_index(m.start()), self.marks.at_index(m.end()))
+            floor = m.end() - shift
+        return out
 
     def _duplicates(self, node: yaml.MappingNode) -> None:
         seen: dict[tuple[str, str], int] = {}
-        floors: list[int] = []  # computed on the first key said (_entry_floors)
+        spans: list[dict[int, Range]] = []  # alias_spans, computed on the first key said
 
         def at(i: int) -> Range:
-            if not floors:
-                floors.extend(self._entry_floors(node))
-            return self._key_range(node, i, floors)
+            if not spans:
+                spans.append(self.alias_spans(node))
+            return spans[0].get(2 * i) or self.marks.range(node.value[i][0])
 
+        merge_lists: list[tuple[int, yaml.SequenceNode]] = []
         for i, (k, _v) in enumerate(node.value):
             if isinstance(k, yaml.SequenceNode | yaml.MappingNode) and k.tag != _MERGE_TAG:
                 # A list or mapping as a key (`? [a, b]`): the trainer's safe_load builds a dict of it and stops
@@ -488,7 +486,18 @@ class _Builder:
                     "HP001", "YAML syntax error: HyperParallel's trainer (PyYAML safe_load) refuses a list or mapping "
                     "as a key (found unhashable key); use a plain key", at(i)))
                 continue
-            if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
+            if k.tag == _MERGE_TAG:
+                found = _unmergeable(_v)
+                if not found and isinstance(_v, yaml.SequenceNode):
+                    merge_lists.append((i, _v))
+                if found:
+                    # PyYAML's constructor (the trainer's safe_load) stops on it: "expected a mapping or list of
+                    # mappings for merging"; libyaml composes it and our reader skipped it without a word.
+                    self.diags.append(Diagnostic(
+                        "HP001", f"YAML syntax error: a merge (<<) takes a mapping or a list of mappings, not {found}; "
+                        "HyperParallel's trainer (PyYAML safe_load) refuses this file", at(i)))
+                continue
+            if not isinstance(k, yaml.ScalarNode):
                 continue
             ident = (k.tag, k.value)
             if ident not in seen:
@@ -511,6 +520,13 @@ class _Builder:
                 data={"second": rng.to_json(), "key": str(key)},
             ))
             seen[ident] = i
+        for i, lst in merge_lists:
+            for key, values in _merge_conflicts(lst, {str(k.value) for k, _ in node.value if k.tag != _MERGE_TAG}):
+                self.diags.append(Diagnostic(
+                    "HP012", f"'{key}' is merged in from two mappings of this list with different values "
+                    f"({values}): PyYAML up to 6.0.3 reads the first (the YAML merge rule, and what is checked and "
+                    "priced here), PyYAML 6.0.4 the last, so the trainer's reading depends on its PyYAML: state "
+                    f"'{key}' in this mapping", at(i), data={"key": key}))
 
     # -- conversion on demand --------------------------------------------------------------------------------
     def build(self, node: yaml.Node, depth: int = 0) -> Node:
@@ -573,15 +589,25 @@ class _Builder:
         pairs: list[tuple[Node, Node]] = []
         index: dict[Any, tuple[Node, Node]] = {}
         merged: dict[Any, tuple[Node, Node]] = {}
-        for k, v in node.value:
+        written, spans = node.start_mark.index, None  # alias keys (`*n : 2`): said where the alias is written
+        for i, (k, v) in enumerate(node.value):
             kn = self.build(k, depth + 1)
+            if k.start_mark.index < written and isinstance(kn, Scalar):
+                spans = self.alias_spans(node) if spans is None else spans
+                at = spans.get(2 * i)
+                kn = Scalar(at, kn.value, kn.text, kn.tag, kn.style) if at is not None else kn
+            written = max(written, k.end_mark.index, v.end_mark.index)
             vn = self.build(v, depth + 1)
             pairs.append((kn, vn))
             if k.tag == _MERGE_TAG:
+                # Within one merge list the earlier mapping wins (the YAML merge-key spec, PyYAML up to 6.0.3;
+                # 6.0.4 keeps the later one: HP012 where they differ); of two `<<` keys the later wins (both).
+                this: dict[Any, tuple[Node, Node]] = {}
                 for src in (vn.items if isinstance(vn, Seq) else (vn,)):
                     if isinstance(src, Map):
                         for key, pair in src._load().items():
-                            merged.setdefault(key, pair)
+                            this.setdefault(key, pair)
+                merged.update(this)
                 continue
             key = kn.value if isinstance(kn, Scalar) else None
             try:
@@ -682,6 +708,32 @@ def _trainer_refusal(text: str, body: str, marks: Marks) -> Diagnostic | None:
 
 
 _ALIAS_RE = re.compile(r"(?<![\w'\"])\*[^\s,\[\]{}]+")
+
+
+def _merge_conflicts(lst: yaml.SequenceNode, explicit: set[str]) -> list[tuple[str, str]]:
+    """(key, its values) for each plain key that two mappings of a merge list give different scalar values and the
+    mapping itself does not state (an explicit key wins under every PyYAML)."""
+    seen: dict[str, list[str]] = {}
+    for src in lst.value:
+        for k, v in src.value if isinstance(src, yaml.MappingNode) else ():
+            if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE_TAG and str(k.value) not in explicit:
+                shown = str(v.value)[:40] if isinstance(v, yaml.ScalarNode) else f"a {v.id}"
+                seen.setdefault(str(k.value), []).append(shown)
+    return [(k, " and ".join(dict.fromkeys(vs))) for k, vs in seen.items() if len(set(vs)) > 1]
+
+
+def _unmergeable(value: yaml.Node) -> str:
+    """What a merge key's value holds that PyYAML cannot merge ("" where it merges): a scalar, or a list with an
+    item that is no mapping (flatten_mapping's two refusals)."""
+    if isinstance(value, yaml.MappingNode):
+        return ""
+    if isinstance(value, yaml.SequenceNode):
+        return next(("a list holding " + _kind(v) for v in value.value if not isinstance(v, yaml.MappingNode)), "")
+    return _kind(value)
+
+
+def _kind(node: yaml.Node) -> str:
+    return "a list" if isinstance(node, yaml.SequenceNode) else f"the scalar {str(node.value)[:40]!r}"
 
 
 def _first_alias_range(text: str) -> Range:

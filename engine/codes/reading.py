@@ -12,6 +12,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP009", "error", "referenced train_yaml not found or unreadable"),
     ("HP010", "information", "empty file"),
     ("HP011", "warning", "too many findings: only the first 1,000 are reported"),
+    ("HP012", "warning", "a key merged in from two mappings of a merge list with different values (PyYAML releases "
+              "differ on which wins)"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
@@ -27,4 +29,5 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP009": ("engine.config.resolve",),
     "HP010": ("engine.config.resolve",),
     "HP011": ("engine.check",),
+    "HP012": ("engine.document",),
 }

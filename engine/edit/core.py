@@ -119,10 +119,25 @@ def collateral_refusal(text: str, changed: str) -> str:
     """Why an edit that would change `changed` too is refused. In a file with anchors, the likely cause is the
     file's own: a written key shares its value with `changed` through an alias (`*name`) or merge key (`<<`), so
     the fix is to give it its own value; otherwise it is this project's bug."""
-    if "&" in text and ("*" in text or "<<" in text):
+    if shares_values(text):
         return (f"refused: the edit would also change {changed}, which shares its value with a written key through "
                 "a YAML alias (*anchor) or merge key (<<): give the key its own value, then apply again")
     return f"refused: the edit would also change {changed} (please report this file)"
+
+
+def shares_values(text: str) -> bool:
+    """Whether the file may share a value between keys (an anchor and an alias or merge key)."""
+    return "&" in text and ("*" in text or "<<" in text)
+
+
+def shared_value_hint(text: str) -> str:
+    """What to add to a refusal where the edited file read back a strategy key otherwise than written: in a file
+    that shares values, a key the edit did not mean to move follows an anchored value it changed (a
+    `micro_batch_size: &one 1` that `pp_size: *one` names)."""
+    if not shares_values(text):
+        return ""
+    return ("; a key of the plan shares its value with an edited one through a YAML alias (*anchor) or merge key "
+            "(<<): give it its own value, then apply again")
 
 
 def edit(text: str, changes: Iterable[Change], order: Order | None = None) -> EditResult:

@@ -43,6 +43,7 @@ from engine.edit.core import (
     collateral_refusal,
     finish,
     keeps_bom,
+    shared_value_hint,
     value_at,
 )
 from engine.edit.yamltext import Doc, EditError, FlowMap, Order, Word, untouched_equal
@@ -584,5 +585,5 @@ def strategy_edits(text: str, strategy: Strategy, *, path: str | None = None,
         return EditResult.refused(text, where + collateral_refusal(text, collateral))
     problem = verify(new.data, strategy, schema)
     if problem:
-        return EditResult.refused(text, where + problem)
+        return EditResult.refused(text, where + problem + shared_value_hint(text))
     return finish(text, new.text, changed)

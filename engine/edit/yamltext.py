@@ -33,7 +33,37 @@ from engine.edit.text import LineIndex, Splice, line_break
 
 Path = tuple[str, ...]
 # libyaml's loader when PyYAML has it (about ten times faster; its marks are the same code-point offsets).
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader with merge keys read as engine.document reads them, whatever PyYAML is installed: within a
+    merge list the earlier mapping wins (the YAML merge-key rule, PyYAML up to 6.0.3; 6.0.4 keeps the later, and
+    HP012 says where that matters), of two `<<` keys the later, and the mapping's own keys win over both. Why:
+    the writer decides what to change from these values; read otherwise than the check read them, it left a
+    merged value as it was and reported a change it never made."""
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        merge: list[tuple[yaml.Node, yaml.Node]] = []
+        own: list[tuple[yaml.Node, yaml.Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.tag == "tag:yaml.org,2002:value":
+                    key_node.tag = "tag:yaml.org,2002:str"
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            if not all(isinstance(src, yaml.MappingNode) for src in sources):
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, "expected a mapping or list of mappings for "
+                    f"merging, but found {value_node.id}", value_node.start_mark)
+            for src in reversed(sources):  # later pairs win in the dict: the earliest mapping of the list last
+                self.flatten_mapping(src)
+                merge.extend(src.value)
+        node.value = merge + own
+
+
+_LOADER: Any = _Loader
 Order = Mapping[Path, Sequence[str]]
 
 
@@ -122,8 +152,30 @@ def content_end(doc: Doc, node: yaml.Node) -> int:
         if node.flow_style or not node.value:
             return node.end_mark.index
         last = node.value[-1]
-        return content_end(doc, last[1] if isinstance(last, tuple) else last)
+        child = last[1] if isinstance(last, tuple) else last
+        # written before (its start lies before the entry's start): an alias, whose node is the anchor's
+        after = last[0].end_mark.index if isinstance(last, tuple) else _item_start(doc, node)
+        if child.start_mark.index < after:
+            return _alias_end(doc, after, node.end_mark.index)
+        return content_end(doc, child)
     return node.end_mark.index
+
+
+_ALIAS_TOKEN = re.compile(r"\*[^\s,\[\]{}]+")
+
+
+def _alias_end(doc: Doc, after: int, stop: int) -> int:
+    """The end of the alias token (`*name`) written first after offset `after` (the entry's key, or the last
+    item's dash), before `stop`; `after` where none is found."""
+    m = _ALIAS_TOKEN.search(doc.text, after, max(stop, after))
+    return m.end() if m else after
+
+
+def _item_start(doc: Doc, seq: yaml.SequenceNode) -> int:
+    """Where a block sequence's last item is written: just past its dash (the item before it ends earlier)."""
+    prev_end = content_end(doc, seq.value[-2]) if len(seq.value) > 1 else seq.start_mark.index
+    dash = doc.text.find("-", prev_end if len(seq.value) > 1 else seq.start_mark.index, seq.end_mark.index)
+    return dash + 1 if dash >= 0 else prev_end
 
 
 def last_line(doc: Doc, key: yaml.Node, value: yaml.Node) -> int:

@@ -201,3 +201,68 @@ def test_an_alias_inside_the_node_it_names_is_a_cycle(text: str) -> None:
     (d,) = [d for d in parse(text).diagnostics if d.code == "HP005"]
     assert "a cycle" in d.message
     assert not parse("base: &b {x: 1}\nu: *b\nv: {<<: *b, y: 2}\nw: [*b, *b]\n").diagnostics
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("a:\n  <<: 5\n  b: 1\n", "the scalar '5'"),
+    ("s: &s hello\na:\n  <<: [*s]\n", "a list holding the scalar 'hello'"),
+    ("a:\n  <<: [[1]]\n", "a list holding a list"),
+])
+def test_a_merge_of_no_mapping_is_what_the_trainers_loader_refuses(text: str, found: str) -> None:
+    """PyYAML's constructor stops on it ("expected a mapping or list of mappings for merging"); it passed without a
+    word, and the merge was skipped."""
+    (d,) = [d for d in parse(text).diagnostics if d.code == "HP001"]
+    assert found in d.message and "merge" in d.message
+    assert text.splitlines()[d.range.start.line][d.range.start.character:].startswith("<<")
+    assert not [d for d in parse("b: &b {x: 1}\na:\n  <<: [*b, {y: 2}]\n  <<: *b\n").diagnostics if d.code == "HP001"]
+
+
+def test_a_key_two_merged_mappings_disagree_on_is_said_and_read_as_the_merge_rule_says() -> None:
+    """`<<: [*base, *over]` giving tp_size 2 and 4: PyYAML up to 6.0.3 reads the first, 6.0.4 the last (HP012);
+    read here as the first. Stated in the mapping, or merged by two `<<` keys (the later wins under both), it is
+    no question."""
+    text = "base: &base {tp: 2, pp: 1}\nover: &over {tp: 4, pp: 1}\na:\n  <<: [*base, *over]\n"
+    doc = parse(text)
+    (d,) = [d for d in doc.diagnostics if d.code == "HP012"]
+    assert "'tp'" in d.message and "2 and 4" in d.message and d.range.start.line == 3
+    a = find(doc.root, "a")[1]
+    assert isinstance(a, Map) and a.get("tp").value == 2  # type: ignore[union-attr]
+    assert not [d for d in parse(text + "  tp: 8\n").diagnostics if d.code == "HP012"]
+    two = parse("base: &base {tp: 2}\nover: &over {tp: 4}\na:\n  <<: *base\n  <<: *over\n")
+    assert not [d for d in two.diagnostics if d.code == "HP012"]
+    assert find(two.root, "a")[1].get("tp").value == 4  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("text", "at"), [
+    ("n: &n tp_siz\naccelerator:\n  pp_size: 1\n  *n : 2\n", (3, 2)),
+])
+def test_a_key_written_as_an_alias_is_where_its_checks_point(text: str, at: tuple[int, int]) -> None:
+    """Map keys built from an alias carry the alias's place: HP101 and its rename fix pointed at the anchor."""
+    doc = parse(text)
+    acc = find(doc.root, "accelerator")[1]
+    assert isinstance(acc, Map)
+    kn = acc.key_node("tp_siz")
+    assert kn is not None and (kn.range.start.line, kn.range.start.character) == at
+
+
+@pytest.mark.parametrize(("text", "at"), [
+    ("a: &x\n  b: 1\n  self: *x\n", (2, 8)),
+    ("a: &x\n  <<: *x\n", (1, 6)),
+    ("a: &x {y: [*z], w: *x}\nz: &z 1\n", None),  # *z names no anchor yet: a syntax error (HP001), no cycle
+    ("b: &y 1\na: &x [*y, *x]\n", (1, 11)),
+])
+def test_a_cycle_is_said_at_the_alias_that_closes_it(text: str, at: tuple[int, int] | None) -> None:
+    found = [d for d in parse(text).diagnostics if d.code == "HP005"]
+    if at is None:
+        assert not found
+        return
+    assert (found[0].range.start.line, found[0].range.start.character) == at
+    assert text.splitlines()[at[0]][at[1]:].startswith("*x")
+
+
+def test_merged_and_alias_keys_side_by_side_keep_their_places() -> None:
+    """A merge (`<<: *b`) before an alias key (`*n : 4`): the alias's token was searched from the merge key's end
+    and `*b` was taken for it (HP003 one line off)."""
+    text = "n: &n tp_size\nb: &b {tp_size: 2}\naccelerator:\n  <<: *b\n  *n : 4\n  tp_size: 8\n"
+    first = next(d for d in parse(text).diagnostics if d.code == "HP003" and d.severity == Severity.INFORMATION)
+    assert (first.range.start.line, first.range.start.character) == (4, 2)

@@ -409,3 +409,48 @@ def test_a_file_for_the_search_in_the_trainers_spellings_keeps_them() -> None:
     assert data["activation_checkpoint"]["layer_ranges"] == [{"first": 0, "count": 2, "mode": "off"},
                                                              {"first": 2, "count": 6, "mode": "full"}]
     assert "layers" not in data["activation_checkpoint"]
+
+
+def test_a_section_ending_in_an_alias_gets_new_sections_after_it() -> None:
+    """`pp_size: *one` last in `accelerator` (the alias's node is the anchor's, lines earlier): the section's end was
+    taken at the anchor, the new `fsdp_config` went in right under `accelerator:` and split it, and the edit was
+    refused for a key that does not exist."""
+    s = Strategy(dp=8, dp_shard=8, tp=1, pp=1, micro_batch_num=4)
+    text = ("model: {name: m, num_hidden_layers: 8, hidden_size: 64, num_attention_heads: 4, vocab_size: 128}\n"
+            "training:\n  global_batch_size: 32\n  micro_batch_size: 1\nx: &one 1\n"
+            "accelerator:\n  tp_size: 8\n  pp_size: *one\n")
+    r = strategy_edits(text, s)
+    check_edits(text, r)
+    assert r.new_text.index("pp_size: *one") < r.new_text.index("fsdp_config:"), r.new_text
+    assert yaml.safe_load(r.new_text)["accelerator"] == {"tp_size": 1, "pp_size": 1}
+
+
+def test_a_merge_list_is_read_as_the_check_reads_it() -> None:
+    """`<<: [*base, *over]`: the check reads the earlier mapping's tp_size (the YAML merge rule; PyYAML 6.0.4 reads the
+    later one, HP012). The writer read the installed PyYAML's value, took tp 4 as stated, left it, and the file
+    read back tp 2; with the list the other way round it reported a change it never made."""
+    s = Strategy(dp=2, dp_shard=1, tp=4, pp=1, micro_batch_num=4)
+    base = ("model: {name: m, num_hidden_layers: 8, hidden_size: 64, num_attention_heads: 4, vocab_size: 128}\n"
+            "training: {global_batch_size: 8, micro_batch_size: 1}\n"
+            "b: &base {tp_size: 2, pp_size: 1}\no: &over {tp_size: 4}\n")
+    for order, before in (("[*base, *over]", 2), ("[*over, *base]", 4)):
+        text = base + f"accelerator:\n  <<: {order}\n"
+        r = strategy_edits(text, s)
+        assert r.ok, r.error
+        check_edits(text, r)
+        changed = {p: (b, a) for p, b, a in r.values}
+        if before == 4:
+            assert "accelerator.tp_size" not in changed
+        else:
+            assert changed["accelerator.tp_size"] == (2, 4) and "tp_size: 4" in r.new_text
+
+
+def test_a_plan_key_aliasing_an_edited_value_is_refused_saying_why() -> None:
+    """`micro_batch_size: &one 1` and `pp_size: *one`: writing micro-batch 2 moves pp too; the refusal says the two
+    share a value (it said only "reads back pp = 2, not 1")."""
+    s = Strategy(dp=8, dp_shard=8, tp=1, pp=1, micro_batch_size=2, micro_batch_num=4)
+    text = ("model: {name: m, num_hidden_layers: 8, hidden_size: 64, num_attention_heads: 4, vocab_size: 128}\n"
+            "training: {global_batch_size: 64, micro_batch_size: &one 1}\naccelerator:\n  tp_size: 8\n"
+            "  pp_size: *one\n")
+    err = strategy_edits(text, s).error or ""
+    assert "reads back pp" in err and "alias" in err
