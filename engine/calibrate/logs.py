@@ -152,6 +152,9 @@ class _Scan:
     def feed(self, i: int, line: str) -> None:
         raise NotImplementedError
 
+    def end(self) -> None:
+        """The log has no more lines: what a format leaves open (a CSV quote never closed) is said here."""
+
     def found(self) -> bool:
         return bool(self.values) or self.error is not None
 
@@ -215,6 +218,8 @@ class _Csv(_Scan):
         self.mem_col: int | None = None
         self.done = False
         self.open: tuple[int, str] | None = None  # a row whose quoted field a line break cut: where it began, text
+        self.rows = 0  # data rows so far, a row that spans lines (a quoted line break) counted once
+        self.check: tuple[int, float] | None = None  # a second step-time column (step_time_ms beside _s) and scale
 
     def feed(self, i: int, line: str) -> None:
         if self.done:
@@ -228,16 +233,18 @@ class _Csv(_Scan):
         row = _cells(line)
         if row is _OPEN:
             if len(line) > MAX_LINE_CHARS:
-                self.error = self.error or LogError(
-                    "HP803", f"a quoted CSV field runs on past {MAX_LINE_CHARS:,} characters", i)
+                if self.col is not None:  # a CSV's row; before its header, the log is no CSV of ours
+                    self.error = self.error or LogError(
+                        "HP803", f"a quoted CSV field runs on past {MAX_LINE_CHARS:,} characters", i)
                 self.done = True
             else:
                 self.open = (i, line)
             return
         if self.header_at is None:
-            self._header(i, row)
+            self._header(i, row, line)
             return
-        n = i - self.header_at + 1
+        self.rows += 1
+        n = self.rows + 1  # as a spreadsheet numbers it: the header is row 1
         if row is None:
             self.error = self.error or LogError("HP803", f"CSV row {n}: not a CSV row (a bare carriage return "
                                                 "inside a field)", i)
@@ -252,6 +259,16 @@ class _Csv(_Scan):
             self.error = self.error or LogError("HP803", f"CSV row {n}: step time {cell[:40]!r} is not a number", i)
             return
         self.step(i, v, f"CSV row {n}: ")
+        if self.check is not None and self.check[0] < len(row):
+            try:
+                other = float(row[self.check[0]]) * self.check[1]
+            except ValueError:
+                other = v
+            if abs(other - v) > 0.01 * max(abs(v), abs(other)):
+                self.error = self.error or LogError(
+                    "HP803", f"CSV row {n}: step_time_s and step_time_ms disagree ({v:.6g} s against {other:.6g} s): "
+                    "keep one column", i)
+                return
         if self.mem_col is not None and self.mem_col < len(row) and row[self.mem_col].strip():
             try:
                 peak = float(row[self.mem_col])
@@ -261,20 +278,34 @@ class _Csv(_Scan):
                 return
             self.peak_at(i, peak, f"CSV row {n}: ")
 
-    def _header(self, i: int, cells: list[str] | None) -> None:
+    def _header(self, i: int, cells: list[str] | None, line: str) -> None:
         header = [h.strip().lower() for h in cells or []]  # a line csv cannot split is no header
         self.header_at = i
         if "step_time_s" in header:
             self.col = header.index("step_time_s")
+            if "step_time_ms" in header:
+                self.check = (header.index("step_time_ms"), 1e-3)
         elif "step_time_ms" in header:
             self.col, self.scale = header.index("step_time_ms"), 1e-3
         else:
+            if ";" in line and any(k in line.lower() for k in ("step_time_s", "step_time_ms")):
+                self.error = LogError("HP802", "the CSV's columns are separated by semicolons (a spreadsheet's "
+                                      "locale setting): save it with commas", i)
             self.done = True
             return
+        for name in ("step_time_s", "step_time_ms", "peak_memory_gib"):
+            if header.count(name) > 1:
+                self.error = LogError("HP803", f"the CSV has {header.count(name)} '{name}' columns: keep one", i)
+                self.done = True
+                return
         self.mem_col = header.index("peak_memory_gib") if "peak_memory_gib" in header else None
 
+    def end(self) -> None:
+        if self.open is not None and self.col is not None and not self.done:
+            self.error = self.error or LogError("HP803", "a quoted CSV field opened here is never closed", self.open[0])
+
     def found(self) -> bool:
-        return self.col is not None
+        return self.col is not None or self.error is not None
 
 
 def _inside_quotes(line: str) -> bool:
@@ -363,6 +394,8 @@ def parse_log(lines: Iterable[str]) -> LogReading:
         blank = blank and not line.strip()
         for scan in scans:
             scan.feed(i, line)
+    for scan in scans:
+        scan.end()
     if blank:
         raise LogError("HP802", "the log is empty")
     for scan in scans:

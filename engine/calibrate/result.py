@@ -27,6 +27,7 @@ from engine.calibrate.fit import (
 )
 from engine.calibrate.runs import Measured, RunsFile, measure, read_runs
 from engine.diagnostics import Diagnostic
+from engine.files import same_file
 from engine.positions import DOCUMENT_START
 from engine.ratios.ratiofile import FittedRow, local_doc, ratios_text
 from engine.ratios.stack import stack_of
@@ -272,13 +273,23 @@ REPEAT_APART = 0.25
 
 def _repeats_apart(measured: list[Measured]) -> list[Diagnostic]:
     """HP812 at each run whose step lies more than REPEAT_APART from an earlier run of the same plan (one config,
-    one strategy): the fit takes what they share, and a user should know it averaged two different runs."""
+    one strategy): the fit takes what they share, and a user should know it averaged two different runs. Also at a
+    run that reads the log an earlier run read (the same file, through a link too): one measurement weighed
+    twice."""
     first: dict[tuple[object, ...], Measured] = {}
     out: list[Diagnostic] = []
+    logs: list[Measured] = []
     for m in measured:
+        twin = next((o for o in logs if same_file(o.entry.log_path or "", m.entry.log_path or "")), None)
+        if twin is not None:  # one file twice, or through a link or an alias of the entry: one measurement
+            out.append(Diagnostic("HP812", f"runs {twin.entry.index} and {m.entry.index} read the same log "
+                                  f"({m.entry.log_path}): one measurement counts twice in the fit; give each run "
+                                  "its own", m.entry.at, f"runs.{m.entry.index}"))
+        elif m.entry.log_path:
+            logs.append(m)
         key = (m.label, m.estimate.strategy, m.estimate.device)
         seen = first.setdefault(key, m)
-        if seen is m:
+        if seen is m or twin is not None:
             continue
         lo, hi = sorted((seen.step_time_s, m.step_time_s))
         if hi > lo * (1 + REPEAT_APART):

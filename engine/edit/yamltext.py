@@ -154,7 +154,7 @@ def content_end(doc: Doc, node: yaml.Node) -> int:
         last = node.value[-1]
         child = last[1] if isinstance(last, tuple) else last
         # written before (its start lies before the entry's start): an alias, whose node is the anchor's
-        after = last[0].end_mark.index if isinstance(last, tuple) else _item_start(doc, node)
+        after = last[0].end_mark.index if isinstance(node, yaml.MappingNode) else _item_start(doc, node)
         if child.start_mark.index < after:
             return _alias_end(doc, after, node.end_mark.index)
         return content_end(doc, child)

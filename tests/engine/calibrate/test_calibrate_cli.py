@@ -362,6 +362,19 @@ def test_two_runs_of_one_plan_far_apart_are_said(runs_dir: Path) -> None:
     assert not _said(runs, "HP812")
 
 
+def test_one_log_read_for_two_runs_is_said(runs_dir: Path) -> None:
+    """The same log under two runs (also through a symlink): it counted as two measurements, silently."""
+    _tt_log(runs_dir / "run.log")
+    (runs_dir / "link.log").symlink_to(runs_dir / "run.log")
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n  - config: a.yaml\n    log: run.log\n  - config: a.yaml\n    log: link.log\n")
+    (d,) = _said(runs, "HP812")
+    assert "read the same log" in d["message"] and d["path"] == "runs.1"
+    _tt_log(runs_dir / "other.log")
+    runs.write_text("runs:\n  - config: a.yaml\n    log: run.log\n  - config: a.yaml\n    log: other.log\n")
+    assert not _said(runs, "HP812")
+
+
 def test_a_run_the_fit_cannot_reproduce_is_said(runs_dir: Path) -> None:
     """A step of 0.1 ms (seconds written as something else) pins the ratios at their bounds: the calibrated run
     is off by thousands of percent, which HP807 now says of the run itself (it said only that ratios were far)."""

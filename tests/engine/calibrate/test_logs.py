@@ -163,3 +163,28 @@ def test_a_csv_cell_holding_a_line_break_is_one_row(tmp_path: Path) -> None:
     with pytest.raises(LogError) as exc:
         parse_log(runaway)
     assert exc.value.code == "HP803" and exc.value.line == 7 and "quoted" in str(exc.value)
+
+
+def test_a_csv_is_numbered_by_its_rows_and_its_mistakes_said_at_them() -> None:
+    """A row spanning two lines (a quoted line break) is one row: row numbers are the spreadsheet's (the header row
+    1), not line offsets. A quote never closed, two columns of one name, step_time_s and step_time_ms that
+    disagree, and a CSV saved with semicolons are said as what they are (they read as "no rows", the first
+    column or the seconds silently, and "no step lines in a known format")."""
+    good = [f"{1.0 + 0.01 * (i % 2)},ok" for i in range(12)]
+    broken = ["step_time_s,note", *good[:3], '1.0,"two\nlines"', *good[3:8], "abc,x", *good[8:]]
+    lines = "\n".join(broken).split("\n")
+    with pytest.raises(LogError) as exc:
+        parse_log(lines)
+    assert "CSV row 11: step time 'abc'" in str(exc.value) and exc.value.line == lines.index("abc,x")
+    cases = {
+        "never closed": ["step_time_s,note", *good[:5], '1.0,"open', *good[5:]],
+        "2 'step_time_s' columns": ["step_time_s,step_time_s", *good],
+        "disagree": ["step_time_s,step_time_ms", "1.0,1000", "1.0,5000", *[f"1.0,{1000 + i}" for i in range(9)]],
+        "semicolons": ["step_time_s;note", *[g.replace(",", ";") for g in good]],
+    }
+    for said, rows in cases.items():
+        with pytest.raises(LogError) as exc:
+            parse_log(rows)
+        assert said in str(exc.value), (said, str(exc.value))
+    agree = ["step_time_s,step_time_ms", *[f"{1 + 0.001 * i},{1000 + i}" for i in range(12)]]
+    assert parse_log(agree).steady.value == pytest.approx(1.0055, abs=0.001)
