@@ -253,6 +253,9 @@ class Marks:
 def decode(data: bytes, *, path: str | None = None) -> tuple[str | None, tuple[Diagnostic, ...]]:
     """Bytes -> text. Binary content (NUL bytes) and invalid UTF-8 become HP004 at the offending byte's
     line and column; a UTF-8 BOM is dropped (editors hide it; positions then match the editor's)."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte-order mark (its NULs read as "binary")
+        return None, (Diagnostic("HP004", "UTF-16 text: HyperParallel's trainer reads its configs as UTF-8; save "
+                                 "the file as UTF-8", Range(Position(0, 0), Position(0, 1))),)
     if b"\x00" in data:
         idx = data.index(b"\x00")
         head = data[:idx].decode("utf-8", errors="replace")

@@ -153,6 +153,8 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str) and any(c in value for c in "\r\n"):
+        return repr(value)  # a block scalar's `8\n`: one line per changed key
     return str(value)
 
 
@@ -311,8 +313,12 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     train_path = file if config.kind == "train" else config.train_yaml
     if train_path is None:
         return fail(f"{file} names no train_yaml, so there is no train.yaml to write the strategy into", diags)
-    if blocking(diags, config, file):
-        return fail(f"{file} has errors apply cannot repair (it rewrites only the strategy keys)", diags)
+    stops = blocking(diags, config, file)
+    if stops:
+        # name the file that holds them: the train.yaml a search config reads carries its own errors (`d.file`)
+        where = sorted({d.file or file for d in stops})
+        return fail(f"{' and '.join(where)} {'has' if len(where) == 1 else 'have'} errors apply cannot repair (it "
+                    "rewrites only the strategy keys)", diags)
     from engine.search import search
 
     # The text the edit starts from, read before the search: a save that lands while the search runs is then

@@ -43,8 +43,11 @@ def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: An
     files, the files read (`inputs`) and lost updates refused): (the path, None) when written, else (None, the
     reason), said on stderr: not a finding in the plan, so the exit code, not a diagnostic, says the command
     failed."""
-    if not path:
+    if path is None:
         return None, None
+    if not path.strip():
+        err.write(f"hp-plan explain: the {what} was not written: the file name is empty\n")
+        return None, "the file name is empty"
     from engine.files import write_text
 
     failure = write_text(path, render(ex), inputs=inputs)

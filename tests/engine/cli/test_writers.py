@@ -162,3 +162,30 @@ def test_apply_in_place_refuses_a_save_that_lands_while_it_searches(tmp_path: Pa
     assert code == 1 and "changed since it was read" in err.getvalue(), err.getvalue()
     assert train.read_text() == saved  # the other save is kept
     assert "hp-plan apply: wrote" not in err.getvalue()
+
+
+def test_explain_with_an_empty_output_name_says_so() -> None:
+    """`--svg ''` (a shell variable left empty) exited 0 and wrote nothing, without a word."""
+    r = hp_plan("explain", str(PLAN), "--svg", "", timeout=60)
+    assert r.returncode == 1 and "the file name is empty" in r.stderr
+
+
+def test_apply_names_the_file_that_holds_the_errors(tmp_path: Path) -> None:
+    """An error in the train.yaml a search config names: the refusal named the search config."""
+    for name in ("search.yaml", "train.yaml"):
+        (tmp_path / name).write_text((LLAMA / name).read_text())
+    train = tmp_path / "train.yaml"
+    train.write_text(train.read_text() + "extra: {a:\t1}\n")  # a tab between tokens: the trainer's loader stops
+    r = hp_plan("apply", "search.yaml", "--force", cwd=tmp_path, timeout=120)
+    assert r.returncode == 1 and "train.yaml has errors apply cannot repair" in r.stderr, r.stderr
+    assert "search.yaml has errors" not in r.stderr
+
+
+def test_a_change_of_a_block_scalar_stays_on_one_line() -> None:
+    """`tp_size: |` with `8` below: its value `8\\n` broke the change line in two (`...: 8` then ` -> 1`)."""
+    from engine.cli.apply import describe
+    from engine.edit.core import EditResult
+
+    res = EditResult((), "", ("accelerator.tp_size",), None, (("accelerator.tp_size", "8\n", 1),))
+    (line,) = describe(res)
+    assert line == "accelerator.tp_size: '8\\n' -> 1"

@@ -266,3 +266,9 @@ def test_merged_and_alias_keys_side_by_side_keep_their_places() -> None:
     text = "n: &n tp_size\nb: &b {tp_size: 2}\naccelerator:\n  <<: *b\n  *n : 4\n  tp_size: 8\n"
     first = next(d for d in parse(text).diagnostics if d.code == "HP003" and d.severity == Severity.INFORMATION)
     assert (first.range.start.line, first.range.start.character) == (4, 2)
+
+
+def test_utf16_is_said_as_utf16() -> None:
+    """A UTF-16 file (Windows Notepad's "Unicode") read as "binary file (contains NUL bytes)"."""
+    text, diags = decode("a: 1\n".encode("utf-16"))
+    assert text is None and diags[0].code == "HP004" and "UTF-16" in diags[0].message
