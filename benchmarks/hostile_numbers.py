@@ -128,6 +128,12 @@ CASES: tuple[Case, ...] = (
     Case("calibrate", "log peak 0: calibrate", lambda d: ["calibrate", _runs(d, _tt("5000", "0"))], 20),
     Case("calibrate", "log 1e308 s step", lambda d: ["calibrate", _runs(d, "step_time_s\n1e308\n1e308\n1e308\n")],
          20),
+    # a quote opened and never closed: each line was joined to the row so far and scanned again (quadratic: 9,000
+    # lines took 14 s, a Megatron log with such a banner line 49 s)
+    Case("calibrate", "CSV quote never closed", lambda d: ["calibrate", _runs(
+        d, "step_time_s,note\n1.0,\"open\n" + "1.0,x\n" * 200_000)], 20),
+    Case("calibrate", "log banner with an open quote", lambda d: ["calibrate", _runs(d, "note,\"unclosed\n" + "x,1\n" * 200_000
+                                                                                   + _tt("5000", "40"))], 20),
     Case("output", "stdout closed: check", lambda d: ["check", PLAN], 20, stdout="closed"),
     Case("output", "stdout /dev/full: check", lambda d: ["check", PLAN], 20, stdout="full"),
     Case("output", "reader gone: search --json", lambda d: ["search", PLAN, "--json"], 20, stdout="gone"),

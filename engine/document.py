@@ -452,36 +452,43 @@ class _Builder:
         ))
 
     def alias_spans(self, node: yaml.Node) -> dict[int, Range]:
-        """Where the children of a collection written as aliases (`*name`) are written, by their place in its
-        children (a mapping's: key, value, key, value, ...). An alias is the node it names, whose marks are the
-        anchor's, earlier in the file: a child written in place starts at or after the end of what is written
-        ahead of it, an alias starts before, and its own token is the first `*name` after that end. One pass;
-        the text is searched only at aliases."""
-        kids = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else list(node.value)
-        out: dict[int, Range] = {}
-        floor, shift = node.start_mark.index, self.marks.shift
-        for n, c in enumerate(kids):
-            if c.start_mark.index >= floor:
-                floor = c.end_mark.index
-                continue
-            m = _ALIAS_RE.search(self.text, floor + shift, node.end_mark.index + shift)
-            if m is None:
-                break
-            out[n] = Range(self.marks.at_index(m.start()), self.marks.at_index(m.end()))
-            floor = m.end() - shift
-        return out
+        """alias_tokens of `node` as ranges of this text."""
+        return {n: Range(self.marks.at_index(a), self.marks.at_index(b))
+                for n, (a, b) in alias_tokens(self.text, node, self.marks.shift).items()}
+
+    def _merge_conflicts(self, lst: yaml.SequenceNode, explicit: set[str]) -> list[tuple[str, str]]:
+        """(key, its values) for each string key that two mappings of a merge list give different values (as the
+        loader types them, their own merges included) and the mapping itself does not state (its own key wins
+        under every PyYAML)."""
+        seen: dict[str, list[Node]] = {}
+        for src in lst.value:
+            built = self.build(src, 0)
+            for key, (_k, v) in (built._load().items() if isinstance(built, Map) else ()):
+                if isinstance(key, str) and key not in explicit:
+                    seen.setdefault(key, []).append(v)
+
+        def typed(v: Node) -> object:
+            return (type(v.value), v.value) if isinstance(v, Scalar) else id(v)
+
+        def shown(v: Node) -> str:
+            if not isinstance(v, Scalar):
+                return type(v).__name__.lower()
+            return repr(v.value)[:40] if isinstance(v.value, str) else v.text[:40]
+
+        return [(k, " and ".join(dict.fromkeys(shown(v) for v in vs))) for k, vs in seen.items()
+                if len({typed(v) for v in vs}) > 1]
 
     def _duplicates(self, node: yaml.MappingNode) -> None:
         seen: dict[tuple[str, str], int] = {}
-        spans: list[dict[int, Range]] = []  # alias_spans, computed on the first key said
+        spans: dict[int, Range] | None = None  # alias_spans, computed on the first key said
 
         def at(i: int) -> Range:
-            if not spans:
-                spans.append(self.alias_spans(node))
-            return spans[0].get(2 * i) or self.marks.range(node.value[i][0])
+            nonlocal spans
+            spans = self.alias_spans(node) if spans is None else spans
+            return spans.get(2 * i) or self.marks.range(node.value[i][0])
 
         merge_lists: list[tuple[int, yaml.SequenceNode]] = []
-        for i, (k, _v) in enumerate(node.value):
+        for i, (k, value) in enumerate(node.value):
             if isinstance(k, yaml.SequenceNode | yaml.MappingNode) and k.tag != _MERGE_TAG:
                 # A list or mapping as a key (`? [a, b]`): the trainer's safe_load builds a dict of it and stops
                 # ("found unhashable key"); libyaml composes it, so it is said here.
@@ -490,9 +497,9 @@ class _Builder:
                     "as a key (found unhashable key); use a plain key", at(i)))
                 continue
             if k.tag == _MERGE_TAG:
-                found = _unmergeable(_v)
-                if not found and isinstance(_v, yaml.SequenceNode):
-                    merge_lists.append((i, _v))
+                found = _unmergeable(value)
+                if not found and isinstance(value, yaml.SequenceNode):
+                    merge_lists.append((i, value))
                 if found:
                     # PyYAML's constructor (the trainer's safe_load) stops on it: "expected a mapping or list of
                     # mappings for merging"; libyaml composes it and our reader skipped it without a word.
@@ -524,12 +531,12 @@ class _Builder:
             ))
             seen[ident] = i
         for i, lst in merge_lists:
-            for key, values in _merge_conflicts(lst, {str(k.value) for k, _ in node.value if k.tag != _MERGE_TAG}):
+            for key, values in self._merge_conflicts(lst, {str(k.value) for k, _ in node.value if k.tag != _MERGE_TAG}):
                 self.diags.append(Diagnostic(
                     "HP012", f"'{key}' is merged in from two mappings of this list with different values "
                     f"({values}): PyYAML up to 6.0.3 reads the first (the YAML merge rule, and what is checked and "
-                    "priced here), PyYAML 6.0.4 the last, so the trainer's reading depends on its PyYAML: state "
-                    f"'{key}' in this mapping", at(i), data={"key": key}))
+                    "priced here), PyYAML 6.0.4 mostly the last, so the trainer's reading depends on its PyYAML: "
+                    f"state '{key}' in this mapping", at(i), data={"key": key}))
 
     # -- conversion on demand --------------------------------------------------------------------------------
     def build(self, node: yaml.Node, depth: int = 0) -> Node:
@@ -592,14 +599,13 @@ class _Builder:
         pairs: list[tuple[Node, Node]] = []
         index: dict[Any, tuple[Node, Node]] = {}
         merged: dict[Any, tuple[Node, Node]] = {}
-        written, spans = node.start_mark.index, None  # alias keys (`*n : 2`): said where the alias is written
+        # keys written as aliases (`*n : 2`) carry the alias's place, not the anchor's (alias_tokens)
+        spans = self.alias_spans(node) if "*" in self.text else {}
         for i, (k, v) in enumerate(node.value):
             kn = self.build(k, depth + 1)
-            if k.start_mark.index < written and isinstance(kn, Scalar):
-                spans = self.alias_spans(node) if spans is None else spans
-                at = spans.get(2 * i)
-                kn = Scalar(at, kn.value, kn.text, kn.tag, kn.style) if at is not None else kn
-            written = max(written, k.end_mark.index, v.end_mark.index)
+            at = spans.get(2 * i)
+            if at is not None and isinstance(kn, Scalar):
+                kn = Scalar(at, kn.value, kn.text, kn.tag, kn.style)
             vn = self.build(v, depth + 1)
             pairs.append((kn, vn))
             if k.tag == _MERGE_TAG:
@@ -711,18 +717,33 @@ def _trainer_refusal(text: str, body: str, marks: Marks) -> Diagnostic | None:
 
 
 _ALIAS_RE = re.compile(r"(?<![\w'\"])\*[^\s,\[\]{}]+")
+# An alias token, or a comment (a `#` at a line's start or after a blank), which is skipped: a `*name` in a
+# comment is no alias.
+_ALIAS_OR_COMMENT = re.compile(r"(?:^|(?<=[ \t]))#[^\r\n\x85\u2028\u2029]*|(?<![\w'\"])\*[^\s,\[\]{}]+", re.M)
 
 
-def _merge_conflicts(lst: yaml.SequenceNode, explicit: set[str]) -> list[tuple[str, str]]:
-    """(key, its values) for each plain key that two mappings of a merge list give different scalar values and the
-    mapping itself does not state (an explicit key wins under every PyYAML)."""
-    seen: dict[str, list[str]] = {}
-    for src in lst.value:
-        for k, v in src.value if isinstance(src, yaml.MappingNode) else ():
-            if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE_TAG and str(k.value) not in explicit:
-                shown = str(v.value)[:40] if isinstance(v, yaml.ScalarNode) else f"a {v.id}"
-                seen.setdefault(str(k.value), []).append(shown)
-    return [(k, " and ".join(dict.fromkeys(vs))) for k, vs in seen.items() if len(set(vs)) > 1]
+def alias_tokens(text: str, node: yaml.Node, shift: int = 0) -> dict[int, tuple[int, int]]:
+    """Where the children of a collection written as aliases (`*name`) are written in `text` (start, end offsets),
+    by their place in its children (a mapping's: key, value, key, value, ...); `shift`: characters cut off the
+    text's front before composing. An alias is the node it names, whose marks are the anchor's, earlier in the
+    file: a child written in place starts at or after the end of what is written ahead of it, an alias starts
+    before, and its own token is the first `*name` after that end outside a comment. The one home of that rule
+    (the reader's key and cycle positions, the writer's section ends). One pass; the text is searched only at
+    aliases."""
+    kids = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else list(node.value)
+    out: dict[int, tuple[int, int]] = {}
+    floor = node.start_mark.index
+    for n, c in enumerate(kids):
+        if c.start_mark.index >= floor:
+            floor = c.end_mark.index
+            continue
+        m = next((m for m in _ALIAS_OR_COMMENT.finditer(text, floor + shift, node.end_mark.index + shift)
+                  if m.group(0)[0] != "#"), None)
+        if m is None:
+            break
+        out[n] = (m.start(), m.end())
+        floor = m.end() - shift
+    return out
 
 
 def _unmergeable(value: yaml.Node) -> str:
@@ -736,6 +757,7 @@ def _unmergeable(value: yaml.Node) -> str:
 
 
 def _kind(node: yaml.Node) -> str:
+    """A node as a message names it."""
     return "a list" if isinstance(node, yaml.SequenceNode) else f"the scalar {str(node.value)[:40]!r}"
 
 

@@ -272,6 +272,16 @@ def same_file(a: str, b: str) -> bool:
         return False
 
 
+def file_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path` (links followed), the key same_file compares; None where it cannot be
+    stat'ed."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _input_at(path: str, inputs: Iterable[str]) -> str | None:
     """The input that is the file at `path` (same_file), or None."""
     return next((name for name in inputs if name and same_file(path, name)), None)

@@ -217,7 +217,9 @@ class _Csv(_Scan):
         self.scale = 1.0
         self.mem_col: int | None = None
         self.done = False
-        self.open: tuple[int, str] | None = None  # a row whose quoted field a line break cut: where it began, text
+        # a row whose quoted field a line break cut: where it began, its lines so far and their length; each line
+        # is scanned once, as it comes, and the row joined once, when the quote closes
+        self.open: tuple[int, list[str], int] | None = None
         self.rows = 0  # data rows so far, a row that spans lines (a quoted line break) counted once
         self.check: tuple[int, float] | None = None  # a second step-time column (step_time_ms beside _s) and scale
 
@@ -225,20 +227,25 @@ class _Csv(_Scan):
         if self.done:
             return
         if self.open is not None:  # a quoted field runs on over this line (a break the reader split it at)
-            at, head = self.open
-            line, i = f"{head}\n{line}", at
-            self.open = None
+            at, parts, size = self.open
+            parts.append(line)
+            size += len(line) + 1
+            if _inside_quotes(line, quoted=True):
+                self.open = (at, parts, size)
+                if size > MAX_LINE_CHARS:
+                    self.error = self.error or LogError(
+                        "HP803", f"a quoted CSV field runs on past {MAX_LINE_CHARS:,} characters", at)
+                    self.done = True
+                return
+            line, i, self.open = "\n".join(parts), at, None
         if not line.strip():
             return
         row = _cells(line)
         if row is _OPEN:
-            if len(line) > MAX_LINE_CHARS:
-                if self.col is not None:  # a CSV's row; before its header, the log is no CSV of ours
-                    self.error = self.error or LogError(
-                        "HP803", f"a quoted CSV field runs on past {MAX_LINE_CHARS:,} characters", i)
+            if self.col is None:  # before a header: a header over two lines is no header of ours (no CSV)
                 self.done = True
             else:
-                self.open = (i, line)
+                self.open = (i, [line], len(line))
             return
         if self.header_at is None:
             self._header(i, row, line)
@@ -308,11 +315,11 @@ class _Csv(_Scan):
         return self.col is not None or self.error is not None
 
 
-def _inside_quotes(line: str) -> bool:
+def _inside_quotes(line: str, quoted: bool = False) -> bool:
     """Whether `line` ends inside a quoted CSV field (the csv module's rules: a quote opens a field only at its
-    start, a doubled quote inside is a quote): the row goes on over the next line, as a spreadsheet writes a
-    cell holding a line break."""
-    quoted, start, i, n = False, True, 0, len(line)
+    start, a doubled quote inside is a quote), reading it from inside one where `quoted` (a row's earlier lines
+    left it open): the row goes on over the next line, as a spreadsheet writes a cell holding a line break."""
+    start, i, n = not quoted, 0, len(line)
     while i < n:
         c = line[i]
         if quoted:

@@ -27,7 +27,7 @@ from engine.calibrate.fit import (
 )
 from engine.calibrate.runs import Measured, RunsFile, measure, read_runs
 from engine.diagnostics import Diagnostic
-from engine.files import same_file
+from engine.files import file_identity
 from engine.positions import DOCUMENT_START
 from engine.ratios.ratiofile import FittedRow, local_doc, ratios_text
 from engine.ratios.stack import stack_of
@@ -278,15 +278,16 @@ def _repeats_apart(measured: list[Measured]) -> list[Diagnostic]:
     twice."""
     first: dict[tuple[object, ...], Measured] = {}
     out: list[Diagnostic] = []
-    logs: list[Measured] = []
+    logs: dict[tuple[int, int], Measured] = {}
     for m in measured:
-        twin = next((o for o in logs if same_file(o.entry.log_path or "", m.entry.log_path or "")), None)
+        ident = file_identity(m.entry.log_path) if m.entry.log_path else None
+        twin = logs.get(ident) if ident is not None else None
         if twin is not None:  # one file twice, or through a link or an alias of the entry: one measurement
             out.append(Diagnostic("HP812", f"runs {twin.entry.index} and {m.entry.index} read the same log "
                                   f"({m.entry.log_path}): one measurement counts twice in the fit; give each run "
                                   "its own", m.entry.at, f"runs.{m.entry.index}"))
-        elif m.entry.log_path:
-            logs.append(m)
+        elif ident is not None:
+            logs[ident] = m
         key = (m.label, m.estimate.strategy, m.estimate.device)
         seen = first.setdefault(key, m)
         if seen is m or twin is not None:

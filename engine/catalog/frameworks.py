@@ -574,7 +574,7 @@ TORCHTITAN_RELEASES = Releases(
 # between two tags prices as the tag before it (the Qwen3-30B-A3B run's master 9d6963b1, 2026-06-03: 26.0.0).
 _MINDSPEED_VERSIONS = ("1.0.RC1", "1.0.RC2", "1.0.RC3", "1.0.0", "2.0.0", "2.1.0", "2.2.0", "2.3.0", "26.0.0",
                        "26.1.0")
-_MINDSPEED_CORE_TAGS = {"1.0.RC3": ("0.6.0", "0.7.0"), "1.0.0": ("0.6.0", "0.7.0"), "2.0.0": ("0.8.0",),
+_MINDSPEED_CORE_TAGS = {"1.0.RC2": ("0.6.0",), "1.0.RC3": ("0.6.0", "0.7.0"), "1.0.0": ("0.6.0", "0.7.0"), "2.0.0": ("0.8.0",),
                         "2.1.0": ("0.8.0", "0.12.1"), "2.2.0": ("0.12.1",), "2.3.0": ("0.12.1",), "26.0.0": ("0.12.1",)}
 
 
@@ -586,6 +586,7 @@ def _mindspeed_aliases() -> Mapping[str, str]:
         out[low] = out[f"{low}.0"] = v  # "1.0.rc3", the tag "v1.0.RC3.0"
         if low.endswith(".0"):
             out[low.removesuffix(".0")] = v  # "2.2"
+            out.update({f"{low.removesuffix('.0')}.{patch}": v for patch in range(1, 10)})  # a patch: "2.2.1"
         for core in _MINDSPEED_CORE_TAGS.get(v, ()):
             out[f"{low}_core_r{core}"] = v
     return MappingProxyType(out)

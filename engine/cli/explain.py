@@ -13,12 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.diagnostics import Diagnostic
 
+if TYPE_CHECKING:
+    from engine.config.types import Loaded
 
-def load_plan(args: argparse.Namespace, *, best: bool = False) -> tuple[Any, Any, list[Diagnostic], list[Diagnostic]]:
+
+def load_plan(args: argparse.Namespace, *, best: bool = False
+              ) -> tuple[Loaded, Any, list[Diagnostic], list[Diagnostic]]:
     """(Loaded, Explained | None, diagnostics, the errors set aside) for args.file: the file's diagnostics and the
     explanation's; with `best`, the stated strategy's errors are set aside (shown, not blocking). The Loaded
     carries the config and every file the check read (its train.yaml, its ratios file)."""
@@ -80,7 +84,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         if ex is not None else (None, None)
     unwritten = unwritten or untraced
     tokens = getattr(args, "tokens", None)
-    ttt = time_to_train(ex.estimate, tokens, config.model.seq_len) if ex is not None and tokens else None
+    # an explanation exists only for a config with a model (load_plan)
+    seq_len = config.model.seq_len if config is not None and config.model is not None else 0
+    ttt = time_to_train(ex.estimate, tokens, seq_len) if ex is not None and tokens else None
     if as_json:
         doc: dict[str, Any] = {"file": file}
         if ex is not None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from engine.document import alias_tokens
 from engine.edit.text import LineIndex, Splice, line_break
 
 Path = tuple[str, ...]
@@ -151,31 +152,15 @@ def content_end(doc: Doc, node: yaml.Node) -> int:
     if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
         if node.flow_style or not node.value:
             return node.end_mark.index
+        kids = len(node.value) * (2 if isinstance(node, yaml.MappingNode) else 1)
+        # a last child written as an alias (`- *one`, `pp_size: *one`) is the anchor's node, earlier in the file:
+        # the collection ends at the alias's token (engine.document.alias_tokens), not at the anchor
+        token = alias_tokens(doc.text, node).get(kids - 1) if "*" in doc.text else None
+        if token is not None:
+            return token[1]
         last = node.value[-1]
-        child = last[1] if isinstance(last, tuple) else last
-        # written before (its start lies before the entry's start): an alias, whose node is the anchor's
-        after = last[0].end_mark.index if isinstance(node, yaml.MappingNode) else _item_start(doc, node)
-        if child.start_mark.index < after:
-            return _alias_end(doc, after, node.end_mark.index)
-        return content_end(doc, child)
+        return content_end(doc, last[1] if isinstance(last, tuple) else last)
     return node.end_mark.index
-
-
-_ALIAS_TOKEN = re.compile(r"\*[^\s,\[\]{}]+")
-
-
-def _alias_end(doc: Doc, after: int, stop: int) -> int:
-    """The end of the alias token (`*name`) written first after offset `after` (the entry's key, or the last
-    item's dash), before `stop`; `after` where none is found."""
-    m = _ALIAS_TOKEN.search(doc.text, after, max(stop, after))
-    return m.end() if m else after
-
-
-def _item_start(doc: Doc, seq: yaml.SequenceNode) -> int:
-    """Where a block sequence's last item is written: just past its dash (the item before it ends earlier)."""
-    prev_end = content_end(doc, seq.value[-2]) if len(seq.value) > 1 else seq.start_mark.index
-    dash = doc.text.find("-", prev_end if len(seq.value) > 1 else seq.start_mark.index, seq.end_mark.index)
-    return dash + 1 if dash >= 0 else prev_end
 
 
 def last_line(doc: Doc, key: yaml.Node, value: yaml.Node) -> int:

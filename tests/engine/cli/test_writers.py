@@ -181,11 +181,15 @@ def test_apply_names_the_file_that_holds_the_errors(tmp_path: Path) -> None:
     assert "search.yaml has errors" not in r.stderr
 
 
-def test_a_change_of_a_block_scalar_stays_on_one_line() -> None:
+def test_a_change_of_a_block_scalar_stays_on_one_line(tmp_path: Path) -> None:
     """`tp_size: |` with `8` below: its value `8\\n` broke the change line in two (`...: 8` then ` -> 1`)."""
-    from engine.cli.apply import describe
-    from engine.edit.core import EditResult
-
-    res = EditResult((), "", ("accelerator.tp_size",), None, (("accelerator.tp_size", "8\n", 1),))
-    (line,) = describe(res)
-    assert line == "accelerator.tp_size: '8\\n' -> 1"
+    for name in ("search.yaml", "train.yaml"):
+        (tmp_path / name).write_text((LLAMA / name).read_text())
+    train = tmp_path / "train.yaml"
+    text = train.read_text()
+    assert "  tp_size: 8\n" in text
+    train.write_text(text.replace("  tp_size: 8\n", "  tp_size: |\n    8\n"))
+    r = hp_plan("apply", "search.yaml", "--force", "-o", "out.yaml", cwd=tmp_path, timeout=120)
+    changed = [line for line in r.stderr.splitlines() if "accelerator.tp_size" in line]
+    assert changed and all(" -> " in line for line in changed), r.stderr
+    assert "'8\\n' -> " in changed[0]

@@ -272,3 +272,20 @@ def test_utf16_is_said_as_utf16() -> None:
     """A UTF-16 file (Windows Notepad's "Unicode") read as "binary file (contains NUL bytes)"."""
     text, diags = decode("a: 1\n".encode("utf-16"))
     assert text is None and diags[0].code == "HP004" and "UTF-16" in diags[0].message
+
+
+def test_a_star_in_a_comment_is_no_alias() -> None:
+    """`# renamed below to *n` before the alias key `*n`: the key's place was taken inside the comment."""
+    text = "n: &n tp_size\naccelerator:\n  tp_size: 8   # renamed below to *n\n  *n : 4\n"
+    err = next(d for d in parse(text).diagnostics if d.code == "HP003" and d.severity != Severity.INFORMATION)
+    assert (err.range.start.line, err.range.start.character) == (3, 2)
+
+
+def test_merge_conflicts_are_read_as_typed_values_through_nested_merges() -> None:
+    """A conflict hidden in a nested merge (`b: {<<: *a}`) was missed; `1` against `0x1` (both 1) was flagged, and
+    `1` against `'1'` (a number and a string) was not."""
+    def said(text: str) -> list[str]:
+        return [d.message for d in parse(text).diagnostics if d.code == "HP012"]
+    assert said("a: &a {tp: 1}\nb: &b {<<: *a}\nc: &c {tp: 2}\nm:\n  <<: [*b, *c]\n")
+    assert "1 and '1'" in said("b: &b {tp: 1}\nc: &c {tp: '1'}\nm:\n  <<: [*b, *c]\n")[0]
+    assert not said("b: &b {tp: 1}\nc: &c {tp: 0x1}\nm:\n  <<: [*b, *c]\n")

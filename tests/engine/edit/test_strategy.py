@@ -454,3 +454,19 @@ def test_a_plan_key_aliasing_an_edited_value_is_refused_saying_why() -> None:
             "  pp_size: *one\n")
     err = strategy_edits(text, s).error or ""
     assert "reads back pp" in err and "alias" in err
+
+
+def test_a_section_ending_in_a_list_of_aliases_or_an_alias_after_a_comment_gets_new_sections_after_it() -> None:
+    """A block list whose last two items are aliases, and an alias after a comment holding `*name`: the section's
+    end was taken at the anchor or in the comment, and the edit refused for the user's file."""
+    s = Strategy(dp=8, dp_shard=8, tp=1, pp=1, micro_batch_num=4)
+    head = ("model: {name: m, num_hidden_layers: 8, hidden_size: 64, num_attention_heads: 4, vocab_size: 128}\n"
+            "training:\n  global_batch_size: 32\n  micro_batch_size: 1\none: &one 1\n")
+    for tail in ("accelerator:\n  tp_size: 8\n  devices:\n    - *one\n    - *one\n",
+                 "accelerator:\n  tp_size: 8\n  q:   # see *one\n    *one\n",
+                 "accelerator:\r\n  tp_size: 8\r\n  devices:\r\n    - *one\r\n    - *one\r\n"):
+        text = (head.replace("\n", "\r\n") if "\r" in tail else head) + tail
+        r = strategy_edits(text, s)
+        assert r.ok, (tail, r.error)
+        check_edits(text, r)
+        assert r.new_text.rindex("*one") < r.new_text.index("fsdp_config:"), r.new_text
