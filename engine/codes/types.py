@@ -15,6 +15,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP112", "information", "read by HyperParallel, not priced by hp-plan"),
     ("HP113", "error", "a key the AutoModels trainer refuses (unknown configuration fields, or one only a search "
      "reads)"),
+    ("HP114", "information", "a value HyperParallel's search reads otherwise than hp-plan prices it (a global batch "
+     "of 0)"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
@@ -44,4 +46,5 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
         "engine.validate.unpriced",
     ),
     "HP113": ("engine.validate.trainer",),
+    "HP114": ("engine.config.resolve",),
 }

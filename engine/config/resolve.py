@@ -274,6 +274,11 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         if dims[d].location is not None:
             locations[f"parallelism.{d}"] = dims[d].location  # type: ignore[assignment]
     gbs = sf.global_batch_size or (train.global_batch_size if train else None)
+    if sf.global_batch_unset is not None and gbs is not None:
+        src.diag("HP114", f"global_batch_size 0 leaves the batch unset in HyperParallel's search, which then does not "
+                 f"take the train.yaml's ([HP] Corrections 5); hp-plan searches at the train.yaml's {gbs.value}, the "
+                 "batch the trainer runs: state it here to make both search the same", sf.global_batch_unset.loc.value,
+                 "constraint.global_batch_size")
     mem = sf.memory_limit_gb or (train.max_device_memory if train else None)
     _canonical(locations, "constraint.global_batch_size", gbs)
     _canonical(locations, "constraint.memory_limit_gb", mem)

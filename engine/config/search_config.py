@@ -76,6 +76,9 @@ class SearchFacts:
     pipeline_schedule: Val | None = None
     pp_interleave_num: Val | None = None
     pp_degree: Decl | None = None
+    # constraint.global_batch_size stated as 0: "unset" to HyperParallel's search, which then does not take the
+    # train.yaml's ([HP] Corrections 5); hp-plan does (engine.config.resolve says so, HP114)
+    global_batch_unset: Val | None = None
     ratios_file: Val | None = None  # estimator.ratios_file (docs/formats.md §6), as written
     # estimator section (ext, docs/formats.md §2 / §5): the framework that runs the plan, torch.compile, FP8.
     framework: Val | None = None
@@ -186,6 +189,7 @@ def _read_constraint(facts: SearchFacts, root: Map) -> None:
     cons = src.section(root, "constraint", "constraint")
     gbs = src.int_(cons, "global_batch_size", "constraint.global_batch_size", minimum=0)
     facts.global_batch_size = gbs if gbs is not None and gbs.value > 0 else None
+    facts.global_batch_unset = gbs if gbs is not None and gbs.value == 0 else None
     mem = src.number(cons, "memory_limit_gb", "constraint.memory_limit_gb", minimum=0.0)
     facts.memory_limit_gb = mem if mem is not None and mem.value > 0 else None
 

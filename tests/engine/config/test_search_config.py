@@ -41,3 +41,20 @@ def test_a_list_of_the_largest_length_is_still_read_item_by_item(tmp_path: Path)
     loaded = check_file(str(with_tp_list(tmp_path, MAX_CANDIDATES)))
     codes = [d.code for d in loaded.diagnostics]
     assert "HP110" not in codes and "HP403" in codes  # tp 3 does not divide the heads: each item still judged
+
+
+def test_a_global_batch_of_zero_says_it_is_read_otherwise_than_upstream(tmp_path: Path) -> None:
+    """`constraint.global_batch_size: 0` is "unset" to HyperParallel's search, which then does not take the
+    train.yaml's batch ([HP] Corrections 5); hp-plan searches at the train.yaml's and said nothing (HP114, where the
+    0 is written). Absent, the two agree and nothing is said."""
+    llama = ROOT / "examples" / "llama3-70b"
+    (tmp_path / "train.yaml").write_text((llama / "train.yaml").read_text())
+    text = (llama / "search.yaml").read_text()
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("global_batch_size:"))
+    (tmp_path / "search.yaml").write_text(text.replace(line, line.split(":")[0] + ": 0"))
+    loaded = check_file(str(tmp_path / "search.yaml"))
+    (d,) = [d for d in loaded.diagnostics if d.code == "HP114"]
+    assert "512" in d.message and d.path == "constraint.global_batch_size" and d.range.start.line > 0
+    assert loaded.config is not None and loaded.config.global_batch_size == 512
+    (tmp_path / "search.yaml").write_text(text.replace(line + "\n", ""))
+    assert not [d for d in check_file(str(tmp_path / "search.yaml")).diagnostics if d.code == "HP114"]
