@@ -498,14 +498,14 @@ class _Builder:
                 continue
             if k.tag == _MERGE_TAG:
                 found = _unmergeable(value)
-                if not found and isinstance(value, yaml.SequenceNode):
-                    merge_lists.append((i, value))
                 if found:
                     # PyYAML's constructor (the trainer's safe_load) stops on it: "expected a mapping or list of
                     # mappings for merging"; libyaml composes it and our reader skipped it without a word.
                     self.diags.append(Diagnostic(
                         "HP001", f"YAML syntax error: a merge (<<) takes a mapping or a list of mappings, not {found}; "
                         "HyperParallel's trainer (PyYAML safe_load) refuses this file", at(i)))
+                elif isinstance(value, yaml.SequenceNode):
+                    merge_lists.append((i, value))
                 continue
             if not isinstance(k, yaml.ScalarNode):
                 continue

@@ -263,23 +263,21 @@ def _replace_atomic(real: str, st: os.stat_result, data: bytes, expected: bytes 
     return None
 
 
-def same_file(a: str, b: str) -> bool:
-    """Whether two paths name one existing file (a symlink or another spelling of its path counts); False where
-    either cannot be stat'ed (missing, or a name holding a NUL)."""
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return False
-
-
 def file_identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of the file at `path` (links followed), the key same_file compares; None where it cannot be
-    stat'ed."""
+    """(device, inode) of the file at `path` (links followed): what makes two paths one file; None where it cannot
+    be stat'ed (missing, or a name holding a NUL)."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one existing file (a symlink or another spelling of its path counts); False where
+    either cannot be stat'ed."""
+    ident = file_identity(a)
+    return ident is not None and ident == file_identity(b)
 
 
 def _input_at(path: str, inputs: Iterable[str]) -> str | None:
