@@ -278,7 +278,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         src.diag("HP114", f"global_batch_size 0 leaves the batch unset in HyperParallel's search, which then does not "
                  f"take the train.yaml's ([HP] Corrections 5); hp-plan searches at the train.yaml's {gbs.value}, the "
                  "batch the trainer runs: state it here to make both search the same", sf.global_batch_unset.loc.value,
-                 "constraint.global_batch_size")
+                 "constraint.global_batch_size", data={"replace_value": int(gbs.value)})
     mem = sf.memory_limit_gb or (train.max_device_memory if train else None)
     _canonical(locations, "constraint.global_batch_size", gbs)
     _canonical(locations, "constraint.memory_limit_gb", mem)

@@ -494,3 +494,19 @@ def test_apply_on_a_file_over_the_size_limit_says_why() -> None:
     assert st.analysis is not None and st.analysis.too_large
     edits, why = optimal_edits(st, text)
     assert edits is None and "hpLsp.maxFileSizeKb" in why
+
+
+def test_a_global_batch_of_zero_offers_the_batch_searched_at(tmp_path: Path) -> None:
+    """HP114's quick fix writes the train.yaml's batch into the search config, so upstream's search and hp-plan's
+    search the same batch."""
+    from engine.check import check_file
+
+    llama = LLAMA
+    (tmp_path / "train.yaml").write_text((llama / "train.yaml").read_text())
+    text = (llama / "search.yaml").read_text()
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("global_batch_size:"))
+    text = text.replace(line, line.split(":")[0] + ": 0")
+    (tmp_path / "search.yaml").write_text(text)
+    (d,) = [d for d in check_file(str(tmp_path / "search.yaml")).diagnostics if d.code == "HP114"]
+    fix = fix_for(text, d.path or "", dict(d.data))
+    assert fix is not None and line.split(":")[0] + ": 512" in apply_edits(text, fix.edits)

@@ -56,5 +56,6 @@ def test_a_global_batch_of_zero_says_it_is_read_otherwise_than_upstream(tmp_path
     (d,) = [d for d in loaded.diagnostics if d.code == "HP114"]
     assert "512" in d.message and d.path == "constraint.global_batch_size" and d.range.start.line > 0
     assert loaded.config is not None and loaded.config.global_batch_size == 512
+    assert d.data == {"replace_value": 512}  # the quick fix states the batch searched at
     (tmp_path / "search.yaml").write_text(text.replace(line + "\n", ""))
     assert not [d for d in check_file(str(tmp_path / "search.yaml")).diagnostics if d.code == "HP114"]
