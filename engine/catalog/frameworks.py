@@ -234,6 +234,9 @@ class Framework:
       `npu_gmm`, or SequentialMLP's loop over the local experts) at constants.MINDSPEED_EXPERT_GEMM_SHARE of it.
     mc2: `tp_comm_overlap` is MindSpeed's MC2 (`--use-mc2`, CANN's fused matmul + HCCL kernels, [MS-MC2]),
       which reaches constants.MC2_ACHIEVED_SHARE of the per-block overlap bound on 910B.
+    tp_comm_overlap_not_on: catalog devices the stack's `tp_comm_overlap_name` option does not run on, though the
+      stack does: MindSpeed's MC2 "is not supported on Atlas 900 A3" ([MS-MC2], its notes), so an A3 plan that
+      states it is priced without it and told so (HP533), and its launch line leaves it out.
     fused_elementwise: norms, RoPE, activation and gate multiply run as fused kernels (TransformerEngine,
       Ascend fused operators) rather than eager PyTorch ops; `compile_fuses`: torch.compile / graph mode fuses
       them when `estimator.compile` is on.
@@ -423,6 +426,7 @@ class Framework:
     expert_fold: bool = False
     probs_in_activation: bool = False
     tp_comm_overlap_backward: bool = True
+    tp_comm_overlap_not_on: tuple[str, ...] = ()
     param_gather_overlap: bool = True
     releases: Releases | None = None
     release: str = ""
@@ -430,6 +434,11 @@ class Framework:
     def attention_fraction(self, device: DeviceSpec) -> float:
         """Forward rate of the causal attention kernel as a fraction of the device's peak."""
         return self.attention_rate.get(device.generation, self.attention_rate[""])
+
+    def tp_comm_overlap_on(self, device: DeviceSpec) -> bool:
+        """Whether the stack's TP comm-GEMM overlap option runs on `device`: one home for what the price, the
+        stated plan's HP533 and the exported launch line ask."""
+        return bool(self.tp_comm_overlap_name) and device.name not in self.tp_comm_overlap_not_on
 
     def fused(self, run: RunOptions) -> bool:
         """Element-wise kernels fused: by the stack itself, or by torch.compile where it is on."""
@@ -652,7 +661,8 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         ep_overlap="chunked", shared_expert_overlap=True,
         ep_overlap_names="--moe-alltoall-overlap-comm, --moe-shared-expert-overlap", grad_accum_fusion=False,
         param_gather_overlap=False,
-        npu_gemms=True, mc2=True, swaps_attention=True, noop_layers=True, space=_MINDSPEED_SPACE,
+        npu_gemms=True, mc2=True, tp_comm_overlap_not_on=("A3",), swaps_attention=True, noop_layers=True,
+        space=_MINDSPEED_SPACE,
         releases=MINDSPEED_RELEASES, release=MINDSPEED_RELEASES.current),
     "torchtitan": Framework(
         name="torchtitan", label="torchtitan (FSDP2 + DTensor TP/PP/CP)", fused_elementwise=False,

@@ -90,7 +90,7 @@ def _tp_pairs(r: Rows, lc: LayerCompute) -> tuple[np.ndarray, np.ndarray, np.nda
     # without the attention block's own GEMM time (a LayerCompute built elsewhere) each pair gets half the layer's
     attn_gemm = 0.5 * lc.gemm if lc.attn_gemm is None else np.broadcast_to(lc.attn_gemm[:, None], lc.gemm.shape)
     achieved = K.MC2_ACHIEVED_SHARE if r.fw.mc2 else 1.0
-    overlap = r.run.tp_comm_overlap and bool(r.fw.tp_comm_overlap_name)  # a stack without the option: HP533
+    overlap = r.run.tp_comm_overlap and r.fw.tp_comm_overlap_on(r.cluster.device)  # else HP533, priced without
     bwd = r.fw.tp_comm_overlap_backward
     mixer, mlp = 1.0, 1.0
     if r.model.hybrid is not None:

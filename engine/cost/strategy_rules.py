@@ -464,6 +464,10 @@ def _ep_overlap_problems(config: Config) -> list[Problem]:
             offering = _offered_by(attrgetter(attr))
             out.append(Problem("HP533", f"{fw.qualified} has no {what} ({key}; offered by {offering}): "
                                "priced without it", key))
+    dev = config.cluster.device if config.cluster is not None else None
+    if config.run.tp_comm_overlap and fw.tp_comm_overlap_name and dev is not None and not fw.tp_comm_overlap_on(dev):
+        out.append(Problem("HP533", f"{fw.qualified}'s {fw.tp_comm_overlap_name} does not run on {dev.name} (the "
+                           "stack's own notes say it is not supported there): priced without it", "tp_comm_overlap"))
     out += _allgather_problems(config, fw)
     stated = config.run.cp_algo
     if fw.space.cp_algo(stated) != stated:

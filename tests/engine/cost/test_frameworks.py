@@ -8,13 +8,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from engine.catalog.devices import find_device
 from engine.catalog.frameworks import FRAMEWORKS, find_framework
 from engine.check import check_file
+from engine.config.resolve import load
 from engine.cost import CandidateTable, estimate, estimate_config, price_table
+from engine.cost import constants as K
 from engine.cost.collectives import Links
 from engine.cost.memory import op_policy_recomputed_share
+from engine.results import Estimate
 from engine.specs import RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import LLAMA70B, cluster
 from tests.support.cli import ROOT, hp_plan
@@ -192,3 +196,45 @@ def test_a_cp_algorithm_the_stack_does_not_run_is_priced_as_its_ring_and_said(tm
     assert "context_parallel_algo" in line
     assert titan["step_time_s"] == titan_ring["step_time_s"]
     assert titan["error_band"] == titan_ring["error_band"]  # not "by ulysses": the ring is what runs
+
+
+def _mindspeed_70b_on(tmp_path: Path, device: str) -> Path:
+    """The 70B MindSpeed run (tp 8, `tp_comm_overlap`: the script's MC2) at the current release on `device`."""
+    src = RUNS / "ascend-llama2-70b-32xa2-mindspeed"
+    (tmp_path / "train.yaml").write_text((src / "train.yaml").read_text())
+    text = (src / "search.yaml").read_text()
+    assert "device_type: A2" in text and "framework_version: '1.0.RC3'" in text and "tp_comm_overlap: true" in text
+    text = text.replace("device_type: A2", f"device_type: {device}").replace("framework_version: '1.0.RC3'", "")
+    out = tmp_path / f"{device}.yaml"
+    out.write_text(text)
+    return out
+
+
+def test_mc2_is_not_run_on_a3_so_a3_plans_are_priced_without_it_and_told(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """MindSpeed's MC2 "is not supported on Atlas 900 A3" ([MS-MC2]): the same plan states it on A2 silently and on
+    A3 gets HP533 at the key; with a share of MC2 credited (as a fit one day would) the A2 plan's TP time falls
+    and the A3 plan's does not; the exported launch line leaves `--use-ascend-mc2` out on A3 and says why."""
+    a2, a3 = _mindspeed_70b_on(tmp_path, "A2"), _mindspeed_70b_on(tmp_path, "A3")
+    doc2 = json.loads(hp_plan("estimate", str(a2), "--json").stdout)
+    doc3 = json.loads(hp_plan("estimate", str(a3), "--json").stdout)
+    assert not [d for d in doc2["diagnostics"] if d["code"] == "HP533"]
+    hits = [d for d in doc3["diagnostics"] if d["code"] == "HP533"]
+    assert [d["path"] for d in hits] == ["tp_comm_overlap"] and "does not run on A3" in hits[0]["message"]
+    assert a3.read_text().splitlines()[hits[0]["range"]["start"]["line"]].startswith("tp_comm_overlap")
+
+    monkeypatch.setattr(K, "MC2_ACHIEVED_SHARE", 1.0)
+
+    def priced(path: Path, overlap: bool) -> Estimate:
+        cfg = load(str(path)).config
+        assert cfg is not None
+        est, _ = estimate_config(replace(cfg, run=replace(cfg.run, tp_comm_overlap=overlap)))
+        assert est is not None
+        return est
+
+    assert priced(a2, True).time_breakdown_s["tp_comm"] < priced(a2, False).time_breakdown_s["tp_comm"]
+    assert priced(a3, True).time_breakdown_s["tp_comm"] == priced(a3, False).time_breakdown_s["tp_comm"] > 0
+
+    on_a2, on_a3 = (json.loads(hp_plan("export", str(p), "--to", "mindspeed", "--json").stdout) for p in (a2, a3))
+    assert "--use-ascend-mc2" in on_a2["args"] and "--use-ascend-mc2" not in on_a3["args"]
+    assert [d["path"] for d in on_a3["diagnostics"] if d["code"] == "HP753"] == ["tp_comm_overlap"]
