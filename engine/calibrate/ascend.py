@@ -19,6 +19,7 @@ import csv
 import fnmatch
 import math
 import os
+import stat
 from dataclasses import dataclass
 
 from engine.calibrate.profiler_trace import (
@@ -84,7 +85,7 @@ def _devices(path: str, rows: csv.DictReader, kind: CsvKind, step_col: str  # ty
         try:
             start, dur = _number(row, kind.start), _number(row, kind.duration)
             step = int(_number(row, step_col))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a step id of inf
             raise TraceError("HP820", f"{os.path.basename(path)} line {line}: {kind.start} "
                              f"{row.get(kind.start)!r}, {kind.duration} {row.get(kind.duration)!r} or {step_col} "
                              f"{row.get(step_col)!r} is not a number") from None
@@ -118,8 +119,22 @@ def read_ascend(folder: str) -> TraceReading:
 def _read_csv(folder: str, path: str, kind: CsvKind) -> TraceReading:
     """One task table read row by row; a header without the kind's four columns is refused at line 1, naming
     the columns it has and the ones it lacks."""
-    if os.path.getsize(path) > MAX_TRACE_BYTES:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise TraceError("HP801", f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read forever, /dev/zero fill the memory
+        raise TraceError("HP801", f"{path} is not a regular file")
+    if st.st_size > MAX_TRACE_BYTES:
         raise TraceError("HP820", f"{path} is over the {MAX_TRACE_BYTES / 2**20:.0f} MiB limit: profile fewer steps")
+    try:
+        return _read_rows(folder, path, kind)
+    except csv.Error as exc:  # a cell over the csv module's field limit, a NUL: not a task table it can read
+        raise TraceError("HP820", f"{os.path.basename(path)}: not a CSV task table it can read ({exc})") from None
+
+
+def _read_rows(folder: str, path: str, kind: CsvKind) -> TraceReading:
+    """_read_csv's reading, of a regular file within the size limit."""
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as fh:
         rows = csv.DictReader(fh)
         rows.fieldnames = [h.strip() for h in rows.fieldnames or []]

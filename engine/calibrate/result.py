@@ -274,20 +274,22 @@ REPEAT_APART = 0.25
 def _repeats_apart(measured: list[Measured]) -> list[Diagnostic]:
     """HP812 at each run whose step lies more than REPEAT_APART from an earlier run of the same plan (one config,
     one strategy): the fit takes what they share, and a user should know it averaged two different runs. Also at a
-    run that reads the log an earlier run read (the same file, through a link too): one measurement weighed
-    twice."""
+    run that reads the log or profile an earlier run read (the same file or folder, through a link too): one
+    measurement weighed twice."""
     first: dict[tuple[object, ...], Measured] = {}
     out: list[Diagnostic] = []
-    logs: dict[tuple[int, int], Measured] = {}
+    sources: dict[tuple[int, int], Measured] = {}
     for m in measured:
-        ident = file_identity(m.entry.log_path) if m.entry.log_path else None
-        twin = logs.get(ident) if ident is not None else None
+        source = m.entry.log_path or m.entry.profile_path
+        ident = file_identity(source) if source else None
+        twin = sources.get(ident) if ident is not None else None
         if twin is not None:  # one file twice, or through a link or an alias of the entry: one measurement
-            out.append(Diagnostic("HP812", f"runs {twin.entry.index} and {m.entry.index} read the same log "
-                                  f"({m.entry.log_path}): one measurement counts twice in the fit; give each run "
+            what = "log" if m.entry.log_path else "profile"
+            out.append(Diagnostic("HP812", f"runs {twin.entry.index} and {m.entry.index} read the same {what} "
+                                  f"({source}): one measurement counts twice in the fit; give each run "
                                   "its own", m.entry.at, f"runs.{m.entry.index}"))
         elif ident is not None:
-            logs[ident] = m
+            sources[ident] = m
         key = (m.label, m.estimate.strategy, m.estimate.device)
         seen = first.setdefault(key, m)
         if seen is m or twin is not None:
@@ -302,11 +304,12 @@ def _repeats_apart(measured: list[Measured]) -> list[Diagnostic]:
 
 
 def _inputs(path: str, runs_file: RunsFile, measured: list[Measured]) -> tuple[str, ...]:
-    """Calibration.inputs: the RUNS file, every entry's config, log and profile, and the files the configs read."""
+    """Calibration.inputs: the RUNS file, every entry's config, log and profile, and the files the configs read
+    (their train.yaml, the model's local config.json, the ratios file)."""
     read = [path]
     for e in runs_file.entries:
         read += [p for p in (e.config_path, e.log_path, e.profile_path) if p]
     for m in measured:
-        read += [p for p in (m.config.train_yaml, m.config.ratios_file) if p]
+        read += [p for p in (m.config.train_yaml, m.config.model_file, m.config.ratios_file) if p]
         read += list(m.profile.files) if m.profile is not None else []  # a trace folder's per-rank files
     return tuple(dict.fromkeys(read))

@@ -304,11 +304,19 @@ class Resolution:
     # The path's last component that named the catalog model, when only that did (a local checkout of a
     # published model: `/path/to/Qwen3-30B-A3B`); "" otherwise.
     by_last_component: str = ""
+    # The local config.json read (or tried), "" for a catalog model: a file the request read, which no output
+    # of the same request may replace (engine.files).
+    file: str = ""
+
+
+def config_json_path(path: str) -> str:
+    """The config.json a model path names: the file itself, or the one in the directory it names."""
+    return os.path.join(path, "config.json") if os.path.isdir(path) else path
 
 
 def read_config_json(path: str) -> tuple[dict[str, Any] | None, str | None]:
     """A local config.json (or a directory holding one) -> canonical fields, or an error message."""
-    target = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    target = config_json_path(path)
     got = read_bounded(target, MAX_CONFIG_JSON_BYTES)  # regular files only, size checked first (engine.files)
     if isinstance(got, ReadFailure):
         if got.kind == "too_large":
@@ -341,9 +349,10 @@ def resolve(name: str, *, base_dir: str | None = None) -> Resolution:
     for cand in candidates:
         if os.path.isdir(cand) or (os.path.isfile(cand) and cand.endswith(".json")):
             fields, err = read_config_json(cand)
+            read = config_json_path(cand)
             if err is not None:
-                return Resolution(error=err)
-            return Resolution(fields or {}, f"local config {cand}", name)
+                return Resolution(error=err, file=read)
+            return Resolution(fields or {}, f"local config {cand}", name, file=read)
     hit = lookup(name)
     if hit is not None:
         return Resolution(dict(hit.fields), f"built-in catalog ({hit.id}, {hit.source})", hit.id)

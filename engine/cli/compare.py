@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -24,6 +25,12 @@ def _load(path: str, args: argparse.Namespace) -> tuple[Config | None, list[Diag
 
     loaded = check_file(path, overrides=cluster_overrides(args), ratios=ratios_request(args))
     return loaded.config, list(loaded.diagnostics)
+
+
+def _of_file_b(diags: Iterable[Diagnostic], file_b: str | None) -> list[Diagnostic]:
+    """FILE_B's findings named as FILE_B's (`Diagnostic.file`): printed and written under FILE_A's name they
+    pointed at lines FILE_A does not have. FILE_A's keep the document's own `file`."""
+    return [d if d.file or not file_b else replace(d, file=file_b) for d in diags]
 
 
 def _stated_plan(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
@@ -101,12 +108,12 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         return 2
     ca, diags = _load(file, args)
     cb, more = (ca, []) if best else _load(str(file_b), args)
-    diags += more
+    diags += _of_file_b(more, file_b)
     ea = eb = None
     if ca is not None and cb is not None and not has_errors(tuple(diags)):
         ea, da = _stated_plan(ca) if best else _plan(ca, best=False)
         eb, db = _plan(cb, best=True) if best else _plan(cb, best=False)
-        diags += [d for d in (*da, *db) if d not in diags]
+        diags += [d for d in (*da, *(db if best else _of_file_b(db, file_b))) if d not in diags]
     cmp = None
     if ea is not None and eb is not None and ca is not None and cb is not None:
         diags += _same(ca, cb, ea, eb)

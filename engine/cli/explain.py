@@ -11,6 +11,7 @@ does not fit (it is still explained: its memory is the point).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
@@ -61,6 +62,18 @@ def _write_out(path: str | None, what: str, render: Callable[[Any], str], ex: An
     return None, failure.reason
 
 
+def _one_output_for_two(svg: str | None, trace: str | None) -> str | None:
+    """The file both outputs name (the same spelling after normalising, or one existing file reached two ways),
+    else None: the trace would silently replace the SVG written a moment before."""
+    if not svg or not trace or not svg.strip() or not trace.strip():
+        return None
+    from engine.files import same_file
+
+    if os.path.abspath(svg) == os.path.abspath(trace) or same_file(svg, trace):
+        return trace
+    return None
+
+
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point used by engine.cli.main for `explain`."""
     from engine.cli.check import format_line
@@ -75,6 +88,11 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     err = stderr or sys.stderr
     file = str(args.file)
     as_json = bool(getattr(args, "json", False))
+    clash = _one_output_for_two(getattr(args, "svg", None), getattr(args, "trace", None))
+    if clash:
+        err.write(f"hp-plan explain: --svg and --trace both name {clash}: one would replace the other; name two "
+                  "files\n")
+        return 2
     loaded, ex, diags, aside = load_plan(args, best=bool(getattr(args, "best", False)))
     config = loaded.config
     read = (file, *loaded.files)  # the plan and every file its check read (train.yaml, ratios): never an output

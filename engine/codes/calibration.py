@@ -13,7 +13,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP809", "warning", "the ratios file was fitted on another framework or device type"),
     ("HP810", "error", "the ratios file cannot be applied"),
     ("HP811", "warning", "a run's config is priced on something it does not state (a device assumed, a warning)"),
-    ("HP812", "warning", "runs of one plan measured far apart, or one log read for two runs"),
+    ("HP812", "warning", "runs of one plan measured far apart, or one log or profile read for two runs"),
     ("HP813", "warning", "a run gives a figure and a log: the figure is measured"),
     ("HP820", "error", "a profiler trace or profile cannot be read"),
     ("HP821", "error", "a profile with no complete step"),

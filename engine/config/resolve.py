@@ -177,6 +177,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
     facts = read_train(src, base_dir=base_dir_of(src.path))
     assert facts is not None
     out.train = facts
+    _note_model_file(out, facts)
     model = stated_model(src, facts, None)
     out.model_facts = model.facts
     out.experts_known = model.experts_known
@@ -231,6 +232,7 @@ def _resolve_train(out: Resolved, src: Source, overrides: ClusterOverrides | Non
         device_what_if=_device_what_if(overrides, cluster),
         memory_assumed=_memory_assumed(cluster_locs, overrides, facts.max_device_memory),
         train_yaml=None,
+        model_file=facts.resolution_file or None,
         locations=MappingProxyType(locations),
     )
 
@@ -258,6 +260,8 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes, overlay_text(texts, train_path),
                                  reads)
         out.train = train
+    if train is not None:
+        _note_model_file(out, train)
     model = stated_model(src, train, sf)
     out.model_facts = model.facts
     out.experts_known = model.experts_known
@@ -313,6 +317,7 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         device_what_if=_device_what_if(overrides, cluster),
         memory_assumed=_memory_assumed(cluster_locs, overrides, mem),
         train_yaml=train_path,
+        model_file=(train.resolution_file or None) if train is not None else None,
         ratios_file=(train_yaml_path(src.path, str(sf.ratios_file.value))
                      if sf.ratios_file is not None and str(sf.ratios_file.value).strip() else None),
         locations=MappingProxyType(locations),
@@ -326,6 +331,13 @@ def _search_recompute_plan(sf: SearchFacts, train: TrainFacts | None) -> Recompu
     if train is not None:
         return RecomputePlan(_mode(train.recompute), _layers(train))  # type: ignore[arg-type]
     return RecomputePlan()
+
+
+def _note_model_file(out: Resolved, train: TrainFacts) -> None:
+    """The local config.json the train.yaml's model came from is a file this request read (Loaded.files): no
+    output of the request may replace it, and the server re-checks when it changes."""
+    if train.resolution_file:
+        out.files.append(train.resolution_file)
 
 
 def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes: int,

@@ -71,6 +71,7 @@ class TrainFacts:
     catalog_fields: dict[str, Val] = field(default_factory=dict)
     resolution_error: str | None = None
     resolution_source: str = ""
+    resolution_file: str = ""  # the local config.json read for the model (engine.catalog.models.Resolution.file)
     overrides: dict[str, Val] = field(default_factory=dict)
     model_anchor: Val | None = None  # the `model` key, for "missing field" diagnostics
     factory: Val | None = None  # model._target_ when it is no Hugging Face loader this planner reads (read_factory)
@@ -206,6 +207,7 @@ def _resolve_pretrained(facts: TrainFacts, base_dir: str | None) -> None:
     if facts.pretrained is None:
         return
     res = resolve_model(str(facts.pretrained.value), base_dir=base_dir)
+    facts.resolution_file = res.file
     if res.error is not None:
         facts.resolution_error = res.error
     else:

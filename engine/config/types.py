@@ -108,6 +108,7 @@ class Config:
     # minimum of the memory figures that are stated ([HP] §4.2, §5.9), and no HP409 is given against a guess.
     memory_assumed: bool = False
     train_yaml: str | None = None  # resolved path of the referenced train.yaml (search configs)
+    model_file: str | None = None  # the local config.json the model's facts were read from (a read file)
     ratios_file: str | None = None  # resolved estimator.ratios_file (search configs; docs/formats.md §6)
     locations: Mapping[str, Location] = field(default_factory=_frozen_map)
 

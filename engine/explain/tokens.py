@@ -14,6 +14,9 @@ from engine.results import Estimate
 
 SECONDS_PER_DAY = 86_400.0
 SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+# A token budget below one token is no budget; above 10^18 (ten thousand times the largest published pre-training
+# runs, tens of trillions of tokens) it is a typo, and its step and day counts would print hundreds of digits.
+MIN_TOKENS, MAX_TOKENS = 1.0, 1e18
 NOT_INCLUDED = "steady-state steps only: warm-up, checkpoints, evaluation and restarts are not included"
 
 
@@ -51,13 +54,20 @@ def parse_tokens(text: str) -> float:
     value = float(m.group(1).replace("_", "")) * SUFFIX[m.group(2).lower()]
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"expected a positive token count, got {text!r}")
+    if not MIN_TOKENS <= value <= MAX_TOKENS:
+        raise ValueError(f"expected a token count from {MIN_TOKENS:g} to {MAX_TOKENS:g}, got {text!r}")
     return value
 
 
 def time_to_train(est: Estimate, tokens: float, seq_len: int) -> TimeToTrain:
-    """The plan's time for `tokens` at its steady-state tokens/s; steps rounded up to whole steps."""
+    """The plan's time for `tokens`: whole optimizer steps (rounded up, as a run cannot stop inside one) at the
+    steady-state step time, so the steps and the seconds say one thing (half a token had read as one step of
+    microseconds)."""
     s = est.strategy
     per_step = s.global_batch_size * seq_len
-    steps = math.ceil(tokens / per_step) if per_step > 0 else 0
-    seconds = tokens / est.tokens_per_s if est.tokens_per_s > 0 else math.inf
+    if per_step > 0:
+        steps = math.ceil(tokens / per_step)
+        seconds = steps * est.step_time_s
+    else:
+        steps, seconds = 0, tokens / est.tokens_per_s if est.tokens_per_s > 0 else math.inf
     return TimeToTrain(tokens=tokens, steps=steps, seconds=seconds, devices=s.world_size)

@@ -12,6 +12,7 @@ import yaml
 from tests.support.cli import ROOT
 from tests.support.cli import hp_plan_script as hp_plan
 from tests.support.configs import stated_config
+from tests.support.plan_traces import EXAMPLE, explain_trace
 
 
 def _estimate(config: Path, *extra: str) -> dict:
@@ -373,6 +374,17 @@ def test_one_log_read_for_two_runs_is_said(runs_dir: Path) -> None:
     _tt_log(runs_dir / "other.log")
     runs.write_text("runs:\n  - config: a.yaml\n    log: run.log\n  - config: a.yaml\n    log: other.log\n")
     assert not _said(runs, "HP812")
+
+
+def test_one_profile_read_for_two_runs_is_said(tmp_path: Path) -> None:
+    """The same trace under two runs (also through a symlink) counted twice and moved the fitted ratios, silently;
+    a log read twice was already said."""
+    explain_trace(tmp_path / "t.json")
+    (tmp_path / "link.json").symlink_to(tmp_path / "t.json")
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(f"runs:\n  - config: {EXAMPLE}\n    trace: t.json\n  - config: {EXAMPLE}\n    trace: link.json\n")
+    (d,) = _said(runs, "HP812")
+    assert "read the same profile" in d["message"] and d["path"] == "runs.1"
 
 
 def test_a_run_the_fit_cannot_reproduce_is_said(runs_dir: Path) -> None:

@@ -156,6 +156,18 @@ def test_compare_needs_exactly_one_of_file_b_and_best() -> None:
     assert hp_plan("compare", ONE, INTER, "--best").returncode == 2
 
 
+def test_compare_names_file_b_on_file_b_findings(tmp_path: Path) -> None:
+    """A finding in FILE_B is said at FILE_B's line, in the text and in --json (`file`); it had been printed under
+    FILE_A's name at a line FILE_A does not have."""
+    b = tmp_path / "b.yaml"
+    b.write_text(Path(ONE).read_text() + "\n\nunknown_top_key: 1\n")
+    line = len(b.read_text().splitlines())
+    r = hp_plan("compare", ONE, str(b))
+    assert f"{b}:{line}:1: error HP101" in r.stdout and f"{ONE}:{line}" not in r.stdout, r.stdout
+    doc = _json("compare", ONE, str(b), code=None)
+    assert [d.get("file") for d in doc["diagnostics"] if d["code"] == "HP101"] == [str(b)]
+
+
 def test_compare_refuses_different_models(tmp_path: Path) -> None:
     other = tmp_path / "other.yaml"
     other.write_text(Path(ONE).read_text().replace("num_hidden_layers: 32", "num_hidden_layers: 16"))
@@ -226,9 +238,16 @@ def test_tokens_on_search_and_compare() -> None:
     assert cmp["time_to_train"]["b"]["days"] < cmp["time_to_train"]["a"]["days"]
 
 
-def test_tokens_rejects_nonsense() -> None:
-    r = hp_plan("estimate", ONE, "--tokens", "lots")
+@pytest.mark.parametrize("tokens", ["lots", "0.5", "1e308"])
+def test_tokens_rejects_nonsense(tokens: str) -> None:
+    """Half a token had read as one step of microseconds; 1e308 printed 300-digit step and day counts."""
+    r = hp_plan("estimate", ONE, "--tokens", tokens)
     assert r.returncode == 2 and "token count" in r.stderr
+
+
+def test_a_budget_of_one_step_takes_one_step_time() -> None:
+    doc = _json("estimate", ONE, "--tokens", "1")
+    assert doc["time_to_train"]["steps"] == 1 and doc["time_to_train"]["seconds"] == doc["step_time_s"]
 
 
 def test_export_of_a_plan_over_budget_prints_it_and_exits_1() -> None:

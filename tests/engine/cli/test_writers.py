@@ -131,6 +131,44 @@ def test_no_output_replaces_the_ratios_file_the_command_priced_with(tmp_path: Pa
         assert ratios.read_text() == kept, cmd
 
 
+def test_no_output_replaces_the_model_config_json_the_train_yaml_names(tmp_path: Path) -> None:
+    """`pretrained_model_name_or_path: ./mymodel`: the model's facts come from mymodel/config.json, a file the
+    command read. `explain --svg/--trace`, `calibrate -o` and `apply -o` had each replaced it and exited 0."""
+    run = ROOT / "benchmarks" / "calibration_runs" / "llama31-8b-8xh100-96g-torchtitan-compile"
+    text = (run / "train.yaml").read_text()
+    assert "\n  name: llama3.1-8b\n" in text and "pretrained_model_name_or_path" not in text
+    (tmp_path / "train.yaml").write_text(text.replace("\n  name: llama3.1-8b\n", "\n  name: llama3.1-8b\n"
+                                                      "  pretrained_model_name_or_path: ./mymodel\n"))
+    (tmp_path / "search.yaml").write_text((run / "search.yaml").read_text())
+    (tmp_path / "mymodel").mkdir()
+    model = tmp_path / "mymodel" / "config.json"
+    model.write_text('{"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": '
+                     '14336, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256}')
+    kept = model.read_text()
+    (tmp_path / "runs.yaml").write_text("runs:\n  - config: search.yaml\n    step_time_s: 2.5\n")
+    out = "mymodel/config.json"
+    for cmd in (("explain", "search.yaml", "--svg", out), ("explain", "search.yaml", "--trace", out),
+                ("calibrate", "runs.yaml", "-o", out), ("apply", "search.yaml", "--force", "-o", out)):
+        r = hp_plan(*cmd, cwd=tmp_path, timeout=120)
+        assert r.returncode != 0 and "reads" in r.stderr, (cmd, r.returncode, r.stdout, r.stderr)
+        assert model.read_text() == kept, cmd
+
+
+def test_explain_refuses_one_file_for_both_the_svg_and_the_trace(tmp_path: Path) -> None:
+    """`--svg X --trace X` had said "wrote X" twice and left only the trace; also through a link to X."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.read_text())
+    (tmp_path / "out").write_text("kept\n")
+    (tmp_path / "link").symlink_to(tmp_path / "out")
+    for other in ("out", "./out", "link"):
+        r = hp_plan("explain", "plan.yaml", "--svg", "out", "--trace", other, cwd=tmp_path, timeout=60)
+        assert r.returncode == 2 and "both name" in r.stderr, (other, r.stderr)
+        assert (tmp_path / "out").read_text() == "kept\n"
+    r = hp_plan("explain", "plan.yaml", "--svg", "a.svg", "--trace", "a.json", cwd=tmp_path, timeout=60)
+    assert r.returncode == 0 and (tmp_path / "a.svg").read_text().startswith("<svg")
+    assert (tmp_path / "a.json").read_text().lstrip().startswith(("{", "["))
+
+
 def test_write_text_refuses_a_file_changed_since_it_was_read(tmp_path: Path) -> None:
     f = tmp_path / "train.yaml"
     f.write_text("a: 1\n")
