@@ -293,6 +293,8 @@ def write_text(path: str, text: str, *, expected: str | None = None, inputs: Ite
     search.yaml` each destroyed the file they had just read)."""
     data = text.encode("utf-8", errors="surrogatepass")
     before = expected.encode("utf-8", errors="surrogatepass") if expected is not None else None
+    if "\0" in path:  # no file system holds such a name; every os call would raise ValueError
+        return WriteFailure(path, f"{path!r} holds a NUL character, which no file name can; nothing written")
     try:
         st = os.stat(path)
     except OSError as exc:

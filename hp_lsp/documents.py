@@ -13,8 +13,10 @@ pygls' workspace document (pygls 2.1) has three defects for this server (D-003):
 * its protocol writes JSON with Python's defaults, `NaN` and `Infinity` included, which no strict parser
   (VS Code's among them) reads: `HpProtocol` writes strict JSON, a non-finite number as null (engine.jsonout, the project's one rule).
 
-A URI whose path holds a NUL (`%00`) names no file any file system can hold: such a document has no path, and
-is checked as an unsaved buffer is (`disk_path`; os calls raised ValueError on it, and it never got diagnostics).
+A URI whose path holds a NUL (`%00`) names no file any file system can hold, nor does a URI of another scheme
+than `file:` (`untitled:`, `http:`, `git:`; pygls keeps their path, so `http://host/train.yaml` had read and
+written beside `/train.yaml`): such a document has no path, and is checked as an unsaved buffer is (`disk_path`;
+os calls raised ValueError on a NUL, and it never got diagnostics).
 
 The lines of a document are cached per text (a 5 MB file was split again for every position conversion).
 """
@@ -29,6 +31,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
+from urllib.parse import urlparse
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError
@@ -46,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 def disk_path(uri: str) -> str | None:
     """The file a URI names, or None when it names none (another scheme, or a path with a NUL byte)."""
+    if not isinstance(uri, str) or urlparse(uri).scheme.lower() != "file":
+        return None
     path = to_fs_path(uri)
     return None if path is None or "\x00" in path else path
 
@@ -55,8 +60,7 @@ class LspTextDocument(TextDocument):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.path is not None and "\x00" in self.path:
-            self.path = None  # type: ignore[assignment]
+        self.path = disk_path(self.uri)  # type: ignore[assignment]  # pygls keeps any scheme's path (D-003)
         self._lines_of: tuple[str, tuple[str, ...], tuple[int, ...]] | None = None
 
     @property

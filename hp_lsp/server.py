@@ -43,6 +43,7 @@ from hp_lsp.features import (
     plan,
     symbols,
 )
+from hp_lsp.features.plain_text import plain_text
 from hp_lsp.features.progress import SearchProgress
 from hp_lsp.linked import read_linked
 from hp_lsp.outline import Entry, scan
@@ -185,6 +186,25 @@ def answer_or(default: Any) -> Callable[[F], F]:
     return wrap
 
 
+def command_or(key: str, **fields: Any) -> Callable[[F], F]:
+    """A workspace/executeCommand handler that fails answers `fields` and `key`: the reason, and logs the
+    traceback: a JSON-RPC error would carry the traceback (and the server's paths) to the client, which shows it
+    as a popup. Arguments of the wrong shape (`{"uri": {...}}`) are the usual cause."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        async def inner(ls: HpLanguageServer, *args: Any) -> Any:
+            try:
+                return await fn(ls, *args)
+            except Exception as exc:
+                ls.client.log(types.MessageType.Error, f"hp-lsp: {fn.__name__} failed:\n{traceback.format_exc()}")
+                return {**fields, key: f"internal error: {exc!r}"}
+
+        return inner  # type: ignore[return-value]
+
+    return wrap
+
+
 # -- lifecycle -----------------------------------------------------------------------------------------------
 def initialize(ls: HpLanguageServer, params: types.InitializeParams) -> None:
     ls.client.features = ClientFeatures.resolve(params.capabilities)
@@ -310,7 +330,10 @@ def on_hover(ls: HpLanguageServer, params: types.HoverParams) -> types.Hover | N
         text = hover.hover_markdown(state, entries, pos.line, pos.character)
     if not text:
         return None
-    return types.Hover(contents=types.MarkupContent(kind=ls.client.features.hover_kind, value=text))
+    kind = ls.client.features.hover_kind
+    if kind == types.MarkupKind.PlainText:
+        text = plain_text(text)
+    return types.Hover(contents=types.MarkupContent(kind=kind, value=text))
 
 
 @answer_or(None)
@@ -385,49 +408,49 @@ async def apply_target(ls: HpLanguageServer, state: DocState) -> code_actions.Ta
 
 
 # -- commands ------------------------------------------------------------------------------------------------
+@command_or("reason", applied=False)
 async def apply_optimal(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
     """hpLsp.applyOptimalStrategy [uri] -> workspace/applyEdit; {"applied": bool, ...}, never an error."""
-    try:
-        uri = code_actions.uri_arg(args)
-        state = ls.session.get(uri) if uri else None
-        if state is None:
-            return {"applied": False, "reason": "document not open"}
-        target = await apply_target(ls, state)
-        edits, what = None, ""
-        if target is not None and target.text is not None:
-            live = ls.scheduler.open_texts()  # the buffers now: a plan of older texts is refused
-            edits, what = await ls.scheduler.off_loop(code_actions.optimal_edits, state, target.text, target.path,
-                                                      live)
-        edit, answer = code_actions.apply_answer(target, edits, what, ls.client.features, ls.workspace.position_codec)
-        if edit is None:
-            return answer
-        res = await ls.client.apply_edit(edit, code_actions.APPLY_TITLE)
-        return {"applied": bool(res.applied), **answer, **({"reason": res.failure_reason}
-                                                             if res.failure_reason else {})}
-    except Exception as exc:  # a reason, never a JSON-RPC error with a traceback
-        ls.client.log(types.MessageType.Error, f"hp-lsp: apply failed:\n{traceback.format_exc()}")
-        return {"applied": False, "reason": f"internal error: {exc!r}"}
+    uri = code_actions.uri_arg(args)
+    state = ls.session.get(uri) if uri else None
+    if state is None:
+        return {"applied": False, "reason": "document not open"}
+    target = await apply_target(ls, state)
+    edits, what = None, ""
+    if target is not None and target.text is not None:
+        live = ls.scheduler.open_texts()  # the buffers now: a plan of older texts is refused
+        edits, what = await ls.scheduler.off_loop(code_actions.optimal_edits, state, target.text, target.path, live)
+    edit, answer = code_actions.apply_answer(target, edits, what, ls.client.features, ls.workspace.position_codec)
+    if edit is None:
+        return answer
+    res = await ls.client.apply_edit(edit, code_actions.APPLY_TITLE)
+    return {"applied": bool(res.applied), **answer, **({"reason": res.failure_reason} if res.failure_reason else {})}
 
 
+@command_or("reason", created=False)
 async def create_search_config(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
     """hpLsp.createSearchConfig [uri]: create the search config (through applyEdit where the client can)."""
     uri = code_actions.uri_arg(args)
     state = ls.session.get(uri) if uri else None
-    if state is None or not state.path:
+    if state is None:
         return {"created": False, "reason": "document not open"}
+    why = new_search_config.refusal(state)
+    if why is not None or not state.path:
+        return {"created": False, "reason": why or "the document is not a file on disk"}
     target, text = new_search_config.new_search_config(ls.session.settings, state.path)
     if ls.client.features.create_files:
         res = await ls.client.apply_edit(new_search_config.create_edit(target, text), "Create search config")
         return {"created": bool(res.applied), "path": target}
     # The client cannot create files through an edit (Neovim 0.7): write it ourselves, never overwriting.
-    why = new_search_config.write_new(target, text)
-    if why is not None:
-        return {"created": False, "reason": why}
+    failed = new_search_config.write_new(target, text)
+    if failed is not None:
+        return {"created": False, "reason": failed}
     ls.client.show(types.MessageType.Info, f"Created {target}")
     ls.scheduler.files_changed([from_fs_path(target) or target])
     return {"created": True, "path": target}
 
 
+@command_or("error")
 async def show_plan(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
     """hpLsp.showPlan [uri, which?] -> the plan view (drawn off the loop), or {"error": why}."""
     uri = code_actions.uri_arg(args)
@@ -439,6 +462,7 @@ async def show_plan(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
     return {**doc, **plan.view_meta(uri, state, choice)}
 
 
+@command_or("error")
 async def save_plan_trace(ls: HpLanguageServer, *args: Any) -> dict[str, Any]:
     """hpLsp.savePlanTrace [uri, path, which?] -> {"written": path} or {"error": why} (written off the loop)."""
     uri = code_actions.uri_arg(args)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.config.types import ClusterOverrides, positive_number
+from engine.document import DEFAULT_MAX_BYTES
+from engine.search import MAX_DEVICES
 
 if TYPE_CHECKING:
     from engine.ratios.attach import RatiosRequest
@@ -103,6 +105,13 @@ _FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
+# The largest value an integer setting takes: a file size up to the engine's own read limit (the CLI's; linked files
+# are read whole, and `maxFileSizeKb: 1e400`'s overflow had let a 1 GB train.yaml be read into 2 GB of memory), a
+# node or device count up to the cluster the search prices (engine.search.MAX_DEVICES).
+_MOST: dict[str, int] = {"maxFileSizeKb": DEFAULT_MAX_BYTES // 1024, "cluster.numNodes": MAX_DEVICES,
+                         "cluster.cardsPerNode": MAX_DEVICES}
+
+
 def section_of(payload: Any) -> dict[str, Any]:
     """The `hpLsp` section of a payload, flattened to dotted keys.
 
@@ -174,7 +183,11 @@ def _valid(flat: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 values[attr] = None
             continue
         ok, val = _coerce(kind, flat[name])
-        if ok:
+        most = _MOST.get(name)
+        if ok and most is not None and val is not None and val > most:
+            errors.append(f"{SECTION}.{name}: invalid value {_shown(flat[name])} (at most {most:,}), ignored (the "
+                          "default is used)")
+        elif ok:
             values[attr] = val  # None: an explicit null (or a blank string), which resets the key
         else:
             errors.append(f"{SECTION}.{name}: invalid value {_shown(flat[name])}, ignored (the default is used)")

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
+from lsprotocol.types import METHOD_TO_TYPES
 from pygls.exceptions import JsonRpcException
 
 logger = logging.getLogger(__name__)
@@ -194,7 +195,16 @@ class Incoming:
             return "a method must be a string"
         if "method" not in self.raw and "id" not in self.raw:
             return "a message must have a method or an id"
+        if "id" in self.raw and _notification_method(self.raw.get("method")):
+            return f"{self.raw['method']} is a notification: it carries no id (pygls had dropped it unanswered)"
         return None
+
+
+def _notification_method(method: Any) -> bool:
+    """Whether LSP defines `method` as a notification (`$/cancelRequest`, `initialized`, ...): sent with an id, a
+    request of it expects an answer that pygls, routing it by its method, never gives."""
+    types_of = METHOD_TO_TYPES.get(method) if isinstance(method, str) else None
+    return types_of is not None and types_of[0].__name__.endswith("Notification")
 
 
 class Dispatcher:
@@ -240,9 +250,19 @@ class Dispatcher:
 
     def lifecycle_refused(self, msg: Incoming) -> bool:
         """[LSP-SPEC] "Lifecycle Messages": nothing but `initialize` (and `exit`) before initialize, nothing but
-        `exit` after shutdown; requests are answered with the matching error, notifications dropped."""
+        `exit` after shutdown, and `initialize` once ("the initialize request may only be sent once"); requests
+        are answered with the matching error, notifications dropped. A second `initialize` had been handled: pygls
+        built a new workspace, every open document was lost and the next edit failed; after `shutdown` it had
+        gone unanswered."""
         method = msg.method
-        if method in (None, "exit", "initialize"):
+        if method in (None, "exit"):
+            return False
+        if method == "initialize" and self.initialized:
+            if msg.is_request:
+                self.send(error_response(msg.raw["id"], INVALID_REQUEST, "initialize: the server is initialized "
+                                         "already (initialize is sent once)"))
+            return True
+        if method == "initialize":
             return False
         if getattr(self.protocol, "_shutdown", False):
             if msg.is_request:

@@ -36,13 +36,20 @@ def referenced_train_yaml(search_path: str, text: str) -> str | None:
     if not m:
         return None
     ref = next(g for g in m.groups() if g is not None).strip()
-    if not ref:
+    if not ref or "\0" in ref:  # a NUL names no file (the check says HP009 at the key)
         return None
     return train_yaml_path(search_path, ref)
 
 
 def same_path(a: str, b: str) -> bool:
-    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+    """Whether two paths name one file, links resolved. Never raises: a path holding a NUL names no file, and one
+    stray YAML file in a folder with such a reference had stopped every check of the folder's train.yaml files."""
+    if "\0" in a or "\0" in b:
+        return False
+    try:
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+    except (OSError, ValueError):
+        return os.path.normcase(os.path.normpath(a)) == os.path.normcase(os.path.normpath(b))
 
 
 @dataclass(frozen=True, slots=True)

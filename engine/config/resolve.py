@@ -260,8 +260,6 @@ def _resolve_search(out: Resolved, src: Source, overrides: ClusterOverrides | No
         train = _read_referenced(out, src, sf.train_yaml, train_path, max_bytes, overlay_text(texts, train_path),
                                  reads)
         out.train = train
-    if train is not None:
-        _note_model_file(out, train)
     model = stated_model(src, train, sf)
     out.model_facts = model.facts
     out.experts_known = model.experts_known
@@ -368,7 +366,10 @@ def _read_referenced(out: Resolved, src: Source, ref: Val, path: str, max_bytes:
         return None
     tsrc = Source(doc, path, primary=False)
     out.sources.append(tsrc)
-    return read_train(tsrc, base_dir=base_dir_of(path))
+    facts = read_train(tsrc, base_dir=base_dir_of(path))
+    if facts is not None:
+        _note_model_file(out, facts)
+    return facts
 
 
 # -- pieces ------------------------------------------------------------------------------------------------------

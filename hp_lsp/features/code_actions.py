@@ -327,8 +327,6 @@ def uri_arg(args: Sequence[Any]) -> str | None:
     if not args:
         return None
     first = args[0]
-    if isinstance(first, str):
-        return first
-    if isinstance(first, dict):
-        return first.get("uri")
-    return getattr(first, "uri", None)
+    uri = first.get("uri") if isinstance(first, dict) else first if isinstance(first, str) else \
+        getattr(first, "uri", None)
+    return uri if isinstance(uri, str) else None  # {"uri": {...}} names no document

@@ -27,6 +27,22 @@ def wants_search_config(code: str | None, data: dict[str, Any] | None) -> bool:
     return code in NO_CLUSTER_CODES or bool(data and data.get(NO_CLUSTER_KEY))
 
 
+def refusal(state: DocState) -> str | None:
+    """Why `hpLsp.createSearchConfig` writes nothing for this document, or None: it creates a search config only
+    for a train.yaml on disk whose published diagnostics ask for one (the quick fix's own condition). Run on a
+    search config, on a train.yaml a search config already gives its cluster, on a buffer of no file or on a
+    device path, it had written `search-<stem>.yaml` (and another on every call), or a file in the server's
+    folder or under `/`."""
+    if not state.path:
+        return "the document is not a file on disk"
+    if not os.path.isfile(state.path):
+        return f"{state.path} is not a regular file"
+    if not any(wants_search_config(str(d.code) if d.code else None, d.data if isinstance(d.data, dict) else None)
+               for d in state.published):
+        return "the file does not need one: no diagnostic of it asks for a search config (its cluster is known)"
+    return None
+
+
 def search_config_path(train_path: str) -> str:
     """Where "create search config" writes: `search.yaml` next to the train.yaml (never overwriting)."""
     folder = os.path.dirname(train_path)

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from hp_lsp.settings import _FIELDS
+from hp_lsp.settings import _FIELDS, _MOST
 
 ROOT = Path(__file__).resolve().parents[2]
 VSCODE = ROOT / "editors" / "vscode"
@@ -51,6 +51,7 @@ def test_every_server_setting_is_contributed_with_its_type() -> None:
         assert json_type(offered[name]) == KINDS[kind][0], name
         if kind == "posint":
             assert offered[name].get("minimum") == 1, name
+            assert offered[name].get("maximum") == _MOST.get(name), name  # the Settings UI refuses what we do
 
 
 def test_the_extensions_validation_table_matches_the_server() -> None:
