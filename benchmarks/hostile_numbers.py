@@ -8,6 +8,9 @@ Groups and targets (every case must end within its time limit, under its memory 
   * out-of-range values: 2^64 layers, a 400-digit width (estimate, explain) ............... HP110, < 5 s
   * calibration inputs: a 128 MiB torchtitan log (calibrate) ................................. < 400 MB RSS
     and a log with tps 0, a peak of 0, a 1e308 s step (calibrate) ....................................... HP803
+  * profiler traces (.json.gz, calibrate): one event holding a 64 MiB string (65 KB of gzip) .... HP820, < 10 s
+    4 M tiny kernel events (0.7 MB of gzip) ............................................ < 60 s, < 600 MB
+    128 MiB of blanks between two events (130 KB of gzip) ........................................ < 30 s
   * output: stdout closed, /dev/full, a reader gone (check) ............................ exit 1, no traceback
 
 `--root DIR` runs another checkout's engine (e.g. an extracted older commit) for before/after figures; a
@@ -18,6 +21,7 @@ Run: `.venv/bin/python benchmarks/hostile_numbers.py [--root DIR]`.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import re
 import resource
@@ -28,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TextIO
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, "examples", "explain", "1f1b.yaml")
@@ -93,6 +98,50 @@ def _runs(folder: str, log_text: str | None = None, log_bytes: int = 0) -> str:
     return path
 
 
+def _trace_runs(folder: str, write: Callable[[TextIO], None]) -> str:
+    """A RUNS file of one run profiled by `t.json.gz`, its text written by `write`."""
+    sys.path.insert(0, ROOT)
+    from pathlib import Path
+
+    from tests.support.configs import stated_config
+
+    stated_config(Path(folder), "a.yaml")
+    with gzip.open(os.path.join(folder, "t.json.gz"), "wt", compresslevel=6) as fh:
+        write(fh)
+    path = os.path.join(folder, "runs.yaml")
+    with open(path, "w") as fh:
+        fh.write("runs:\n  - config: a.yaml\n    trace: t.json.gz\n")
+    return path
+
+
+STEP = '{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","ts":0,"dur":2400000,"pid":"h"}'
+TINY = ',{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1,"pid":0}'
+
+
+def _huge_string(fh: TextIO) -> None:
+    """One event whose name is 64 MiB: each 1 MiB read decoded the value again from its start (quadratic)."""
+    fh.write('{"traceEvents":[{"ph":"X","cat":"kernel","ts":1,"dur":1,"pid":0,"name":"')
+    for _ in range(64):
+        fh.write("a" * (1 << 20))
+    fh.write('"}]}')
+
+
+def _tiny_events(fh: TextIO) -> None:
+    """4 M kernel events of 60 bytes in one step: a tuple, two list slots and a dict call each (~1 GB, 30 s)."""
+    fh.write('{"traceEvents":[' + STEP)
+    for _ in range(400):
+        fh.write(TINY * 10_000)
+    fh.write("]}")
+
+
+def _blanks(fh: TextIO) -> None:
+    """128 MiB of blanks between two events: skipped a Python step per character (17 s)."""
+    fh.write('{"traceEvents":[' + STEP)
+    for _ in range(128):
+        fh.write(" \n" * (1 << 19))
+    fh.write(TINY + "]}")
+
+
 HEADS = ("num_attention_heads: 32", "num_attention_heads: 100000000000")
 GBS = (("global_batch_size: 16", "global_batch_size: 1073741824"), ("  micro_batch_num: 8\n", ""))
 BEST = ("--best",)
@@ -134,6 +183,9 @@ CASES: tuple[Case, ...] = (
         d, "step_time_s,note\n1.0,\"open\n" + "1.0,x\n" * 200_000)], 20),
     Case("calibrate", "log banner with an open quote", lambda d: ["calibrate", _runs(d, "note,\"unclosed\n" + "x,1\n" * 200_000
                                                                                    + _tt("5000", "40"))], 20),
+    Case("trace", "event with a 64 MiB string", lambda d: ["calibrate", _trace_runs(d, _huge_string)], 10),
+    Case("trace", "4 M tiny events", lambda d: ["calibrate", _trace_runs(d, _tiny_events)], 60, 600),
+    Case("trace", "128 MiB of blanks", lambda d: ["calibrate", _trace_runs(d, _blanks)], 30),
     Case("output", "stdout closed: check", lambda d: ["check", PLAN], 20, stdout="closed"),
     Case("output", "stdout /dev/full: check", lambda d: ["check", PLAN], 20, stdout="full"),
     Case("output", "reader gone: search --json", lambda d: ["search", PLAN, "--json"], 20, stdout="gone"),

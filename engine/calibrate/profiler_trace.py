@@ -28,20 +28,24 @@ at its word.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
+import operator
 import os
 import re
 from array import array
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Any
+
+import numpy as np
 
 from engine.calibrate.logs import WARMUP_FRACTION
 from engine.calibrate.stream import TraceError, open_trace, stream_trace
 from engine.specs import HOST_PART
 
-DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # a tuple: `in` compares, a list for `cat` is no TypeError
+STEP_CATS = ("user_annotation", "gpu_user_annotation")
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Kernel name -> part, first match wins (names as CUDA, ROCm and the collective libraries spell them).
 CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -55,9 +59,18 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         re.I)),
 )
 MAX_NAMES = 100_000  # distinct kernel names remembered (a trace has a few hundred)
+# What one trace file may hold, so that the 1 GiB of text it may be cannot hold more than memory does: device events
+# (17 bytes each kept, 39 to 53 at the peak: 448 MB at this bound, docs/calibration.md), profiled steps (host or
+# device spans, and device x step windows, each measured by a few dozen array operations: 3.5 s at this bound) and
+# devices (processes with device work). A PyTorch kernel event is ~600 bytes of text, so 1 GiB of a real trace
+# holds under 2 M; a trace profiles a few steps on one device (a node's trace, 8 or 16).
+MAX_DEVICE_EVENTS = 1 << 23
+MAX_STEPS = 1 << 16
+MAX_DEVICES = 1 << 10
 CATEGORIES = ("gemm", "attention", "elementwise", "compute", "optimizer", "collective", "alltoall", "sendrecv")
 COMM_CATEGORIES = frozenset({"collective", "alltoall", "sendrecv"})
 CATEGORY_CODE = {c: i for i, c in enumerate(CATEGORIES)}
+_IS_COMM = np.array([c in COMM_CATEGORIES for c in CATEGORIES])  # by category code
 PART_CATEGORY = {"compute": "compute", "gemm": "gemm", "attention": "attention", "elementwise": "elementwise",
                  "optimizer": "optimizer", "ep_comm": "alltoall", "pp": "sendrecv", "tp_comm": "collective",
                  "cp_comm": "collective", "dp_comm": "collective"}
@@ -89,28 +102,54 @@ def classify(name: str, args: Any) -> str:
     return "elementwise"
 
 
+def _field(events: list[Any], key: str, default: Any = None) -> list[Any]:
+    """One key of every event (a TypeError where one is not an object): a C-level pass, a third of a
+    comprehension's time."""
+    return list(map(dict.get, events, repeat(key), repeat(default)))
+
+
+def _too_many(what: str, cap: int) -> TraceError:
+    return TraceError("HP820", f"over {cap:,} {what} in one trace file: no profile of a few steps holds as many "
+                      "(profile a few steps, torch.profiler.schedule(active=3), and calibrate on that)")
+
+
 @dataclass
 class DeviceEvents:
-    """One device's events, compactly: start and end (µs) and the category code of each."""
+    """One device's events, compactly: start and end (µs, float64) and the category code (int8) of each, 17 bytes
+    an event, appended in the order read; sorted by start once, when first measured."""
 
     start: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
     end: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
     code: array = field(default_factory=lambda: array("b"))  # type: ignore[type-arg]
     steps: dict[int, tuple[float, float]] = field(default_factory=dict)  # device-side ProfilerStep spans
-    _order: list[int] | None = None
-    _starts: list[float] | None = None
+    _sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
-    def by_start(self) -> list[int]:
-        """The events' indices by start time (computed once: every step window is a slice of it)."""
-        if self._order is None or len(self._order) != len(self.start):
-            self._order = sorted(range(len(self.start)), key=self.start.__getitem__)
-            self._starts = [self.start[i] for i in self._order]
-        return self._order
+    def extend(self, start: np.ndarray, end: np.ndarray, code: np.ndarray) -> None:
+        """Append columns (float64, float64, int8) as they are: a copy of their bytes, no Python object each."""
+        self.start.frombytes(start.data.cast("B"))
+        self.end.frombytes(end.data.cast("B"))
+        self.code.frombytes(code.data.cast("B"))
 
-    def sorted_starts(self) -> list[float]:
-        self.by_start()
-        assert self._starts is not None
-        return self._starts
+    def count(self) -> int:
+        return len(self.start) if self._sorted is None else len(self._sorted[0])
+
+    def by_start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Starts, ends and codes by start time, computed once, when the device is first measured (every step
+        window is a slice of it; nothing is appended after). Columns already in order are viewed as they are
+        (no copy); else sorted (stably) one at a time, each appended column let go once sorted: the sort peaks at
+        33 bytes an event (the 17, its order, one sorted column), not 42."""
+        if self._sorted is None:
+            start = np.frombuffer(self.start, np.float64)
+            if bool(np.all(start[1:] >= start[:-1])):
+                self._sorted = (start, np.frombuffer(self.end, np.float64), np.frombuffer(self.code, np.int8))
+            else:
+                order = np.argsort(start, kind="stable")
+                del start
+                start, self.start = np.frombuffer(self.start, np.float64)[order], array("d")
+                end, self.end = np.frombuffer(self.end, np.float64)[order], array("d")
+                code, self.code = np.frombuffer(self.code, np.int8)[order], array("b")
+                self._sorted = (start, end, code)
+        return self._sorted
 
 
 @dataclass
@@ -120,38 +159,123 @@ class _Collector:
     devices: dict[Any, DeviceEvents] = field(default_factory=dict)
     host_steps: dict[int, tuple[float, float]] = field(default_factory=dict)
     events: int = 0
-    codes: dict[str, int] = field(default_factory=dict)  # kernel name -> category code: names repeat every step
+    kept: int = 0  # device events kept, all devices
+    codes: dict[Any, int] = field(default_factory=dict)  # kernel name -> category code: names repeat every step
 
-    def __call__(self, ev: dict[str, Any]) -> None:
-        self.events += 1
+    def __call__(self, events: list[Any]) -> None:
+        """A window's events: its device events column by column (the bulk of a trace: a Python call per event
+        cost more than its decoding), its step annotations one by one. A window with an odd device event (a time
+        written as a string, a list for a name) is read event by event."""
+        try:
+            cats = _field(events, "cat")
+        except TypeError:  # a value other than an object in the list: no event
+            events = [e for e in events if type(e) is dict]
+            cats = _field(events, "cat")
+        self.events += len(events)
+        if any(c in cats for c in STEP_CATS):
+            for ev in compress(events, map(STEP_CATS.__contains__, cats)):
+                self.one(ev)
+        device = list(compress(events, map(DEVICE_CATS.__contains__, cats)))
+        phases = _field(device, "ph")
+        if phases.count("X") < len(device):
+            device = list(compress(device, [p == "X" for p in phases]))
+        if not device:
+            return
+        try:
+            self._columns(device)
+        except (TypeError, ValueError, OverflowError):  # nothing kept yet: each event as one
+            for ev in device:
+                self.one(ev)
+
+    def _columns(self, device: list[dict[str, Any]]) -> None:
+        """Complete device events: their times as float64 columns (`array` takes only numbers: a string time
+        raises, and the window is read event by event), their codes, kept per process."""
+        ts = np.frombuffer(array("d", _field(device, "ts")), np.float64)
+        dur = np.frombuffer(array("d", _field(device, "dur", 0.0)), np.float64)
+        codes = np.frombuffer(array("b", self._codes(device)), np.int8)
+        pids = _field(device, "pid")
+        kept = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+        with np.errstate(over="ignore"):
+            end = ts + dur
+        if not kept.all():
+            ts, end, codes, pids = ts[kept], end[kept], codes[kept], list(compress(pids, kept.tolist()))
+        if not pids:
+            return
+        if pids.count(pids[0]) == len(pids):  # one process: the usual trace of one rank
+            self._device(pids[0]).extend(ts, end, codes)
+        else:
+            slot: dict[Any, int] = {}
+            index = np.array([slot.setdefault(p, len(slot)) for p in pids])
+            for pid, k in slot.items():
+                mine = index == k
+                self._device(pid).extend(ts[mine], end[mine], codes[mine])
+        self._count(len(pids))
+
+    def _codes(self, device: list[dict[str, Any]]) -> list[int]:
+        """The events' category codes: by name, from the names seen (a KeyError the first time a name is), and
+        from `args.hp_part` where an event states it (looked for one by one only where some event's args hold
+        the key: a profiler's never do)."""
+        names = _field(device, "name", "")
+        try:
+            codes = list(map(self.codes.__getitem__, names))
+        except KeyError:
+            codes = [self._code(n) for n in names]
+        args = _field(device, "args")
+        try:
+            stated = args.count(None) < len(args) and any(map(operator.contains, args, repeat("hp_part")))
+        except TypeError:  # args of no events beside dicts
+            stated = True
+        for i in [i for i, a in enumerate(args) if type(a) is dict and "hp_part" in a] if stated else ():
+            codes[i] = CATEGORY_CODE[classify(str(names[i]), args[i])]
+        return codes
+
+    def _code(self, name: Any) -> int:
+        code = self.codes.get(name)
+        if code is None:
+            code = CATEGORY_CODE[classify(str(name), None)]
+            if len(self.codes) < MAX_NAMES:
+                self.codes[name] = code
+        return code
+
+    def _device(self, pid: Any) -> DeviceEvents:
+        d = self.devices.get(pid)
+        if d is None:
+            if len(self.devices) >= MAX_DEVICES:
+                raise _too_many("devices", MAX_DEVICES)
+            d = self.devices[pid] = DeviceEvents()
+        return d
+
+    def _count(self, n: int) -> None:
+        self.kept += n
+        if self.kept > MAX_DEVICE_EVENTS:
+            raise _too_many("device events", MAX_DEVICE_EVENTS)
+
+    def one(self, ev: dict[str, Any]) -> None:
+        """One event: a ProfilerStep annotation's span, or a device event."""
         if ev.get("ph") != "X":
             return
         cat, name = ev.get("cat"), str(ev.get("name", ""))
         try:
             ts, dur = float(ev["ts"]), float(ev.get("dur", 0.0))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return
         if not (math.isfinite(ts) and math.isfinite(dur)) or dur < 0:
             return
         step = STEP_NAME.match(name)
-        if step is not None and cat in ("user_annotation", "gpu_user_annotation"):
-            spans = self.devices.setdefault(ev.get("pid"), DeviceEvents()).steps if cat == "gpu_user_annotation" \
-                else self.host_steps
-            spans[int(step.group(1))] = (ts, ts + dur)
+        if step is not None and cat in STEP_CATS:
+            spans = self._device(ev.get("pid")).steps if cat == "gpu_user_annotation" else self.host_steps
+            key = int(step.group(1))
+            if key not in spans and len(spans) >= MAX_STEPS:
+                raise _too_many("profiled steps", MAX_STEPS)
+            spans[key] = (ts, ts + dur)
         elif cat in DEVICE_CATS:
-            d = self.devices.setdefault(ev.get("pid"), DeviceEvents())
+            d = self._device(ev.get("pid"))
             d.start.append(ts)
             d.end.append(ts + dur)
             args = ev.get("args")
-            if isinstance(args, dict) and "hp_part" in args:
-                d.code.append(CATEGORY_CODE[classify(name, args)])
-                return
-            code = self.codes.get(name)
-            if code is None:
-                code = CATEGORY_CODE[classify(name, None)]
-                if len(self.codes) < MAX_NAMES:
-                    self.codes[name] = code
-            d.code.append(code)
+            stated = isinstance(args, dict) and "hp_part" in args
+            d.code.append(CATEGORY_CODE[classify(name, args)] if stated else self._code(name))
+            self._count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,51 +303,41 @@ class TraceReading:
     world_size: int | None
 
 
-def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
-def _length(u: list[tuple[float, float]]) -> float:
-    return sum(e - s for s, e in u)
-
-
-def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    """Total length of the intersection of two sorted disjoint interval lists."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+def _covered(start: np.ndarray, end: np.ndarray) -> float:
+    """The length of the union of intervals sorted by start: each adds what it reaches past every one before it
+    (those all start earlier, so their union meets it as one span up to their furthest end). One array of
+    scratch, worked in place."""
+    if not len(start):
+        return 0.0
+    reach = np.maximum.accumulate(end)
+    gain = reach[:-1]  # the reach before each later interval, then what that interval adds past it
+    np.maximum(gain, start[1:], out=gain)
+    np.subtract(end[1:], gain, out=gain)
+    return float(end[0] - start[0] + np.fmax(gain, 0.0, out=gain).sum())  # fmax: an infinite end met twice adds 0
 
 
 def step_parts(d: DeviceEvents, lo: float, hi: float) -> StepParts:
-    """The categories' device seconds of the events that start in [lo, hi), clipped to it."""
-    per: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
-    order = d.by_start()
-    starts = d.sorted_starts()
-    for i in order[bisect.bisect_left(starts, lo):bisect.bisect_left(starts, hi)]:
-        per[CATEGORIES[d.code[i]]].append((d.start[i], min(d.end[i], hi)))
-    compute = _union([iv for c in CATEGORIES if c not in COMM_CATEGORIES for iv in per[c]])
-    parts = {c: sum(e - s for s, e in per[c]) / 1e6 for c in CATEGORIES if c not in COMM_CATEGORIES}
-    for c in COMM_CATEGORIES:
-        u = _union(per[c])
-        parts[c] = (_length(u) - _overlap(u, compute)) / 1e6
-    busy = _length(_union([iv for ivs in per.values() for iv in ivs])) / 1e6
+    """The categories' device seconds of the events that start in [lo, hi), clipped to it: compute summed per
+    category; communication where no compute runs beside it (its union with compute less compute's own)."""
+    start, end, code = d.by_start()
+    a, b = np.searchsorted(start, (lo, hi))
+    s, e, c = start[a:b], np.minimum(end[a:b], hi), code[a:b]
+    summed = np.bincount(c, weights=e - s, minlength=len(CATEGORIES))
+    computing = ~_IS_COMM[c]
+    every = bool(computing.all())
+    compute = _covered(s, e) if every else _covered(s[computing], e[computing])
+    parts: dict[str, float] = {}
+    for k, category in enumerate(CATEGORIES):
+        if not _IS_COMM[k]:
+            parts[category] = float(summed[k]) / 1e6
+        elif every or not (c == k).any():
+            parts[category] = 0.0
+        else:
+            beside = computing | (c == k)
+            parts[category] = max(0.0, _covered(s[beside], e[beside]) - compute) / 1e6
+    busy = compute if every else _covered(s, e)
     step = (hi - lo) / 1e6
-    return StepParts(step, parts, max(0.0, step - busy))
+    return StepParts(step, parts, max(0.0, step - busy / 1e6))
 
 
 def _windows(d: DeviceEvents, host: dict[int, tuple[float, float]]) -> list[tuple[float, float]]:
@@ -236,16 +350,17 @@ def _windows(d: DeviceEvents, host: dict[int, tuple[float, float]]) -> list[tupl
     keys = sorted(host)
     wins = [(host[a][0], host[b][0]) for a, b in itertools.pairwise(keys)]
     if len(keys) == 1:
-        wins.append((host[keys[0]][0], max(host[keys[0]][1], max(d.end, default=host[keys[0]][1]))))
+        last = float(d.by_start()[1].max()) if d.count() else host[keys[0]][1]
+        wins.append((host[keys[0]][0], max(host[keys[0]][1], last)))
     return [(lo, hi) for lo, hi in wins if _starts_in(d, lo, hi)]
 
 
 def _starts_in(d: DeviceEvents, lo: float, hi: float) -> bool:
     """Whether a device event starts in [lo, hi): a bisection of its sorted starts, not a pass over every event per
     step."""
-    starts = d.sorted_starts()
-    i = bisect.bisect_left(starts, lo)
-    return i < len(starts) and starts[i] < hi
+    starts = d.by_start()[0]
+    i = int(np.searchsorted(starts, lo))
+    return i < len(starts) and bool(starts[i] < hi)
 
 
 def _world_size(meta: dict[str, Any]) -> int | None:
@@ -264,8 +379,11 @@ def _read_file(path: str) -> tuple[list[list[StepParts]], int | None]:
         meta = stream_trace(fh, col)
     if "traceEvents" not in meta and col.events == 0:
         raise TraceError("HP820", "not a Chrome trace: no traceEvents list")
-    steps = [[step_parts(d, lo, hi) for lo, hi in _windows(d, col.host_steps)]
-             for d in col.devices.values() if len(d.start)]
+    devices = [d for d in col.devices.values() if d.count()]
+    windows = [_windows(d, col.host_steps) for d in devices]
+    if sum(map(len, windows)) > MAX_STEPS:  # each is measured by a few dozen array operations
+        raise _too_many("device steps", MAX_STEPS)
+    steps = [[step_parts(d, lo, hi) for lo, hi in wins] for d, wins in zip(devices, windows, strict=True)]
     return [s for s in steps if s], _world_size(meta)
 
 

@@ -335,3 +335,136 @@ def test_the_ratios_file_never_replaces_a_rank_file_of_a_trace_folder(tmp_path: 
     runs = _runs_with(tmp_path, "trace", "traces")
     r = hp_plan("calibrate", str(runs), "-o", str(rank0))
     assert r.returncode == 1 and rank0.read_bytes() == kept, r.stdout + r.stderr
+
+
+def _odd_events() -> list[Any]:
+    """Device events as a profiler writes them beside every odd one the reader skips or reads as it can: times
+    as strings, a missing or negative duration, NaN, an infinite start, another phase, a stated part, a name that
+    is not a string, values that are not events, several processes, step annotations."""
+    steps = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": "h", "tid": 1,
+              "ts": i * 100.0, "dur": 100.0} for i in range(1, 4)]
+    kernels = [_kernel(100.0 + 7 * i % 290, 3.0, name) for i, name in enumerate(
+        ["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclDevKernel_AllReduce_Sum", "elementwise_kernel"] * 20)]
+    for i, k in enumerate(kernels):
+        k["pid"] = i % 3
+    odd: list[Any] = [
+        {**_kernel(150.0, 2.0), "ts": "150.5"}, {**_kernel(160.0, 2.0), "dur": -1.0}, {**_kernel(161.0, 1.0)},
+        {**_kernel(170.0, float("nan"))}, {**_kernel(float("inf"), 1.0)}, {**_kernel(180.0, 1.0), "ph": "B"},
+        {**_kernel(190.0, 5.0, "anything"), "args": {"hp_part": "tp_comm"}}, {**_kernel(200.0, 1.0), "name": 5},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 1, "ts": 210.0}, 7, [1], None,
+        {"ph": "X", "cat": ["kernel"], "ts": 1.0, "dur": 1.0},
+    ]
+    del odd[2]["dur"]
+    return steps + kernels[:40] + odd + kernels[40:]
+
+
+def _columns(col: Any) -> dict[Any, tuple[list[float], list[float], list[int]]]:
+    return {pid: tuple(c.tolist() for c in d.by_start()) for pid, d in col.devices.items()}
+
+
+@pytest.mark.parametrize("window", [1, 5, 1000])
+def test_events_read_column_by_column_are_kept_as_one_by_one(window: int) -> None:
+    """A window's device events are read as columns, a window with an odd one event by event: either way the
+    same events are kept, with the same codes, per process, in the same order, and the same steps."""
+    from engine.calibrate.profiler_trace import _Collector
+
+    events = _odd_events()
+    by_window, one_by_one = _Collector(), _Collector()
+    for i in range(0, len(events), window):
+        by_window(events[i:i + window])
+    for ev in events:
+        if isinstance(ev, dict):
+            one_by_one.one(ev)
+    assert _columns(by_window) == _columns(one_by_one)
+    assert by_window.host_steps == one_by_one.host_steps and len(by_window.host_steps) == 3
+    assert by_window.kept == sum(d.count() for d in one_by_one.devices.values()) == 85
+
+
+def _reference_parts(events: list[tuple[float, float, str]], lo: float, hi: float) -> dict[str, float]:
+    """Each category's seconds in [lo, hi), by merging intervals one by one (the reader's former way)."""
+    def union(ivs: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        out: list[tuple[float, float]] = []
+        for s, e in sorted(ivs):
+            if out and s <= out[-1][1]:
+                out[-1] = (out[-1][0], max(e, out[-1][1]))
+            else:
+                out.append((s, e))
+        return out
+
+    def length(ivs: list[tuple[float, float]]) -> float:
+        return sum(e - s for s, e in union(ivs))
+
+    inside = [(s, min(e, hi), c) for s, e, c in events if lo <= s < hi]
+    compute = [(s, e) for s, e, c in inside if c not in ("collective", "alltoall", "sendrecv")]
+    parts = {c: sum(e - s for s, e, k in inside if k == c) / 1e6 for c in
+             ("gemm", "attention", "elementwise", "compute", "optimizer")}
+    for c in ("collective", "alltoall", "sendrecv"):
+        mine = [(s, e) for s, e, k in inside if k == c]
+        parts[c] = (length(mine + compute) - length(compute)) / 1e6
+    parts["busy"] = length([(s, e) for s, e, _ in inside]) / 1e6
+    return parts
+
+
+def test_a_steps_parts_are_the_interval_unions_they_were() -> None:
+    """The step's categories measured on sorted columns (a running furthest end) equal the one-by-one interval
+    merge, with overlapping, nested, touching and out-of-order events of every category, clipped to the step."""
+    import random
+
+    import numpy as np
+
+    from engine.calibrate.profiler_trace import CATEGORIES, CATEGORY_CODE, DeviceEvents, step_parts
+
+    rng = random.Random(7)
+    events = [(t, t + rng.choice([0.0, 1.0, 2.5, 40.0]), rng.choice(CATEGORIES))
+              for t in (rng.uniform(0, 500) for _ in range(2000))]
+    events += [(100.0, 110.0, "gemm"), (110.0, 120.0, "collective"), (105.0, 106.0, "collective")]
+    d = DeviceEvents()
+    d.extend(np.array([s for s, _, _ in events]), np.array([e for _, e, _ in events]),
+             np.array([CATEGORY_CODE[c] for _, _, c in events], np.int8))
+    for lo, hi in ((0.0, 500.0), (100.0, 250.0), (3.0, 3.5), (600.0, 700.0)):
+        got, want = step_parts(d, lo, hi), _reference_parts(events, lo, hi)
+        assert got.parts_s == pytest.approx({c: want[c] for c in CATEGORIES}, abs=1e-12)
+        assert got.idle_s == pytest.approx(max(0.0, (hi - lo) / 1e6 - want["busy"]), abs=1e-12)
+
+
+def test_a_device_keeps_17_bytes_an_event_and_lets_the_appended_columns_go() -> None:
+    """Start and end (float64) and code (int8): 17 bytes an event kept (the reader kept a tuple and two lists
+    per event, ~250 bytes). Out of order, the sorted columns replace the appended ones; in order, they are the
+    appended ones, not copied."""
+    import numpy as np
+
+    from engine.calibrate.profiler_trace import DeviceEvents
+
+    d = DeviceEvents()
+    d.extend(np.array([3.0, 1.0, 2.0]), np.array([4.0, 2.0, 3.0]), np.array([0, 1, 2], np.int8))
+    start, end, code = d.by_start()
+    assert (start.tolist(), end.tolist(), code.tolist()) == ([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [1, 2, 0])
+    assert start.nbytes + end.nbytes + code.nbytes == 17 * 3 and len(d.start) == 0 and d.count() == 3
+    d = DeviceEvents()
+    d.extend(np.array([1.0, 2.0]), np.array([2.0, 3.0]), np.array([0, 0], np.int8))
+    assert d.by_start()[0].base is not None and d.count() == 2  # a view of the appended column
+
+
+@pytest.mark.parametrize(("bound", "what", "events"), [
+    ("MAX_DEVICE_EVENTS", "device events", lambda: [_kernel(float(i), 1.0) for i in range(50)]),
+    ("MAX_DEVICES", "devices", lambda: [{**_kernel(float(i), 1.0), "pid": i} for i in range(50)]),
+    ("MAX_STEPS", "profiled steps", lambda: [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
+                                              "pid": 1, "ts": i * 10.0, "dur": 9.0} for i in range(50)]),
+    ("MAX_STEPS", "device steps", lambda: [
+        e for i in range(30) for e in ({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{i}",
+                                        "pid": 0, "ts": i * 10.0, "dur": 9.0}, _kernel(i * 10.0, 1.0))]
+     + [{**e, "pid": 1} for i in range(30) for e in (
+         {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{i}", "ts": i * 10.0, "dur": 9.0},
+         _kernel(i * 10.0, 1.0))]),
+])
+def test_a_trace_over_what_one_file_may_hold_is_refused_where_reading_stopped(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, bound: str, what: str, events: Any) -> None:
+    """Device events, devices, steps: each bounded (8 M, 1,024, 65,536 in use, 40 here), so that 1 GiB of tiny
+    events cannot hold more than memory does; HP820 at the character where reading stopped."""
+    from engine.calibrate import profiler_trace
+
+    monkeypatch.setattr(profiler_trace, bound, 40)
+    (tmp_path / "t.json").write_text(_trace_text(events()))
+    with pytest.raises(stream.TraceError, match=f"over 40 {what} in one trace file") as err:
+        read_trace(str(tmp_path / "t.json"))
+    assert err.value.code == "HP820" and (err.value.offset is not None or what == "device steps")
