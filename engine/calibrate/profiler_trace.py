@@ -46,7 +46,7 @@ from engine.specs import HOST_PART
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # a tuple: `in` compares, a list for `cat` is no TypeError
 STEP_CATS = ("user_annotation", "gpu_user_annotation")
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a step number, not thousands of digits int() refuses
 # Kernel name -> part, first match wins (names as CUDA, ROCm and the collective libraries spell them).
 CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("alltoall", re.compile(r"all_?to_?all", re.I)),
@@ -238,6 +238,8 @@ class _Collector:
         return code
 
     def _device(self, pid: Any) -> DeviceEvents:
+        if not isinstance(pid, str | int | float | None):  # a list or an object names a process only as text
+            pid = repr(pid)
         d = self.devices.get(pid)
         if d is None:
             if len(self.devices) >= MAX_DEVICES:

@@ -468,3 +468,27 @@ def test_a_trace_over_what_one_file_may_hold_is_refused_where_reading_stopped(
     with pytest.raises(stream.TraceError, match=f"over 40 {what} in one trace file") as err:
         read_trace(str(tmp_path / "t.json"))
     assert err.value.code == "HP820" and (err.value.offset is not None or what == "device steps")
+
+
+@pytest.mark.parametrize("pid", [[1, 2], {"rank": 0}])
+def test_a_process_named_by_a_list_or_an_object_is_read(tmp_path: Path, pid: Any) -> None:
+    """An unhashable `pid` had ended in an internal error (HP900: unhashable type)."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "ts": s * 1000.0, "dur": 1000.0,
+               "pid": "host"} for s in range(3)]
+    events += [{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "ts": s * 1000.0, "dur": 400.0,
+                "pid": pid} for s in range(3)]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    r = read_trace(str(trace))
+    assert r.devices == 1 and r.parts_s["gemm"] == pytest.approx(400e-6)
+
+
+def test_a_step_number_of_thousands_of_digits_is_no_step(tmp_path: Path) -> None:
+    """`ProfilerStep#` and 5,000 digits had raised out of int() (HP900); it names no step: HP821."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#" + "9" * 5000, "ts": 0.0, "dur": 1e3,
+               "pid": "host"}, {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1.0, "dur": 10.0, "pid": 0}]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(stream.TraceError) as got:
+        read_trace(str(trace))
+    assert got.value.code == "HP821"
