@@ -11,6 +11,7 @@ Groups and targets (every case must end within its time limit, under its memory 
   * profiler traces (.json.gz, calibrate): one event holding a 64 MiB string (65 KB of gzip) .... HP820, < 10 s
     4 M tiny kernel events (0.7 MB of gzip) ............................................ < 60 s, < 600 MB
     128 MiB of blanks between two events (130 KB of gzip) ........................................ < 30 s
+    1,000 runs (MAX_RUNS) under --rule step / compute / parts, of one config and of 1,000 ............... < 60 s
   * output: stdout closed, /dev/full, a reader gone (check) ............................ exit 1, no traceback
 
 `--root DIR` runs another checkout's engine (e.g. an extracted older commit) for before/after figures; a
@@ -100,6 +101,8 @@ def _runs(folder: str, log_text: str | None = None, log_bytes: int = 0) -> str:
 
 def _trace_runs(folder: str, write: Callable[[TextIO], None]) -> str:
     """A RUNS file of one run profiled by `t.json.gz`, its text written by `write`."""
+def _many_runs(folder: str, n: int, configs: int = 1) -> str:
+    """A RUNS file of `n` runs over `configs` copies of one stated config, the step times 0.01% apart."""
     sys.path.insert(0, ROOT)
     from pathlib import Path
 
@@ -140,6 +143,17 @@ def _blanks(fh: TextIO) -> None:
     for _ in range(128):
         fh.write(" \n" * (1 << 19))
     fh.write(TINY + "]}")
+
+
+    text = stated_config(Path(folder), "a.yaml").read_text()
+    for k in range(1, configs):
+        with open(os.path.join(folder, f"a{k}.yaml"), "w") as fh:
+            fh.write(text)
+    path = os.path.join(folder, "runs.yaml")
+    with open(path, "w") as fh:
+        fh.write("runs:\n" + "".join(f"  - config: a{i % configs or ''}.yaml\n    step_time_s: {2.4 + 1e-4 * i:.4f}\n"
+                                     for i in range(n)))
+    return path
 
 
 HEADS = ("num_attention_heads: 32", "num_attention_heads: 100000000000")
@@ -186,6 +200,13 @@ CASES: tuple[Case, ...] = (
     Case("trace", "event with a 64 MiB string", lambda d: ["calibrate", _trace_runs(d, _huge_string)], 10),
     Case("trace", "4 M tiny events", lambda d: ["calibrate", _trace_runs(d, _tiny_events)], 60, 600),
     Case("trace", "128 MiB of blanks", lambda d: ["calibrate", _trace_runs(d, _blanks)], 30),
+    # leave-one-out refitted every run once per run under step / compute: 1,000 runs took 20-31 s
+    Case("calibrate", "1,000 runs: --rule step", lambda d: ["calibrate", _many_runs(d, 1000), "--rule", "step"], 60),
+    Case("calibrate", "1,000 runs: --rule compute", lambda d: ["calibrate", _many_runs(d, 1000), "--rule",
+                                                                "compute"], 60),
+    Case("calibrate", "1,000 runs: --rule parts", lambda d: ["calibrate", _many_runs(d, 1000)], 60),
+    Case("calibrate", "1,000 runs, 1,000 configs: step", lambda d: ["calibrate", _many_runs(d, 1000, 1000), "--rule",
+                                                                     "step"], 60),
     Case("output", "stdout closed: check", lambda d: ["check", PLAN], 20, stdout="closed"),
     Case("output", "stdout /dev/full: check", lambda d: ["check", PLAN], 20, stdout="full"),
     Case("output", "reader gone: search --json", lambda d: ["search", PLAN, "--json"], 20, stdout="gone"),

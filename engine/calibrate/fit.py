@@ -356,13 +356,139 @@ def predict_step(m: Measured, fitted: Fitted) -> float:
     return sum(calibrated_part_seconds(m, fitted).values())
 
 
+# The most runs whose leave-one-out is a refit per run: the rule `parts` on runs with profiled parts (its MAP has
+# no closed form once the profiled ratios change with the run left out) and `local` (at most LOCAL_MAX_RUNS,
+# engine.calibrate.result). Each refit is linear in the runs, all of them quadratic: 100 / 200 runs of `parts`
+# with profiles took 1.2 / 4.4 s on 2 shared cores, 1,000 would take about 2 minutes. Past it the leave-one-out
+# is not computed (null), and calibrate says so (HP815).
+REFIT_MAX_RUNS = 200
+
+
+def refits(runs: Sequence[Measured], rule: str) -> bool:
+    """Whether `rule`'s leave-one-out on `runs` refits once per run (no closed form for it)."""
+    return rule == "local" or (rule == "parts" and any(m.parts_s for m in runs))
+
+
 def leave_one_out(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> list[float | None]:
-    """Each run's step predicted from the ratios fitted on the other runs (None with a single run)."""
-    if len(runs) < 2:
+    """Each run's step predicted from the ratios fitted on the other runs (None with a single run). The rules
+    `parts` (without profiles), `step` and `compute` are computed without refitting, linear in the runs; the
+    others refit once per run, up to REFIT_MAX_RUNS runs (None past it)."""
+    if len(runs) < 2 or (refits(runs, rule) and len(runs) > REFIT_MAX_RUNS):
         return [None for _ in runs]
     if rule == "parts" and not any(m.parts_s for m in runs):
         return _parts_leave_one_out(runs, fit(runs, rule))
+    if rule in ("step", "compute"):
+        return _one_factor_leave_one_out(runs, rule)
+    return refit_leave_one_out(runs, rule)
+
+
+def refit_leave_one_out(runs: Sequence[Measured], rule: str = DEFAULT_RULE) -> list[float | None]:
+    """leave_one_out by refitting on every run's others: what the closed forms must equal (quadratic in the
+    runs: 1,000 runs took 20-31 s under `step` or `compute` on 2 shared cores)."""
     return [predict_step(m, fit([r for j, r in enumerate(runs) if j != i], rule)) for i, m in enumerate(runs)]
+
+
+def _excluded(a: np.ndarray) -> np.ndarray:
+    """Row i: the sum of `a`'s rows other than i, from a running sum from each end (no total less the run, so a
+    large run never cancels a small one's digits)."""
+    zero = np.zeros((1, *a.shape[1:]))
+    before = np.concatenate([zero, np.cumsum(a, axis=0)[:-1]])
+    after = np.concatenate([np.cumsum(a[::-1], axis=0)[::-1][1:], zero])
+    return before + after
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """The runs as arrays, for a leave-one-out without refits: per run its step, priced seconds per part (n × P,
+    PRICED_PARTS order) and launch units; per measured `parts_s` key (first-seen order) the sums over the other
+    runs that measured it (n × K: measured seconds, priced seconds of the parts it covers, how many runs); the
+    same of the host part; and each run's others' step total."""
+
+    step: np.ndarray
+    priced: np.ndarray
+    launches: np.ndarray
+    keys: tuple[str, ...]
+    measured: np.ndarray
+    key_priced: np.ndarray
+    count: np.ndarray
+    host: np.ndarray  # n × 3: host seconds, launch units, runs
+    total: np.ndarray
+
+
+def _columns(runs: Sequence[Measured], priced: list[dict[str, float]]) -> _Columns:
+    """The runs' _Columns: each sum over a run's others taken once for all runs (_excluded), O(n) in all."""
+    keys = tuple(dict.fromkeys(k for m in runs for k in m.parts_s))
+    has = np.array([[k in m.parts_s for k in keys] for m in runs], dtype=float).reshape(len(runs), len(keys))
+    measured = np.array([[m.parts_s.get(k, 0.0) for k in keys] for m in runs]).reshape(has.shape)
+    covers = np.array([[sum(u[p] for p in covered(k)) for k in keys] for u in priced]).reshape(has.shape)
+    launches = np.array([float(m.estimate.host_launches) for m in runs])
+    hosted = np.array([HOST_PART in m.parts_s and m.estimate.host_launches > 0 for m in runs], dtype=float)
+    host = np.stack([hosted * [m.parts_s.get(HOST_PART, 0.0) for m in runs], hosted * launches, hosted], axis=1)
+    step = np.array([m.step_time_s for m in runs])
+    return _Columns(step, np.array([[u[p] for p in PRICED_PARTS] for u in priced]), launches, keys,
+                    _excluded(measured * has), _excluded(covers * has), _excluded(has), _excluded(host),
+                    _excluded(step))
+
+
+def _profiled_without(c: _Columns, i: int, keys: Sequence[str]) -> tuple[dict[str, float], list[str], float | None]:
+    """_profiled and profiled_host on every run but i, from the sums over the others: (ratios, profiled parts,
+    host seconds per launch unit or None). `keys`: the measured keys in the order the other runs first give
+    them (a later key's ratio overrides an earlier one's on the parts both cover, as in _profiled)."""
+    ratios = {p: 1.0 for p in PRICED_PARTS}
+    profiled: set[str] = set()
+    for k in keys:
+        j = c.keys.index(k)
+        est = float(c.key_priced[i, j])
+        if c.count[i, j] > 0 and est > NEGLIGIBLE * float(c.total[i]):
+            value, _ = _clamp(float(c.measured[i, j]) / est, RATIO_MIN, RATIO_MAX)
+            ratios.update({p: value for p in covered(k)})
+            profiled.update(covered(k))
+    host = float(c.host[i, 0]) / float(c.host[i, 1]) if c.host[i, 2] > 0 else None
+    return ratios, [p for p in PRICED_PARTS if p in profiled], host
+
+
+def _one_factor_sums(c: _Columns, moved: Sequence[str], ref: dict[str, float], ref_host: float
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """_one_factor's sums over each run's others when `moved` move, at the reference fixed ratios `ref` and
+    host `ref_host`: (Σ w·S·R, Σ w·S², Σ w·S·u_p per fixed part p, Σ w·S·launches). R is linear in the fixed
+    ratios, so another run's R at other ratios is R − Σ_p Δ_p·u_p − Δ_host·launches, and so are the sums."""
+    on = np.array([p in moved for p in PRICED_PARTS])
+    ref_fixed = np.array([ref[p] for p in PRICED_PARTS])[~on]
+    s = c.priced[:, on].sum(axis=1)
+    r = c.step - c.priced[:, ~on] @ ref_fixed - ref_host * c.launches
+    ws = s / c.step ** 2
+    return (_excluded(ws * r), _excluded(ws * s), _excluded(ws[:, None] * c.priced[:, ~on]),
+            _excluded(ws * c.launches))
+
+
+def _one_factor_leave_one_out(runs: Sequence[Measured], rule: str) -> list[float | None]:
+    """The step and compute rules' leave-one-out without refits, linear in the runs: the profiled ratios and the
+    host part are ratios of sums, the factor s a ratio of sums linear in them (_one_factor_sums), so each run's
+    fit on the others is read from sums over the others. Equal to refit_leave_one_out but for rounding."""
+    priced = [part_seconds(m) for m in runs]
+    c = _columns(runs, priced)
+    ref, _, _ = _profiled(runs, priced)
+    ref_host = profiled_host(runs) or 0.0
+    first = {k: next(j for j, m in enumerate(runs) if k in m.parts_s) for k in c.keys}
+    sums: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    out: list[float | None] = []
+    for i, m in enumerate(runs):
+        keys = c.keys if i not in first.values() else tuple(
+            dict.fromkeys(k for j, r in enumerate(runs) if j != i for k in r.parts_s))
+        ratios, profiled, host = _profiled_without(c, i, keys)
+        moved = tuple(_moved_by_rule(rule, profiled))
+        if moved not in sums:
+            sums[moved] = _one_factor_sums(c, moved, ref, ref_host)
+        num, den, fixed, per_launch = (a[i] for a in sums[moved])
+        fixed_parts = [p for p in PRICED_PARTS if p not in moved]
+        delta = np.array([ratios[p] - ref[p] for p in fixed_parts])
+        num = float(num - fixed @ delta - ((host or 0.0) - ref_host) * per_launch)
+        if moved and den > 0:
+            ratios.update(dict.fromkeys(moved, _clamp(num / float(den), RATIO_MIN, RATIO_MAX)[0]))
+        h = host if host is not None else 0.0
+        h = min(max(h, 0.0), HOST_S_PER_LAUNCH_MAX) if math.isfinite(h) else 0.0
+        out.append(sum(ratios[p] * priced[i][p] for p in PRICED_PARTS) + h * m.estimate.host_launches)
+    return out
 
 
 def _parts_leave_one_out(runs: Sequence[Measured], fitted: Fitted) -> list[float | None]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.calibrate.fit import (
     DEFAULT_RULE,
+    REFIT_MAX_RUNS,
     RULES,
     Fitted,
     calibrated_part_seconds,
@@ -23,9 +24,10 @@ from engine.calibrate.fit import (
     named_moved,
     part_seconds,
     predict_step,
+    refits,
     warnings,
 )
-from engine.calibrate.runs import Measured, RunsFile, measure, read_runs
+from engine.calibrate.runs import Measured, Priced, RunsFile, measure, read_runs
 from engine.diagnostics import Diagnostic
 from engine.files import file_identity
 from engine.positions import DOCUMENT_START
@@ -194,7 +196,8 @@ def _stack_check(runs_file: RunsFile, measured: list[Measured]) -> tuple[str, st
 
 # The most runs the rule `local` fits: its pairwise kernel and one refit per run left out grow faster than n²
 # (100 runs 5 s, 400 runs up to 534 s, 1,000 runs past 2 minutes on 2 shared cores,
-# docs/calibration.md); the other rules are linear and take up to MAX_RUNS (engine.calibrate.runs).
+# docs/calibration.md); the other rules are linear and take up to MAX_RUNS (engine.calibrate.runs), but for the
+# leave-one-out of `parts` on profiled runs, refitted up to fit.REFIT_MAX_RUNS (HP815 past it).
 LOCAL_MAX_RUNS = 100
 
 
@@ -217,8 +220,9 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
         return Calibration(path, rule, (), None, "", "", (*runs_file.diagnostics, over))
     diags = list(runs_file.diagnostics)
     measured: list[Measured] = []
+    priced: Priced = {}
     for entry in runs_file.entries:
-        m, more = measure(runs_file, entry)
+        m, more = measure(runs_file, entry, priced)
         diags += more
         if m is not None:
             measured.append(m)
@@ -232,6 +236,11 @@ def calibrate(path: str, text: str | None = None, rule: str = DEFAULT_RULE) -> C
     runs_node = runs_file.entries[0].at if runs_file.entries else DOCUMENT_START
     diags += warnings(fitted, runs_node, measured)
     loo = leave_one_out(measured, rule)
+    if refits(measured, rule) and len(measured) > REFIT_MAX_RUNS:
+        diags.append(Diagnostic("HP815", f"no leave-one-out predictions: under the rule {rule}, runs with profiled "
+                                f"parts are left out by refitting the others, run by run, for at most "
+                                f"{REFIT_MAX_RUNS} runs (this file has {len(measured):,}); the fit itself uses every "
+                                "run", runs_node, "runs"))
     reports = []
     for i, (m, lo) in enumerate(zip(measured, loo, strict=True)):
         mf = fitted.memory_fit

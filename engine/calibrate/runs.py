@@ -18,7 +18,7 @@ from engine.calibrate.profiler_trace import TraceReading, read_trace
 from engine.calibrate.profiler_trace import part_seconds as trace_part_seconds
 from engine.calibrate.stream import TraceError
 from engine.config.reader import Source, Val
-from engine.config.types import ClusterOverrides, Config
+from engine.config.types import ClusterOverrides, Config, Loaded
 from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.document import Map, Node, Seq, parse, read_text
 from engine.positions import DOCUMENT_START, Range
@@ -191,9 +191,11 @@ def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | No
                     _overrides(src, item, dotted), str(name.value) if name else "", profile, profile_path, kind)
 
 
-# The most runs one RUNS file may list. Each run is read, priced and fitted with its leave-one-out (about 3 ms
-# and 55 KB a run): a generated file of 150,000 runs (10 MB) took minutes and gigabytes; a real calibration has
-# tens. A longer list is refused whole at `runs:` (HP800), before any run is read.
+# The most runs one RUNS file may list. Each run is read, priced and fitted with its leave-one-out (about 7 ms
+# and 25 KB a run whose config no earlier run named, a config priced once per calibration; the fit and
+# leave-one-out of 1,000 runs well under a second but for the refits engine.calibrate.fit.REFIT_MAX_RUNS bounds;
+# benchmarks/hostile_numbers.py): a generated file of 150,000 runs (10 MB) took minutes and gigabytes; a real
+# calibration has tens. A longer list is refused whole at `runs:` (HP800), before any run is read.
 MAX_RUNS = 1000
 
 
@@ -233,27 +235,45 @@ def _log_diag(entry: RunEntry, exc: LogError) -> Diagnostic:
     return Diagnostic(exc.code, f"{entry.log.value if entry.log else 'log'}: {exc}{where}", rng, dotted)
 
 
-def _load(entry: RunEntry) -> tuple[Config | None, Estimate | None, list[Diagnostic]]:
-    """The run's config, priced without any ratios (calibration starts from the uncalibrated model)."""
+# A config checked and priced, per (path, cluster overrides): kept by one calibration for every run naming it, so a
+# plan measured again is read and priced once (each takes about 10 ms; 1,000 runs of one config took 9-11 s).
+Priced = dict[tuple[str, ClusterOverrides | None],
+              tuple[Loaded, Config | None, Estimate | None, tuple[Diagnostic, ...]]]
+
+
+def _priced(entry: RunEntry, cache: Priced) -> tuple[Loaded, Config | None, Estimate | None, tuple[Diagnostic, ...]]:
+    """check_file of the run's config; the config without ratios (calibration starts from the uncalibrated model)
+    and, when it states one complete strategy, its estimate."""
     from engine.check import check_file
     from engine.cost import estimate_config
 
     assert entry.config_path is not None
+    key = (entry.config_path, entry.overrides)
+    if key not in cache:
+        loaded = check_file(entry.config_path, overrides=entry.overrides)
+        config = None if loaded.config is None or any(d.is_error for d in loaded.diagnostics) else replace(
+            loaded.config, run=replace(loaded.config.run, ratios=None))
+        est, more = estimate_config(config) if config is not None and config.stated is not None else (None, ())
+        cache[key] = (loaded, config, est, more)
+    return cache[key]
+
+
+def _load(entry: RunEntry, cache: Priced | None = None) -> tuple[Config | None, Estimate | None, list[Diagnostic]]:
+    """The run's config, priced without any ratios; `cache` keeps each config's pricing for the other runs that
+    name it."""
     rng, dotted = _at(entry, entry.config, f"runs.{entry.index}.config")
-    loaded = check_file(entry.config_path, overrides=entry.overrides)
+    loaded, config, est, more = _priced(entry, {} if cache is None else cache)
     errors = [d for d in loaded.diagnostics if d.is_error]
-    if loaded.config is None or errors:
+    if config is None:
         first = errors[0].message if errors else "it could not be read"
         return None, None, [Diagnostic("HP805", f"{entry.config.value if entry.config else ''} does not price: "
                                        f"{first}" + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""),
                                        rng, dotted)]
-    config = replace(loaded.config, run=replace(loaded.config.run, ratios=None))
     if config.stated is None:
         open_dims = [d for d, dim in config.dimensions.items() if dim.searched]
         return config, None, [Diagnostic("HP805", "the run's config does not state one complete strategy"
                                          f" (searched: {', '.join(open_dims) or 'unknown'}); fix every "
                                          "dimension to what the run used", rng, dotted)]
-    est, more = estimate_config(config)
     if est is None or has_errors(tuple(d for d in more if d.code != "HP520")):
         first = next((d.message for d in more if d.is_error), "it cannot be priced")
         return config, None, [Diagnostic("HP805", f"the run's strategy does not price: {first}", rng, dotted)]
@@ -278,8 +298,9 @@ def _as_priced(entry: RunEntry, found: tuple[Diagnostic, ...], rng: Range, dotte
     return out
 
 
-def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diagnostic]]:
-    """The entry priced (uncalibrated) and its measured step time, peak and parts; diagnostics if it cannot."""
+def measure(runs: RunsFile, entry: RunEntry, cache: Priced | None = None) -> tuple[Measured | None, list[Diagnostic]]:
+    """The entry priced (uncalibrated) and its measured step time, peak and parts; diagnostics if it cannot.
+    `cache`: the configs already priced for other runs of the same calibration (_priced)."""
     if entry.config_path is None:
         return None, []
     log: LogReading | None = None
@@ -293,7 +314,7 @@ def measure(runs: RunsFile, entry: RunEntry) -> tuple[Measured | None, list[Diag
         return None, []  # already diagnosed by read_runs
     if entry.profile is not None and entry.profile_path is None:
         return None, []  # already diagnosed by read_runs
-    config, est, notes = _load(entry)
+    config, est, notes = _load(entry, cache)
     if est is None or config is None:
         return None, notes
     profile, diags = _profile(entry, est)
