@@ -7,11 +7,11 @@ Groups and targets (every case must end within its time limit, under its memory 
   * explain: a global batch of 2^30 (explain, explain --json, --svg); --width 10,000,000 ..... < 10 s, < 400 MB
   * out-of-range values: 2^64 layers, a 400-digit width (estimate, explain) ............... HP110, < 5 s
   * calibration inputs: a 128 MiB torchtitan log (calibrate) ................................. < 400 MB RSS
-    and a log with tps 0, a peak of 0, a 1e308 s step (calibrate) ....................................... HP803
+    and a log with tps 0, a peak of 0, a 1e308 s step, tps 1e-300 (a 1.6e304 s step) (calibrate) ....... HP803
+    1,000 runs (MAX_RUNS) under --rule step / compute / parts, of one config and of 1,000 ............... < 60 s
   * profiler traces (.json.gz, calibrate): one event holding a 64 MiB string (65 KB of gzip) .... HP820, < 10 s
     4 M tiny kernel events (0.7 MB of gzip) ............................................ < 60 s, < 600 MB
     128 MiB of blanks between two events (130 KB of gzip) ........................................ < 30 s
-    1,000 runs (MAX_RUNS) under --rule step / compute / parts, of one config and of 1,000 ............... < 60 s
   * output: stdout closed, /dev/full, a reader gone (check) ............................ exit 1, no traceback
 
 `--root DIR` runs another checkout's engine (e.g. an extracted older commit) for before/after figures; a
@@ -200,6 +200,7 @@ CASES: tuple[Case, ...] = (
     Case("trace", "event with a 64 MiB string", lambda d: ["calibrate", _trace_runs(d, _huge_string)], 10),
     Case("trace", "4 M tiny events", lambda d: ["calibrate", _trace_runs(d, _tiny_events)], 60, 600),
     Case("trace", "128 MiB of blanks", lambda d: ["calibrate", _trace_runs(d, _blanks)], 30),
+    Case("calibrate", "log tps 1e-300: calibrate", lambda d: ["calibrate", _runs(d, _tt("1e-300", "40"))], 20),
     # leave-one-out refitted every run once per run under step / compute: 1,000 runs took 20-31 s
     Case("calibrate", "1,000 runs: --rule step", lambda d: ["calibrate", _many_runs(d, 1000), "--rule", "step"], 60),
     Case("calibrate", "1,000 runs: --rule compute", lambda d: ["calibrate", _many_runs(d, 1000), "--rule",

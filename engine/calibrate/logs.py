@@ -26,7 +26,8 @@ kept per (file, size, modification time), so a log is read once per change howev
 checked (the language server checks at every pause in typing).
 
 A value no run can measure is refused at its line (HP803): a step time, tokens/s or peak memory that is not
-positive, not finite, or beyond MEASURED_MAX (a step of 1e308 s overflowed the fit).
+positive, not finite, beyond MEASURED_MAX (a step of 1e308 s overflowed the fit) or under MEASURED_MIN (a step
+under a microsecond, a peak under a mebibyte).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ MAX_OUTLIER_SHARE = 1 / 3
 # days, 10^9 tokens/s on one device, a pebibyte of device memory), and small enough that the fit's sums of
 # squares stay finite. A larger one is a typo or a unit mix-up: refused at its line.
 MEASURED_MAX = {"step_time_s": 1e6, "tokens_per_s_per_device": 1e9, "peak_memory_gib": 1e6}
+# The smallest: a step under a microsecond (no kernel launch is shorter) or a peak under about a mebibyte (no
+# device runs a training step in less) is no measurement, but a unit mix-up or an underflow (1e-300). Tokens/s
+# has none of its own: the step it gives (tokens per device ÷ tokens/s) is bounded as a step (runs.measure).
+MEASURED_MIN = {"step_time_s": 1e-6, "peak_memory_gib": 1e-3}
 _WHAT = {"step_time_s": "step time (s)", "tokens_per_s_per_device": "tokens/s per device",
          "peak_memory_gib": "peak memory (GiB)"}
 CACHE_ENTRIES = 32  # readings kept (a RUNS file names a few logs)
@@ -109,6 +114,8 @@ def measured_problem(kind: str, value: float) -> str | None:
         return f"{_WHAT[kind]} must be a positive finite number, got {value:g}"
     if value > MEASURED_MAX[kind]:
         return f"{_WHAT[kind]} {value:g} is beyond any run (at most {MEASURED_MAX[kind]:g})"
+    if value < MEASURED_MIN.get(kind, 0.0):
+        return f"{_WHAT[kind]} {value:g} is below any run (at least {MEASURED_MIN[kind]:g})"
     return None
 
 

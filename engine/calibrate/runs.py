@@ -13,7 +13,14 @@ import os
 from dataclasses import dataclass, field, replace
 
 from engine.calibrate.ascend import read_ascend
-from engine.calibrate.logs import MEASURED_MAX, LogError, LogReading, measured_problem, read_log
+from engine.calibrate.logs import (
+    MEASURED_MAX,
+    MEASURED_MIN,
+    LogError,
+    LogReading,
+    measured_problem,
+    read_log,
+)
 from engine.calibrate.profiler_trace import TraceReading, read_trace
 from engine.calibrate.profiler_trace import part_seconds as trace_part_seconds
 from engine.calibrate.stream import TraceError
@@ -174,7 +181,8 @@ def _entry(src: Source, index: int, item: Node, runs_path: str) -> RunEntry | No
     log, log_path = _path_val(src, item, "log", f"{dotted}.log", runs_path)
     kind = next((k for k in ("trace", "ascend_profile") if k in item), "")
     profile, profile_path = _path_val(src, item, kind, f"{dotted}.{kind}", runs_path) if kind else (None, None)
-    step, tps, peak = (src.number(item, key, f"{dotted}.{key}", minimum=0.0, strict=True, maximum=MEASURED_MAX[key])
+    step, tps, peak = (src.number(item, key, f"{dotted}.{key}", minimum=MEASURED_MIN.get(key, 0.0),
+                                  strict=key not in MEASURED_MIN, maximum=MEASURED_MAX[key])
                        for key in ("step_time_s", "tokens_per_s_per_device", "peak_memory_gib"))
     if log is None and profile is None and step is None and tps is None and "step_time_s" not in item \
             and "tokens_per_s_per_device" not in item:
@@ -320,19 +328,9 @@ def measure(runs: RunsFile, entry: RunEntry, cache: Priced | None = None) -> tup
     profile, diags = _profile(entry, est)
     if diags:
         return None, diags
-    tokens_per_device = est.strategy.global_batch_size * config.model.seq_len / est.strategy.world_size \
-        if config.model is not None else 0.0
-    step: float
-    if entry.step_time_s is not None:
-        step = float(entry.step_time_s.value)
-    elif entry.tokens_per_s_per_device is not None:
-        step = tokens_per_device / float(entry.tokens_per_s_per_device.value)
-    elif log is not None:
-        s = log.steady
-        step = s.value if s.kind == "step_time_s" else tokens_per_device / s.value
-    else:
-        assert profile is not None
-        step = profile.step_time_s
+    step, derived = _step(entry, log, profile, est, config)
+    if derived is not None:
+        return None, [*notes, derived]
     peak = float(entry.peak_memory_gib.value) if entry.peak_memory_gib is not None else (
         log.peak_memory_gib if log is not None else None)
     label = os.path.relpath(entry.config_path, os.path.dirname(os.path.abspath(runs.path)))
@@ -343,6 +341,37 @@ def measure(runs: RunsFile, entry: RunEntry, cache: Priced | None = None) -> tup
     if profile is not None and not parts:
         parts = trace_part_seconds(profile, dict(est.time_parts_s))
     return Measured(entry, label, config, est, step, peak, parts, log, profile), notes
+
+
+def _step(entry: RunEntry, log: LogReading | None, profile: TraceReading | None, est: Estimate,
+          config: Config) -> tuple[float, Diagnostic | None]:
+    """The run's measured step (s): stated, from a log or profile, or from tokens/s per device; a step derived from
+    tokens/s is bounded as a stated step is (logs.measured_problem): tokens/s of 1e-300 passed its own bounds and
+    gave a 1.6e304 s step that was fitted. HP803 at the tokens/s value or the log when it cannot be a step."""
+    tokens_per_device = est.strategy.global_batch_size * config.model.seq_len / est.strategy.world_size \
+        if config.model is not None else 0.0
+    val: Val | None
+    if entry.step_time_s is not None:
+        return float(entry.step_time_s.value), None
+    if entry.tokens_per_s_per_device is not None:
+        val, key = entry.tokens_per_s_per_device, "tokens_per_s_per_device"
+        tps = float(val.value)
+        what = f"tokens_per_s_per_device {tps:g}"
+    elif log is not None and log.steady.kind == "tokens_per_s_per_device":
+        tps, val, key = log.steady.value, entry.log, "log"
+        what = f"{entry.log.value if entry.log else 'log'}: its steady {tps:g} tokens/s per device"
+    elif log is not None:
+        return log.steady.value, None
+    else:
+        assert profile is not None
+        return profile.step_time_s, None
+    step = tokens_per_device / tps
+    problem = measured_problem("step_time_s", step)
+    if problem is None:
+        return step, None
+    rng, dotted = _at(entry, val, f"runs.{entry.index}.{key}")
+    return step, Diagnostic("HP803", f"{what} gives a step of {tokens_per_device:g} tokens per device ÷ {tps:g} "
+                            f"tokens/s: {problem}", rng, dotted)
 
 
 # How far a profile's parts may add past the step they split: parts the profiler reports apart can overlap a

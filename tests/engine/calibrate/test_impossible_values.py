@@ -1,6 +1,7 @@
 """`hp-plan calibrate` refuses a measurement no run can have, at its line, and writes nothing: a peak of 0,
 -5 or NaN (it halved every later memory estimate), a step of 0 ms, `tps: 0` (HP900), a 1e308-second step
-(HP900). Logs are streamed in bounded memory and read once per change (engine.calibrate.logs)."""
+(HP900), a 1e-300 s step or peak (fitted). Logs are streamed in bounded memory and read once per change
+(engine.calibrate.logs)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ LOGS = {
                      "CSV row 3: peak memory (GiB) must be a positive finite number, got nan", 3),
     "csv_step_1e308": ("c.csv", "step_time_s\n1e308\n1e308\n1e308\n",
                        "CSV row 2: step time (s) 1e+308 is beyond any run (at most 1e+06)", 2),
+    # under any run: a step under a microsecond, a peak under about a mebibyte (a 1e-300 s step was fitted)
+    "csv_step_1e-300": ("c.csv", "step_time_s\n1e-300\n1e-300\n1e-300\n",
+                        "CSV row 2: step time (s) 1e-300 is below any run (at least 1e-06)", 2),
+    "peak_tiny": ("t.log", torchtitan("5000", "0.0001"), "peak memory (GiB) 0.0001 is below any run (at least 0.001)",
+                  1),
 }
 
 
@@ -66,9 +72,11 @@ def test_an_impossible_log_value_is_refused_at_its_line_and_nothing_is_written(r
 
 
 @pytest.mark.parametrize("entry, message", [
-    ("step_time_s: 0", "runs.0.step_time_s must be > 0, got 0"),
+    ("step_time_s: 0", "runs.0.step_time_s must be >= 1e-06, got 0"),
+    ("step_time_s: 1.0e-300", "runs.0.step_time_s must be >= 1e-06, got 1e-300"),  # no step is under 1 µs
     ("step_time_s: 1.0e+308", "runs.0.step_time_s must be at most 1e+06, got 1e+308"),
-    ("peak_memory_gib: -5", "runs.0.peak_memory_gib must be > 0, got -5"),
+    ("peak_memory_gib: -5", "runs.0.peak_memory_gib must be >= 0.001, got -5"),
+    ("peak_memory_gib: 1.0e-300", "runs.0.peak_memory_gib must be >= 0.001, got 1e-300"),  # nor a peak under 1 MiB
     ("peak_memory_gib: .nan", "runs.0.peak_memory_gib must be a number"),
     ("tokens_per_s_per_device: 0", "runs.0.tokens_per_s_per_device must be > 0, got 0"),
 ])
