@@ -8,6 +8,8 @@ Groups and targets (every case must end within its time limit, under its memory 
   * out-of-range values: 2^64 layers, a 400-digit width (estimate, explain) ............... HP110, < 5 s
   * calibration inputs: a 128 MiB torchtitan log (calibrate) ................................. < 400 MB RSS
     and a log with tps 0, a peak of 0, a 1e308 s step, tps 1e-300 (a 1.6e304 s step) (calibrate) ....... HP803
+    4 MB of blank lines (bare \r, or white space) before the steps ........................................ < 5 s
+    a step figure past 64 K characters into its line (read whole); a 9 MiB line (skipped, HP814) .......... < 5 s
     1,000 runs (MAX_RUNS) under --rule step / compute / parts, of one config and of 1,000 ............... < 60 s
   * profiler traces (.json.gz, calibrate): one event holding a 64 MiB string (65 KB of gzip) .... HP820, < 10 s
     4 M tiny kernel events (0.7 MB of gzip) ............................................ < 60 s, < 600 MB
@@ -201,6 +203,16 @@ CASES: tuple[Case, ...] = (
     Case("trace", "4 M tiny events", lambda d: ["calibrate", _trace_runs(d, _tiny_events)], 60, 600),
     Case("trace", "128 MiB of blanks", lambda d: ["calibrate", _trace_runs(d, _blanks)], 30),
     Case("calibrate", "log tps 1e-300: calibrate", lambda d: ["calibrate", _runs(d, _tt("1e-300", "40"))], 20),
+    # blank lines: 1.8 us each through every format's matching (4 MB of bare \r took 7 s, the 512 MiB limit ~15 min)
+    Case("calibrate", "4 MB of bare \\r, then steps", lambda d: ["calibrate", _runs(d, "\r" * 4_000_000
+                                                                                 + _tt("5000", "40"))], 20),
+    Case("calibrate", "4 MB of blank-space lines", lambda d: ["calibrate", _runs(d, "  \n" * 1_400_000
+                                                                            + _tt("5000", "40"))], 20),
+    # lines were cut at 64 K characters: a step cell straddling the cut read 2.457 as 2.0, silently
+    Case("calibrate", "CSV step cell past 64 K chars", lambda d: ["calibrate", _runs(
+        d, "note,step_time_s\n" + ("y" * (64 * 1024 - 3) + ",2.457\n") * 30)], 20),
+    Case("calibrate", "a 9 MiB line, then steps", lambda d: ["calibrate", _runs(d, "x" * (9 << 20) + "\n"
+                                                                              + _tt("5000", "40"))], 20),
     # leave-one-out refitted every run once per run under step / compute: 1,000 runs took 20-31 s
     Case("calibrate", "1,000 runs: --rule step", lambda d: ["calibrate", _many_runs(d, 1000), "--rule", "step"], 60),
     Case("calibrate", "1,000 runs: --rule compute", lambda d: ["calibrate", _many_runs(d, 1000), "--rule",

@@ -1,6 +1,7 @@
 """Training logs `hp-plan calibrate` reads (docs/formats.md §8): the steady-state step time and the peak memory.
 
-Formats, recognised by their lines (the first format with a step line wins):
+Formats, recognised by their lines (the format with the most step lines wins; on a tie the first below; lines
+another format also read are ignored and said, HP814, so one stray line cannot decide how a log is read):
 
 * torchtitan: `step: 20  loss:  7.9410  memory: 82.40GiB(86.73%)  tps: 5,762  ...`; `tps` is tokens/s per
   device, `memory` the max reserved GiB. ANSI colour codes (torchtitan colours its metrics) are ignored.
@@ -20,10 +21,13 @@ A log whose kept steps still spread wider than 1.5x (10th to 90th percentile), o
 the steps are outliers, is not a steady state and is refused.
 
 Logs are read only from regular files, at most MAX_LOG_BYTES: never a FIFO or a device. They are streamed:
-one line at a time (at most MAX_LINE_CHARS of it kept), each step kept as two machine numbers, so memory
-stays bounded by the step count, not the log's size (reading a 128 MiB log whole took 2.3 GB). A reading is
-kept per (file, size, modification time), so a log is read once per change however often a RUNS file is
-checked (the language server checks at every pause in typing).
+one line at a time, each step kept as two machine numbers, so memory stays bounded by the step count, not the
+log's size (reading a 128 MiB log whole took 2.3 GB). A line is read whole or not at all: one over
+MAX_LINE_BYTES is skipped unread and said (HP814 at its line), never cut (cut at 64 K characters, a cell
+`2.457` straddling the cut read as 2.0 s, Megatron's 2457.0 ms as 24 ms). Blank lines (a redirected progress
+bar's bare `\r`) are counted in bulk and never reach a format's matching (4 MB of them took 7 s, 1.8 µs each).
+A reading is kept per (file, size, modification time), so a log is read once per change however often a RUNS
+file is checked (the language server checks at every pause in typing).
 
 A value no run can measure is refused at its line (HP803): a step time, tokens/s or peak memory that is not
 positive, not finite, beyond MEASURED_MAX (a step of 1e308 s overflowed the fit) or under MEASURED_MIN (a step
@@ -43,9 +47,13 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import compress
 
 MAX_LOG_BYTES = 512 * 1024 * 1024  # a month of step lines is far below this
-MAX_LINE_CHARS = 64 * 1024
+# The longest line read (bytes; a quoted CSV row over several lines, in characters): far beyond any step line or
+# CSV header (a Megatron arguments dump is a few KB), and bounded so that one line never holds more memory
+# than this. A longer line is skipped whole and said (HP814), never read in part.
+MAX_LINE_BYTES = 8 << 20
 WARMUP_FRACTION = 0.10
 OUTLIER_SIGMAS = 3.5
 OUTLIER_FLOOR = 0.02  # relative to the median: steps within 2% are never outliers
@@ -99,6 +107,16 @@ class Steady:
 
 
 @dataclass(frozen=True, slots=True)
+class LogNote:
+    """What a reading left out that its user should know (HP814: a line too long to read, lines of a second
+    format): the message and the 0-based line it names."""
+
+    code: str
+    message: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogReading:
     """What a log says: its format, the steady figure, and the peak memory (GiB) when it reports one."""
 
@@ -106,6 +124,15 @@ class LogReading:
     steady: Steady
     peak_memory_gib: float | None
     lines: int
+    notes: tuple[LogNote, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LongLine:
+    """A line over MAX_LINE_BYTES, in place of its text: skipped unread (a number cut from its tail would be
+    read as another number), its size said."""
+
+    size: int
 
 
 def measured_problem(kind: str, value: float) -> str | None:
@@ -142,8 +169,13 @@ class _Scan:
         self.values: array[float] = array("d")
         self.peak: float | None = None
         self.error: LogError | None = None
+        self.steps = 0  # step lines read, a refused value counted: how much of the log is in this format
+        self.first = 0  # the first step line's index
 
     def step(self, i: int, value: float, where: str = "") -> None:
+        if not self.steps:
+            self.first = i
+        self.steps += 1
         try:
             self.values.append(_checked(self.kind, value, i, where))
             self.at.append(i)
@@ -159,11 +191,21 @@ class _Scan:
     def feed(self, i: int, line: str) -> None:
         raise NotImplementedError
 
+    def skipped(self, i: int, size: int) -> None:
+        """Line `i`, `size` bytes, was too long to read (LongLine): a format whose reading depends on it says so
+        here."""
+
     def end(self) -> None:
         """The log has no more lines: what a format leaves open (a CSV quote never closed) is said here."""
 
     def found(self) -> bool:
         return bool(self.values) or self.error is not None
+
+    @property
+    def read_steps(self) -> int:
+        """How many step lines this format read (a refused value counted): the format with the most reads the
+        log."""
+        return self.steps
 
 
 class _Torchtitan(_Scan):
@@ -189,6 +231,8 @@ class _HyperParallel(_Scan):
     name, kind = "hyperparallel", "step_time_s"
 
     def feed(self, i: int, raw: str) -> None:
+        if "Training" not in raw:  # an ANSI code never splits the word; most lines lack it: no regex for them
+            return
         line = _ANSI.sub("", raw)
         if not _HP_LINE.search(line):
             return
@@ -229,6 +273,7 @@ class _Csv(_Scan):
         self.open: tuple[int, list[str], int] | None = None
         self.rows = 0  # data rows so far, a row that spans lines (a quoted line break) counted once
         self.check: tuple[int, float] | None = None  # a second step-time column (step_time_ms beside _s) and scale
+        self.long_header: tuple[int, int] | None = None  # (line, bytes) of a first line too long to read
 
     def feed(self, i: int, line: str) -> None:
         if self.done:
@@ -239,9 +284,9 @@ class _Csv(_Scan):
             size += len(line) + 1
             if _inside_quotes(line, quoted=True):
                 self.open = (at, parts, size)
-                if size > MAX_LINE_CHARS:
+                if size > MAX_LINE_BYTES:
                     self.error = self.error or LogError(
-                        "HP803", f"a quoted CSV field runs on past {MAX_LINE_CHARS:,} characters", at)
+                        "HP803", f"a quoted CSV field runs on past {MAX_LINE_BYTES:,} characters", at)
                     self.done = True
                 return
             line, i, self.open = "\n".join(parts), at, None
@@ -292,6 +337,21 @@ class _Csv(_Scan):
                 return
             self.peak_at(i, peak, f"CSV row {n}: ")
 
+    def skipped(self, i: int, size: int) -> None:
+        """A line too long to read: before a header, no header can be read (said if no format reads the log);
+        inside a quoted field, the row runs on past the limit; else it is a row, counted so that the later rows
+        keep their numbers (the line itself is said, HP814)."""
+        if self.done:
+            return
+        if self.header_at is None:
+            self.header_at, self.done, self.long_header = i, True, (i, size)
+        elif self.open is not None:
+            self.error = self.error or LogError(
+                "HP803", f"a quoted CSV field runs on past {MAX_LINE_BYTES:,} characters", self.open[0])
+            self.done = True
+        else:
+            self.rows += 1
+
     def _header(self, i: int, cells: list[str] | None, line: str) -> None:
         header = [h.strip().lower() for h in cells or []]  # a line csv cannot split is no header
         self.header_at = i
@@ -320,6 +380,10 @@ class _Csv(_Scan):
 
     def found(self) -> bool:
         return self.col is not None or self.error is not None
+
+    @property
+    def read_steps(self) -> int:
+        return self.rows
 
 
 def _inside_quotes(line: str, quoted: bool = False) -> bool:
@@ -399,30 +463,94 @@ def _columns(values: Iterable[tuple[int, float]]) -> tuple[array[int], array[flo
     return at, xs
 
 
-def parse_log(lines: Iterable[str]) -> LogReading:
-    """The steady step figure and peak memory of a log in one of the docs/formats.md §8 formats, in one pass over `lines`."""
+class Numbered:
+    """A log's lines that are not blank, each with its 0-based index among all of its lines, and (once read)
+    `count`, how many lines it has, blank ones included. Blank lines never reach a format: none of them is a
+    step line, and inside a quoted CSV field one changes nothing but the note it sits in."""
+
+    def __init__(self, lines: Iterable[str] = ()) -> None:
+        self.lines = lines
+        self.count = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str | LongLine]]:
+        for i, line in enumerate(self.lines):
+            self.count = i + 1
+            if line and not line.isspace():
+                yield i, line
+
+
+def parse_log(lines: Iterable[str] | Numbered) -> LogReading:
+    """The steady step figure and peak memory of a log in one of the docs/formats.md §8 formats, in one pass over
+    `lines`: read by the format with the most step lines (a tie: the order below), the lines another format
+    read ignored and said (HP814), as is a line too long to read."""
+    numbered = lines if isinstance(lines, Numbered) else Numbered(lines)
     scans: tuple[_Scan, ...] = (_HyperParallel(), _Torchtitan(), _Megatron(), _Csv())
-    count, blank = 0, True
-    for i, line in enumerate(lines):
-        count = i + 1
-        blank = blank and not line.strip()
+    long: list[tuple[int, int]] = []  # (line, bytes) of each line too long to read
+    blank = True
+    for i, line in numbered:
+        blank = False
+        if isinstance(line, LongLine):
+            long.append((i, line.size))
+            for scan in scans:
+                scan.skipped(i, line.size)
+            continue
         for scan in scans:
             scan.feed(i, line)
     for scan in scans:
         scan.end()
     if blank:
         raise LogError("HP802", "the log is empty")
-    for scan in scans:
-        if scan.found():
-            if scan.error is not None:
-                raise scan.error
-            if not scan.values:
-                raise LogError("HP802", "the CSV has a step-time column but no rows")
-            return LogReading(scan.name, steady_state(scan, scan.kind), scan.peak, count)
-    raise LogError("HP802", "no step lines in a known format: expected HyperParallel's `Training: … "
-                   "step_time=Xs]`, torchtitan `step: N ... tps: T`, "
-                   "Megatron/NeMo/MindSpeed `iteration N/ M | ... elapsed time per iteration (ms): X`, or a CSV "
-                   "with a step_time_s / step_time_ms column (docs/formats.md §8)")
+    found = [scan for scan in scans if scan.found()]
+    if not found:
+        raise _unknown_format(scans[-1])
+    best = max(found, key=lambda scan: scan.read_steps)  # the first of the most: a tie keeps the order above
+    if best.error is not None:
+        raise best.error
+    if not best.values:
+        raise LogError("HP802", "the CSV has a step-time column but no rows")
+    notes = [_ignored(scan, best) for scan in found if scan is not best and scan.read_steps]
+    if long:
+        notes.append(_too_long(long))
+    return LogReading(best.name, steady_state(best, best.kind), best.peak, numbered.count, tuple(notes))
+
+
+_FORMATS = {"hyperparallel": "HyperParallel's `step_time=`", "torchtitan": "torchtitan's `step: … tps:`",
+            "megatron": "Megatron's `iteration … elapsed time per iteration (ms):`", "csv": "CSV rows"}
+
+
+def _ignored(scan: _Scan, best: _Scan) -> LogNote:
+    """HP814 at the first line of a format the log is not read as: its lines are left out of the step time."""
+    n = scan.read_steps
+    at = scan.first if scan.steps else scan.error.line or 0 if scan.error is not None else 0
+    return LogNote("HP814", f"{n:,} line{'s' if n > 1 else ''} in the form of {_FORMATS[scan.name]} "
+                   f"{'are' if n > 1 else 'is'} not read: the log is read as {best.name}, which has more step lines "
+                   f"({best.read_steps:,}); cut the log to one trainer's lines if the other is the run", at)
+
+
+def _too_long(long: list[tuple[int, int]]) -> LogNote:
+    """HP814 at the first line too long to read, naming how many more there are."""
+    (at, size), more = long[0], len(long) - 1
+    rest = f" ({more:,} more such line{'s' if more > 1 else ''} from line {long[1][0] + 1})" if more else ""
+    return LogNote("HP814", f"a line of {_size(size)} is over the {_size(MAX_LINE_BYTES)} a log line may hold: "
+                   f"skipped unread{rest}; a step it states is not in the step time", at)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB".replace(".0 MiB", " MiB") if n >= 2**20 else f"{n:,} bytes"
+
+
+def _unknown_format(csv_scan: _Scan) -> LogError:
+    """HP802 for a log no format reads; when its first line was too long to read (a CSV header, perhaps), says so
+    at that line."""
+    long = csv_scan.long_header if isinstance(csv_scan, _Csv) else None
+    if long is not None:
+        return LogError("HP802", f"no step lines in a known format, and the first line ({_size(long[1])}) is over "
+                        f"the {_size(MAX_LINE_BYTES)} a log line may hold, so it is not read: if it is a CSV header, "
+                        "shorten its column names", long[0])
+    return LogError("HP802", "no step lines in a known format: expected HyperParallel's `Training: … "
+                    "step_time=Xs]`, torchtitan `step: N ... tps: T`, "
+                    "Megatron/NeMo/MindSpeed `iteration N/ M | ... elapsed time per iteration (ms): X`, or a CSV "
+                    "with a step_time_s / step_time_ms column (docs/formats.md §8)")
 
 
 def _open_log(path: str, max_bytes: int) -> tuple[int, os.stat_result]:
@@ -449,50 +577,73 @@ def _open_log(path: str, max_bytes: int) -> tuple[int, os.stat_result]:
     return fd, now
 
 
-def stream_lines(fd: int, path: str, max_bytes: int = MAX_LOG_BYTES) -> Iterator[str]:
+class LogLines(Numbered):
     """The lines of an open file (UTF-8, undecodable bytes replaced, a leading byte-order mark dropped; `\n`,
-    `\r\n` or a lone `\r` ends a line, so tqdm's refreshes in a redirected log are lines of their own), each cut
-    at MAX_LINE_CHARS: read a block at a time, at most a block and one line's bytes held. A file that grows past
-    `max_bytes` while it is read is refused (HP801)."""
-    limit = 4 * MAX_LINE_CHARS  # bytes: a UTF-8 character is at most 4
-    total, first = 0, True
-    kept, skipping, cr_end = b"", False, False  # the line so far; past the limit (the rest dropped); block ended \r
+    `\r\n` or a lone `\r` ends a line, so tqdm's refreshes in a redirected log are lines of their own), numbered,
+    read a block at a time, at most a block and one line's bytes held. Blank lines are counted and dropped by C
+    iterators (splitlines, strip, compress), never a Python step each: a redirected progress bar writes millions
+    (4 MB of bare `\r` took 7 s at 1.8 µs a line; now about 0.1 µs). A line over MAX_LINE_BYTES is a LongLine, its
+    bytes dropped as they come. A file that grows past `max_bytes` while it is read is refused (HP801)."""
 
-    def line(raw: bytes) -> str:
-        nonlocal first
-        text = raw.decode("utf-8", errors="replace")[:MAX_LINE_CHARS]
-        if first:
-            first = False
-            text = text.removeprefix("\ufeff")  # Excel's UTF-8 CSVs begin with one
-        return text
+    BLOCK = 1 << 20  # bytes read at a time
 
-    with os.fdopen(fd, "rb", buffering=0) as fh:
-        while block := fh.read(1 << 20):
-            total += len(block)
-            if total > max_bytes:
-                raise LogError("HP801", f"the log {path} grew past the {max_bytes / 2**20:.0f} MiB limit while "
-                               "it was read")
-            if cr_end and block.startswith(b"\n"):  # the \n of a \r\n the last block cut in two
-                block = block[1:]
-            cr_end = block.endswith(b"\r")
-            ended = block.splitlines()  # bytes split at \n, \r\n and \r only
-            rest = b"" if block.endswith((b"\n", b"\r")) or not ended else ended.pop()
-            for piece in ended:
-                yield line(kept if skipping else kept + piece[: limit - len(kept)])
-                kept, skipping = b"", False
-            if not skipping:
-                kept += rest
-                if len(kept) > limit:  # a line longer than the limit: the rest is skipped, not kept
-                    kept, skipping = kept[:limit], True
-    if kept:
-        yield line(kept)
+    def __init__(self, fd: int, path: str, max_bytes: int = MAX_LOG_BYTES) -> None:
+        super().__init__()
+        self.fd, self.path, self.max_bytes = fd, path, max_bytes
+
+    def __iter__(self) -> Iterator[tuple[int, str | LongLine]]:
+        index, total, cr_end = 0, 0, False  # the line the next block begins in; bytes read; the last block ended `\r`
+        # the line a block left open: its bytes (dropped past the limit), their count, whether one is not white space
+        kept, size, inked = bytearray(), 0, False
+        with os.fdopen(self.fd, "rb", buffering=0) as fh:
+            while block := fh.read(self.BLOCK):
+                total += len(block)
+                if total > self.max_bytes:
+                    raise LogError("HP801", f"the log {self.path} grew past the {self.max_bytes / 2**20:.0f} MiB "
+                                   "limit while it was read")
+                if cr_end and block.startswith(b"\n"):  # the `\n` of a `\r\n` two blocks cut
+                    block = block[1:]
+                cr_end = block.endswith(b"\r")
+                pieces = block.splitlines()  # split at `\n`, `\r\n` and `\r` only
+                rest = b"" if block.endswith((b"\n", b"\r")) or not pieces else pieces.pop()
+                first = 0
+                if size and pieces:  # the line left open ends at this block's first break
+                    head = pieces[0]
+                    if (item := _line(index, kept + head, size + len(head), inked or bool(head.strip()))) is not None:
+                        yield item
+                    kept, size, inked, first = bytearray(), 0, False, 1
+                # blank lines (nothing but ASCII white space) are dropped here, in C: never a Python step each
+                for i, piece in compress(enumerate(pieces, index), map(bytes.strip, pieces)):
+                    if i >= index + first and (item := _line(i, piece, len(piece))) is not None:
+                        yield item
+                index += len(pieces)
+                size += len(rest)
+                inked = inked or bool(rest.strip())
+                if size <= MAX_LINE_BYTES:
+                    kept += rest
+                elif kept:
+                    kept = bytearray()  # past the limit: its bytes dropped as they come
+        if size:
+            if (item := _line(index, kept, size, inked)) is not None:
+                yield item
+            index += 1
+        self.count = index
 
 
-def read_lines(path: str, max_bytes: int = MAX_LOG_BYTES) -> list[str]:
-    """The lines of a regular file (UTF-8, undecodable bytes replaced), at most `max_bytes`. A FIFO, a
-    device or a directory is refused before it is opened for reading, so nothing can block."""
-    fd, _ = _open_log(path, max_bytes)
-    return list(stream_lines(fd, path, max_bytes))
+def _line(index: int, raw: bytes | bytearray, size: int, inked: bool = True) -> tuple[int, str | LongLine] | None:
+    """Line `index` as read (`raw`, `size` bytes): None when blank, its LongLine when past MAX_LINE_BYTES (and
+    `inked`: not all white space)."""
+    if size > MAX_LINE_BYTES:
+        return (index, LongLine(size)) if inked else None
+    text = raw.decode("utf-8", errors="replace")
+    if index == 0:
+        text = text.removeprefix("\ufeff")  # Excel's UTF-8 CSVs begin with one
+    return (index, text) if text and not text.isspace() else None
+
+
+def stream_lines(fd: int, path: str, max_bytes: int = MAX_LOG_BYTES) -> LogLines:
+    """The numbered lines of an open log file, streamed (LogLines)."""
+    return LogLines(fd, path, max_bytes)
 
 
 _CACHE: OrderedDict[tuple[object, ...], LogReading | LogError] = OrderedDict()

@@ -17,6 +17,7 @@ from engine.calibrate.logs import (
     MEASURED_MAX,
     MEASURED_MIN,
     LogError,
+    LogNote,
     LogReading,
     measured_problem,
     read_log,
@@ -243,6 +244,13 @@ def _log_diag(entry: RunEntry, exc: LogError) -> Diagnostic:
     return Diagnostic(exc.code, f"{entry.log.value if entry.log else 'log'}: {exc}{where}", rng, dotted)
 
 
+def _note_diag(entry: RunEntry, note: LogNote) -> Diagnostic:
+    """A log's note (what its reading left out, HP814) at the run's `log:` value, naming the line."""
+    rng, dotted = _at(entry, entry.log, f"runs.{entry.index}.log")
+    name = entry.log.value if entry.log else "log"
+    return Diagnostic(note.code, f"{name}: {note.message} (log line {note.line + 1})", rng, dotted)
+
+
 # A config checked and priced, per (path, cluster overrides): kept by one calibration for every run naming it, so a
 # plan measured again is read and priced once (each takes about 10 ms; 1,000 runs of one config took 9-11 s).
 Priced = dict[tuple[str, ClusterOverrides | None],
@@ -331,6 +339,8 @@ def measure(runs: RunsFile, entry: RunEntry, cache: Priced | None = None) -> tup
     step, derived = _step(entry, log, profile, est, config)
     if derived is not None:
         return None, [*notes, derived]
+    if log is not None:
+        notes = [*notes, *(_note_diag(entry, n) for n in log.notes)]
     peak = float(entry.peak_memory_gib.value) if entry.peak_memory_gib is not None else (
         log.peak_memory_gib if log is not None else None)
     label = os.path.relpath(entry.config_path, os.path.dirname(os.path.abspath(runs.path)))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.calibrate import logs
 from engine.calibrate.logs import LogError, parse_log, read_log
 
 TORCHTITAN = [
@@ -188,3 +189,81 @@ def test_a_csv_is_numbered_by_its_rows_and_its_mistakes_said_at_them() -> None:
         assert said in str(exc.value), (said, str(exc.value))
     agree = ["step_time_s,step_time_ms", *[f"{1 + 0.001 * i},{1000 + i}" for i in range(12)]]
     assert parse_log(agree).steady.value == pytest.approx(1.0055, abs=0.001)
+
+
+@pytest.mark.parametrize("line, value", [
+    ("{pad},2.457", 2.457),  # a CSV step-time cell past 64 K characters: read as 2.0 when the line was cut there
+    ("{pad} iteration 7/ 5000 | elapsed time per iteration (ms): 2457.0 |", 2.457),  # read as 24 ms
+    ("{pad} step: 7  tps: 6667", 6667.0),  # read as 66 tokens/s
+])
+def test_a_line_past_64_k_characters_is_read_whole(tmp_path: Path, line: str, value: float) -> None:
+    pad = "y" * (64 * 1024 - 3)  # the step figure straddles the old cut
+    header = "note,step_time_s\n" if line.endswith(",2.457") else ""
+    log = tmp_path / "train.log"
+    log.write_text(header + "\n".join(line.format(pad=pad) for _ in range(12)) + "\n")
+    r = read_log(str(log))
+    assert r.steady.value == pytest.approx(value) and r.notes == ()
+
+
+def test_a_line_past_the_limit_is_skipped_whole_and_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line over MAX_LINE_BYTES is never read in part (a number cut at the limit is another number): it is
+    skipped and said at its line (HP814), the CSV's rows keep their numbers, and a first line too long to read
+    (a CSV header) is named when nothing else reads the log."""
+    monkeypatch.setattr(logs, "MAX_LINE_BYTES", 100)
+    log = tmp_path / "steps.csv"
+    rows = [f"n,{1.0 + 0.01 * (i % 2)}" for i in range(12)]
+    log.write_text("\n".join(["note,step_time_s", *rows[:4], "x" * 150 + ",9.0", *rows[4:], "x" * 300]) + "\n")
+    r = read_log(str(log))
+    assert r.steady.used + r.steady.warmup + r.steady.outliers == 12 and r.steady.value < 1.02  # 9.0 never read
+    (note,) = r.notes
+    assert note.code == "HP814" and note.line == 5 and "1 more such line from line 15" in note.message
+    assert "a line of 154 bytes is over the 100 bytes" in note.message  # "x" * 150 + ",9.0"
+    log.write_text("\n".join(["note" + "x" * 150 + ",step_time_s", *rows]) + "\n")
+    with pytest.raises(LogError) as exc:
+        read_log(str(log))
+    assert exc.value.code == "HP802" and exc.value.line == 0 and "CSV header" in str(exc.value)
+
+
+def test_the_format_with_the_most_step_lines_reads_the_log() -> None:
+    """One stray line another format reads (a `Training args: … step_time=0.5s` banner) decided how a log of 12
+    Megatron iterations was read: one 0.5 s step, the iterations and the peak ignored. The most step lines win
+    (ties: the order of the formats), and the lines left out are said at the first (HP814)."""
+    r = parse_log(["Training args: profile step_time=0.5s budget", *MEGATRON])
+    assert r.format == "megatron" and r.steady.value == pytest.approx(2.8472, abs=0.004)
+    assert r.peak_memory_gib == pytest.approx(84377.0 / 1024)
+    (note,) = r.notes
+    assert note.code == "HP814" and note.line == 0 and "HyperParallel" in note.message and "(12)" in note.message
+    stray = parse_log([*HYPERPARALLEL, MEGATRON[0]])
+    assert stray.format == "hyperparallel" and stray.notes[0].line == len(HYPERPARALLEL)
+    assert parse_log(["Training: step_time=2.5s", TORCHTITAN[2]]).format == "hyperparallel"  # a tie: the order
+
+
+def test_blank_lines_keep_the_line_numbers_and_the_count(tmp_path: Path) -> None:
+    """Blank lines (bare `\\r`, `\\r\\n`, white space) never reach a format, yet every line keeps its number: an
+    impossible value after them is said at its own line."""
+    log = tmp_path / "train.log"
+    body = "\r" * 5000 + "  \n\t\r\n" + "".join(f"step: {i}  tps: 6667\n" for i in range(1, 8))  # lines 0-5008
+    log.write_bytes((body + "step: 8  tps: 0\n").encode())
+    with pytest.raises(LogError) as exc:
+        read_log(str(log))
+    assert exc.value.code == "HP803" and exc.value.line == 5009
+    log.write_bytes(body.encode() + b"\n\n")
+    assert read_log(str(log)).lines == 5011
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 20])
+def test_the_stream_splits_as_whole_lines_do_whatever_the_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 block: int) -> None:
+    """The streamed lines are those bytes.splitlines gives the whole file (`\\r\\n` across a block boundary one
+    break, a UTF-8 character across one decoded whole), numbered among all lines, blank ones left out, one over
+    the limit a LongLine."""
+    monkeypatch.setattr(logs, "MAX_LINE_BYTES", 12)
+    monkeypatch.setattr(logs.LogLines, "BLOCK", block)
+    data = "\ufeffa\r\n\r\nb\xe9 \r\r\n  \n\tc\n" + "d" * 20 + "\n" + " " * 20 + "\re\r"
+    path = tmp_path / "t.log"
+    path.write_bytes(data.encode())
+    fd, _ = logs._open_log(str(path), logs.MAX_LOG_BYTES)
+    stream = logs.stream_lines(fd, str(path))
+    got = [(i, t) for i, t in stream]
+    assert got == [(0, "a"), (2, "b\xe9 "), (5, "\tc"), (6, logs.LongLine(20)), (8, "e")]
+    assert stream.count == len(data.encode().splitlines()) == 9

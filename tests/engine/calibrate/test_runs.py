@@ -1,5 +1,5 @@
 """Measuring each run of a RUNS file (engine.calibrate.runs): a step derived from tokens/s bounded as a stated
-step is, and a config named by several runs priced once."""
+step is, what a log's reading left out said at the run's `log:`, and a config named by several runs priced once."""
 
 from __future__ import annotations
 
@@ -39,6 +39,21 @@ def test_a_tokens_per_s_giving_a_plausible_step_still_fits(runs_dir: Path) -> No
     runs.write_text("runs:\n  - config: a.yaml\n    log: tt.log\n")
     result = calibrate(str(runs))
     assert result.ok and result.runs[0].measured.step_time_s > 0
+
+
+def test_what_a_log_reading_left_out_is_said_at_the_log(runs_dir: Path) -> None:
+    """A Megatron log with one stray `Training … step_time=0.5s` line is read as Megatron, and the stray line is a
+    warning (HP814) at the run's `log:` value naming its line."""
+    lines = ["Training args: profile step_time=0.5s budget\n"] + [
+        f" iteration {i}/ 5000 | elapsed time per iteration (ms): 2457.0 |\n" for i in range(1, 31)]
+    (runs_dir / "train.log").write_text("".join(lines))
+    runs = runs_dir / "runs.yaml"
+    runs.write_text("runs:\n  - config: a.yaml\n    log: train.log\n")
+    result = calibrate(str(runs))
+    assert result.ok and result.runs[0].measured.step_time_s == pytest.approx(2.457)
+    (d,) = [d for d in result.diagnostics if d.code == "HP814"]
+    assert d.path == "runs.0.log" and d.range.start.line == 2 and d.message.endswith("(log line 1)")
+    assert d.effective_severity == "warning"
 
 
 def test_a_config_named_by_several_runs_is_priced_once(runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
