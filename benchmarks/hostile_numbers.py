@@ -103,8 +103,6 @@ def _runs(folder: str, log_text: str | None = None, log_bytes: int = 0) -> str:
 
 def _trace_runs(folder: str, write: Callable[[TextIO], None]) -> str:
     """A RUNS file of one run profiled by `t.json.gz`, its text written by `write`."""
-def _many_runs(folder: str, n: int, configs: int = 1) -> str:
-    """A RUNS file of `n` runs over `configs` copies of one stated config, the step times 0.01% apart."""
     sys.path.insert(0, ROOT)
     from pathlib import Path
 
@@ -146,6 +144,13 @@ def _blanks(fh: TextIO) -> None:
         fh.write(" \n" * (1 << 19))
     fh.write(TINY + "]}")
 
+
+def _many_runs(folder: str, n: int, configs: int = 1) -> str:
+    """A RUNS file of `n` runs over `configs` copies of one stated config, the step times 0.01% apart."""
+    sys.path.insert(0, ROOT)
+    from pathlib import Path
+
+    from tests.support.configs import stated_config
 
     text = stated_config(Path(folder), "a.yaml").read_text()
     for k in range(1, configs):
