@@ -195,14 +195,12 @@ class Incoming:
             return "a method must be a string"
         if "method" not in self.raw and "id" not in self.raw:
             return "a message must have a method or an id"
-        if "id" in self.raw and _notification_method(self.raw.get("method")):
-            return f"{self.raw['method']} is a notification: it carries no id (pygls had dropped it unanswered)"
         return None
 
 
 def _notification_method(method: Any) -> bool:
-    """Whether LSP defines `method` as a notification (`$/cancelRequest`, `initialized`, ...): sent with an id, a
-    request of it expects an answer that pygls, routing it by its method, never gives."""
+    """Whether LSP defines `method` as a notification (`$/cancelRequest`, `initialized`, `exit`, ...): sent with
+    an id, it expects an answer that pygls, routing it by its method, never gives."""
     types_of = METHOD_TO_TYPES.get(method) if isinstance(method, str) else None
     return types_of is not None and types_of[0].__name__.endswith("Notification")
 
@@ -229,6 +227,12 @@ class Dispatcher:
         if problem is not None:
             self.refuse(msg.raw["id"] if msg.is_request and msg.valid_id else None, INVALID_REQUEST, problem)
             return
+        if msg.is_request and _notification_method(msg.method):
+            # A notification sent with an id expects an answer pygls never gives: the error answers it, and the
+            # notification still runs (`exit` still exits, `initialized` still asks for the settings).
+            self.refuse(msg.raw["id"], INVALID_REQUEST, f"{msg.method} is a notification: it carries no id "
+                        "(handled as one)")
+            msg = Incoming({k: v for k, v in msg.raw.items() if k != "id"})
         if self.lifecycle_refused(msg):
             return
         try:

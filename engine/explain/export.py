@@ -204,7 +204,7 @@ def _megatron(s: Strategy, model: ModelSpec, run: RunOptions, target: str,
         else:
             args += ["--cp-comm-type", MEGATRON_CP[run.cp_algo]]
     if run.tp_comm_overlap and s.tp > 1:
-        args += _tp_comm_overlap_args(target, device, warns)
+        args += _tp_comm_overlap_args(run, target, device, warns)
     args += _grad_accumulation_args(model, run, target)
     args += _fp8_args(run, target, device, warns)
     args += _moe_args(model, run, target, warns, s.pipeline_schedule == "dualpipev" and s.pp > 1)
@@ -348,13 +348,17 @@ def _fsdp2_config(s: Strategy, run: RunOptions) -> list[str]:
     return out
 
 
-def _tp_comm_overlap_args(target: str, device: DeviceSpec | None, warns: list[Diagnostic]) -> list[str]:
+def _tp_comm_overlap_args(run: RunOptions, target: str, device: DeviceSpec | None, warns: list[Diagnostic]
+                          ) -> list[str]:
     """The TP comm-GEMM overlap's argument, or none with a warning on a device where the target's option does
     not run (Framework.tp_comm_overlap_not_on: MindSpeed's MC2 on A3, [MS-MC2]); the plan was priced without it."""
     fw = FRAMEWORKS[target]
     if device is not None and not fw.tp_comm_overlap_on(device):
+        priced = framework_of(run)
+        how = ("priced without it" if priced.name == target or not priced.tp_comm_overlap_on(device) else
+               f"the plan was priced with {priced.name}'s overlap, so this launch line runs slower than its price")
         warns.append(Diagnostic("HP753", f"tp_comm_overlap: {target}'s {fw.tp_comm_overlap_name} does not run on "
-                                f"{device.name}; left out of the arguments (priced without it)", path="tp_comm_overlap"))
+                                f"{device.name}; left out of the arguments ({how})", path="tp_comm_overlap"))
         return []
     return ["--use-ascend-mc2" if target == "mindspeed" else "--tp-comm-overlap"]
 

@@ -59,7 +59,7 @@ def test_initialize_is_answered_once_and_notifications_sent_as_requests_are_refu
         assert answer["error"]["code"] == -32600 and "is a notification" in answer["error"]["message"], answer
     assert c.request(20, "shutdown") == {"jsonrpc": "2.0", "id": 20, "result": None}
     assert c.request(21, "initialize", {"capabilities": {}})["error"]["code"] == -32600
-    c.send({"jsonrpc": "2.0", "method": "exit"})
+    assert "error" in c.request(22, "exit")  # answered, and still handled: the server exits
     rc, err = server.finish()
     assert rc == 0 and "Traceback" not in err, err[-2000:]
 

@@ -237,4 +237,9 @@ def test_mc2_is_not_run_on_a3_so_a3_plans_are_priced_without_it_and_told(tmp_pat
 
     on_a2, on_a3 = (json.loads(hp_plan("export", str(p), "--to", "mindspeed", "--json").stdout) for p in (a2, a3))
     assert "--use-ascend-mc2" in on_a2["args"] and "--use-ascend-mc2" not in on_a3["args"]
-    assert [d["path"] for d in on_a3["diagnostics"] if d["code"] == "HP753"] == ["tp_comm_overlap"]
+    (said,) = [d for d in on_a3["diagnostics"] if d["code"] == "HP753"]
+    assert said["path"] == "tp_comm_overlap" and "priced without it" in said["message"]
+    a3.write_text(a3.read_text().replace("framework: mindspeed", "framework: megatron"))  # priced with userbuffers
+    (said,) = [d for d in json.loads(hp_plan("export", str(a3), "--to", "mindspeed", "--json").stdout)["diagnostics"]
+               if d["code"] == "HP753"]
+    assert "priced with megatron's overlap" in said["message"] and "runs slower than its price" in said["message"]
