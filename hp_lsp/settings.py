@@ -191,7 +191,19 @@ def _valid(flat: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
             values[attr] = val  # None: an explicit null (or a blank string), which resets the key
         else:
             errors.append(f"{SECTION}.{name}: invalid value {_shown(flat[name])}, ignored (the default is used)")
-    return values, errors
+    return values, errors + _groups_not_objects(flat)
+
+
+def _groups_not_objects(flat: Mapping[str, Any]) -> list[str]:
+    """A group given a value that is not an object (`"cluster": 8`, `"cluster": "x"`): its keys cannot be read,
+    which had been ignored without a word. A null group is the reset `_explicit_null` reads."""
+    groups: dict[str, list[str]] = {}
+    for name in _FIELDS:
+        if "." in name:
+            group, key = name.rsplit(".", 1)
+            groups.setdefault(group, []).append(key)
+    return [f"{SECTION}.{group}: invalid value {_shown(flat[group])} (an object of {', '.join(keys)}), ignored"
+            for group, keys in groups.items() if group in flat and flat[group] is not None]
 
 
 def _shown(value: Any) -> str:

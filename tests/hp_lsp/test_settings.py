@@ -28,6 +28,15 @@ def test_invalid_values_fall_back_and_are_reported() -> None:
     assert len(p.errors) == 4 and all("ignored" in e for e in p.errors)
 
 
+def test_a_group_that_is_not_an_object_is_reported() -> None:
+    """`"cluster": "x"` had been ignored without a word; a null group still resets it."""
+    for bad in ("x", 8, [1, 2]):
+        p = parse(section_of({"hpLsp": {"cluster": bad}}))
+        assert p.settings == Settings() and len(p.errors) == 1 and "hpLsp.cluster" in p.errors[0], p.errors
+        assert "numNodes" in p.errors[0]
+    assert parse(section_of({"hpLsp": {"cluster": None}})).errors == ()
+
+
 def test_later_sources_win_key_by_key() -> None:
     s = SettingsSources(initialization={"cluster.numNodes": 2, "cluster.cardsPerNode": 8},
                         configuration={"cluster.numNodes": 4},
