@@ -47,6 +47,20 @@ def _step_trace(names: list[str]) -> str:
     return json.dumps({"traceEvents": events})
 
 
+@pytest.fixture
+def decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of text each decode of the stream was handed, in order (its decoder swapped for a counting one)."""
+    calls: list[int] = []
+
+    class Counting(json.JSONDecoder):
+        def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
+            calls.append(len(s) - idx)
+            return super().raw_decode(s, idx)
+
+    monkeypatch.setattr(stream, "_DECODER", Counting())
+    return calls
+
+
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
 def test_events_are_handed_on_in_order_whatever_the_window(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     """Names holding `},` and args holding nested objects (a cut there does not fall between events: that window
@@ -59,56 +73,32 @@ def test_events_are_handed_on_in_order_whatever_the_window(monkeypatch: pytest.M
     assert _events(text) == events
 
 
-def test_a_window_of_events_with_nested_objects_is_decoded_by_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_window_of_events_with_nested_objects_is_decoded_by_one_call(decodes: list[int]) -> None:
     """Args holding objects put a `},` inside every event: the window is still cut between events (a `}` then
     `,` and `{`) and decoded in one call, not event by event."""
-    calls: list[int] = []
-
-    class Counting(json.JSONDecoder):
-        def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
-            calls.append(len(s) - idx)
-            return super().raw_decode(s, idx)
-
-    monkeypatch.setattr(stream, "_DECODER", Counting())
     events = [_kernel(float(i), args={"grid": {"x": i}, "block": {"x": 128}, "n": i}) for i in range(3000)]
     assert _events(json.dumps({"traceEvents": events})) == events
-    assert len(calls) <= 4  # the key, the window's events, the last event
+    assert len(decodes) <= 4  # the key, the window's events, the last event
 
 
 def test_after_a_window_that_could_not_be_cut_the_next_ones_are_decoded_whole(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, decodes: list[int]) -> None:
     """Names holding `},{` in the first windows (a cut there falls inside a string): those windows are decoded
     one event at a time, and the 2,000 plain events after them a window at a time again."""
-    calls: list[int] = []
-
-    class Counting(json.JSONDecoder):
-        def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
-            calls.append(len(s) - idx)
-            return super().raw_decode(s, idx)
-
-    monkeypatch.setattr(stream, "_DECODER", Counting())
     monkeypatch.setattr(stream, "CHUNK_CHARS", 1 << 12)
     events = [_kernel(float(i), name='a},{"b' * 100) for i in range(10)] + [_kernel(float(i)) for i in range(2000)]
     assert _events(json.dumps({"traceEvents": events})) == events
-    assert len(calls) < 200  # ~60 windows, each tried once; one by one was over 2,000
+    assert len(decodes) < 200  # ~60 windows, each tried once; one by one was over 2,000
 
 
 def test_a_value_spanning_many_windows_is_decoded_a_few_times_not_once_a_window(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, decodes: list[int]) -> None:
     """A 1 MiB event read through 1 KiB windows: what is pending doubles before each retry, so ~11 decodes (the
     text decoded about twice over), where one per window was 1,024 (quadratic: a 64 MiB string took minutes)."""
-    calls: list[int] = []
-
-    class Counting(json.JSONDecoder):
-        def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
-            calls.append(len(s) - idx)
-            return super().raw_decode(s, idx)
-
-    monkeypatch.setattr(stream, "_DECODER", Counting())
     monkeypatch.setattr(stream, "CHUNK_CHARS", 1 << 10)
     big = _kernel(1.0, name="a" * (1 << 20))
     assert _events(json.dumps({"traceEvents": [big]})) == [big]
-    assert len(calls) <= 14 and sum(calls) < 3 * (1 << 20)
+    assert len(decodes) <= 14 and sum(decodes) < 3 * (1 << 20)
 
 
 def test_an_event_over_the_bound_is_refused_where_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
