@@ -19,7 +19,6 @@ import csv
 import fnmatch
 import math
 import os
-import stat
 from dataclasses import dataclass
 
 from engine.calibrate.profiler_trace import (
@@ -31,7 +30,7 @@ from engine.calibrate.profiler_trace import (
     steady_parts,
     step_parts,
 )
-from engine.calibrate.stream import MAX_TRACE_BYTES, TraceError
+from engine.calibrate.stream import MAX_TRACE_BYTES, TraceError, regular_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +118,7 @@ def read_ascend(folder: str) -> TraceReading:
 def _read_csv(folder: str, path: str, kind: CsvKind) -> TraceReading:
     """One task table read row by row; a header without the kind's four columns is refused at line 1, naming
     the columns it has and the ones it lacks."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise TraceError("HP801", f"cannot read {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read forever, /dev/zero fill the memory
-        raise TraceError("HP801", f"{path} is not a regular file")
-    if st.st_size > MAX_TRACE_BYTES:
+    if regular_file(path, path).st_size > MAX_TRACE_BYTES:
         raise TraceError("HP820", f"{path} is over the {MAX_TRACE_BYTES / 2**20:.0f} MiB limit: profile fewer steps")
     try:
         return _read_rows(folder, path, kind)

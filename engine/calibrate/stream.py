@@ -72,17 +72,27 @@ def _is_gzip(path: str) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
+def regular_file(path: str, name: str) -> os.stat_result:
+    """The stat of the regular file at `path` (links followed), else HP801 naming it as `name`: a FIFO would block
+    the read for ever, a link to /dev/zero fill the memory. Every profile file is read only past this."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise TraceError("HP801", f"cannot read {name}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError("HP801", f"{name} is not a regular file")
+    return st
+
+
 def open_trace(path: str, max_bytes: int | None = None) -> io.TextIOBase:
     """The trace's text, refused before reading when it is not a regular file or is over `max_bytes`
     (MAX_TRACE_BYTES when not given). A byte order mark before the text is dropped (`utf-8-sig`), as logs'."""
     max_bytes = MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    st = regular_file(path, f"the trace {path}")
     try:
-        st = os.stat(path)
-        is_gz = stat.S_ISREG(st.st_mode) and _is_gzip(path)
+        is_gz = _is_gzip(path)
     except OSError as exc:
         raise TraceError("HP801", f"cannot read the trace {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise TraceError("HP801", f"the trace {path} is not a regular file")
     stated = _gzip_size(path) if is_gz else None
     if stated is not None and stated > GZIP_MAX_RATIO * st.st_size:
         raise TraceError("HP820", f"the trace {path} is cut short or corrupt: its last bytes are not a gzip "
