@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.calibrate import logs
 from engine.calibrate.logs import LogError, parse_log, read_log
@@ -267,3 +269,54 @@ def test_the_stream_splits_as_whole_lines_do_whatever_the_block(tmp_path: Path, 
     got = [(i, t) for i, t in stream]
     assert got == [(0, "a"), (2, "b\xe9 "), (5, "\tc"), (6, logs.LongLine(20)), (8, "e")]
     assert stream.count == len(data.encode().splitlines()) == 9
+
+
+_WHOLE = ["step: 3  tps: 6000", "Training: step_time=2.5s]", " iteration 5/ 9 | elapsed time per iteration (ms): 2500.0",
+          "[Rank 0] max reserved: 81920.0", "max reserved: 92160.0", "step: 4  memory: 90.5GiB  tps: 5000",
+          "step_time_s", "1.5"]
+_PIECES = [*_WHOLE, *_WHOLE, "x", "junk", "ste", "p: 3  tps: 6000", "Train", "ing: step_time=2.5s]", "iter",
+           "ation 5/ 9 | elapsed time per iteration (ms): 2500.0", "max rese", "rved: 1024.0", "  ", "\r", "é"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(["\n", "\n", "\r\n", "\r", ""])), min_size=4,
+                      max_size=60),
+       block=st.sampled_from([1, 7, 64, 256]))
+def test_the_sieve_reads_what_every_line_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               lines: list[tuple[str, str]], block: int) -> None:
+    """Dropping the lines without any format's words (the Sieve, once no CSV header is read) changes no reading:
+    any log, cut into blocks anywhere (a word split across two), reads to the same result, error or line as
+    when every line reaches every format."""
+    text = "".join(piece + end for piece, end in lines)
+    path = tmp_path / "t.log"
+    path.write_bytes(text.encode())
+
+    def reading() -> object:
+        logs._CACHE.clear()
+        try:
+            r = read_log(str(path))
+        except LogError as exc:
+            return (exc.code, str(exc), exc.line)
+        return (r.format, r.steady, r.peak_memory_gib, r.lines, r.notes)
+
+    with monkeypatch.context() as patch:  # the fixture outlives one example: undo each example's patches
+        patch.setattr(logs.LogLines, "BLOCK", block)
+        sieved = reading()
+        patch.setattr(logs._Scan, "needs_every_line", property(lambda self: True))
+        assert sieved == reading()
+
+
+def test_junk_lines_are_dropped_unread_yet_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log of junk lines is read by C code alone once the sieve is set: no format sees a line without its
+    words, and the lines after the junk keep their numbers."""
+    monkeypatch.setattr(logs.LogLines, "BLOCK", 4096)
+    fed: list[int] = []
+    feed = logs._Torchtitan.feed
+    monkeypatch.setattr(logs._Torchtitan, "feed", lambda self, i, line: (fed.append(i), feed(self, i, line))[1])
+    log = tmp_path / "train.log"
+    body = "x\n" * 100_000 + "".join(f"step: {i}  tps: 6667\n" for i in range(1, 8))
+    log.write_bytes((body + "step: 8  tps: 0\n").encode())
+    with pytest.raises(LogError) as exc:
+        read_log(str(log))
+    assert exc.value.code == "HP803" and exc.value.line == 100_007
+    assert len(fed) < 2_100  # the first block's lines before the sieve, then the step lines only
