@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
+from engine.calibrate.runs import may_be_runs_file
 from engine.config.types import ClusterOverrides, Loaded
 from engine.document import DEFAULT_MAX_BYTES, Reads, read_text, text_too_large
 from engine.edit.strategy_keys import blocking
@@ -139,6 +140,9 @@ class Scheduler:
         self.jobs, self.progress, self.call_soon, self.log = jobs, progress, call_soon, log
         self.index = SearchConfigIndex()
         self._checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-check")
+        # a RUNS file's check reads its logs and profiles (up to 512 MiB each, seconds to read once): on a thread of
+        # its own, so the configs' checks never wait behind it
+        self._calibrator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-calibrate")
         self._edits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-lsp-edit")
         self._cluster_cache: dict[tuple[str, int, int, int, ClusterOverrides | None],
                                   tuple[ClusterOverrides | None, Loaded | None]] = {}
@@ -243,10 +247,15 @@ class Scheduler:
                               self.session.settings.max_file_size_kb, self.open_texts(exclude=uri),
                               tuple(self.roots()), self.ratios_request())
         self.session.begin_check(uri)
-        fut = self._checker.submit(self.analyse_off_loop, snapshot)
+        fut = self._check_thread(text).submit(self.analyse_off_loop, snapshot)
         fut.add_done_callback(lambda f: self.call_soon(guarded, self.log, "check", self._checked_future, uri,
                                                           generation, f))
         return None
+
+    def _check_thread(self, text: str) -> ThreadPoolExecutor:
+        """The calibration thread for a text that may be a RUNS file, else the check thread. One text always goes
+        to the same one, so the checks of one version land in the order they were asked for."""
+        return self._calibrator if may_be_runs_file(text) else self._checker
 
     def ratios_request(self) -> RatiosRequest | None:
         """The setting hpLsp.ratiosFile, relative to the workspace root (docs/formats.md §4, §6)."""
@@ -268,10 +277,11 @@ class Scheduler:
                                    space=found.space)
 
     def _checked_future(self, uri: str, generation: int, fut: Future[Analysis]) -> None:
-        search_waited = self.session.end_check(uri, generation)
-        if fut.cancelled():
-            return
-        self._checked(uri, generation, fut.result())
+        try:
+            if not fut.cancelled():
+                self._checked(uri, generation, fut.result())
+        finally:  # counted down whatever the check raised
+            search_waited = self.session.end_check(uri)
         if search_waited:
             self.search(uri)
 
@@ -283,6 +293,7 @@ class Scheduler:
 
     def shutdown(self) -> None:
         self._checker.shutdown(wait=False, cancel_futures=True)
+        self._calibrator.shutdown(wait=False, cancel_futures=True)
         self._edits.shutdown(wait=False, cancel_futures=True)
 
     async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:

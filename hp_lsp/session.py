@@ -33,6 +33,7 @@ class DocState:
     version: int | None = None
     generation: int = 0
     analysis: Analysis | None = None  # the latest fast check, whatever it found
+    analysed: int = 0  # the generation `analysis` checked
     good: Analysis | None = None  # the latest fast check whose config resolved (survives half-typed YAML)
     search: SearchOutcome | None = None  # the latest accepted search (survives edits, marked stale)
     search_version: int | None = None  # document version the search ran on
@@ -114,15 +115,17 @@ class Session:
         if state is not None:
             state.checks_in_flight += 1
 
-    def end_check(self, uri: str, generation: int) -> bool:
-        """A check of `generation` landed (or was cancelled); True when a search waited for it and it was the last
-        check in flight (an earlier one landing first would start the search on its own, older analysis: the
-        settings that arrive after a document opens check it a second time while the first check runs)."""
+    def end_check(self, uri: str) -> bool:
+        """A check landed (and was recorded if it was of the current text) or was cancelled; True when a search
+        waited for the checks and this was the last in flight, the current text's analysis recorded (an earlier
+        check landing first would start the search on its own, older analysis: the settings that arrive after a
+        document opens check it a second time while the first check runs). The checks may land in any order:
+        a RUNS file's and a config's run on different threads (hp_lsp/threads.py)."""
         state = self.docs.get(uri)
         if state is None:
             return False
         state.checks_in_flight = max(state.checks_in_flight - 1, 0)
-        if state.generation != generation or state.checks_in_flight:
+        if state.checks_in_flight or state.analysed != state.generation:
             return False
         pending, state.search_pending = state.search_pending, False
         return pending
@@ -145,7 +148,7 @@ class Session:
         state = self.docs.get(uri)
         if state is None or state.generation != generation:
             return False
-        state.analysis = analysis
+        state.analysis, state.analysed = analysis, generation
         if analysis.config is not None:
             state.good = analysis
         source = analysis.cluster_source

@@ -1,6 +1,6 @@
 """Where each handler runs and what it may touch: the server's one table of threads.
 
-The server runs code in four places:
+The server runs code in these places:
 
 ==============  ===========================================================  ==================================
 place           what runs there                                              what it may touch
@@ -11,6 +11,9 @@ loop            every LSP handler's entry, the scheduler's decisions,        `Se
 check thread    `Scheduler.analyse_off_loop`: read, resolve, validate and    its `CheckInput` snapshot, the disk,
                 price one document version (one thread: checks are ordered)  `SearchConfigIndex` and the cluster
                                                                              cache (both locked)
+calibration     the same for a text that may be a RUNS file (it says         as the check thread (the log cache
+thread          `runs`): its logs and profiles take seconds to read, and     is locked too)
+                no config's check waits behind them
 edit thread     code actions, Apply, the outline of a large file             its snapshot, the disk (linked
                 (`Scheduler.off_loop`)                                        files), never `Session`
 plan thread     `hpLsp.showPlan`'s drawing (`asyncio.to_thread`)             its chosen config and estimate
@@ -30,6 +33,7 @@ from enum import StrEnum
 class Place(StrEnum):
     LOOP = "loop"
     CHECK_THREAD = "check thread"
+    CALIBRATION_THREAD = "calibration thread"
     EDIT_THREAD = "edit thread"
     PLAN_THREAD = "plan thread"
     WORKER = "worker process"
@@ -43,7 +47,8 @@ class Runs:
     touches: str
 
 
-_DOC_EVENT = Runs((Place.CHECK_THREAD, Place.WORKER), "Session via the scheduler; snapshots go off the loop")
+_CHECKS = (Place.CHECK_THREAD, Place.CALIBRATION_THREAD)  # a document's check: a RUNS file's on the second
+_DOC_EVENT = Runs((*_CHECKS, Place.WORKER), "Session via the scheduler; snapshots go off the loop")
 _READ_ONLY = Runs((), "reads Session and the open buffers; writes nothing")
 
 # handler function name -> where its work runs
@@ -53,10 +58,10 @@ HANDLERS: dict[str, Runs] = {
     "shutdown": Runs((Place.WORKER,), "stops the worker"),
     "exit_": Runs((Place.WORKER,), "stops the worker"),
     "did_open": _DOC_EVENT,
-    "did_change": Runs((Place.CHECK_THREAD,), "Session via the scheduler (debounced check)"),
+    "did_change": Runs(_CHECKS, "Session via the scheduler (debounced check)"),
     "did_save": _DOC_EVENT,
     "did_close": Runs((Place.WORKER,), "Session via the scheduler; cancels the document's jobs"),
-    "did_change_watched_files": Runs((Place.CHECK_THREAD, Place.WORKER),
+    "did_change_watched_files": Runs((*_CHECKS, Place.WORKER),
                                      "SearchConfigIndex.forget (locked), the cluster cache (locked)"),
     "did_change_configuration": _DOC_EVENT,
     "on_hover": _READ_ONLY,

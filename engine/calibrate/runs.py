@@ -87,9 +87,16 @@ class RunsFile:
     diagnostics: tuple[Diagnostic, ...]
 
 
+def may_be_runs_file(text: str) -> bool:
+    """False only for a text that is certainly no RUNS file (it never says `runs`): a test with no parse, which the
+    language server makes on its event loop to send a RUNS file's check, which reads logs and profiles, to a
+    thread of its own."""
+    return "runs" in text
+
+
 def is_runs_file(text: str) -> bool:
     """A RUNS file's top level is `runs:` holding a list (cheap test for the editor's file detection)."""
-    if "runs" not in text:
+    if not may_be_runs_file(text):
         return False  # the common case (every config), without a parse
     doc = parse(text)
     return isinstance(doc.root, Map) and isinstance(doc.root.get("runs"), Seq)

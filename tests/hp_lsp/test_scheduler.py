@@ -289,3 +289,39 @@ def test_hp_plan_search_reads_and_prices_each_file_once(monkeypatch: Any) -> Non
     with contextlib.redirect_stdout(io.StringIO()):
         main(["search", str(LLAMA / "search.yaml")])
     assert spies.take() == ({"search.yaml": 1, "train.yaml": 1}, {"search.yaml": 1, "train.yaml": 1}, 1)
+
+
+async def test_a_runs_file_being_read_never_holds_up_a_config_s_check(tmp_path: Path, monkeypatch: Any) -> None:
+    """A RUNS file's check reads its logs and profiles (seconds for a large one): it runs on the calibration
+    thread, so a train.yaml opened meanwhile is checked and published while the RUNS file is still being read."""
+    import threading
+
+    from hp_lsp import scheduler as scheduler_module
+
+    folder = tmp_path / "llama"
+    shutil.copytree(LLAMA, folder)
+    runs = folder / "runs.yaml"
+    runs.write_text("runs:\n  - config: search.yaml\n    step_time_s: 9.0\n")
+    reading, release = threading.Event(), threading.Event()
+    analyse = scheduler_module.analyse
+
+    def slow_for_runs(path: str, text: str, *args: Any, **kwargs: Any) -> Any:
+        if path == str(runs):
+            reading.set()
+            assert release.wait(10), "the RUNS file's check was never released"
+        return analyse(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(scheduler_module, "analyse", slow_for_runs)
+    sched, ws, client, _, _, logs = _scheduler(ClientFeatures())
+    runs_uri, train_uri = runs.as_uri(), (folder / "train.yaml").as_uri()
+    ws.docs[runs_uri] = LspTextDocument(runs_uri, source=runs.read_text(), version=1)
+    ws.docs[train_uri] = LspTextDocument(train_uri, source=(folder / "train.yaml").read_text(), version=1)
+    sched.opened(runs_uri)
+    await _until(reading.is_set, "the RUNS file's check to start")
+    sched.opened(train_uri)
+    await _until(lambda: any(u == train_uri for u, _, _ in client.published), "the train.yaml's publish")
+    assert not any(u == runs_uri for u, _, _ in client.published)  # still being read
+    release.set()
+    await _until(lambda: any(u == runs_uri for u, _, _ in client.published), "the RUNS file's publish")
+    assert logs == []
+    sched.shutdown()

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from hp_lsp.session import Session
+
+
+def _analysis() -> Any:
+    """What record_analysis reads of a check's analysis: no config, no cluster source, no files read."""
+    return SimpleNamespace(config=None, cluster_source=None, files=())
 
 
 class FakeAnalysis:
@@ -82,9 +88,11 @@ def test_a_search_waits_for_the_last_check_in_flight() -> None:
     s.begin_check("u")  # opened: checked on the defaults
     s.defer_search("u")
     s.begin_check("u")  # the settings arrived: checked again
-    assert not s.end_check("u", st.generation)  # the first lands: the search still waits
+    assert s.record_analysis("u", st.generation, _analysis())
+    assert not s.end_check("u")  # the first lands: the search still waits
     assert st.checks_in_flight == 1 and st.search_pending
-    assert s.end_check("u", st.generation)  # the second lands: now the search runs
+    assert s.record_analysis("u", st.generation, _analysis())
+    assert s.end_check("u")  # the second lands: now the search runs
     assert st.checks_in_flight == 0 and not st.search_pending
     # a check of an older text landing counts down too, but releases nothing
     s.begin_check("u")
@@ -92,5 +100,30 @@ def test_a_search_waits_for_the_last_check_in_flight() -> None:
     s.change("u", 2)
     s.defer_search("u")
     s.begin_check("u")
-    assert not s.end_check("u", old) and st.checks_in_flight == 1
-    assert s.end_check("u", st.generation)
+    assert not s.record_analysis("u", old, _analysis())
+    assert not s.end_check("u") and st.checks_in_flight == 1
+    assert s.record_analysis("u", st.generation, _analysis())
+    assert s.end_check("u")
+
+
+def test_a_search_waits_for_the_current_text_whatever_order_the_checks_land_in() -> None:
+    """A RUNS file's check and a config's run on different threads, so an older text's check can land after the
+    current one's: the search starts when the last lands, on the current text's analysis, and not before that
+    analysis is recorded."""
+    s = Session()
+    st = s.open("u", "/a.yaml", 1)
+    s.begin_check("u")  # version 1 (says `runs`: the calibration thread)
+    s.change("u", 2)
+    s.begin_check("u")  # version 2 (no `runs`: the check thread)
+    s.defer_search("u")
+    current = _analysis()
+    assert s.record_analysis("u", st.generation, current)
+    assert not s.end_check("u")  # the current text's lands first: the older one still runs
+    assert not s.record_analysis("u", st.generation - 1, _analysis())
+    assert s.end_check("u")  # the older one lands last: the search runs, on the current analysis
+    assert st.analysis is current
+    s.change("u", 3)  # typed again: its check not begun yet (debounced)
+    s.begin_check("u")
+    s.defer_search("u")
+    assert not s.record_analysis("u", st.generation - 1, _analysis())
+    assert not s.end_check("u") and st.search_pending  # waits for version 3's own check
