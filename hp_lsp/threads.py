@@ -14,8 +14,8 @@ check thread    `Scheduler.analyse_off_loop`: read, resolve, validate and    its
 calibration     the same for a text that may be a RUNS file (it says         as the check thread (the log cache
 thread          `runs`): its logs and profiles take seconds to read, and     is locked too)
                 no config's check waits behind them
-edit thread     code actions, Apply, the outline of a large file             its snapshot, the disk (linked
-                (`Scheduler.off_loop`)                                        files), never `Session`
+edit thread     code actions, Apply, the outline of a large file, the        its snapshot, the disk (linked
+                file createSearchConfig writes (`Scheduler.off_loop`)        files), never `Session`
 plan thread     `hpLsp.showPlan`'s drawing (`asyncio.to_thread`)             its chosen config and estimate
 worker process  searches and candidate-list jobs (hp_lsp/search_job.py)       its pickled request, the disk
 ==============  ===========================================================  ==================================
@@ -71,7 +71,8 @@ HANDLERS: dict[str, Runs] = {
     "on_code_action": Runs((Place.EDIT_THREAD,), "reads Session on the loop; builds edits off the loop"),
     "progress_cancel": Runs((Place.WORKER,), "cancels a worker job"),
     "apply_optimal": Runs((Place.EDIT_THREAD,), "reads Session; reads linked files and builds edits off the loop"),
-    "create_search_config": Runs((), "writes one small new file (never overwrites) where the client cannot"),
+    "create_search_config": Runs((Place.EDIT_THREAD,), "reads Session on the loop; picks the name and writes one "
+                                 "small new file (never overwrites) off the loop where the client cannot"),
     "show_plan": Runs((Place.PLAN_THREAD,), "reads Session on the loop; draws the plan off the loop"),
     "save_plan_trace": Runs((Place.PLAN_THREAD,),
                             "reads Session on the loop; writes the trace through the safe writer off the loop"),
