@@ -522,6 +522,7 @@ def parse_log(lines: Iterable[str] | Numbered) -> LogReading:
     numbered = lines if isinstance(lines, Numbered) else Numbered(lines)
     scans: tuple[_Scan, ...] = (_HyperParallel(), _Torchtitan(), _Megatron(), _Csv())
     long: list[tuple[int, int]] = []  # (line, bytes) of each line too long to read
+    every = [scan for scan in scans if scan.words is None]  # the formats that may need every line (CSV's rows)
     blank = True
     for i, line in numbered:
         blank = False
@@ -532,7 +533,7 @@ def parse_log(lines: Iterable[str] | Numbered) -> LogReading:
         else:
             for scan in scans:
                 scan.feed(i, line)
-        if numbered.sieve is None and not any(scan.needs_every_line for scan in scans):
+        if numbered.sieve is None and not any(scan.needs_every_line for scan in every):
             numbered.sieve = Sieve(tuple(w for scan in scans for w in scan.words or ()))
     for scan in scans:
         scan.end()
