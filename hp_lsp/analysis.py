@@ -1,6 +1,7 @@
 """The fast analysis of one document version, as a pure function over the engine (no pygls here).
 
-`analyse` runs on the server's checker thread after the debounce (never on the event loop: it reads files): read + resolve + validate (`engine.check.check_file`;
+`analyse` runs on the server's check thread (a RUNS file's on its calibration thread) after the debounce (never on
+the event loop: it reads files): read + resolve + validate (`engine.check.check_file`;
 `benchmarks/lsp_latency.py` times it) and the price of the stated strategy (`engine.cost.estimate_config`, one
 row). The search is not here: it runs in the worker process (search_job.py).
 """

@@ -1,8 +1,8 @@
 """When to check, when to search, what to publish: the glue between LSP events and the services.
 
 Runs on the event loop, which only snapshots and publishes: fast checks (engine.check + the stated plan's
-price; `benchmarks/lsp_latency.py` times them) run on one checker thread after a DEBOUNCE_S pause in typing (they read linked files, and no
-file is read on the loop: docs/files.md); searches go to the worker process on open and save (setting searchOnSave)
+price; `benchmarks/lsp_latency.py` times them) run on the check thread after a DEBOUNCE_S pause in typing, a RUNS
+file's on the calibration thread (they read linked files and logs, and no file is read on the loop: docs/files.md); searches go to the worker process on open and save (setting searchOnSave)
 and come back through `call_soon_threadsafe`. Every step is wrapped so an exception becomes a log message
 and never a popup or a dead server.
 """
@@ -147,7 +147,7 @@ class Scheduler:
         self._cluster_cache: dict[tuple[str, int, int, int, ClusterOverrides | None],
                                   tuple[ClusterOverrides | None, Loaded | None]] = {}
         self._disk_texts: dict[str, tuple[tuple[int, int], str]] = {}
-        self._cluster_lock = threading.Lock()  # the checker thread fills both, the loop invalidates them
+        self._cluster_lock = threading.Lock()  # the check threads fill both, the loop invalidates them
 
     # -- document events -----------------------------------------------------------------------------
     def opened(self, uri: str) -> None:
@@ -280,10 +280,9 @@ class Scheduler:
         try:
             if not fut.cancelled():
                 self._checked(uri, generation, fut.result())
-        finally:  # counted down whatever the check raised
-            search_waited = self.session.end_check(uri)
-        if search_waited:
-            self.search(uri)
+        finally:  # counted down, and a search that waited for it started, whatever the check or its publish raised
+            if self.session.end_check(uri, generation):
+                self.search(uri)
 
     def _checked(self, uri: str, generation: int, analysis: Analysis) -> None:
         if analysis.failure:
@@ -314,7 +313,7 @@ class Scheduler:
         wins over the file's `context`), else the file's own `context`, else the settings (which only fill what
         the file leaves unsaid). The search config comes back as checked, with the ratios file its search prices
         with (`ratios`: the setting hpLsp.ratiosFile, under its own estimator.ratios_file). Reads the disk:
-        checker thread only."""
+        the check and calibration threads only."""
         if not path or referenced_train_yaml(path, text) is not None:  # a search config states its own cluster
             return FoundCluster(settings)
         source = self.index.referencing(path, roots, open_texts)

@@ -437,16 +437,20 @@ async def create_search_config(ls: HpLanguageServer, *args: Any) -> dict[str, An
     why = new_search_config.refusal(state)
     if why is not None or not state.path:
         return {"created": False, "reason": why or "the document is not a file on disk"}
-    # where to write asks the disk (which names exist), as the write does: both on the edit thread, so a slow or
-    # hung file system never freezes the loop
-    target, text = await ls.scheduler.off_loop(new_search_config.new_search_config, ls.session.settings, state.path)
+    # Whether the train.yaml is a file, which names exist, the write: on the edit thread, so a slow or hung file
+    # system never freezes the loop.
     if ls.client.features.create_files:
+        prepared = await ls.scheduler.off_loop(new_search_config.prepare, ls.session.settings, state.path)
+        if isinstance(prepared, str):
+            return {"created": False, "reason": prepared}
+        target, text = prepared
         res = await ls.client.apply_edit(new_search_config.create_edit(target, text), "Create search config")
         return {"created": bool(res.applied), "path": target}
     # The client cannot create files through an edit (Neovim 0.7): write it ourselves, never overwriting.
-    failed = await ls.scheduler.off_loop(new_search_config.write_new, target, text)
-    if failed is not None:
+    written, failed = await ls.scheduler.off_loop(new_search_config.write_beside, ls.session.settings, state.path)
+    if written is None:
         return {"created": False, "reason": failed}
+    target = written
     ls.client.show(types.MessageType.Info, f"Created {target}")
     ls.scheduler.files_changed([from_fs_path(target) or target])
     return {"created": True, "path": target}

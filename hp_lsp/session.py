@@ -9,12 +9,15 @@ deferred, a result recorded) has one home here.
 Two counters per document:
 - `generation` rises with every change; a fast check computed for an older generation is dropped.
 - `search_generation` rises with every search submitted (open, save, settings, a dependency changed); a
-  search result for an older one is dropped. A result for the current search generation whose document
+  search result for an older one is dropped.
+Both are drawn from one session-wide count (`Session.ticks`), so they keep rising across a close and a reopen:
+a check or a search begun before a document was closed never matches the reopened document's. A result for the current search generation whose document
   has been edited since is kept but marked stale: half-typed YAML must not clear the last good numbers.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,9 +43,10 @@ class DocState:
     search_generation: int = 0
     searching: bool = False
     list_facts: Any = None  # ListFacts for the current search generation (hover on a candidate list)
-    # Fast checks running off the loop: a count, since a settings change checks a document again while its first
-    # check still runs, and the search waiting for them must read the last one's analysis, not the first's.
-    checks_in_flight: int = 0
+    # Fast checks running off the loop, counted per generation they check: a settings change checks a document
+    # again while its first check still runs, and the search waiting for them must read the last one's analysis,
+    # not the first's; a check begun before the document was closed and reopened counts for neither.
+    in_flight: Counter[int] = field(default_factory=Counter)
     search_pending: bool = False  # a search was asked for while a check ran
     debounce: Any = None  # the pending debounced check (an asyncio.TimerHandle/Task), owned by the loop
     # the diagnostics last published (LSP types, client units): code actions answer from these, not from
@@ -59,6 +63,10 @@ class DocState:
         return self.search.stated if self.search is not None else None
 
     @property
+    def checks_in_flight(self) -> int:
+        return sum(self.in_flight.values())
+
+    @property
     def search_stale(self) -> bool:
         return self.search is not None and self.search_version != self.version
 
@@ -70,6 +78,11 @@ class Session:
     settings: Settings = field(default_factory=Settings)
     # file path -> URIs of open documents whose last analysis read that file (search config <-> train.yaml)
     readers: dict[str, set[str]] = field(default_factory=dict)
+    ticks: int = 0  # the last generation or search generation given to any document
+
+    def _tick(self) -> int:
+        self.ticks += 1
+        return self.ticks
 
     # -- documents -----------------------------------------------------------------------------------------
     def open(self, uri: str, path: str | None, version: int | None) -> DocState:
@@ -77,7 +90,7 @@ class Session:
         if state is None:
             state = self.docs[uri] = DocState(uri, path)
         state.version = version
-        state.generation += 1
+        state.generation = self._tick()
         return state
 
     def change(self, uri: str, version: int | None) -> DocState | None:
@@ -85,7 +98,7 @@ class Session:
         if state is None:
             return None
         state.version = version
-        state.generation += 1
+        state.generation = self._tick()
         return state
 
     def close(self, uri: str) -> DocState | None:
@@ -111,21 +124,25 @@ class Session:
         state.debounce = handle
 
     def begin_check(self, uri: str) -> None:
+        """A check of the document's current generation is sent off the loop."""
         state = self.docs.get(uri)
         if state is not None:
-            state.checks_in_flight += 1
+            state.in_flight[state.generation] += 1
 
-    def end_check(self, uri: str) -> bool:
+    def end_check(self, uri: str, generation: int) -> bool:
         """A check landed (and was recorded if it was of the current text) or was cancelled; True when a search
         waited for the checks and this was the last in flight, the current text's analysis recorded (an earlier
         check landing first would start the search on its own, older analysis: the settings that arrive after a
         document opens check it a second time while the first check runs). The checks may land in any order:
-        a RUNS file's and a config's run on different threads (hp_lsp/threads.py)."""
+        a RUNS file's and a config's run on different threads (hp_lsp/threads.py). A check of `generation` this
+        document never began (it was begun before a close and a reopen) changes nothing."""
         state = self.docs.get(uri)
-        if state is None:
+        if state is None or not state.in_flight[generation]:  # (a Counter's missing key reads 0, not stored)
             return False
-        state.checks_in_flight = max(state.checks_in_flight - 1, 0)
-        if state.checks_in_flight or state.analysed != state.generation:
+        state.in_flight[generation] -= 1
+        if not state.in_flight[generation]:
+            del state.in_flight[generation]
+        if state.in_flight or state.analysed != state.generation:
             return False
         pending, state.search_pending = state.search_pending, False
         return pending
@@ -159,7 +176,7 @@ class Session:
         state = self.docs.get(uri)
         if state is None:
             return None
-        state.search_generation += 1
+        state.search_generation = self._tick()
         state.searching = True
         return state.search_generation
 

@@ -9,8 +9,8 @@ loop            every LSP handler's entry, the scheduler's decisions,        `Se
                 publishing, worker callbacks (marshalled by                  document state), pygls' workspace,
                 `call_soon_threadsafe`)                                      the client
 check thread    `Scheduler.analyse_off_loop`: read, resolve, validate and    its `CheckInput` snapshot, the disk,
-                price one document version (one thread: checks are ordered)  `SearchConfigIndex` and the cluster
-                                                                             cache (both locked)
+                price one document version (one thread: one text's checks    `SearchConfigIndex` and the cluster
+                land in the order they were asked for)                       cache (both locked)
 calibration     the same for a text that may be a RUNS file (it says         as the check thread (the log cache
 thread          `runs`): its logs and profiles take seconds to read, and     is locked too)
                 no config's check waits behind them

@@ -90,7 +90,7 @@ def list_folder(folder: str, mtime_ns: int) -> Listing:
 class SearchConfigIndex:
     """Cache of `train_yaml:` references by file path and mtime, and of folder listings by the folder's
     mtime (adding or removing an entry changes it), so a check stats the scanned folders instead of listing
-    them again. The checker thread fills both and the loop forgets entries (a watched file changed): one
+    them again. The check threads fill both and the loop forgets entries (a watched file changed): one
     lock guards them."""
 
     _cache: dict[str, tuple[float, str | None]] = field(default_factory=dict)

@@ -672,12 +672,15 @@ class LogLines(Numbered):
 
     def _kept(self, block: bytes, pieces: list[bytes]) -> Iterable[object]:
         """Per piece of `block`, whether it may be read (truthy): not blank, and holding one of the sieve's words
-        once parse_log has set one (none at all when the block holds none: one C scan of the block per word)."""
+        once parse_log has set one (none at all when the block holds none: one C scan of the block per word), or
+        too long to read (only where a block is longer than a line may be: never at the default sizes)."""
         if self.sieve is None:
             return map(bytes.strip, pieces)
         if self._pattern is None or self._pattern[0] is not self.sieve:
             self._pattern = (self.sieve, self.sieve.pattern(), self.sieve.encoded)
         _, pattern, words = self._pattern
+        if len(block) > MAX_LINE_BYTES:  # a piece may be a line too long to read: said (HP814) whatever it holds
+            return [(len(p) > MAX_LINE_BYTES and bool(p.strip())) or pattern.search(p) is not None for p in pieces]
         if not any(w in block for w in words):
             return ()
         return map(pattern.search, pieces)

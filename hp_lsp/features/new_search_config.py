@@ -32,26 +32,29 @@ def refusal(state: DocState) -> str | None:
     for a train.yaml on disk whose published diagnostics ask for one (the quick fix's own condition). Run on a
     search config, on a train.yaml a search config already gives its cluster, on a buffer of no file or on a
     device path, it had written `search-<stem>.yaml` (and another on every call), or a file in the server's
-    folder or under `/`."""
+    folder or under `/`. Asks nothing of the disk (it runs on the event loop): `prepare` and `write_beside` check
+    that the path is a regular file, off the loop."""
     if not state.path:
         return "the document is not a file on disk"
-    if not os.path.isfile(state.path):
-        return f"{state.path} is not a regular file"
     if not any(wants_search_config(str(d.code) if d.code else None, d.data if isinstance(d.data, dict) else None)
                for d in state.published):
         return "the file does not need one: no diagnostic of it asks for a search config (its cluster is known)"
     return None
 
 
-def search_config_path(train_path: str) -> str:
-    """Where "create search config" writes: `search.yaml` next to the train.yaml (never overwriting)."""
+def _names(train_path: str) -> tuple[str, ...]:
+    """The names "create search config" may write, in order: `search.yaml` next to the train.yaml, then
+    `search-<stem>.yaml`, then one with the server's process id."""
     folder = os.path.dirname(train_path)
     stem = os.path.splitext(os.path.basename(train_path))[0]
-    for name in ("search.yaml", f"search-{stem}.yaml"):
-        candidate = os.path.join(folder, name)
-        if not os.path.exists(candidate):
-            return candidate
-    return os.path.join(folder, f"search-{stem}-{os.getpid()}.yaml")
+    return tuple(os.path.join(folder, name) for name in ("search.yaml", f"search-{stem}.yaml",
+                                                           f"search-{stem}-{os.getpid()}.yaml"))
+
+
+def search_config_path(train_path: str) -> str:
+    """Where "create search config" writes: the first of `_names` that does not exist (never overwriting)."""
+    names = _names(train_path)
+    return next((n for n in names[:-1] if not os.path.exists(n)), names[-1])
 
 
 CREATE_TITLE = "Create a search config next to this file"
@@ -91,12 +94,32 @@ def create_search_config_action(features: ClientFeatures, settings: Settings, st
     return types.Command(title=CREATE_TITLE, command=CREATE_SEARCH_CONFIG_COMMAND, arguments=[state.uri])
 
 
-def write_new(target: str, text: str) -> str | None:
-    """Write a new file (never overwriting one); the reason when it cannot be. For clients that cannot
-    create files through an edit (Neovim 0.7)."""
-    try:
-        with open(target, "x", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        return str(exc)
-    return None
+def _not_a_file(train_path: str) -> str | None:
+    return None if os.path.isfile(train_path) else f"{train_path} is not a regular file"
+
+
+def prepare(settings: Settings, train_path: str) -> tuple[str, str] | str:
+    """Off the loop: (path, text) of the search config a CreateFile edit is to make beside `train_path`, or why
+    there is none (the train.yaml is not a regular file)."""
+    return _not_a_file(train_path) or new_search_config(settings, train_path)
+
+
+def write_beside(settings: Settings, train_path: str) -> tuple[str | None, str | None]:
+    """Off the loop, in one step, for clients that cannot create files through an edit (Neovim 0.7): check that
+    `train_path` is a regular file, then create the first free name of `_names` (never overwriting one; a name
+    another call took meanwhile moves on to the next). (path, None), or (None, the reason)."""
+    why = _not_a_file(train_path)
+    if why is not None:
+        return None, why
+    target, text = new_search_config(settings, train_path)
+    names = _names(train_path)
+    for name in names[names.index(target):]:
+        try:
+            with open(name, "x", encoding="utf-8") as f:
+                f.write(text)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            return None, str(exc)
+        return name, None
+    return None, f"{names[-1]} exists already"

@@ -88,11 +88,12 @@ def test_a_search_waits_for_the_last_check_in_flight() -> None:
     s.begin_check("u")  # opened: checked on the defaults
     s.defer_search("u")
     s.begin_check("u")  # the settings arrived: checked again
-    assert s.record_analysis("u", st.generation, _analysis())
-    assert not s.end_check("u")  # the first lands: the search still waits
+    gen = st.generation
+    assert s.record_analysis("u", gen, _analysis())
+    assert not s.end_check("u", gen)  # the first lands: the search still waits
     assert st.checks_in_flight == 1 and st.search_pending
-    assert s.record_analysis("u", st.generation, _analysis())
-    assert s.end_check("u")  # the second lands: now the search runs
+    assert s.record_analysis("u", gen, _analysis())
+    assert s.end_check("u", gen)  # the second lands: now the search runs
     assert st.checks_in_flight == 0 and not st.search_pending
     # a check of an older text landing counts down too, but releases nothing
     s.begin_check("u")
@@ -101,9 +102,9 @@ def test_a_search_waits_for_the_last_check_in_flight() -> None:
     s.defer_search("u")
     s.begin_check("u")
     assert not s.record_analysis("u", old, _analysis())
-    assert not s.end_check("u") and st.checks_in_flight == 1
+    assert not s.end_check("u", old) and st.checks_in_flight == 1
     assert s.record_analysis("u", st.generation, _analysis())
-    assert s.end_check("u")
+    assert s.end_check("u", st.generation)
 
 
 def test_a_search_waits_for_the_current_text_whatever_order_the_checks_land_in() -> None:
@@ -113,17 +114,41 @@ def test_a_search_waits_for_the_current_text_whatever_order_the_checks_land_in()
     s = Session()
     st = s.open("u", "/a.yaml", 1)
     s.begin_check("u")  # version 1 (says `runs`: the calibration thread)
+    v1 = st.generation
     s.change("u", 2)
     s.begin_check("u")  # version 2 (no `runs`: the check thread)
+    v2 = st.generation
     s.defer_search("u")
     current = _analysis()
-    assert s.record_analysis("u", st.generation, current)
-    assert not s.end_check("u")  # the current text's lands first: the older one still runs
-    assert not s.record_analysis("u", st.generation - 1, _analysis())
-    assert s.end_check("u")  # the older one lands last: the search runs, on the current analysis
+    assert s.record_analysis("u", v2, current)
+    assert not s.end_check("u", v2)  # the current text's lands first: the older one still runs
+    assert not s.record_analysis("u", v1, _analysis())
+    assert s.end_check("u", v1)  # the older one lands last: the search runs, on the current analysis
     assert st.analysis is current
     s.change("u", 3)  # typed again: its check not begun yet (debounced)
     s.begin_check("u")
     s.defer_search("u")
-    assert not s.record_analysis("u", st.generation - 1, _analysis())
-    assert not s.end_check("u") and st.search_pending  # waits for version 3's own check
+    assert not s.record_analysis("u", v2, _analysis())
+    assert not s.end_check("u", v2) and st.search_pending  # waits for version 3's own check
+
+
+def test_a_check_or_search_from_before_a_close_never_counts_for_the_reopened_document() -> None:
+    """Closing and reopening a document starts a new state; its generations keep rising (one session-wide count),
+    so the old text's check is not recorded over the new one's nor counts down the new one's checks, and the old
+    search's result is not kept."""
+    s = Session()
+    st = s.open("u", "/a.yaml", 1)
+    s.begin_check("u")
+    old = st.generation
+    search = s.begin_search("u")
+    s.close("u")
+    new = s.open("u", "/a.yaml", 1)
+    assert s.begin_search("u") != search  # the reopened document's own search
+    s.begin_check("u")
+    s.defer_search("u")
+    assert new.generation != old
+    assert not s.record_analysis("u", old, _analysis())
+    assert not s.end_check("u", old) and new.checks_in_flight == 1 and new.search_pending
+    assert search is not None and not s.record_search("u", search, 1, None) and new.searching
+    assert s.record_analysis("u", new.generation, _analysis())
+    assert s.end_check("u", new.generation)

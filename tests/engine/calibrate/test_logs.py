@@ -274,19 +274,19 @@ def test_the_stream_splits_as_whole_lines_do_whatever_the_block(tmp_path: Path, 
 _WHOLE = ["step: 3  tps: 6000", "Training: step_time=2.5s]", " iteration 5/ 9 | elapsed time per iteration (ms): 2500.0",
           "[Rank 0] max reserved: 81920.0", "max reserved: 92160.0", "step: 4  memory: 90.5GiB  tps: 5000",
           "step_time_s", "1.5"]
-_PIECES = [*_WHOLE, *_WHOLE, "x", "junk", "ste", "p: 3  tps: 6000", "Train", "ing: step_time=2.5s]", "iter",
+_PIECES = [*_WHOLE, *_WHOLE, "x" * 80, " " * 80, "x", "junk", "ste", "p: 3  tps: 6000", "Train", "ing: step_time=2.5s]", "iter",
            "ation 5/ 9 | elapsed time per iteration (ms): 2500.0", "max rese", "rved: 1024.0", "  ", "\r", "é"]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(["\n", "\n", "\r\n", "\r", ""])), min_size=4,
                       max_size=60),
-       block=st.sampled_from([1, 7, 64, 256]))
+       block=st.sampled_from([1, 7, 64, 256]), longest=st.sampled_from([64, 1 << 20]))
 def test_the_sieve_reads_what_every_line_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               lines: list[tuple[str, str]], block: int) -> None:
+                                               lines: list[tuple[str, str]], block: int, longest: int) -> None:
     """Dropping the lines without any format's words (the Sieve, once no CSV header is read) changes no reading:
-    any log, cut into blocks anywhere (a word split across two), reads to the same result, error or line as
-    when every line reaches every format."""
+    any log, cut into blocks anywhere (a word split across two), with lines too long to read, reads to the same
+    result, error or line as when every line reaches every format."""
     text = "".join(piece + end for piece, end in lines)
     path = tmp_path / "t.log"
     path.write_bytes(text.encode())
@@ -301,6 +301,7 @@ def test_the_sieve_reads_what_every_line_read(tmp_path: Path, monkeypatch: pytes
 
     with monkeypatch.context() as patch:  # the fixture outlives one example: undo each example's patches
         patch.setattr(logs.LogLines, "BLOCK", block)
+        patch.setattr(logs, "MAX_LINE_BYTES", longest)  # 64: a line inside a block may be too long to read
         sieved = reading()
         patch.setattr(logs._Csv, "needs_every_line", property(lambda self: True))  # no sieve
         assert sieved == reading()
@@ -320,3 +321,14 @@ def test_junk_lines_are_dropped_unread_yet_counted(tmp_path: Path, monkeypatch: 
         read_log(str(log))
     assert exc.value.code == "HP803" and exc.value.line == 100_007
     assert len(fed) < 2_100  # the first block's lines before the sieve, then the step lines only
+
+
+def test_a_line_too_long_to_read_is_said_though_it_holds_no_format_s_words(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sieve drops a junk line unread, never a line too long to read: that one is said (HP814) at its line,
+    also where a block holds it whole (a block longer than the longest line read)."""
+    monkeypatch.setattr(logs.LogLines, "BLOCK", 4096)
+    monkeypatch.setattr(logs, "MAX_LINE_BYTES", 100)
+    log = tmp_path / "train.log"
+    log.write_text("junk\n" * 1000 + "x" * 200 + "\n" + "".join(f"step: {i}  tps: 6000\n" for i in range(8)))
+    assert [(n.code, n.line) for n in read_log(str(log)).notes] == [("HP814", 1000)]
