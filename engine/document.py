@@ -461,9 +461,8 @@ class _Builder:
         loader types them, their own merges included) and the mapping itself does not state (its own key wins
         under every PyYAML)."""
         seen: dict[str, list[Node]] = {}
-        for src in lst.value:
-            built = self.build(src, 0)
-            for key, (_k, v) in (built._load().items() if isinstance(built, Map) else ()):
+        for src in merged_sources(self.build(lst, 0)):
+            for key, (_k, v) in src._load().items():
                 if isinstance(key, str) and key not in explicit:
                     seen.setdefault(key, []).append(v)
 
@@ -612,10 +611,9 @@ class _Builder:
                 # Within one merge list the earlier mapping wins (the YAML merge-key spec, PyYAML up to 6.0.3;
                 # 6.0.4 keeps the later one: HP012 where they differ); of two `<<` keys the later wins (both).
                 this: dict[Any, tuple[Node, Node]] = {}
-                for src in (vn.items if isinstance(vn, Seq) else (vn,)):
-                    if isinstance(src, Map):
-                        for key, pair in src._load().items():
-                            this.setdefault(key, pair)
+                for src in merged_sources(vn):
+                    for key, pair in src._load().items():
+                        this.setdefault(key, pair)
                 merged.update(this)
                 continue
             key = kn.value if isinstance(kn, Scalar) else None
@@ -744,6 +742,14 @@ def alias_tokens(text: str, node: yaml.Node, shift: int = 0) -> dict[int, tuple[
         out[n] = (m.start(), m.end())
         floor = m.end() - shift
     return out
+
+
+def merged_sources(value: Node) -> tuple[Map, ...]:
+    """The mappings a merge key's value (`<<: *a` or `<<: [*a, *b]`) merges in, in order: what both the merge
+    itself (mapping_children, the earlier one winning) and its conflicts (HP012) walk. Anything else merges
+    nothing (`_unmergeable` says so)."""
+    items = value.items if isinstance(value, Seq) else (value,)
+    return tuple(src for src in items if isinstance(src, Map))
 
 
 def _unmergeable(value: yaml.Node) -> str:
