@@ -178,6 +178,34 @@ _HYPERPARALLEL_SPACE = StackSpace(fsdp="hsdp", sp_with_cp=False, offload="per_la
 
 
 @dataclass(frozen=True, slots=True)
+class RingMerge:
+    """HBM bytes a ring attention's steps after the first move outside the attention kernel, per element and step
+    (docs/cost-model.md §3.2, "Long context"): forward per output element (`out`) and per K/V element (`kv_fwd`, a
+    copy made to send them on), backward per q element (`q`) and per K/V element (`kv`)."""
+
+    out: float
+    kv_fwd: float
+    q: float
+    kv: float
+
+
+# TransformerEngine's ring ([TE-CP]): forward `flash_attn_fwd_out_correction`, out.add_(out_per_step ·
+# exp(lse_step − lse)); backward dq and dkv accumulated with add_ per step: a read of the step's partial result and a
+# read and write of the running one, 3 × 2 bytes at the 16-bit floor; the KV are sent from their packed buffer. Stated,
+# not fitted; the default for a stack whose ring is not read (HyperParallel's colossalai_cp).
+TE_RING_MERGE = RingMerge(out=6.0, kv_fwd=0.0, q=6.0, kv=6.0)
+# PyTorch's ring ([PT-CP], torch.distributed.tensor.experimental, torchtitan's CP), in eager fp32 ops, counted on the
+# last rank of the ring, whose every step takes the whole local query and half the KV (the slowest: the others
+# merge half their rows but copy the whole running result back): forward `_SDPAMerger` casts the step's output to
+# fp32 (2 + 4), then out − sigmoid(Δlse)·(out − block_out) in three element-wise ops (12 + 8 + 12), 38 per output
+# element; `torch.cat` of k and v to send them on, 4 per K/V element; backward dq += the step's bf16 dq (4 + 2 + 4),
+# 10 per q element; dk, dv added to one half of the fp32 accumulator and `torch.cat` back whole (5 + 8), then
+# `torch.cat` of dk and dv in fp32 to send them on (8), and the forward's K/V copy again (4): 25 per K/V element. The
+# fp32 zeros the backward starts from and the final casts, once a layer, are not priced. Stated, not fitted.
+PYTORCH_RING_MERGE = RingMerge(out=38.0, kv_fwd=4.0, q=10.0, kv=25.0)
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseFact:
     """A fact of a framework that holds from one release on: before `since`, the field `field` of its Framework
     (`space.<name>`: of its StackSpace) reads `before` (what the older release ran). `what` says it plainly,
@@ -428,6 +456,7 @@ class Framework:
     tp_comm_overlap_backward: bool = True
     tp_comm_overlap_not_on: tuple[str, ...] = ()
     param_gather_overlap: bool = True
+    ring_merge: RingMerge = TE_RING_MERGE
     releases: Releases | None = None
     release: str = ""
 
@@ -674,6 +703,7 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType({
         schedules=("1F1B", "interleaved"),
         calibrated_on=("llama31-8b-8xh100-96g-torchtitan-compile", "llama31-70b-256xh100-96g-torchtitan-fsdp32tp8"),
         pp_unsharded=True, loss_parallel_peak_bytes=16.0, pp_recv_per_microbatch=True, loss_chunks=8,
+        ring_merge=PYTORCH_RING_MERGE,
         compiled_loss_peak_bytes=4.0, allocator_overhead=TORCHTITAN_ALLOCATOR_OVERHEAD,
         fp8_keeps="torchao Float8 linear layers (dynamic scaling); attention, norms and the output layer in "
                   "BF16; FSDP2 all-gathers the weights in FP8",

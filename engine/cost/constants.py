@@ -20,12 +20,7 @@ MASK_BYTES = 1.0
 LOGIT_BYTES = 4.0
 # Flash attention keeps one fp32 log-sum-exp per query and head (Dao et al. 2022, Alg. 2).
 FLASH_LSE_BYTES = 4.0
-# Ring context parallelism merges each step's partial attention into the running result outside the attention
-# kernel ([TE-CP]: forward `flash_attn_fwd_out_correction`, out.add_(out_per_step · exp(lse_step − lse)); backward
-# dq and dkv accumulated with add_ per step): per element and step a read of the step's partial result and a read
-# and write of the running one, 3 × 2 bytes at the 16-bit floor (PyTorch's ring attention merges in fp32 eager ops,
-# more: not priced apart, [U]). A stated fact, not fitted.
-CP_MERGE_BYTES = 6.0
+# (What a ring attention's steps move outside the kernel is each stack's: engine.catalog.frameworks.RingMerge.)
 # FP8 (TransformerEngine): the FP8 copy of each weight and of its transpose, cached between micro-batches.
 FP8_WEIGHT_CACHE_BYTES = 2.0
 # FP8 (TransformerEngine, [TE-FP8]): a linear layer saves its input for the weight-gradient GEMM as the FP8 cast it

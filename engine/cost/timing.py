@@ -232,13 +232,14 @@ def attention_calls(r: Rows) -> np.ndarray:
 
 
 def _ring_merge_time(r: Rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, backward) seconds a ring's steps after the first spend merging their partial results
-    (constants.CP_MERGE_BYTES, [TE-CP]): the output forward (T × heads·d_v / t elements), dq and dk, dv backward,
-    memory-bound at the HBM rate; 0 without a ring (Ulysses, no CP)."""
-    a = r.attn
+    """(forward, backward) seconds a ring's steps after the first spend outside the attention kernel, merging their
+    partial results and copying what they send on (the stack's `Framework.ring_merge`, bytes per element and step):
+    the output and K/V forward (T × heads·d_v / t, T × kv_width / t elements), q and K/V backward, memory-bound at
+    the HBM rate; 0 without a ring (Ulysses, all-gather CP, no CP)."""
+    a, m = r.attn, r.fw.ring_merge
     steps = 0.0 if r.cp_algo == "allgather" else np.maximum(calls - 1.0, 0.0)  # all-gather: no partials
-    merges = steps * K.CP_MERGE_BYTES * r.T / r.t / r.hbm
-    return merges * a.out_width, merges * (a.q_width + a.kv_width)
+    per_byte = steps * r.T / r.t / r.hbm
+    return per_byte * (m.out * a.out_width + m.kv_fwd * a.kv_width), per_byte * (m.q * a.q_width + m.kv * a.kv_width)
 
 
 def _token_mixer(r: Rows, layer: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

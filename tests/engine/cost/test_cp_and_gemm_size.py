@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from engine.catalog.frameworks import PYTORCH_RING_MERGE, TE_RING_MERGE
 from engine.cost import constants as K
 from engine.cost import estimate
 from engine.cost.timing import size_factor
@@ -80,7 +81,8 @@ MEGATRON_CP = RunOptions(framework="megatron", selective_policy="attention")
 
 def test_ring_steps_merge_their_partial_outputs_at_long_context() -> None:
     """[TE-CP]: every ring step after the first merges its partial output (forward) and accumulates dq, dkv
-    (backward) outside the kernel: priced at CP_MERGE_BYTES per element, (cp − 1) times; all-gather CP has none."""
+    (backward) outside the kernel: priced at the stack's RingMerge bytes per element, (cp − 1) times; all-gather CP
+    has none."""
     from engine.cost.rows import build_rows
     from engine.cost.table import CandidateTable
     from engine.cost.timing import attention_layer_core
@@ -92,8 +94,30 @@ def test_ring_steps_merge_their_partial_outputs_at_long_context() -> None:
         r = build_rows(LONG, h100(), replace(MEGATRON_CP, cp_algo=algo), table, 1)  # type: ignore[arg-type]
         cores[algo] = attention_layer_core(r)
     a = r.attn
-    per_elem = K.CP_MERGE_BYTES * r.T[0] / r.t[0] / r.hbm
+    per_elem = TE_RING_MERGE.out * r.T[0] / r.t[0] / r.hbm
     assert cores["ring"][0][0] - cores["allgather"][0][0] == pytest.approx(3 * per_elem * a.out_width, rel=0.02)
+
+
+def test_pytorch_s_ring_merges_in_fp32_eager_ops() -> None:
+    """[PT-CP]: torchtitan's ring (PyTorch's context_parallel) merges each step in fp32 eager ops and copies what it
+    sends on: priced at its RingMerge (38 bytes per output element and 4 per K/V element forward, 10 per q and 25 per
+    K/V element backward), (cp − 1) times, well above TransformerEngine's 6."""
+    from engine.cost.rows import build_rows
+    from engine.cost.table import CandidateTable
+    from engine.cost.timing import attention_layer_core
+
+    table = CandidateTable.from_strategies([Strategy(dp=1, tp=1, cp=4, micro_batch_num=1)],
+                                           num_layers=LONG.num_layers)
+    r = build_rows(LONG, h100(), RunOptions(framework="torchtitan"), table, 1)
+    assert r.fw.ring_merge == PYTORCH_RING_MERGE and r.cp_algo == "ring"  # torchtitan runs the ring only
+    as_te = replace(r, fw=replace(r.fw, ring_merge=TE_RING_MERGE))
+    a, m = r.attn, PYTORCH_RING_MERGE
+    per_byte = 3 * r.T[0] / r.t[0] / r.hbm
+    fwd, bwd = (attention_layer_core(r)[k][0] - attention_layer_core(as_te)[k][0] for k in (0, 1))
+    te = TE_RING_MERGE
+    assert fwd == pytest.approx(per_byte * ((m.out - te.out) * a.out_width + m.kv_fwd * a.kv_width), rel=0.02)
+    assert bwd == pytest.approx(per_byte * ((m.q - te.q) * a.q_width + (m.kv - te.kv) * a.kv_width), rel=0.02)
+    assert m.out > 6 * TE_RING_MERGE.out and m.kv > 4 * TE_RING_MERGE.kv
 
 
 def test_allgather_cp_exposes_its_gather_and_exports_as_megatrons() -> None:
