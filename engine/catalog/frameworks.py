@@ -397,6 +397,9 @@ class Framework:
       v1.0.RC3.0 mcore pretraining scripts read that use the distributed optimizer, where 6 of the 7 pass
       `--overlap-grad-reduce`, [MS-LLM]), and Megatron's own default is off. FSDP2 stacks prefetch their gathers
       (`fsdp2`): unused.
+    ring_merge: the bytes a ring attention's steps after the first move outside the kernel, per element and step
+      (RingMerge): TransformerEngine's (TE_RING_MERGE, also where a stack's own ring is not read) or PyTorch's
+      fp32 eager merges (PYTORCH_RING_MERGE, torchtitan).
     grad_accum_fusion / grouped_grad_accum_fusion: what the stack's recipes usually run when the files do not
       say (RunOptions.gradient_accumulation_fusion / gemm_gradient_accumulation_fusion): the weight-gradient
       GEMMs (dense; grouped expert GEMMs) accumulate into the fp32 main gradients in their epilogue. Megatron
