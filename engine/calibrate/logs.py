@@ -136,21 +136,21 @@ class LongLine:
     size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sieve:
     """The words one of which every line a format still reading the log could read holds (each format's
-    `_Scan.words`): once no format reads every line (the CSV scan has found no header of its own), a line
-    without any of them is counted and dropped by C code, never a Python step through four formats' matching
-    (a 512 MiB log of junk lines took about 3 minutes at 0.6 µs a line, now about 5 s)."""
+    `_Scan.words`), as text and as the bytes LogLines searches: once no format reads every line (the CSV scan has
+    found no header of its own), a line without any of them is counted and dropped by C code, never a Python step
+    through four formats' matching (64 MiB of junk lines took over 20 s at 0.6 µs a line, now 1.2 s)."""
 
     words: tuple[str, ...]
+    encoded: tuple[bytes, ...]
+    pattern: re.Pattern[bytes]
 
-    @property
-    def encoded(self) -> tuple[bytes, ...]:
-        return tuple(w.encode() for w in self.words)
-
-    def pattern(self) -> re.Pattern[bytes]:
-        return re.compile(b"|".join(re.escape(w) for w in self.encoded))
+    @classmethod
+    def of(cls, words: tuple[str, ...]) -> Sieve:
+        encoded = tuple(w.encode() for w in words)
+        return cls(words, encoded, re.compile(b"|".join(re.escape(w) for w in encoded)))
 
     def holds(self, line: str) -> bool:
         return any(w in line for w in self.words)
@@ -534,7 +534,7 @@ def parse_log(lines: Iterable[str] | Numbered) -> LogReading:
             for scan in scans:
                 scan.feed(i, line)
         if numbered.sieve is None and not any(scan.needs_every_line for scan in every):
-            numbered.sieve = Sieve(tuple(w for scan in scans for w in scan.words or ()))
+            numbered.sieve = Sieve.of(tuple(w for scan in scans for w in scan.words or ()))
     for scan in scans:
         scan.end()
     if blank:
@@ -629,7 +629,6 @@ class LogLines(Numbered):
     def __init__(self, fd: int, path: str, max_bytes: int = MAX_LOG_BYTES) -> None:
         super().__init__()
         self.fd, self.path, self.max_bytes = fd, path, max_bytes
-        self._pattern: tuple[Sieve, re.Pattern[bytes], tuple[bytes, ...]] | None = None  # the sieve's, compiled
 
     def __iter__(self) -> Iterator[tuple[int, str | LongLine]]:
         index, total, cr_end = 0, 0, False  # the line the next block begins in; bytes read; the last block ended `\r`
@@ -674,14 +673,13 @@ class LogLines(Numbered):
         """Per piece of `block`, whether it may be read (truthy): not blank, and holding one of the sieve's words
         once parse_log has set one (none at all when the block holds none: one C scan of the block per word), or
         too long to read (only where a block is longer than a line may be: never at the default sizes)."""
-        if self.sieve is None:
+        sieve = self.sieve
+        if sieve is None:
             return map(bytes.strip, pieces)
-        if self._pattern is None or self._pattern[0] is not self.sieve:
-            self._pattern = (self.sieve, self.sieve.pattern(), self.sieve.encoded)
-        _, pattern, words = self._pattern
+        pattern = sieve.pattern
         if len(block) > MAX_LINE_BYTES:  # a piece may be a line too long to read: said (HP814) whatever it holds
             return [(len(p) > MAX_LINE_BYTES and bool(p.strip())) or pattern.search(p) is not None for p in pieces]
-        if not any(w in block for w in words):
+        if not any(w in block for w in sieve.encoded):
             return ()
         return map(pattern.search, pieces)
 

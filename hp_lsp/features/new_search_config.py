@@ -61,14 +61,15 @@ CREATE_TITLE = "Create a search config next to this file"
 
 
 def new_search_config(settings: Settings, train_path: str) -> tuple[str, str]:
-    """(path, text) of the search config to create beside `train_path`: the settings' cluster when there
-    is one, else a placeholder node of eight H100s for the user to edit."""
-    target = search_config_path(train_path)
-    text = new_search_config_text(os.path.relpath(train_path, os.path.dirname(target)),
-                                  settings.num_nodes or 1, settings.cards_per_node or 8,
-                                  settings.device_type or "H100",
-                                  settings.memory_limit_gb or settings.device_memory_gb)
-    return target, text
+    """(path, text) of the search config to create beside `train_path` (search_config_path, _text)."""
+    return search_config_path(train_path), _text(settings, train_path)
+
+
+def _text(settings: Settings, train_path: str) -> str:
+    """The search config every name of `_names` would hold (all beside the train.yaml, so all name it alike): the
+    settings' cluster when there is one, else a placeholder node of eight H100s for the user to edit."""
+    return new_search_config_text(os.path.basename(train_path), settings.num_nodes or 1, settings.cards_per_node or 8,
+                                  settings.device_type or "H100", settings.memory_limit_gb or settings.device_memory_gb)
 
 
 def create_edit(target: str, text: str) -> types.WorkspaceEdit:
@@ -106,14 +107,13 @@ def prepare(settings: Settings, train_path: str) -> tuple[str, str] | str:
 
 def write_beside(settings: Settings, train_path: str) -> tuple[str | None, str | None]:
     """Off the loop, in one step, for clients that cannot create files through an edit (Neovim 0.7): check that
-    `train_path` is a regular file, then create the first free name of `_names` (never overwriting one; a name
-    another call took meanwhile moves on to the next). (path, None), or (None, the reason)."""
+    `train_path` is a regular file, then create the first free name of `_names` (never overwriting one: a name
+    taken, however recently, moves on to the next). (path, None), or (None, the reason)."""
     why = _not_a_file(train_path)
     if why is not None:
         return None, why
-    target, text = new_search_config(settings, train_path)
-    names = _names(train_path)
-    for name in names[names.index(target):]:
+    text, names = _text(settings, train_path), _names(train_path)
+    for name in names:  # the exclusive create is the test of a name: no stat before it
         try:
             with open(name, "x", encoding="utf-8") as f:
                 f.write(text)

@@ -6,8 +6,6 @@ import os
 import pickle
 from pathlib import Path
 
-import pytest
-
 from engine.edit import apply_edits
 from engine.positions import Range
 from hp_lsp.analysis import analyse, cluster_from_search_config
@@ -173,11 +171,10 @@ def test_workspace_finds_the_referencing_search_config(tmp_path: Path) -> None:
     assert search_config_path(str(tmp_path / "train.yaml")) == str(tmp_path / "search-train.yaml")
 
 
-def test_the_server_writes_a_search_config_under_a_free_name_in_one_step(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """createSearchConfig's own write (clients without CreateFile) checks the train.yaml, picks the name and
-    creates the file in one call off the loop: two calls make two files, a name another writer took between the
-    pick and the write moves on to the next, and nothing is written beside what is not a regular file."""
+def test_the_server_writes_a_search_config_under_a_free_name_in_one_step(tmp_path: Path) -> None:
+    """createSearchConfig's own write (clients without CreateFile) checks the train.yaml and creates the file in
+    one call off the loop, the exclusive create testing each name in turn: two calls make two files, a name
+    another writer took moves on to the next, and nothing is written beside what is not a regular file."""
     from hp_lsp.features import new_search_config as nsc
     from hp_lsp.settings import Settings
 
@@ -186,15 +183,7 @@ def test_the_server_writes_a_search_config_under_a_free_name_in_one_step(tmp_pat
     first, second = nsc.write_beside(Settings(), str(train)), nsc.write_beside(Settings(), str(train))
     assert first == (str(tmp_path / "search.yaml"), None) and second == (str(tmp_path / "search-train.yaml"), None)
     assert "train_yaml: train.yaml" in (tmp_path / "search.yaml").read_text().replace("./", "")
-    (tmp_path / "search-train.yaml").unlink()
-    picked = nsc.search_config_path
-
-    def taken_meanwhile(path: str) -> str:
-        name = picked(path)
-        (tmp_path / "search-train.yaml").write_text("mine\n")  # another writer, after the pick
-        return name
-
-    monkeypatch.setattr(nsc, "search_config_path", taken_meanwhile)
+    (tmp_path / "search-train.yaml").write_text("mine\n")  # another writer's
     made, why = nsc.write_beside(Settings(), str(train))
     assert why is None and made is not None and made.endswith(f"search-train-{os.getpid()}.yaml")
     assert (tmp_path / "search-train.yaml").read_text() == "mine\n"  # never overwritten
