@@ -2,9 +2,10 @@
 
 Runs on the event loop, which only snapshots and publishes: fast checks (engine.check + the stated plan's
 price; `benchmarks/lsp_latency.py` times them) run on the check thread after a DEBOUNCE_S pause in typing, a RUNS
-file's on the calibration thread (they read linked files and logs, and no file is read on the loop: docs/files.md); searches go to the worker process on open and save (setting searchOnSave)
-and come back through `call_soon_threadsafe`. Every step is wrapped so an exception becomes a log message
-and never a popup or a dead server.
+file's on the calibration thread (they read linked files and logs, and no file is read on the loop: docs/files.md);
+searches go to the worker process on open and save (setting searchOnSave) and come back through
+`call_soon_threadsafe`. Every step is wrapped so an exception becomes a log message and never a popup or a dead
+server.
 """
 
 from __future__ import annotations

@@ -6,12 +6,11 @@ table of which handler runs where. Only `Session`'s methods write a `DocState` o
 the handlers read them and ask the session to change them, so every transition (a check begun, a search
 deferred, a result recorded) has one home here.
 
-Two counters per document:
+Two counters per document, both drawn from one session-wide count (`Session.ticks`), so they keep rising across
+a close and a reopen (a check or a search begun before a document was closed never matches the reopened one's):
 - `generation` rises with every change; a fast check computed for an older generation is dropped.
 - `search_generation` rises with every search submitted (open, save, settings, a dependency changed); a
-  search result for an older one is dropped.
-Both are drawn from one session-wide count (`Session.ticks`), so they keep rising across a close and a reopen:
-a check or a search begun before a document was closed never matches the reopened document's. A result for the current search generation whose document
+  search result for an older one is dropped. A result for the current search generation whose document
   has been edited since is kept but marked stale: half-typed YAML must not clear the last good numbers.
 """
 
