@@ -166,6 +166,38 @@ async def test_a_failing_step_is_one_log_line_not_an_exception(tmp_path: Path) -
     sched.shutdown()
 
 
+async def test_a_save_whose_check_raised_starts_no_search_on_the_next_keystroke(tmp_path: Path) -> None:
+    """The save's check raises (one log line); the search it held back is dropped with it, so the next
+    keystroke's check, which lands cleanly, starts no search: only a save does."""
+    folder = tmp_path / "llama"
+    shutil.copytree(LLAMA, folder)
+    train = folder / "train.yaml"
+    uri = train.as_uri()
+    sched, ws, client, jobs, _progress, logs = _scheduler(ClientFeatures())
+    ws.docs[uri] = LspTextDocument(uri, source=train.read_text(), version=1)
+    sched.opened(uri)
+    await _until(lambda: jobs.submitted, "the open's search job")
+    analyse, raised = sched.analyse_off_loop, []
+
+    def raise_once(job: Any) -> Any:
+        if not raised:
+            raised.append(job)
+            raise RuntimeError("the check broke")
+        return analyse(job)
+
+    sched.analyse_off_loop = raise_once  # type: ignore[method-assign]
+    ws.docs[uri] = LspTextDocument(uri, source=train.read_text() + "\n", version=2)
+    sched.session.change(uri, 2)
+    sched.saved(uri)
+    await _until(lambda: any("the check broke" in m for m in logs), "the failed check's log line")
+    ws.docs[uri] = LspTextDocument(uri, source=train.read_text() + "\n\n", version=3)
+    sched.session.change(uri, 3)
+    sched.check(uri)  # the keystroke's check (debounced in the server; called here)
+    await _until(lambda: client.published and client.published[-1][1] == 3, "the keystroke's publish")
+    assert len(jobs.submitted) == 1 and len(logs) == 1
+    sched.shutdown()
+
+
 async def test_a_search_job_carries_only_the_documents_it_reads(tmp_path: Path) -> None:
     """Every open document's text went into every search job (150 open 500 KB files: 37 s per search); now
     the job carries the search config that gives the train.yaml its cluster and nothing else."""

@@ -152,3 +152,26 @@ def test_a_check_or_search_from_before_a_close_never_counts_for_the_reopened_doc
     assert search is not None and not s.record_search("u", search, 1, None) and new.searching
     assert s.record_analysis("u", new.generation, _analysis())
     assert s.end_check("u", new.generation)
+
+
+def test_a_check_that_raised_drops_the_search_that_waited_for_it() -> None:
+    """A save's check that raises records no analysis of that text, so the search it held back cannot run on it;
+    it is dropped, not left waiting to start on the next keystroke's check. An older text's failure drops
+    nothing: the current text's check still comes."""
+    s = Session()
+    st = s.open("u", "/a.yaml", 1)
+    s.begin_check("u")
+    s.defer_search("u")
+    assert not s.end_check("u", st.generation, failed=True)
+    assert not st.search_pending and st.checks_in_flight == 0
+    s.begin_check("u")  # the next keystroke's check lands: no search starts
+    assert s.record_analysis("u", st.generation, _analysis())
+    assert not s.end_check("u", st.generation)
+    s.begin_check("u")
+    old = st.generation
+    s.change("u", 2)
+    s.begin_check("u")
+    s.defer_search("u")
+    assert not s.end_check("u", old, failed=True) and st.search_pending
+    assert s.record_analysis("u", st.generation, _analysis())
+    assert s.end_check("u", st.generation)
