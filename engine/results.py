@@ -20,6 +20,24 @@ TIME_TERMS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class ReleasePrice:
+    """A plan priced as older releases of its framework run it (engine.cost.release_spread): `versions` (oldest
+    first) share one set of facts and lack `lacks` of the current release's; `since` is the release after them,
+    which brought what they lack beyond the releases newer than them."""
+
+    versions: tuple[str, ...]
+    since: str
+    lacks: tuple[str, ...]
+    step_time_s: float
+    peak_memory_gib: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"releases": list(self.versions), "since": self.since, "lacks": list(self.lacks),
+                "step_time_s": self.step_time_s,
+                "peak_memory_gib": self.peak_memory_gib}
+
+
+@dataclass(frozen=True, slots=True)
 class Estimate:
     """One priced strategy (docs/formats.md §3 `estimate`). Memory in GiB; times in seconds; mfu in 0..1.
     `memory_breakdown_gib` is the breakdown of the peak (worst) stage."""
@@ -79,6 +97,9 @@ class Estimate:
     # parallelism beyond the evidence, engine.cost.band.own_terms): a pair differing in them adds first contact
     # per term (engine.cost.band.pair_spread).
     own_terms: tuple[str, ...] = ()
+    # Where the files state no release of a framework that has releases: the plan as each older set of its facts
+    # prices it (engine.cost.release_spread, HP536); () otherwise and for every plan a search ranks.
+    other_releases: tuple[ReleasePrice, ...] = ()
 
     @property
     def step_time_range_s(self) -> tuple[float, float]:
@@ -207,6 +228,7 @@ class Estimate:
             **({"offloaded_gib": dict(self.offloaded_gib)} if self.offloaded_gib else {}),
             **({"offloaded_share": self.offloaded_share} if self.offloaded_gib and self.offloaded_share is not None
                else {}),
+            **({"other_releases": [p.to_json() for p in self.other_releases]} if self.other_releases else {}),
             "step_time_range_s": list(self.step_time_range_s),
             "peak_memory_range_gib": list(self.peak_memory_range_gib),
             "error_band": {"step": self.step_spread, "memory": self.memory_spread, "order": self.order_spread,

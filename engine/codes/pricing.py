@@ -23,6 +23,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP534", "warning", "the framework does not run on this device: priced, but another stack runs it there"),
     ("HP535", "warning", "the framework's stated release is unknown, or lacks a feature the plan states: priced as "
      "that release (or the current one) runs it"),
+    ("HP536", "information", "no release of the framework stated: priced as its current release, and older releases "
+     "price the plan beyond its error band (each says by how much and what it lacks)"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).
@@ -47,4 +49,5 @@ RAISED_BY: dict[str, tuple[str, ...]] = {
     "HP533": ("engine.cost.strategy_rules", "engine.validate.pipeline"),
     "HP534": ("engine.cost.strategy_rules",),
     "HP535": ("engine.cost.strategy_rules",),
+    "HP536": ("engine.cost.strategy_rules",),
 }

@@ -17,6 +17,7 @@ from engine.config.stated_layout import noop_fix, noop_pad
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
 from engine.cost.layout import effective_layout
+from engine.cost.release_spread import beyond_band, release_prices, spread_message
 from engine.diagnostics import Diagnostic, Severity, has_errors
 from engine.facts import (
     CP_SEQUENCE,
@@ -580,6 +581,12 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         diags.append(hp520)
     from dataclasses import replace
 
+    others = release_prices(config.model, config.cluster, config.run, s, budget)
+    if beyond_band(others, est):
+        fw = FRAMEWORKS[est.framework]
+        assert fw.releases is not None
+        diags.append(positioned(config, "HP536", spread_message(fw.name, fw.releases.current, others, est),
+                                "framework_version", {"releases": [p.to_json() for p in others]}))
     # docs/formats.md §3: `fits` stays a bool and is true for a marginal verdict.
-    est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit")
+    est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit", other_releases=others)
     return est, tuple(diags)

@@ -13,7 +13,7 @@ from pygls.uris import from_fs_path
 
 from hp_lsp.search_job import ListsRequest, run_lists
 from hp_lsp.settings import Settings
-from tests.support.cli import hp_plan_json
+from tests.support.cli import ROOT, hp_plan_json
 from tests.support.configs import DSV3_A3, NEMOTRON_H_8B, bridge_dsv3_train, llama8b_model
 from tests.support.lsp_e2e import (
     EXAMPLES,
@@ -415,3 +415,27 @@ async def test_the_search_pads_deepseeks_layers_and_its_quick_fix_states_the_pad
     assert title.startswith("Best: ") and "noop layers" not in title and "pp " in title
     assert "HP614" not in codes(ctx.client, uri)
     assert not [d for d in ctx.client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
+
+
+async def test_a_plan_whose_release_is_not_stated_says_what_an_older_one_prices(ctx: Ctx) -> None:
+    """The TT-BENCH 8B run without its release: the editor says, at the framework, that torchtitan before its
+    chunked loss prices the peak beyond the band (HP536, information); stating the release clears it."""
+    run = (ROOT / "benchmarks" / "memory_runs" / "tt-8b-8gpu-compile.yaml").read_text()
+    text = "\n".join(line for line in run.splitlines()
+                     if not line.startswith(("  framework_version:", "  loss_chunks:"))) + "\n"
+    folder = ctx.root / "release"
+    folder.mkdir()
+    path = folder / "search.yaml"
+    path.write_text(text)
+    uri = open_doc(ctx.client, path)
+    await wait_until(lambda: "HP536" in codes(ctx.client, uri), what="HP536 at estimator.framework")
+    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP536")
+    assert diag.severity == types.DiagnosticSeverity.Information
+    line, col = find_line(text, "framework: torchtitan")
+    assert (diag.range.start.line, diag.range.start.character) == (line, col + len("framework: "))
+    assert "before main (the chunked loss" in diag.message
+    stated = text.replace("  framework: torchtitan\n", "  framework: torchtitan\n  framework_version: '0.0'\n")
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=stated)]))
+    await wait_until(lambda: "HP536" not in codes(ctx.client, uri), what="HP536 gone once the release is stated")
