@@ -38,6 +38,20 @@ class ReleasePrice:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseSpread:
+    """A stated plan at its stack's older releases (engine.cost.release_spread): `prices`, newest first, for the
+    releases that run what the files state; `refused_before` the release before which none does (an option the
+    files state that an older release lacks: stating that release gets HP530 / HP531 / HP533 / HP535, and its
+    price would not be this plan's), "" when every older release runs it."""
+
+    prices: tuple[ReleasePrice, ...] = ()
+    refused_before: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prices": [p.to_json() for p in self.prices], "refused_before": self.refused_before}
+
+
+@dataclass(frozen=True, slots=True)
 class Estimate:
     """One priced strategy (docs/formats.md §3 `estimate`). Memory in GiB; times in seconds; mfu in 0..1.
     `memory_breakdown_gib` is the breakdown of the peak (worst) stage."""
@@ -98,8 +112,8 @@ class Estimate:
     # per term (engine.cost.band.pair_spread).
     own_terms: tuple[str, ...] = ()
     # Where the files state no release of a framework that has releases: the plan as each older set of its facts
-    # prices it (engine.cost.release_spread, HP536); () otherwise and for every plan a search ranks.
-    other_releases: tuple[ReleasePrice, ...] = ()
+    # prices it (engine.cost.release_spread, HP536); None otherwise and for every plan a search ranks.
+    other_releases: ReleaseSpread | None = None
 
     @property
     def step_time_range_s(self) -> tuple[float, float]:
@@ -228,7 +242,7 @@ class Estimate:
             **({"offloaded_gib": dict(self.offloaded_gib)} if self.offloaded_gib else {}),
             **({"offloaded_share": self.offloaded_share} if self.offloaded_gib and self.offloaded_share is not None
                else {}),
-            **({"other_releases": [p.to_json() for p in self.other_releases]} if self.other_releases else {}),
+            **({"other_releases": self.other_releases.to_json()} if self.other_releases is not None else {}),
             "step_time_range_s": list(self.step_time_range_s),
             "peak_memory_range_gib": list(self.peak_memory_range_gib),
             "error_band": {"step": self.step_spread, "memory": self.memory_spread, "order": self.order_spread,

@@ -278,12 +278,11 @@ class Scheduler:
                                    space=found.space)
 
     def _checked_future(self, uri: str, generation: int, fut: Future[Analysis]) -> None:
-        failed = not fut.cancelled() and fut.exception() is not None
         try:
             if not fut.cancelled():
                 self._checked(uri, generation, fut.result())
         finally:  # counted down, and a search that waited for it started, whatever the check or its publish raised
-            if self.session.end_check(uri, generation, failed=failed):
+            if self.session.end_check(uri, generation):
                 self.search(uri)
 
     def _checked(self, uri: str, generation: int, analysis: Analysis) -> None:

@@ -128,23 +128,24 @@ class Session:
         if state is not None:
             state.in_flight[state.generation] += 1
 
-    def end_check(self, uri: str, generation: int, *, failed: bool = False) -> bool:
+    def end_check(self, uri: str, generation: int) -> bool:
         """A check landed (and was recorded if it was of the current text) or was cancelled; True when a search
         waited for the checks and this was the last in flight, the current text's analysis recorded (an earlier
         check landing first would start the search on its own, older analysis: the settings that arrive after a
         document opens check it a second time while the first check runs). The checks may land in any order:
         a RUNS file's and a config's run on different threads (hp_lsp/threads.py). A check of `generation` this
-        document never began (it was begun before a close and a reopen) changes nothing. A `failed` check of the
-        current text (it raised: no analysis of that text will come) drops the search that waited for it, which
-        would otherwise start on whatever check landed next, a keystroke's and not a save's."""
+        document never began (it was begun before a close and a reopen) changes nothing. When the last check of
+        the current text lands and none of them recorded its analysis (each raised), the search that waited for
+        them is dropped: no analysis of that text will come, and left pending it would start on a later edit's
+        check, which only a save asks for."""
         state = self.docs.get(uri)
         if state is None or not state.in_flight[generation]:  # (a Counter's missing key reads 0, not stored)
             return False
         state.in_flight[generation] -= 1
         if not state.in_flight[generation]:
             del state.in_flight[generation]
-        if failed and generation == state.generation:
-            state.search_pending = False
+            if generation == state.generation and state.analysed != generation:
+                state.search_pending = False
         if state.in_flight or state.analysed != state.generation:
             return False
         pending, state.search_pending = state.search_pending, False

@@ -13,11 +13,12 @@ figure beyond its error band. A plan that states the release, or a framework wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from engine.catalog.frameworks import ReleaseFact, Releases, find_framework
 from engine.cost.estimate import estimate
-from engine.results import Estimate, ReleasePrice
+from engine.results import Estimate, ReleasePrice, ReleaseSpread
 from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
 
 
@@ -37,31 +38,40 @@ def fact_sets(rel: Releases) -> list[tuple[tuple[str, ...], tuple[ReleaseFact, .
     return sorted(((tuple(v), missing[k]) for k, v in groups.items()), key=lambda g: len(g[1]))
 
 
-def release_prices(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, strategy: Strategy,
-                   budget_gib: float) -> tuple[ReleasePrice, ...]:
-    """The plan at each older set of facts of its framework, newest first; () when the run states its release
-    or its framework has none."""
+def release_prices(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, strategy: Strategy, budget_gib: float,
+                   runs: Callable[[RunOptions], bool] = lambda _run: True) -> ReleaseSpread:
+    """The plan at each older set of facts of its framework, newest first, down to the first release that does
+    not run it as stated (`runs`: an older release lacks all a newer one lacks, so none older runs it either);
+    empty when the run states its release or its framework has none."""
     fw = find_framework(run.framework)
     if run.framework_version or fw is None or fw.releases is None:
-        return ()
-    out = []
+        return ReleaseSpread()
+    out: list[ReleasePrice] = []
     for versions, lacks in fact_sets(fw.releases):
-        est = estimate(model, cluster, replace(run, framework_version=versions[0]), strategy, budget_gib)
         newest = versions[-1]  # the release after it brought what it lacks beyond the next newer group
         since = fw.releases.versions[fw.releases.versions.index(newest) + 1]
+        older = replace(run, framework_version=versions[0])
+        if not runs(older):
+            return ReleaseSpread(tuple(out), since)
+        est = estimate(model, cluster, older, strategy, budget_gib)
         out.append(ReleasePrice(versions, since, tuple(f.what for f in lacks), est.step_time_s, est.peak_memory_gib))
-    return tuple(out)
+    return ReleaseSpread(tuple(out))
 
 
 def beyond_band(prices: tuple[ReleasePrice, ...], est: Estimate) -> bool:
     """Whether an older release moves the step or the peak by more than its error band's half-width: where the
     release matters more than the model's own error."""
-    return any(_moves(p.step_time_s, est.step_time_s, est.step_spread)
-               or _moves(p.peak_memory_gib, est.peak_memory_gib, est.memory_spread) for p in prices)
+    return any(_moves(p, est, est.step_spread, est.memory_spread) for p in prices)
 
 
-def _moves(value: float, priced: float, spread: float) -> bool:
-    return priced > 0 and abs(value / priced - 1) > spread
+def _moves(p: ReleasePrice, est: Estimate, step: float, peak: float) -> bool:
+    return abs(_change(p.step_time_s, est.step_time_s)) > step or abs(_change(p.peak_memory_gib,
+                                                                             est.peak_memory_gib)) > peak
+
+
+def _change(value: float, against: float) -> float:
+    """value / against − 1; 0 where `against` is not a positive figure (nothing to compare)."""
+    return value / against - 1 if against > 0 else 0.0
 
 
 # A release step the message names: one that moves the step or the peak by more than this against the newer
@@ -69,25 +79,35 @@ def _moves(value: float, priced: float, spread: float) -> bool:
 STEP = 0.01
 
 
-def spread_message(framework: str, current: str, prices: tuple[ReleasePrice, ...], est: Estimate) -> str:
+def spread_message(framework: str, current: str, spread: ReleaseSpread, est: Estimate, where: str) -> str:
     """HP536's text: the release priced, then, oldest facts last, each release whose facts move the price from
-    the newer one before it: what arrived there and what the plan prices without it (against the current)."""
+    the newer one before it (what arrived there and what the plan prices without it, against the current; the
+    release that moves it most where no single step does), the release before which the stated plan does not
+    run, and `where` the release is stated."""
     parts: list[str] = []
     newer_step, newer_peak, before = est.step_time_s, est.peak_memory_gib, frozenset[str]()
-    for p in prices:
-        figures = []
-        if abs(p.step_time_s / newer_step - 1) > STEP:
-            figures.append(f"step {p.step_time_s:.3f} s ({_signed(p.step_time_s, est.step_time_s)})")
-        if abs(p.peak_memory_gib / newer_peak - 1) > STEP:
-            figures.append(f"peak {p.peak_memory_gib:.1f} GiB ({_signed(p.peak_memory_gib, est.peak_memory_gib)})")
-        arrived = [f for f in p.lacks if f not in before]
-        if figures:
-            parts.append(f"before {p.since} ({'; '.join(arrived)}): {', '.join(figures)}")
+    for p in spread.prices:
+        step, peak = abs(_change(p.step_time_s, newer_step)) > STEP, abs(_change(p.peak_memory_gib, newer_peak)) > STEP
+        if step or peak:
+            parts.append(_boundary(p, est, [f for f in p.lacks if f not in before], step, peak))
         newer_step, newer_peak, before = p.step_time_s, p.peak_memory_gib, frozenset(p.lacks)
+    if not parts and spread.prices:  # small steps that add up beyond a narrow band
+        most = max(spread.prices, key=lambda p: max(abs(_change(p.step_time_s, est.step_time_s)),
+                                                    abs(_change(p.peak_memory_gib, est.peak_memory_gib))))
+        parts.append(_boundary(most, est, list(most.lacks), True, True))
+    refused = (f"; releases before {spread.refused_before} do not run what the files state"
+               if spread.refused_before else "")
     return (f"no {framework} release stated: priced as {current}, the current one; an older release prices this "
-            f"plan beyond its error band: {'; '.join(parts)}. State estimator.framework_version as the release the "
-            "run uses")
+            f"plan beyond its error band: {'; '.join(parts)}{refused}. State the release the run uses ({where})")
 
 
-def _signed(value: float, priced: float) -> str:
-    return f"{100 * (value / priced - 1):+.0f}%"
+def _boundary(p: ReleasePrice, est: Estimate, arrived: list[str], step: bool, peak: bool) -> str:
+    """One release boundary: what arrived there, and the figures it moves (`step`, `peak`) as that older release
+    prices them, against the current release's."""
+    figures = []
+    if step:
+        figures.append(f"step {p.step_time_s:.3f} s ({100 * _change(p.step_time_s, est.step_time_s):+.0f}%)")
+    if peak:
+        figures.append(f"peak {p.peak_memory_gib:.1f} GiB "
+                       f"({100 * _change(p.peak_memory_gib, est.peak_memory_gib):+.0f}%)")
+    return f"before {p.since} ({'; '.join(arrived)}): {', '.join(figures)}"

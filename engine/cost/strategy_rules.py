@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from engine import degree_facts as facts
-from engine.catalog.frameworks import FRAMEWORKS, Framework, effective_policy, framework_of, priced_modules
+from engine.catalog.frameworks import (
+    FRAMEWORKS,
+    Framework,
+    effective_policy,
+    framework_of,
+    priced_modules,
+    taken_layout,
+)
 from engine.config.stated_layout import noop_fix, noop_pad
 from engine.config.types import Config, Location
 from engine.cost.estimate import estimate
@@ -536,6 +543,23 @@ def marginal(d: Diagnostic, est: Estimate) -> Diagnostic:
                    data={**d.data, "verdict": "marginal"})
 
 
+def _runs_as_stated(config: Config, s: Strategy) -> Callable[[RunOptions], bool]:
+    """Whether a release of the plan's stack runs what the files state: it raises no framework finding (HP530,
+    HP531, HP533, HP535: an option it lacks, priced without it) the current release does not raise too, and
+    takes the stated pipeline layout as the current one does (a per-chunk layout, no-op layers: HP533 from the
+    validation, engine.validate.pipeline)."""
+    current = {(p.code, p.field) for p in check_framework(config, s)}
+    layout = taken_layout(config.run)
+
+    def runs(run: RunOptions) -> bool:
+        from dataclasses import replace
+
+        return (taken_layout(run) == layout
+                and {(p.code, p.field) for p in check_framework(replace(config, run=run), s)} <= current)
+
+    return runs
+
+
 def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
     """Price the strategy a config states (config.stated): validation diagnostics instead of a number when
     it cannot run, plus HP520 when it does not fit the budget."""
@@ -581,12 +605,15 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         diags.append(hp520)
     from dataclasses import replace
 
-    others = release_prices(config.model, config.cluster, config.run, s, budget)
-    if beyond_band(others, est):
+    spread = release_prices(config.model, config.cluster, config.run, s, budget, _runs_as_stated(config, s))
+    if beyond_band(spread.prices, est):
         fw = FRAMEWORKS[est.framework]
         assert fw.releases is not None
-        diags.append(positioned(config, "HP536", spread_message(fw.name, fw.releases.current, others, est),
-                                "framework_version", {"releases": [p.to_json() for p in others]}))
+        where = ("estimator.framework_version" if config.kind == "search"
+                 else "a search config's estimator.framework_version, where it prices this file")
+        diags.append(positioned(config, "HP536", spread_message(fw.name, fw.releases.current, spread, est, where),
+                                "framework_version", spread.to_json()))
     # docs/formats.md §3: `fits` stays a bool and is true for a marginal verdict.
-    est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit", other_releases=others)
+    est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit",
+                  other_releases=spread if spread.prices or spread.refused_before else None)
     return est, tuple(diags)

@@ -439,3 +439,4 @@ async def test_a_plan_whose_release_is_not_stated_says_what_an_older_one_prices(
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=stated)]))
     await wait_until(lambda: "HP536" not in codes(ctx.client, uri), what="HP536 gone once the release is stated")
+    assert not [d for d in ctx.client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]

@@ -198,6 +198,31 @@ async def test_a_save_whose_check_raised_starts_no_search_on_the_next_keystroke(
     sched.shutdown()
 
 
+async def test_a_check_that_raised_beside_one_that_landed_keeps_the_search(tmp_path: Path) -> None:
+    """Opened, then the settings arrive: two checks of one text, each asking for the search. The first raises;
+    the second records the text's analysis, so the search still starts."""
+    folder = tmp_path / "llama"
+    shutil.copytree(LLAMA, folder)
+    train = folder / "train.yaml"
+    uri = train.as_uri()
+    sched, ws, _client, jobs, _progress, logs = _scheduler(ClientFeatures())
+    ws.docs[uri] = LspTextDocument(uri, source=train.read_text(), version=1)
+    analyse, calls = sched.analyse_off_loop, []
+
+    def raise_first(job: Any) -> Any:
+        calls.append(job)
+        if len(calls) == 1:
+            raise RuntimeError("the check broke")
+        return analyse(job)
+
+    sched.analyse_off_loop = raise_first  # type: ignore[method-assign]
+    sched.opened(uri)
+    sched.settings_changed()
+    await _until(lambda: jobs.submitted, "the search the second check released")
+    assert len(logs) == 1 and "the check broke" in logs[0]
+    sched.shutdown()
+
+
 async def test_a_search_job_carries_only_the_documents_it_reads(tmp_path: Path) -> None:
     """Every open document's text went into every search job (150 open 500 KB files: 37 s per search); now
     the job carries the search config that gives the train.yaml its cluster and nothing else."""

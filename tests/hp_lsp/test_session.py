@@ -156,22 +156,37 @@ def test_a_check_or_search_from_before_a_close_never_counts_for_the_reopened_doc
 
 def test_a_check_that_raised_drops_the_search_that_waited_for_it() -> None:
     """A save's check that raises records no analysis of that text, so the search it held back cannot run on it;
-    it is dropped, not left waiting to start on the next keystroke's check. An older text's failure drops
-    nothing: the current text's check still comes."""
+    it is dropped once every check of that text has landed, not left waiting to start on a later edit's check.
+    Another check of the same text that records it keeps the search, whichever lands first; an older text's
+    failure drops nothing: the current text's check still comes."""
     s = Session()
     st = s.open("u", "/a.yaml", 1)
     s.begin_check("u")
     s.defer_search("u")
-    assert not s.end_check("u", st.generation, failed=True)
+    assert not s.end_check("u", st.generation)  # it raised: nothing recorded
     assert not st.search_pending and st.checks_in_flight == 0
-    s.begin_check("u")  # the next keystroke's check lands: no search starts
+    s.change("u", 2)
+    s.begin_check("u")  # an edit's check lands cleanly: no search starts
     assert s.record_analysis("u", st.generation, _analysis())
     assert not s.end_check("u", st.generation)
+    for failing_first in (True, False):  # two checks of one text (opened, then the settings arrived)
+        s.change("u", 3 if failing_first else 4)
+        s.begin_check("u")
+        s.begin_check("u")
+        s.defer_search("u")
+        if failing_first:
+            assert not s.end_check("u", st.generation) and st.search_pending
+            assert s.record_analysis("u", st.generation, _analysis())
+            assert s.end_check("u", st.generation)
+        else:
+            assert s.record_analysis("u", st.generation, _analysis())
+            assert not s.end_check("u", st.generation)
+            assert s.end_check("u", st.generation)  # the second raised: the first's analysis still searches
     s.begin_check("u")
     old = st.generation
-    s.change("u", 2)
+    s.change("u", 5)
     s.begin_check("u")
     s.defer_search("u")
-    assert not s.end_check("u", old, failed=True) and st.search_pending
+    assert not s.end_check("u", old) and st.search_pending
     assert s.record_analysis("u", st.generation, _analysis())
     assert s.end_check("u", st.generation)
