@@ -479,7 +479,8 @@ def _level_vpp(b: _Builder, c: _Ctx) -> None:
     if not c.stack.uneven_interleave:  # MindSpeed-LLM: no uneven split with virtual stages (StackSpace)
         rules.append((R_VPP_SPLIT, ((vpp == 1) | (layers % (p * vpp) == 0))[pp_code]))
     if c.layout_fits is not None:  # a stated stage count or layer layout is the run's: it must place the layers
-        fits = np.array([[c.layout_fits(int(pv), int(vv)) for vv in vpp[0]] for pv in pp_values.tolist()])
+        fits = np.array([[c.layout_fits(int(pv), int(vv)) for vv in vpp[0]] for pv in pp_values.tolist()],
+                        dtype=bool).reshape(pp_values.size, vpp.shape[1])  # (no rows left: an empty bool grid)
         rules.append((R_LAYOUT_STATED, (fits | (p == 1))[pp_code]))
     if c.hybrid_split:  # Megatron-Core runs a hybrid pattern without virtual stages (StackSpace.hybrid_even_split)
         rules.append((R_HYBRID_VPP, np.broadcast_to(vpp == 1, (pp_values.size, vpp.shape[1]))[pp_code]))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 from engine.catalog.frameworks import framework_of
 from engine.cost import estimate
@@ -11,6 +13,7 @@ from engine.search.refusals import gib
 from engine.specs import RecomputePlan, RunOptions, Strategy
 from tests.engine.search.reference import loop_space
 from tests.engine.search.shapes import TINY, loc, make
+from tests.support.cli import ROOT, hp_plan
 
 
 def codes(res) -> list[str]:  # type: ignore[no-untyped-def]
@@ -178,3 +181,17 @@ def test_absurd_global_batch_is_refused_not_crashed() -> None:
     res = search(make(TINY, gbs=10**20))
     assert codes(res) == ["HP604"] and res.diagnostics[0].path == "constraint.global_batch_size"
     assert search(make(TINY, nodes=1, gbs=10**15)).best is not None  # large but exact: searched
+
+
+def test_a_stated_stage_split_with_no_candidate_left_is_a_refusal_not_a_failure(tmp_path: Path) -> None:
+    """A search config that states its first and last stages' layers (DeepSeek-V3's 7 / 6) and a global batch
+    no plan divides: the stated split is checked over no rows at all, which must be an empty answer (its
+    grid of one pp value per row had come out as floats and failed the search with HP900)."""
+    folder = tmp_path / "dsv3"
+    shutil.copytree(ROOT / "benchmarks" / "calibration_runs" / "deepseek-v3-512xh100-nemo", folder)
+    search = folder / "search.yaml"
+    text = search.read_text().replace("global_batch_size: 4096", "global_batch_size: 3")
+    search.write_text(text.split("\nestimator:")[0] + "\n")
+    r = hp_plan("search", "--json", str(search))
+    assert "HP900" not in r.stdout and "Traceback" not in r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout
