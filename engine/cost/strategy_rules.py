@@ -609,10 +609,13 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
     if beyond_band(spread.prices, est):
         fw = FRAMEWORKS[est.framework]
         assert fw.releases is not None
-        where = ("estimator.framework_version" if config.kind == "search"
+        search = config.kind == "search"
+        where = ("estimator.framework_version" if search
                  else "a search config's estimator.framework_version, where it prices this file")
+        # The quick fix states the release priced (one click where the run uses it; an older one is typed there).
+        fix = {"set_at": {"path": "estimator.framework_version", "value": fw.releases.current}} if search else {}
         diags.append(positioned(config, "HP536", spread_message(fw.name, fw.releases.current, spread, est, where),
-                                "framework_version", spread.to_json()))
+                                "framework_version", {**spread.to_json(), **fix}))
     # docs/formats.md §3: `fits` stays a bool and is true for a marginal verdict.
     est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit",
                   other_releases=spread if spread.prices or spread.refused_before else None)

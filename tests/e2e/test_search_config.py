@@ -434,9 +434,23 @@ async def test_a_plan_whose_release_is_not_stated_says_what_an_older_one_prices(
     line, col = find_line(text, "framework: torchtitan")
     assert (diag.range.start.line, diag.range.start.character) == (line, col + len("framework: "))
     assert "before main (the chunked loss" in diag.message
-    stated = text.replace("  framework: torchtitan\n", "  framework: torchtitan\n  framework_version: '0.0'\n")
-    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=stated)]))
+    _diag, fix = await quick_fix(ctx.client, uri, "HP536", "Set `framework_version` to main")
+    fixed = take_fix(ctx.client, uri, text, fix)
+    assert fixed.endswith("  fp8: false\n  framework_version: main\n")
     await wait_until(lambda: "HP536" not in codes(ctx.client, uri), what="HP536 gone once the release is stated")
     assert not [d for d in ctx.client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
+    # the release the run used, typed there: priced as it ran, and no finding either
+    older = fixed.replace("framework_version: main", "framework_version: '0.0'")
+    ctx.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=older)]))
+    line, col = find_line(older, "micro_batch_size")
+    shown = ""
+    for _ in range(100):  # the edit's debounced check, then the hover reads its analysis
+        hover = await ctx.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=col + 2)))
+        shown = hover.contents.value if hover is not None and isinstance(hover.contents, types.MarkupContent) else ""
+        if "torchtitan 0.0" in shown:
+            break
+        await asyncio.sleep(0.05)
+    assert "torchtitan 0.0" in shown and "HP536" not in codes(ctx.client, uri)

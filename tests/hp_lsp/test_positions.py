@@ -48,3 +48,16 @@ def test_offset_of() -> None:
     text = "".join(LINES)
     off = offset_of(LINES, Position(2, 2))
     assert text[off:off + 7] == "tp_size"
+
+
+def test_the_line_after_the_final_break_is_the_end_of_the_text_not_clamped() -> None:
+    """An edit that appends a key to a file ending in a line break lands at (lines, 0), after that break: clamped
+    to the last line's end it went in before the break and glued the new key onto the last value
+    (`fp8: false  framework_version: main`, a YAML error). Past that line, or without a final break, positions
+    still clamp to the last character."""
+    end = Position(len(LINES), 0)
+    assert to_client_position(LINES, UTF16, end) == types.Position(line=3, character=0)
+    assert from_client_position(LINES, UTF16, types.Position(line=3, character=0)) == end
+    unbroken = [*LINES[:-1], "  tp_size: 4"]
+    assert to_client_position(unbroken, UTF16, end) == types.Position(line=2, character=12)
+    assert to_client_position(LINES, UTF16, Position(4, 0)) == types.Position(line=2, character=12)
