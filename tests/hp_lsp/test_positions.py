@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
+from engine.edit.text import split_lines
 from engine.positions import Position, Range
 from hp_lsp.client_units import from_client_position, offset_of, to_client_position, to_client_range
 
@@ -61,3 +64,22 @@ def test_the_line_after_the_final_break_is_the_end_of_the_text_not_clamped() -> 
     unbroken = [*LINES[:-1], "  tp_size: 4"]
     assert to_client_position(unbroken, UTF16, end) == types.Position(line=2, character=12)
     assert to_client_position(LINES, UTF16, Position(4, 0)) == types.Position(line=2, character=12)
+
+
+@given(st.lists(st.sampled_from(["a", "🦙", " ", ":", "\n", "\r\n", "\r"]), max_size=40))
+def test_every_position_of_a_text_round_trips_through_client_units(chars: list[str]) -> None:
+    """Each position of a text (every character boundary of every line, and the end of the text) maps to the
+    client's units and back to itself, and sits at the code-point offset the text has there: an edit made at
+    an engine position lands where the engine meant it, whatever the line breaks."""
+    text = "".join(chars)
+    lines = split_lines(text)
+    positions = [Position(i, c) for i, line in enumerate(lines) for c in range(len(line.rstrip("\r\n")) + 1)]
+    if not lines or lines[-1].endswith(("\n", "\r")):
+        positions.append(Position(len(lines), 0))
+    offset = 0
+    for pos in positions:
+        back = from_client_position(lines, UTF16, to_client_position(lines, UTF16, pos))
+        assert back == pos or not lines
+        assert offset_of(lines, pos) >= offset
+        offset = offset_of(lines, pos)
+    assert not positions or offset_of(lines, positions[-1]) == len(text)
