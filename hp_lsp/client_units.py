@@ -22,16 +22,17 @@ def _line_text(lines: Sequence[str], line: int) -> str:
 
 
 def _after_final_break(lines: Sequence[str], line: int) -> bool:
-    """Whether `line` is the empty line after the text's final line break: a real position (the end of the text,
-    where an edit appends a line), not one to clamp."""
-    return line == len(lines) and lines[-1].endswith(("\n", "\r"))
+    """Whether `line` is at or past the empty line after the text's final line break: that line is a real
+    position (the end of the text, where an edit appends a line), and anything past it clamps to it, so a
+    range never ends before it starts."""
+    return line >= len(lines) and lines[-1].endswith(("\n", "\r"))
 
 
 def to_client_position(lines: Sequence[str], codec: PositionCodec, pos: Position) -> types.Position:
     if not lines:
         return types.Position(line=0, character=0)
     if _after_final_break(lines, pos.line):
-        return types.Position(line=pos.line, character=0)
+        return types.Position(line=len(lines), character=0)
     if pos.line >= len(lines):
         last = len(lines) - 1
         return types.Position(line=last, character=codec.client_num_units(_line_text(lines, last)))
@@ -54,7 +55,7 @@ def from_client_position(lines: Sequence[str], codec: PositionCodec, pos: types.
     if not lines:
         return Position(0, 0)
     if _after_final_break(lines, pos.line):
-        return Position(pos.line, 0)
+        return Position(len(lines), 0)
     if pos.line >= len(lines):
         last = len(lines) - 1
         return Position(last, len(_line_text(lines, last)))

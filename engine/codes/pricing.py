@@ -24,7 +24,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("HP535", "warning", "the framework's stated release is unknown, or lacks a feature the plan states: priced as "
      "that release (or the current one) runs it"),
     ("HP536", "information", "no release of the framework stated: priced as its current release, and older releases "
-     "price the plan beyond its error band (each says by how much and what it lacks)"),
+     "price the plan beyond its error band (each says by how much and what it lacks); in a search config that names "
+     "its framework, the quick fix states the release priced"),
 ]
 
 # code -> the modules that raise it (tests/engine/test_code_owners.py scans the emitters and keeps this true).

@@ -612,8 +612,10 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         search = config.kind == "search"
         where = ("estimator.framework_version" if search
                  else "a search config's estimator.framework_version, where it prices this file")
-        # The quick fix states the release priced (one click where the run uses it; an older one is typed there).
-        fix = {"set_at": {"path": "estimator.framework_version", "value": fw.releases.current}} if search else {}
+        # The quick fix states the release priced (one click where the run uses it; an older one is typed there),
+        # where the file names its stack: a release beside a stack a flag or setting names would not follow it.
+        fix = ({"set_at": {"path": "estimator.framework_version", "value": fw.releases.current}}
+               if search and "estimator.framework" in config.locations else {})
         diags.append(positioned(config, "HP536", spread_message(fw.name, fw.releases.current, spread, est, where),
                                 "framework_version", {**spread.to_json(), **fix}))
     # docs/formats.md §3: `fits` stays a bool and is true for a marginal verdict.

@@ -446,7 +446,7 @@ async def test_a_plan_whose_release_is_not_stated_says_what_an_older_one_prices(
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=older)]))
     line, col = find_line(older, "micro_batch_size")
     shown = ""
-    for _ in range(100):  # the edit's debounced check, then the hover reads its analysis
+    for _ in range(1200):  # the edit's debounced check, then the hover reads its analysis (up to 60 s)
         hover = await ctx.client.text_document_hover_async(types.HoverParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=col + 2)))
         shown = hover.contents.value if hover is not None and isinstance(hover.contents, types.MarkupContent) else ""

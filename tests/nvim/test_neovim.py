@@ -113,6 +113,19 @@ def test_settings_reach_the_server(tmp_path: Path, nvim: str) -> None:
     run_nvim("e2e_settings.lua", tmp_path, nvim=nvim, timeout=120, HP_E2E_FILE=str(work / "train.yaml"))
 
 
+def test_a_quick_fix_that_appends_a_key_at_the_end_of_the_file(tmp_path: Path, nvim: str) -> None:
+    """HP536's fix appends `framework_version` after the last line of a file ending in a line break: the edit
+    lands as the new last line in the real editor (Neovim before 0.12 added a blank line after an insertion
+    on the empty line past the final break; before that the server glued the key onto the last value)."""
+    work = tmp_path / "release"
+    work.mkdir()
+    run = (REPO / "benchmarks" / "memory_runs" / "tt-8b-8gpu-compile.yaml").read_text()
+    text = "\n".join(line for line in run.splitlines()
+                     if not line.startswith(("  framework_version:", "  loss_chunks:"))) + "\n"
+    (work / "search.yaml").write_text(text)
+    run_nvim("e2e_append.lua", tmp_path, nvim=nvim, timeout=120, HP_E2E_FILE=str(work / "search.yaml"))
+
+
 def test_show_plan_scratch_buffer(tmp_path: Path, nvim: str) -> None:
     """:HpShowPlan and the ▸ Plan view lens: the plan's text timeline in a scratch buffer."""
     work = tmp_path / "plan"
