@@ -20,6 +20,16 @@ TIME_TERMS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class StageMemory:
+    """One plan's memory stage by stage, as its single pricing found it (engine.cost.estimate): the layers each
+    stage holds and each memory term (MEMORY_TERMS, GiB) per stage. Carried so the per-stage table is read from
+    the pricing that made the estimate, not from a second one."""
+
+    layers: tuple[int, ...]
+    terms: Mapping[str, tuple[float, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class ReleasePrice:
     """A plan priced as older releases of its framework run it (engine.cost.release_spread): `versions` (oldest
     first) share one set of facts and lack `lacks` of the current release's; `since` is the release after them,
@@ -114,6 +124,9 @@ class Estimate:
     # Where the files state no release of a framework that has releases: the plan as each older set of its facts
     # prices it (engine.cost.release_spread, HP536); None otherwise and for every plan a search ranks.
     other_releases: ReleaseSpread | None = None
+    # The memory of every stage where the plan was priced on its own (engine.cost.estimate); None for the rows a
+    # search turns into estimates.
+    stage_memory: StageMemory | None = None
 
     @property
     def step_time_range_s(self) -> tuple[float, float]:

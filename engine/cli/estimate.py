@@ -11,8 +11,6 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-import numpy as np
-
 from engine.cli.check import format_line
 from engine.cli.plan_flags import cluster_overrides, ratios_request
 from engine.config.types import Config
@@ -23,25 +21,17 @@ from engine.jsonout import write_json
 from engine.results import MEMORY_TERMS, MFU_LABEL, TIME_TERMS, Estimate
 
 
-def stage_table(config: Config, est: Estimate) -> list[str]:
-    """Rows of the per-stage memory table (GiB), recomputed from the same pricing core."""
-    from engine.cost.price import price_table
-    from engine.cost.table import CandidateTable
-
-    assert config.model is not None and config.cluster is not None
-    m = config.model
-    table = CandidateTable.from_strategies([est.strategy], num_layers=m.num_layers + m.mtp_depth)
-    priced = price_table(m, config.cluster, config.run, table, est.budget_gib)
-    pp = est.strategy.pp
+def stage_table(est: Estimate) -> list[str]:
+    """Rows of the per-stage memory table (GiB), from the pricing that made the estimate (Estimate.stage_memory)."""
+    stages = est.stage_memory
+    assert stages is not None, "estimate_config prices the stated plan on its own, stage by stage"
     heads = ["stage", "layers", *MEMORY_TERMS, "total"]
     lines = ["  ".join(f"{h:>11}" for h in heads)]
-    counts = priced.layer_count[0].sum(axis=1)
-    for i in range(pp):
-        cells = [f"{i:>11d}", f"{int(counts[i]):>11d}"]
-        cells += [f"{priced.stage_memory_terms[k][0, i]:>11.2f}" for k in MEMORY_TERMS]
-        total = float(priced.stage_memory_gib[0, i])
-        mark = " *" if i == int(np.argmax(priced.stage_memory_gib[0, :pp])) else ""
-        cells.append(f"{total:>11.2f}{mark}")
+    worst = max(range(len(est.stage_memory_gib)), key=lambda i: est.stage_memory_gib[i])
+    for i, total in enumerate(est.stage_memory_gib):
+        cells = [f"{i:>11d}", f"{stages.layers[i]:>11d}"]
+        cells += [f"{stages.terms[k][i]:>11.2f}" for k in MEMORY_TERMS]
+        cells.append(f"{total:>11.2f}{' *' if i == worst else ''}")
         lines.append("  ".join(cells))
     return lines
 
@@ -56,7 +46,7 @@ def render_text(path: str, config: Config | None, est: Estimate | None, diags: t
     print(f"{path}: {s.short()}", file=out)
     print(f"\nMemory per device (GiB): peak {est.peak_memory_gib:.2f} {est.memory_band} of {est.budget_gib:g} budget: "
           f"{est.verdict_text}", file=out)
-    for line in stage_table(config, est):
+    for line in stage_table(est):
         print("  " + line, file=out)
     tot = est.step_time_s
     print(f"\nStep {tot:.3f} s {est.step_band} · {est.tokens_per_s:,.0f} tokens/s · {est.tokens_per_s_per_device:,.1f} tokens/s/device"
