@@ -51,3 +51,31 @@ def test_a_flagged_case_is_not_evidence_of_the_models_error() -> None:
 
     assert accuracy.FLAGGED
     assert not {r.id for r in band_evidence.STEP_ROWS} & set(accuracy.FLAGGED)
+
+
+def test_as_given_prices_a_run_both_ways_and_says_what_its_unstated_release_moves(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/as_given.py on a reference folder holding the TT-BENCH 8B run written without its release: the
+    file as given reads its peak ~28 % low (the current release's chunked loss), this repository's copy +1.7 %,
+    and HP536's boundary is printed beside them."""
+    as_given = importlib.import_module("as_given")
+    name = "llama31-8b-8xh100-96g-torchtitan-compile"
+    given = tmp_path / "runs" / name
+    given.mkdir(parents=True)
+    for f in ("train.yaml", "expected.json"):
+        (given / f).write_text((ROOT / "benchmarks" / "calibration_runs" / name / f).read_text())
+    ours = (ROOT / "benchmarks" / "calibration_runs" / name / "search.yaml").read_text()
+    (given / "search.yaml").write_text("\n".join(line for line in ours.splitlines()
+                                                 if not line.lstrip().startswith(("framework_version:", "loss_chunks:"))))
+    assert as_given.main(["--dir", str(tmp_path / "runs")]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith(name)]
+    cells = row.split()
+    assert cells[1:3] == ["-2.6%", "-2.6%"]
+    assert float(cells[3].rstrip("%")) < -20 and cells[4] == "+1.7%"
+    assert "before main (the chunked loss" in row
+
+
+def test_as_given_skips_without_the_reference_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    as_given = importlib.import_module("as_given")
+    assert as_given.main(["--dir", str(tmp_path / "absent")]) == 0
+    assert capsys.readouterr().out.startswith("skipped")
