@@ -20,13 +20,15 @@ TIME_TERMS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class StageMemory:
-    """One plan's memory stage by stage, as its single pricing found it (engine.cost.estimate): the layers each
-    stage holds and each memory term (MEMORY_TERMS, GiB) per stage. Carried so the per-stage table is read from
-    the pricing that made the estimate, not from a second one."""
+class Stages:
+    """One plan stage by stage, as its single pricing found it (engine.cost.estimate): the layers each stage
+    holds, each memory term (MEMORY_TERMS, GiB) and each part of its per-micro-batch time (the pricing's
+    stage_time_parts, seconds) per stage. Carried so the per-stage table and `explain` read the pricing that made
+    the estimate instead of a second one."""
 
     layers: tuple[int, ...]
-    terms: Mapping[str, tuple[float, ...]]
+    memory: Mapping[str, tuple[float, ...]]
+    time_parts: Mapping[str, tuple[float, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +126,9 @@ class Estimate:
     # Where the files state no release of a framework that has releases: the plan as each older set of its facts
     # prices it (engine.cost.release_spread, HP536); None otherwise and for every plan a search ranks.
     other_releases: ReleaseSpread | None = None
-    # The memory of every stage where the plan was priced on its own (engine.cost.estimate); None for the rows a
-    # search turns into estimates.
-    stage_memory: StageMemory | None = None
+    # Every stage's layers, memory and time where the plan was priced on its own (engine.cost.estimate); None for
+    # the rows a search turns into estimates.
+    stages: Stages | None = None
 
     @property
     def step_time_range_s(self) -> tuple[float, float]:

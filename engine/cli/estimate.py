@@ -22,15 +22,15 @@ from engine.results import MEMORY_TERMS, MFU_LABEL, TIME_TERMS, Estimate
 
 
 def stage_table(est: Estimate) -> list[str]:
-    """Rows of the per-stage memory table (GiB), from the pricing that made the estimate (Estimate.stage_memory)."""
-    stages = est.stage_memory
+    """Rows of the per-stage memory table (GiB), from the pricing that made the estimate (Estimate.stages)."""
+    stages = est.stages
     assert stages is not None, "estimate_config prices the stated plan on its own, stage by stage"
     heads = ["stage", "layers", *MEMORY_TERMS, "total"]
     lines = ["  ".join(f"{h:>11}" for h in heads)]
     worst = max(range(len(est.stage_memory_gib)), key=lambda i: est.stage_memory_gib[i])
     for i, total in enumerate(est.stage_memory_gib):
         cells = [f"{i:>11d}", f"{stages.layers[i]:>11d}"]
-        cells += [f"{stages.terms[k][i]:>11.2f}" for k in MEMORY_TERMS]
+        cells += [f"{stages.memory[k][i]:>11.2f}" for k in MEMORY_TERMS]
         cells.append(f"{total:>11.2f}{' *' if i == worst else ''}")
         lines.append("  ".join(cells))
     return lines

@@ -12,7 +12,7 @@ from engine.cost.band import ordering_spread, own_terms, relative_spread
 from engine.cost.price import price_table
 from engine.cost.table import CandidateTable, PricedTable, true_runs
 from engine.diagnostics import Diagnostic
-from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate, StageMemory
+from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate, Stages
 from engine.specs import ClusterSpec, ModelSpec, RunOptions, Strategy
 
 
@@ -143,12 +143,19 @@ def _offload_route(framework: str) -> str:
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, strategy: Strategy,
              budget_gib: float) -> Estimate:
-    """Price one strategy (no validation: see estimate_config for the checked path), with its memory stage by
-    stage (Estimate.stage_memory)."""
+    """Price one strategy (no validation: see estimate_config for the checked path), stage by stage
+    (Estimate.stages)."""
     table = CandidateTable.from_strategies([strategy], num_layers=model.num_layers + model.mtp_depth)
     priced = price_table(model, cluster, run, table, budget_gib)
     est = estimate_row(priced, 0, strategy)
-    pp = est.strategy.pp
-    stages = StageMemory(layers=tuple(int(x) for x in priced.layer_count[0].sum(axis=1)[:pp]),
-                         terms={k: tuple(float(x) for x in priced.stage_memory_terms[k][0, :pp]) for k in MEMORY_TERMS})
-    return replace(est, stage_memory=stages)
+    return replace(est, stages=stages_of(priced, est.strategy.pp))
+
+
+def stages_of(priced: PricedTable, pp: int) -> Stages:
+    """Row 0 of a one-row pricing, stage by stage (its first `pp` stages)."""
+    def first(a: np.ndarray) -> tuple[float, ...]:
+        return tuple(float(x) for x in a[0, :pp])
+
+    return Stages(layers=tuple(int(x) for x in priced.layer_count[0].sum(axis=1)[:pp]),
+                  memory={k: first(priced.stage_memory_terms[k]) for k in MEMORY_TERMS},
+                  time_parts={k: first(v) for k, v in priced.stage_time_parts.items()})

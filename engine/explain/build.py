@@ -16,12 +16,13 @@ from dataclasses import dataclass, replace
 from engine.catalog.frameworks import framework_of
 from engine.config.types import Config
 from engine.cost import CandidateTable, estimate, price_table
+from engine.cost.estimate import stages_of
 from engine.cost.layout import chunk_in_flight, effective_layout, layout_or_default
-from engine.cost.table import STAGE_TIME_PARTS, PricedTable
+from engine.cost.table import STAGE_TIME_PARTS
 from engine.diagnostics import Diagnostic
 from engine.explain.schedule import FORWARD, Op, simulate
 from engine.explain.types import ChunkRow, Explained, Interval, StageRow
-from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate
+from engine.results import MEMORY_TERMS, TIME_TERMS, Estimate, Stages
 from engine.specs import HOST_PART, RecomputePlan, Strategy
 
 COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "fsdp_comm")
@@ -40,20 +41,23 @@ SNAP = 1e-12
 TIMELINE_MAX_UNITS = 4096
 
 
-def price_one(config: Config, strategy: Strategy, budget_gib: float) -> PricedTable:
-    """The one-row pricing of `strategy` that estimate() reads its numbers from."""
+def stages_of_plan(config: Config, est: Estimate) -> Stages:
+    """The plan stage by stage: what its own pricing carried (estimate_config's), else, for a search's row, which
+    carries none, the one-row pricing estimate() would have made (`config` with the run it was priced on)."""
+    if est.stages is not None:
+        return est.stages
     assert config.model is not None and config.cluster is not None
     m = config.model
-    table = CandidateTable.from_strategies([strategy], num_layers=m.num_layers + m.mtp_depth)
-    return price_table(m, config.cluster, config.run, table, budget_gib)
+    table = CandidateTable.from_strategies([est.strategy], num_layers=m.num_layers + m.mtp_depth)
+    return stages_of(price_table(m, config.cluster, config.run, table, est.budget_gib), est.strategy.pp)
 
 
 def explain_estimate(config: Config, est: Estimate) -> Explained:
     """Explain a priced plan of `config` (est comes from estimate_config or the search, with the layout it chose)."""
     config = replace(config, run=est.priced_run(config.run))
     s = est.strategy
-    priced = price_one(config, s, est.budget_gib)
-    parts = {k: [float(x) for x in v[0, :s.pp]] for k, v in priced.stage_time_parts.items()}
+    stages = stages_of_plan(config, est)
+    parts = {k: list(v) for k, v in stages.time_parts.items()}
     p, m = s.pp, s.micro_batch_num
     v = s.vpp if s.pipeline_schedule == "interleaved" else 1
     diags: list[Diagnostic] = list(est.diagnostics)
@@ -81,14 +85,15 @@ def explain_estimate(config: Config, est: Estimate) -> Explained:
                                 f"{early:.3g} s before the priced pipeline time (the cost model charges the fill "
                                 "and drain with every other stage's whole time, NAR21 §2.2 / [HP] "
                                 "§7.5); the timeline shows the difference as bubble"))
-    stages = _stage_rows(priced, parts, p, m, est.step_time_s, timeline)
-    stages = [replace(row, chunks=chunks) for row, chunks in zip(stages, stage_chunks(config, s, v), strict=True)]
+    rows = [replace(row, chunks=chunks) for row, chunks in zip(_stage_rows(stages, parts, p, m, est.step_time_s,
+                                                                          timeline),
+                                                                stage_chunks(config, s, v), strict=True)]
     b = bound_of(config, est)
     bound, time_bound, detail, tight = b.bound, b.time_bound, b.detail, b.tightest_stage
     pipe = m * max(stage_t) * scale
     bubble = est.time_breakdown_s["pp_bubble"]
     return Explained(
-        estimate=est, framework=framework_of(config.run).name, schedule=_schedule_name(s, v), stages=tuple(stages),
+        estimate=est, framework=framework_of(config.run).name, schedule=_schedule_name(s, v), stages=tuple(rows),
         bound=bound, time_bound=time_bound, bound_detail=detail, tightest_stage=tight,
         headroom_gib=b.headroom_gib, timeline=tuple(timeline),
         bubble_fraction=bubble / pipe if pipe > 0 else 0.0, diagnostics=tuple(diags),
@@ -210,10 +215,9 @@ def _tail(out: list[Interval], i: int, t: float, pipe_end: float, dp_i: float, d
         out[-1] = replace(last, end_s=step)
 
 
-def _stage_rows(priced: PricedTable, parts: dict[str, list[float]], p: int, m: int, step: float,
+def _stage_rows(stages: Stages, parts: dict[str, list[float]], p: int, m: int, step: float,
                 timeline: list[Interval]) -> list[StageRow]:
-    counts = priced.layer_count[0].sum(axis=1)
-    mem = priced.stage_memory_terms
+    counts, mem = stages.layers, stages.memory
     idle = [0.0] * p
     for iv in timeline:  # one pass: a pass per stage was quadratic in the stages
         if iv.kind == "bubble":
@@ -226,7 +230,7 @@ def _stage_rows(priced: PricedTable, parts: dict[str, list[float]], p: int, m: i
              "recompute": m * parts["recompute"][i], "comm": sum(comm.values())}
         t["idle"] = idle[i]
         t["optimizer"] = parts["optimizer"][i]
-        rows.append(StageRow(stage=i, layers=int(counts[i]), memory_gib={k: float(mem[k][0, i]) for k in MEMORY_TERMS},
+        rows.append(StageRow(stage=i, layers=counts[i], memory_gib={k: mem[k][i] for k in MEMORY_TERMS},
                              time_s=t, comm_s=comm))
     return rows
 
