@@ -454,20 +454,30 @@ class Run:
     tolerance: float
 
 
+def expected_step(exp: dict[str, Any]) -> float | None:
+    """A run's measured step (expected.json); one published as tokens/s/device is scored on the step it implies:
+    step = global_batch_size · seq_len / (devices · tokens/s/device). None where only a peak was published."""
+    tps = exp.get("tokens_per_s_per_device")
+    step = exp["step_time_s"] or (exp["global_batch_size"] * exp["seq_len"] / (exp["devices"] * tps) if tps else None)
+    return float(step) if step else None
+
+
+def peak_error(priced_peak_gib: float, measured_gib: float) -> float:
+    """A priced peak against a measured allocator peak: the measured figure leaves out RESERVED_GIB (CUDA context,
+    NCCL buffers), as benchmarks/memory_peaks.py compares."""
+    return (priced_peak_gib - K.RESERVED_GIB) / measured_gib - 1
+
+
 def s10_runs() -> list[Run]:
-    """The §10 runs; a run published as tokens/s/device is scored on the step it implies (expected.json notes):
-    step = global_batch_size · seq_len / (devices · tokens/s/device)."""
+    """The §10 runs, each scored on its expected_step and measured peak."""
     import json
 
     out = []
     for folder in sorted(RUNS_DIR.iterdir()):
         exp = json.loads((folder / "expected.json").read_text())
         search_cfg = yaml.safe_load((folder / "search.yaml").read_text())
-        tps = exp.get("tokens_per_s_per_device")
-        step = exp["step_time_s"] or (exp["global_batch_size"] * exp["seq_len"] / (exp["devices"] * tps) if tps else None)
         out.append(Run(folder.name, search_cfg.get("estimator", {}).get("framework", "hyperparallel"),
-                       float(step) if step else None,
-                       exp.get("peak_memory_gib"), float(exp["tolerance"])))
+                       expected_step(exp), exp.get("peak_memory_gib"), float(exp["tolerance"])))
     return out
 
 
@@ -504,9 +514,7 @@ def score_s10(runs: list[Run]) -> list[Scored]:
         if "step_time_s" not in doc:
             out.append(Scored(r.id, r.framework, "?", None))
             continue
-        # a measured peak is the allocator's reserved high-water mark: it leaves out RESERVED_GIB (CUDA context,
-        # NCCL buffers), as benchmarks/memory_peaks.py compares
-        mem_e = ((doc["peak_memory_gib"] - K.RESERVED_GIB) / r.measured_peak_gib - 1) if r.measured_peak_gib else None
+        mem_e = peak_error(doc["peak_memory_gib"], r.measured_peak_gib) if r.measured_peak_gib else None
         step_e = doc["step_time_s"] / r.measured_step_s - 1 if r.measured_step_s else None
         out.append(Scored(r.id, doc["framework"], doc["device"], step_e, mem_e))
     return out

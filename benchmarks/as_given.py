@@ -20,53 +20,60 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the engine, and accuracy.py beside this script
 
-from accuracy import RUNS_DIR, estimate_json  # noqa: E402  (benchmarks/ is the script's own folder)
-
-from engine.cost import constants as K  # noqa: E402
+from accuracy import RUNS_DIR, estimate_json, expected_step, peak_error  # noqa: E402
 
 CANDIDATES = (ROOT.parent / "shared" / "reference" / "calibration_runs",
               ROOT.parent.parent / "shared" / "reference" / "calibration_runs")
 
 
-def _errors(doc: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, float | None]:
-    """Signed step and peak errors of one estimate; the peak less what the allocator does not count
-    (RESERVED_GIB), as benchmarks/accuracy.py compares it."""
-    tps = expected.get("tokens_per_s_per_device")
-    step = expected.get("step_time_s") or (
-        expected["global_batch_size"] * expected["seq_len"] / (expected["devices"] * tps) if tps else None)
-    peak = expected.get("peak_memory_gib")
+def errors(doc: dict[str, Any], expected: dict[str, Any]) -> tuple[str, str]:
+    """The signed step and peak errors of one estimate as printed: "-" where the run published none, "NOT
+    PRICED" where the estimate has no figures (its diagnostics say why)."""
     if "step_time_s" not in doc:
-        return None, None
-    step_e = doc["step_time_s"] / step - 1 if step else None
-    peak_e = (doc["peak_memory_gib"] - K.RESERVED_GIB) / peak - 1 if peak else None
-    return step_e, peak_e
+        return "NOT PRICED", "NOT PRICED"
+    step, peak = expected_step(expected), expected.get("peak_memory_gib")
+    return (_pct(doc["step_time_s"] / step - 1 if step else None),
+            _pct(peak_error(doc["peak_memory_gib"], peak) if peak else None))
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def unstated_release(doc: dict[str, Any]) -> str:
+    """What HP536 found, from its data: each older release's figures that moved, against the current price."""
+    data = next((d.get("data") or {} for d in doc.get("diagnostics", []) if d["code"] == "HP536"), None)
+    if data is None:
+        return ""
+    step, peak = doc["step_time_s"], doc["peak_memory_gib"]
+    moves = [(p["since"], p["step_time_s"] / step - 1, p["peak_memory_gib"] / peak - 1) for p in data.get("prices", [])]
+    return "; ".join(f"before {since}: step {100 * ds:+.0f}%, peak {100 * dp:+.0f}%"
+                     for since, ds, dp in moves if max(abs(ds), abs(dp)) >= 0.005)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", type=Path, help="the reference's calibration_runs folder")
     args = ap.parse_args(argv)
-    given = next((d for d in ([args.dir] if args.dir else list(CANDIDATES)) if d is not None and d.is_dir()), None)
+    if args.dir is not None and not args.dir.is_dir():
+        ap.error(f"--dir {args.dir}: no such folder")
+    given = args.dir or next((d for d in CANDIDATES if d.is_dir()), None)
     if given is None:
         print("skipped: no ../shared/reference/calibration_runs folder next to the repository (give --dir)")
         return 0
     print(f"{'run':<50} {'step: given':>11} {'ours':>7}  {'peak: given':>11} {'ours':>7}  release unstated (HP536)")
     for folder in sorted(p for p in given.iterdir() if (p / "search.yaml").is_file()):
+        if not (folder / "expected.json").is_file():
+            print(f"{folder.name:<50} no expected.json: nothing to compare")
+            continue
         expected = json.loads((folder / "expected.json").read_text())
         as_given = estimate_json(folder / "search.yaml")
-        ours = estimate_json(RUNS_DIR / folder.name / "search.yaml") if (RUNS_DIR / folder.name).is_dir() else {}
-        g_step, g_peak = _errors(as_given, expected)
-        o_step, o_peak = _errors(ours, expected) if ours else (None, None)
-        said = next((d["message"].split("error band: ", 1)[-1].split(". State", 1)[0]
-                     for d in as_given.get("diagnostics", []) if d["code"] == "HP536"), "")
-        print(f"{folder.name:<50} {_pct(g_step):>11} {_pct(o_step):>7}  {_pct(g_peak):>11} {_pct(o_peak):>7}  "
-              f"{said[:150]}")
+        g_step, g_peak = errors(as_given, expected)
+        o_step, o_peak = (errors(estimate_json(RUNS_DIR / folder.name / "search.yaml"), expected)
+                          if (RUNS_DIR / folder.name / "search.yaml").is_file() else ("-", "-"))
+        print(f"{folder.name:<50} {g_step:>11} {o_step:>7}  {g_peak:>11} {o_peak:>7}  {unstated_release(as_given)}")
     return 0
 
 

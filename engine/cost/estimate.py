@@ -152,7 +152,10 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, strategy: 
 
 
 def stages_of(priced: PricedTable, pp: int) -> Stages:
-    """Row 0 of a one-row pricing, stage by stage (its first `pp` stages)."""
+    """Row 0 of a one-row pricing, stage by stage (its first `pp` stages); the pricing kept its stage time parts
+    (price_table's `parts`, on by default)."""
+    assert priced.stage_time_parts, "a pricing without its stage time parts cannot be told stage by stage"
+
     def first(a: np.ndarray) -> tuple[float, ...]:
         return tuple(float(x) for x in a[0, :pp])
 

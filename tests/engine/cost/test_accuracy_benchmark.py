@@ -56,8 +56,8 @@ def test_a_flagged_case_is_not_evidence_of_the_models_error() -> None:
 def test_as_given_prices_a_run_both_ways_and_says_what_its_unstated_release_moves(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """benchmarks/as_given.py on a reference folder holding the TT-BENCH 8B run written without its release: the
-    file as given reads its peak ~28 % low (the current release's chunked loss), this repository's copy +1.7 %,
-    and HP536's boundary is printed beside them."""
+    step reads the same both ways, the peak as given reads more than 20 points below this repository's copy
+    (the current release's chunked loss), whose error is accuracy.py's own, and HP536's finding is printed."""
     as_given = importlib.import_module("as_given")
     name = "llama31-8b-8xh100-96g-torchtitan-compile"
     given = tmp_path / "runs" / name
@@ -65,17 +65,30 @@ def test_as_given_prices_a_run_both_ways_and_says_what_its_unstated_release_move
     for f in ("train.yaml", "expected.json"):
         (given / f).write_text((ROOT / "benchmarks" / "calibration_runs" / name / f).read_text())
     ours = (ROOT / "benchmarks" / "calibration_runs" / name / "search.yaml").read_text()
-    (given / "search.yaml").write_text("\n".join(line for line in ours.splitlines()
-                                                 if not line.lstrip().startswith(("framework_version:", "loss_chunks:"))))
+    stripped = "\n".join(line for line in ours.splitlines()
+                         if not line.lstrip().startswith(("framework_version:", "loss_chunks:")))
+    assert len(stripped.splitlines()) == len(ours.splitlines()) - 2  # the two keys, on lines of their own
+    (given / "search.yaml").write_text(stripped)
+    (tmp_path / "runs" / "no-expectation").mkdir()
+    (tmp_path / "runs" / "no-expectation" / "search.yaml").write_text(stripped)
     assert as_given.main(["--dir", str(tmp_path / "runs")]) == 0
-    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith(name)]
+    out = capsys.readouterr().out.splitlines()
+    (row,) = [line for line in out if line.startswith(name)]
     cells = row.split()
-    assert cells[1:3] == ["-2.6%", "-2.6%"]
-    assert float(cells[3].rstrip("%")) < -20 and cells[4] == "+1.7%"
-    assert "before main (the chunked loss" in row
+    assert cells[1] == cells[2]
+    (scored,) = [r for r in accuracy.score_s10([r for r in accuracy.s10_runs() if r.id == name])]
+    assert scored.memory_error is not None and cells[4] == f"{100 * scored.memory_error:+.1f}%"
+    assert float(cells[3].rstrip("%")) < float(cells[4].rstrip("%")) - 20
+    assert "before main: step +0%, peak +" in row
+    assert any(line.startswith("no-expectation") and "no expected.json" in line for line in out)
 
 
-def test_as_given_skips_without_the_reference_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_as_given_skips_without_the_reference_folder_and_refuses_a_wrong_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     as_given = importlib.import_module("as_given")
-    assert as_given.main(["--dir", str(tmp_path / "absent")]) == 0
+    monkeypatch.setattr(as_given, "CANDIDATES", (tmp_path / "absent",))
+    assert as_given.main([]) == 0
     assert capsys.readouterr().out.startswith("skipped")
+    with pytest.raises(SystemExit) as exit_:
+        as_given.main(["--dir", str(tmp_path / "typo")])
+    assert exit_.value.code == 2
