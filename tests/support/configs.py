@@ -153,3 +153,35 @@ parallelism: {{dp: 16, tp: 1, pp: 1, cp: 1, ep: 8, micro_batch_size: 1}}
 constraint: {{global_batch_size: 1024}}
 estimator: {{framework: megatron}}
 """
+
+
+# DeepSeek-V3 on 128 H100 nodes whose search config chooses the recompute modules (`MODS`: auto or a list) on a
+# stack (`FW`): the search's `recompute_modules: auto` (tests/engine/cost/test_recompute_modules.py, explain).
+AUTO_TRAIN = """\
+model:
+  pretrained_model_name_or_path: deepseek-ai/DeepSeek-V3
+  torch_dtype: bfloat16
+training:
+  global_batch_size: 8192
+  micro_batch_size: 1
+accelerator:
+  tp_size: 2
+  pp_size: 8
+  cp_size: 1
+  ep_size: 64
+  sequence_parallel: true
+activation_checkpoint:
+  mode: selective
+dataset:
+  data_transform:
+    max_seq_len: 4096
+"""
+AUTO_SEARCH = """\
+train_yaml: ./train.yaml
+cluster: {num_nodes: 128, cards_per_node: 8, device_type: H100}
+parallelism: {tp: [1, 2, 4], pp: 8, cp: 1, ep: 64, etp: 1, vpp: 1, micro_batch_size: 1, sequence_parallel: auto}
+constraint: {global_batch_size: 8192, memory_limit_gb: 80}
+recompute: selective
+recompute_modules: MODS
+estimator: {framework: FW, fp8: true, optimizer_state_dtype: bf16}
+"""

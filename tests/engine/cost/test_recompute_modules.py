@@ -23,7 +23,7 @@ from engine.cost.table import CandidateTable
 from engine.explain.export import export
 from engine.specs import GIB, RecomputePlan, RunOptions, Strategy
 from tests.engine.cost.shapes import DSV3, LLAMA70B, cluster
-from tests.support.configs import dsv3_model
+from tests.support.configs import AUTO_SEARCH, AUTO_TRAIN, dsv3_model
 
 MEGA = RunOptions(framework="megatron")
 S = Strategy(dp=8, tp=8, pp=1, micro_batch_size=1, sequence_parallel=True, recompute=RecomputePlan("selective"))
@@ -158,34 +158,6 @@ def test_export_writes_the_modules_and_state_dtypes() -> None:
 
 
 # ------------------------------------------------------------------------- the search chooses (auto)
-AUTO_TRAIN = """\
-model:
-  pretrained_model_name_or_path: deepseek-ai/DeepSeek-V3
-  torch_dtype: bfloat16
-training:
-  global_batch_size: 8192
-  micro_batch_size: 1
-accelerator:
-  tp_size: 2
-  pp_size: 8
-  cp_size: 1
-  ep_size: 64
-  sequence_parallel: true
-activation_checkpoint:
-  mode: selective
-dataset:
-  data_transform:
-    max_seq_len: 4096
-"""
-AUTO_SEARCH = """\
-train_yaml: ./train.yaml
-cluster: {num_nodes: 128, cards_per_node: 8, device_type: H100}
-parallelism: {tp: [1, 2, 4], pp: 8, cp: 1, ep: 64, etp: 1, vpp: 1, micro_batch_size: 1, sequence_parallel: auto}
-constraint: {global_batch_size: 8192, memory_limit_gb: 80}
-recompute: selective
-recompute_modules: MODS
-estimator: {framework: FW, fp8: true, optimizer_state_dtype: bf16}
-"""
 
 
 def _files(tmp_path: Path, mods: str = "auto", fw: str = "megatron") -> Path:

@@ -16,7 +16,7 @@ from engine.explain import explain_estimate
 from engine.explain.build import stages_of_plan
 from engine.results import MEMORY_TERMS
 from engine.search.stated import stated_estimate
-from tests.engine.cost.test_recompute_modules import AUTO_SEARCH, AUTO_TRAIN
+from tests.support.configs import AUTO_SEARCH, AUTO_TRAIN
 
 ROOT = Path(__file__).resolve().parents[3]
 PLANS = [ROOT / "examples" / "explain" / "interleaved.yaml",
