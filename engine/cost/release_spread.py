@@ -61,12 +61,8 @@ def release_prices(model: ModelSpec, cluster: ClusterSpec, run: RunOptions, stra
 def beyond_band(prices: tuple[ReleasePrice, ...], est: Estimate) -> bool:
     """Whether an older release moves the step or the peak by more than its error band's half-width: where the
     release matters more than the model's own error."""
-    return any(_moves(p, est, est.step_spread, est.memory_spread) for p in prices)
-
-
-def _moves(p: ReleasePrice, est: Estimate, step: float, peak: float) -> bool:
-    return abs(_change(p.step_time_s, est.step_time_s)) > step or abs(_change(p.peak_memory_gib,
-                                                                             est.peak_memory_gib)) > peak
+    return any(abs(_change(p.step_time_s, est.step_time_s)) > est.step_spread
+               or abs(_change(p.peak_memory_gib, est.peak_memory_gib)) > est.memory_spread for p in prices)
 
 
 def _change(value: float, against: float) -> float:

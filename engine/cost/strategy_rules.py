@@ -40,7 +40,7 @@ from engine.facts import (
 )
 from engine.integers import listed_divisors
 from engine.positions import DOCUMENT_START
-from engine.results import Estimate
+from engine.results import Estimate, ReleaseSpread
 from engine.specs import ClusterSpec, ModelSpec, PipelineLayout, RunOptions, Strategy, noop_text
 
 # Where each strategy field may be written, most specific first (search config, then train.yaml forms).
@@ -543,12 +543,12 @@ def marginal(d: Diagnostic, est: Estimate) -> Diagnostic:
                    data={**d.data, "verdict": "marginal"})
 
 
-def _runs_as_stated(config: Config, s: Strategy) -> Callable[[RunOptions], bool]:
+def _runs_as_stated(config: Config, s: Strategy, found: list[Problem]) -> Callable[[RunOptions], bool]:
     """Whether a release of the plan's stack runs what the files state: it raises no framework finding (HP530,
-    HP531, HP533, HP535: an option it lacks, priced without it) the current release does not raise too, and
-    takes the stated pipeline layout as the current one does (a per-chunk layout, no-op layers: HP533 from the
-    validation, engine.validate.pipeline)."""
-    current = {(p.code, p.field) for p in check_framework(config, s)}
+    HP531, HP533, HP535: an option it lacks, priced without it) beyond `found`, the current release's
+    check_framework, and takes the stated pipeline layout as the current one does (a per-chunk layout, no-op
+    layers: HP533 from the validation, engine.validate.pipeline)."""
+    current = {(p.code, p.field) for p in found}
     layout = taken_layout(config.run)
 
     def runs(run: RunOptions) -> bool:
@@ -558,6 +558,21 @@ def _runs_as_stated(config: Config, s: Strategy) -> Callable[[RunOptions], bool]
                 and {(p.code, p.field) for p in check_framework(replace(config, run=run), s)} <= current)
 
     return runs
+
+
+def _release_finding(config: Config, est: Estimate, spread: ReleaseSpread) -> Diagnostic:
+    """HP536 at the stack's key: what the older releases price the plan at, and where its release is stated; in
+    a search config that names its stack, the quick fix states the release priced (one click where the run uses
+    it; an older one is typed there; a release beside a stack a flag or setting names would not follow it)."""
+    fw = FRAMEWORKS[est.framework]
+    assert fw.releases is not None
+    search = config.kind == "search"
+    where = ("estimator.framework_version" if search
+             else "a search config's estimator.framework_version, where it prices this file")
+    fix = ({"set_at": {"path": "estimator.framework_version", "value": fw.releases.current}}
+           if search and "estimator.framework" in config.locations else {})
+    return positioned(config, "HP536", spread_message(fw.name, fw.releases.current, spread, est, where),
+                      "framework_version", {**spread.to_json(), **fix})
 
 
 def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, ...]]:
@@ -575,8 +590,8 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         return None, (positioned(config, "HP501", "the file does not state every parallel degree, so there is "
                                  f"no single strategy to price{hint}; fix each dimension or run hp-plan search",
                                  field, {"searched": open_dims}),)
-    problems = [*check_strategy(config.model, config.cluster, s, effective_layout(config.run)),
-                *check_framework(config, s)]
+    stack = check_framework(config, s)
+    problems = [*check_strategy(config.model, config.cluster, s, effective_layout(config.run)), *stack]
     diags = [positioned(config, p.code, p.message, p.field, _fix_data(config, p), fact=p.fact) for p in problems]
     if has_errors(diags):
         return None, tuple(diags)
@@ -605,19 +620,9 @@ def estimate_config(config: Config) -> tuple[Estimate | None, tuple[Diagnostic, 
         diags.append(hp520)
     from dataclasses import replace
 
-    spread = release_prices(config.model, config.cluster, config.run, s, budget, _runs_as_stated(config, s))
+    spread = release_prices(config.model, config.cluster, config.run, s, budget, _runs_as_stated(config, s, stack))
     if beyond_band(spread.prices, est):
-        fw = FRAMEWORKS[est.framework]
-        assert fw.releases is not None
-        search = config.kind == "search"
-        where = ("estimator.framework_version" if search
-                 else "a search config's estimator.framework_version, where it prices this file")
-        # The quick fix states the release priced (one click where the run uses it; an older one is typed there),
-        # where the file names its stack: a release beside a stack a flag or setting names would not follow it.
-        fix = ({"set_at": {"path": "estimator.framework_version", "value": fw.releases.current}}
-               if search and "estimator.framework" in config.locations else {})
-        diags.append(positioned(config, "HP536", spread_message(fw.name, fw.releases.current, spread, est, where),
-                                "framework_version", {**spread.to_json(), **fix}))
+        diags.append(_release_finding(config, est, spread))
     # docs/formats.md §3: `fits` stays a bool and is true for a marginal verdict.
     est = replace(est, diagnostics=tuple(diags), fits=est.verdict != "does not fit",
                   other_releases=spread if spread.prices or spread.refused_before else None)
