@@ -20,6 +20,7 @@ from tests.support.lsp_e2e import (
     Ctx,
     codes,
     copy_example,
+    diagnostic,
     edits_of,
     find_line,
     open_doc,
@@ -36,8 +37,7 @@ async def test_lone_train_yaml_offers_a_search_config(ctx: Ctx) -> None:
     lonely.mkdir()
     shutil.copy(EXAMPLES / "llama3-70b" / "train.yaml", lonely / "train.yaml")
     uri = open_doc(ctx.client, lonely / "train.yaml")
-    await wait_until(lambda: "HP302" in codes(ctx.client, uri), what="no-cluster information")
-    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP302")
+    diag = await diagnostic(ctx.client, uri, "HP302", what="no-cluster information")
     assert diag.severity == types.DiagnosticSeverity.Information
     actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
@@ -91,8 +91,7 @@ async def test_search_config_hover_lens_and_apply_to_train_yaml(ctx: Ctx) -> Non
     # The hover on a candidate list says, per value, whether a plan fits with it (once the list job ran).
     assert "values fit" in await _list_hover(ctx, uri, text)
     # The faster-plan hint about the train.yaml's stated strategy shows at the train_yaml key.
-    await wait_until(lambda: "HP611" in codes(ctx.client, uri), what="stated-vs-best hint")
-    hint = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP611")
+    hint = await diagnostic(ctx.client, uri, "HP611", what="stated-vs-best hint")
     assert hint.range.start.line == find_line(text, "train_yaml:")[0] and hint.message.startswith("train.yaml:")
     actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), range=hint.range,
@@ -148,8 +147,7 @@ async def test_utf16_columns_after_an_emoji(ctx: Ctx) -> None:
     flow = 'accelerator: {note: "🦙", tp_size: 3, pp_size: 4, sequence_parallel: true}\n'
     (folder / "train.yaml").write_text("".join(lines[:i]) + flow + "".join(lines[j:]))
     uri = open_doc(ctx.client, folder / "train.yaml")
-    await wait_until(lambda: "HP403" in codes(ctx.client, uri), what="tp does not divide hidden")
-    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP403")
+    diag = await diagnostic(ctx.client, uri, "HP403", what="tp does not divide hidden")
     col = flow.index("3,")  # code points
     assert diag.range.start.line == i and diag.range.start.character == col + 1
     actions = await ctx.client.text_document_code_action_async(types.CodeActionParams(
@@ -200,8 +198,7 @@ async def test_search_config_follows_the_unsaved_train_yaml_buffer(ctx: Ctx) -> 
     # An invalid tp in the buffer (3 divides neither the heads nor the width): the search config shows the
     # train.yaml's finding at its `train_yaml:` key, without any save.
     change(disk.replace("tp_size: 8", "tp_size: 3"), 2)
-    await wait_until(lambda: "HP403" in codes(ctx.client, uri), what="the buffer's tp reaches the search config")
-    found = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP403")
+    found = await diagnostic(ctx.client, uri, "HP403", what="the buffer's tp reaches the search config")
     assert found.range.start.line == key_line and found.message.startswith(f"train.yaml:{disk_tp_line + 1}:")
     assert train_path.read_text() == disk  # nothing was saved
     # Closed without saving: the search config reads the disk again.
@@ -244,8 +241,7 @@ async def test_megatron_cpu_offloading_megatron_refuses_is_said_at_its_key(ctx: 
     path = folder / "search.yaml"
     path.write_text(OFFLOAD_SEARCH)
     uri = open_doc(ctx.client, path)
-    await wait_until(lambda: "HP530" in codes(ctx.client, uri), what="HP530 at cpu_offloading_num_layers")
-    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP530")
+    diag = await diagnostic(ctx.client, uri, "HP530", what="HP530 at cpu_offloading_num_layers")
     line, col = find_line(OFFLOAD_SEARCH, "cpu_offloading_num_layers: 16")
     assert (diag.range.start.line, diag.range.start.character) == (line, col + len("cpu_offloading_num_layers: "))
     assert "pipeline parallelism (pp 2)" in diag.message
@@ -428,13 +424,11 @@ async def test_a_plan_whose_release_is_not_stated_says_what_an_older_one_prices(
     path = folder / "search.yaml"
     path.write_text(text)
     uri = open_doc(ctx.client, path)
-    await wait_until(lambda: "HP536" in codes(ctx.client, uri), what="HP536 at estimator.framework")
-    diag = next(d for d in ctx.client.diagnostics[uri] if d.code == "HP536")
+    diag, fix = await quick_fix(ctx.client, uri, "HP536", "Set `framework_version` to main")
     assert diag.severity == types.DiagnosticSeverity.Information
     line, col = find_line(text, "framework: torchtitan")
     assert (diag.range.start.line, diag.range.start.character) == (line, col + len("framework: "))
     assert "before main (the chunked loss" in diag.message
-    _diag, fix = await quick_fix(ctx.client, uri, "HP536", "Set `framework_version` to main")
     fixed = take_fix(ctx.client, uri, text, fix)
     assert fixed.endswith("  fp8: false\n  framework_version: main\n")
     await wait_until(lambda: "HP536" not in codes(ctx.client, uri), what="HP536 gone once the release is stated")

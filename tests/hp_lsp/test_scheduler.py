@@ -166,18 +166,20 @@ async def test_a_failing_step_is_one_log_line_not_an_exception(tmp_path: Path) -
     sched.shutdown()
 
 
-async def test_a_save_whose_check_raised_starts_no_search_on_the_next_keystroke(tmp_path: Path) -> None:
-    """The save's check raises (one log line); the search it held back is dropped with it, so the next
-    keystroke's check, which lands cleanly, starts no search: only a save does."""
+def _llama_doc(tmp_path: Path, ws: FakeWorkspace) -> tuple[Path, str]:
+    """The example train.yaml copied into `tmp_path` with its search config, open in `ws` as version 1."""
     folder = tmp_path / "llama"
     shutil.copytree(LLAMA, folder)
     train = folder / "train.yaml"
     uri = train.as_uri()
-    sched, ws, client, jobs, _progress, logs = _scheduler(ClientFeatures())
     ws.docs[uri] = LspTextDocument(uri, source=train.read_text(), version=1)
-    sched.opened(uri)
-    await _until(lambda: jobs.submitted, "the open's search job")
-    analyse, raised = sched.analyse_off_loop, []
+    return train, uri
+
+
+def _next_check_raises(sched: Scheduler) -> None:
+    """The next check the scheduler sends off the loop raises; the ones after it run as before."""
+    analyse = sched.analyse_off_loop
+    raised: list[Any] = []
 
     def raise_once(job: Any) -> Any:
         if not raised:
@@ -186,6 +188,16 @@ async def test_a_save_whose_check_raised_starts_no_search_on_the_next_keystroke(
         return analyse(job)
 
     sched.analyse_off_loop = raise_once  # type: ignore[method-assign]
+
+
+async def test_a_save_whose_check_raised_starts_no_search_on_the_next_keystroke(tmp_path: Path) -> None:
+    """The save's check raises (one log line); the search it held back is dropped with it, so the next
+    keystroke's check, which lands cleanly, starts no search: only a save does."""
+    sched, ws, client, jobs, _progress, logs = _scheduler(ClientFeatures())
+    train, uri = _llama_doc(tmp_path, ws)
+    sched.opened(uri)
+    await _until(lambda: jobs.submitted, "the open's search job")
+    _next_check_raises(sched)
     ws.docs[uri] = LspTextDocument(uri, source=train.read_text() + "\n", version=2)
     sched.session.change(uri, 2)
     sched.saved(uri)
@@ -201,21 +213,9 @@ async def test_a_save_whose_check_raised_starts_no_search_on_the_next_keystroke(
 async def test_a_check_that_raised_beside_one_that_landed_keeps_the_search(tmp_path: Path) -> None:
     """Opened, then the settings arrive: two checks of one text, each asking for the search. The first raises;
     the second records the text's analysis, so the search still starts."""
-    folder = tmp_path / "llama"
-    shutil.copytree(LLAMA, folder)
-    train = folder / "train.yaml"
-    uri = train.as_uri()
     sched, ws, _client, jobs, _progress, logs = _scheduler(ClientFeatures())
-    ws.docs[uri] = LspTextDocument(uri, source=train.read_text(), version=1)
-    analyse, calls = sched.analyse_off_loop, []
-
-    def raise_first(job: Any) -> Any:
-        calls.append(job)
-        if len(calls) == 1:
-            raise RuntimeError("the check broke")
-        return analyse(job)
-
-    sched.analyse_off_loop = raise_first  # type: ignore[method-assign]
+    _train, uri = _llama_doc(tmp_path, ws)
+    _next_check_raises(sched)
     sched.opened(uri)
     sched.settings_changed()
     await _until(lambda: jobs.submitted, "the search the second check released")

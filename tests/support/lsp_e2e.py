@@ -128,11 +128,16 @@ def codes(client: LanguageClient, uri: str) -> set[str]:
     return {str(d.code) for d in client.diagnostics.get(uri, [])}
 
 
+async def diagnostic(client: LanguageClient, uri: str, code: str, what: str = "") -> types.Diagnostic:
+    """The `code` diagnostic `uri` shows, once it shows one (`what` names it in the timeout's message)."""
+    await wait_until(lambda: code in codes(client, uri), what=what or f"{code} on {uri}")
+    return next(d for d in client.diagnostics[uri] if d.code == code)
+
+
 async def quick_fix(client: LanguageClient, uri: str, code: str, title: str) -> tuple[types.Diagnostic,
                                                                                       types.CodeAction]:
     """Once `uri` shows a `code` diagnostic: it, and the code action titled `title` the server offers for it."""
-    await wait_until(lambda: code in codes(client, uri), what=f"{code} on {uri}")
-    diag = next(d for d in client.diagnostics[uri] if d.code == code)
+    diag = await diagnostic(client, uri, code)
     actions = await client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
         context=types.CodeActionContext(diagnostics=[diag])))
